@@ -1,0 +1,1 @@
+//! kactor-actors: Kafka's broker components as supervised actix actors around pure cores.

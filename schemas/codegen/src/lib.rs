@@ -1,0 +1,1 @@
+//! Code generator for the Kafka message schemas in `schemas/` (Kafka's `MessageGenerator`).
