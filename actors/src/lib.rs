@@ -1,1 +1,9 @@
 //! kactor-actors: Kafka's broker components as supervised actix actors around pure cores.
+//!
+//! `log` is the storage engine (no actix); `runtime` is the actix facade (supervision, per-actor
+//! metrics); the other modules are one component each (actor.rs + messages.rs + core/).
+
+pub mod log;
+pub mod metrics;
+pub mod network;
+pub mod runtime;
