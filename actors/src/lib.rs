@@ -3,7 +3,12 @@
 //! `log` is the storage engine (no actix); `runtime` is the actix facade (supervision, per-actor
 //! metrics); the other modules are one component each (actor.rs + messages.rs + core/).
 
+pub mod controller;
 pub mod log;
+pub mod metadata;
 pub mod metrics;
 pub mod network;
+pub mod partition;
+pub mod purgatory;
+pub mod raft;
 pub mod runtime;
