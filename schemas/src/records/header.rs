@@ -9,8 +9,23 @@ pub const LOG_OVERHEAD: usize = 12;
 pub const BATCH_HEADER_LEN: usize = 61;
 /// Byte offset of the CRC field; the CRC-32C covers everything after it (attributes..end).
 pub const CRC_OFFSET: usize = 17;
-const ATTRIBUTES_OFFSET: usize = 21;
+pub(crate) const ATTRIBUTES_OFFSET: usize = 21;
+pub(crate) const MAX_TIMESTAMP_OFFSET: usize = 35;
 const PARTITION_LEADER_EPOCH_OFFSET: usize = 12;
+
+/// Attribute bits of a v2 batch (Kafka's `DefaultRecordBatch`).
+pub const COMPRESSION_CODEC_MASK: i16 = 0x07;
+pub const TIMESTAMP_TYPE_MASK: i16 = 0x08;
+pub const TRANSACTIONAL_FLAG_MASK: i16 = 0x10;
+pub const CONTROL_FLAG_MASK: i16 = 0x20;
+pub const DELETE_HORIZON_FLAG_MASK: i16 = 0x40;
+
+/// Header values a producer leaves unset (Kafka's `RecordBatch.NO_*`).
+pub const NO_PRODUCER_ID: i64 = -1;
+pub const NO_PRODUCER_EPOCH: i16 = -1;
+pub const NO_SEQUENCE: i32 = -1;
+pub const NO_PARTITION_LEADER_EPOCH: i32 = -1;
+pub const NO_TIMESTAMP: i64 = -1;
 pub const MAGIC_V2: i8 = 2;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -29,6 +44,30 @@ pub enum RecordError {
     InvalidRecord(String),
     #[error("compression error: {0}")]
     Compression(String),
+    #[error("decompressed records exceed the limit of {limit} bytes")]
+    DecompressedTooLarge { limit: usize },
+    #[error("record batch of {size} bytes exceeds the maximum of {max}")]
+    TooLarge { size: usize, max: usize },
+}
+
+impl RecordError {
+    /// The Kafka error code a produce response carries for this failure, following the exception
+    /// Kafka's produce path raises: `CorruptRecordException` (CORRUPT_MESSAGE, 2) for integrity
+    /// failures, `InvalidRecordException` (INVALID_RECORD, 87) for well-formed but invalid
+    /// batches, `RecordTooLargeException` (MESSAGE_TOO_LARGE, 10) for size limits.
+    pub fn error_code(&self) -> i16 {
+        match self {
+            RecordError::Truncated { .. }
+            | RecordError::InvalidLength(_)
+            | RecordError::CrcMismatch { .. }
+            | RecordError::Compression(_)
+            | RecordError::UnknownCompression(_) => 2,
+            RecordError::UnsupportedMagic(_)
+            | RecordError::InvalidRecord(_)
+            | RecordError::DecompressedTooLarge { .. } => 87,
+            RecordError::TooLarge { .. } => 10,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +80,23 @@ pub enum Compression {
 }
 
 impl Compression {
+    /// The codec id stored in attribute bits 0–2.
+    pub fn id(self) -> i16 {
+        self as i16
+    }
+
+    /// The producer's `compression.type` names (the topic config spells `None` "uncompressed"
+    /// and adds "producer"; mapping those is the caller's business).
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Snappy => "snappy",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+
     pub fn from_attributes(attributes: i16) -> Result<Self, RecordError> {
         Ok(match attributes & 0x07 {
             0 => Compression::None,
@@ -97,7 +153,10 @@ impl BatchHeader {
             if buf.len() > 16 && buf[16] as i8 != MAGIC_V2 {
                 return Err(RecordError::UnsupportedMagic(buf[16] as i8));
             }
-            return Err(RecordError::Truncated { needed: BATCH_HEADER_LEN, available: buf.len() });
+            return Err(RecordError::Truncated {
+                needed: BATCH_HEADER_LEN,
+                available: buf.len(),
+            });
         }
         let magic = buf[16] as i8;
         if magic != MAGIC_V2 {
@@ -164,12 +223,38 @@ pub fn verify_crc(batch: &[u8]) -> Result<(), RecordError> {
     let header = BatchHeader::parse(batch)?;
     let size = header.total_size();
     if batch.len() < size {
-        return Err(RecordError::Truncated { needed: size, available: batch.len() });
+        return Err(RecordError::Truncated {
+            needed: size,
+            available: batch.len(),
+        });
     }
     let computed = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..size]);
     if computed != header.crc {
-        return Err(RecordError::CrcMismatch { stored: header.crc, computed });
+        return Err(RecordError::CrcMismatch {
+            stored: header.crc,
+            computed,
+        });
     }
+    Ok(())
+}
+
+/// CRC-32C of one complete batch's attributes..end range, i.e. the value its CRC field must hold.
+pub fn compute_crc(batch: &[u8]) -> Result<u32, RecordError> {
+    let header = BatchHeader::parse(batch)?;
+    let size = header.total_size();
+    if batch.len() < size {
+        return Err(RecordError::Truncated {
+            needed: size,
+            available: batch.len(),
+        });
+    }
+    Ok(crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..size]))
+}
+
+/// Recomputes and stores the CRC after an in-place change inside the CRC'd range.
+pub fn write_crc(batch: &mut [u8]) -> Result<(), RecordError> {
+    let crc = compute_crc(batch)?;
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(())
 }
 

@@ -1,0 +1,289 @@
+//! Produce-path checks and rewrites for v2 batches (the magic-v2 facts of Kafka's
+//! `LogValidator`, `ProduceRequest.validateRecords` and `UnifiedLog.analyzeAndValidateRecords`,
+//! plus `DefaultRecordBatch.setMaxTimestamp`). Compressed batches are checked by header and CRC
+//! only; only [`recompress`] inflates them.
+
+use bytes::Bytes;
+
+use super::compression::{compress, decompress, DEFAULT_DECOMPRESSION_LIMIT};
+use super::record::parse_raw_record;
+use super::{
+    verify_crc, write_crc, BatchHeader, Compression, RecordError, TimestampType, ATTRIBUTES_OFFSET,
+    BATCH_HEADER_LEN, COMPRESSION_CODEC_MASK, LOG_OVERHEAD, MAX_TIMESTAMP_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+};
+
+/// Who is appending, which decides how strict validation is (Kafka's `AppendOrigin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOrigin {
+    /// A producer: all checks, including "no control batches" and "at least one record".
+    Client,
+    /// The broker's own coordinators (transaction markers, group offsets): control batches allowed.
+    Coordinator,
+    /// A follower copying the leader's log, or the Raft log: integrity checks only (the cleaner
+    /// leaves empty batches behind, so counts are not checked).
+    Replication,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValidationOptions {
+    pub origin: AppendOrigin,
+    /// `message.max.bytes` / `max.message.bytes`: the largest batch accepted, in bytes.
+    pub max_batch_size: usize,
+}
+
+impl Default for ValidationOptions {
+    fn default() -> Self {
+        ValidationOptions {
+            origin: AppendOrigin::Client,
+            max_batch_size: usize::MAX,
+        }
+    }
+}
+
+/// What the partition needs from a batch that passed validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValidatedBatch {
+    pub size_in_bytes: usize,
+    pub records_count: i32,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    /// For uncompressed batches, the largest record timestamp actually present (Kafka rewrites
+    /// the header's max timestamp to it for CreateTime topics; see [`set_max_timestamp`]). For
+    /// compressed batches, the header's value.
+    pub max_timestamp: i64,
+    pub timestamp_type: TimestampType,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub is_transactional: bool,
+    pub is_control: bool,
+    pub compression: Compression,
+    /// True when the records were walked (uncompressed batches, non-replication origins).
+    pub records_checked: bool,
+}
+
+fn invalid(msg: impl Into<String>) -> RecordError {
+    RecordError::InvalidRecord(msg.into())
+}
+
+/// Validates a producer's records for one partition (produce v3+: exactly one v2 batch).
+pub fn validate_batch(batch: &[u8]) -> Result<ValidatedBatch, RecordError> {
+    validate_batch_with(batch, &ValidationOptions::default())
+}
+
+/// Validates exactly one v2 batch spanning all of `batch` under `opts`.
+pub fn validate_batch_with(
+    batch: &[u8],
+    opts: &ValidationOptions,
+) -> Result<ValidatedBatch, RecordError> {
+    let header = BatchHeader::parse(batch)?;
+    let size = header.total_size();
+    if batch.len() < size {
+        return Err(RecordError::Truncated {
+            needed: size,
+            available: batch.len(),
+        });
+    }
+    if batch.len() > size {
+        return Err(invalid(
+            "produce records must hold exactly one record batch",
+        ));
+    }
+    if size > opts.max_batch_size {
+        return Err(RecordError::TooLarge {
+            size,
+            max: opts.max_batch_size,
+        });
+    }
+    verify_crc(batch)?;
+    let compression = header.compression()?;
+    let count = header.records_count;
+
+    if opts.origin == AppendOrigin::Client {
+        let count_from_offsets = i64::from(header.last_offset_delta) + 1;
+        if count_from_offsets <= 0 {
+            return Err(invalid(format!(
+                "batch has an invalid last offset delta {}",
+                header.last_offset_delta
+            )));
+        }
+        if count <= 0 {
+            return Err(invalid(format!(
+                "invalid reported count for record batch: {count}"
+            )));
+        }
+        if count_from_offsets != i64::from(count) {
+            return Err(invalid(format!(
+                "inconsistent last offset delta {} and count of records {count}",
+                header.last_offset_delta
+            )));
+        }
+        if header.is_control() {
+            return Err(invalid("clients are not allowed to write control records"));
+        }
+        if header.has_producer_id() && header.base_sequence < 0 {
+            return Err(invalid(format!(
+                "invalid sequence number {} in record batch with producer id {}",
+                header.base_sequence, header.producer_id
+            )));
+        }
+    }
+
+    let mut max_timestamp = header.max_timestamp;
+    let records_checked =
+        compression == Compression::None && opts.origin != AppendOrigin::Replication;
+    if records_checked {
+        if count < 0 || i64::from(count) - 1 != i64::from(header.last_offset_delta) {
+            return Err(invalid(format!(
+                "last offset delta {} does not match record count {count}",
+                header.last_offset_delta
+            )));
+        }
+        max_timestamp = walk_uncompressed(&batch[BATCH_HEADER_LEN..], &header)?;
+    }
+
+    Ok(ValidatedBatch {
+        size_in_bytes: size,
+        records_count: count,
+        last_offset_delta: header.last_offset_delta,
+        base_timestamp: header.base_timestamp,
+        max_timestamp,
+        timestamp_type: header.timestamp_type(),
+        producer_id: header.producer_id,
+        producer_epoch: header.producer_epoch,
+        base_sequence: header.base_sequence,
+        is_transactional: header.is_transactional(),
+        is_control: header.is_control(),
+        compression,
+        records_checked,
+    })
+}
+
+/// Checks every record of an uncompressed payload: offset deltas exactly 0..count-1, each
+/// record's length consistent with its fields, nothing left over. Returns the max timestamp.
+fn walk_uncompressed(payload: &[u8], header: &BatchHeader) -> Result<i64, RecordError> {
+    let mut pos = 0;
+    let mut max_timestamp = i64::MIN;
+    for expected in 0..header.records_count {
+        if pos >= payload.len() {
+            return Err(invalid(format!(
+                "batch declares {} records but holds {expected}",
+                header.records_count
+            )));
+        }
+        let r = parse_raw_record(payload, &mut pos, false)?;
+        if r.offset_delta != expected {
+            return Err(invalid(format!(
+                "record has offset delta {} where {expected} was expected",
+                r.offset_delta
+            )));
+        }
+        max_timestamp = max_timestamp.max(header.base_timestamp.wrapping_add(r.timestamp_delta));
+    }
+    if pos != payload.len() {
+        return Err(invalid(format!(
+            "{} bytes left after the batch's last record",
+            payload.len() - pos
+        )));
+    }
+    // An empty batch (coordinator origin) keeps the header's value.
+    Ok(if header.records_count > 0 {
+        max_timestamp
+    } else {
+        header.max_timestamp
+    })
+}
+
+/// Sets the timestamp type and max timestamp, then recomputes the CRC (both lie in the CRC'd
+/// range). A no-op when nothing changes, as in Kafka.
+pub fn set_max_timestamp(
+    batch: &mut [u8],
+    timestamp_type: TimestampType,
+    max_timestamp: i64,
+) -> Result<(), RecordError> {
+    let header = BatchHeader::parse(batch)?;
+    if batch.len() < header.total_size() {
+        return Err(RecordError::Truncated {
+            needed: header.total_size(),
+            available: batch.len(),
+        });
+    }
+    if header.timestamp_type() == timestamp_type && header.max_timestamp == max_timestamp {
+        return Ok(());
+    }
+    let attributes = match timestamp_type {
+        TimestampType::LogAppendTime => header.attributes | TIMESTAMP_TYPE_MASK,
+        TimestampType::CreateTime => header.attributes & !TIMESTAMP_TYPE_MASK,
+    };
+    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+        .copy_from_slice(&max_timestamp.to_be_bytes());
+    write_crc(batch)
+}
+
+/// Stamps a batch with the broker's append time (topics with
+/// `message.timestamp.type=LogAppendTime`): sets the timestamp-type bit and the max timestamp,
+/// recomputes the CRC.
+pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) -> Result<(), RecordError> {
+    set_max_timestamp(batch, TimestampType::LogAppendTime, timestamp)
+}
+
+/// Rebuilds a batch with its records compressed by `target` (for a topic whose
+/// `compression.type` differs from the producer's). Base offset, leader epoch, producer fields,
+/// flags, timestamps and every record byte are kept; only the codec, length and CRC change.
+pub fn recompress(batch: &[u8], target: Compression) -> Result<Bytes, RecordError> {
+    recompress_with_limit(batch, target, DEFAULT_DECOMPRESSION_LIMIT)
+}
+
+/// [`recompress`] with a caller-chosen cap on the decompressed records size.
+pub fn recompress_with_limit(
+    batch: &[u8],
+    target: Compression,
+    limit: usize,
+) -> Result<Bytes, RecordError> {
+    let header = BatchHeader::parse(batch)?;
+    let size = header.total_size();
+    if batch.len() < size {
+        return Err(RecordError::Truncated {
+            needed: size,
+            available: batch.len(),
+        });
+    }
+    verify_crc(batch)?;
+    let source = header.compression()?;
+    let inflated;
+    let records: &[u8] = if source == Compression::None {
+        &batch[BATCH_HEADER_LEN..size]
+    } else {
+        inflated = decompress(source, &batch[BATCH_HEADER_LEN..size], limit)?;
+        &inflated
+    };
+    // Make sure what we re-encode is a well-formed record sequence matching the header.
+    let mut pos = 0;
+    for _ in 0..header.records_count.max(0) {
+        if pos >= records.len() {
+            return Err(invalid(
+                "batch holds fewer records than its header declares",
+            ));
+        }
+        parse_raw_record(records, &mut pos, false)?;
+    }
+    if pos != records.len() {
+        return Err(invalid("bytes left after the batch's last record"));
+    }
+    let payload = compress(target, records)?;
+    let total = BATCH_HEADER_LEN + payload.len();
+    let batch_length = i32::try_from(total - LOG_OVERHEAD).map_err(|_| RecordError::TooLarge {
+        size: total,
+        max: i32::MAX as usize,
+    })?;
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(&batch[..BATCH_HEADER_LEN]);
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    let attributes = (header.attributes & !COMPRESSION_CODEC_MASK) | target.id();
+    out[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    out.extend_from_slice(&payload);
+    write_crc(&mut out)?;
+    Ok(Bytes::from(out))
+}
