@@ -60,5 +60,6 @@ def consume_all(broker, topic, expected, partition=0, timeout=30, extra=None):
 def topic_config(broker, topic, key):
     from confluent_kafka.admin import ConfigResource
     res = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    cfg = admin(broker).describe_configs([res])[res].result(30)
+    a = admin(broker)  # the futures fail if the client handle is collected first
+    cfg = a.describe_configs([res])[res].result(30)
     return cfg[key].value
