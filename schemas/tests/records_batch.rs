@@ -375,6 +375,127 @@ fn client_validation_rules() {
 }
 
 #[test]
+fn timestamp_and_key_rules() {
+    let build = |codec: Compression, lat: bool, entries: &[(i64, Option<&[u8]>)]| {
+        let mut b = BatchBuilder::new(0).compression(codec);
+        if lat {
+            b = b.log_append_time(1_000);
+        }
+        for (ts, key) in entries {
+            b.append(*ts, *key, Some(b"v"), &[]).unwrap();
+        }
+        b.build().unwrap()
+    };
+    let lat_topic = ValidationOptions {
+        topic_timestamp_type: TimestampType::LogAppendTime,
+        ..Default::default()
+    };
+    let bounded = ValidationOptions {
+        timestamp_bounds: Some((100, 200)),
+        ..Default::default()
+    };
+    let compacted = ValidationOptions {
+        compacted: true,
+        ..Default::default()
+    };
+    let inspect = |o: ValidationOptions| ValidationOptions {
+        inspect_compressed: Some(1 << 20),
+        ..o
+    };
+    for codec in ALL {
+        // A producer claiming LogAppendTime: rejected on LogAppendTime topics.
+        let lat = build(codec, true, &[(150, Some(b"k"))]);
+        assert_eq!(
+            validate_batch_with(&lat, &lat_topic)
+                .unwrap_err()
+                .error_code(),
+            32
+        );
+        assert!(validate_batch(&lat).is_ok());
+        assert!(validate_batch(&build(codec, false, &[(150, None)])).is_ok());
+        // Timestamp bounds on CreateTime topics; -1 (no timestamp) is exempt.
+        let ok = build(
+            codec,
+            false,
+            &[(120, Some(b"k")), (-1, Some(b"k")), (200, Some(b"k"))],
+        );
+        assert!(validate_batch_with(&ok, &bounded).is_ok(), "{codec:?}");
+        let late = build(codec, false, &[(150, Some(b"k")), (201, Some(b"k"))]);
+        assert_eq!(
+            validate_batch_with(&late, &bounded)
+                .unwrap_err()
+                .error_code(),
+            32
+        );
+        // An early record in the middle shows only when the records are read.
+        let early = build(
+            codec,
+            false,
+            &[(150, Some(b"k")), (99, Some(b"k")), (160, Some(b"k"))],
+        );
+        let walked = validate_batch_with(&early, &inspect(bounded));
+        assert_eq!(walked.unwrap_err().error_code(), 32, "{codec:?}");
+        // Compacted topics need keys.
+        let keyless = build(codec, false, &[(1, Some(b"k")), (2, None)]);
+        assert_eq!(
+            validate_batch_with(&keyless, &inspect(compacted))
+                .unwrap_err()
+                .error_code(),
+            87
+        );
+        if codec == Compression::None {
+            assert!(validate_batch_with(&keyless, &compacted).is_err());
+        } else {
+            assert!(
+                validate_batch_with(&keyless, &compacted).is_ok(),
+                "not inflated by default"
+            );
+        }
+    }
+}
+
+#[test]
+fn inspecting_compressed_batches_checks_their_records() {
+    for codec in [
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ] {
+        let mut g = BatchBuilder::new(0).compression(codec);
+        g.append(1, None, Some(b"a"), &[]).unwrap();
+        g.append_with_offset_delta(1, 1, None, Some(b"b"), &[])
+            .unwrap();
+        let good = g.build().unwrap();
+        // Replace the records with a gapped sequence under a consistent header.
+        let mut gapped = BatchBuilder::new(0);
+        gapped.append(1, None, Some(b"a"), &[]).unwrap();
+        gapped
+            .append_with_offset_delta(2, 1, None, Some(b"b"), &[])
+            .unwrap();
+        let plain = RecordBatch::parse(&gapped.build().unwrap())
+            .unwrap()
+            .payload();
+        let mut bytes = good.to_vec();
+        bytes.truncate(BATCH_HEADER_LEN);
+        bytes.extend_from_slice(&compress(codec, &plain).unwrap());
+        let len = (bytes.len() - LOG_OVERHEAD) as i32;
+        bytes[8..12].copy_from_slice(&len.to_be_bytes());
+        write_crc(&mut bytes).unwrap();
+        assert!(validate_batch(&bytes).is_ok(), "header-only by default");
+        let opts = ValidationOptions {
+            inspect_compressed: Some(1 << 20),
+            ..Default::default()
+        };
+        assert!(validate_batch_with(&bytes, &opts)
+            .unwrap_err()
+            .to_string()
+            .contains("offset delta"));
+        assert!(validate_batch_with(&good, &opts).unwrap().records_checked);
+    }
+}
+
+#[test]
 fn unknown_codec_and_old_magic_are_rejected() {
     let mut bytes = build_like_java(Compression::None).to_vec();
     bytes[22] |= 0x07; // codec 7
@@ -539,6 +660,10 @@ fn poke(buf: &[u8]) {
         &ValidationOptions {
             origin: AppendOrigin::Coordinator,
             max_batch_size: 1 << 20,
+            timestamp_bounds: Some((0, i64::MAX)),
+            compacted: true,
+            inspect_compressed: Some(1 << 20),
+            ..Default::default()
         },
     );
     let _ = recompress_with_limit(buf, Compression::Lz4, 1 << 20);

@@ -48,6 +48,8 @@ pub enum RecordError {
     DecompressedTooLarge { limit: usize },
     #[error("record batch of {size} bytes exceeds the maximum of {max}")]
     TooLarge { size: usize, max: usize },
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(String),
 }
 
 impl RecordError {
@@ -66,6 +68,7 @@ impl RecordError {
             | RecordError::InvalidRecord(_)
             | RecordError::DecompressedTooLarge { .. } => 87,
             RecordError::TooLarge { .. } => 10,
+            RecordError::InvalidTimestamp(_) => 32,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Produce-path checks and rewrites for v2 batches (the magic-v2 facts of Kafka's
 //! `LogValidator`, `ProduceRequest.validateRecords` and `UnifiedLog.analyzeAndValidateRecords`,
-//! plus `DefaultRecordBatch.setMaxTimestamp`). Compressed batches are checked by header and CRC
-//! only; only [`recompress`] inflates them.
+//! plus `DefaultRecordBatch.setMaxTimestamp`). Unlike Kafka, compressed batches are checked by
+//! header and CRC only unless the caller opts in to inflating them
+//! ([`ValidationOptions::inspect_compressed`]): the produce path stays copy- and inflate-free.
 
 use bytes::Bytes;
 
@@ -30,6 +31,18 @@ pub struct ValidationOptions {
     pub origin: AppendOrigin,
     /// `message.max.bytes` / `max.message.bytes`: the largest batch accepted, in bytes.
     pub max_batch_size: usize,
+    /// The topic's `message.timestamp.type`.
+    pub topic_timestamp_type: TimestampType,
+    /// For CreateTime topics: the accepted record timestamp range `[now - before.max.ms,
+    /// now + after.max.ms]`; records with no timestamp (-1) are exempt, as in Kafka.
+    pub timestamp_bounds: Option<(i64, i64)>,
+    /// `cleanup.policy=compact`: every record needs a key.
+    pub compacted: bool,
+    /// When set, compressed batches are inflated (up to this many bytes) and their records
+    /// checked like uncompressed ones. When unset, compressed batches get header and CRC checks
+    /// only; their timestamp bounds are then checked on the header's base and max timestamps
+    /// and a compacted topic's key rule is not checked.
+    pub inspect_compressed: Option<usize>,
 }
 
 impl Default for ValidationOptions {
@@ -37,6 +50,10 @@ impl Default for ValidationOptions {
         ValidationOptions {
             origin: AppendOrigin::Client,
             max_batch_size: usize::MAX,
+            topic_timestamp_type: TimestampType::CreateTime,
+            timestamp_bounds: None,
+            compacted: false,
+            inspect_compressed: None,
         }
     }
 }
@@ -48,9 +65,9 @@ pub struct ValidatedBatch {
     pub records_count: i32,
     pub last_offset_delta: i32,
     pub base_timestamp: i64,
-    /// For uncompressed batches, the largest record timestamp actually present (Kafka rewrites
-    /// the header's max timestamp to it for CreateTime topics; see [`set_max_timestamp`]). For
-    /// compressed batches, the header's value.
+    /// When the records were walked, the largest record timestamp actually present (Kafka
+    /// rewrites the header's max timestamp to it for CreateTime topics; see
+    /// [`set_max_timestamp`]); otherwise the header's value.
     pub max_timestamp: i64,
     pub timestamp_type: TimestampType,
     pub producer_id: i64,
@@ -59,7 +76,8 @@ pub struct ValidatedBatch {
     pub is_transactional: bool,
     pub is_control: bool,
     pub compression: Compression,
-    /// True when the records were walked (uncompressed batches, non-replication origins).
+    /// True when the records were walked: uncompressed batches, or compressed ones with
+    /// [`ValidationOptions::inspect_compressed`], for non-replication origins.
     pub records_checked: bool,
 }
 
@@ -130,17 +148,45 @@ pub fn validate_batch_with(
         }
     }
 
+    let leader_validated = opts.origin != AppendOrigin::Replication;
+    // Only the broker sets LogAppendTime. Kafka checks it per record: on a LogAppendTime topic
+    // every record fails, on a CreateTime topic only records without a timestamp do.
+    if leader_validated
+        && count > 0
+        && header.timestamp_type() == TimestampType::LogAppendTime
+        && opts.topic_timestamp_type == TimestampType::LogAppendTime
+    {
+        return Err(lat_from_producer());
+    }
+
     let mut max_timestamp = header.max_timestamp;
-    let records_checked =
-        compression == Compression::None && opts.origin != AppendOrigin::Replication;
-    if records_checked {
+    let inflated;
+    let records: Option<&[u8]> = match (leader_validated, compression, opts.inspect_compressed) {
+        (false, _, _) => None,
+        (true, Compression::None, _) => Some(&batch[BATCH_HEADER_LEN..]),
+        (true, codec, Some(limit)) => {
+            inflated = decompress(codec, &batch[BATCH_HEADER_LEN..], limit)?;
+            Some(&inflated)
+        }
+        (true, _, None) => None,
+    };
+    let records_checked = records.is_some();
+    if let Some(records) = records {
         if count < 0 || i64::from(count) - 1 != i64::from(header.last_offset_delta) {
             return Err(invalid(format!(
                 "last offset delta {} does not match record count {count}",
                 header.last_offset_delta
             )));
         }
-        max_timestamp = walk_uncompressed(&batch[BATCH_HEADER_LEN..], &header)?;
+        max_timestamp = walk_records(records, &header, opts)?;
+    } else if leader_validated
+        && opts.topic_timestamp_type == TimestampType::CreateTime
+        && count > 0
+    {
+        if let Some(bounds) = opts.timestamp_bounds {
+            check_timestamp(header.base_timestamp, bounds)?;
+            check_timestamp(header.max_timestamp, bounds)?;
+        }
     }
 
     Ok(ValidatedBatch {
@@ -160,11 +206,33 @@ pub fn validate_batch_with(
     })
 }
 
-/// Checks every record of an uncompressed payload: offset deltas exactly 0..count-1, each
-/// record's length consistent with its fields, nothing left over. Returns the max timestamp.
-fn walk_uncompressed(payload: &[u8], header: &BatchHeader) -> Result<i64, RecordError> {
+fn lat_from_producer() -> RecordError {
+    RecordError::InvalidTimestamp("producer should not set timestamp type to LogAppendTime".into())
+}
+
+fn check_timestamp(timestamp: i64, (min, max): (i64, i64)) -> Result<(), RecordError> {
+    if timestamp != super::NO_TIMESTAMP && (timestamp < min || timestamp > max) {
+        return Err(RecordError::InvalidTimestamp(format!(
+            "timestamp {timestamp} is out of range; it should be within [{min}, {max}]"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks every record of an uncompressed records section: offset deltas exactly 0..count-1,
+/// each record's length consistent with its fields, nothing left over, plus the topic's key and
+/// timestamp rules. Returns the max record timestamp.
+fn walk_records(
+    payload: &[u8],
+    header: &BatchHeader,
+    opts: &ValidationOptions,
+) -> Result<i64, RecordError> {
     let mut pos = 0;
     let mut max_timestamp = i64::MIN;
+    let bounds = match opts.topic_timestamp_type {
+        TimestampType::CreateTime => opts.timestamp_bounds,
+        TimestampType::LogAppendTime => None,
+    };
     for expected in 0..header.records_count {
         if pos >= payload.len() {
             return Err(invalid(format!(
@@ -179,7 +247,19 @@ fn walk_uncompressed(payload: &[u8], header: &BatchHeader) -> Result<i64, Record
                 r.offset_delta
             )));
         }
-        max_timestamp = max_timestamp.max(header.base_timestamp.wrapping_add(r.timestamp_delta));
+        if opts.compacted && r.key.is_none() {
+            return Err(invalid("compacted topic cannot accept message without key"));
+        }
+        let timestamp = header.base_timestamp.wrapping_add(r.timestamp_delta);
+        if timestamp == super::NO_TIMESTAMP
+            && header.timestamp_type() == TimestampType::LogAppendTime
+        {
+            return Err(lat_from_producer());
+        }
+        if let Some(bounds) = bounds {
+            check_timestamp(timestamp, bounds)?;
+        }
+        max_timestamp = max_timestamp.max(timestamp);
     }
     if pos != payload.len() {
         return Err(invalid(format!(
