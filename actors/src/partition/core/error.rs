@@ -1,0 +1,111 @@
+//! Partition-level failures and their Kafka error codes (Kafka's `Errors` for the exceptions
+//! `Partition` / `UnifiedLog` / `ReplicaManager` raise on the produce, fetch and offset paths).
+
+use thiserror::Error;
+
+/// Kafka error codes the partition paths return (Kafka's `Errors` enum, same numbers).
+pub mod codes {
+    pub const NONE: i16 = 0;
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    pub const CORRUPT_MESSAGE: i16 = 2;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const MESSAGE_TOO_LARGE: i16 = 10;
+    pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+    pub const INVALID_REQUIRED_ACKS: i16 = 21;
+    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+    pub const INVALID_TIMESTAMP: i16 = 32;
+    pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const INVALID_REQUEST: i16 = 42;
+    pub const POLICY_VIOLATION: i16 = 44;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+    pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
+    pub const FENCED_LEADER_EPOCH: i16 = 74;
+    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+    pub const OFFSET_NOT_AVAILABLE: i16 = 78;
+    pub const INVALID_RECORD: i16 = 87;
+    pub const UNKNOWN_TOPIC_ID: i16 = 100;
+    pub const FETCH_SESSION_TOPIC_ID_ERROR: i16 = 106;
+}
+
+/// Why one record inside a rejected batch is invalid (Kafka's `RecordError`: the record's index
+/// in its batch and a message), returned in the produce response's `record_errors`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordErrorDetail {
+    pub batch_index: i32,
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PartitionError {
+    #[error("this broker is not the leader of the partition")]
+    NotLeaderOrFollower,
+    #[error("request leader epoch {requested} is older than the current {current}")]
+    FencedLeaderEpoch { requested: i32, current: i32 },
+    #[error("request leader epoch {requested} is newer than the current {current}")]
+    UnknownLeaderEpoch { requested: i32, current: i32 },
+    #[error("offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    #[error("corrupt record batch: {0}")]
+    CorruptMessage(String),
+    #[error("invalid record batch: {message}")]
+    InvalidRecord {
+        message: String,
+        record_errors: Vec<RecordErrorDetail>,
+    },
+    #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
+    MessageTooLarge { size: usize, max: usize },
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(String),
+    #[error("invalid required acks {0}")]
+    InvalidRequiredAcks(i16),
+    #[error("ISR size {isr} is below min.insync.replicas {min_isr}")]
+    NotEnoughReplicas { isr: usize, min_isr: usize },
+    #[error("offset not available yet: {0}")]
+    OffsetNotAvailable(String),
+    #[error("policy violation: {0}")]
+    PolicyViolation(String),
+    #[error("log storage failure: {0}")]
+    Storage(String),
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+}
+
+impl PartitionError {
+    /// The one mapping from partition failures to the wire's error codes.
+    pub fn code(&self) -> i16 {
+        use codes::*;
+        match self {
+            PartitionError::NotLeaderOrFollower => NOT_LEADER_OR_FOLLOWER,
+            PartitionError::FencedLeaderEpoch { .. } => FENCED_LEADER_EPOCH,
+            PartitionError::UnknownLeaderEpoch { .. } => UNKNOWN_LEADER_EPOCH,
+            PartitionError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
+            PartitionError::CorruptMessage(_) => CORRUPT_MESSAGE,
+            PartitionError::InvalidRecord { .. } => INVALID_RECORD,
+            PartitionError::MessageTooLarge { .. } => MESSAGE_TOO_LARGE,
+            PartitionError::InvalidTimestamp(_) => INVALID_TIMESTAMP,
+            PartitionError::InvalidRequiredAcks(_) => INVALID_REQUIRED_ACKS,
+            PartitionError::NotEnoughReplicas { .. } => NOT_ENOUGH_REPLICAS,
+            PartitionError::OffsetNotAvailable(_) => OFFSET_NOT_AVAILABLE,
+            PartitionError::PolicyViolation(_) => POLICY_VIOLATION,
+            PartitionError::Storage(_) => KAFKA_STORAGE_ERROR,
+            PartitionError::UnknownTopicOrPartition => UNKNOWN_TOPIC_OR_PARTITION,
+        }
+    }
+
+    /// Per-record errors for the produce response (empty unless INVALID_RECORD).
+    pub fn record_errors(&self) -> &[RecordErrorDetail] {
+        match self {
+            PartitionError::InvalidRecord { record_errors, .. } => record_errors,
+            _ => &[],
+        }
+    }
+}

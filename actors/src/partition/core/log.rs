@@ -1,0 +1,257 @@
+//! What a partition needs from its local log (the slice of Kafka's `UnifiedLog` that
+//! `Partition` calls), as a trait so the partition core is testable without disk and the storage
+//! engine (`crate::log`) plugs in through an adapter. `MemoryLog` is the in-memory
+//! implementation used by the core's tests.
+
+use std::fs::File;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kactor_protocol::records::BatchHeader;
+
+/// Batches read from a log: in memory, or a range of a segment file the network layer sends
+/// with `sendfile` (maps 1:1 onto `kactor_protocol::codec::Records`).
+#[derive(Debug, Clone)]
+pub enum LogSlice {
+    Memory(Bytes),
+    File {
+        file: Arc<File>,
+        position: u64,
+        len: u32,
+    },
+}
+
+impl LogSlice {
+    pub fn len(&self) -> usize {
+        match self {
+            LogSlice::Memory(b) => b.len(),
+            LogSlice::File { len, .. } => *len as usize,
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The bytes themselves (tests, TLS listeners).
+    pub fn to_bytes(&self) -> std::io::Result<Bytes> {
+        match self {
+            LogSlice::Memory(b) => Ok(b.clone()),
+            LogSlice::File {
+                file,
+                position,
+                len,
+            } => {
+                use std::os::unix::fs::FileExt;
+                let mut v = vec![0u8; *len as usize];
+                file.read_exact_at(&mut v, *position)?;
+                Ok(Bytes::from(v))
+            }
+        }
+    }
+}
+
+/// A timestamp lookup result (Kafka's `FileRecords.TimestampAndOffset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+    pub leader_epoch: Option<i32>,
+}
+
+/// One read from the log: whole batches starting at the batch containing the start offset.
+#[derive(Debug, Clone)]
+pub struct LogRead {
+    pub records: LogSlice,
+    /// First offset of the first returned batch (may be below the requested offset).
+    pub first_batch_offset: Option<i64>,
+}
+
+/// Facts about an append the log may index (Kafka's `LogAppendInfo` subset the log needs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendedBatches {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub offset_of_max_timestamp: i64,
+    pub records_count: u64,
+}
+
+pub type LogResult<T> = Result<T, String>;
+
+/// The partition's local log. Every method is synchronous: the partition actor owns the log and
+/// is the only caller.
+pub trait PartitionLog: Send + 'static {
+    fn log_start_offset(&self) -> i64;
+    /// First offset still on local disk; equals the log start offset without tiered storage.
+    fn local_log_start_offset(&self) -> i64 {
+        self.log_start_offset()
+    }
+    fn log_end_offset(&self) -> i64;
+    /// Appends batches whose offsets and leader epochs are already assigned.
+    fn append(&mut self, batches: Bytes, info: &AppendedBatches) -> LogResult<()>;
+    /// Reads whole batches from the batch containing `start_offset`, at most `max_bytes` unless
+    /// `min_one_batch` (then the first batch even if larger), never including a batch that
+    /// reaches `max_offset` (exclusive) or beyond.
+    fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> LogResult<LogRead>;
+    /// The first batch whose max timestamp is >= `timestamp`, with the offset of the first record
+    /// at or after it (Kafka's `fetchOffsetByTimestamp` for a real timestamp).
+    fn offset_for_timestamp(&self, timestamp: i64) -> LogResult<Option<TimestampOffset>>;
+    /// The record with the largest timestamp (the last one if several), for ListOffsets -3.
+    fn max_timestamp_offset(&self) -> LogResult<Option<TimestampOffset>>;
+    /// Moves the log start offset forward (DeleteRecords, retention); never backwards.
+    fn advance_log_start_offset(&mut self, offset: i64) -> LogResult<()>;
+    /// Records that `epoch` starts at `start_offset` (Kafka's `LeaderEpochFileCache.assign`).
+    fn assign_epoch_start_offset(&mut self, epoch: i32, start_offset: i64) -> LogResult<()>;
+    /// The leader epoch cache, oldest first: (epoch, start offset).
+    fn epoch_entries(&self) -> Vec<(i32, i64)>;
+    /// Forces appended data to disk up to the end of the log.
+    fn flush(&mut self) -> LogResult<()>;
+    /// Offset below which everything is known to be on disk.
+    fn recovery_point(&self) -> i64;
+    /// Bytes the log occupies.
+    fn size_bytes(&self) -> u64;
+    /// Retention by time and size (Kafka's `deleteOldSegments`); returns segments removed.
+    /// Only segments wholly below `high_watermark` may go.
+    fn enforce_retention(
+        &mut self,
+        _now_ms: i64,
+        _high_watermark: i64,
+        _retention_ms: i64,
+        _retention_bytes: i64,
+    ) -> LogResult<usize> {
+        Ok(0)
+    }
+    /// Removes the log from disk (the partition is deleted or moved away).
+    fn delete(&mut self) -> LogResult<()>;
+}
+
+/// An in-memory log: a list of batches. Used by tests and as a stand-in storage.
+#[derive(Debug, Default)]
+pub struct MemoryLog {
+    batches: Vec<(BatchHeader, Bytes)>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+    epochs: Vec<(i32, i64)>,
+    recovery_point: i64,
+    pub deleted: bool,
+}
+
+impl MemoryLog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl PartitionLog for MemoryLog {
+    fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+    fn append(&mut self, batches: Bytes, info: &AppendedBatches) -> LogResult<()> {
+        let mut pos = 0;
+        while pos < batches.len() {
+            let h = BatchHeader::parse(&batches[pos..]).map_err(|e| e.to_string())?;
+            let end = pos + h.total_size();
+            self.batches.push((h, batches.slice(pos..end)));
+            pos = end;
+        }
+        self.log_end_offset = info.last_offset + 1;
+        Ok(())
+    }
+    fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> LogResult<LogRead> {
+        let mut out = Vec::new();
+        let mut first = None;
+        for (h, b) in &self.batches {
+            if h.last_offset() < start_offset {
+                continue;
+            }
+            if h.last_offset() >= max_offset {
+                break;
+            }
+            let fits = out.len() + b.len() <= max_bytes;
+            if !fits && !(min_one_batch && first.is_none()) {
+                break;
+            }
+            first.get_or_insert(h.base_offset);
+            out.extend_from_slice(b);
+        }
+        Ok(LogRead {
+            records: LogSlice::Memory(Bytes::from(out)),
+            first_batch_offset: first,
+        })
+    }
+    fn offset_for_timestamp(&self, timestamp: i64) -> LogResult<Option<TimestampOffset>> {
+        // Batch granularity is enough for the in-memory stand-in; the storage engine scans records.
+        for (h, _) in &self.batches {
+            if h.max_timestamp >= timestamp && h.last_offset() >= self.log_start_offset {
+                return Ok(Some(TimestampOffset {
+                    timestamp: h.max_timestamp,
+                    offset: h.base_offset.max(self.log_start_offset),
+                    leader_epoch: Some(h.partition_leader_epoch).filter(|e| *e >= 0),
+                }));
+            }
+        }
+        Ok(None)
+    }
+    fn max_timestamp_offset(&self) -> LogResult<Option<TimestampOffset>> {
+        let mut best: Option<TimestampOffset> = None;
+        for (h, _) in &self.batches {
+            if h.last_offset() < self.log_start_offset {
+                continue;
+            }
+            if best.is_none_or(|b| h.max_timestamp >= b.timestamp) {
+                best = Some(TimestampOffset {
+                    timestamp: h.max_timestamp,
+                    offset: h.last_offset(),
+                    leader_epoch: Some(h.partition_leader_epoch).filter(|e| *e >= 0),
+                });
+            }
+        }
+        Ok(best)
+    }
+    fn advance_log_start_offset(&mut self, offset: i64) -> LogResult<()> {
+        if offset > self.log_start_offset {
+            self.log_start_offset = offset;
+            self.batches.retain(|(h, _)| h.last_offset() >= offset);
+        }
+        Ok(())
+    }
+    fn assign_epoch_start_offset(&mut self, epoch: i32, start_offset: i64) -> LogResult<()> {
+        match self.epochs.last() {
+            Some((e, _)) if *e >= epoch => {}
+            _ => self.epochs.push((epoch, start_offset)),
+        }
+        Ok(())
+    }
+    fn epoch_entries(&self) -> Vec<(i32, i64)> {
+        self.epochs.clone()
+    }
+    fn flush(&mut self) -> LogResult<()> {
+        self.recovery_point = self.log_end_offset;
+        Ok(())
+    }
+    fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+    fn size_bytes(&self) -> u64 {
+        self.batches.iter().map(|(_, b)| b.len() as u64).sum()
+    }
+    fn delete(&mut self) -> LogResult<()> {
+        self.batches.clear();
+        self.deleted = true;
+        Ok(())
+    }
+}

@@ -1,0 +1,638 @@
+//! The partition state machine (Kafka's `Partition` plus the leader side of
+//! `UnifiedLog.append` / `read`): leadership and epochs, the ISR view and high watermark, and the
+//! produce / fetch / list-offsets / delete-records / offset-for-leader-epoch paths. Pure: no
+//! actix, no clock (callers pass `now_ms`), storage behind [`PartitionLog`].
+
+pub mod config;
+pub mod error;
+pub mod log;
+pub mod validate;
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+pub use self::config::{PartitionConfig, TopicCompression};
+pub use self::error::{codes, PartitionError, RecordErrorDetail};
+pub use self::log::{AppendedBatches, LogRead, LogSlice, MemoryLog, PartitionLog, TimestampOffset};
+use self::validate::validate_and_assign;
+
+/// ListOffsets special timestamps (Kafka's `ListOffsetsRequest`).
+pub const LATEST_TIMESTAMP: i64 = -1;
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+pub const MAX_TIMESTAMP: i64 = -3;
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
+pub const EARLIEST_PENDING_UPLOAD_TIMESTAMP: i64 = -6;
+/// "No epoch given" in requests (Kafka's `RecordBatch.NO_PARTITION_LEADER_EPOCH`).
+pub const NO_EPOCH: i32 = -1;
+/// OffsetForLeaderEpoch's "unknown" answer (Kafka's `UNDEFINED_EPOCH` / `UNDEFINED_EPOCH_OFFSET`).
+pub const UNDEFINED_EPOCH: i32 = -1;
+pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    pub topic: String,
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl std::fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// Consumer isolation (Kafka's `IsolationLevel`): which offset bounds a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsolationLevel {
+    ReadUncommitted,
+    ReadCommitted,
+}
+
+impl IsolationLevel {
+    pub fn from_wire(v: i8) -> Self {
+        if v == 1 {
+            IsolationLevel::ReadCommitted
+        } else {
+            IsolationLevel::ReadUncommitted
+        }
+    }
+}
+
+/// The leadership facts the metadata log assigns (Kafka's `PartitionRegistration` subset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionAssignment {
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    Follower {
+        leader: i32,
+    },
+    /// Stopped or not yet told: serves nothing.
+    Offline,
+}
+
+/// Result of a successful leader append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendOutcome {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// -1 unless the topic uses LogAppendTime.
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+    pub records_count: u64,
+    pub bytes: u64,
+    /// The high watermark after the append (already past `last_offset` when ISR = {leader}).
+    pub high_watermark: i64,
+    /// Set when the append moved the high watermark: the event the purgatory needs.
+    pub high_watermark_advanced: bool,
+}
+
+/// A read request for one partition (Kafka's `FetchParams` + `FetchPartitionData` input).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadParams {
+    pub fetch_offset: i64,
+    pub max_bytes: usize,
+    /// Include the first batch even if larger than `max_bytes` (first partition of a response).
+    pub min_one_batch: bool,
+    pub isolation: IsolationLevel,
+    pub current_leader_epoch: i32,
+    /// The epoch of the last batch the fetcher saw (KIP-320 divergence check); -1 if none.
+    pub last_fetched_epoch: i32,
+    /// -1 for consumers; a broker id for followers (they read up to the log end).
+    pub replica_id: i32,
+}
+
+/// A diverging epoch: the fetcher must truncate to `end_offset` (Fetch v12+ `diverging_epoch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochEndOffset {
+    pub epoch: i32,
+    pub end_offset: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReadOutcome {
+    pub records: LogSlice,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    pub diverging_epoch: Option<EpochEndOffset>,
+    /// -1: read from the leader (no KIP-392 preferred read replica).
+    pub preferred_read_replica: i32,
+}
+
+/// One partition replica hosted on this broker.
+pub struct Partition<L: PartitionLog> {
+    pub tp: TopicPartition,
+    local_broker_id: i32,
+    log: L,
+    config: PartitionConfig,
+    role: Role,
+    leader_epoch: i32,
+    partition_epoch: i32,
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+    high_watermark: i64,
+    /// Log end offsets followers reported by fetching (replication plugs in here).
+    follower_end_offsets: HashMap<i32, i64>,
+    /// Flush bookkeeping for `flush.messages` / `flush.ms`.
+    unflushed_messages: u64,
+    last_flush_ms: i64,
+}
+
+impl<L: PartitionLog> Partition<L> {
+    pub fn new(
+        tp: TopicPartition,
+        local_broker_id: i32,
+        log: L,
+        config: PartitionConfig,
+        now_ms: i64,
+    ) -> Self {
+        // Until told otherwise the high watermark is what the log recovered up to its recovery
+        // point; becoming leader with ISR = {self} moves it to the log end.
+        let high_watermark = log
+            .recovery_point()
+            .clamp(log.log_start_offset(), log.log_end_offset());
+        Partition {
+            tp,
+            local_broker_id,
+            log,
+            config,
+            role: Role::Offline,
+            leader_epoch: NO_EPOCH,
+            partition_epoch: -1,
+            replicas: Vec::new(),
+            isr: Vec::new(),
+            high_watermark,
+            follower_end_offsets: HashMap::new(),
+            unflushed_messages: 0,
+            last_flush_ms: now_ms,
+        }
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch
+    }
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log.log_start_offset()
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+    /// No transactions yet: nothing is unstable, so the LSO is the high watermark.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.high_watermark
+    }
+    pub fn isr(&self) -> &[i32] {
+        &self.isr
+    }
+    pub fn replicas(&self) -> &[i32] {
+        &self.replicas
+    }
+    pub fn config(&self) -> &PartitionConfig {
+        &self.config
+    }
+    pub fn log(&self) -> &L {
+        &self.log
+    }
+    pub fn log_mut(&mut self) -> &mut L {
+        &mut self.log
+    }
+    pub fn set_config(&mut self, config: PartitionConfig) {
+        self.config = config;
+    }
+
+    /// Takes leadership for `assignment.leader_epoch` (Kafka's `Partition.makeLeader`): the new
+    /// epoch starts at the current log end, and the high watermark is recomputed from the ISR.
+    /// Returns whether the high watermark moved.
+    pub fn become_leader(
+        &mut self,
+        assignment: &PartitionAssignment,
+    ) -> Result<bool, PartitionError> {
+        if self.role == Role::Leader && assignment.leader_epoch < self.leader_epoch {
+            // A stale notification must not roll leadership back.
+            return Ok(false);
+        }
+        let leo = self.log.log_end_offset();
+        if assignment.leader_epoch > self.leader_epoch || self.role != Role::Leader {
+            self.log
+                .assign_epoch_start_offset(assignment.leader_epoch, leo)
+                .map_err(PartitionError::Storage)?;
+        }
+        self.role = Role::Leader;
+        self.leader_epoch = assignment.leader_epoch;
+        self.partition_epoch = assignment.partition_epoch;
+        self.replicas = assignment.replicas.clone();
+        self.isr = assignment.isr.clone();
+        self.follower_end_offsets
+            .retain(|id, _| assignment.replicas.contains(id));
+        Ok(self.maybe_increment_high_watermark())
+    }
+
+    /// Follows `assignment.leader` (Kafka's `Partition.makeFollower`); the replica fetcher (later)
+    /// truncates and fetches.
+    pub fn become_follower(&mut self, assignment: &PartitionAssignment) {
+        self.role = Role::Follower {
+            leader: assignment.leader,
+        };
+        self.leader_epoch = assignment.leader_epoch;
+        self.partition_epoch = assignment.partition_epoch;
+        self.replicas = assignment.replicas.clone();
+        self.isr = assignment.isr.clone();
+        self.follower_end_offsets.clear();
+    }
+
+    pub fn stop(&mut self) {
+        self.role = Role::Offline;
+    }
+
+    /// The leader's high watermark: the smallest log end offset among ISR members (Kafka's
+    /// `maybeIncrementLeaderHW`); never moves backwards.
+    fn maybe_increment_high_watermark(&mut self) -> bool {
+        if self.role != Role::Leader {
+            return false;
+        }
+        let leo = self.log.log_end_offset();
+        let min_isr_leo = self
+            .isr
+            .iter()
+            .filter(|id| **id != self.local_broker_id)
+            .map(|id| {
+                self.follower_end_offsets
+                    .get(id)
+                    .copied()
+                    .unwrap_or(self.high_watermark)
+            })
+            .fold(leo, i64::min);
+        if min_isr_leo > self.high_watermark {
+            self.high_watermark = min_isr_leo;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A follower fetched from `fetch_offset`, i.e. it holds everything below it (replication
+    /// uses this; with ISR = {leader} nothing calls it).
+    pub fn update_follower_end_offset(&mut self, replica_id: i32, end_offset: i64) -> bool {
+        self.follower_end_offsets.insert(replica_id, end_offset);
+        self.maybe_increment_high_watermark()
+    }
+
+    fn check_leader(&self) -> Result<(), PartitionError> {
+        if self.role == Role::Leader {
+            Ok(())
+        } else {
+            Err(PartitionError::NotLeaderOrFollower)
+        }
+    }
+
+    /// Kafka's `Partition.checkCurrentLeaderEpoch`: -1 skips the check.
+    pub fn check_current_leader_epoch(&self, requested: i32) -> Result<(), PartitionError> {
+        if requested == NO_EPOCH || requested == self.leader_epoch {
+            Ok(())
+        } else if requested < self.leader_epoch {
+            Err(PartitionError::FencedLeaderEpoch {
+                requested,
+                current: self.leader_epoch,
+            })
+        } else {
+            Err(PartitionError::UnknownLeaderEpoch {
+                requested,
+                current: self.leader_epoch,
+            })
+        }
+    }
+
+    /// Appends one produce payload as leader (Kafka's `Partition.appendRecordsToLeader`).
+    pub fn append_as_leader(
+        &mut self,
+        records: &Bytes,
+        required_acks: i16,
+        now_ms: i64,
+    ) -> Result<AppendOutcome, PartitionError> {
+        self.check_leader()?;
+        if !matches!(required_acks, -1..=1) {
+            return Err(PartitionError::InvalidRequiredAcks(required_acks));
+        }
+        if required_acks == -1 && self.isr.len() < self.config.min_insync_replicas {
+            return Err(PartitionError::NotEnoughReplicas {
+                isr: self.isr.len(),
+                min_isr: self.config.min_insync_replicas,
+            });
+        }
+        let v = validate_and_assign(
+            records,
+            self.log.log_end_offset(),
+            self.leader_epoch,
+            &self.config,
+            now_ms,
+        )?;
+        let bytes = v.records.len() as u64;
+        self.log
+            .append(
+                v.records,
+                &AppendedBatches {
+                    first_offset: v.first_offset,
+                    last_offset: v.last_offset,
+                    max_timestamp: v.max_timestamp,
+                    offset_of_max_timestamp: v.offset_of_max_timestamp,
+                    records_count: v.records_count,
+                },
+            )
+            .map_err(PartitionError::Storage)?;
+        self.unflushed_messages += v.records_count;
+        let advanced = self.maybe_increment_high_watermark();
+        Ok(AppendOutcome {
+            base_offset: v.first_offset,
+            last_offset: v.last_offset,
+            log_append_time_ms: v.log_append_time_ms,
+            log_start_offset: self.log.log_start_offset(),
+            records_count: v.records_count,
+            bytes,
+            high_watermark: self.high_watermark,
+            high_watermark_advanced: advanced,
+        })
+    }
+
+    /// Reads for a consumer or follower (Kafka's `Partition.fetchRecords` + `UnifiedLog.read`).
+    pub fn read(&mut self, p: &ReadParams) -> Result<ReadOutcome, PartitionError> {
+        self.check_leader()?;
+        self.check_current_leader_epoch(p.current_leader_epoch)?;
+        let log_start = self.log.log_start_offset();
+        let leo = self.log.log_end_offset();
+        let base = |records: LogSlice, diverging: Option<EpochEndOffset>, hw: i64| ReadOutcome {
+            records,
+            high_watermark: hw,
+            last_stable_offset: hw,
+            log_start_offset: log_start,
+            log_end_offset: leo,
+            diverging_epoch: diverging,
+            preferred_read_replica: -1,
+        };
+        if p.last_fetched_epoch >= 0 {
+            let (epoch, end_offset) = self.end_offset_for_epoch(p.last_fetched_epoch);
+            if end_offset < p.fetch_offset || epoch < p.last_fetched_epoch {
+                let hw = self.high_watermark;
+                return Ok(base(
+                    LogSlice::Memory(Bytes::new()),
+                    Some(EpochEndOffset { epoch, end_offset }),
+                    hw,
+                ));
+            }
+        }
+        if p.fetch_offset < log_start || p.fetch_offset > leo {
+            return Err(PartitionError::OffsetOutOfRange {
+                offset: p.fetch_offset,
+                log_start_offset: log_start,
+                log_end_offset: leo,
+            });
+        }
+        if p.replica_id >= 0 && self.update_follower_end_offset(p.replica_id, p.fetch_offset) {
+            // Followers move the high watermark; the actor reports the change.
+        }
+        let max_offset = if p.replica_id >= 0 {
+            leo
+        } else {
+            match p.isolation {
+                IsolationLevel::ReadUncommitted => self.high_watermark,
+                IsolationLevel::ReadCommitted => self.last_stable_offset(),
+            }
+        };
+        let read = if p.fetch_offset >= max_offset {
+            LogSlice::Memory(Bytes::new())
+        } else {
+            self.log
+                .read(p.fetch_offset, p.max_bytes, max_offset, p.min_one_batch)
+                .map_err(PartitionError::Storage)?
+                .records
+        };
+        Ok(base(read, None, self.high_watermark))
+    }
+
+    /// Bytes a consumer at `fetch_offset` could read now, below the high watermark (DelayedFetch's
+    /// accumulated-bytes estimate), capped at `max_bytes`.
+    pub fn readable_bytes(&self, fetch_offset: i64, max_bytes: usize) -> usize {
+        if self.role != Role::Leader || fetch_offset >= self.high_watermark {
+            return 0;
+        }
+        self.log
+            .read(fetch_offset, max_bytes, self.high_watermark, false)
+            .map(|r| r.records.len())
+            .unwrap_or(0)
+    }
+
+    /// ListOffsets for one partition (Kafka's `Partition.fetchOffsetForTimestamp`). `None` means
+    /// "no such offset" (-1 / -1 on the wire).
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+        isolation: Option<IsolationLevel>,
+        current_leader_epoch: i32,
+    ) -> Result<Option<TimestampOffset>, PartitionError> {
+        self.check_leader()?;
+        self.check_current_leader_epoch(current_leader_epoch)?;
+        let last_fetchable = match isolation {
+            Some(IsolationLevel::ReadCommitted) => self.last_stable_offset(),
+            Some(IsolationLevel::ReadUncommitted) => self.high_watermark,
+            None => self.log.log_end_offset(),
+        };
+        // A new leader whose high watermark has not reached its epoch's start offset can't tell
+        // clients where its log ends yet.
+        let epoch_start = self.log.epoch_entries().last().map(|(_, o)| *o);
+        if isolation.is_some() && epoch_start.is_some_and(|s| s > self.high_watermark) {
+            return Err(PartitionError::OffsetNotAvailable(format!(
+                "high watermark {} is behind the leader epoch start offset",
+                self.high_watermark
+            )));
+        }
+        let storage =
+            |r: Result<Option<TimestampOffset>, String>| r.map_err(PartitionError::Storage);
+        let found = match timestamp {
+            LATEST_TIMESTAMP => {
+                return Ok(Some(TimestampOffset {
+                    timestamp: -1,
+                    offset: last_fetchable,
+                    leader_epoch: Some(self.leader_epoch),
+                }))
+            }
+            EARLIEST_TIMESTAMP => {
+                let offset = self.log.log_start_offset();
+                return Ok(Some(TimestampOffset {
+                    timestamp: -1,
+                    offset,
+                    leader_epoch: self.epoch_for_offset(offset),
+                }));
+            }
+            EARLIEST_LOCAL_TIMESTAMP => {
+                let offset = self.log.local_log_start_offset();
+                return Ok(Some(TimestampOffset {
+                    timestamp: -1,
+                    offset,
+                    leader_epoch: self.epoch_for_offset(offset),
+                }));
+            }
+            // No tiered storage: nothing has been tiered (Kafka answers offset -1, epoch -1).
+            LATEST_TIERED_TIMESTAMP => {
+                return Ok(Some(TimestampOffset {
+                    timestamp: -1,
+                    offset: -1,
+                    leader_epoch: Some(-1),
+                }))
+            }
+            // Without tiered storage there is nothing pending upload (KIP-1023): -1 / -1.
+            EARLIEST_PENDING_UPLOAD_TIMESTAMP => {
+                return Ok(Some(TimestampOffset {
+                    timestamp: -1,
+                    offset: -1,
+                    leader_epoch: Some(-1),
+                }))
+            }
+            MAX_TIMESTAMP => storage(self.log.max_timestamp_offset())?,
+            ts if ts < 0 => {
+                return Err(PartitionError::Storage(format!(
+                    "unsupported timestamp {ts}"
+                )))
+            }
+            ts => storage(self.log.offset_for_timestamp(ts))?,
+        };
+        Ok(found
+            .filter(|f| f.offset < last_fetchable)
+            .map(|f| TimestampOffset {
+                leader_epoch: f.leader_epoch.or_else(|| self.epoch_for_offset(f.offset)),
+                ..f
+            }))
+    }
+
+    /// The epoch that wrote `offset`, from the epoch cache.
+    fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
+        self.log
+            .epoch_entries()
+            .iter()
+            .rev()
+            .find(|(_, start)| *start <= offset)
+            .map(|(e, _)| *e)
+    }
+
+    /// DeleteRecords on the leader (Kafka's `Partition.deleteRecordsOnLeader`): returns the new
+    /// low watermark (log start offset). `offset == -1` means "up to the high watermark".
+    pub fn delete_records(&mut self, offset: i64) -> Result<i64, PartitionError> {
+        self.check_leader()?;
+        if !self.config.cleanup_delete {
+            return Err(PartitionError::PolicyViolation(format!(
+                "Records of partition {} can not be deleted due to the configured policy",
+                self.tp
+            )));
+        }
+        let target = if offset == -1 {
+            self.high_watermark
+        } else {
+            offset
+        };
+        if target < 0 || target > self.high_watermark {
+            return Err(PartitionError::OffsetOutOfRange {
+                offset: target,
+                log_start_offset: self.log.log_start_offset(),
+                log_end_offset: self.high_watermark,
+            });
+        }
+        self.log
+            .advance_log_start_offset(target)
+            .map_err(PartitionError::Storage)?;
+        Ok(self.log.log_start_offset())
+    }
+
+    /// The end offset of `epoch` as the epoch cache tells it (Kafka's
+    /// `LeaderEpochFileCache.endOffsetFor`): (epoch found, its end offset) or undefined.
+    pub fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
+        let entries = self.log.epoch_entries();
+        if requested == UNDEFINED_EPOCH {
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
+        }
+        if entries.last().is_some_and(|(e, _)| *e == requested) {
+            return (requested, self.log.log_end_offset());
+        }
+        let Some(higher) = entries.iter().find(|(e, _)| *e > requested) else {
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
+        };
+        match entries.iter().rev().find(|(e, _)| *e <= requested) {
+            Some((floor, _)) => (*floor, higher.1),
+            None => (requested, higher.1),
+        }
+    }
+
+    /// OffsetForLeaderEpoch (Kafka's `Partition.lastOffsetForLeaderEpoch`).
+    pub fn last_offset_for_leader_epoch(
+        &self,
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+        fetch_only_from_leader: bool,
+    ) -> Result<EpochEndOffset, PartitionError> {
+        if fetch_only_from_leader {
+            self.check_leader()?;
+        } else if self.role == Role::Offline {
+            return Err(PartitionError::NotLeaderOrFollower);
+        }
+        self.check_current_leader_epoch(current_leader_epoch)?;
+        let (epoch, end_offset) = self.end_offset_for_epoch(leader_epoch);
+        Ok(EpochEndOffset { epoch, end_offset })
+    }
+
+    /// Flushes if `flush.messages` or `flush.ms` says so (Kafka's per-append and scheduled
+    /// flush checks). Returns whether it flushed.
+    pub fn maybe_flush(&mut self, now_ms: i64) -> Result<bool, PartitionError> {
+        let by_count = self.config.flush_messages >= 0
+            && self.unflushed_messages >= self.config.flush_messages as u64;
+        let by_time = now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_ms;
+        if self.unflushed_messages == 0 || !(by_count || by_time) {
+            return Ok(false);
+        }
+        self.flush(now_ms)?;
+        Ok(true)
+    }
+
+    pub fn flush(&mut self, now_ms: i64) -> Result<(), PartitionError> {
+        self.log.flush().map_err(PartitionError::Storage)?;
+        self.unflushed_messages = 0;
+        self.last_flush_ms = now_ms;
+        Ok(())
+    }
+
+    /// Retention by time / size on a `delete` topic (the LogManager's periodic check).
+    pub fn enforce_retention(&mut self, now_ms: i64) -> Result<usize, PartitionError> {
+        if !self.config.cleanup_delete {
+            return Ok(0);
+        }
+        let hw = self.high_watermark;
+        let (ms, bytes) = (self.config.retention_ms, self.config.retention_bytes);
+        self.log
+            .enforce_retention(now_ms, hw, ms, bytes)
+            .map_err(PartitionError::Storage)
+    }
+}
+
+#[cfg(test)]
+mod tests;

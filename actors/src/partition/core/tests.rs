@@ -1,0 +1,462 @@
+use std::collections::HashMap;
+
+use bytes::{Bytes, BytesMut};
+use kactor_protocol::records::{verify_crc, BatchHeader, TimestampType};
+
+use super::*;
+use crate::partition::testing::{batch, batch_with};
+
+const NOW: i64 = 1_700_000_000_000;
+
+fn leader(config: PartitionConfig) -> Partition<MemoryLog> {
+    let mut p = Partition::new(
+        TopicPartition::new("t", 0),
+        1,
+        MemoryLog::new(),
+        config,
+        NOW,
+    );
+    p.become_leader(&PartitionAssignment {
+        leader: 1,
+        leader_epoch: 5,
+        partition_epoch: 0,
+        replicas: vec![1],
+        isr: vec![1],
+    })
+    .unwrap();
+    p
+}
+
+fn consumer_read(offset: i64, max_bytes: usize) -> ReadParams {
+    ReadParams {
+        fetch_offset: offset,
+        max_bytes,
+        min_one_batch: true,
+        isolation: IsolationLevel::ReadUncommitted,
+        current_leader_epoch: -1,
+        last_fetched_epoch: -1,
+        replica_id: -1,
+    }
+}
+
+fn headers(records: &LogSlice) -> Vec<BatchHeader> {
+    let bytes = records.to_bytes().unwrap();
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let h = BatchHeader::parse(&bytes[pos..]).unwrap();
+        verify_crc(&bytes[pos..pos + h.total_size()]).unwrap();
+        pos += h.total_size();
+        out.push(h);
+    }
+    out
+}
+
+#[test]
+fn append_assigns_offsets_and_epoch_and_advances_hw() {
+    let mut p = leader(PartitionConfig::default());
+    let a = p
+        .append_as_leader(&batch(&[b"a", b"b", b"c"], NOW), 1, NOW)
+        .unwrap();
+    assert_eq!((a.base_offset, a.last_offset, a.high_watermark), (0, 2, 3));
+    assert!(a.high_watermark_advanced);
+    assert_eq!(a.log_append_time_ms, -1);
+    let b = p.append_as_leader(&batch(&[b"d"], NOW), -1, NOW).unwrap();
+    assert_eq!((b.base_offset, b.last_offset, b.high_watermark), (3, 3, 4));
+
+    let r = p.read(&consumer_read(0, 1 << 20)).unwrap();
+    let hs = headers(&r.records);
+    assert_eq!(hs.len(), 2);
+    assert_eq!((hs[0].base_offset, hs[1].base_offset), (0, 3));
+    assert!(hs.iter().all(|h| h.partition_leader_epoch == 5));
+    assert_eq!(
+        (
+            r.high_watermark,
+            r.log_start_offset,
+            r.preferred_read_replica
+        ),
+        (4, 0, -1)
+    );
+}
+
+#[test]
+fn invalid_acks_and_not_leader() {
+    let mut p = leader(PartitionConfig::default());
+    let e = p
+        .append_as_leader(&batch(&[b"a"], NOW), 2, NOW)
+        .unwrap_err();
+    assert_eq!(e.code(), codes::INVALID_REQUIRED_ACKS);
+    p.stop();
+    let e = p
+        .append_as_leader(&batch(&[b"a"], NOW), 1, NOW)
+        .unwrap_err();
+    assert_eq!(e.code(), codes::NOT_LEADER_OR_FOLLOWER);
+    assert_eq!(
+        p.read(&consumer_read(0, 100)).unwrap_err().code(),
+        codes::NOT_LEADER_OR_FOLLOWER
+    );
+}
+
+#[test]
+fn oversize_batch_is_message_too_large() {
+    let mut p = leader(PartitionConfig {
+        max_message_bytes: 80,
+        ..Default::default()
+    });
+    let e = p
+        .append_as_leader(&batch(&[&[0u8; 100]], NOW), 1, NOW)
+        .unwrap_err();
+    assert_eq!(e.code(), codes::MESSAGE_TOO_LARGE);
+    assert_eq!(p.log_end_offset(), 0);
+}
+
+#[test]
+fn bad_crc_is_corrupt_message() {
+    let mut p = leader(PartitionConfig::default());
+    let mut b = BytesMut::from(&batch(&[b"hello"], NOW)[..]);
+    let last = b.len() - 2;
+    b[last] ^= 0xff;
+    let e = p.append_as_leader(&b.freeze(), 1, NOW).unwrap_err();
+    assert_eq!(e.code(), codes::CORRUPT_MESSAGE);
+}
+
+#[test]
+fn shape_errors_are_invalid_record() {
+    let mut p = leader(PartitionConfig::default());
+    // Empty payload, two batches, a control batch, and an inconsistent count.
+    assert_eq!(
+        p.append_as_leader(&Bytes::new(), 1, NOW)
+            .unwrap_err()
+            .code(),
+        codes::INVALID_RECORD
+    );
+    let one = batch(&[b"a"], NOW);
+    let two: Bytes = [one.clone(), one.clone()].concat().into();
+    assert_eq!(
+        p.append_as_leader(&two, 1, NOW).unwrap_err().code(),
+        codes::INVALID_RECORD
+    );
+    let control = batch_with(&[b"a"], NOW, 0x20);
+    assert_eq!(
+        p.append_as_leader(&control, 1, NOW).unwrap_err().code(),
+        codes::INVALID_RECORD
+    );
+    let mut bad = BytesMut::from(&one[..]);
+    bad[57..61].copy_from_slice(&7i32.to_be_bytes()); // records count (inside the CRC range)
+    let crc = crc32c::crc32c(&bad[21..]);
+    bad[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert_eq!(
+        p.append_as_leader(&bad.freeze(), 1, NOW)
+            .unwrap_err()
+            .code(),
+        codes::INVALID_RECORD
+    );
+    let mut v1 = BytesMut::from(&one[..]);
+    v1[16] = 1;
+    assert_eq!(
+        p.append_as_leader(&v1.freeze(), 1, NOW).unwrap_err().code(),
+        codes::INVALID_RECORD
+    );
+}
+
+#[test]
+fn create_time_out_of_range_is_invalid_timestamp() {
+    let mut p = leader(PartitionConfig::default());
+    let future = NOW + 2 * 3_600_000;
+    let e = p
+        .append_as_leader(&batch(&[b"a"], future), 1, NOW)
+        .unwrap_err();
+    assert_eq!(e.code(), codes::INVALID_TIMESTAMP);
+}
+
+#[test]
+fn log_append_time_stamps_header_and_keeps_crc_valid() {
+    let mut p = leader(PartitionConfig {
+        timestamp_type: TimestampType::LogAppendTime,
+        ..Default::default()
+    });
+    let a = p
+        .append_as_leader(&batch(&[b"a", b"b"], 5), 1, NOW)
+        .unwrap();
+    assert_eq!(a.log_append_time_ms, NOW);
+    let hs = headers(&p.read(&consumer_read(0, 1 << 20)).unwrap().records);
+    assert_eq!(hs[0].timestamp_type(), TimestampType::LogAppendTime);
+    assert_eq!(hs[0].max_timestamp, NOW);
+}
+
+#[test]
+fn read_bounds_first_batch_rule_and_out_of_range() {
+    let mut p = leader(PartitionConfig::default());
+    for _ in 0..3 {
+        p.append_as_leader(&batch(&[&[7u8; 50]], NOW), 1, NOW)
+            .unwrap();
+    }
+    let one = headers(&p.read(&consumer_read(0, 1 << 20)).unwrap().records)[0].total_size();
+    // Smaller than a batch: the first batch still comes back when it's the response's first.
+    let r = p.read(&consumer_read(0, 10)).unwrap();
+    assert_eq!(headers(&r.records).len(), 1);
+    let r = p
+        .read(&ReadParams {
+            min_one_batch: false,
+            ..consumer_read(0, 10)
+        })
+        .unwrap();
+    assert!(r.records.is_empty());
+    let r = p.read(&consumer_read(1, 2 * one)).unwrap();
+    assert_eq!(
+        headers(&r.records)
+            .iter()
+            .map(|h| h.base_offset)
+            .collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    // At the log end: empty, not an error; past it or below the start: OFFSET_OUT_OF_RANGE.
+    assert!(p.read(&consumer_read(3, 100)).unwrap().records.is_empty());
+    assert_eq!(
+        p.read(&consumer_read(4, 100)).unwrap_err().code(),
+        codes::OFFSET_OUT_OF_RANGE
+    );
+    p.delete_records(2).unwrap();
+    assert_eq!(
+        p.read(&consumer_read(1, 100)).unwrap_err().code(),
+        codes::OFFSET_OUT_OF_RANGE
+    );
+}
+
+#[test]
+fn consumer_reads_stop_at_the_high_watermark() {
+    let mut p = Partition::new(
+        TopicPartition::new("t", 0),
+        1,
+        MemoryLog::new(),
+        PartitionConfig::default(),
+        NOW,
+    );
+    // ISR {1, 2}: follower 2 has not fetched, so the high watermark stays at 0.
+    p.become_leader(&PartitionAssignment {
+        leader: 1,
+        leader_epoch: 1,
+        partition_epoch: 0,
+        replicas: vec![1, 2],
+        isr: vec![1, 2],
+    })
+    .unwrap();
+    let a = p.append_as_leader(&batch(&[b"x"], NOW), -1, NOW).unwrap();
+    assert_eq!(a.high_watermark, 0);
+    assert!(!a.high_watermark_advanced);
+    assert!(p.read(&consumer_read(0, 1000)).unwrap().records.is_empty());
+    // The follower fetching from offset 1 proves it has offset 0.
+    let follower = ReadParams {
+        replica_id: 2,
+        ..consumer_read(1, 1000)
+    };
+    p.read(&follower).unwrap();
+    assert_eq!(p.high_watermark(), 1);
+    assert_eq!(
+        headers(&p.read(&consumer_read(0, 1000)).unwrap().records).len(),
+        1
+    );
+}
+
+#[test]
+fn acks_all_below_min_isr_is_not_enough_replicas() {
+    let mut p = leader(PartitionConfig {
+        min_insync_replicas: 2,
+        ..Default::default()
+    });
+    let e = p
+        .append_as_leader(&batch(&[b"x"], NOW), -1, NOW)
+        .unwrap_err();
+    assert_eq!(e.code(), codes::NOT_ENOUGH_REPLICAS);
+    p.append_as_leader(&batch(&[b"x"], NOW), 1, NOW).unwrap();
+}
+
+#[test]
+fn leader_epoch_checks() {
+    let mut p = leader(PartitionConfig::default());
+    let r = ReadParams {
+        current_leader_epoch: 4,
+        ..consumer_read(0, 100)
+    };
+    assert_eq!(p.read(&r).unwrap_err().code(), codes::FENCED_LEADER_EPOCH);
+    let r = ReadParams {
+        current_leader_epoch: 6,
+        ..consumer_read(0, 100)
+    };
+    assert_eq!(p.read(&r).unwrap_err().code(), codes::UNKNOWN_LEADER_EPOCH);
+    let r = ReadParams {
+        current_leader_epoch: 5,
+        ..consumer_read(0, 100)
+    };
+    p.read(&r).unwrap();
+    assert_eq!(
+        p.offset_for_timestamp(-1, None, 4).unwrap_err().code(),
+        codes::FENCED_LEADER_EPOCH
+    );
+}
+
+#[test]
+fn list_offsets_special_timestamps_and_by_time() {
+    let mut p = leader(PartitionConfig::default());
+    p.append_as_leader(&batch(&[b"a", b"b"], NOW - 100), 1, NOW)
+        .unwrap(); // offsets 0-1, ts -100,-99
+    p.append_as_leader(&batch(&[b"c"], NOW - 500), 1, NOW)
+        .unwrap(); // offset 2, ts -500
+    p.append_as_leader(&batch(&[b"d"], NOW - 10), 1, NOW)
+        .unwrap(); // offset 3
+    let iso = Some(IsolationLevel::ReadUncommitted);
+    let get = |ts| p.offset_for_timestamp(ts, iso, -1).unwrap();
+    assert_eq!(
+        get(LATEST_TIMESTAMP).unwrap(),
+        TimestampOffset {
+            timestamp: -1,
+            offset: 4,
+            leader_epoch: Some(5)
+        }
+    );
+    assert_eq!(get(EARLIEST_TIMESTAMP).unwrap().offset, 0);
+    assert_eq!(get(EARLIEST_LOCAL_TIMESTAMP).unwrap().offset, 0);
+    assert_eq!(get(LATEST_TIERED_TIMESTAMP).unwrap().offset, -1);
+    let max = get(MAX_TIMESTAMP).unwrap();
+    assert_eq!((max.timestamp, max.offset), (NOW - 10, 3));
+    assert_eq!(get(NOW - 50).unwrap().offset, 3);
+    assert_eq!(get(NOW - 100).unwrap().offset, 0);
+    assert!(get(NOW).is_none());
+    p.delete_records(2).unwrap();
+    assert_eq!(
+        p.offset_for_timestamp(EARLIEST_TIMESTAMP, iso, -1)
+            .unwrap()
+            .unwrap()
+            .offset,
+        2
+    );
+}
+
+#[test]
+fn delete_records_rules() {
+    let mut p = leader(PartitionConfig::default());
+    p.append_as_leader(&batch(&[b"a", b"b", b"c"], NOW), 1, NOW)
+        .unwrap();
+    assert_eq!(
+        p.delete_records(4).unwrap_err().code(),
+        codes::OFFSET_OUT_OF_RANGE
+    );
+    assert_eq!(
+        p.delete_records(-7).unwrap_err().code(),
+        codes::OFFSET_OUT_OF_RANGE
+    );
+    assert_eq!(p.delete_records(1).unwrap(), 1);
+    assert_eq!(p.delete_records(-1).unwrap(), 3);
+    let mut compacted = leader(PartitionConfig {
+        cleanup_delete: false,
+        cleanup_compact: true,
+        ..Default::default()
+    });
+    assert_eq!(
+        compacted.delete_records(0).unwrap_err().code(),
+        codes::POLICY_VIOLATION
+    );
+}
+
+#[test]
+fn offset_for_leader_epoch_follows_the_epoch_cache() {
+    let mut p = leader(PartitionConfig::default()); // epoch 5 from 0
+    p.append_as_leader(&batch(&[b"a", b"b"], NOW), 1, NOW)
+        .unwrap();
+    p.become_leader(&PartitionAssignment {
+        leader: 1,
+        leader_epoch: 7,
+        partition_epoch: 1,
+        replicas: vec![1],
+        isr: vec![1],
+    })
+    .unwrap(); // epoch 7 from 2
+    p.append_as_leader(&batch(&[b"c"], NOW), 1, NOW).unwrap();
+    let q = |e| p.last_offset_for_leader_epoch(-1, e, true).unwrap();
+    assert_eq!(
+        q(7),
+        EpochEndOffset {
+            epoch: 7,
+            end_offset: 3
+        }
+    );
+    assert_eq!(
+        q(5),
+        EpochEndOffset {
+            epoch: 5,
+            end_offset: 2
+        }
+    );
+    assert_eq!(
+        q(6),
+        EpochEndOffset {
+            epoch: 5,
+            end_offset: 2
+        }
+    );
+    assert_eq!(
+        q(3),
+        EpochEndOffset {
+            epoch: 3,
+            end_offset: 0
+        }
+    );
+    assert_eq!(
+        q(8),
+        EpochEndOffset {
+            epoch: -1,
+            end_offset: -1
+        }
+    );
+    assert_eq!(
+        q(-1),
+        EpochEndOffset {
+            epoch: -1,
+            end_offset: -1
+        }
+    );
+    assert_eq!(
+        p.last_offset_for_leader_epoch(6, 5, true)
+            .unwrap_err()
+            .code(),
+        codes::FENCED_LEADER_EPOCH
+    );
+    // A fetcher whose last fetched epoch 5 ended at 2 but asks from 3 has diverged.
+    let r = p
+        .read(&ReadParams {
+            last_fetched_epoch: 5,
+            ..consumer_read(3, 100)
+        })
+        .unwrap();
+    assert_eq!(
+        r.diverging_epoch,
+        Some(EpochEndOffset {
+            epoch: 5,
+            end_offset: 2
+        })
+    );
+}
+
+#[test]
+fn flush_by_message_count() {
+    let mut p = leader(PartitionConfig {
+        flush_messages: 2,
+        ..Default::default()
+    });
+    p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
+    assert!(!p.maybe_flush(NOW).unwrap());
+    p.append_as_leader(&batch(&[b"b"], NOW), 1, NOW).unwrap();
+    assert!(p.maybe_flush(NOW).unwrap());
+    assert_eq!(p.log().recovery_point(), 2);
+}
+
+#[test]
+fn config_resolution_is_used_by_the_partition() {
+    let topic: HashMap<String, String> =
+        [("max.message.bytes".to_string(), "70".to_string())].into();
+    let mut p = leader(PartitionConfig::resolve(&HashMap::new(), &topic));
+    let e = p
+        .append_as_leader(&batch(&[&[1u8; 20]], NOW), 1, NOW)
+        .unwrap_err();
+    assert_eq!(e.code(), codes::MESSAGE_TOO_LARGE);
+}
