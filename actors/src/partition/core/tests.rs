@@ -460,3 +460,41 @@ fn config_resolution_is_used_by_the_partition() {
         .unwrap_err();
     assert_eq!(e.code(), codes::MESSAGE_TOO_LARGE);
 }
+
+#[test]
+fn topic_codec_different_from_batch_recompresses() {
+    use kactor_protocol::records::{BatchHeader, Compression};
+    let mut p = leader(PartitionConfig {
+        compression: TopicCompression::Codec(Compression::Gzip),
+        ..Default::default()
+    });
+    p.append_as_leader(&batch(&[b"aaaaaaaa", b"bbbbbbbb"], NOW), 1, NOW)
+        .unwrap();
+    let hs = headers(&p.read(&consumer_read(0, 1 << 20)).unwrap().records);
+    assert_eq!(hs[0].compression().unwrap(), Compression::Gzip);
+    assert_eq!(hs[0].records_count, 2);
+    // `producer` keeps the batch exactly as sent (apart from offsets and epoch).
+    let mut p = leader(PartitionConfig::default());
+    let sent = batch(&[b"x"], NOW);
+    p.append_as_leader(&sent, 1, NOW).unwrap();
+    let got = p
+        .read(&consumer_read(0, 1 << 20))
+        .unwrap()
+        .records
+        .to_bytes()
+        .unwrap();
+    assert_eq!(&got[16..], &sent[16..]);
+    assert_eq!(BatchHeader::parse(&got).unwrap().partition_leader_epoch, 5);
+}
+
+#[test]
+fn compacted_topic_requires_keys() {
+    let mut p = leader(PartitionConfig {
+        cleanup_compact: true,
+        ..Default::default()
+    });
+    let e = p
+        .append_as_leader(&batch(&[b"x"], NOW), 1, NOW)
+        .unwrap_err();
+    assert_eq!(e.code(), codes::INVALID_RECORD);
+}
