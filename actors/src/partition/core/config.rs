@@ -1,7 +1,7 @@
 //! The topic-level settings a partition applies on its paths (Kafka's `LogConfig`): each a topic
 //! override, else the broker's `log.*` / broker-level synonym, else Kafka's default.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use kactor_protocol::records::{Compression, TimestampType};
 
@@ -80,7 +80,7 @@ impl Default for PartitionConfig {
 impl PartitionConfig {
     /// Resolves each setting from the topic's overrides, then the broker config, then Kafka's
     /// default. Unparseable values fall back too: the controller validated them on the way in.
-    pub fn resolve(broker: &HashMap<String, String>, topic: &HashMap<String, String>) -> Self {
+    pub fn resolve(broker: &BTreeMap<String, String>, topic: &BTreeMap<String, String>) -> Self {
         let d = PartitionConfig::default();
         let get = |topic_key: &str, broker_keys: &[&str]| -> Option<String> {
             topic
@@ -175,7 +175,7 @@ impl PartitionConfig {
 mod tests {
     use super::*;
 
-    fn map(kv: &[(&str, &str)]) -> HashMap<String, String> {
+    fn map(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
         kv.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
@@ -197,7 +197,7 @@ mod tests {
     #[test]
     fn cleanup_policy_and_timestamp_type() {
         let c = PartitionConfig::resolve(
-            &HashMap::new(),
+            &BTreeMap::new(),
             &map(&[
                 ("cleanup.policy", "compact"),
                 ("message.timestamp.type", "LogAppendTime"),

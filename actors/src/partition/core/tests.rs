@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use bytes::{Bytes, BytesMut};
 use kactor_protocol::records::{verify_crc, BatchHeader, TimestampType};
@@ -452,9 +452,9 @@ fn flush_by_message_count() {
 
 #[test]
 fn config_resolution_is_used_by_the_partition() {
-    let topic: HashMap<String, String> =
+    let topic: BTreeMap<String, String> =
         [("max.message.bytes".to_string(), "70".to_string())].into();
-    let mut p = leader(PartitionConfig::resolve(&HashMap::new(), &topic));
+    let mut p = leader(PartitionConfig::resolve(&BTreeMap::new(), &topic));
     let e = p
         .append_as_leader(&batch(&[&[1u8; 20]], NOW), 1, NOW)
         .unwrap_err();

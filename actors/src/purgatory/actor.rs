@@ -1,0 +1,154 @@
+//! `PurgatoryActor`: the shell around [`Purgatory`]: holds the waiting callers' reply channels
+//! and one timer per operation.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use actix::{Actor, AsyncContext, Context, Handler, Supervised};
+use tokio::sync::oneshot;
+
+use super::core::{Completion, Purgatory};
+use super::messages::*;
+use crate::runtime::{ActorMetrics, SupervisedActor};
+
+pub struct PurgatoryActor {
+    core: Purgatory,
+    next_id: u64,
+    produce_waiters: HashMap<u64, oneshot::Sender<ProduceWaitResult>>,
+    fetch_waiters: HashMap<u64, oneshot::Sender<bool>>,
+    metrics: ActorMetrics,
+}
+
+impl Default for PurgatoryActor {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PurgatoryActor {
+    pub fn new() -> Self {
+        PurgatoryActor {
+            core: Purgatory::new(),
+            next_id: 0,
+            produce_waiters: HashMap::new(),
+            fetch_waiters: HashMap::new(),
+            metrics: ActorMetrics::new("PurgatoryActor"),
+        }
+    }
+
+    fn complete(&mut self, c: Completion) {
+        match c {
+            Completion::Produce { id, results } => {
+                if let Some(tx) = self.produce_waiters.remove(&id) {
+                    // The caller may have gone (connection closed); nothing to do then.
+                    let _ = tx.send(results);
+                }
+            }
+            Completion::Fetch { id, expired } => {
+                if let Some(tx) = self.fetch_waiters.remove(&id) {
+                    let _ = tx.send(expired);
+                }
+            }
+        }
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+}
+
+impl Actor for PurgatoryActor {
+    type Context = Context<Self>;
+}
+
+impl Supervised for PurgatoryActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        // Waiters keep their channels: the state lives on in this value across a restart.
+        self.metrics.restarted();
+    }
+}
+
+impl SupervisedActor for PurgatoryActor {
+    fn metrics(&self) -> &ActorMetrics {
+        &self.metrics
+    }
+}
+
+impl Handler<WatchProduce> for PurgatoryActor {
+    type Result = ();
+    fn handle(&mut self, msg: WatchProduce, ctx: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let id = self.id();
+        self.produce_waiters.insert(id, msg.done);
+        match self.core.add_produce(id, msg.watches) {
+            Some(c) => self.complete(c),
+            None => {
+                ctx.run_later(Duration::from_millis(msg.timeout_ms), move |act, _| {
+                    if let Some(c) = act.core.expire_produce(id) {
+                        act.complete(c);
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl Handler<WatchFetch> for PurgatoryActor {
+    type Result = ();
+    fn handle(&mut self, msg: WatchFetch, ctx: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let id = self.id();
+        self.fetch_waiters.insert(id, msg.done);
+        match self
+            .core
+            .add_fetch(id, msg.watches, msg.min_bytes, msg.accumulated_bytes)
+        {
+            Some(c) => self.complete(c),
+            None => {
+                ctx.run_later(Duration::from_millis(msg.max_wait_ms), move |act, _| {
+                    if let Some(c) = act.core.expire_fetch(id) {
+                        act.complete(c);
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl Handler<HighWatermarkAdvanced> for PurgatoryActor {
+    type Result = ();
+    fn handle(&mut self, msg: HighWatermarkAdvanced, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        for c in self
+            .core
+            .on_high_watermark(&msg.tp, msg.high_watermark, msg.bytes)
+        {
+            self.complete(c);
+        }
+    }
+}
+
+impl Handler<LeadershipLost> for PurgatoryActor {
+    type Result = ();
+    fn handle(&mut self, msg: LeadershipLost, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        for c in self.core.on_leadership_lost(&msg.tp) {
+            self.complete(c);
+        }
+    }
+}
+
+impl Handler<DescribePurgatory> for PurgatoryActor {
+    type Result = PurgatorySize;
+    fn handle(&mut self, _: DescribePurgatory, _: &mut Context<Self>) -> PurgatorySize {
+        PurgatorySize {
+            delayed_produce: self.core.delayed_produce_count(),
+            delayed_fetch: self.core.delayed_fetch_count(),
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! Messages of the `PurgatoryActor`.
+
+use actix::Message;
+use tokio::sync::oneshot;
+
+use super::core::{FetchWatch, ProduceWatch};
+use crate::partition::core::TopicPartition;
+
+/// Per partition of a parked produce: NONE, REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER.
+pub type ProduceWaitResult = Vec<(TopicPartition, i16)>;
+
+/// Produce handler → purgatory: park an acks=all produce until every partition's high
+/// watermark passes its last offset, or `timeout_ms`. Lost: the client sees its own timeout.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WatchProduce {
+    pub watches: Vec<ProduceWatch>,
+    pub timeout_ms: u64,
+    pub done: oneshot::Sender<ProduceWaitResult>,
+}
+
+/// Fetch handler → purgatory: park a long poll until `min_bytes` are readable, a partition's
+/// leadership changes, or `max_wait_ms`; `done` then says whether it expired and the handler
+/// re-reads. Lost: the consumer waits for its own request timeout.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WatchFetch {
+    pub watches: Vec<FetchWatch>,
+    pub min_bytes: usize,
+    pub accumulated_bytes: usize,
+    pub max_wait_ms: u64,
+    pub done: oneshot::Sender<bool>,
+}
+
+/// PartitionActor → purgatory: the high watermark moved and `bytes` more are readable. Lost:
+/// waiting acks=all produces time out and long polls wait their full max wait.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct HighWatermarkAdvanced {
+    pub tp: TopicPartition,
+    pub high_watermark: i64,
+    pub bytes: usize,
+}
+
+/// PartitionActor → purgatory: this replica stopped leading (follower, stopped, deleted).
+/// Lost: its waiters complete only at their timeouts.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct LeadershipLost {
+    pub tp: TopicPartition,
+}
+
+/// Metrics / tests → purgatory: how many operations wait (`kactor_purgatory_size`).
+#[derive(Message)]
+#[rtype(result = "PurgatorySize")]
+pub struct DescribePurgatory;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, actix::MessageResponse)]
+pub struct PurgatorySize {
+    pub delayed_produce: usize,
+    pub delayed_fetch: usize,
+}
