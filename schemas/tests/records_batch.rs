@@ -184,6 +184,41 @@ fn end_transaction_marker_matches_java() {
 }
 
 #[test]
+fn kraft_control_batch_matches_java() {
+    let java = hex(include_str!(
+        "../src/records/testdata/java_leader_change.hex"
+    ));
+    let batch = RecordBatch::parse(&java).unwrap();
+    assert!(batch.header.is_control() && !batch.header.is_transactional());
+    let r = batch.records().unwrap().next().unwrap().unwrap();
+    assert_eq!(
+        ControlRecordType::parse_key(r.key.as_deref().unwrap()).unwrap(),
+        ControlRecordType::LeaderChange
+    );
+    let ours = control_record_batch(
+        42,
+        1_700_000_000_456,
+        8,
+        ControlRecordType::LeaderChange,
+        &r.value.unwrap(),
+    )
+    .unwrap();
+    assert_eq!(ours, java);
+}
+
+#[test]
+fn compression_names() {
+    for codec in ALL {
+        assert_eq!(Compression::from_name(codec.name()), Some(codec));
+    }
+    assert_eq!(
+        Compression::from_name("uncompressed"),
+        Some(Compression::None)
+    );
+    assert_eq!(Compression::from_name("producer"), None);
+}
+
+#[test]
 fn every_codec_round_trips_through_the_builder() {
     for codec in ALL {
         let bytes = build_like_java(codec);

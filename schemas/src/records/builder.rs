@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::compression::compress;
-use super::control::EndTransactionMarker;
+use super::control::{ControlRecordType, EndTransactionMarker};
 use super::varint::{size_of_varint, size_of_varlong, write_varint, write_varlong};
 use super::{
     write_crc, Compression, RecordError, TimestampType, BATCH_HEADER_LEN, CONTROL_FLAG_MASK,
@@ -241,6 +241,28 @@ pub fn end_transaction_marker_batch(
         timestamp,
         Some(&marker.encode_key()),
         Some(&marker.encode_value()),
+        &[],
+    )?;
+    b.build()
+}
+
+/// A non-transactional control batch holding one record of `control_type` (KRaft's
+/// LeaderChange, SnapshotHeader/Footer, KRaftVersion, KRaftVoters), as the Raft leader writes it:
+/// uncompressed, no producer id, `value` being the encoded control message.
+pub fn control_record_batch(
+    base_offset: i64,
+    timestamp: i64,
+    partition_leader_epoch: i32,
+    control_type: ControlRecordType,
+    value: &[u8],
+) -> Result<Bytes, RecordError> {
+    let mut b = BatchBuilder::new(base_offset)
+        .partition_leader_epoch(partition_leader_epoch)
+        .control(true);
+    b.append(
+        timestamp,
+        Some(&control_type.encode_key()),
+        Some(value),
         &[],
     )?;
     b.build()

@@ -100,6 +100,19 @@ impl Compression {
         }
     }
 
+    /// Parses a codec name as `compression.type` spells it (`uncompressed` is the topic
+    /// config's name for none; `producer` is not a codec and yields `None`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "none" | "uncompressed" => Compression::None,
+            "gzip" => Compression::Gzip,
+            "snappy" => Compression::Snappy,
+            "lz4" => Compression::Lz4,
+            "zstd" => Compression::Zstd,
+            _ => return None,
+        })
+    }
+
     pub fn from_attributes(attributes: i16) -> Result<Self, RecordError> {
         Ok(match attributes & 0x07 {
             0 => Compression::None,

@@ -11,7 +11,7 @@ mod validate;
 pub mod varint;
 
 pub use batch::{batches, BatchIter, RecordBatch, RecordIter};
-pub use builder::{end_transaction_marker_batch, BatchBuilder};
+pub use builder::{control_record_batch, end_transaction_marker_batch, BatchBuilder};
 pub use compression::{compress, decompress, DEFAULT_DECOMPRESSION_LIMIT};
 pub use control::{
     ControlRecordType, EndTransactionMarker, CONTROL_RECORD_KEY_VERSION,

@@ -40,5 +40,9 @@ public class Gen {
         MemoryRecords marker = MemoryRecords.withEndTransactionMarker(100L, 1700000000123L, 5, 4242L, (short) 3,
             new EndTransactionMarker(ControlRecordType.COMMIT, 9));
         Files.writeString(out.resolve("java_commit_marker.hex"), hex(marker.buffer()) + "\n");
+        MemoryRecords leaderChange = MemoryRecords.withLeaderChangeMessage(42L, 1700000000456L, 8, ByteBuffer.allocate(256),
+            new org.apache.kafka.common.message.LeaderChangeMessage().setLeaderId(1).setVoters(List.of(
+                new org.apache.kafka.common.message.LeaderChangeMessage.Voter().setVoterId(1))));
+        Files.writeString(out.resolve("java_leader_change.hex"), hex(leaderChange.buffer()) + "\n");
     }
 }
