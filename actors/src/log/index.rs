@@ -1,0 +1,622 @@
+//! Sparse, memory-mapped segment indexes (Kafka's `AbstractIndex`, `OffsetIndex`, `TimeIndex`).
+//!
+//! `.index`: 8-byte entries (relative offset u32, position u32), big-endian. `.timeindex`: 12-byte
+//! entries (timestamp i64, relative offset u32). Both are preallocated to `segment.index.bytes`
+//! while their segment is active and trimmed to their entries when it rolls or closes, so a
+//! cleanly closed index's length is exactly its entry count times the entry size.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::{MmapMut, MmapOptions};
+
+/// Timestamp of "no entry" (Kafka's `RecordBatch.NO_TIMESTAMP`).
+pub const NO_TIMESTAMP: i64 = -1;
+
+/// The file, its mapping and the number of entries in use.
+#[derive(Debug)]
+struct IndexFile {
+    path: PathBuf,
+    file: Arc<File>,
+    mmap: Option<MmapMut>,
+    entry_size: usize,
+    entries: usize,
+    max_entries: usize,
+}
+
+fn round_down(n: u64, multiple: usize) -> u64 {
+    n - n % multiple as u64
+}
+
+impl IndexFile {
+    /// Opens or creates. A new (or empty) file is preallocated to `max_index_bytes`; an existing
+    /// one keeps its length, and every whole entry in it is counted (the caller trims the count to
+    /// the valid prefix).
+    fn open(path: &Path, entry_size: usize, max_index_bytes: i32) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        let mut len = file.metadata()?.len();
+        if len == 0 {
+            len = round_down(max_index_bytes.max(0) as u64, entry_size);
+            file.set_len(len)?;
+        }
+        let mut index = IndexFile {
+            path: path.to_path_buf(),
+            file: Arc::new(file),
+            mmap: None,
+            entry_size,
+            entries: (len / entry_size as u64) as usize,
+            max_entries: 0,
+        };
+        index.remap(len)?;
+        Ok(index)
+    }
+
+    fn remap(&mut self, len: u64) -> io::Result<()> {
+        self.mmap = None;
+        self.mmap = if len == 0 {
+            None
+        } else {
+            // SAFETY: the mapping is private to this struct and the file is ours alone: nothing
+            // else in the process truncates it while mapped (every `set_len` goes through
+            // `resize`, which drops the mapping first), so accesses stay within the file.
+            Some(unsafe { MmapOptions::new().len(len as usize).map_mut(&*self.file)? })
+        };
+        self.max_entries = len as usize / self.entry_size;
+        self.entries = self.entries.min(self.max_entries);
+        Ok(())
+    }
+
+    fn entry(&self, i: usize) -> &[u8] {
+        let m = self.mmap.as_ref().expect("index entry within the mapping");
+        &m[i * self.entry_size..(i + 1) * self.entry_size]
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        debug_assert_eq!(bytes.len(), self.entry_size);
+        let at = self.entries * self.entry_size;
+        let m = self.mmap.as_mut().expect("index not full");
+        m[at..at + self.entry_size].copy_from_slice(bytes);
+        self.entries += 1;
+    }
+
+    fn is_full(&self) -> bool {
+        self.entries >= self.max_entries
+    }
+
+    /// Sets the file length (rounded down to whole entries), remapping. Kafka's `resize`.
+    fn resize(&mut self, new_len: i64) -> io::Result<()> {
+        let new_len = round_down(new_len.max(0) as u64, self.entry_size);
+        let cur = self.file.metadata()?.len();
+        if new_len == cur && (self.mmap.is_some() || new_len == 0) {
+            self.max_entries = new_len as usize / self.entry_size;
+            return Ok(());
+        }
+        self.mmap = None;
+        self.file.set_len(new_len)?;
+        self.remap(new_len)
+    }
+
+    fn trim_to_valid_size(&mut self) -> io::Result<()> {
+        self.resize((self.entries * self.entry_size) as i64)
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        match &self.mmap {
+            Some(m) => m.flush(),
+            None => Ok(()),
+        }
+    }
+
+    fn rename(&mut self, to: &Path) -> io::Result<()> {
+        std::fs::rename(&self.path, to)?;
+        self.path = to.to_path_buf();
+        Ok(())
+    }
+
+    /// Binary search for the last entry whose key is <= `target` (keys non-decreasing).
+    fn largest_lower_bound(&self, target: i64, key: impl Fn(&[u8]) -> i64) -> Option<usize> {
+        if self.entries == 0 || key(self.entry(0)) > target {
+            return None;
+        }
+        let (mut lo, mut hi) = (0usize, self.entries - 1);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if key(self.entry(mid)) <= target {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        Some(lo)
+    }
+}
+
+fn be_u32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
+}
+fn be_i64(b: &[u8]) -> i64 {
+    i64::from_be_bytes(b[..8].try_into().expect("8 bytes"))
+}
+
+/// An offset-index entry: absolute offset and the byte position of the batch it points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetPosition {
+    pub offset: i64,
+    pub position: u32,
+}
+
+/// A time-index entry: a timestamp and an offset at or after which it is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+}
+
+/// `.index`: offset -> file position, for the last offset of an indexed batch.
+#[derive(Debug)]
+pub struct OffsetIndex {
+    base_offset: i64,
+    inner: IndexFile,
+}
+
+pub const OFFSET_ENTRY_SIZE: usize = 8;
+pub const TIME_ENTRY_SIZE: usize = 12;
+
+impl OffsetIndex {
+    pub fn open(path: &Path, base_offset: i64, max_index_bytes: i32) -> io::Result<Self> {
+        let mut index = OffsetIndex {
+            base_offset,
+            inner: IndexFile::open(path, OFFSET_ENTRY_SIZE, max_index_bytes)?,
+        };
+        index.inner.entries = index.valid_prefix();
+        Ok(index)
+    }
+
+    /// Entries up to the first that breaks the invariants (strictly increasing offsets and
+    /// positions, the first position past the segment start). A crash can leave the zeros of
+    /// preallocation after the last real entry: they end the index here.
+    fn valid_prefix(&self) -> usize {
+        let mut prev: Option<(u32, u32)> = None;
+        for i in 0..self.inner.entries {
+            let e = self.inner.entry(i);
+            let (rel, pos) = (be_u32(e), be_u32(&e[4..]));
+            let ok = match prev {
+                None => pos > 0,
+                Some((prel, ppos)) => rel > prel && pos > ppos,
+            };
+            if !ok || rel > i32::MAX as u32 {
+                return i;
+            }
+            prev = Some((rel, pos));
+        }
+        self.inner.entries
+    }
+
+    fn parse(&self, i: usize) -> OffsetPosition {
+        let e = self.inner.entry(i);
+        OffsetPosition {
+            offset: self.base_offset + be_u32(e) as i64,
+            position: be_u32(&e[4..]),
+        }
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+    pub fn entries(&self) -> usize {
+        self.inner.entries
+    }
+    pub fn max_entries(&self) -> usize {
+        self.inner.max_entries
+    }
+    pub fn is_full(&self) -> bool {
+        self.inner.is_full()
+    }
+    pub fn file(&self) -> &Arc<File> {
+        &self.inner.file
+    }
+    pub fn entry(&self, i: usize) -> OffsetPosition {
+        self.parse(i)
+    }
+
+    /// The last entry, or `(base_offset, 0)` when empty.
+    pub fn last_entry(&self) -> OffsetPosition {
+        if self.inner.entries == 0 {
+            OffsetPosition {
+                offset: self.base_offset,
+                position: 0,
+            }
+        } else {
+            self.parse(self.inner.entries - 1)
+        }
+    }
+
+    /// The largest entry with offset <= `target`, or `(base_offset, 0)`.
+    pub fn lookup(&self, target: i64) -> OffsetPosition {
+        let rel = target - self.base_offset;
+        match self.inner.largest_lower_bound(rel, |e| be_u32(e) as i64) {
+            Some(i) => self.parse(i),
+            None => OffsetPosition {
+                offset: self.base_offset,
+                position: 0,
+            },
+        }
+    }
+
+    /// The largest entry with position <= `position`, or `(base_offset, 0)`.
+    pub fn lookup_by_position(&self, position: u64) -> OffsetPosition {
+        match self
+            .inner
+            .largest_lower_bound(position as i64, |e| be_u32(&e[4..]) as i64)
+        {
+            Some(i) => self.parse(i),
+            None => OffsetPosition {
+                offset: self.base_offset,
+                position: 0,
+            },
+        }
+    }
+
+    /// Appends; the offset must be above the last entry's and within relative range.
+    pub fn append(&mut self, offset: i64, position: u32) -> io::Result<()> {
+        let rel = offset - self.base_offset;
+        if !(0..=i32::MAX as i64).contains(&rel) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("offset {offset} out of index range"),
+            ));
+        }
+        if self.inner.entries > 0 && offset <= self.last_entry().offset {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "offset {offset} not above the last index entry {}",
+                    self.last_entry().offset
+                ),
+            ));
+        }
+        if self.is_full() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "offset index is full",
+            ));
+        }
+        let mut e = [0u8; OFFSET_ENTRY_SIZE];
+        e[..4].copy_from_slice(&(rel as u32).to_be_bytes());
+        e[4..].copy_from_slice(&position.to_be_bytes());
+        self.inner.push(&e);
+        Ok(())
+    }
+
+    /// Removes every entry with offset >= `offset`.
+    pub fn truncate_to(&mut self, offset: i64) {
+        let keep = match self
+            .inner
+            .largest_lower_bound(offset - self.base_offset, |e| be_u32(e) as i64)
+        {
+            None => 0,
+            Some(i) if self.parse(i).offset == offset => i,
+            Some(i) => i + 1,
+        };
+        self.inner.entries = keep;
+    }
+
+    pub fn reset(&mut self) {
+        self.inner.entries = 0;
+    }
+    pub fn resize(&mut self, max_index_bytes: i32) -> io::Result<()> {
+        self.inner.resize(max_index_bytes as i64)
+    }
+    pub fn trim_to_valid_size(&mut self) -> io::Result<()> {
+        self.inner.trim_to_valid_size()
+    }
+    pub fn flush(&self) -> io::Result<()> {
+        self.inner.flush()
+    }
+    pub fn rename(&mut self, to: &Path) -> io::Result<()> {
+        self.inner.rename(to)
+    }
+    /// File length in bytes (preallocated or trimmed).
+    pub fn file_len(&self) -> usize {
+        self.inner.max_entries * OFFSET_ENTRY_SIZE
+    }
+}
+
+/// `.timeindex`: timestamp -> the offset from which that timestamp is reached.
+#[derive(Debug)]
+pub struct TimeIndex {
+    base_offset: i64,
+    inner: IndexFile,
+}
+
+impl TimeIndex {
+    pub fn open(path: &Path, base_offset: i64, max_index_bytes: i32) -> io::Result<Self> {
+        let mut index = TimeIndex {
+            base_offset,
+            inner: IndexFile::open(path, TIME_ENTRY_SIZE, max_index_bytes)?,
+        };
+        index.inner.entries = index.valid_prefix();
+        Ok(index)
+    }
+
+    /// Entries while timestamps strictly increase and offsets do not decrease; preallocated zeros
+    /// after a crash end the index.
+    fn valid_prefix(&self) -> usize {
+        let mut prev: Option<(i64, u32)> = None;
+        for i in 0..self.inner.entries {
+            let e = self.inner.entry(i);
+            let (ts, rel) = (be_i64(e), be_u32(&e[8..]));
+            let ok = match prev {
+                None => ts >= 0 && !(ts == 0 && rel == 0),
+                Some((pts, prel)) => ts > pts && rel >= prel,
+            };
+            if !ok || rel > i32::MAX as u32 {
+                return i;
+            }
+            prev = Some((ts, rel));
+        }
+        self.inner.entries
+    }
+
+    fn parse(&self, i: usize) -> TimestampOffset {
+        let e = self.inner.entry(i);
+        TimestampOffset {
+            timestamp: be_i64(e),
+            offset: self.base_offset + be_u32(&e[8..]) as i64,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+    pub fn entries(&self) -> usize {
+        self.inner.entries
+    }
+    pub fn file(&self) -> &Arc<File> {
+        &self.inner.file
+    }
+    pub fn entry(&self, i: usize) -> TimestampOffset {
+        self.parse(i)
+    }
+
+    /// Kafka keeps the last slot free for the entry written when the segment rolls.
+    pub fn is_full(&self) -> bool {
+        self.inner.entries + 1 >= self.inner.max_entries
+    }
+
+    /// The last entry, or `(NO_TIMESTAMP, base_offset)` when empty.
+    pub fn last_entry(&self) -> TimestampOffset {
+        if self.inner.entries == 0 {
+            TimestampOffset {
+                timestamp: NO_TIMESTAMP,
+                offset: self.base_offset,
+            }
+        } else {
+            self.parse(self.inner.entries - 1)
+        }
+    }
+
+    /// The largest entry with timestamp <= `timestamp`, or `(NO_TIMESTAMP, base_offset)`.
+    pub fn lookup(&self, timestamp: i64) -> TimestampOffset {
+        match self.inner.largest_lower_bound(timestamp, be_i64) {
+            Some(i) => self.parse(i),
+            None => TimestampOffset {
+                timestamp: NO_TIMESTAMP,
+                offset: self.base_offset,
+            },
+        }
+    }
+
+    /// Appends if `timestamp` is above the last entry's (Kafka's `maybeAppend`).
+    pub fn maybe_append(
+        &mut self,
+        timestamp: i64,
+        offset: i64,
+        skip_full_check: bool,
+    ) -> io::Result<()> {
+        if !skip_full_check && self.is_full() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "time index is full",
+            ));
+        }
+        let last = self.last_entry();
+        if self.inner.entries > 0 && offset < last.offset {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "time index offset {offset} below the last entry's {}",
+                    last.offset
+                ),
+            ));
+        }
+        if timestamp > last.timestamp {
+            if self.inner.entries >= self.inner.max_entries {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "time index has no room",
+                ));
+            }
+            let rel = offset - self.base_offset;
+            let mut e = [0u8; TIME_ENTRY_SIZE];
+            e[..8].copy_from_slice(&timestamp.to_be_bytes());
+            e[8..].copy_from_slice(&(rel as u32).to_be_bytes());
+            self.inner.push(&e);
+        }
+        Ok(())
+    }
+
+    /// Removes every entry with offset >= `offset`.
+    pub fn truncate_to(&mut self, offset: i64) {
+        let mut keep = self.inner.entries;
+        while keep > 0 && self.parse(keep - 1).offset >= offset {
+            keep -= 1;
+        }
+        self.inner.entries = keep;
+    }
+
+    pub fn reset(&mut self) {
+        self.inner.entries = 0;
+    }
+    pub fn resize(&mut self, max_index_bytes: i32) -> io::Result<()> {
+        self.inner.resize(max_index_bytes as i64)
+    }
+    pub fn trim_to_valid_size(&mut self) -> io::Result<()> {
+        self.inner.trim_to_valid_size()
+    }
+    pub fn flush(&self) -> io::Result<()> {
+        self.inner.flush()
+    }
+    pub fn rename(&mut self, to: &Path) -> io::Result<()> {
+        self.inner.rename(to)
+    }
+    pub fn file_len(&self) -> usize {
+        self.inner.max_entries * TIME_ENTRY_SIZE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_index_append_lookup_truncate_trim_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000100.index");
+        let mut idx = OffsetIndex::open(&path, 100, 80).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 80, "preallocated");
+        assert_eq!(idx.entries(), 0);
+        assert_eq!(
+            idx.lookup(150),
+            OffsetPosition {
+                offset: 100,
+                position: 0
+            }
+        );
+        for i in 1..=5u32 {
+            idx.append(100 + 10 * i as i64, 1000 * i).unwrap();
+        }
+        assert!(idx.append(150, 9000).is_err(), "offsets must increase");
+        assert_eq!(
+            idx.lookup(99),
+            OffsetPosition {
+                offset: 100,
+                position: 0
+            }
+        );
+        assert_eq!(
+            idx.lookup(125),
+            OffsetPosition {
+                offset: 120,
+                position: 2000
+            }
+        );
+        assert_eq!(
+            idx.lookup(150),
+            OffsetPosition {
+                offset: 150,
+                position: 5000
+            }
+        );
+        assert_eq!(
+            idx.lookup(1_000_000),
+            OffsetPosition {
+                offset: 150,
+                position: 5000
+            }
+        );
+        assert_eq!(idx.lookup_by_position(3500).offset, 130);
+        idx.truncate_to(140);
+        assert_eq!(idx.entries(), 3);
+        idx.truncate_to(135);
+        assert_eq!(idx.entries(), 3);
+        idx.trim_to_valid_size().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 24);
+        drop(idx);
+        let idx = OffsetIndex::open(&path, 100, 80).unwrap();
+        assert_eq!(idx.entries(), 3);
+        assert_eq!(
+            idx.last_entry(),
+            OffsetPosition {
+                offset: 130,
+                position: 3000
+            }
+        );
+    }
+
+    #[test]
+    fn offset_index_full_and_preallocated_zeros_are_not_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.index");
+        let mut idx = OffsetIndex::open(&path, 0, 20).unwrap(); // rounds down to 2 entries
+        idx.append(1, 10).unwrap();
+        assert!(!idx.is_full());
+        idx.append(2, 20).unwrap();
+        assert!(idx.is_full());
+        assert!(idx.append(3, 30).is_err());
+        drop(idx);
+        // Untrimmed after a "crash": the file has room for 2 entries and holds 2; zeros after
+        // them would be ignored, as this shows with a bigger preallocation.
+        let path2 = dir.path().join("1.index");
+        let mut idx = OffsetIndex::open(&path2, 0, 800).unwrap();
+        idx.append(5, 100).unwrap();
+        drop(idx);
+        let idx = OffsetIndex::open(&path2, 0, 800).unwrap();
+        assert_eq!(idx.entries(), 1);
+    }
+
+    #[test]
+    fn time_index_maybe_append_and_lookup() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.timeindex");
+        let mut idx = TimeIndex::open(&path, 10, 12 * 4).unwrap();
+        idx.maybe_append(-1, 10, false).unwrap();
+        assert_eq!(idx.entries(), 0, "NO_TIMESTAMP is never indexed");
+        idx.maybe_append(1000, 12, false).unwrap();
+        idx.maybe_append(1000, 15, false).unwrap();
+        assert_eq!(idx.entries(), 1, "equal timestamps are not appended");
+        idx.maybe_append(2000, 20, false).unwrap();
+        assert!(
+            idx.maybe_append(3000, 19, false).is_err(),
+            "offsets may not go back"
+        );
+        idx.maybe_append(3000, 25, false).unwrap();
+        assert!(idx.is_full(), "last slot reserved for the roll");
+        assert!(idx.maybe_append(4000, 30, false).is_err());
+        idx.maybe_append(4000, 30, true).unwrap();
+        assert_eq!(
+            idx.lookup(500),
+            TimestampOffset {
+                timestamp: NO_TIMESTAMP,
+                offset: 10
+            }
+        );
+        assert_eq!(
+            idx.lookup(2500),
+            TimestampOffset {
+                timestamp: 2000,
+                offset: 20
+            }
+        );
+        idx.truncate_to(25);
+        assert_eq!(
+            idx.last_entry(),
+            TimestampOffset {
+                timestamp: 2000,
+                offset: 20
+            }
+        );
+        idx.trim_to_valid_size().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 24);
+    }
+}

@@ -1,0 +1,612 @@
+//! One log segment (Kafka's `LogSegment`): `<base offset>.log` plus its `.index`, `.timeindex` and
+//! `.txnindex`. Appends batches with caller-assigned offsets, indexes one batch every
+//! `index.interval.bytes`, reads by offset into zero-copy file slices, truncates, recovers.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use super::batch::{
+    record_offsets_and_timestamps, validate_batches, BatchInfo, HeaderScanner, InvalidTail,
+};
+use super::config::LogConfig;
+use super::index::{OffsetIndex, TimeIndex, TimestampOffset, NO_TIMESTAMP};
+use super::txn_index::{AbortedTxn, TransactionIndex};
+use super::FileSlice;
+
+pub const LOG_SUFFIX: &str = ".log";
+pub const INDEX_SUFFIX: &str = ".index";
+pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
+pub const SNAPSHOT_SUFFIX: &str = ".snapshot";
+pub const DELETED_SUFFIX: &str = ".deleted";
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+pub const SWAP_SUFFIX: &str = ".swap";
+
+/// `<dir>/<20-digit base offset><suffix>`, Kafka's file naming.
+pub fn segment_file(dir: &Path, base_offset: i64, suffix: &str) -> PathBuf {
+    dir.join(format!("{base_offset:020}{suffix}"))
+}
+
+/// What an append needs from the segment to decide whether to roll first (Kafka's `RollParams`).
+#[derive(Debug, Clone, Copy)]
+pub struct RollParams {
+    pub max_segment_ms: i64,
+    pub max_segment_bytes: i32,
+    pub max_timestamp_in_messages: i64,
+    pub max_offset_in_messages: i64,
+    pub messages_size: u64,
+    pub now_ms: i64,
+}
+
+/// A timestamp and the offset of the record that has it (ListOffsets answers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampAndOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+    /// Partition leader epoch of the batch holding the record, if it has one.
+    pub leader_epoch: Option<i32>,
+}
+
+#[derive(Debug)]
+pub struct LogSegment {
+    base_offset: i64,
+    log_path: PathBuf,
+    file: Arc<File>,
+    size: u64,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    txn_index: TransactionIndex,
+    index_interval_bytes: u64,
+    bytes_since_last_index_entry: u64,
+    max_timestamp_so_far: i64,
+    offset_of_max_timestamp_so_far: i64,
+    /// Max timestamp of the segment's first batch: `segment.ms` counts from it (or from
+    /// `created_ms` when batches carry no timestamps).
+    rolling_based_timestamp: Option<i64>,
+    created_ms: i64,
+    roll_jitter_ms: i64,
+}
+
+fn invalid_data(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+impl LogSegment {
+    /// Opens (or creates) the segment's files. Index contents are taken as found (valid prefix);
+    /// call [`LogSegment::indexes_look_valid`] / [`LogSegment::recover`] to decide whether to
+    /// trust them.
+    pub fn open(dir: &Path, base_offset: i64, config: &LogConfig, now_ms: i64) -> io::Result<Self> {
+        let log_path = segment_file(dir, base_offset, LOG_SUFFIX);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&log_path)?;
+        let size = file.metadata()?.len();
+        let offset_index = OffsetIndex::open(
+            &segment_file(dir, base_offset, INDEX_SUFFIX),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        let time_index = TimeIndex::open(
+            &segment_file(dir, base_offset, TIME_INDEX_SUFFIX),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        let txn_index = TransactionIndex::open(&segment_file(dir, base_offset, TXN_INDEX_SUFFIX))?;
+        let last_time = time_index.last_entry();
+        Ok(LogSegment {
+            base_offset,
+            log_path,
+            file: Arc::new(file),
+            size,
+            offset_index,
+            time_index,
+            txn_index,
+            index_interval_bytes: config.index_interval_bytes.max(0) as u64,
+            bytes_since_last_index_entry: 0,
+            max_timestamp_so_far: last_time.timestamp,
+            offset_of_max_timestamp_so_far: last_time.offset,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+            roll_jitter_ms: config.random_segment_jitter(),
+        })
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+    pub fn file(&self) -> &Arc<File> {
+        &self.file
+    }
+    pub fn offset_index(&self) -> &OffsetIndex {
+        &self.offset_index
+    }
+    pub fn time_index(&self) -> &TimeIndex {
+        &self.time_index
+    }
+    pub fn txn_index(&self) -> &TransactionIndex {
+        &self.txn_index
+    }
+    pub fn max_timestamp_so_far(&self) -> i64 {
+        self.max_timestamp_so_far
+    }
+    pub fn offset_of_max_timestamp_so_far(&self) -> i64 {
+        self.offset_of_max_timestamp_so_far
+    }
+
+    /// Kafka's `largestTimestamp`: the max record timestamp, or the file's mtime when no batch
+    /// carries a timestamp (retention.ms then counts from the last write).
+    pub fn largest_timestamp(&self) -> i64 {
+        if self.max_timestamp_so_far >= 0 {
+            return self.max_timestamp_so_far;
+        }
+        self.file
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    }
+
+    pub fn can_convert_to_relative_offset(&self, offset: i64) -> bool {
+        let rel = offset - self.base_offset;
+        (0..=i32::MAX as i64).contains(&rel)
+    }
+
+    /// Appends `records` (whole batches; `batches[i].position` relative to `records`) at the end.
+    /// Indexes every batch that starts more than `index.interval.bytes` after the last indexed one.
+    pub fn append(
+        &mut self,
+        largest_offset: i64,
+        batches: &[BatchInfo],
+        records: &[u8],
+    ) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        if !self.can_convert_to_relative_offset(largest_offset) {
+            return Err(invalid_data(format!(
+                "offset {largest_offset} out of range for segment {}",
+                self.base_offset
+            )));
+        }
+        let start = self.size;
+        self.file.write_all_at(records, start)?;
+        if start == 0 && self.rolling_based_timestamp.is_none() {
+            self.rolling_based_timestamp = batches.first().map(|b| b.header.max_timestamp);
+        }
+        for b in batches {
+            self.index_batch(start + b.position, b)?;
+        }
+        self.size = start + records.len() as u64;
+        Ok(())
+    }
+
+    /// Kafka 4's per-batch index step, shared by append, recovery and rebuild.
+    fn index_batch(&mut self, position: u64, b: &BatchInfo) -> io::Result<()> {
+        let last_offset = b.header.last_offset();
+        if b.header.max_timestamp > self.max_timestamp_so_far {
+            self.max_timestamp_so_far = b.header.max_timestamp;
+            self.offset_of_max_timestamp_so_far = last_offset;
+        }
+        if self.bytes_since_last_index_entry > self.index_interval_bytes {
+            self.offset_index.append(last_offset, position as u32)?;
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far,
+                self.offset_of_max_timestamp_so_far,
+                false,
+            )?;
+            self.bytes_since_last_index_entry = 0;
+        }
+        self.bytes_since_last_index_entry += b.size as u64;
+        Ok(())
+    }
+
+    /// Kafka's `shouldRoll`: size, time (with this segment's jitter), either index full, or an
+    /// offset the index could not store relative to the base.
+    pub fn should_roll(&mut self, p: &RollParams) -> io::Result<bool> {
+        let reached_roll_ms = self.time_waited_for_roll(p.now_ms, p.max_timestamp_in_messages)?
+            > p.max_segment_ms - self.roll_jitter_ms;
+        Ok(
+            self.size > (p.max_segment_bytes as i64 - p.messages_size as i64).max(0) as u64
+                || (self.size > 0 && reached_roll_ms)
+                || self.offset_index.is_full()
+                || self.time_index.is_full()
+                || !self.can_convert_to_relative_offset(p.max_offset_in_messages),
+        )
+    }
+
+    fn time_waited_for_roll(&mut self, now_ms: i64, message_timestamp: i64) -> io::Result<i64> {
+        if self.rolling_based_timestamp.is_none() && self.size > 0 {
+            let mut scan = HeaderScanner::new(&self.file, 0, self.size);
+            self.rolling_based_timestamp = scan.next_batch()?.map(|b| b.header.max_timestamp);
+        }
+        match self.rolling_based_timestamp {
+            Some(ts) if ts >= 0 => Ok(message_timestamp - ts),
+            _ => Ok(now_ms - self.created_ms),
+        }
+    }
+
+    /// The first batch whose last offset is >= `offset`, scanning from the index entry below it.
+    pub fn translate_offset(
+        &self,
+        offset: i64,
+        starting_position: u64,
+    ) -> io::Result<Option<BatchInfo>> {
+        let from = (self.offset_index.lookup(offset).position as u64).max(starting_position);
+        let mut scan = HeaderScanner::new(&self.file, from, self.size);
+        while let Some(b) = scan.next_batch()? {
+            if b.header.last_offset() >= offset {
+                return Ok(Some(b));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Byte position of the first batch with last offset >= `offset`, or the segment size.
+    pub fn position_of(&self, offset: i64) -> io::Result<u64> {
+        Ok(self
+            .translate_offset(offset, 0)?
+            .map_or(self.size, |b| b.position))
+    }
+
+    /// Whole batches from the one containing `start_offset`, at most `max_size` bytes (or the
+    /// first batch whatever its size with `min_one_message`) and never past `max_position`.
+    /// `None` when no batch in this segment reaches `start_offset`.
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_size: u32,
+        max_position: u64,
+        min_one_message: bool,
+    ) -> io::Result<Option<(BatchInfo, FileSlice)>> {
+        let Some(first) = self.translate_offset(start_offset, 0)? else {
+            return Ok(None);
+        };
+        let max_position = max_position.min(self.size);
+        let start = first.position;
+        let slice = |end: u64| FileSlice {
+            file: self.file.clone(),
+            position: start,
+            len: (end - start) as u32,
+        };
+        if start >= max_position {
+            return Ok(Some((first, slice(start))));
+        }
+        let budget = if min_one_message {
+            (max_size as u64).max(first.size as u64)
+        } else {
+            max_size as u64
+        };
+        let limit = max_position.min(start + budget);
+        if first.end() > limit {
+            return Ok(Some((first, slice(start))));
+        }
+        // Every batch between `start` and an indexed position at or below `limit` is whole, so
+        // only the stretch after that index entry needs scanning.
+        let mut end =
+            (self.offset_index.lookup_by_position(limit).position as u64).max(first.end());
+        let mut scan = HeaderScanner::new(&self.file, end, limit);
+        while let Some(b) = scan.next_batch()? {
+            end = b.end();
+        }
+        Ok(Some((first, slice(end))))
+    }
+
+    /// The offset after the last batch (the base offset when empty).
+    pub fn read_next_offset(&self) -> io::Result<i64> {
+        let from = self.offset_index.last_entry().position as u64;
+        let mut scan = HeaderScanner::new(&self.file, from, self.size);
+        let mut next = self.base_offset;
+        while let Some(b) = scan.next_batch()? {
+            next = b.header.next_offset();
+        }
+        if next == self.base_offset && from > 0 {
+            return Err(invalid_data(format!(
+                "no batch at index position {from} of {}",
+                self.log_path.display()
+            )));
+        }
+        Ok(next)
+    }
+
+    /// Cheap consistency check of indexes found on disk against this segment and its successor's
+    /// base offset (or `None` for the last segment). A `false` means: rebuild them.
+    pub fn indexes_look_valid(&self, next_segment_base: Option<i64>) -> bool {
+        let oi = &self.offset_index;
+        if oi.entries() > 0 {
+            let last = oi.last_entry();
+            if last.position as u64 >= self.size
+                || next_segment_base.is_some_and(|n| last.offset >= n)
+            {
+                return false;
+            }
+            // The entry must point at a batch ending at that offset.
+            let mut scan = HeaderScanner::new(&self.file, last.position as u64, self.size);
+            match scan.next_batch() {
+                Ok(Some(b)) if b.header.last_offset() == last.offset => {}
+                _ => return false,
+            }
+        }
+        let ti = &self.time_index;
+        if ti.entries() > 0 {
+            let last = ti.last_entry();
+            if next_segment_base.is_some_and(|n| last.offset >= n) || last.offset < self.base_offset
+            {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Rebuilds `.index`/`.timeindex` from the batch headers, trusting the data (used for
+    /// segments below the recovery point whose indexes are missing or inconsistent).
+    pub fn rebuild_indexes(&mut self) -> io::Result<()> {
+        self.offset_index.reset();
+        self.time_index.reset();
+        self.reset_index_state();
+        let file = self.file.clone();
+        let mut scan = HeaderScanner::new(&file, 0, self.size);
+        let mut prev_next = self.base_offset;
+        let mut valid_end = 0;
+        while let Some(b) = scan.next_batch()? {
+            if b.header.base_offset < prev_next
+                || !self.can_convert_to_relative_offset(b.header.last_offset())
+            {
+                break;
+            }
+            prev_next = b.header.next_offset();
+            self.index_batch(b.position, &b)?;
+            valid_end = b.end();
+        }
+        if valid_end != self.size {
+            return Err(invalid_data(format!(
+                "{} is unreadable past byte {valid_end} of {} below the recovery point",
+                self.log_path.display(),
+                self.size
+            )));
+        }
+        Ok(())
+    }
+
+    fn reset_index_state(&mut self) {
+        self.bytes_since_last_index_entry = 0;
+        self.max_timestamp_so_far = NO_TIMESTAMP;
+        self.offset_of_max_timestamp_so_far = self.base_offset;
+    }
+
+    /// Kafka's `LogSegment.recover`: validates every batch (size, magic, CRC, offsets), rebuilds
+    /// both indexes, truncates the file after the last valid batch. Returns the bytes cut.
+    pub fn recover(&mut self) -> io::Result<(u64, Option<InvalidTail>)> {
+        self.offset_index.reset();
+        self.time_index.reset();
+        self.reset_index_state();
+        let file = self.file.clone();
+        let mut batches = Vec::new();
+        let (valid_bytes, why) =
+            validate_batches(&file, self.size, self.base_offset, |b| batches.push(*b))?;
+        for b in &batches {
+            self.index_batch(b.position, b)?;
+        }
+        let next_offset = batches
+            .last()
+            .map_or(self.base_offset, |b| b.header.next_offset());
+        let truncated = self.size - valid_bytes;
+        if truncated > 0 {
+            self.file.set_len(valid_bytes)?;
+            self.size = valid_bytes;
+        }
+        // Kafka rebuilds the txn index from producer state; until that exists, keep the entries
+        // that still lie inside the recovered data.
+        self.txn_index.truncate_to(next_offset)?;
+        self.rolling_based_timestamp = batches.first().map(|b| b.header.max_timestamp);
+        Ok((truncated, why))
+    }
+
+    /// Kafka's `LogSegment.truncateTo`: drops every batch whose last offset is >= `offset` (a batch
+    /// straddling `offset` goes entirely). Returns the bytes removed.
+    pub fn truncate_to(&mut self, offset: i64) -> io::Result<u64> {
+        let position = self.position_of(offset)?;
+        self.offset_index.truncate_to(offset);
+        self.time_index.truncate_to(offset);
+        self.txn_index.truncate_to(offset)?;
+        let removed = self.size - position;
+        if removed > 0 {
+            self.file.set_len(position)?;
+            self.size = position;
+        }
+        if self.size == 0 {
+            self.rolling_based_timestamp = None;
+        }
+        self.bytes_since_last_index_entry = 0;
+        // The max timestamp: the last time index entry, raised by any batch after it.
+        let last = self.time_index.last_entry();
+        self.max_timestamp_so_far = last.timestamp;
+        self.offset_of_max_timestamp_so_far = last.offset;
+        let from = self.offset_index.lookup(last.offset).position as u64;
+        let mut scan = HeaderScanner::new(&self.file, from, self.size);
+        while let Some(b) = scan.next_batch()? {
+            if b.header.max_timestamp > self.max_timestamp_so_far {
+                self.max_timestamp_so_far = b.header.max_timestamp;
+                self.offset_of_max_timestamp_so_far = b.header.last_offset();
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Loads the exact max timestamp of a segment reopened without recovery (its time index can
+    /// lack the last batches' maximum when it was not closed cleanly).
+    pub fn load_max_timestamp(&mut self) -> io::Result<()> {
+        let last = self.time_index.last_entry();
+        let from = self.offset_index.lookup(last.offset).position as u64;
+        let mut scan = HeaderScanner::new(&self.file, from, self.size);
+        while let Some(b) = scan.next_batch()? {
+            if b.header.max_timestamp > self.max_timestamp_so_far {
+                self.max_timestamp_so_far = b.header.max_timestamp;
+                self.offset_of_max_timestamp_so_far = b.header.last_offset();
+            }
+        }
+        Ok(())
+    }
+
+    /// Kafka's `findOffsetByTimestamp`: the first record at or after `starting_offset` whose
+    /// timestamp is >= `timestamp`.
+    pub fn find_offset_by_timestamp(
+        &self,
+        timestamp: i64,
+        starting_offset: i64,
+    ) -> io::Result<Option<TimestampAndOffset>> {
+        let TimestampOffset { offset, .. } = self.time_index.lookup(timestamp);
+        let position = self
+            .offset_index
+            .lookup(offset.max(starting_offset))
+            .position as u64;
+        let mut scan = HeaderScanner::new(&self.file, position, self.size);
+        while let Some(b) = scan.next_batch()? {
+            if b.header.max_timestamp < timestamp || b.header.last_offset() < starting_offset {
+                continue;
+            }
+            for (rec_offset, rec_ts) in self.batch_records(&b)? {
+                if rec_ts >= timestamp && rec_offset >= starting_offset {
+                    return Ok(Some(TimestampAndOffset {
+                        timestamp: rec_ts,
+                        offset: rec_offset,
+                        leader_epoch: leader_epoch_of(&b),
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The record holding this segment's max timestamp (ListOffsets MAX_TIMESTAMP, KIP-734).
+    pub fn find_max_timestamp_record(&self) -> io::Result<Option<TimestampAndOffset>> {
+        let max = self.max_timestamp_so_far;
+        if max < 0 {
+            return Ok(None);
+        }
+        let mut scan = HeaderScanner::new(&self.file, 0, self.size);
+        while let Some(b) = scan.next_batch()? {
+            if b.header.max_timestamp == max {
+                let offset = self
+                    .batch_records(&b)?
+                    .into_iter()
+                    .find(|&(_, ts)| ts == max)
+                    .map_or(b.header.last_offset(), |(o, _)| o);
+                return Ok(Some(TimestampAndOffset {
+                    timestamp: max,
+                    offset,
+                    leader_epoch: leader_epoch_of(&b),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Offsets and timestamps of a batch's records. If the records cannot be decoded (e.g. a
+    /// codec the log does not carry), the batch's first offset stands for all of them: a
+    /// consumer then starts a little early rather than skipping data.
+    fn batch_records(&self, b: &BatchInfo) -> io::Result<Vec<(i64, i64)>> {
+        let mut data = vec![0u8; b.size as usize];
+        self.file.read_exact_at(&mut data, b.position)?;
+        Ok(record_offsets_and_timestamps(&data)
+            .unwrap_or_else(|_| vec![(b.header.base_offset, b.header.max_timestamp)]))
+    }
+
+    pub fn append_aborted_txn(&mut self, txn: AbortedTxn) -> io::Result<()> {
+        self.txn_index.append(txn)
+    }
+
+    /// Kafka's `onBecomeInactiveSegment`: records the final max timestamp and trims the indexes.
+    pub fn on_become_inactive(&mut self) -> io::Result<()> {
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far,
+            self.offset_of_max_timestamp_so_far,
+            true,
+        )?;
+        self.offset_index.trim_to_valid_size()?;
+        self.time_index.trim_to_valid_size()
+    }
+
+    /// Preallocates the indexes again (the segment became, or stays, the active one).
+    pub fn resize_indexes(&mut self, max_index_bytes: i32) -> io::Result<()> {
+        self.offset_index.resize(max_index_bytes)?;
+        self.time_index.resize(max_index_bytes)
+    }
+
+    pub fn trim_indexes(&mut self) -> io::Result<()> {
+        self.offset_index.trim_to_valid_size()?;
+        self.time_index.trim_to_valid_size()
+    }
+
+    /// fsync of data and indexes (on the caller's thread: run it on a blocking pool).
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.file.sync_data()?;
+        self.offset_index.flush()?;
+        self.time_index.flush()?;
+        self.txn_index.flush()
+    }
+
+    /// The files to fsync for this segment, for a flush on another thread.
+    pub fn flush_handles(&self) -> Vec<Arc<File>> {
+        vec![
+            self.file.clone(),
+            self.offset_index.file().clone(),
+            self.time_index.file().clone(),
+        ]
+    }
+
+    /// Renames every file of the segment, e.g. adding `.deleted`. Open handles stay valid, so
+    /// in-flight zero-copy reads finish.
+    pub fn change_file_suffixes(&mut self, old_suffix: &str, new_suffix: &str) -> io::Result<()> {
+        let rename = |p: &Path| -> PathBuf {
+            let s = p.to_string_lossy();
+            let stem = s.strip_suffix(old_suffix).unwrap_or(&s);
+            PathBuf::from(format!("{stem}{new_suffix}"))
+        };
+        let to = rename(&self.log_path);
+        std::fs::rename(&self.log_path, &to)?;
+        self.log_path = to;
+        let to = rename(self.offset_index.path());
+        self.offset_index.rename(&to)?;
+        let to = rename(self.time_index.path());
+        self.time_index.rename(&to)?;
+        let to = rename(self.txn_index.path());
+        self.txn_index.rename(&to)
+    }
+
+    /// Paths of every file the segment has on disk.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        let mut v = vec![
+            self.log_path.clone(),
+            self.offset_index.path().to_path_buf(),
+            self.time_index.path().to_path_buf(),
+        ];
+        if self.txn_index.path().exists() {
+            v.push(self.txn_index.path().to_path_buf());
+        }
+        v
+    }
+
+    /// Kafka's `close`: last time index entry, indexes trimmed.
+    pub fn close(mut self) -> io::Result<()> {
+        self.on_become_inactive()
+    }
+}
+
+fn leader_epoch_of(b: &BatchInfo) -> Option<i32> {
+    (b.header.partition_leader_epoch >= 0).then_some(b.header.partition_leader_epoch)
+}
