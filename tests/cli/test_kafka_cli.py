@@ -241,3 +241,16 @@ def test_metadata_quorum_describe(cli, broker):
     rows = [l.split() for l in out.strip().splitlines()]
     assert rows[0][:4] == ["NodeId", "DirectoryId", "LogEndOffset", "Lag"]
     assert rows[1][0] == "1" and rows[1][-1] == "Leader" and rows[1][3] == "0"
+
+
+def test_producer_perf_test_smoke(cli, broker, topic_name):
+    """kafka-producer-perf-test runs against the broker (the benchmark in scripts/bench uses it
+    at scale; here only that it completes and reports)."""
+    create_topic(broker, topic_name)
+    out = cli.run("producer-perf-test", "--topic", topic_name, "--num-records", "2000",
+                  "--record-size", "1024", "--throughput", "-1", "--producer-props",
+                  f"bootstrap.servers={broker.bootstrap}", "acks=1", "enable.idempotence=false").stdout
+    final = out.strip().splitlines()[-1]
+    assert re.match(r"2000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency",
+                    final), final
+    assert cli.run("get-offsets", "--topic", topic_name).stdout.split() == [f"{topic_name}:0:2000"]
