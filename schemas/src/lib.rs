@@ -1,4 +1,16 @@
 //! kactor-protocol: the Kafka wire protocol (Kafka's `clients/.../common/message` and
 //! `common/record` packages): generated message types, primitives, record batch v2.
 
+pub mod codec;
+mod generated;
 pub mod records;
+pub mod versions;
+
+pub use codec::{
+    DecodeError, Decode, Encode, EncodeError, FileSlice, Message, RawTaggedField, Records,
+    Request, Uuid, Writer,
+};
+pub use generated::{coordinator, messages, metadata};
+pub use messages::{
+    request_header_version, response_header_version, ApiKey, RequestBody, ResponseBody,
+};

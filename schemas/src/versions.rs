@@ -1,0 +1,67 @@
+//! The supported-versions table (Kafka's `ApiVersionsResponse` construction from
+//! `ApiKeys` + `apiVersionsResponse`): which (api key, min, max) this build advertises.
+//!
+//! Ranges come from the schemas' validVersions (Kafka 4.4.0's), with two of Kafka's rules:
+//! versions marked `latestVersionUnstable` are not advertised, and Produce is advertised from
+//! v0 although v0–v2 cannot be decoded (Kafka does the same so librdkafka keeps compression on;
+//! such requests get UNSUPPORTED_VERSION). Only APIs in [`IMPLEMENTED`] are advertised.
+
+use crate::messages::ApiKey;
+
+/// APIs the broker really serves. Extend this list when a handler lands, never before:
+/// a client that sees an API advertised will use it.
+pub const IMPLEMENTED: &[ApiKey] = &[ApiKey::ApiVersions];
+
+/// The (min, max) version advertised for `api_key`, or None if this build does not serve it.
+pub fn supported_range(api_key: ApiKey) -> Option<(i16, i16)> {
+    if !IMPLEMENTED.contains(&api_key) {
+        return None;
+    }
+    Some(advertised_range(api_key))
+}
+
+/// Kafka 4.4.0's advertised range for an API we have schemas for (whether or not implemented).
+pub fn advertised_range(api_key: ApiKey) -> (i16, i16) {
+    let (mut min, mut max) = api_key.valid_versions();
+    if api_key.latest_version_unstable() {
+        max -= 1;
+    }
+    if api_key == ApiKey::Produce {
+        min = 0;
+    }
+    (min, max)
+}
+
+/// Whether a request at `version` can be decoded and served (unlike the advertised range, this
+/// excludes Produce v0–v2).
+pub fn is_supported(api_key: ApiKey, version: i16) -> bool {
+    let (min, max) = api_key.valid_versions();
+    supported_range(api_key).is_some_and(|(_, amax)| version >= min && version <= amax.min(max))
+}
+
+/// (api key, min, max) for every served API, ascending by key: the ApiVersions response body.
+pub fn supported_versions() -> impl Iterator<Item = (ApiKey, i16, i16)> {
+    ApiKey::ALL
+        .iter()
+        .filter_map(|&k| supported_range(k).map(|(min, max)| (k, min, max)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_implemented_apis_are_advertised() {
+        let v: Vec<_> = supported_versions().collect();
+        assert!(v.iter().any(|(k, _, _)| *k == ApiKey::ApiVersions));
+        for (k, min, max) in v {
+            assert!(IMPLEMENTED.contains(&k));
+            assert!(min <= max);
+        }
+    }
+
+    #[test]
+    fn api_versions_range_matches_kafka_4_4() {
+        assert_eq!(supported_range(ApiKey::ApiVersions), Some((0, 5)));
+    }
+}
