@@ -71,3 +71,36 @@ def test_kactor_version(target):
     out = subprocess.run([str(kactor_bin()), "version"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert "0.1.0" in out.stdout
+
+
+def test_cutting_proxy_forwards_then_cuts():
+    import socket
+    import threading
+    from harness.proxy import CuttingProxy
+
+    echo = socket.socket()
+    echo.bind(("127.0.0.1", 0))
+    echo.listen(4)
+
+    def serve():
+        while True:
+            try:
+                c, _ = echo.accept()
+            except OSError:
+                return
+            with c:
+                while True:
+                    d = c.recv(4096)
+                    if not d:
+                        break
+                    c.sendall(d)
+
+    threading.Thread(target=serve, daemon=True).start()
+    with CuttingProxy(echo.getsockname()[1], cut_after_bytes=10) as p:
+        s = socket.create_connection(("127.0.0.1", p.port), timeout=5)
+        s.sendall(b"hello")
+        assert wire.recv_exact(s, 5) == b"hello"
+        s.sendall(b"0123456789")  # crosses the 10-byte budget: cut
+        assert wire.wait_closed(s, timeout=5)
+        assert p.cuts == 1
+    echo.close()
