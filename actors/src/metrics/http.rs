@@ -80,13 +80,25 @@ pub fn respond(head: &[u8]) -> Vec<u8> {
         return reply(405, "text/plain", "only GET is served\n".into());
     }
     let mut resp = match path {
-        "/metrics" => reply(200, "text/plain; version=0.0.4; charset=utf-8", super::render()),
+        "/metrics" => reply(
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            super::render(),
+        ),
         "/healthz" => reply(200, "text/plain", "ok\n".into()),
         "/readyz" => match super::readiness().check() {
             Ok(()) => reply(200, "text/plain", "ready\n".into()),
-            Err(unmet) => reply(503, "text/plain", format!("not ready: {}\n", unmet.join(", "))),
+            Err(unmet) => reply(
+                503,
+                "text/plain",
+                format!("not ready: {}\n", unmet.join(", ")),
+            ),
         },
-        _ => reply(404, "text/plain", "not found; try /metrics, /healthz, /readyz\n".into()),
+        _ => reply(
+            404,
+            "text/plain",
+            "not found; try /metrics, /healthz, /readyz\n".into(),
+        ),
     };
     if method == "HEAD" {
         if let Some(end) = resp.windows(4).position(|w| w == b"\r\n\r\n") {

@@ -36,8 +36,9 @@ pub fn register<C: prometheus::core::Collector + Clone + 'static>(c: C) -> C {
 }
 
 /// Latency buckets in seconds, 100 µs .. 30 s: covers a cached ApiVersions and a long-poll fetch.
-pub const LATENCY_BUCKETS: &[f64] =
-    &[0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+pub const LATENCY_BUCKETS: &[f64] = &[
+    0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
 
 /// Families of the network layer (Kafka's `RequestMetrics` and `SocketServer` metrics).
 pub struct BrokerMetrics {
@@ -94,18 +95,29 @@ pub fn broker() -> &'static BrokerMetrics {
             .expect("valid family"),
         ),
         network_bytes_in_total: register(
-            IntCounter::new("kactor_network_bytes_in_total", "Request bytes read.").expect("valid family"),
+            IntCounter::new("kactor_network_bytes_in_total", "Request bytes read.")
+                .expect("valid family"),
         ),
         network_bytes_out_total: register(
-            IntCounter::new("kactor_network_bytes_out_total", "Response bytes written.").expect("valid family"),
+            IntCounter::new("kactor_network_bytes_out_total", "Response bytes written.")
+                .expect("valid family"),
         ),
         connections: register(
-            IntGaugeVec::new(Opts::new("kactor_network_connections", "Open connections, by listener."), &["listener"])
-                .expect("valid family"),
+            IntGaugeVec::new(
+                Opts::new(
+                    "kactor_network_connections",
+                    "Open connections, by listener.",
+                ),
+                &["listener"],
+            )
+            .expect("valid family"),
         ),
         connections_accepted_total: register(
             IntCounterVec::new(
-                Opts::new("kactor_network_connections_accepted_total", "Connections accepted, by listener."),
+                Opts::new(
+                    "kactor_network_connections_accepted_total",
+                    "Connections accepted, by listener.",
+                ),
                 &["listener"],
             )
             .expect("valid family"),
@@ -170,7 +182,11 @@ impl Readiness {
     /// Ready when at least one condition exists and all hold; else the unmet names.
     pub fn check(&self) -> Result<(), Vec<String>> {
         let c = self.lock();
-        let unmet: Vec<String> = c.iter().filter(|(_, ok)| !**ok).map(|(n, _)| n.clone()).collect();
+        let unmet: Vec<String> = c
+            .iter()
+            .filter(|(_, ok)| !**ok)
+            .map(|(n, _)| n.clone())
+            .collect();
         if c.is_empty() {
             return Err(vec!["starting".to_string()]);
         }
@@ -190,7 +206,9 @@ impl Readiness {
 /// The process-wide readiness gate.
 pub fn readiness() -> &'static Readiness {
     static READINESS: OnceLock<Readiness> = OnceLock::new();
-    READINESS.get_or_init(|| Readiness { conditions: Mutex::new(BTreeMap::new()) })
+    READINESS.get_or_init(|| Readiness {
+        conditions: Mutex::new(BTreeMap::new()),
+    })
 }
 
 #[cfg(test)]
@@ -199,16 +217,27 @@ mod tests {
 
     #[test]
     fn render_includes_network_families() {
-        broker().requests_total.with_label_values(&["ApiVersions"]).inc();
-        broker().request_duration_seconds.with_label_values(&["ApiVersions"]).observe(0.001);
+        broker()
+            .requests_total
+            .with_label_values(&["ApiVersions"])
+            .inc();
+        broker()
+            .request_duration_seconds
+            .with_label_values(&["ApiVersions"])
+            .observe(0.001);
         let text = render();
-        assert!(text.contains("kactor_network_requests_total{api=\"ApiVersions\"}"), "{text}");
+        assert!(
+            text.contains("kactor_network_requests_total{api=\"ApiVersions\"}"),
+            "{text}"
+        );
         assert!(text.contains("# TYPE kactor_network_request_duration_seconds histogram"));
     }
 
     #[test]
     fn readiness_needs_every_condition() {
-        let r = Readiness { conditions: Mutex::new(BTreeMap::new()) };
+        let r = Readiness {
+            conditions: Mutex::new(BTreeMap::new()),
+        };
         assert!(r.check().is_err());
         r.require("listeners");
         r.require("metadata");

@@ -1,1 +1,36 @@
-//! (module being written)
+//! The network layer (Kafka's `SocketServer`, `Processor`, `RequestChannel` and the dispatch
+//! half of `KafkaApis`): [`SocketServerActor`] accepts, [`ConnectionActor`] frames and orders,
+//! [`RequestRouter`] maps API keys to handlers, [`api_versions`] answers ApiVersions.
+//!
+//! Plugging an API in (in the topology, before `build`):
+//!
+//! ```ignore
+//! let mut router = RequestRouter::new();
+//! let partitions = partition_registry.recipient::<AppendRecords>(); // captured, cloned per call
+//! router.register(ApiKey::Produce, move |ctx, body| {
+//!     let partitions = partitions.clone();
+//!     Box::pin(async move {
+//!         let RequestBody::Produce(req) = body else { unreachable!("router dispatches by key") };
+//!         let resp = /* send AppendRecords per partition, await, build ProduceResponse */;
+//!         HandlerOutcome::Respond(ResponseBody::Produce(resp))
+//!     })
+//! });
+//! let router = router.build(features_handle);
+//! ```
+
+pub mod api_versions;
+pub mod connection;
+pub mod frame;
+pub mod router;
+pub mod socket_server;
+pub mod writer;
+
+pub use api_versions::{features_channel, FeaturesHandle, FinalizedFeatures, SupportedFeature};
+pub use connection::{ConnectionActor, ConnectionLimits};
+pub use router::{
+    ConnectionInfo, Handler, HandlerFuture, HandlerOutcome, ListenerKind, RequestContext,
+    RequestRouter,
+};
+pub use socket_server::{
+    BoundListener, ListenerSpec, NetworkConfig, SocketServerActor, StopAccepting,
+};

@@ -21,7 +21,11 @@ pub struct ArbiterPools {
 impl ArbiterPools {
     /// Spawns the arbiter threads. Must run inside an actix `System`.
     pub fn start(network_threads: usize, io_threads: usize) -> Self {
-        let spawn = |n: usize| (0..n.max(1)).map(|_| Arbiter::new().handle()).collect::<Vec<_>>();
+        let spawn = |n: usize| {
+            (0..n.max(1))
+                .map(|_| Arbiter::new().handle())
+                .collect::<Vec<_>>()
+        };
         ArbiterPools {
             network: Arc::new(spawn(network_threads)),
             io: Arc::new(spawn(io_threads)),
@@ -53,7 +57,12 @@ impl ArbiterPools {
 
     /// Asks every arbiter thread to stop (process shutdown).
     pub fn stop(&self) {
-        for a in self.network.iter().chain(self.io.iter()).chain(std::iter::once(&self.controller)) {
+        for a in self
+            .network
+            .iter()
+            .chain(self.io.iter())
+            .chain(std::iter::once(&self.controller))
+        {
             a.stop();
         }
     }

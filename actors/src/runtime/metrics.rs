@@ -25,7 +25,9 @@ use std::time::Instant;
 
 use actix::dev::ToEnvelope;
 use actix::prelude::*;
-use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+};
 
 use crate::metrics::{register, LATENCY_BUCKETS};
 
@@ -42,14 +44,20 @@ pub fn families() -> &'static ActorFamilies {
     F.get_or_init(|| ActorFamilies {
         mailbox_depth: register(
             IntGaugeVec::new(
-                Opts::new("kactor_actor_mailbox_depth", "Messages sent but not yet handled, by actor type."),
+                Opts::new(
+                    "kactor_actor_mailbox_depth",
+                    "Messages sent but not yet handled, by actor type.",
+                ),
                 &["actor"],
             )
             .expect("valid family"),
         ),
         messages_handled_total: register(
             IntCounterVec::new(
-                Opts::new("kactor_actor_messages_handled_total", "Messages handled, by actor type."),
+                Opts::new(
+                    "kactor_actor_messages_handled_total",
+                    "Messages handled, by actor type.",
+                ),
                 &["actor"],
             )
             .expect("valid family"),
@@ -67,7 +75,10 @@ pub fn families() -> &'static ActorFamilies {
         ),
         restarts_total: register(
             IntCounterVec::new(
-                Opts::new("kactor_actor_restarts_total", "Supervisor restarts, by actor type."),
+                Opts::new(
+                    "kactor_actor_restarts_total",
+                    "Supervisor restarts, by actor type.",
+                ),
                 &["actor"],
             )
             .expect("valid family"),
@@ -87,7 +98,9 @@ pub struct ActorMetrics {
 
 impl std::fmt::Debug for ActorMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ActorMetrics").field("actor", &self.actor).finish()
+        f.debug_struct("ActorMetrics")
+            .field("actor", &self.actor)
+            .finish()
     }
 }
 
@@ -120,9 +133,14 @@ impl ActorMetrics {
     }
 
     /// Call first thing in a handler; the guard records the handling when dropped.
-    pub fn handle(&self) -> HandleGuard<'_> {
+    /// The guard owns its handles (two `Arc` clones), so the handler may still use `&mut self`.
+    pub fn handle(&self) -> HandleGuard {
         self.depth.dec();
-        HandleGuard { metrics: self, start: Instant::now() }
+        HandleGuard {
+            handled: self.handled.clone(),
+            duration: self.duration.clone(),
+            start: Instant::now(),
+        }
     }
 
     /// Call from `Supervised::restarting`.
@@ -142,15 +160,16 @@ impl ActorMetrics {
 }
 
 /// Times one handler invocation; see [`ActorMetrics::handle`].
-pub struct HandleGuard<'a> {
-    metrics: &'a ActorMetrics,
+pub struct HandleGuard {
+    handled: IntCounter,
+    duration: Histogram,
     start: Instant,
 }
 
-impl Drop for HandleGuard<'_> {
+impl Drop for HandleGuard {
     fn drop(&mut self) {
-        self.metrics.handled.inc();
-        self.metrics.duration.observe(self.start.elapsed().as_secs_f64());
+        self.handled.inc();
+        self.duration.observe(self.start.elapsed().as_secs_f64());
     }
 }
 
@@ -162,7 +181,10 @@ pub struct MeteredAddr<A: Actor> {
 
 impl<A: Actor> Clone for MeteredAddr<A> {
     fn clone(&self) -> Self {
-        MeteredAddr { addr: self.addr.clone(), metrics: self.metrics.clone() }
+        MeteredAddr {
+            addr: self.addr.clone(),
+            metrics: self.metrics.clone(),
+        }
     }
 }
 
@@ -213,7 +235,10 @@ impl<A: Actor> MeteredAddr<A> {
         A: Handler<M>,
         A::Context: ToEnvelope<A, M>,
     {
-        MeteredRecipient { recipient: self.addr.clone().recipient(), metrics: self.metrics.clone() }
+        MeteredRecipient {
+            recipient: self.addr.clone().recipient(),
+            metrics: self.metrics.clone(),
+        }
     }
 }
 
@@ -231,7 +256,10 @@ where
     M::Result: Send,
 {
     fn clone(&self) -> Self {
-        MeteredRecipient { recipient: self.recipient.clone(), metrics: self.metrics.clone() }
+        MeteredRecipient {
+            recipient: self.recipient.clone(),
+            metrics: self.metrics.clone(),
+        }
     }
 }
 
@@ -284,7 +312,13 @@ mod tests {
     #[actix_rt::test]
     async fn counts_depth_handled_and_time() {
         let metrics = ActorMetrics::new("EchoTestActor");
-        let addr = MeteredAddr::new(Echo { metrics: metrics.clone() }.start(), metrics.clone());
+        let addr = MeteredAddr::new(
+            Echo {
+                metrics: metrics.clone(),
+            }
+            .start(),
+            metrics.clone(),
+        );
         for i in 0..5 {
             addr.do_send(Ping(i));
         }
@@ -293,6 +327,9 @@ mod tests {
         assert_eq!(metrics.mailbox_depth(), 0);
         assert_eq!(metrics.handled_count(), 6);
         let text = crate::metrics::render();
-        assert!(text.contains("kactor_actor_handle_duration_seconds_count{actor=\"EchoTestActor\"} 6"), "{text}");
+        assert!(
+            text.contains("kactor_actor_handle_duration_seconds_count{actor=\"EchoTestActor\"} 6"),
+            "{text}"
+        );
     }
 }

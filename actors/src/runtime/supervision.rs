@@ -30,7 +30,11 @@ pub trait SupervisedActor: Actor<Context = Context<Self>> + Supervised {
 }
 
 /// Starts `make()` under a `Supervisor` on `arbiter` and returns its metered address.
-pub fn start_supervised<A, F>(arbiter: &ArbiterHandle, metrics: ActorMetrics, make: F) -> MeteredAddr<A>
+pub fn start_supervised<A, F>(
+    arbiter: &ArbiterHandle,
+    metrics: ActorMetrics,
+    make: F,
+) -> MeteredAddr<A>
 where
     A: SupervisedActor,
     F: FnOnce(&mut Context<A>) -> A + Send + 'static,
@@ -79,7 +83,10 @@ mod tests {
         let metrics = ActorMetrics::new("FragileTestActor");
         let m = metrics.clone();
         let arbiter = Arbiter::current();
-        let addr = start_supervised(&arbiter, metrics.clone(), move |_| Fragile { metrics: m, generation: 0 });
+        let addr = start_supervised(&arbiter, metrics.clone(), move |_| Fragile {
+            metrics: m,
+            generation: 0,
+        });
         assert_eq!(addr.send(Crash).await.unwrap(), 0);
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(addr.send(Crash).await.unwrap(), 1);

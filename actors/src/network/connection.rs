@@ -1,0 +1,490 @@
+//! One client connection (Kafka's `Processor` + `KafkaChannel`): reads frames, decodes the
+//! request header, dispatches to the [`RequestRouter`], and writes responses strictly in
+//! request order, whatever order the handlers finish in.
+//!
+//! Reading and writing are futures spawned in the actor's context that own the socket halves
+//! while they run and hand them back when done, so the actor state is only touched between
+//! awaits. At most `queued.max.requests` requests are in flight (read, not yet answered);
+//! at that point reading pauses, which pushes back on the client through TCP.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use bytes::Bytes;
+use kactor_protocol::messages::{RequestHeader, ResponseHeader};
+use kactor_protocol::{
+    request_header_version, response_header_version, versions, ApiKey, Decode, Encode, Records,
+    RequestBody, ResponseBody, Writer,
+};
+use tokio::io::BufReader;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+use super::api_versions;
+use super::frame::{read_frame, FrameError, RequestPrefix};
+use super::router::{
+    record_error, ConnectionInfo, HandlerOutcome, RequestContext, RequestRouter,
+    UNSUPPORTED_VERSION,
+};
+use super::writer::{with_size_prefix, write_chunks};
+use crate::metrics;
+use crate::runtime::{ActorMetrics, MeteredRecipient};
+
+/// Per-connection limits from the broker config.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// `socket.request.max.bytes`
+    pub socket_request_max_bytes: usize,
+    /// `queued.max.requests`
+    pub queued_max_requests: usize,
+    /// `connections.max.idle.ms`; negative = never.
+    pub connections_max_idle_ms: i64,
+}
+
+/// Sent by a ConnectionActor to the SocketServerActor when it stops; losing it would leave
+/// the `max.connections` count too high forever.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ConnectionClosed {
+    pub connection_id: u64,
+}
+
+/// Sent by the SocketServerActor on shutdown: finish nothing, close now.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CloseConnection;
+
+struct OutFrame {
+    chunks: Vec<Records>,
+    bytes: usize,
+}
+
+pub struct ConnectionActor {
+    info: ConnectionInfo,
+    router: Arc<RequestRouter>,
+    limits: ConnectionLimits,
+    on_closed: MeteredRecipient<ConnectionClosed>,
+    metrics: ActorMetrics,
+    stream: Option<std::net::TcpStream>,
+    reader: Option<BufReader<OwnedReadHalf>>,
+    writer: Option<OwnedWriteHalf>,
+    reading: bool,
+    writing: bool,
+    /// Sequence number the next frame read gets.
+    next_seq: u64,
+    /// Sequence number whose response goes out next.
+    next_to_send: u64,
+    /// Finished responses waiting for earlier ones; `None` = no response (acks=0).
+    finished: BTreeMap<u64, Option<OutFrame>>,
+    write_queue: VecDeque<OutFrame>,
+    in_flight: usize,
+    last_active: Instant,
+}
+
+impl ConnectionActor {
+    /// `stream` is a std socket (non-blocking) so it can be registered with the runtime of
+    /// the arbiter the actor runs on.
+    pub fn new(
+        stream: std::net::TcpStream,
+        info: ConnectionInfo,
+        router: Arc<RequestRouter>,
+        limits: ConnectionLimits,
+        on_closed: MeteredRecipient<ConnectionClosed>,
+    ) -> Self {
+        ConnectionActor {
+            info,
+            router,
+            limits,
+            on_closed,
+            metrics: ActorMetrics::new("ConnectionActor"),
+            stream: Some(stream),
+            reader: None,
+            writer: None,
+            reading: false,
+            writing: false,
+            next_seq: 0,
+            next_to_send: 0,
+            finished: BTreeMap::new(),
+            write_queue: VecDeque::new(),
+            in_flight: 0,
+            last_active: Instant::now(),
+        }
+    }
+
+    /// Closes the connection with a log line naming the peer and the reason.
+    fn close(
+        &mut self,
+        ctx: &mut Context<Self>,
+        reason_label: &'static str,
+        detail: impl std::fmt::Display,
+    ) {
+        tracing::warn!(
+            connection = self.info.connection_id,
+            peer = %self.info.peer,
+            listener = %self.info.listener_name,
+            "closing connection: {detail}"
+        );
+        metrics::broker()
+            .connections_closed_total
+            .with_label_values(&[reason_label])
+            .inc();
+        ctx.stop();
+    }
+
+    fn maybe_read(&mut self, ctx: &mut Context<Self>) {
+        if self.reading || self.in_flight >= self.limits.queued_max_requests {
+            return;
+        }
+        let Some(mut reader) = self.reader.take() else {
+            return;
+        };
+        self.reading = true;
+        let max = self.limits.socket_request_max_bytes;
+        let fut = async move {
+            let r = read_frame(&mut reader, max).await;
+            (reader, r)
+        };
+        ctx.spawn(fut.into_actor(self).map(|(reader, result), act, ctx| {
+            act.reader = Some(reader);
+            act.reading = false;
+            act.on_frame(result, ctx);
+        }));
+    }
+
+    fn on_frame(&mut self, result: Result<Bytes, FrameError>, ctx: &mut Context<Self>) {
+        let frame = match result {
+            Ok(f) => f,
+            Err(FrameError::Closed) => {
+                tracing::debug!(connection = self.info.connection_id, peer = %self.info.peer, "peer closed");
+                ctx.stop();
+                return;
+            }
+            Err(e @ FrameError::InvalidSize { .. }) => return self.close(ctx, "invalid_size", e),
+            Err(e @ FrameError::Truncated { .. }) => return self.close(ctx, "truncated", e),
+            Err(FrameError::Io(e)) => {
+                tracing::debug!(connection = self.info.connection_id, peer = %self.info.peer, error = %e, "read failed");
+                ctx.stop();
+                return;
+            }
+        };
+        metrics::broker()
+            .network_bytes_in_total
+            .inc_by(frame.len() as u64 + 4);
+        self.last_active = Instant::now();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.in_flight += 1;
+        self.dispatch(seq, frame, ctx);
+        self.maybe_read(ctx);
+    }
+
+    /// Decodes and routes one request; the response (or closing) happens in [`Self::finish`].
+    fn dispatch(&mut self, seq: u64, frame: Bytes, ctx: &mut Context<Self>) {
+        let received_at = Instant::now();
+        let Some(prefix) = RequestPrefix::peek(&frame) else {
+            return self.close(ctx, "malformed", "request shorter than a header");
+        };
+        let api_key = match ApiKey::try_from(prefix.api_key) {
+            Ok(k) => k,
+            Err(_) => {
+                return self.close(
+                    ctx,
+                    "unknown_api",
+                    format_args!(
+                        "unknown API key {} (correlation id {})",
+                        prefix.api_key, prefix.correlation_id
+                    ),
+                )
+            }
+        };
+        let kind = self.info.listener_kind;
+        if self.router.route(api_key).is_none() || !RequestRouter::allowed_on(kind, api_key) {
+            return self.close(
+                ctx,
+                "unknown_api",
+                format_args!(
+                    "API {} (key {}) is not served on this listener",
+                    api_key.name(),
+                    prefix.api_key
+                ),
+            );
+        }
+        let version = prefix.api_version;
+        if !versions::is_supported(api_key, version) {
+            return self.unsupported_version(seq, api_key, prefix, &frame, received_at, ctx);
+        }
+        let mut buf = frame;
+        let header = match RequestHeader::decode(&mut buf, request_header_version(api_key, version))
+        {
+            Ok(h) => h,
+            Err(e) => {
+                return self.close(
+                    ctx,
+                    "malformed",
+                    format_args!("bad {} request header: {e}", api_key.name()),
+                )
+            }
+        };
+        let body = match RequestBody::decode(api_key, version, &mut buf) {
+            Ok(b) => b,
+            Err(e) => {
+                return self.close(
+                    ctx,
+                    "malformed",
+                    format_args!(
+                        "bad {} v{version} request (correlation id {}): {e}",
+                        api_key.name(),
+                        prefix.correlation_id
+                    ),
+                )
+            }
+        };
+        let route = self.router.route(api_key).expect("checked above").clone();
+        let rctx = RequestContext {
+            api_key,
+            api_version: version,
+            header,
+            connection: self.info.clone(),
+            received_at,
+        };
+        let fut = (route.handler)(rctx, body);
+        ctx.spawn(fut.into_actor(self).map(move |outcome, act, ctx| {
+            act.finish(
+                seq,
+                api_key,
+                version,
+                prefix.correlation_id,
+                received_at,
+                outcome,
+                ctx,
+            );
+        }));
+    }
+
+    fn unsupported_version(
+        &mut self,
+        seq: u64,
+        api_key: ApiKey,
+        prefix: RequestPrefix,
+        frame: &Bytes,
+        received_at: Instant,
+        ctx: &mut Context<Self>,
+    ) {
+        let version = prefix.api_version;
+        record_error(api_key, UNSUPPORTED_VERSION);
+        if api_key == ApiKey::ApiVersions {
+            // KIP-511: answer in a v0 body (header v0) the client can always parse.
+            let table = self.router.advertised(self.info.listener_kind);
+            let body =
+                ResponseBody::ApiVersions(api_versions::unsupported_version_response(&table));
+            tracing::info!(
+                connection = self.info.connection_id,
+                peer = %self.info.peer,
+                "ApiVersions v{version} is newer than this broker; answering UNSUPPORTED_VERSION at v0"
+            );
+            return self.finish(
+                seq,
+                api_key,
+                0,
+                prefix.correlation_id,
+                received_at,
+                HandlerOutcome::Respond(body),
+                ctx,
+            );
+        }
+        let (min, max) = api_key.valid_versions();
+        let responder = self
+            .router
+            .route(api_key)
+            .and_then(|r| r.on_unsupported_version);
+        if let (Some(responder), true) = (responder, version >= min && version <= max) {
+            // The schema knows this version, we just do not serve it: the header decodes and
+            // the error body can be encoded at the request's version.
+            let mut buf = frame.clone();
+            if RequestHeader::decode(&mut buf, request_header_version(api_key, version)).is_ok() {
+                if let Some(body) = responder(version, UNSUPPORTED_VERSION) {
+                    return self.finish(
+                        seq,
+                        api_key,
+                        version,
+                        prefix.correlation_id,
+                        received_at,
+                        HandlerOutcome::Respond(body),
+                        ctx,
+                    );
+                }
+            }
+        }
+        self.close(
+            ctx,
+            "unsupported_version",
+            format_args!(
+                "unsupported {} version {version} (correlation id {})",
+                api_key.name(),
+                prefix.correlation_id
+            ),
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &mut self,
+        seq: u64,
+        api_key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        received_at: Instant,
+        outcome: HandlerOutcome,
+        ctx: &mut Context<Self>,
+    ) {
+        let m = metrics::broker();
+        m.requests_total.with_label_values(&[api_key.name()]).inc();
+        m.request_duration_seconds
+            .with_label_values(&[api_key.name()])
+            .observe(received_at.elapsed().as_secs_f64());
+        let out = match outcome {
+            HandlerOutcome::Respond(body) => {
+                match encode_response(api_key, version, correlation_id, &body) {
+                    Ok(chunks) => {
+                        let (chunks, bytes) = with_size_prefix(chunks);
+                        Some(OutFrame { chunks, bytes })
+                    }
+                    Err(e) => {
+                        tracing::error!(api = api_key.name(), version, error = %e, "response encoding failed (a bug)");
+                        return self.close(
+                            ctx,
+                            "encode_error",
+                            format_args!("cannot encode {} response: {e}", api_key.name()),
+                        );
+                    }
+                }
+            }
+            HandlerOutcome::NoResponse => None,
+            HandlerOutcome::Close(reason) => return self.close(ctx, "handler", reason),
+        };
+        self.finished.insert(seq, out);
+        while let Some(out) = self.finished.remove(&self.next_to_send) {
+            self.next_to_send += 1;
+            match out {
+                Some(frame) => self.write_queue.push_back(frame),
+                None => self.in_flight -= 1,
+            }
+        }
+        self.maybe_write(ctx);
+        self.maybe_read(ctx);
+    }
+
+    fn maybe_write(&mut self, ctx: &mut Context<Self>) {
+        if self.writing {
+            return;
+        }
+        let Some(frame) = self.write_queue.pop_front() else {
+            return;
+        };
+        let Some(mut writer) = self.writer.take() else {
+            return;
+        };
+        self.writing = true;
+        let fut = async move {
+            let r = write_chunks(&mut writer, &frame.chunks).await;
+            (writer, frame.bytes, r)
+        };
+        ctx.spawn(fut.into_actor(self).map(|(writer, bytes, result), act, ctx| {
+            act.writer = Some(writer);
+            act.writing = false;
+            act.in_flight -= 1;
+            if let Err(e) = result {
+                tracing::debug!(connection = act.info.connection_id, peer = %act.info.peer, error = %e, "write failed");
+                ctx.stop();
+                return;
+            }
+            metrics::broker().network_bytes_out_total.inc_by(bytes as u64);
+            act.last_active = Instant::now();
+            act.maybe_write(ctx);
+            act.maybe_read(ctx);
+        }));
+    }
+}
+
+/// Response header + body as chunks (without the size prefix).
+pub fn encode_response(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseBody,
+) -> Result<Vec<Records>, kactor_protocol::EncodeError> {
+    let mut w = Writer::with_capacity(256);
+    let header = ResponseHeader {
+        correlation_id,
+        ..Default::default()
+    };
+    header.encode(&mut w, response_header_version(api_key, version))?;
+    body.encode(&mut w, version)?;
+    Ok(w.into_chunks())
+}
+
+impl Actor for ConnectionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let m = metrics::broker();
+        m.connections
+            .with_label_values(&[&self.info.listener_name])
+            .inc();
+        let std_stream = self.stream.take().expect("started once");
+        match TcpStream::from_std(std_stream) {
+            Ok(stream) => {
+                // Kafka sets TCP_NODELAY: responses are whole frames, Nagle only adds latency.
+                let _ = stream.set_nodelay(true);
+                let (r, w) = stream.into_split();
+                self.reader = Some(BufReader::with_capacity(16 * 1024, r));
+                self.writer = Some(w);
+            }
+            Err(e) => {
+                tracing::warn!(peer = %self.info.peer, error = %e, "cannot register accepted socket");
+                ctx.stop();
+                return;
+            }
+        }
+        if self.limits.connections_max_idle_ms >= 0 {
+            let idle = Duration::from_millis(self.limits.connections_max_idle_ms as u64);
+            let period = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(10));
+            ctx.run_interval(period, move |act, ctx| {
+                if act.in_flight == 0 && act.last_active.elapsed() >= idle {
+                    tracing::info!(
+                        connection = act.info.connection_id,
+                        peer = %act.info.peer,
+                        "closing idle connection (connections.max.idle.ms={})",
+                        idle.as_millis()
+                    );
+                    metrics::broker()
+                        .connections_closed_total
+                        .with_label_values(&["idle"])
+                        .inc();
+                    ctx.stop();
+                }
+            });
+        }
+        self.maybe_read(ctx);
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        metrics::broker()
+            .connections
+            .with_label_values(&[&self.info.listener_name])
+            .dec();
+        self.on_closed.do_send(ConnectionClosed {
+            connection_id: self.info.connection_id,
+        });
+    }
+}
+
+impl Handler<CloseConnection> for ConnectionActor {
+    type Result = ();
+    fn handle(&mut self, _: CloseConnection, ctx: &mut Context<Self>) {
+        let _m = self.metrics.handle();
+        ctx.stop();
+    }
+}

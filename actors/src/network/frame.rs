@@ -1,0 +1,183 @@
+//! Request framing (Kafka's `NetworkReceive`): a 4-byte big-endian size, then that many bytes.
+//! The size is checked against `socket.request.max.bytes` before a single byte of the body is
+//! buffered, and the body buffer grows only as bytes actually arrive, so a lying length prefix
+//! costs nothing (DESIGN.md §1.5).
+
+use bytes::{Bytes, BytesMut};
+use thiserror::Error;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// api_key (2) + api_version (2) + correlation_id (4): the part every header version shares.
+pub const MIN_REQUEST_BYTES: usize = 8;
+/// The body buffer grows by at most this much per read, whatever the prefix claims.
+const GROWTH_STEP: usize = 64 * 1024;
+
+#[derive(Debug, Error)]
+pub enum FrameError {
+    /// The peer closed the connection between frames (the normal way to leave).
+    #[error("connection closed by peer")]
+    Closed,
+    /// The peer closed the connection inside a frame.
+    #[error("connection closed mid-frame after {received} of {expected} bytes")]
+    Truncated { expected: usize, received: usize },
+    #[error("invalid request size {size} (socket.request.max.bytes={max})")]
+    InvalidSize { size: i64, max: usize },
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Checks a size prefix against the cap: negative, too small for a header, or too large.
+pub fn check_size(size: i32, max_bytes: usize) -> Result<usize, FrameError> {
+    if size < MIN_REQUEST_BYTES as i32 || size as i64 > max_bytes as i64 {
+        return Err(FrameError::InvalidSize {
+            size: size as i64,
+            max: max_bytes,
+        });
+    }
+    Ok(size as usize)
+}
+
+/// Reads one frame body (without its prefix). Cancel-safe only between frames.
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_bytes: usize,
+) -> Result<Bytes, FrameError> {
+    let mut prefix = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut prefix[got..]).await? {
+            0 if got == 0 => return Err(FrameError::Closed),
+            0 => {
+                return Err(FrameError::Truncated {
+                    expected: 4,
+                    received: got,
+                })
+            }
+            n => got += n,
+        }
+    }
+    let size = check_size(i32::from_be_bytes(prefix), max_bytes)?;
+    let mut body = BytesMut::new();
+    while body.len() < size {
+        let want = (size - body.len()).min(GROWTH_STEP);
+        body.reserve(want);
+        let n = (&mut *r).take(want as u64).read_buf(&mut body).await?;
+        if n == 0 {
+            return Err(FrameError::Truncated {
+                expected: size,
+                received: body.len(),
+            });
+        }
+    }
+    Ok(body.freeze())
+}
+
+/// The fixed start of every request header, readable before knowing the header version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestPrefix {
+    pub api_key: i16,
+    pub api_version: i16,
+    pub correlation_id: i32,
+}
+
+impl RequestPrefix {
+    pub fn peek(frame: &[u8]) -> Option<Self> {
+        if frame.len() < MIN_REQUEST_BYTES {
+            return None;
+        }
+        Some(RequestPrefix {
+            api_key: i16::from_be_bytes([frame[0], frame[1]]),
+            api_version: i16::from_be_bytes([frame[2], frame[3]]),
+            correlation_id: i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(body: &[u8]) -> Vec<u8> {
+        let mut v = (body.len() as i32).to_be_bytes().to_vec();
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[tokio::test]
+    async fn reads_consecutive_frames() {
+        let mut data = framed(b"0123456789");
+        data.extend(framed(b"abcdefgh"));
+        let mut r = &data[..];
+        assert_eq!(&read_frame(&mut r, 100).await.unwrap()[..], b"0123456789");
+        assert_eq!(&read_frame(&mut r, 100).await.unwrap()[..], b"abcdefgh");
+        assert!(matches!(
+            read_frame(&mut r, 100).await,
+            Err(FrameError::Closed)
+        ));
+    }
+
+    #[tokio::test]
+    async fn oversize_negative_and_tiny_prefixes_fail_before_reading_the_body() {
+        for size in [i32::MAX, 0x7fff_fff0, 101, -1, i32::MIN, 0, 7] {
+            let mut data = size.to_be_bytes().to_vec();
+            data.extend_from_slice(&[0u8; 16]);
+            let mut r = &data[..];
+            match read_frame(&mut r, 100).await {
+                Err(FrameError::InvalidSize { size: s, max: 100 }) => assert_eq!(s, size as i64),
+                other => panic!("size {size}: {other:?}"),
+            }
+            // Nothing past the prefix was consumed.
+            assert_eq!(r.len(), 16);
+        }
+    }
+
+    #[tokio::test]
+    async fn truncated_frames_are_reported() {
+        let mut r = &[0u8, 0][..];
+        assert!(matches!(
+            read_frame(&mut r, 100).await,
+            Err(FrameError::Truncated {
+                expected: 4,
+                received: 2
+            })
+        ));
+        let data = [0, 0, 0, 20, 1, 2, 3];
+        let mut r = &data[..];
+        assert!(matches!(
+            read_frame(&mut r, 100).await,
+            Err(FrameError::Truncated {
+                expected: 20,
+                received: 3
+            })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_large_claim_allocates_only_what_arrives() {
+        // Claims 50 MB, sends 10 bytes then EOF: the buffer never reserved the claim.
+        let mut data = (50_000_000i32).to_be_bytes().to_vec();
+        data.extend_from_slice(&[7u8; 10]);
+        let mut r = &data[..];
+        assert!(matches!(
+            read_frame(&mut r, 104_857_600).await,
+            Err(FrameError::Truncated {
+                expected: 50_000_000,
+                received: 10
+            })
+        ));
+    }
+
+    #[test]
+    fn prefix_peek() {
+        let p = RequestPrefix::peek(&[0, 18, 0, 3, 0, 0, 0, 42, 9]).unwrap();
+        assert_eq!(
+            p,
+            RequestPrefix {
+                api_key: 18,
+                api_version: 3,
+                correlation_id: 42
+            }
+        );
+        assert_eq!(RequestPrefix::peek(&[0, 18]), None);
+    }
+}
