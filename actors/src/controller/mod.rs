@@ -1,1 +1,6 @@
-//! (module being written)
+//! The quorum controller (Kafka's `QuorumController`): the single event loop that validates
+//! admin and broker-lifecycle requests, turns them into `__cluster_metadata` records, and
+//! answers once Raft has committed them. Second step of the "Metadata change" path
+//! (router → controller → Raft → publisher).
+
+pub mod core;

@@ -1,0 +1,1543 @@
+//! The quorum controller's logic (Kafka's `QuorumController` with its
+//! `ReplicationControlManager`, `ConfigurationControlManager`, `ClusterControlManager`,
+//! `FeatureControlManager`, `ProducerIdControlManager`): a single-threaded state machine that
+//! turns requests into metadata records plus a response. Pure: no actix, no I/O, time and
+//! randomness come in from outside.
+//!
+//! The core applies the records it generates to its own image at once (so the next request sees
+//! them, as Kafka's timeline structures do); the shell answers only after Raft commits them.
+
+pub mod errors;
+pub mod requests;
+pub mod topic_configs;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kactor_protocol::metadata::register_broker_record::BrokerFeature;
+use kactor_protocol::metadata::{
+    BeginTransactionRecord, BrokerRegistrationChangeRecord, ConfigRecord, EndTransactionRecord,
+    FeatureLevelRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
+    RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+};
+use kactor_protocol::Uuid;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::metadata::core::image::NO_LEADER_CHANGE;
+use crate::metadata::core::{
+    ConfigResource, ConfigResourceType, MetadataChanges, MetadataImage, MetadataRecord, ReplayError,
+};
+use errors::*;
+use requests::*;
+use topic_configs::ConfigLayers;
+
+/// `metadata.version` level of Kafka 4.4-IV2, the latest production level of Kafka 4.4.0
+/// (`kafka-storage format` bootstraps it).
+pub const LATEST_METADATA_VERSION: i16 = 33;
+/// The lowest `metadata.version` Kafka 4.x supports (3.3-IV3).
+pub const MINIMUM_METADATA_VERSION: i16 = 7;
+
+/// Features this controller supports, as (name, min, max), and the level Kafka 4.4.0's
+/// `kafka-storage format` finalizes by default. `kraft.version` is finalized through a Raft
+/// control record, not a FeatureLevelRecord.
+pub const SUPPORTED_FEATURES: &[(&str, i16, i16, i16)] = &[
+    ("eligible.leader.replicas.version", 0, 1, 1),
+    ("group.version", 0, 1, 1),
+    ("kraft.version", 0, 1, 0),
+    (
+        "metadata.version",
+        MINIMUM_METADATA_VERSION,
+        LATEST_METADATA_VERSION,
+        LATEST_METADATA_VERSION,
+    ),
+    ("share.version", 0, 2, 2),
+    ("streams.version", 0, 1, 1),
+    ("transaction.version", 0, 2, 2),
+];
+
+/// Producer ids are handed to brokers in blocks of this size (Kafka's
+/// `ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`).
+pub const PRODUCER_ID_BLOCK_SIZE: i32 = 1000;
+
+/// Longest legal topic name (Kafka's `Topic.MAX_NAME_LENGTH`).
+pub const MAX_TOPIC_NAME_LENGTH: usize = 249;
+
+/// Static settings of the controller (from server.properties).
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    pub node_id: i32,
+    pub cluster_id: String,
+    /// `num.partitions`
+    pub num_partitions: i32,
+    /// `default.replication.factor`
+    pub default_replication_factor: i16,
+    /// `min.insync.replicas`, written as the cluster default at bootstrap (Kafka 4 does this
+    /// because ELR is on).
+    pub min_insync_replicas: i32,
+    /// `broker.session.timeout.ms`
+    pub broker_session_timeout_ms: i64,
+    /// `delete.topic.enable`
+    pub delete_topic_enable: bool,
+    /// The broker's static (server.properties) values, for config sources in responses.
+    pub static_broker_configs: BTreeMap<String, String>,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            node_id: 1,
+            cluster_id: String::new(),
+            num_partitions: 1,
+            default_replication_factor: 1,
+            min_insync_replicas: 1,
+            broker_session_timeout_ms: 9000,
+            delete_topic_enable: true,
+            static_broker_configs: BTreeMap::new(),
+        }
+    }
+}
+
+/// Records to append (atomically, in one batch) and the reply to send once they commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControllerResult<T> {
+    pub records: Vec<MetadataRecord>,
+    pub response: T,
+}
+
+impl<T> ControllerResult<T> {
+    fn of(records: Vec<MetadataRecord>, response: T) -> Self {
+        ControllerResult { records, response }
+    }
+}
+
+/// The controller state machine.
+#[derive(Debug)]
+pub struct QuorumControllerCore {
+    cfg: ControllerConfig,
+    image: MetadataImage,
+    /// Offset the next generated record will get; valid while active.
+    next_offset: i64,
+    /// Highest offset applied to `image` (committed or our own pending writes).
+    applied_offset: i64,
+    active: bool,
+    /// Heartbeat deadlines (ms) of registered brokers; not persisted, like Kafka's
+    /// `BrokerHeartbeatManager`: a new leader starts every live broker's session afresh.
+    session_deadlines: BTreeMap<i32, i64>,
+    /// Offset of each broker's RegisterBrokerRecord: a broker is caught up once its metadata
+    /// offset reaches it.
+    registration_offsets: BTreeMap<i32, i64>,
+    rng: StdRng,
+}
+
+impl QuorumControllerCore {
+    pub fn new(cfg: ControllerConfig, seed: u64) -> Self {
+        QuorumControllerCore {
+            cfg,
+            image: MetadataImage::default(),
+            next_offset: 0,
+            applied_offset: -1,
+            active: false,
+            session_deadlines: BTreeMap::new(),
+            registration_offsets: BTreeMap::new(),
+            rng: StdRng::seed_from_u64(seed),
+        }
+    }
+
+    pub fn config(&self) -> &ControllerConfig {
+        &self.cfg
+    }
+
+    /// The controller's view, including records not yet committed.
+    pub fn image(&self) -> &MetadataImage {
+        &self.image
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// Offset of the last record this controller generated or replayed.
+    pub fn applied_offset(&self) -> i64 {
+        self.applied_offset
+    }
+
+    /// Replays committed records (from the log, written by any leader). Records this controller
+    /// wrote itself were applied when generated and are skipped.
+    pub fn replay_committed(
+        &mut self,
+        base_offset: i64,
+        records: &[MetadataRecord],
+    ) -> Result<(), ReplayError> {
+        let mut changes = MetadataChanges::default();
+        for (i, r) in records.iter().enumerate() {
+            let offset = base_offset + i as i64;
+            if offset <= self.applied_offset {
+                continue;
+            }
+            self.image.replay(r, &mut changes)?;
+            if let MetadataRecord::RegisterBroker(reg) = r {
+                self.registration_offsets.insert(reg.broker_id, offset);
+            }
+            self.applied_offset = offset;
+        }
+        Ok(())
+    }
+
+    /// Raft made this node leader; `next_offset` is where the next record will land (after the
+    /// leader's own control record). Returns the bootstrap records when the log holds no
+    /// metadata yet.
+    pub fn activate(&mut self, next_offset: i64, now_ms: i64) -> Vec<MetadataRecord> {
+        self.active = true;
+        self.next_offset = next_offset;
+        // Offsets up to here are control records or already replayed.
+        self.applied_offset = self.applied_offset.max(next_offset - 1);
+        self.session_deadlines = self
+            .image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| (b.id, now_ms + self.cfg.broker_session_timeout_ms))
+            .collect();
+        if self.image.metadata_version().is_none() {
+            let records = self.bootstrap_records();
+            self.apply_own(&records);
+            records
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Raft lost leadership: pending writes may never commit, so the caller must rebuild this
+    /// core from committed records (Kafka's `renounce` → revert to the last committed snapshot).
+    pub fn deactivate(&mut self) {
+        self.active = false;
+    }
+
+    /// What `kafka-storage format` writes, in a metadata transaction as Kafka 4.4's controller
+    /// copies it into the log.
+    pub fn bootstrap_records(&self) -> Vec<MetadataRecord> {
+        let mut recs = vec![MetadataRecord::BeginTransaction(BeginTransactionRecord {
+            name: Some("Bootstrap records".into()),
+            ..Default::default()
+        })];
+        // metadata.version first: it decides how every later record is read.
+        let mut features: Vec<_> = SUPPORTED_FEATURES
+            .iter()
+            .filter(|(name, _, _, default)| *default > 0 && *name != "kraft.version")
+            .collect();
+        features.sort_by_key(|(name, ..)| *name != "metadata.version");
+        for (name, _, _, level) in features {
+            recs.push(MetadataRecord::FeatureLevel(FeatureLevelRecord {
+                name: name.to_string(),
+                feature_level: *level,
+                ..Default::default()
+            }));
+        }
+        recs.push(MetadataRecord::Config(ConfigRecord {
+            resource_type: ConfigResourceType::Broker.id(),
+            resource_name: String::new(),
+            name: "min.insync.replicas".into(),
+            value: Some(self.cfg.min_insync_replicas.to_string()),
+            ..Default::default()
+        }));
+        recs.push(MetadataRecord::EndTransaction(
+            EndTransactionRecord::default(),
+        ));
+        recs
+    }
+
+    fn apply_own(&mut self, records: &[MetadataRecord]) {
+        let mut changes = MetadataChanges::default();
+        for r in records {
+            // Generated from this very image, so replay cannot fail; a failure would be a bug
+            // that must not be papered over.
+            self.image
+                .replay(r, &mut changes)
+                .expect("controller generated a record its own image rejects");
+            if let MetadataRecord::RegisterBroker(reg) = r {
+                self.registration_offsets
+                    .insert(reg.broker_id, self.next_offset);
+            }
+            self.applied_offset = self.next_offset;
+            self.next_offset += 1;
+        }
+    }
+
+    fn finish<T>(&mut self, records: Vec<MetadataRecord>, response: T) -> ControllerResult<T> {
+        self.apply_own(&records);
+        ControllerResult::of(records, response)
+    }
+
+    fn not_controller<T>(&self, response: T) -> Option<ControllerResult<T>> {
+        if self.active {
+            None
+        } else {
+            Some(ControllerResult::of(Vec::new(), response))
+        }
+    }
+
+    fn new_topic_id(&mut self) -> Uuid {
+        loop {
+            let id = Uuid::random_with(&mut self.rng);
+            if !self.image.topics.by_id.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Brokers that can take new replicas: registered and unfenced, in id order.
+    fn usable_brokers(&self) -> Vec<i32> {
+        self.image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced && !b.in_controlled_shutdown)
+            .map(|b| b.id)
+            .collect()
+    }
+
+    /// The directory a replica goes to: the broker's only log dir, or UNASSIGNED (zero) when it
+    /// has several and will pick itself (Kafka's `DirectoryId.UNASSIGNED`).
+    fn directories_for(&self, replicas: &[i32]) -> Vec<Uuid> {
+        replicas
+            .iter()
+            .map(
+                |id| match self.image.brokers.get(id).map(|b| &b.log_dirs[..]) {
+                    Some([only]) => *only,
+                    _ => Uuid::ZERO,
+                },
+            )
+            .collect()
+    }
+
+    /// Striped placement (Kafka's `StripedReplicaPlacer` without racks): partition `p` starts at
+    /// `start + p` and takes the next `rf` brokers round the ring.
+    fn place(
+        &mut self,
+        brokers: &[i32],
+        first_partition: i32,
+        count: i32,
+        rf: usize,
+    ) -> Vec<Vec<i32>> {
+        let n = brokers.len();
+        let start = self.rng.gen_range(0..n);
+        (0..count)
+            .map(|i| {
+                let p = (first_partition + i) as usize;
+                (0..rf).map(|j| brokers[(start + p + j) % n]).collect()
+            })
+            .collect()
+    }
+
+    fn partition_record(&self, topic_id: Uuid, index: i32, replicas: Vec<i32>) -> PartitionRecord {
+        // A new partition's leader is its first live replica; all live replicas are in sync.
+        let live: Vec<i32> = replicas
+            .iter()
+            .copied()
+            .filter(|id| self.image.brokers.get(id).is_some_and(|b| !b.fenced))
+            .collect();
+        PartitionRecord {
+            partition_id: index,
+            topic_id,
+            directories: self.directories_for(&replicas),
+            leader: live.first().copied().unwrap_or(-1),
+            isr: if live.is_empty() {
+                replicas.clone()
+            } else {
+                live
+            },
+            replicas,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            ..Default::default()
+        }
+    }
+
+    fn config_layers_for<'a>(
+        &'a self,
+        topic: &'a BTreeMap<String, String>,
+        dynamic_broker: &'a BTreeMap<String, String>,
+        dynamic_default: &'a BTreeMap<String, String>,
+    ) -> ConfigLayers<'a> {
+        ConfigLayers {
+            topic,
+            dynamic_broker,
+            dynamic_default_broker: dynamic_default,
+            static_broker: &self.cfg.static_broker_configs,
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // CreateTopics
+
+    pub fn create_topics(
+        &mut self,
+        topics: &[CreatableTopic],
+        validate_only: bool,
+    ) -> ControllerResult<Vec<CreatableTopicResult>> {
+        let failed = |t: &CreatableTopic, e: ApiError| CreatableTopicResult {
+            name: t.name.clone(),
+            topic_id: Uuid::ZERO,
+            error: e,
+            num_partitions: -1,
+            replication_factor: -1,
+            configs: Vec::new(),
+        };
+        if !self.active {
+            let resp = topics
+                .iter()
+                .map(|t| failed(t, ApiError::code(NOT_CONTROLLER)))
+                .collect();
+            return ControllerResult::of(Vec::new(), resp);
+        }
+        // Kafka rejects every copy of a name that appears twice in one request.
+        let mut seen = BTreeMap::<&str, usize>::new();
+        for t in topics {
+            *seen.entry(t.name.as_str()).or_default() += 1;
+        }
+        let mut records = Vec::new();
+        let mut results = Vec::new();
+        // Names created earlier in this same request count as existing for later ones.
+        let mut created_here: BTreeSet<String> = BTreeSet::new();
+        for t in topics {
+            if seen[t.name.as_str()] > 1 {
+                results.push(failed(
+                    t,
+                    ApiError::new(
+                        INVALID_REQUEST,
+                        format!(
+                            "Create topics request from client contains duplicate topic {}",
+                            t.name
+                        ),
+                    ),
+                ));
+                continue;
+            }
+            match self.create_one_topic(t, &created_here) {
+                Err(e) => results.push(failed(t, e)),
+                Ok((recs, result)) => {
+                    if !validate_only {
+                        created_here.insert(t.name.clone());
+                        records.extend(recs);
+                    }
+                    results.push(result);
+                }
+            }
+        }
+        if validate_only {
+            // Validation generated ids that will never exist; Kafka reports none.
+            for r in &mut results {
+                r.topic_id = Uuid::ZERO;
+            }
+            return ControllerResult::of(Vec::new(), results);
+        }
+        self.finish(records, results)
+    }
+
+    fn create_one_topic(
+        &mut self,
+        t: &CreatableTopic,
+        created_here: &BTreeSet<String>,
+    ) -> Result<(Vec<MetadataRecord>, CreatableTopicResult), ApiError> {
+        validate_topic_name(&t.name)?;
+        if self.image.topics.by_name.contains_key(&t.name) || created_here.contains(&t.name) {
+            return Err(ApiError::new(
+                TOPIC_ALREADY_EXISTS,
+                format!("Topic '{}' already exists.", t.name),
+            ));
+        }
+        // '.' and '_' collide in metric names (Kafka's Topic.hasCollision).
+        let unified = unify(&t.name);
+        if let Some(other) = self
+            .image
+            .topics
+            .by_name
+            .keys()
+            .chain(created_here.iter())
+            .find(|n| unify(n) == unified)
+        {
+            return Err(ApiError::new(
+                INVALID_TOPIC_EXCEPTION,
+                format!("Topic '{}' collides with existing topic: {}", t.name, other),
+            ));
+        }
+        // Configs.
+        let mut overrides = BTreeMap::new();
+        for (name, value) in &t.configs {
+            let Some(value) = value else {
+                return Err(ApiError::new(
+                    INVALID_CONFIG,
+                    format!("Null value not supported for topic configs: {name}"),
+                ));
+            };
+            let Some(def) = topic_configs::topic_config(name) else {
+                return Err(ApiError::new(
+                    INVALID_CONFIG,
+                    format!("Unknown topic config name: {name}"),
+                ));
+            };
+            topic_configs::validate_value(name, def.kind, value)
+                .map_err(|m| ApiError::new(INVALID_CONFIG, m))?;
+            overrides.insert(name.clone(), value.clone());
+        }
+        // Replica assignment.
+        let usable = self.usable_brokers();
+        let assignment: Vec<Vec<i32>> = if !t.assignments.is_empty() {
+            if t.num_partitions != -1 || t.replication_factor != -1 {
+                return Err(ApiError::new(
+                    INVALID_REQUEST,
+                    "A manual partition assignment was specified, but numPartitions or replicationFactor was not set to -1.",
+                ));
+            }
+            let mut sorted = t.assignments.clone();
+            sorted.sort_by_key(|(p, _)| *p);
+            for (i, (p, replicas)) in sorted.iter().enumerate() {
+                if *p != i as i32 {
+                    return Err(ApiError::new(
+                        INVALID_REPLICA_ASSIGNMENT,
+                        format!("Partitions should be a consecutive 0-based integer sequence, but instead found partition {p}."),
+                    ));
+                }
+                self.validate_manual_replicas(*p, replicas, sorted[0].1.len())?;
+            }
+            sorted.into_iter().map(|(_, r)| r).collect()
+        } else {
+            let num_partitions = match t.num_partitions {
+                -1 => self.cfg.num_partitions,
+                n if n <= 0 => {
+                    return Err(ApiError::new(
+                        INVALID_PARTITIONS,
+                        "Number of partitions was set to an invalid non-positive value.",
+                    ))
+                }
+                n => n,
+            };
+            let rf =
+                match t.replication_factor {
+                    -1 => self.cfg.default_replication_factor,
+                    n if n <= 0 => return Err(ApiError::new(
+                        INVALID_REPLICATION_FACTOR,
+                        "Replication factor must be larger than 0, or -1 to use the default value.",
+                    )),
+                    n => n,
+                };
+            if rf as usize > usable.len() {
+                return Err(ApiError::new(
+                    INVALID_REPLICATION_FACTOR,
+                    format!(
+                        "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
+                        usable.len()
+                    ),
+                ));
+            }
+            self.place(&usable, 0, num_partitions, rf as usize)
+        };
+        let topic_id = self.new_topic_id();
+        let mut records = vec![MetadataRecord::Topic(TopicRecord {
+            name: t.name.clone(),
+            topic_id,
+            ..Default::default()
+        })];
+        for (name, value) in &overrides {
+            records.push(MetadataRecord::Config(ConfigRecord {
+                resource_type: ConfigResourceType::Topic.id(),
+                resource_name: t.name.clone(),
+                name: name.clone(),
+                value: Some(value.clone()),
+                ..Default::default()
+            }));
+        }
+        for (i, replicas) in assignment.iter().enumerate() {
+            records.push(MetadataRecord::Partition(self.partition_record(
+                topic_id,
+                i as i32,
+                replicas.clone(),
+            )));
+        }
+        let dyn_broker = self
+            .image
+            .config_overrides(&ConfigResource::broker(&self.cfg.node_id.to_string()));
+        let dyn_default = self.image.config_overrides(&ConfigResource::broker(""));
+        let configs = topic_configs::resolve_all(self.config_layers_for(
+            &overrides,
+            &dyn_broker,
+            &dyn_default,
+        ))
+        .into_iter()
+        .map(|c| CreatedTopicConfig {
+            name: c.name.to_string(),
+            value: Some(c.value),
+            read_only: false,
+            config_source: c.source,
+            is_sensitive: false,
+        })
+        .collect();
+        let result = CreatableTopicResult {
+            name: t.name.clone(),
+            topic_id,
+            error: ApiError::NONE,
+            num_partitions: assignment.len() as i32,
+            replication_factor: assignment.first().map_or(0, |r| r.len() as i16),
+            configs,
+        };
+        Ok((records, result))
+    }
+
+    fn validate_manual_replicas(
+        &self,
+        partition: i32,
+        replicas: &[i32],
+        expected_rf: usize,
+    ) -> Result<(), ApiError> {
+        if replicas.is_empty() {
+            return Err(ApiError::new(
+                INVALID_REPLICA_ASSIGNMENT,
+                format!("The manual partition assignment includes an empty replica list for partition {partition}."),
+            ));
+        }
+        if replicas.len() != expected_rf {
+            return Err(ApiError::new(
+                INVALID_REPLICA_ASSIGNMENT,
+                format!("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {expected_rf} replica(s).", replicas.len()),
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for id in replicas {
+            if !seen.insert(id) {
+                return Err(ApiError::new(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    format!(
+                        "The manual partition assignment includes the broker {id} more than once."
+                    ),
+                ));
+            }
+            if !self.image.brokers.contains_key(id) {
+                return Err(ApiError::new(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    format!("The manual partition assignment includes broker {id}, but no such broker is registered."),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // DeleteTopics
+
+    pub fn delete_topics(
+        &mut self,
+        topics: &[TopicRef],
+    ) -> ControllerResult<Vec<DeletableTopicResult>> {
+        let mut records = Vec::new();
+        let mut results = Vec::new();
+        let mut removed = BTreeSet::new();
+        for t in topics {
+            let (name, id) = match t {
+                TopicRef::Name(n) => (Some(n.clone()), self.image.topics.by_name.get(n).copied()),
+                TopicRef::Id(id) => (
+                    self.image.topics.get(id).map(|t| t.name.clone()),
+                    self.image.topics.get(id).map(|_| *id),
+                ),
+            };
+            let error = if !self.active {
+                ApiError::code(NOT_CONTROLLER)
+            } else if !self.cfg.delete_topic_enable {
+                ApiError::new(TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+            } else {
+                match (t, id) {
+                    (TopicRef::Name(_), None) => ApiError::new(
+                        UNKNOWN_TOPIC_OR_PARTITION,
+                        "This server does not host this topic-partition.",
+                    ),
+                    (TopicRef::Id(_), None) => {
+                        ApiError::new(UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+                    }
+                    (_, Some(id)) => {
+                        if removed.insert(id) {
+                            records.push(MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                                topic_id: id,
+                                ..Default::default()
+                            }));
+                        }
+                        ApiError::NONE
+                    }
+                }
+            };
+            results.push(DeletableTopicResult {
+                name: match t {
+                    TopicRef::Name(n) => Some(n.clone()),
+                    TopicRef::Id(_) => name,
+                },
+                topic_id: match t {
+                    TopicRef::Id(i) => *i,
+                    TopicRef::Name(_) => id.unwrap_or(Uuid::ZERO),
+                },
+                error,
+            });
+        }
+        self.finish(records, results)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // CreatePartitions
+
+    pub fn create_partitions(
+        &mut self,
+        topics: &[CreatePartitionsTopic],
+        validate_only: bool,
+    ) -> ControllerResult<Vec<CreatePartitionsTopicResult>> {
+        let mut seen = BTreeMap::<&str, usize>::new();
+        for t in topics {
+            *seen.entry(t.name.as_str()).or_default() += 1;
+        }
+        let mut records = Vec::new();
+        let mut results = Vec::new();
+        for t in topics {
+            let error = if !self.active {
+                ApiError::code(NOT_CONTROLLER)
+            } else if seen[t.name.as_str()] > 1 {
+                ApiError::new(INVALID_REQUEST, "Duplicate topic name.")
+            } else {
+                match self.create_partitions_one(t) {
+                    Ok(recs) => {
+                        if !validate_only {
+                            // Applied now so a later topic of this request sees the brokers'
+                            // new load; topics are independent otherwise.
+                            self.apply_own(&recs);
+                            records.extend(recs);
+                        }
+                        ApiError::NONE
+                    }
+                    Err(e) => e,
+                }
+            };
+            results.push(CreatePartitionsTopicResult {
+                name: t.name.clone(),
+                error,
+            });
+        }
+        ControllerResult::of(records, results)
+    }
+
+    fn create_partitions_one(
+        &mut self,
+        t: &CreatePartitionsTopic,
+    ) -> Result<Vec<MetadataRecord>, ApiError> {
+        let topic = self
+            .image
+            .topics
+            .get_by_name(&t.name)
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::new(
+                    UNKNOWN_TOPIC_OR_PARTITION,
+                    "This server does not host this topic-partition.",
+                )
+            })?;
+        let current = topic.partitions.len() as i32;
+        if t.count < current {
+            return Err(ApiError::new(
+                INVALID_PARTITIONS,
+                format!(
+                    "The topic {} currently has {current} partition(s); {} would not be an increase.",
+                    t.name, t.count
+                ),
+            ));
+        }
+        if t.count == current {
+            return Err(ApiError::new(
+                INVALID_PARTITIONS,
+                format!("Topic already has {current} partition(s)."),
+            ));
+        }
+        let add = t.count - current;
+        let rf = topic
+            .partitions
+            .values()
+            .next()
+            .map_or(1, |p| p.replicas.len());
+        let assignment = match &t.assignments {
+            Some(a) => {
+                if a.len() as i32 != add {
+                    return Err(ApiError::new(
+                        INVALID_REPLICA_ASSIGNMENT,
+                        format!(
+                            "Attempted to add {add} additional partition(s), but only {} assignment(s) were specified.",
+                            a.len()
+                        ),
+                    ));
+                }
+                for (i, replicas) in a.iter().enumerate() {
+                    self.validate_manual_replicas(current + i as i32, replicas, rf)?;
+                }
+                a.clone()
+            }
+            None => {
+                let usable = self.usable_brokers();
+                if rf > usable.len() {
+                    return Err(ApiError::new(
+                        INVALID_REPLICATION_FACTOR,
+                        format!(
+                            "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
+                            usable.len()
+                        ),
+                    ));
+                }
+                self.place(&usable, current, add, rf)
+            }
+        };
+        Ok(assignment
+            .into_iter()
+            .enumerate()
+            .map(|(i, replicas)| {
+                MetadataRecord::Partition(self.partition_record(
+                    topic.id,
+                    current + i as i32,
+                    replicas,
+                ))
+            })
+            .collect())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Configs
+
+    /// Checks one resource and one config name/value; returns the resource key.
+    fn check_config_resource(
+        &self,
+        resource_type: i8,
+        name: &str,
+    ) -> Result<ConfigResource, ApiError> {
+        match ConfigResourceType::from_id(resource_type) {
+            ConfigResourceType::Topic => {
+                if name.is_empty() {
+                    return Err(ApiError::new(
+                        INVALID_REQUEST,
+                        "Default topic resources are not allowed.",
+                    ));
+                }
+                if !self.image.topics.by_name.contains_key(name) {
+                    return Err(ApiError::new(
+                        UNKNOWN_TOPIC_OR_PARTITION,
+                        format!("The topic '{name}' does not exist."),
+                    ));
+                }
+                Ok(ConfigResource::topic(name))
+            }
+            ConfigResourceType::Broker => {
+                if !name.is_empty() && name.parse::<i32>().is_err() {
+                    return Err(ApiError::new(
+                        INVALID_REQUEST,
+                        format!("Illegal broker ID value: {name}"),
+                    ));
+                }
+                Ok(ConfigResource::broker(name))
+            }
+            other => Err(ApiError::new(
+                INVALID_REQUEST,
+                format!("Unsupported resource type {}", other.id()),
+            )),
+        }
+    }
+
+    fn check_config_value(
+        resource: &ConfigResource,
+        name: &str,
+        value: Option<&str>,
+    ) -> Result<(), ApiError> {
+        match resource.resource_type {
+            ConfigResourceType::Topic => {
+                let Some(def) = topic_configs::topic_config(name) else {
+                    return Err(ApiError::new(
+                        INVALID_CONFIG,
+                        format!("Unknown topic config name: {name}"),
+                    ));
+                };
+                if let Some(v) = value {
+                    topic_configs::validate_value(name, def.kind, v)
+                        .map_err(|m| ApiError::new(INVALID_CONFIG, m))?;
+                }
+            }
+            _ => {
+                if !topic_configs::is_dynamic_broker_config(name) {
+                    return Err(ApiError::new(
+                        INVALID_REQUEST,
+                        format!("Cannot update these configs dynamically: Set({name})"),
+                    ));
+                }
+                if let (Some(v), Some((def, _))) =
+                    (value, topic_configs::topic_config_for_broker_synonym(name))
+                {
+                    topic_configs::validate_value(name, def.kind, v)
+                        .map_err(|m| ApiError::new(INVALID_CONFIG, m))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn config_record(
+        resource: &ConfigResource,
+        name: &str,
+        value: Option<String>,
+    ) -> MetadataRecord {
+        MetadataRecord::Config(ConfigRecord {
+            resource_type: resource.resource_type.id(),
+            resource_name: resource.name.clone(),
+            name: name.to_string(),
+            value,
+            ..Default::default()
+        })
+    }
+
+    pub fn incremental_alter_configs(
+        &mut self,
+        resources: &[IncrementalAlterConfigsResource],
+        validate_only: bool,
+    ) -> ControllerResult<Vec<AlterConfigsResourceResult>> {
+        let mut records = Vec::new();
+        let mut results = Vec::new();
+        for r in resources {
+            let outcome = if !self.active {
+                Err(ApiError::code(NOT_CONTROLLER))
+            } else {
+                self.incremental_alter_one(r)
+            };
+            let error = match outcome {
+                Ok(recs) => {
+                    if !validate_only {
+                        records.extend(recs);
+                    }
+                    ApiError::NONE
+                }
+                Err(e) => e,
+            };
+            results.push(AlterConfigsResourceResult {
+                resource_type: r.resource_type,
+                resource_name: r.resource_name.clone(),
+                error,
+            });
+        }
+        self.finish(records, results)
+    }
+
+    fn incremental_alter_one(
+        &self,
+        r: &IncrementalAlterConfigsResource,
+    ) -> Result<Vec<MetadataRecord>, ApiError> {
+        let resource = self.check_config_resource(r.resource_type, &r.resource_name)?;
+        let mut current = self.image.config_overrides(&resource);
+        let mut touched = BTreeSet::new();
+        for (name, op, value) in &r.ops {
+            if !touched.insert(name.clone()) {
+                return Err(ApiError::new(
+                    INVALID_REQUEST,
+                    format!("Error due to duplicate config keys: {name}"),
+                ));
+            }
+            let list_type = matches!(
+                    topic_configs::topic_config(name)
+                        .or_else(
+                            || topic_configs::topic_config_for_broker_synonym(name).map(|(d, _)| d)
+                        )
+                        .map(|d| d.kind),
+                    Some(topic_configs::ConfigType::List(_))
+                        | Some(topic_configs::ConfigType::AnyList)
+                );
+            match op {
+                AlterConfigOp::Set => {
+                    let v = value.clone().ok_or_else(|| {
+                        ApiError::new(
+                            INVALID_REQUEST,
+                            format!("Null value not supported for : {name}"),
+                        )
+                    })?;
+                    Self::check_config_value(&resource, name, Some(&v))?;
+                    current.insert(name.clone(), v);
+                }
+                AlterConfigOp::Delete => {
+                    Self::check_config_value(&resource, name, None)?;
+                    current.remove(name);
+                }
+                AlterConfigOp::Append | AlterConfigOp::Subtract => {
+                    if !list_type {
+                        return Err(ApiError::new(
+                            INVALID_CONFIG,
+                            format!(
+                                "Config value {} is not allowed for config key: {name}",
+                                if *op == AlterConfigOp::Append {
+                                    "append"
+                                } else {
+                                    "subtract"
+                                }
+                            ),
+                        ));
+                    }
+                    let base = current.get(name).cloned().unwrap_or_else(|| {
+                        topic_configs::topic_config(name)
+                            .map_or(String::new(), |d| d.default.to_string())
+                    });
+                    let mut items: Vec<String> = base
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect();
+                    for v in value
+                        .as_deref()
+                        .unwrap_or("")
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                    {
+                        if *op == AlterConfigOp::Append {
+                            if !items.iter().any(|i| i == v) {
+                                items.push(v.to_string());
+                            }
+                        } else {
+                            items.retain(|i| i != v);
+                        }
+                    }
+                    let joined = items.join(",");
+                    Self::check_config_value(&resource, name, Some(&joined))?;
+                    current.insert(name.clone(), joined);
+                }
+            }
+        }
+        Ok(self.diff_config_records(&resource, &current))
+    }
+
+    /// ConfigRecords that turn the resource's current overrides into `wanted`.
+    fn diff_config_records(
+        &self,
+        resource: &ConfigResource,
+        wanted: &BTreeMap<String, String>,
+    ) -> Vec<MetadataRecord> {
+        let existing = self.image.config_overrides(resource);
+        let mut recs = Vec::new();
+        for (k, v) in wanted {
+            if existing.get(k) != Some(v) {
+                recs.push(Self::config_record(resource, k, Some(v.clone())));
+            }
+        }
+        for k in existing.keys() {
+            if !wanted.contains_key(k) {
+                recs.push(Self::config_record(resource, k, None));
+            }
+        }
+        recs
+    }
+
+    /// Legacy AlterConfigs: the given set replaces all of the resource's overrides.
+    pub fn legacy_alter_configs(
+        &mut self,
+        resources: &[AlterConfigsResource],
+        validate_only: bool,
+    ) -> ControllerResult<Vec<AlterConfigsResourceResult>> {
+        let mut records = Vec::new();
+        let mut results = Vec::new();
+        for r in resources {
+            let outcome = if !self.active {
+                Err(ApiError::code(NOT_CONTROLLER))
+            } else {
+                (|| {
+                    let resource = self.check_config_resource(r.resource_type, &r.resource_name)?;
+                    let mut wanted = BTreeMap::new();
+                    for (name, value) in &r.configs {
+                        let v = value.clone().ok_or_else(|| {
+                            ApiError::new(
+                                INVALID_REQUEST,
+                                format!("Null value not supported for : {name}"),
+                            )
+                        })?;
+                        Self::check_config_value(&resource, name, Some(&v))?;
+                        wanted.insert(name.clone(), v);
+                    }
+                    Ok(self.diff_config_records(&resource, &wanted))
+                })()
+            };
+            let error = match outcome {
+                Ok(recs) => {
+                    if !validate_only {
+                        records.extend(recs);
+                    }
+                    ApiError::NONE
+                }
+                Err(e) => e,
+            };
+            results.push(AlterConfigsResourceResult {
+                resource_type: r.resource_type,
+                resource_name: r.resource_name.clone(),
+                error,
+            });
+        }
+        self.finish(records, results)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Broker lifecycle
+
+    pub fn register_broker(
+        &mut self,
+        req: &BrokerRegistration,
+        now_ms: i64,
+    ) -> ControllerResult<BrokerRegistrationReply> {
+        let fail = |e: ApiError| BrokerRegistrationReply {
+            error: e,
+            broker_epoch: -1,
+        };
+        if let Some(r) = self.not_controller(fail(ApiError::code(NOT_CONTROLLER))) {
+            return r;
+        }
+        if req.cluster_id != self.cfg.cluster_id {
+            return ControllerResult::of(
+                Vec::new(),
+                fail(ApiError::new(
+                    INCONSISTENT_CLUSTER_ID,
+                    format!(
+                        "Expected cluster ID {}, but got cluster ID {}",
+                        self.cfg.cluster_id, req.cluster_id
+                    ),
+                )),
+            );
+        }
+        if let Some(existing) = self.image.brokers.get(&req.broker_id) {
+            let alive = self
+                .session_deadlines
+                .get(&req.broker_id)
+                .is_some_and(|d| *d > now_ms);
+            if existing.incarnation_id != req.incarnation_id && alive {
+                return ControllerResult::of(
+                    Vec::new(),
+                    fail(ApiError::new(
+                        DUPLICATE_BROKER_REGISTRATION,
+                        format!(
+                            "Another broker is registered with that broker id {}.",
+                            req.broker_id
+                        ),
+                    )),
+                );
+            }
+        }
+        // Every finalized feature must be within the broker's supported range.
+        for (name, level) in &self.image.features {
+            let supported = req.features.iter().find(|f| &f.name == name);
+            let ok = match supported {
+                Some(f) => f.min_supported_version <= *level && *level <= f.max_supported_version,
+                // A broker that says nothing about a feature supports only level 0.
+                None => *level == 0,
+            };
+            if !ok {
+                return ControllerResult::of(
+                    Vec::new(),
+                    fail(ApiError::new(
+                        UNSUPPORTED_VERSION,
+                        format!(
+                            "Unable to register because the broker does not support finalized version {level} of {name}."
+                        ),
+                    )),
+                );
+            }
+        }
+        let mut records = Vec::new();
+        // A new incarnation of a broker loses leadership first, as if fenced (Kafka's
+        // handleBrokerFenced), so its partitions' leader epochs move past the old incarnation's.
+        if self
+            .image
+            .brokers
+            .get(&req.broker_id)
+            .is_some_and(|b| !b.fenced)
+        {
+            records.extend(self.leader_changes_for_fenced(req.broker_id));
+        }
+        // The broker epoch is the offset of the registration record.
+        let broker_epoch = self.next_offset + records.len() as i64;
+        records.push(MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id: req.broker_id,
+            is_migrating_zk_broker: false,
+            incarnation_id: req.incarnation_id,
+            broker_epoch,
+            end_points: req.listeners.clone(),
+            features: req.features.clone(),
+            rack: req.rack.clone(),
+            fenced: true,
+            in_controlled_shutdown: false,
+            log_dirs: req.log_dirs.clone(),
+            ..Default::default()
+        }));
+        self.session_deadlines
+            .insert(req.broker_id, now_ms + self.cfg.broker_session_timeout_ms);
+        self.finish(
+            records,
+            BrokerRegistrationReply {
+                error: ApiError::NONE,
+                broker_epoch,
+            },
+        )
+    }
+
+    pub fn broker_heartbeat(
+        &mut self,
+        req: &BrokerHeartbeat,
+        now_ms: i64,
+    ) -> ControllerResult<BrokerHeartbeatReply> {
+        let fail = |e: ApiError| BrokerHeartbeatReply {
+            error: e,
+            is_caught_up: false,
+            is_fenced: true,
+            should_shut_down: false,
+        };
+        if let Some(r) = self.not_controller(fail(ApiError::code(NOT_CONTROLLER))) {
+            return r;
+        }
+        let Some(broker) = self.image.brokers.get(&req.broker_id).cloned() else {
+            return ControllerResult::of(
+                Vec::new(),
+                fail(ApiError::new(
+                    BROKER_ID_NOT_REGISTERED,
+                    format!("No registration found for broker {}", req.broker_id),
+                )),
+            );
+        };
+        if broker.epoch != req.broker_epoch {
+            return ControllerResult::of(
+                Vec::new(),
+                fail(ApiError::new(
+                    STALE_BROKER_EPOCH,
+                    format!(
+                        "Expected broker epoch {}, but got broker epoch {}",
+                        broker.epoch, req.broker_epoch
+                    ),
+                )),
+            );
+        }
+        self.session_deadlines
+            .insert(req.broker_id, now_ms + self.cfg.broker_session_timeout_ms);
+        let caught_up = req.current_metadata_offset
+            >= self
+                .registration_offsets
+                .get(&req.broker_id)
+                .copied()
+                .unwrap_or(broker.epoch);
+        let mut records = Vec::new();
+        let mut fenced = broker.fenced;
+        let mut should_shut_down = false;
+        if req.want_shut_down {
+            // Controlled shutdown: with no other replica to move leadership to, the broker
+            // can go as soon as it is fenced.
+            if !broker.fenced {
+                records.extend(self.fence_records(req.broker_id, broker.epoch));
+                fenced = true;
+            }
+            should_shut_down = true;
+        } else if broker.fenced && caught_up && !req.want_fence {
+            records.push(MetadataRecord::BrokerRegistrationChange(
+                BrokerRegistrationChangeRecord {
+                    broker_id: req.broker_id,
+                    broker_epoch: broker.epoch,
+                    fenced: -1,
+                    ..Default::default()
+                },
+            ));
+            fenced = false;
+            // Elect it where it is the only live in-sync replica left (Kafka's
+            // handleBrokerUnfenced).
+            records.extend(self.leader_changes_for_unfenced(req.broker_id));
+        } else if !broker.fenced && req.want_fence {
+            records.extend(self.fence_records(req.broker_id, broker.epoch));
+            fenced = true;
+        }
+        self.finish(
+            records,
+            BrokerHeartbeatReply {
+                error: ApiError::NONE,
+                is_caught_up: caught_up,
+                is_fenced: fenced,
+                should_shut_down,
+            },
+        )
+    }
+
+    fn fence_records(&self, broker_id: i32, epoch: i64) -> Vec<MetadataRecord> {
+        let mut recs = vec![MetadataRecord::BrokerRegistrationChange(
+            BrokerRegistrationChangeRecord {
+                broker_id,
+                broker_epoch: epoch,
+                fenced: 1,
+                ..Default::default()
+            },
+        )];
+        recs.extend(self.leader_changes_for_fenced(broker_id));
+        recs
+    }
+
+    /// Partition changes when `broker` stops being usable: it leaves every ISR it is not the
+    /// last member of, and loses leadership to another live ISR member or to no one (-1).
+    fn leader_changes_for_fenced(&self, broker: i32) -> Vec<MetadataRecord> {
+        let mut recs = Vec::new();
+        for topic in self.image.topics.by_id.values() {
+            for (index, p) in &topic.partitions {
+                if !p.isr.contains(&broker) && p.leader != broker {
+                    continue;
+                }
+                let new_isr: Vec<i32> = if p.isr.len() > 1 {
+                    p.isr.iter().copied().filter(|b| *b != broker).collect()
+                } else {
+                    p.isr.clone()
+                };
+                let new_leader = if p.leader == broker {
+                    new_isr
+                        .iter()
+                        .copied()
+                        .find(|b| {
+                            *b != broker && self.image.brokers.get(b).is_some_and(|r| !r.fenced)
+                        })
+                        .unwrap_or(-1)
+                } else {
+                    NO_LEADER_CHANGE
+                };
+                if new_leader == NO_LEADER_CHANGE && new_isr == p.isr {
+                    continue;
+                }
+                recs.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
+                    partition_id: *index,
+                    topic_id: topic.id,
+                    isr: (new_isr != p.isr).then_some(new_isr),
+                    leader: new_leader,
+                    ..Default::default()
+                }));
+            }
+        }
+        recs
+    }
+
+    /// Partition changes when `broker` becomes usable: leaderless partitions it is in sync for
+    /// get it as leader.
+    fn leader_changes_for_unfenced(&self, broker: i32) -> Vec<MetadataRecord> {
+        let mut recs = Vec::new();
+        for topic in self.image.topics.by_id.values() {
+            for (index, p) in &topic.partitions {
+                if p.leader == -1 && p.isr.contains(&broker) {
+                    recs.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
+                        partition_id: *index,
+                        topic_id: topic.id,
+                        leader: broker,
+                        ..Default::default()
+                    }));
+                }
+            }
+        }
+        recs
+    }
+
+    /// Periodic work: fence brokers whose session expired (Kafka's `maybeFenceStaleBroker`).
+    pub fn tick(&mut self, now_ms: i64) -> Vec<MetadataRecord> {
+        if !self.active {
+            return Vec::new();
+        }
+        let expired: Vec<i32> = self
+            .session_deadlines
+            .iter()
+            .filter(|(_, d)| **d <= now_ms)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut records = Vec::new();
+        for id in expired {
+            self.session_deadlines.remove(&id);
+            if let Some(b) = self.image.brokers.get(&id).filter(|b| !b.fenced) {
+                let recs = self.fence_records(id, b.epoch);
+                self.apply_own(&recs);
+                records.extend(recs);
+            }
+        }
+        records
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Features and producer ids
+
+    pub fn update_features(
+        &mut self,
+        updates: &[FeatureUpdate],
+        validate_only: bool,
+    ) -> ControllerResult<UpdateFeaturesReply> {
+        if let Some(r) = self.not_controller(UpdateFeaturesReply {
+            error: ApiError::code(NOT_CONTROLLER),
+            results: BTreeMap::new(),
+        }) {
+            return r;
+        }
+        let mut records = Vec::new();
+        let mut results = BTreeMap::new();
+        let mut failed = None;
+        for u in updates {
+            let res = self.check_feature_update(u);
+            match &res {
+                Ok(Some(rec)) => records.push(rec.clone()),
+                Ok(None) => {}
+                Err(e) => {
+                    failed.get_or_insert_with(|| e.clone());
+                }
+            }
+            results.insert(u.feature.clone(), res.err().unwrap_or(ApiError::NONE));
+        }
+        // Kafka applies feature updates all or nothing.
+        if failed.is_some() || validate_only {
+            records.clear();
+        }
+        let error = failed.unwrap_or(ApiError::NONE);
+        self.finish(records, UpdateFeaturesReply { error, results })
+    }
+
+    fn check_feature_update(&self, u: &FeatureUpdate) -> Result<Option<MetadataRecord>, ApiError> {
+        let invalid = |m: String| Err(ApiError::new(INVALID_UPDATE_VERSION, m));
+        let Some((_, min, max, _)) = SUPPORTED_FEATURES.iter().find(|(n, ..)| *n == u.feature)
+        else {
+            return invalid(format!(
+                "Invalid update version {} for feature {}. The controller does not support the given feature.",
+                u.max_version_level, u.feature
+            ));
+        };
+        let current = self.image.features.get(&u.feature).copied().unwrap_or(0);
+        let level = u.max_version_level;
+        if level == current {
+            return Ok(None);
+        }
+        if level < current && u.upgrade_type == UpgradeType::Upgrade {
+            return invalid(format!(
+                "Invalid update version {level} for feature {}. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.",
+                u.feature
+            ));
+        }
+        let in_range = level == 0 && *min == 0 || (*min..=*max).contains(&level);
+        if !in_range {
+            return invalid(format!(
+                "Invalid update version {level} for feature {}. Local controller {} only supports versions {min}-{max}",
+                u.feature, self.cfg.node_id
+            ));
+        }
+        if u.feature == "metadata.version" && level < current {
+            return invalid(format!(
+                "Invalid metadata.version {level}. Unsafe metadata downgrade is not supported in this version."
+            ));
+        }
+        if u.feature == "kraft.version" {
+            return invalid(
+                "Invalid update of kraft.version: changing the KRaft version requires dynamic quorum support, which this controller does not have.".into(),
+            );
+        }
+        for b in self.image.brokers.values() {
+            let ok = b.supported_features.iter().any(|f: &BrokerFeature| {
+                f.name == u.feature
+                    && f.min_supported_version <= level
+                    && level <= f.max_supported_version
+            }) || level == 0;
+            if !ok {
+                return invalid(format!(
+                    "Invalid update version {level} for feature {}. Broker {} does not support this feature.",
+                    u.feature, b.id
+                ));
+            }
+        }
+        Ok(Some(MetadataRecord::FeatureLevel(FeatureLevelRecord {
+            name: u.feature.clone(),
+            feature_level: level,
+            ..Default::default()
+        })))
+    }
+
+    pub fn allocate_producer_ids(
+        &mut self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> ControllerResult<AllocateProducerIdsReply> {
+        let fail = |e: ApiError| AllocateProducerIdsReply {
+            error: e,
+            producer_id_start: -1,
+            producer_id_len: -1,
+        };
+        if let Some(r) = self.not_controller(fail(ApiError::code(NOT_CONTROLLER))) {
+            return r;
+        }
+        match self.image.brokers.get(&broker_id) {
+            None => {
+                return ControllerResult::of(
+                    Vec::new(),
+                    fail(ApiError::new(
+                        BROKER_ID_NOT_REGISTERED,
+                        format!("No registration found for broker {broker_id}"),
+                    )),
+                )
+            }
+            Some(b) if b.epoch != broker_epoch => {
+                return ControllerResult::of(
+                    Vec::new(),
+                    fail(ApiError::new(
+                        STALE_BROKER_EPOCH,
+                        format!(
+                            "Expected broker epoch {}, but got broker epoch {broker_epoch}",
+                            b.epoch
+                        ),
+                    )),
+                )
+            }
+            Some(_) => {}
+        }
+        let start = self.image.next_producer_id;
+        if start > i64::MAX - PRODUCER_ID_BLOCK_SIZE as i64 {
+            return ControllerResult::of(
+                Vec::new(),
+                fail(ApiError::new(
+                    UNKNOWN_SERVER_ERROR,
+                    "Exhausted all producerIds.",
+                )),
+            );
+        }
+        let rec = MetadataRecord::ProducerIds(ProducerIdsRecord {
+            broker_id,
+            broker_epoch,
+            next_producer_id: start + PRODUCER_ID_BLOCK_SIZE as i64,
+            ..Default::default()
+        });
+        self.finish(
+            vec![rec],
+            AllocateProducerIdsReply {
+                error: ApiError::NONE,
+                producer_id_start: start,
+                producer_id_len: PRODUCER_ID_BLOCK_SIZE,
+            },
+        )
+    }
+}
+
+/// Kafka's `Topic.validate`: non-empty, not "." or "..", at most 249 chars of
+/// `[a-zA-Z0-9._-]`.
+pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
+    let err = |m: String| Err(ApiError::new(INVALID_TOPIC_EXCEPTION, m));
+    if name.is_empty() {
+        return err("Topic name is illegal, it can't be empty".into());
+    }
+    if name == "." || name == ".." {
+        return err("Topic name cannot be \".\" or \"..\"".into());
+    }
+    if name.len() > MAX_TOPIC_NAME_LENGTH {
+        return err(format!(
+            "Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
+    {
+        return err(format!(
+            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+fn unify(name: &str) -> String {
+    name.replace('.', "_")
+}

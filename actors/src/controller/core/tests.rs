@@ -1,0 +1,708 @@
+use kactor_protocol::metadata::register_broker_record::BrokerFeature;
+use kactor_protocol::Uuid;
+
+use super::errors::*;
+use super::requests::*;
+use super::*;
+use crate::metadata::core::MetadataRecord;
+
+const NOW: i64 = 1_000_000;
+
+fn features() -> Vec<BrokerFeature> {
+    SUPPORTED_FEATURES
+        .iter()
+        .map(|(name, min, max, _)| BrokerFeature {
+            name: name.to_string(),
+            min_supported_version: *min,
+            max_supported_version: *max,
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn registration(id: i32) -> BrokerRegistration {
+    BrokerRegistration {
+        broker_id: id,
+        cluster_id: "c1".into(),
+        incarnation_id: Uuid([id as u8; 16]),
+        listeners: Vec::new(),
+        features: features(),
+        rack: None,
+        log_dirs: vec![Uuid([100 + id as u8; 16])],
+        previous_broker_epoch: -1,
+    }
+}
+
+/// An active controller with brokers 1..=n registered and unfenced.
+fn controller(n: i32) -> QuorumControllerCore {
+    let mut c = QuorumControllerCore::new(
+        ControllerConfig {
+            cluster_id: "c1".into(),
+            num_partitions: 1,
+            ..Default::default()
+        },
+        7,
+    );
+    let boot = c.activate(1, NOW);
+    assert!(!boot.is_empty());
+    for id in 1..=n {
+        let r = c.register_broker(&registration(id), NOW);
+        assert!(r.response.error.is_ok(), "{:?}", r.response);
+        let hb = c.broker_heartbeat(
+            &BrokerHeartbeat {
+                broker_id: id,
+                broker_epoch: r.response.broker_epoch,
+                current_metadata_offset: i64::MAX,
+                want_fence: false,
+                want_shut_down: false,
+            },
+            NOW,
+        );
+        assert!(!hb.response.is_fenced);
+    }
+    c
+}
+
+fn topic(name: &str, partitions: i32, rf: i16) -> CreatableTopic {
+    CreatableTopic {
+        name: name.into(),
+        num_partitions: partitions,
+        replication_factor: rf,
+        ..Default::default()
+    }
+}
+
+fn create(
+    c: &mut QuorumControllerCore,
+    t: CreatableTopic,
+) -> (Vec<MetadataRecord>, CreatableTopicResult) {
+    let r = c.create_topics(&[t], false);
+    (r.records, r.response.into_iter().next().unwrap())
+}
+
+#[test]
+fn bootstrap_matches_kafka_4_4_format() {
+    let c = QuorumControllerCore::new(ControllerConfig::default(), 1);
+    let recs = c.bootstrap_records();
+    let levels: Vec<(String, i16)> = recs
+        .iter()
+        .filter_map(|r| match r {
+            MetadataRecord::FeatureLevel(f) => Some((f.name.clone(), f.feature_level)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        levels,
+        vec![
+            ("metadata.version".to_string(), 33),
+            ("eligible.leader.replicas.version".to_string(), 1),
+            ("group.version".to_string(), 1),
+            ("share.version".to_string(), 2),
+            ("streams.version".to_string(), 1),
+            ("transaction.version".to_string(), 2),
+        ]
+    );
+    assert!(matches!(
+        recs.first(),
+        Some(MetadataRecord::BeginTransaction(_))
+    ));
+    assert!(matches!(
+        recs.last(),
+        Some(MetadataRecord::EndTransaction(_))
+    ));
+}
+
+#[test]
+fn activation_bootstraps_only_an_empty_log() {
+    let mut c = controller(1);
+    c.deactivate();
+    assert!(c.activate(100, NOW).is_empty());
+}
+
+#[test]
+fn create_topic_writes_topic_configs_and_partitions() {
+    let mut c = controller(1);
+    let mut t = topic("orders", 3, -1);
+    t.configs = vec![("cleanup.policy".into(), Some("compact".into()))];
+    let (recs, res) = create(&mut c, t);
+    assert!(res.error.is_ok());
+    assert_eq!((res.num_partitions, res.replication_factor), (3, 1));
+    assert_ne!(res.topic_id, Uuid::ZERO);
+    assert!(matches!(recs[0], MetadataRecord::Topic(_)));
+    assert!(matches!(recs[1], MetadataRecord::Config(_)));
+    assert_eq!(recs.len(), 5);
+    let cfg = res
+        .configs
+        .iter()
+        .find(|c| c.name == "cleanup.policy")
+        .unwrap();
+    assert_eq!(cfg.value.as_deref(), Some("compact"));
+    assert_eq!(
+        cfg.config_source,
+        topic_configs::source::DYNAMIC_TOPIC_CONFIG
+    );
+    let p = &c.image().topics.get_by_name("orders").unwrap().partitions[&2];
+    assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (1, 0, vec![1]));
+    assert_eq!(p.directories, vec![Uuid([101; 16])]);
+}
+
+#[test]
+fn create_topic_defaults_come_from_config() {
+    let mut c = controller(1);
+    let (_, res) = create(&mut c, topic("d", -1, -1));
+    assert_eq!((res.num_partitions, res.replication_factor), (1, 1));
+}
+
+#[test]
+fn create_topic_error_codes() {
+    let mut c = controller(1);
+    create(&mut c, topic("exists", 1, 1));
+    let cases: Vec<(CreatableTopic, i16)> = vec![
+        (topic("exists", 1, 1), TOPIC_ALREADY_EXISTS),
+        (topic("", 1, 1), INVALID_TOPIC_EXCEPTION),
+        (topic(".", 1, 1), INVALID_TOPIC_EXCEPTION),
+        (topic("..", 1, 1), INVALID_TOPIC_EXCEPTION),
+        (topic("bad/name", 1, 1), INVALID_TOPIC_EXCEPTION),
+        (topic(&"x".repeat(250), 1, 1), INVALID_TOPIC_EXCEPTION),
+        (topic("p0", 0, 1), INVALID_PARTITIONS),
+        (topic("pneg", -5, 1), INVALID_PARTITIONS),
+        (topic("rf2", 1, 2), INVALID_REPLICATION_FACTOR),
+        (topic("rf0", 1, 0), INVALID_REPLICATION_FACTOR),
+    ];
+    for (t, code) in cases {
+        let name = t.name.clone();
+        let (_, res) = create(&mut c, t);
+        assert_eq!(res.error.code, code, "{name}: {:?}", res.error);
+        if code != NONE {
+            assert_eq!((res.num_partitions, res.replication_factor), (-1, -1));
+        }
+    }
+    assert!(c.validate_only_len_249_ok());
+}
+
+impl QuorumControllerCore {
+    fn validate_only_len_249_ok(&mut self) -> bool {
+        let r = self.create_topics(&[topic(&"y".repeat(249), 1, 1)], true);
+        r.records.is_empty() && r.response[0].error.is_ok()
+    }
+}
+
+#[test]
+fn dot_and_underscore_collide() {
+    let mut c = controller(1);
+    create(&mut c, topic("a.b", 1, 1));
+    let (_, res) = create(&mut c, topic("a_b", 1, 1));
+    assert_eq!(res.error.code, INVALID_TOPIC_EXCEPTION);
+}
+
+#[test]
+fn create_topic_config_errors() {
+    let mut c = controller(1);
+    for (k, v) in [
+        ("no.such.config", Some("1")),
+        ("retention.ms", Some("abc")),
+        ("cleanup.policy", Some("bogus")),
+        ("min.insync.replicas", Some("0")),
+        ("retention.ms", None),
+    ] {
+        let mut t = topic("cfg", 1, 1);
+        t.configs = vec![(k.into(), v.map(str::to_string))];
+        let (recs, res) = create(&mut c, t);
+        assert_eq!(res.error.code, INVALID_CONFIG, "{k}={v:?}");
+        assert!(recs.is_empty());
+    }
+}
+
+#[test]
+fn validate_only_writes_nothing() {
+    let mut c = controller(1);
+    let r = c.create_topics(&[topic("v", 2, 1)], true);
+    assert!(r.records.is_empty());
+    assert!(r.response[0].error.is_ok());
+    assert_eq!(r.response[0].num_partitions, 2);
+    assert!(c.image().topics.get_by_name("v").is_none());
+}
+
+#[test]
+fn duplicate_names_in_one_request_are_rejected() {
+    let mut c = controller(1);
+    let r = c.create_topics(&[topic("dup", 1, 1), topic("dup", 1, 1)], false);
+    assert!(r.response.iter().all(|t| t.error.code == INVALID_REQUEST));
+}
+
+#[test]
+fn manual_assignments_are_checked() {
+    let mut c = controller(2);
+    let manual = |a: Vec<(i32, Vec<i32>)>| CreatableTopic {
+        name: "m".into(),
+        num_partitions: -1,
+        replication_factor: -1,
+        assignments: a,
+        configs: vec![],
+    };
+    let (_, r) = create(&mut c, manual(vec![(0, vec![1, 1])]));
+    assert_eq!(r.error.code, INVALID_REPLICA_ASSIGNMENT);
+    let (_, r) = create(&mut c, manual(vec![(0, vec![9])]));
+    assert_eq!(r.error.code, INVALID_REPLICA_ASSIGNMENT);
+    let (_, r) = create(&mut c, manual(vec![(1, vec![1])]));
+    assert_eq!(r.error.code, INVALID_REPLICA_ASSIGNMENT);
+    let mut bad = manual(vec![(0, vec![1])]);
+    bad.num_partitions = 1;
+    let (_, r) = create(&mut c, bad);
+    assert_eq!(r.error.code, INVALID_REQUEST);
+    let (_, r) = create(&mut c, manual(vec![(0, vec![2, 1]), (1, vec![1, 2])]));
+    assert!(r.error.is_ok());
+    let t = c.image().topics.get_by_name("m").unwrap().clone();
+    assert_eq!(t.partitions[&0].leader, 2);
+}
+
+#[test]
+fn placement_spreads_replicas() {
+    let mut c = controller(3);
+    let (_, r) = create(&mut c, topic("spread", 6, 2));
+    assert!(r.error.is_ok());
+    let t = c.image().topics.get_by_name("spread").unwrap().clone();
+    let mut leaders = std::collections::BTreeMap::<i32, usize>::new();
+    for p in t.partitions.values() {
+        assert_eq!(p.replicas.len(), 2);
+        assert_ne!(p.replicas[0], p.replicas[1]);
+        *leaders.entry(p.leader).or_default() += 1;
+    }
+    assert_eq!(leaders.values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
+}
+
+#[test]
+fn delete_topics_by_name_and_id() {
+    let mut c = controller(1);
+    let (_, a) = create(&mut c, topic("a", 1, 1));
+    create(&mut c, topic("b", 1, 1));
+    let r = c.delete_topics(&[
+        TopicRef::Name("a".into()),
+        TopicRef::Name("nope".into()),
+        TopicRef::Id(Uuid([9; 16])),
+    ]);
+    assert_eq!(r.records.len(), 1);
+    assert_eq!(r.response[0].error.code, NONE);
+    assert_eq!(r.response[0].topic_id, a.topic_id);
+    assert_eq!(r.response[1].error.code, UNKNOWN_TOPIC_OR_PARTITION);
+    assert_eq!(r.response[2].error.code, UNKNOWN_TOPIC_ID);
+    let b_id = c.image().topics.by_name["b"];
+    let r = c.delete_topics(&[TopicRef::Id(b_id)]);
+    assert_eq!(r.response[0].name.as_deref(), Some("b"));
+    assert!(c.image().topics.by_name.is_empty());
+    // Deletion can be disabled.
+    let mut c = controller(1);
+    c.cfg.delete_topic_enable = false;
+    create(&mut c, topic("a", 1, 1));
+    let r = c.delete_topics(&[TopicRef::Name("a".into())]);
+    assert_eq!(r.response[0].error.code, TOPIC_DELETION_DISABLED);
+}
+
+#[test]
+fn create_partitions_paths() {
+    let mut c = controller(1);
+    create(&mut c, topic("cp", 2, 1));
+    let req = |name: &str, count: i32, a: Option<Vec<Vec<i32>>>| CreatePartitionsTopic {
+        name: name.into(),
+        count,
+        assignments: a,
+    };
+    let r = c.create_partitions(
+        &[req("cp", 1, None), req("nope", 3, None), req("cp", 2, None)],
+        false,
+    );
+    let codes: Vec<i16> = r.response.iter().map(|x| x.error.code).collect();
+    assert_eq!(
+        codes,
+        vec![INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST]
+    );
+    let r = c.create_partitions(&[req("cp", 1, None)], false);
+    assert_eq!(r.response[0].error.code, INVALID_PARTITIONS);
+    let r = c.create_partitions(&[req("cp", 2, None)], false);
+    assert_eq!(r.response[0].error.code, INVALID_PARTITIONS);
+    let r = c.create_partitions(&[req("cp", 4, Some(vec![vec![1]]))], false);
+    assert_eq!(r.response[0].error.code, INVALID_REPLICA_ASSIGNMENT);
+    let r = c.create_partitions(&[req("cp", 4, None)], true);
+    assert!(r.response[0].error.is_ok() && r.records.is_empty());
+    let r = c.create_partitions(&[req("cp", 4, None)], false);
+    assert!(r.response[0].error.is_ok());
+    assert_eq!(r.records.len(), 2);
+    assert_eq!(
+        c.image().topics.get_by_name("cp").unwrap().partitions.len(),
+        4
+    );
+}
+
+#[test]
+fn create_partitions_needs_enough_brokers() {
+    let mut c = controller(2);
+    create(&mut c, topic("r2", 1, 2));
+    // Fence broker 2 by letting its session expire.
+    c.session_deadlines.insert(2, NOW);
+    c.session_deadlines.insert(1, NOW + 1_000_000);
+    c.tick(NOW);
+    let r = c.create_partitions(
+        &[CreatePartitionsTopic {
+            name: "r2".into(),
+            count: 2,
+            assignments: None,
+        }],
+        false,
+    );
+    assert_eq!(r.response[0].error.code, INVALID_REPLICATION_FACTOR);
+}
+
+fn set(name: &str, value: &str) -> (String, AlterConfigOp, Option<String>) {
+    (name.into(), AlterConfigOp::Set, Some(value.into()))
+}
+
+#[test]
+fn incremental_alter_configs_topic_and_broker() {
+    let mut c = controller(1);
+    create(&mut c, topic("t", 1, 1));
+    let res = |rt: i8, name: &str, ops| IncrementalAlterConfigsResource {
+        resource_type: rt,
+        resource_name: name.into(),
+        ops,
+    };
+    let r = c.incremental_alter_configs(
+        &[
+            res(
+                2,
+                "t",
+                vec![
+                    set("retention.ms", "1000"),
+                    set("cleanup.policy", "compact"),
+                ],
+            ),
+            res(4, "", vec![set("log.retention.ms", "5000")]),
+            res(4, "1", vec![set("num.io.threads", "4")]),
+        ],
+        false,
+    );
+    assert!(
+        r.response.iter().all(|x| x.error.is_ok()),
+        "{:?}",
+        r.response
+    );
+    assert_eq!(r.records.len(), 4);
+    assert_eq!(
+        c.image().config_overrides(&ConfigResource::broker(""))["log.retention.ms"],
+        "5000"
+    );
+    // APPEND / SUBTRACT on a list config, DELETE of a key.
+    let r = c.incremental_alter_configs(
+        &[res(
+            2,
+            "t",
+            vec![
+                (
+                    "cleanup.policy".into(),
+                    AlterConfigOp::Append,
+                    Some("delete".into()),
+                ),
+                ("retention.ms".into(), AlterConfigOp::Delete, None),
+            ],
+        )],
+        false,
+    );
+    assert!(r.response[0].error.is_ok());
+    let t = c.image().config_overrides(&ConfigResource::topic("t"));
+    assert_eq!(t["cleanup.policy"], "compact,delete");
+    assert!(!t.contains_key("retention.ms"));
+
+    let cases = vec![
+        (
+            res(2, "nope", vec![set("retention.ms", "1")]),
+            UNKNOWN_TOPIC_OR_PARTITION,
+        ),
+        (res(2, "t", vec![set("bogus", "1")]), INVALID_CONFIG),
+        (res(2, "t", vec![set("retention.ms", "x")]), INVALID_CONFIG),
+        (
+            res(
+                2,
+                "t",
+                vec![(
+                    "retention.ms".into(),
+                    AlterConfigOp::Append,
+                    Some("1".into()),
+                )],
+            ),
+            INVALID_CONFIG,
+        ),
+        (
+            res(
+                2,
+                "t",
+                vec![set("retention.ms", "1"), set("retention.ms", "2")],
+            ),
+            INVALID_REQUEST,
+        ),
+        (
+            res(4, "x", vec![set("log.retention.ms", "1")]),
+            INVALID_REQUEST,
+        ),
+        (res(4, "", vec![set("broker.id", "3")]), INVALID_REQUEST),
+        (
+            res(4, "", vec![set("log.retention.ms", "nope")]),
+            INVALID_CONFIG,
+        ),
+        (res(8, "1", vec![set("x", "1")]), INVALID_REQUEST),
+    ];
+    for (resource, code) in cases {
+        let r = c.incremental_alter_configs(&[resource.clone()], false);
+        assert_eq!(r.response[0].error.code, code, "{resource:?}");
+        assert!(r.records.is_empty());
+    }
+    // validate_only
+    let r = c.incremental_alter_configs(&[res(2, "t", vec![set("retention.ms", "7")])], true);
+    assert!(r.response[0].error.is_ok() && r.records.is_empty());
+}
+
+#[test]
+fn legacy_alter_configs_replaces_the_set() {
+    let mut c = controller(1);
+    let mut t = topic("t", 1, 1);
+    t.configs = vec![("retention.ms".into(), Some("1".into()))];
+    create(&mut c, t);
+    let r = c.legacy_alter_configs(
+        &[AlterConfigsResource {
+            resource_type: 2,
+            resource_name: "t".into(),
+            configs: vec![("segment.ms".into(), Some("100".into()))],
+        }],
+        false,
+    );
+    assert!(r.response[0].error.is_ok());
+    let cfg = c.image().config_overrides(&ConfigResource::topic("t"));
+    assert_eq!(cfg.len(), 1);
+    assert_eq!(cfg["segment.ms"], "100");
+}
+
+#[test]
+fn broker_registration_and_heartbeat_lifecycle() {
+    let mut c = controller(0);
+    let mut bad = registration(1);
+    bad.cluster_id = "other".into();
+    assert_eq!(
+        c.register_broker(&bad, NOW).response.error.code,
+        INCONSISTENT_CLUSTER_ID
+    );
+    let mut old = registration(1);
+    old.features.retain(|f| f.name != "metadata.version");
+    assert_eq!(
+        c.register_broker(&old, NOW).response.error.code,
+        UNSUPPORTED_VERSION
+    );
+    let r = c.register_broker(&registration(1), NOW);
+    let epoch = r.response.broker_epoch;
+    assert!(
+        matches!(&r.records[0], MetadataRecord::RegisterBroker(b) if b.fenced && b.broker_epoch == epoch)
+    );
+    // Another incarnation while the session is alive is a duplicate.
+    let mut other = registration(1);
+    other.incarnation_id = Uuid([55; 16]);
+    assert_eq!(
+        c.register_broker(&other, NOW + 1).response.error.code,
+        DUPLICATE_BROKER_REGISTRATION
+    );
+    let hb = |epoch, offset, fence, shut| BrokerHeartbeat {
+        broker_id: 1,
+        broker_epoch: epoch,
+        current_metadata_offset: offset,
+        want_fence: fence,
+        want_shut_down: shut,
+    };
+    assert_eq!(
+        c.broker_heartbeat(&hb(epoch + 5, 0, false, false), NOW)
+            .response
+            .error
+            .code,
+        STALE_BROKER_EPOCH
+    );
+    let mut unknown = hb(epoch, 0, false, false);
+    unknown.broker_id = 9;
+    assert_eq!(
+        c.broker_heartbeat(&unknown, NOW).response.error.code,
+        BROKER_ID_NOT_REGISTERED
+    );
+    // Not caught up yet: stays fenced.
+    let r = c.broker_heartbeat(&hb(epoch, epoch - 1, false, false), NOW);
+    assert!(r.response.is_fenced && !r.response.is_caught_up && r.records.is_empty());
+    // Caught up: unfenced.
+    let r = c.broker_heartbeat(&hb(epoch, epoch, false, false), NOW);
+    assert!(!r.response.is_fenced && r.response.is_caught_up);
+    assert_eq!(r.records.len(), 1);
+    assert!(!c.image().brokers[&1].fenced);
+    // Session expiry fences it and takes leadership away.
+    create(&mut c, topic("t", 1, 1));
+    let recs = c.tick(NOW + 60_000);
+    assert!(c.image().brokers[&1].fenced);
+    assert_eq!(recs.len(), 2);
+    let p = &c.image().topics.get_by_name("t").unwrap().partitions[&0];
+    assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (-1, 1, vec![1]));
+    // Coming back elects it again.
+    let r = c.broker_heartbeat(&hb(epoch, i64::MAX, false, false), NOW + 60_001);
+    assert!(!r.response.is_fenced);
+    let p = &c.image().topics.get_by_name("t").unwrap().partitions[&0];
+    assert_eq!((p.leader, p.leader_epoch), (1, 2));
+    // Controlled shutdown.
+    let r = c.broker_heartbeat(&hb(epoch, i64::MAX, false, true), NOW + 60_002);
+    assert!(r.response.should_shut_down && r.response.is_fenced);
+}
+
+#[test]
+fn restarted_broker_registers_again_and_bumps_leader_epochs() {
+    let mut c = controller(1);
+    create(&mut c, topic("t", 1, 1));
+    let mut again = registration(1);
+    again.incarnation_id = Uuid([77; 16]);
+    // The old session has expired by the time the restarted broker registers.
+    let r = c.register_broker(&again, NOW + 60_000);
+    assert!(r.response.error.is_ok());
+    let p = &c.image().topics.get_by_name("t").unwrap().partitions[&0];
+    assert_eq!(p.leader, -1);
+    let r = c.broker_heartbeat(
+        &BrokerHeartbeat {
+            broker_id: 1,
+            broker_epoch: r.response.broker_epoch,
+            current_metadata_offset: i64::MAX,
+            want_fence: false,
+            want_shut_down: false,
+        },
+        NOW + 60_000,
+    );
+    assert!(!r.response.is_fenced);
+    let p = &c.image().topics.get_by_name("t").unwrap().partitions[&0];
+    assert_eq!((p.leader, p.leader_epoch), (1, 2));
+}
+
+#[test]
+fn update_features_paths() {
+    let mut c = controller(1);
+    let up = |f: &str, level, t| FeatureUpdate {
+        feature: f.into(),
+        max_version_level: level,
+        upgrade_type: t,
+    };
+    let r = c.update_features(&[up("group.version", 0, UpgradeType::Upgrade)], false);
+    assert_eq!(
+        r.response.results["group.version"].code,
+        INVALID_UPDATE_VERSION
+    );
+    let r = c.update_features(&[up("group.version", 9, UpgradeType::Upgrade)], false);
+    assert_eq!(r.response.error.code, INVALID_UPDATE_VERSION);
+    let r = c.update_features(&[up("no.such", 1, UpgradeType::Upgrade)], false);
+    assert_eq!(r.response.error.code, INVALID_UPDATE_VERSION);
+    let r = c.update_features(
+        &[up("metadata.version", 30, UpgradeType::SafeDowngrade)],
+        false,
+    );
+    assert_eq!(r.response.error.code, INVALID_UPDATE_VERSION);
+    let r = c.update_features(&[up("group.version", 0, UpgradeType::SafeDowngrade)], true);
+    assert!(r.response.error.is_ok() && r.records.is_empty());
+    let r = c.update_features(&[up("group.version", 0, UpgradeType::SafeDowngrade)], false);
+    assert!(r.response.error.is_ok());
+    assert_eq!(r.records.len(), 1);
+    assert!(!c.image().features.contains_key("group.version"));
+    // All or nothing.
+    let r = c.update_features(
+        &[
+            up("group.version", 1, UpgradeType::Upgrade),
+            up("share.version", 7, UpgradeType::Upgrade),
+        ],
+        false,
+    );
+    assert!(r.records.is_empty());
+    assert!(r.response.results["group.version"].is_ok());
+}
+
+#[test]
+fn producer_id_blocks() {
+    let mut c = controller(1);
+    let epoch = c.image().brokers[&1].epoch;
+    let a = c.allocate_producer_ids(1, epoch);
+    let b = c.allocate_producer_ids(1, epoch);
+    assert_eq!(
+        (a.response.producer_id_start, a.response.producer_id_len),
+        (0, 1000)
+    );
+    assert_eq!(b.response.producer_id_start, 1000);
+    assert_eq!(c.image().next_producer_id, 2000);
+    assert_eq!(
+        c.allocate_producer_ids(1, epoch + 1).response.error.code,
+        STALE_BROKER_EPOCH
+    );
+    assert_eq!(
+        c.allocate_producer_ids(5, 0).response.error.code,
+        BROKER_ID_NOT_REGISTERED
+    );
+}
+
+#[test]
+fn inactive_controller_answers_not_controller() {
+    let mut c = QuorumControllerCore::new(ControllerConfig::default(), 1);
+    assert_eq!(
+        c.create_topics(&[topic("t", 1, 1)], false).response[0]
+            .error
+            .code,
+        NOT_CONTROLLER
+    );
+    assert_eq!(
+        c.delete_topics(&[TopicRef::Name("t".into())]).response[0]
+            .error
+            .code,
+        NOT_CONTROLLER
+    );
+    assert_eq!(
+        c.allocate_producer_ids(1, 1).response.error.code,
+        NOT_CONTROLLER
+    );
+}
+
+#[test]
+fn committed_replay_rebuilds_the_same_image() {
+    let mut c = controller(2);
+    create(&mut c, topic("a", 3, 2));
+    let mut all = Vec::new();
+    // Re-run the same history and collect the records in order.
+    let mut c2 = QuorumControllerCore::new(
+        ControllerConfig {
+            cluster_id: "c1".into(),
+            ..Default::default()
+        },
+        7,
+    );
+    let mut offset = 1;
+    let boot = c2.activate(offset, NOW);
+    offset += boot.len() as i64;
+    all.extend(boot);
+    for id in 1..=2 {
+        let r = c2.register_broker(&registration(id), NOW);
+        offset += r.records.len() as i64;
+        all.extend(r.records);
+        let hb = c2.broker_heartbeat(
+            &BrokerHeartbeat {
+                broker_id: id,
+                broker_epoch: r.response.broker_epoch,
+                current_metadata_offset: i64::MAX,
+                want_fence: false,
+                want_shut_down: false,
+            },
+            NOW,
+        );
+        offset += hb.records.len() as i64;
+        all.extend(hb.records);
+    }
+    let r = c2.create_topics(&[topic("a", 3, 2)], false);
+    all.extend(r.records);
+    let _ = offset;
+    let mut follower = QuorumControllerCore::new(ControllerConfig::default(), 99);
+    follower.replay_committed(1, &all).unwrap();
+    assert_eq!(follower.image().topics, c2.image().topics);
+    assert_eq!(follower.image().brokers, c2.image().brokers);
+    assert_eq!(follower.image().features, c2.image().features);
+    // Replaying again is a no-op (offsets already applied).
+    follower.replay_committed(1, &all).unwrap();
+    assert_eq!(follower.image().topics, c2.image().topics);
+}
