@@ -104,3 +104,18 @@ def test_cutting_proxy_forwards_then_cuts():
         assert wire.wait_closed(s, timeout=5)
         assert p.cuts == 1
     echo.close()
+
+
+def test_prometheus_helper_scrapes_itself(tmp_path):
+    import shutil
+    from harness.prometheus import Prometheus
+
+    if not shutil.which("prometheus"):
+        pytest.skip("prometheus not installed (scripts/test installs it)")
+    p = Prometheus(tmp_path, targets=[])
+    # scrape the server itself: a target that certainly exports metrics
+    p.config_path.write_text(p.config_path.read_text().replace(
+        "targets: []", f'targets: ["127.0.0.1:{p.port}"]'))
+    with p:
+        result = p.wait_for('up{job="kactor"}', lambda r: r and r[0]["value"][1] == "1")
+        assert result[0]["metric"]["instance"] == f"127.0.0.1:{p.port}"
