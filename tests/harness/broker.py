@@ -3,6 +3,7 @@ reference Apache Kafka 4.4.0 broker run from the jars in .cache/kafka-libs.
 
 Both are single nodes in combined mode (broker + controller, one-voter quorum) on free loopback
 ports, with a fresh data dir, their output captured to a log file, and stopped by PID."""
+import atexit
 import base64
 import os
 import signal
@@ -46,6 +47,18 @@ def java_cmd(main_class, args, log4j="log4j2-cli.properties", heap="512m", quick
         # The tools are short-lived: C1 only and the serial GC start fastest on 2 cores.
         cmd += ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k"]
     return cmd + ["-cp", f"{KAFKA_LIBS}/*", main_class] + [str(a) for a in args]
+
+
+_LIVE = set()
+
+
+@atexit.register
+def _kill_leftovers():
+    # Brokers run in their own session (so a Ctrl-C to pytest doesn't race the fixtures'
+    # orderly stop); if pytest exits without tearing one down, don't leave it running.
+    for proc in list(_LIVE):
+        if proc.poll() is None:
+            proc.kill()
 
 
 class BrokerError(RuntimeError):
@@ -164,6 +177,7 @@ class Broker:
                                      stdin=subprocess.DEVNULL, cwd=self.workdir, env=env,
                                      start_new_session=True)
         log.close()
+        _LIVE.add(self.proc)
         self.wait_ready(timeout)
         return self
 
