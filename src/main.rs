@@ -1,9 +1,228 @@
 //! The `kactor` binary (Kafka's `kafka-server-start` + `kafka-storage`): command line,
-//! configuration loading and process assembly.
+//! configuration loading, storage formatting, and process start/stop.
 
+// The config API is wider than start-up uses: DescribeConfigs (sources, types, docs) and
+// dynamic configs read the rest.
+#[allow(dead_code)]
 mod config;
 mod storage_format;
+mod topology;
 
-fn main() {
-    println!("kactor {}", env!("CARGO_PKG_VERSION"));
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+
+use crate::config::{BrokerConfig, ConfigSources};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kactor",
+    version,
+    about = "A Kafka-compatible broker built as supervised actors"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Start the node (the default with no command: a single combined node on 127.0.0.1:9092).
+    Start {
+        /// A server.properties file.
+        #[arg(long, short = 'c')]
+        config: Option<PathBuf>,
+        /// key=value, overriding the file and the environment; repeatable.
+        #[arg(long = "override", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+    },
+    /// Write meta.properties into every log dir, like `kafka-storage format`.
+    Format {
+        #[arg(long, short = 'c')]
+        config: PathBuf,
+        /// The cluster id, e.g. from `kactor random-uuid`.
+        #[arg(long = "cluster-id", short = 't')]
+        cluster_id: String,
+        /// key=value overrides, as for `start`.
+        #[arg(long = "override", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+        /// Succeed (without changes) when a dir is already formatted for this cluster and node.
+        #[arg(long = "ignore-formatted", short = 'g')]
+        ignore_formatted: bool,
+    },
+    /// Print a new random cluster/directory id (Kafka's base64url UUID).
+    RandomUuid,
+    /// Print the version.
+    Version,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command.unwrap_or(Command::Start {
+        config: None,
+        overrides: Vec::new(),
+    }) {
+        Command::Start { config, overrides } => start(config, overrides),
+        Command::Format {
+            config,
+            cluster_id,
+            overrides,
+            ignore_formatted,
+        } => format(config, cluster_id, overrides, ignore_formatted),
+        Command::RandomUuid => {
+            println!("{}", storage_format::random_uuid());
+            Ok(())
+        }
+        Command::Version => {
+            println!("kactor {} (Kafka 4.4 protocol)", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kactor: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_config(file: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<BrokerConfig> {
+    let sources = ConfigSources {
+        file,
+        env: std::env::vars().collect(),
+        overrides,
+    };
+    BrokerConfig::load(&sources).context("invalid configuration")
+}
+
+fn init_logging(cfg: &BrokerConfig) {
+    use tracing_subscriber::EnvFilter;
+    let level = cfg
+        .get_str("kactor.log.level")
+        .unwrap_or("info")
+        .to_string();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    // Colour only on a terminal: log files and `kubectl logs` should stay plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(true)
+        .with_ansi(ansi);
+    if cfg.get_str("kactor.log.format") == Some("json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn format(
+    file: PathBuf,
+    cluster_id: String,
+    overrides: Vec<String>,
+    ignore_formatted: bool,
+) -> anyhow::Result<()> {
+    let cfg = load_config(Some(file), overrides)?;
+    for dir in cfg.log_dirs() {
+        let wrote = storage_format::format_log_dir(&dir, &cluster_id, cfg.node_id())?;
+        if wrote {
+            println!("Formatted {} with cluster.id {cluster_id}", dir.display());
+        } else if ignore_formatted {
+            println!("{} is already formatted", dir.display());
+        } else {
+            bail!(
+                "{} is already formatted (use --ignore-formatted to accept that)",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Checks (or, for a lone voter with empty dirs, creates) meta.properties in every log dir.
+fn ensure_formatted(cfg: &BrokerConfig) -> anyhow::Result<()> {
+    let dirs = cfg.log_dirs();
+    let mut cluster_id = None;
+    let mut missing = Vec::new();
+    for dir in &dirs {
+        let path = dir.join("meta.properties");
+        if path.exists() {
+            let props = config::read_properties(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            if props.get("node.id").map(String::as_str) != Some(&*cfg.node_id().to_string()) {
+                bail!(
+                    "{} belongs to node.id {} but this node is node.id {}",
+                    path.display(),
+                    props.get("node.id").map(String::as_str).unwrap_or("?"),
+                    cfg.node_id()
+                );
+            }
+            cluster_id = props.get("cluster.id").cloned();
+        } else {
+            missing.push(dir.clone());
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let voters = cfg.quorum_voters();
+    let lone_voter = voters.len() == 1 && voters[0].node_id == cfg.node_id();
+    if cluster_id.is_none() && !lone_voter {
+        bail!(
+            "log dir {} is not formatted; run `kactor format --config FILE --cluster-id $(kactor random-uuid)` on every node",
+            missing[0].display()
+        );
+    }
+    let cluster_id = cluster_id.unwrap_or_else(storage_format::random_uuid);
+    for dir in missing {
+        storage_format::format_log_dir(&dir, &cluster_id, cfg.node_id())?;
+        tracing::info!(dir = %dir.display(), cluster_id = %cluster_id, "formatted empty log dir");
+    }
+    Ok(())
+}
+
+fn start(file: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
+    let cfg = load_config(file, overrides)?;
+    init_logging(&cfg);
+    if !cfg.unknown_keys.is_empty() {
+        tracing::warn!(
+            "unknown configuration keys (kept, not used): {}",
+            cfg.unknown_keys.join(", ")
+        );
+    }
+    ensure_formatted(&cfg)?;
+    tracing::info!(
+        node_id = cfg.node_id(),
+        roles = %cfg.process_roles().join(","),
+        version = env!("CARGO_PKG_VERSION"),
+        "starting kactor"
+    );
+    let system = actix_rt::System::new();
+    system.block_on(async {
+        let node = topology::start(&cfg).await?;
+        tracing::info!(
+            metrics = %node.http_address,
+            "kactor started: {}",
+            node.listeners.iter().map(|l| format!("{}://{}", l.name, l.address)).collect::<Vec<_>>().join(", ")
+        );
+        wait_for_shutdown_signal().await?;
+        tracing::info!("shutting down");
+        node.shutdown().await;
+        anyhow::Ok(())
+    })?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_shutdown_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("received SIGTERM"),
+        _ = int.recv() => tracing::info!("received SIGINT"),
+    }
+    Ok(())
 }
