@@ -128,6 +128,8 @@ pub trait PartitionLog: Send + 'static {
     }
     /// Removes the log from disk (the partition is deleted or moved away).
     fn delete(&mut self) -> LogResult<()>;
+    /// Hands the concrete log back to whoever created it (clean shutdown closes it).
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
 }
 
 /// An in-memory log: a list of batches. Used by tests and as a stand-in storage.
@@ -253,5 +255,72 @@ impl PartitionLog for MemoryLog {
         self.batches.clear();
         self.deleted = true;
         Ok(())
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
+}
+
+/// Lets a partition own its log as a trait object (the actor doesn't know the concrete storage).
+impl PartitionLog for Box<dyn PartitionLog> {
+    fn log_start_offset(&self) -> i64 {
+        (**self).log_start_offset()
+    }
+    fn local_log_start_offset(&self) -> i64 {
+        (**self).local_log_start_offset()
+    }
+    fn log_end_offset(&self) -> i64 {
+        (**self).log_end_offset()
+    }
+    fn append(&mut self, batches: Bytes, info: &AppendedBatches) -> LogResult<()> {
+        (**self).append(batches, info)
+    }
+    fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> LogResult<LogRead> {
+        (**self).read(start_offset, max_bytes, max_offset, min_one_batch)
+    }
+    fn offset_for_timestamp(&self, timestamp: i64) -> LogResult<Option<TimestampOffset>> {
+        (**self).offset_for_timestamp(timestamp)
+    }
+    fn max_timestamp_offset(&self) -> LogResult<Option<TimestampOffset>> {
+        (**self).max_timestamp_offset()
+    }
+    fn advance_log_start_offset(&mut self, offset: i64) -> LogResult<()> {
+        (**self).advance_log_start_offset(offset)
+    }
+    fn assign_epoch_start_offset(&mut self, epoch: i32, start_offset: i64) -> LogResult<()> {
+        (**self).assign_epoch_start_offset(epoch, start_offset)
+    }
+    fn epoch_entries(&self) -> Vec<(i32, i64)> {
+        (**self).epoch_entries()
+    }
+    fn flush(&mut self) -> LogResult<()> {
+        (**self).flush()
+    }
+    fn recovery_point(&self) -> i64 {
+        (**self).recovery_point()
+    }
+    fn size_bytes(&self) -> u64 {
+        (**self).size_bytes()
+    }
+    fn enforce_retention(
+        &mut self,
+        now_ms: i64,
+        high_watermark: i64,
+        retention_ms: i64,
+        retention_bytes: i64,
+    ) -> LogResult<usize> {
+        (**self).enforce_retention(now_ms, high_watermark, retention_ms, retention_bytes)
+    }
+    fn delete(&mut self) -> LogResult<()> {
+        (**self).delete()
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        <dyn PartitionLog>::into_any(*self)
     }
 }

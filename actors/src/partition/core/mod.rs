@@ -221,6 +221,10 @@ impl<L: PartitionLog> Partition<L> {
     pub fn log_mut(&mut self) -> &mut L {
         &mut self.log
     }
+    /// Gives the log back (clean shutdown closes it, deletion removes it).
+    pub fn into_log(self) -> L {
+        self.log
+    }
     pub fn set_config(&mut self, config: PartitionConfig) {
         self.config = config;
     }
