@@ -1,0 +1,171 @@
+//! How KRaft lays records out in `__cluster_metadata` batches (Kafka's `BatchBuilder` /
+//! `RecordsIterator` in the raft module): data batches hold framed metadata records as values
+//! with null keys; control batches hold one control record whose key is
+//! `version int16 (0) + type int16` and whose value is the control message, which starts with
+//! its own int16 `Version` field (LeaderChangeMessage, SnapshotHeader/Footer, KRaftVersion,
+//! Voters). Verified byte for byte against a log written by Apache Kafka 4.4.0.
+
+use bytes::Bytes;
+use kactor_protocol::metadata::leader_change_message::Voter;
+use kactor_protocol::metadata::LeaderChangeMessage;
+use kactor_protocol::records::{batches, BatchBuilder, ControlRecordType, RecordError};
+use kactor_protocol::{Encode, Writer};
+
+use super::core::ControlRecord;
+
+/// The LeaderChangeMessage version Kafka writes with a static voter set.
+const LEADER_CHANGE_VERSION: i16 = 0;
+
+/// A data batch of record values.
+pub fn encode_data_batch(
+    base_offset: i64,
+    epoch: i32,
+    timestamp_ms: i64,
+    values: &[Bytes],
+) -> Result<Bytes, RecordError> {
+    let mut b = BatchBuilder::new(base_offset).partition_leader_epoch(epoch);
+    for v in values {
+        b.append(timestamp_ms, None, Some(v), &[])?;
+    }
+    b.build()
+}
+
+/// A control batch holding one control record.
+pub fn encode_control_batch(
+    base_offset: i64,
+    epoch: i32,
+    timestamp_ms: i64,
+    record: &ControlRecord,
+) -> Result<Bytes, RecordError> {
+    let (kind, value) = match record {
+        ControlRecord::LeaderChange {
+            leader_id,
+            voters,
+            granting_voters,
+        } => {
+            let voter = |id: &i32| Voter {
+                voter_id: *id,
+                ..Default::default()
+            };
+            let msg = LeaderChangeMessage {
+                version: LEADER_CHANGE_VERSION,
+                leader_id: *leader_id,
+                voters: voters.iter().map(voter).collect(),
+                granting_voters: granting_voters.iter().map(voter).collect(),
+                ..Default::default()
+            };
+            let mut w = Writer::new();
+            msg.encode(&mut w, LEADER_CHANGE_VERSION)
+                .map_err(|e| RecordError::InvalidRecord(e.to_string()))?;
+            (ControlRecordType::LeaderChange, w.into_bytes())
+        }
+    };
+    let mut b = BatchBuilder::new(base_offset)
+        .partition_leader_epoch(epoch)
+        .control(true);
+    b.append(timestamp_ms, Some(&kind.encode_key()), Some(&value), &[])?;
+    b.build()
+}
+
+/// One batch read back from the metadata log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataBatch {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub epoch: i32,
+    pub append_timestamp_ms: i64,
+    /// Control batches carry Raft's own records; listeners skip them.
+    pub is_control: bool,
+    /// Record values (for control batches: the control messages).
+    pub records: Vec<Bytes>,
+    /// Control record types, parallel to `records` (empty for data batches).
+    pub control_types: Vec<ControlRecordType>,
+}
+
+/// Parses the whole batches in `buf`, checking CRCs (the metadata log must not be served
+/// corrupt). A trailing partial batch is ignored.
+pub fn decode_batches(buf: Bytes) -> Result<Vec<MetadataBatch>, RecordError> {
+    let mut out = Vec::new();
+    for batch in batches(buf) {
+        let batch = batch?;
+        batch.verify_crc()?;
+        let h = &batch.header;
+        let mut records = Vec::new();
+        let mut control_types = Vec::new();
+        for r in batch.records()? {
+            let r = r?;
+            if h.is_control() {
+                let key = r.key.as_ref().ok_or_else(|| {
+                    RecordError::InvalidRecord("control record without key".into())
+                })?;
+                control_types.push(ControlRecordType::parse_key(key)?);
+            }
+            records.push(r.value.unwrap_or_default());
+        }
+        out.push(MetadataBatch {
+            base_offset: h.base_offset,
+            last_offset: h.last_offset(),
+            epoch: h.partition_leader_epoch,
+            append_timestamp_ms: h.max_timestamp,
+            is_control: h.is_control(),
+            records,
+            control_types,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leader_change_batch_matches_kafka_bytes() {
+        // Kafka 4.4.0's first batch of a fresh single-node log, after the 61-byte header:
+        // one record, key 00 00 00 02, value 19 bytes.
+        let b = encode_control_batch(
+            0,
+            1,
+            1000,
+            &ControlRecord::LeaderChange {
+                leader_id: 1,
+                voters: vec![1],
+                granting_voters: vec![1],
+            },
+        )
+        .unwrap();
+        assert_eq!(b.len(), 91, "Kafka's batch is 91 bytes");
+        let record = &b[61..];
+        assert_eq!(
+            record,
+            &[
+                0x3a, 0, 0, 0, 0x08, 0, 0, 0, 2, 0x26, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 1, 0, 2, 0, 0,
+                0, 1, 0, 0, 0
+            ][..]
+        );
+        let decoded = decode_batches(b).unwrap();
+        assert_eq!(decoded.len(), 1);
+        assert!(decoded[0].is_control);
+        assert_eq!(decoded[0].epoch, 1);
+        assert_eq!(
+            decoded[0].control_types,
+            vec![ControlRecordType::LeaderChange]
+        );
+    }
+
+    #[test]
+    fn data_batches_round_trip() {
+        let vals = vec![
+            Bytes::from_static(b"\x01\x14\x00\x00"),
+            Bytes::from_static(b"x"),
+        ];
+        let mut buf = encode_data_batch(5, 2, 7, &vals).unwrap().to_vec();
+        buf.extend_from_slice(&encode_data_batch(7, 2, 8, &vals[..1]).unwrap());
+        let d = decode_batches(Bytes::from(buf)).unwrap();
+        assert_eq!(d.len(), 2);
+        assert_eq!((d[0].base_offset, d[0].last_offset, d[0].epoch), (5, 6, 2));
+        assert_eq!(d[0].records, vals);
+        assert!(!d[1].is_control);
+        assert_eq!(d[1].base_offset, 7);
+    }
+}
