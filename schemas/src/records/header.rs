@@ -1,5 +1,6 @@
-//! The fixed 61-byte record batch v2 header: parse, CRC check, and the two in-place rewrites the
-//! leader does on append (base offset, partition leader epoch), which lie before the CRC'd range.
+//! The fixed 61-byte record batch v2 header (the header fields of Kafka's `DefaultRecordBatch`):
+//! parse, CRC check, and the two in-place rewrites the leader does on append (base offset,
+//! partition leader epoch), which lie before the CRC'd range.
 
 use thiserror::Error;
 

@@ -1,3 +1,7 @@
+// Reads batches written by kactor (hex files from the ignored `export_for_java_check` test in
+// schemas/tests/records_batch.rs) with the Java client, checks their CRCs and prints the records:
+//   KACTOR_RECORDS_EXPORT=/tmp/x cargo test -p kactor-protocol --test records_batch -- --ignored
+//   java -cp $CP Check.java /tmp/x/*.hex
 import java.nio.ByteBuffer;
 import java.nio.file.*;
 import java.util.HexFormat;

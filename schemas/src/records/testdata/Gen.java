@@ -1,3 +1,7 @@
+// Writes the golden batches in this directory with the Java client's own encoder
+// (kafka-clients 4.4.0 MemoryRecordsBuilder), deterministically:
+//   CP=kafka-clients-4.4.0.jar:snappy-java.jar:lz4-java.jar:zstd-jni.jar:slf4j-api.jar (from ~/.m2)
+//   java -cp $CP Gen.java schemas/src/records/testdata
 import java.nio.ByteBuffer;
 import java.nio.file.*;
 import java.util.*;
