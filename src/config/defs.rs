@@ -202,12 +202,15 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     def("producer.purgatory.purge.interval.requests", Int, Some("1000"), Any, "Produce purgatory purge period."),
     // --- internal topics ---
     def("offsets.topic.num.partitions", Int, Some("50"), AtLeast(1), "__consumer_offsets partitions."),
-    def("offsets.topic.replication.factor", Short, Some("3"), AtLeast(1), "__consumer_offsets replication factor."),
+    def("offsets.topic.replication.factor", Short, Some("1"), AtLeast(1),
+        "__consumer_offsets replication factor (kactor single-node default: 1; Kafka: 3)."),
     def("offsets.topic.segment.bytes", Int, Some("104857600"), AtLeast(1), "__consumer_offsets segment size."),
     def("offsets.retention.minutes", Int, Some("10080"), AtLeast(1), "Committed offsets retention."),
     def("transaction.state.log.num.partitions", Int, Some("50"), AtLeast(1), "__transaction_state partitions."),
-    def("transaction.state.log.replication.factor", Short, Some("3"), AtLeast(1), "__transaction_state replication factor."),
-    def("transaction.state.log.min.isr", Int, Some("2"), AtLeast(1), "__transaction_state min ISR."),
+    def("transaction.state.log.replication.factor", Short, Some("1"), AtLeast(1),
+        "__transaction_state replication factor (kactor single-node default: 1; Kafka: 3)."),
+    def("transaction.state.log.min.isr", Int, Some("1"), AtLeast(1),
+        "__transaction_state min ISR (kactor single-node default: 1; Kafka: 2)."),
     def("group.initial.rebalance.delay.ms", Int, Some("3000"), Any, "Delay of the first classic rebalance."),
     // --- kactor's own keys ---
     def("kactor.http.address", String, Some("127.0.0.1:9464"), NonEmpty, "host:port of /metrics, /healthz, /readyz."),

@@ -891,6 +891,38 @@ mod tests {
     }
 
     #[test]
+    fn shipped_config_files_are_valid_and_server_properties_matches_the_defaults() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let defaults = BrokerConfig::defaults().unwrap();
+        for name in [
+            "server.properties",
+            "cluster-node-1.properties",
+            "controller.properties",
+            "broker.properties",
+        ] {
+            let path = dir.join(name);
+            let c = BrokerConfig::load(&ConfigSources {
+                file: Some(path.clone()),
+                ..Default::default()
+            })
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(
+                c.unknown_keys.is_empty(),
+                "{name}: unknown keys {:?}",
+                c.unknown_keys
+            );
+        }
+        // The annotated default file documents the no-argument run: same values as built in.
+        for (key, value) in read_properties(&dir.join("server.properties")).unwrap() {
+            let builtin = defaults.get_str(&key).unwrap_or("");
+            assert_eq!(
+                builtin, value,
+                "server.properties sets {key}={value}, built-in default is {builtin}"
+            );
+        }
+    }
+
+    #[test]
     fn retention_precedence_and_unknown_keys() {
         let c = load(
             Some("log.retention.minutes=5\nsome.plugin.setting=1\n"),
