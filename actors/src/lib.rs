@@ -4,6 +4,7 @@
 //! metrics); the other modules are one component each (actor.rs + messages.rs + core/).
 
 pub mod controller;
+pub mod group;
 pub mod log;
 pub mod metadata;
 pub mod metrics;

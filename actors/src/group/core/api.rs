@@ -1,0 +1,456 @@
+//! The shard's inputs and outputs, in the coordinator's own terms (Kafka's `*RequestData` /
+//! `*ResponseData` fields the group coordinator reads or writes). The network handlers convert
+//! wire messages of any version to these and back; `api_version` is kept where Kafka's
+//! behaviour depends on it.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use kactor_protocol::Uuid;
+
+use super::records::{CoordinatorRecord, TopicPartitions};
+
+/// Correlates a request with its (possibly delayed) response; chosen by the caller.
+pub type RequestId = u64;
+
+/// What the shard knows of the cluster's topics (from the broker's metadata image).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TopicsView {
+    by_name: BTreeMap<String, (Uuid, i32)>,
+    by_id: BTreeMap<Uuid, String>,
+}
+
+impl TopicsView {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds or replaces a topic.
+    pub fn upsert(&mut self, name: &str, id: Uuid, num_partitions: i32) {
+        if let Some((old, _)) = self.by_name.insert(name.to_string(), (id, num_partitions)) {
+            self.by_id.remove(&old);
+        }
+        self.by_id.insert(id, name.to_string());
+    }
+    pub fn remove(&mut self, name: &str) {
+        if let Some((id, _)) = self.by_name.remove(name) {
+            self.by_id.remove(&id);
+        }
+    }
+    pub fn id_of(&self, name: &str) -> Option<Uuid> {
+        self.by_name.get(name).map(|(id, _)| *id)
+    }
+    pub fn name_of(&self, id: &Uuid) -> Option<&str> {
+        self.by_id.get(id).map(String::as_str)
+    }
+    pub fn num_partitions(&self, name: &str) -> Option<i32> {
+        self.by_name.get(name).map(|(_, n)| *n)
+    }
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.by_name.keys().map(String::as_str)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Classic protocol
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JoinGroupInput {
+    pub api_version: i16,
+    pub group_id: String,
+    pub session_timeout_ms: i32,
+    /// v0 has none: callers pass the session timeout, as Kafka does.
+    pub rebalance_timeout_ms: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub protocol_type: String,
+    /// (name, metadata) in the client's order of preference.
+    pub protocols: Vec<(String, Bytes)>,
+    pub reason: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinGroupResponseMember {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub metadata: Bytes,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JoinGroupOutput {
+    pub error_code: i16,
+    pub generation_id: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub leader: String,
+    pub skip_assignment: bool,
+    pub member_id: String,
+    /// Only the leader gets the members (with their metadata for the chosen protocol).
+    pub members: Vec<JoinGroupResponseMember>,
+}
+
+impl JoinGroupOutput {
+    pub fn error(error_code: i16, member_id: &str) -> Self {
+        JoinGroupOutput {
+            error_code,
+            generation_id: -1,
+            member_id: member_id.to_string(),
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SyncGroupInput {
+    pub api_version: i16,
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SyncGroupOutput {
+    pub error_code: i16,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignment: Bytes,
+}
+
+impl SyncGroupOutput {
+    pub fn error(error_code: i16) -> Self {
+        SyncGroupOutput {
+            error_code,
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HeartbeatInput {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LeaveGroupMemberInput {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LeaveGroupInput {
+    pub group_id: String,
+    /// v0–v2 carry one member id: callers pass it as a single entry.
+    pub members: Vec<LeaveGroupMemberInput>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaveGroupMemberOutput {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub error_code: i16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LeaveGroupOutput {
+    /// v0–v2 report the first member's error here when this is NONE.
+    pub error_code: i16,
+    pub members: Vec<LeaveGroupMemberOutput>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedMember {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub member_metadata: Bytes,
+    pub member_assignment: Bytes,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedGroup {
+    pub error_code: i16,
+    pub group_id: String,
+    pub group_state: String,
+    pub protocol_type: String,
+    pub protocol_data: String,
+    pub members: Vec<DescribedMember>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedGroup {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub group_state: String,
+    pub group_type: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Offsets
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CommitPartitionInput {
+    pub partition_index: i32,
+    pub committed_offset: i64,
+    pub committed_leader_epoch: i32,
+    pub committed_metadata: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CommitTopicInput {
+    pub name: String,
+    /// Zero when the request names topics (before v10).
+    pub topic_id: Uuid,
+    pub partitions: Vec<CommitPartitionInput>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OffsetCommitInput {
+    pub api_version: i16,
+    pub group_id: String,
+    pub generation_id_or_member_epoch: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    /// v2–v4 only; -1 means the broker's retention.
+    pub retention_time_ms: i64,
+    pub topics: Vec<CommitTopicInput>,
+}
+
+impl Default for OffsetCommitInput {
+    fn default() -> Self {
+        OffsetCommitInput {
+            api_version: 9,
+            group_id: String::new(),
+            generation_id_or_member_epoch: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            retention_time_ms: -1,
+            topics: Vec::new(),
+        }
+    }
+}
+
+/// A transactional commit (TxnOffsetCommit): pending until the transaction's marker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxnOffsetCommitInput {
+    pub group_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub topics: Vec<CommitTopicInput>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitTopicOutput {
+    pub name: String,
+    pub topic_id: Uuid,
+    /// (partition, error code)
+    pub partitions: Vec<(i32, i16)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OffsetFetchGroupInput {
+    pub group_id: String,
+    /// v9+: the KIP-848 member asking, or None (admin / classic clients).
+    pub member_id: Option<String>,
+    pub member_epoch: i32,
+    /// (topic, partitions); None = every committed offset of the group.
+    pub topics: Option<Vec<(String, Vec<i32>)>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedPartition {
+    pub partition_index: i32,
+    pub committed_offset: i64,
+    pub committed_leader_epoch: i32,
+    pub metadata: String,
+    pub error_code: i16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedGroup {
+    pub group_id: String,
+    pub error_code: i16,
+    /// (topic, partitions), sorted by topic then partition when all offsets were asked for.
+    pub topics: Vec<(String, Vec<FetchedPartition>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetDeleteOutput {
+    pub error_code: i16,
+    /// (topic, [(partition, error code)])
+    pub topics: Vec<(String, Vec<(i32, i16)>)>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// KIP-848 consumer protocol
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ConsumerGroupHeartbeatInput {
+    pub api_version: i16,
+    pub group_id: String,
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    /// -1 when unchanged.
+    pub rebalance_timeout_ms: i32,
+    /// None when unchanged.
+    pub subscribed_topic_names: Option<Vec<String>>,
+    pub subscribed_topic_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    /// Owned partitions; None when unchanged.
+    pub topic_partitions: Option<TopicPartitions>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConsumerGroupHeartbeatOutput {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub member_id: Option<String>,
+    pub member_epoch: i32,
+    pub heartbeat_interval_ms: i32,
+    /// Present when the member must (re)learn its assignment.
+    pub assignment: Option<TopicPartitions>,
+}
+
+impl ConsumerGroupHeartbeatOutput {
+    pub fn error(error_code: i16, message: impl Into<String>) -> Self {
+        ConsumerGroupHeartbeatOutput {
+            error_code,
+            error_message: Some(message.into()),
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedConsumerMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub member_epoch: i32,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
+    /// (topic id, topic name, partitions)
+    pub assignment: Vec<(Uuid, String, Vec<i32>)>,
+    pub target_assignment: Vec<(Uuid, String, Vec<i32>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedConsumerGroup {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub group_id: String,
+    pub group_state: String,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor_name: String,
+    pub members: Vec<DescribedConsumerMember>,
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Every request the shard handles.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GroupRequest {
+    JoinGroup(JoinGroupInput),
+    SyncGroup(SyncGroupInput),
+    Heartbeat(HeartbeatInput),
+    LeaveGroup(LeaveGroupInput),
+    OffsetCommit(OffsetCommitInput),
+    TxnOffsetCommit(TxnOffsetCommitInput),
+    OffsetFetch {
+        groups: Vec<OffsetFetchGroupInput>,
+        require_stable: bool,
+    },
+    OffsetDelete {
+        group_id: String,
+        topics: Vec<(String, Vec<i32>)>,
+    },
+    DescribeGroups {
+        api_version: i16,
+        group_ids: Vec<String>,
+    },
+    ListGroups {
+        states_filter: Vec<String>,
+        types_filter: Vec<String>,
+    },
+    DeleteGroups {
+        group_ids: Vec<String>,
+    },
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatInput),
+    ConsumerGroupDescribe {
+        group_ids: Vec<String>,
+    },
+}
+
+/// Every response the shard produces (one per request, possibly later than the request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupResponse {
+    JoinGroup(JoinGroupOutput),
+    SyncGroup(SyncGroupOutput),
+    Heartbeat {
+        error_code: i16,
+    },
+    LeaveGroup(LeaveGroupOutput),
+    OffsetCommit {
+        topics: Vec<CommitTopicOutput>,
+    },
+    TxnOffsetCommit {
+        topics: Vec<CommitTopicOutput>,
+    },
+    OffsetFetch {
+        groups: Vec<FetchedGroup>,
+    },
+    OffsetDelete(OffsetDeleteOutput),
+    DescribeGroups {
+        groups: Vec<DescribedGroup>,
+    },
+    ListGroups {
+        error_code: i16,
+        groups: Vec<ListedGroup>,
+    },
+    /// (group id, error code)
+    DeleteGroups {
+        results: Vec<(String, i16)>,
+    },
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatOutput),
+    ConsumerGroupDescribe {
+        groups: Vec<DescribedConsumerGroup>,
+    },
+}
+
+/// What one step of the shard produced: records to append to `__consumer_offsets` and the
+/// responses that may be sent once those records are committed (all of them, or none on an
+/// append failure).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Output {
+    pub records: Vec<CoordinatorRecord>,
+    pub responses: Vec<(RequestId, GroupResponse)>,
+}
+
+impl Output {
+    pub fn respond(&mut self, id: RequestId, response: GroupResponse) {
+        self.responses.push((id, response));
+    }
+    pub fn merge(&mut self, other: Output) {
+        self.records.extend(other.records);
+        self.responses.extend(other.responses);
+    }
+}

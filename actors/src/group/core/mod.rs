@@ -1,0 +1,29 @@
+//! The group coordinator's pure core (Kafka's `GroupCoordinatorShard`): no actix, no I/O.
+//! `GroupCoordinatorShard::handle(request_id, request, now_ms)` returns the records to append
+//! to `__consumer_offsets` and the responses to send once they are committed;
+//! `fire_timers(now_ms)` runs session/rebalance/retention deadlines; `replay(record)` rebuilds
+//! the state from the partition when the shard loads.
+
+pub mod api;
+pub mod assignor;
+mod classic;
+pub mod classic_group;
+pub mod config;
+mod consumer;
+pub mod consumer_group;
+pub mod errors;
+pub mod hashing;
+mod offsets;
+pub mod records;
+pub mod regex;
+mod shard;
+pub mod timers;
+
+pub use api::*;
+pub use config::GroupCoordinatorConfig;
+pub use offsets::OffsetStore;
+pub use records::CoordinatorRecord;
+pub use shard::{Group, GroupCoordinatorShard};
+
+#[cfg(test)]
+mod tests;

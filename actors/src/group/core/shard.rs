@@ -1,0 +1,496 @@
+//! One group coordinator shard (Kafka's `GroupCoordinatorShard` with its
+//! `GroupMetadataManager` and `OffsetMetadataManager`): every group and committed offset whose
+//! group id hashes to one `__consumer_offsets` partition. Pure: the actor feeds it requests,
+//! timer wake-ups and replayed records, and appends the records it returns before sending the
+//! responses returned with them.
+
+use std::collections::BTreeMap;
+
+use super::api::{GroupRequest, GroupResponse, Output, RequestId, TopicsView};
+use super::classic_group::ClassicGroup;
+use super::config::GroupCoordinatorConfig;
+use super::consumer_group::ConsumerGroup;
+use super::offsets::OffsetStore;
+use super::records::CoordinatorRecord;
+use super::timers::{TimerAction, TimerKey, Timers};
+
+/// A group of either protocol (Kafka's `Group` with its `GroupType`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Group {
+    Classic(ClassicGroup),
+    Consumer(ConsumerGroup),
+}
+
+impl Group {
+    /// ListGroups' `GroupType`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Group::Classic(_) => "classic",
+            Group::Consumer(_) => "consumer",
+        }
+    }
+
+    pub fn state_name(&self) -> &'static str {
+        match self {
+            Group::Classic(g) => g.state.name(),
+            Group::Consumer(g) => g.state().name(),
+        }
+    }
+
+    pub fn protocol_type(&self) -> String {
+        match self {
+            Group::Classic(g) => g.protocol_type.clone().unwrap_or_default(),
+            Group::Consumer(_) => "consumer".to_string(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Group::Classic(g) => g.members.is_empty(),
+            Group::Consumer(g) => g.members.is_empty(),
+        }
+    }
+
+    pub fn is_subscribed_to_topic(&self, topic: &str) -> bool {
+        match self {
+            Group::Classic(g) => g.is_subscribed_to_topic(topic),
+            Group::Consumer(g) => g.is_subscribed_to_topic(topic),
+        }
+    }
+}
+
+pub struct GroupCoordinatorShard {
+    pub(super) config: GroupCoordinatorConfig,
+    pub(super) groups: BTreeMap<String, Group>,
+    pub(super) offsets: OffsetStore,
+    pub(super) timers: Timers,
+    pub(super) topics: TopicsView,
+    rng_state: u64,
+}
+
+impl GroupCoordinatorShard {
+    /// An empty shard; `seed` makes generated member ids reproducible in tests.
+    pub fn new(config: GroupCoordinatorConfig, seed: u64) -> Self {
+        GroupCoordinatorShard {
+            config,
+            groups: BTreeMap::new(),
+            offsets: OffsetStore::default(),
+            timers: Timers::default(),
+            topics: TopicsView::default(),
+            rng_state: seed ^ 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    pub fn config(&self) -> &GroupCoordinatorConfig {
+        &self.config
+    }
+
+    /// Replaces the view of the cluster's topics (KIP-848 assignments, topic ids).
+    pub fn set_topics(&mut self, topics: TopicsView) {
+        self.topics = topics;
+    }
+
+    pub fn topics(&self) -> &TopicsView {
+        &self.topics
+    }
+
+    pub fn group(&self, group_id: &str) -> Option<&Group> {
+        self.groups.get(group_id)
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = (&String, &Group)> {
+        self.groups.iter()
+    }
+
+    pub fn offsets(&self) -> &OffsetStore {
+        &self.offsets
+    }
+
+    /// Earliest pending timer; the actor wakes the shard then with `fire_timers`.
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.timers.next_deadline()
+    }
+
+    pub fn timer_deadline(&self, key: &TimerKey) -> Option<i64> {
+        self.timers.deadline(key)
+    }
+
+    /// A random UUID string (java.util.UUID format), as Kafka uses in member ids.
+    pub(super) fn random_uuid(&mut self) -> String {
+        let mut next = || {
+            // splitmix64: deterministic per seed, well spread.
+            self.rng_state = self.rng_state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.rng_state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let hi = next();
+        let lo = next();
+        let hi = (hi & !0xf000) | 0x4000; // version 4
+        let lo = (lo & !(0xc000 << 48)) | (0x8000 << 48); // IETF variant
+        format!(
+            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            hi >> 32,
+            (hi >> 16) & 0xffff,
+            hi & 0xffff,
+            lo >> 48,
+            lo & 0xffff_ffff_ffff
+        )
+    }
+
+    /// Handles one request at `now_ms`.
+    pub fn handle(&mut self, id: RequestId, request: GroupRequest, now_ms: i64) -> Output {
+        let mut out = Output::default();
+        match request {
+            GroupRequest::JoinGroup(req) => self.classic_join(id, req, now_ms, &mut out),
+            GroupRequest::SyncGroup(req) => self.classic_sync(id, req, now_ms, &mut out),
+            GroupRequest::Heartbeat(req) => {
+                let error_code = self.classic_heartbeat(&req, now_ms);
+                out.respond(id, GroupResponse::Heartbeat { error_code });
+            }
+            GroupRequest::LeaveGroup(req) => {
+                let resp = self.classic_leave(req, now_ms, &mut out);
+                out.respond(id, GroupResponse::LeaveGroup(resp));
+            }
+            GroupRequest::OffsetCommit(req) => {
+                let topics = self.commit_offsets(req, now_ms, &mut out);
+                out.respond(id, GroupResponse::OffsetCommit { topics });
+            }
+            GroupRequest::TxnOffsetCommit(req) => {
+                let topics = self.commit_txn_offsets(req, now_ms, &mut out);
+                out.respond(id, GroupResponse::TxnOffsetCommit { topics });
+            }
+            GroupRequest::OffsetFetch {
+                groups,
+                require_stable,
+            } => {
+                let groups = groups
+                    .iter()
+                    .map(|g| self.fetch_offsets(g, require_stable))
+                    .collect();
+                out.respond(id, GroupResponse::OffsetFetch { groups });
+            }
+            GroupRequest::OffsetDelete { group_id, topics } => {
+                let resp = self.delete_offsets(&group_id, &topics, &mut out);
+                out.respond(id, GroupResponse::OffsetDelete(resp));
+            }
+            GroupRequest::DescribeGroups {
+                api_version,
+                group_ids,
+            } => {
+                let groups = group_ids
+                    .iter()
+                    .map(|g| self.classic_describe(g, api_version))
+                    .collect();
+                out.respond(id, GroupResponse::DescribeGroups { groups });
+            }
+            GroupRequest::ListGroups {
+                states_filter,
+                types_filter,
+            } => {
+                let groups = self.list_groups(&states_filter, &types_filter);
+                out.respond(
+                    id,
+                    GroupResponse::ListGroups {
+                        error_code: 0,
+                        groups,
+                    },
+                );
+            }
+            GroupRequest::DeleteGroups { group_ids } => {
+                let results = group_ids
+                    .iter()
+                    .map(|g| (g.clone(), self.delete_group(g, &mut out)))
+                    .collect();
+                out.respond(id, GroupResponse::DeleteGroups { results });
+            }
+            GroupRequest::ConsumerGroupHeartbeat(req) => {
+                let resp = self.consumer_heartbeat(req, now_ms, &mut out);
+                out.respond(id, GroupResponse::ConsumerGroupHeartbeat(resp));
+            }
+            GroupRequest::ConsumerGroupDescribe { group_ids } => {
+                let groups = group_ids
+                    .iter()
+                    .map(|g| self.consumer_describe(g))
+                    .collect();
+                out.respond(id, GroupResponse::ConsumerGroupDescribe { groups });
+            }
+        }
+        out
+    }
+
+    /// Runs every timer due at `now_ms`.
+    pub fn fire_timers(&mut self, now_ms: i64) -> Output {
+        let mut out = Output::default();
+        while let Some((key, action)) = self.timers.pop_due(now_ms) {
+            match (key, action) {
+                (
+                    TimerKey::ClassicHeartbeat {
+                        group_id,
+                        member_id,
+                    },
+                    TimerAction::ClassicHeartbeatExpired,
+                ) => self.on_classic_heartbeat_expired(&group_id, &member_id, now_ms, &mut out),
+                (
+                    TimerKey::ClassicJoin { group_id },
+                    TimerAction::ClassicInitialJoin {
+                        delay_ms,
+                        remaining_ms,
+                    },
+                ) => self.try_complete_initial_rebalance(
+                    &group_id,
+                    delay_ms,
+                    remaining_ms,
+                    now_ms,
+                    &mut out,
+                ),
+                (TimerKey::ClassicJoin { group_id }, TimerAction::ClassicCompleteJoin) => {
+                    self.complete_classic_join(&group_id, now_ms, &mut out)
+                }
+                (
+                    TimerKey::ClassicSync { group_id },
+                    TimerAction::ClassicPendingSyncExpired { generation_id },
+                ) => self.on_pending_sync_expired(&group_id, generation_id, now_ms, &mut out),
+                (
+                    TimerKey::ConsumerSession {
+                        group_id,
+                        member_id,
+                    },
+                    TimerAction::ConsumerSessionExpired,
+                ) => self.on_consumer_session_expired(&group_id, &member_id, now_ms, &mut out),
+                (
+                    TimerKey::ConsumerRebalance {
+                        group_id,
+                        member_id,
+                    },
+                    TimerAction::ConsumerRebalanceExpired { member_epoch },
+                ) => self.on_consumer_rebalance_expired(
+                    &group_id,
+                    &member_id,
+                    member_epoch,
+                    now_ms,
+                    &mut out,
+                ),
+                (TimerKey::OffsetExpiration, TimerAction::OffsetExpiration) => {
+                    self.cleanup_expired(now_ms, &mut out);
+                    self.timers.schedule(
+                        TimerKey::OffsetExpiration,
+                        now_ms + self.config.offsets_retention_check_interval_ms,
+                        TimerAction::OffsetExpiration,
+                    );
+                }
+                (key, action) => {
+                    debug_assert!(false, "timer {key:?} with unexpected action {action:?}");
+                }
+            }
+        }
+        out
+    }
+
+    /// ListGroups: filters are case-insensitive, empty means all.
+    fn list_groups(
+        &self,
+        states_filter: &[String],
+        types_filter: &[String],
+    ) -> Vec<super::api::ListedGroup> {
+        self.groups
+            .iter()
+            .filter(|(_, g)| {
+                states_filter.is_empty()
+                    || states_filter
+                        .iter()
+                        .any(|s| s.eq_ignore_ascii_case(g.state_name()))
+            })
+            .filter(|(_, g)| {
+                types_filter.is_empty()
+                    || types_filter
+                        .iter()
+                        .any(|t| t.eq_ignore_ascii_case(g.type_name()))
+            })
+            .map(|(id, g)| super::api::ListedGroup {
+                group_id: id.clone(),
+                protocol_type: g.protocol_type(),
+                group_state: g.state_name().to_string(),
+                group_type: g.type_name().to_string(),
+            })
+            .collect()
+    }
+
+    /// DeleteGroups for one group: tombstones for its offsets and its state.
+    fn delete_group(&mut self, group_id: &str, out: &mut Output) -> i16 {
+        use super::errors::*;
+        if group_id.is_empty() {
+            return INVALID_GROUP_ID;
+        }
+        let Some(group) = self.groups.get(group_id) else {
+            return GROUP_ID_NOT_FOUND;
+        };
+        let deletable = match group {
+            Group::Classic(g) => matches!(
+                g.state,
+                super::classic_group::ClassicGroupState::Empty
+                    | super::classic_group::ClassicGroupState::Dead
+            ),
+            Group::Consumer(g) => g.members.is_empty(),
+        };
+        if !deletable {
+            return NON_EMPTY_GROUP;
+        }
+        let mut records = self.offsets.tombstones_for_group(group_id);
+        records.extend(self.group_tombstones(group_id));
+        for r in &records {
+            self.replay(r);
+        }
+        out.records.extend(records);
+        NONE
+    }
+
+    /// Records that delete a group's state (not its offsets).
+    pub(super) fn group_tombstones(&self, group_id: &str) -> Vec<CoordinatorRecord> {
+        match self.groups.get(group_id) {
+            Some(Group::Classic(_)) => vec![CoordinatorRecord::GroupMetadata {
+                group_id: group_id.to_string(),
+                value: None,
+            }],
+            Some(Group::Consumer(g)) => g.tombstones(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Called once replay is done and the shard starts serving: members get fresh session
+    /// timers (their clients may be gone), and the retention check starts.
+    pub fn on_loaded(&mut self, now_ms: i64) {
+        let mut classic = Vec::new();
+        let mut consumer = Vec::new();
+        for (group_id, group) in &self.groups {
+            match group {
+                Group::Classic(g) => {
+                    for m in g.members.values() {
+                        classic.push((group_id.clone(), m.member_id.clone(), m.session_timeout_ms));
+                    }
+                }
+                Group::Consumer(g) => {
+                    for m in g.members.keys() {
+                        consumer.push((group_id.clone(), m.clone()));
+                    }
+                }
+            }
+        }
+        for (group_id, member_id, timeout) in classic {
+            self.timers.schedule(
+                TimerKey::ClassicHeartbeat {
+                    group_id,
+                    member_id,
+                },
+                now_ms + timeout as i64,
+                TimerAction::ClassicHeartbeatExpired,
+            );
+        }
+        for (group_id, member_id) in consumer {
+            self.schedule_consumer_session(&group_id, &member_id, now_ms);
+        }
+        self.timers.schedule(
+            TimerKey::OffsetExpiration,
+            now_ms + self.config.offsets_retention_check_interval_ms,
+            TimerAction::OffsetExpiration,
+        );
+    }
+
+    /// Unloads the shard (the broker resigned leadership of the partition): parked requests
+    /// are answered NOT_COORDINATOR so clients look the coordinator up again.
+    pub fn unload(&mut self) -> Output {
+        let mut out = Output::default();
+        for group in self.groups.values_mut() {
+            if let Group::Classic(g) = group {
+                for m in g.members.values_mut() {
+                    if let Some(join) = m.awaiting_join.take() {
+                        out.respond(
+                            join.request_id,
+                            GroupResponse::JoinGroup(super::api::JoinGroupOutput::error(
+                                super::errors::NOT_COORDINATOR,
+                                &m.member_id,
+                            )),
+                        );
+                    }
+                    if let Some(sync) = m.awaiting_sync.take() {
+                        out.respond(
+                            sync,
+                            GroupResponse::SyncGroup(super::api::SyncGroupOutput::error(
+                                super::errors::NOT_COORDINATOR,
+                            )),
+                        );
+                    }
+                }
+            }
+        }
+        self.groups.clear();
+        self.offsets = OffsetStore::default();
+        self.timers.clear();
+        out
+    }
+
+    /// Applies one record read back from `__consumer_offsets` (loading) or just written.
+    pub fn replay(&mut self, record: &CoordinatorRecord) {
+        match record {
+            CoordinatorRecord::OffsetCommit {
+                group_id,
+                topic,
+                partition,
+                value,
+            } => {
+                match value {
+                    Some(v) => {
+                        // A commit for an unknown group creates a simple (Empty) classic group,
+                        // as Kafka's replay does.
+                        self.groups.entry(group_id.clone()).or_insert_with(|| {
+                            Group::Classic(ClassicGroup::new(group_id, v.commit_timestamp_ms))
+                        });
+                        self.offsets.put(group_id, topic, *partition, v.clone());
+                    }
+                    None => self.offsets.remove(group_id, topic, *partition),
+                }
+            }
+            CoordinatorRecord::GroupMetadata { group_id, value } => match value {
+                Some(v) => {
+                    self.groups.insert(
+                        group_id.clone(),
+                        Group::Classic(ClassicGroup::from_record(group_id, v)),
+                    );
+                }
+                None => {
+                    if matches!(self.groups.get(group_id), Some(Group::Classic(_))) {
+                        self.groups.remove(group_id);
+                    }
+                }
+            },
+            _ => self.replay_consumer_record(record),
+        }
+    }
+
+    /// Replays a transactional offset commit written by `producer_id` (pending until its
+    /// marker is replayed with `replay_end_transaction`).
+    pub fn replay_transactional(&mut self, producer_id: i64, record: &CoordinatorRecord) {
+        if let CoordinatorRecord::OffsetCommit {
+            group_id,
+            topic,
+            partition,
+            value: Some(v),
+        } = record
+        {
+            self.groups.entry(group_id.clone()).or_insert_with(|| {
+                Group::Classic(ClassicGroup::new(group_id, v.commit_timestamp_ms))
+            });
+            self.offsets
+                .put_pending(producer_id, group_id, topic, *partition, v.clone());
+        } else {
+            self.replay(record);
+        }
+    }
+
+    /// A transaction marker for `producer_id` was written (WriteTxnMarkers) or replayed:
+    /// its pending offsets become committed or are dropped.
+    pub fn replay_end_transaction(&mut self, producer_id: i64, committed: bool) {
+        self.offsets.end_transaction(producer_id, committed);
+    }
+}
