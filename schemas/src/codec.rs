@@ -848,6 +848,21 @@ pub mod random {
             .collect()
     }
 
+    thread_local! {
+        static UNKNOWN_TAGS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    }
+
+    /// Whether `random` adds unknown tagged fields (on by default). Tests that compare decoded
+    /// structure with another implementation turn them off so that any unknown tag the other
+    /// side reports means a tag-number mismatch.
+    pub fn set_unknown_tags(on: bool) {
+        UNKNOWN_TAGS.with(|c| c.set(on))
+    }
+
+    pub fn unknown_tags() -> bool {
+        UNKNOWN_TAGS.with(|c| c.get())
+    }
+
     pub fn bytes<R: Rng + ?Sized>(rng: &mut R) -> Bytes {
         let n = rng.gen_range(0..12);
         Bytes::from((0..n).map(|_| rng.gen::<u8>()).collect::<Vec<u8>>())

@@ -35,6 +35,15 @@ fn common_versions(key: ApiKey) -> Option<(kp::ApiKey, i16, i16)> {
     (lo <= hi).then_some((kpk, lo, hi))
 }
 
+/// kafka-protocol keeps tags it does not know in `unknown_tagged_fields: {tag: bytes}` maps;
+/// with our unknown tags switched off, any non-empty map means a tag we emit under a number
+/// Kafka's schema gives to nothing (or to another field).
+fn has_unknown_tags(theirs: &impl std::fmt::Debug) -> bool {
+    let s = format!("{theirs:?}");
+    s.match_indices("unknown_tagged_fields: {")
+        .any(|(i, m)| !s[i + m.len()..].starts_with('}'))
+}
+
 #[derive(Default)]
 struct Report {
     cases: usize,
@@ -107,6 +116,11 @@ fn check_request(key: ApiKey, kpk: kp::ApiKey, version: i16, rng: &mut StdRng, r
             b.len()
         ));
     }
+    if !kactor_protocol::codec::random::unknown_tags() && has_unknown_tags(&theirs) {
+        r.fail(format!(
+            "{ctx}: kafka-protocol saw unknown tags (tag numbers differ)\n theirs {theirs:?}"
+        ));
+    }
     let mut out = BytesMut::new();
     if let Err(e) = theirs.encode(&mut out, version) {
         return r.fail(format!("{ctx}: kafka-protocol re-encode failed: {e}"));
@@ -172,6 +186,11 @@ fn check_response(key: ApiKey, kpk: kp::ApiKey, version: i16, rng: &mut StdRng, 
             b.len()
         ));
     }
+    if !kactor_protocol::codec::random::unknown_tags() && has_unknown_tags(&theirs) {
+        r.fail(format!(
+            "{ctx}: kafka-protocol saw unknown tags (tag numbers differ)\n theirs {theirs:?}"
+        ));
+    }
     let mut out = BytesMut::new();
     if let Err(e) = theirs.encode(&mut out, version) {
         return r.fail(format!("{ctx}: kafka-protocol re-encode failed: {e}"));
@@ -195,7 +214,18 @@ fn check_response(key: ApiKey, kpk: kp::ApiKey, version: i16, rng: &mut StdRng, 
 
 #[test]
 fn every_api_and_version_matches_kafka_protocol() {
-    let mut rng = StdRng::seed_from_u64(seed());
+    every_api_and_version(true);
+}
+
+/// Without unknown tags of our own, kafka-protocol must recognise every tag we write.
+#[test]
+fn every_tag_is_known_to_kafka_protocol() {
+    every_api_and_version(false);
+}
+
+fn every_api_and_version(unknown_tags: bool) {
+    kactor_protocol::codec::random::set_unknown_tags(unknown_tags);
+    let mut rng = StdRng::seed_from_u64(seed() ^ unknown_tags as u64);
     let mut r = Report::default();
     let mut covered = Vec::new();
     for &key in ApiKey::ALL {
@@ -231,7 +261,7 @@ fn every_api_and_version_matches_kafka_protocol() {
 fn check_pair<O, T>(ctx: &str, ours: &O, version: i16, r: &mut Report)
 where
     O: Encode + Decode + PartialEq + std::fmt::Debug,
-    T: Encodable + Decodable,
+    T: Encodable + Decodable + std::fmt::Debug,
 {
     r.cases += 1;
     let bytes = encode_ours(|w| ours.encode(w, version));
@@ -247,6 +277,9 @@ where
             ))
         }
     };
+    if !kactor_protocol::codec::random::unknown_tags() && has_unknown_tags(&theirs) {
+        r.fail(format!("{ctx} v{version}: kafka-protocol saw unknown tags (tag numbers differ)\n theirs {theirs:?}"));
+    }
     let mut out = BytesMut::new();
     theirs
         .encode(&mut out, version)
@@ -268,14 +301,18 @@ where
 }
 
 macro_rules! pairs {
-    ($r:ident, $rng:ident; $($ours:ty => $theirs:ty),* $(,)?) => {$(
+    ($r:ident, $rng:ident; $($ours:ty => $theirs:ty $(, fix $fix:expr)?);* $(;)?) => {$(
         {
             use kactor_protocol::Message;
             let (lo, hi) = <$ours as Message>::VALID_VERSIONS;
             let kr = <$theirs as kafka_protocol::protocol::Message>::VERSIONS;
-            for version in lo.max(kr.min)..=hi.min(kr.max) {
+            // Half the cases without our own unknown tags, so tag numbers are checked too.
+            for (version, unknown_tags) in (lo.max(kr.min)..=hi.min(kr.max)).flat_map(|v| [(v, true), (v, false)]) {
+                kactor_protocol::codec::random::set_unknown_tags(unknown_tags);
                 for _ in 0..ITERATIONS {
-                    let v = <$ours>::random(&mut $rng, version);
+                    #[allow(unused_mut)]
+                    let mut v = <$ours>::random(&mut $rng, version);
+                    $( ($fix)(&mut v, version); )?
                     check_pair::<$ours, $theirs>(stringify!($ours), &v, version, &mut $r);
                 }
             }
@@ -288,9 +325,40 @@ fn headers_match_kafka_protocol() {
     let mut rng = StdRng::seed_from_u64(seed());
     let mut r = Report::default();
     pairs!(r, rng;
-        kactor_protocol::messages::RequestHeader => kp::RequestHeader,
-        kactor_protocol::messages::ResponseHeader => kp::ResponseHeader,
+        kactor_protocol::messages::RequestHeader => kp::RequestHeader;
+        kactor_protocol::messages::ResponseHeader => kp::ResponseHeader;
     );
+    assert!(
+        r.failures.is_empty(),
+        "{} of {} cases differ",
+        r.failures.len(),
+        r.cases
+    );
+}
+
+/// The record and data schemas kafka-protocol also generates: KRaft control records, the
+/// consumer protocol embedded in group metadata, the EndTxn marker, principal serde.
+#[test]
+fn records_and_data_schemas_match_kafka_protocol() {
+    use kactor_protocol::{coordinator as co, metadata as md};
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut r = Report::default();
+    pairs!(r, rng;
+        md::KRaftVersionRecord => kp::KRaftVersionRecord;
+        // kafka-protocol's decoder lets the `Version` field shadow the schema version it
+        // passes to nested structs; Kafka writes the schema version there, so do the same.
+        md::LeaderChangeMessage => kp::LeaderChangeMessage,
+            fix |v: &mut md::LeaderChangeMessage, version| v.version = version;
+        md::SnapshotHeaderRecord => kp::SnapshotHeaderRecord;
+        md::SnapshotFooterRecord => kp::SnapshotFooterRecord;
+        md::VotersRecord => kp::VotersRecord,
+            fix |v: &mut md::VotersRecord, version| v.version = version;
+        md::DefaultPrincipalData => kp::DefaultPrincipalData;
+        md::EndTxnMarker => kp::EndTxnMarker;
+        co::ConsumerProtocolAssignment => kp::ConsumerProtocolAssignment;
+        co::ConsumerProtocolSubscription => kp::ConsumerProtocolSubscription;
+    );
+    r.summary();
     assert!(
         r.failures.is_empty(),
         "{} of {} cases differ",

@@ -866,7 +866,7 @@ fn gen_struct(out: &mut String, schema: &Schema, s: &StructDef, flexible: Versio
             .unwrap_or(0);
         let _ = writeln!(
             r,
-            "if {} && rng.gen_ratio(1, 4) {{ let mut tag = {max_tag}u32; for _ in 0..rng.gen_range(1..3) {{ tag += rng.gen_range(0..3u32); x.unknown_tagged_fields.push(_c::RawTaggedField {{ tag, data: _c::random::bytes(rng) }}); tag += 1; }} }}",
+            "if {} && _c::random::unknown_tags() && rng.gen_ratio(1, 4) {{ let mut tag = {max_tag}u32; for _ in 0..rng.gen_range(1..3) {{ tag += rng.gen_range(0..3u32); x.unknown_tagged_fields.push(_c::RawTaggedField {{ tag, data: _c::random::bytes(rng) }}); tag += 1; }} }}",
             vcond(flexible)
         );
     }
