@@ -69,6 +69,8 @@ pub struct LogSegment {
     rolling_based_timestamp: Option<i64>,
     created_ms: i64,
     roll_jitter_ms: i64,
+    /// An index file was missing when a non-empty segment was opened: it must be rebuilt.
+    missing_index: bool,
 }
 
 fn invalid_data(msg: String) -> io::Error {
@@ -88,6 +90,9 @@ impl LogSegment {
             .truncate(false)
             .open(&log_path)?;
         let size = file.metadata()?.len();
+        let missing_index = size > 0
+            && !(segment_file(dir, base_offset, INDEX_SUFFIX).exists()
+                && segment_file(dir, base_offset, TIME_INDEX_SUFFIX).exists());
         let offset_index = OffsetIndex::open(
             &segment_file(dir, base_offset, INDEX_SUFFIX),
             base_offset,
@@ -115,6 +120,7 @@ impl LogSegment {
             rolling_based_timestamp: None,
             created_ms: now_ms,
             roll_jitter_ms: config.random_segment_jitter(),
+            missing_index,
         })
     }
 
@@ -202,7 +208,10 @@ impl LogSegment {
             self.max_timestamp_so_far = b.header.max_timestamp;
             self.offset_of_max_timestamp_so_far = last_offset;
         }
-        if self.bytes_since_last_index_entry > self.index_interval_bytes {
+        // A full index only makes lookups scan further: a rebuild can need more entries than the
+        // appends did (after a reopen the interval restarts), and must not fail because of it.
+        let room = !self.offset_index.is_full() && !self.time_index.is_full();
+        if self.bytes_since_last_index_entry > self.index_interval_bytes && room {
             self.offset_index.append(last_offset, position as u32)?;
             self.time_index.maybe_append(
                 self.max_timestamp_so_far,
@@ -326,6 +335,9 @@ impl LogSegment {
     /// Cheap consistency check of indexes found on disk against this segment and its successor's
     /// base offset (or `None` for the last segment). A `false` means: rebuild them.
     pub fn indexes_look_valid(&self, next_segment_base: Option<i64>) -> bool {
+        if self.missing_index {
+            return false;
+        }
         let oi = &self.offset_index;
         if oi.entries() > 0 {
             let last = oi.last_entry();
@@ -355,6 +367,7 @@ impl LogSegment {
     /// Rebuilds `.index`/`.timeindex` from the batch headers, trusting the data (used for
     /// segments below the recovery point whose indexes are missing or inconsistent).
     pub fn rebuild_indexes(&mut self) -> io::Result<()> {
+        self.missing_index = false;
         self.offset_index.reset();
         self.time_index.reset();
         self.reset_index_state();
@@ -391,6 +404,7 @@ impl LogSegment {
     /// Kafka's `LogSegment.recover`: validates every batch (size, magic, CRC, offsets), rebuilds
     /// both indexes, truncates the file after the last valid batch. Returns the bytes cut.
     pub fn recover(&mut self) -> io::Result<(u64, Option<InvalidTail>)> {
+        self.missing_index = false;
         self.offset_index.reset();
         self.time_index.reset();
         self.reset_index_state();
@@ -532,6 +546,11 @@ impl LogSegment {
 
     /// Kafka's `onBecomeInactiveSegment`: records the final max timestamp and trims the indexes.
     pub fn on_become_inactive(&mut self) -> io::Result<()> {
+        // A trimmed (or rebuilt-full) time index gets one slot for the final entry.
+        let needed = (self.time_index.entries() + 1) * super::index::TIME_ENTRY_SIZE;
+        if self.time_index.file_len() < needed {
+            self.time_index.resize(needed as i32)?;
+        }
         self.time_index.maybe_append(
             self.max_timestamp_so_far,
             self.offset_of_max_timestamp_so_far,

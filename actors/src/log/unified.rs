@@ -289,7 +289,7 @@ impl Log {
     ) -> Result<()> {
         let bases: Vec<i64> = self.segments.keys().copied().collect();
         // Segments wholly below the recovery point were fsynced: trust the data, check indexes.
-        let recover_from = if had_clean_shutdown {
+        let mut recover_from = if had_clean_shutdown {
             i64::MAX
         } else {
             self.segments
@@ -304,9 +304,11 @@ impl Log {
             let next = bases.get(i + 1).copied();
             let seg = self.segments.get_mut(base).expect("listed");
             if !seg.indexes_look_valid(next) {
-                warn!(partition = %self.topic_partition, base, "rebuilding inconsistent indexes");
-                seg.rebuild_indexes()?;
-                report.indexes_rebuilt += 1;
+                // Never trust an inconsistent index: re-validate from this segment on, which
+                // rebuilds its indexes and cuts whatever does not check out.
+                warn!(partition = %self.topic_partition, base, "inconsistent or missing index, recovering from here");
+                recover_from = *base;
+                break;
             }
         }
         // Unflushed segments: full validation; the first invalid byte ends the log.
@@ -335,13 +337,8 @@ impl Log {
                 cut = true;
             }
         }
-        // Without a clean shutdown the last segment's index is unreliable even above a stale
-        // recovery point; with one, still refuse an inconsistent index.
-        if let Some((_, last)) = self.segments.iter_mut().next_back() {
-            if last.base_offset() < recover_from && !last.indexes_look_valid(None) {
-                last.rebuild_indexes()?;
-                report.indexes_rebuilt += 1;
-            }
+        if recover_from != i64::MAX {
+            self.recovery_point = self.recovery_point.min(recover_from.max(0));
         }
 
         if self.segments.is_empty() {
@@ -358,7 +355,7 @@ impl Log {
                 seg.resize_indexes(self.config.segment_index_bytes)?;
                 seg.load_max_timestamp()?;
             } else {
-                seg.trim_indexes()?;
+                seg.on_become_inactive()?;
             }
         }
         self.log_end_offset = self.active_segment().read_next_offset()?;
