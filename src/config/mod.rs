@@ -35,6 +35,8 @@ pub enum ConfigOrigin {
 }
 
 /// DescribeConfigs' `config_source` values (Kafka's `DescribeConfigsResponse.ConfigSource`).
+// Kafka's own names, suffix included.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KafkaConfigSource {
     DynamicBrokerConfig = 2,

@@ -13,7 +13,7 @@ use kactor_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use kactor_protocol::{ApiKey, RequestBody, ResponseBody};
 use tokio::sync::watch;
 
-use super::router::{Handler, HandlerOutcome, ListenerKind, UNSUPPORTED_VERSION};
+use super::router::{AdvertisedTable, Handler, HandlerOutcome, ListenerKind, UNSUPPORTED_VERSION};
 
 /// Kafka's INVALID_REQUEST error code.
 pub const INVALID_REQUEST: i16 = 42;
@@ -204,7 +204,7 @@ pub fn build_response(
 
 /// The router's ApiVersions handler; `tables` holds the advertised table per listener kind.
 pub fn handler(
-    tables: BTreeMap<ListenerKind, Arc<Vec<(ApiKey, i16, i16)>>>,
+    tables: BTreeMap<ListenerKind, AdvertisedTable>,
     features: FeaturesHandle,
 ) -> Handler {
     Arc::new(move |ctx, body| {

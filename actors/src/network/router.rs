@@ -103,6 +103,9 @@ pub struct Route {
     pub on_unsupported_version: Option<ErrorResponder>,
 }
 
+/// An ApiVersions table: (api key, min, max), ascending by key.
+pub type AdvertisedTable = Arc<Vec<(ApiKey, i16, i16)>>;
+
 /// Kafka's UNSUPPORTED_VERSION error code.
 pub const UNSUPPORTED_VERSION: i16 = 35;
 
@@ -112,7 +115,7 @@ pub const UNSUPPORTED_VERSION: i16 = 35;
 pub struct RequestRouter {
     routes: BTreeMap<ApiKey, Route>,
     /// Per listener kind: (api key, min, max) advertised in ApiVersions, ascending by key.
-    advertised: BTreeMap<ListenerKind, Arc<Vec<(ApiKey, i16, i16)>>>,
+    advertised: BTreeMap<ListenerKind, AdvertisedTable>,
 }
 
 impl RequestRouter {
@@ -154,7 +157,7 @@ impl RequestRouter {
     }
 
     /// The ApiVersions table for a listener kind.
-    pub fn advertised(&self, kind: ListenerKind) -> Arc<Vec<(ApiKey, i16, i16)>> {
+    pub fn advertised(&self, kind: ListenerKind) -> AdvertisedTable {
         self.advertised.get(&kind).cloned().unwrap_or_default()
     }
 
