@@ -488,3 +488,130 @@ impl Handler<CloseConnection> for ConnectionActor {
         ctx.stop();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::api_versions::{
+        bootstrap_finalized_features, features_channel, supported_features,
+    };
+    use kactor_protocol::messages::ApiVersionsResponse;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    struct Sink;
+    impl Actor for Sink {
+        type Context = Context<Self>;
+    }
+    impl Handler<ConnectionClosed> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: ConnectionClosed, _: &mut Context<Self>) {}
+    }
+
+    fn request(correlation_id: i32) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&18i16.to_be_bytes());
+        m.extend_from_slice(&0i16.to_be_bytes());
+        m.extend_from_slice(&correlation_id.to_be_bytes());
+        m.extend_from_slice(&(-1i16).to_be_bytes());
+        let mut f = (m.len() as i32).to_be_bytes().to_vec();
+        f.extend(m);
+        f
+    }
+
+    /// A connection whose ApiVersions handler sleeps longer for earlier requests, so handlers
+    /// finish in reverse order, and counts how many run at once.
+    async fn connection(
+        queued_max_requests: usize,
+        peak: Arc<AtomicUsize>,
+    ) -> tokio::net::TcpStream {
+        let (_, features) = features_channel(supported_features(), bootstrap_finalized_features());
+        let mut router = RequestRouter::new().build(features);
+        let running = Arc::new(AtomicUsize::new(0));
+        Arc::get_mut(&mut router).unwrap().replace_route_for_test(
+            ApiKey::ApiVersions,
+            Arc::new(move |ctx: RequestContext, _| {
+                let (running, peak) = (running.clone(), peak.clone());
+                Box::pin(async move {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    let delay = 10 * (10 - ctx.header.correlation_id.min(10)) as u64;
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    HandlerOutcome::Respond(ResponseBody::ApiVersions(
+                        ApiVersionsResponse::default(),
+                    ))
+                })
+            }),
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, peer) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let info = ConnectionInfo {
+            connection_id: 1,
+            peer,
+            local: server.local_addr().unwrap(),
+            listener_name: Arc::from("PLAINTEXT"),
+            listener_kind: super::super::router::ListenerKind::Broker,
+            security_protocol: "PLAINTEXT",
+        };
+        let limits = ConnectionLimits {
+            socket_request_max_bytes: 1024,
+            queued_max_requests,
+            connections_max_idle_ms: -1,
+        };
+        let sink =
+            MeteredRecipient::new(Sink.start().recipient(), ActorMetrics::new("SinkTestActor"));
+        ConnectionActor::new(server, info, router, limits, sink).start();
+        client
+    }
+
+    async fn read_correlation_ids(client: &mut tokio::net::TcpStream, n: usize) -> Vec<i32> {
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            let len = client.read_i32().await.unwrap() as usize;
+            let mut body = vec![0u8; len];
+            client.read_exact(&mut body).await.unwrap();
+            ids.push(i32::from_be_bytes(body[..4].try_into().unwrap()));
+        }
+        ids
+    }
+
+    #[actix_rt::test]
+    async fn responses_keep_request_order_when_handlers_finish_out_of_order() {
+        let peak = Arc::new(AtomicUsize::new(0));
+        let mut client = connection(500, peak.clone()).await;
+        let all: Vec<u8> = (0..10).flat_map(request).collect();
+        client.write_all(&all).await.unwrap();
+        assert_eq!(
+            read_correlation_ids(&mut client, 10).await,
+            (0..10).collect::<Vec<_>>()
+        );
+        // They really ran concurrently (and so finished out of order).
+        assert!(peak.load(Ordering::SeqCst) > 1);
+    }
+
+    #[actix_rt::test]
+    async fn queued_max_requests_bounds_requests_in_flight() {
+        let peak = Arc::new(AtomicUsize::new(0));
+        let mut client = connection(2, peak.clone()).await;
+        let all: Vec<u8> = (0..10).flat_map(request).collect();
+        client.write_all(&all).await.unwrap();
+        assert_eq!(
+            read_correlation_ids(&mut client, 10).await,
+            (0..10).collect::<Vec<_>>()
+        );
+        assert_eq!(peak.load(Ordering::SeqCst), 2);
+    }
+
+    #[actix_rt::test]
+    async fn oversize_prefix_closes_the_connection() {
+        let mut client = connection(10, Arc::new(AtomicUsize::new(0))).await;
+        client.write_all(&1025i32.to_be_bytes()).await.unwrap();
+        let mut buf = [0u8; 1];
+        assert_eq!(client.read(&mut buf).await.unwrap_or(0), 0);
+    }
+}

@@ -200,3 +200,17 @@ impl RequestRouter {
         Arc::new(self)
     }
 }
+
+#[cfg(test)]
+impl RequestRouter {
+    /// Replaces a route after `build` (tests that need a handler with controllable timing).
+    pub(crate) fn replace_route_for_test(&mut self, api_key: ApiKey, handler: Handler) {
+        self.routes.insert(
+            api_key,
+            Route {
+                handler,
+                on_unsupported_version: None,
+            },
+        );
+    }
+}
