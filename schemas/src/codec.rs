@@ -755,6 +755,13 @@ pub fn get_array_len(
     Ok(n)
 }
 
+/// Initial capacity for a decoded array of `n` elements: at most about the remaining input's
+/// size in bytes, so a length prefix cannot make us reserve more than the frame is worth;
+/// the vector grows as elements actually decode.
+pub fn prealloc<T>(n: usize, remaining: usize) -> usize {
+    n.min(remaining / std::mem::size_of::<T>().max(1) + 1)
+}
+
 /// Reads one tagged field's header and returns (tag, its data as a slice).
 pub fn get_tagged_field(buf: &mut Bytes) -> Result<(u32, Bytes), DecodeError> {
     let tag = get_uvarint(buf)?;

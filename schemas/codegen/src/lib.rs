@@ -604,8 +604,9 @@ fn dec_value(t: &Ty, compact: &str, fname: &str) -> String {
         ),
         Ty::Struct(n) => format!("<{n} as _c::Decode>::decode(buf, version)?"),
         Ty::Array(inner) => format!(
-            "{{ let n = _c::get_array_len(buf, {compact}, {})?.ok_or(_c::DecodeError::UnexpectedNull {{ field: {fname:?} }})?; let mut v = Vec::with_capacity(n); for _ in 0..n {{ v.push({}); }} v }}",
+            "{{ let n = _c::get_array_len(buf, {compact}, {})?.ok_or(_c::DecodeError::UnexpectedNull {{ field: {fname:?} }})?; let mut v = Vec::with_capacity(_c::prealloc::<{}>(n, buf.len())); for _ in 0..n {{ v.push({}); }} v }}",
             min_len(inner),
+            rust_ty(inner),
             dec_value(inner, compact, fname)
         ),
     }
@@ -621,8 +622,9 @@ fn dec_nullable(t: &Ty, compact: &str, fname: &str) -> String {
             "if _c::get_i8(buf)? < 0 {{ None }} else {{ Some(<{n} as _c::Decode>::decode(buf, version)?) }}"
         ),
         Ty::Array(inner) => format!(
-            "match _c::get_array_len(buf, {compact}, {})? {{ None => None, Some(n) => {{ let mut v = Vec::with_capacity(n); for _ in 0..n {{ v.push({}); }} Some(v) }} }}",
+            "match _c::get_array_len(buf, {compact}, {})? {{ None => None, Some(n) => {{ let mut v = Vec::with_capacity(_c::prealloc::<{}>(n, buf.len())); for _ in 0..n {{ v.push({}); }} Some(v) }} }}",
             min_len(inner),
+            rust_ty(inner),
             dec_value(inner, compact, fname)
         ),
         // Fixed-width types have no null encoding; Kafka never declares them nullable.
