@@ -4,4 +4,5 @@
 //! `__consumer_offsets` records and replay); the actor around it appends those records through
 //! the partition leader and answers only once they are committed.
 
+pub mod codec;
 pub mod core;

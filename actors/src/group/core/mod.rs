@@ -27,3 +27,11 @@ pub use shard::{Group, GroupCoordinatorShard};
 
 #[cfg(test)]
 mod tests;
+
+/// Fixtures other test modules of the group coordinator reuse.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    pub fn record_log_of_a_busy_shard() -> Vec<super::CoordinatorRecord> {
+        super::tests::busy_log()
+    }
+}

@@ -219,13 +219,18 @@ impl GroupCoordinatorShard {
         expire_timestamp_ms: Option<i64>,
         now_ms: i64,
     ) -> OffsetCommitValue {
+        // An explicit expiry is stored as value v1, which has neither leader epoch nor topic
+        // id: keep memory equal to what a reload will read.
+        let v1 = expire_timestamp_ms.is_some();
         OffsetCommitValue {
             offset: p.committed_offset,
-            leader_epoch: p.committed_leader_epoch,
+            leader_epoch: if v1 { -1 } else { p.committed_leader_epoch },
             metadata: p.committed_metadata.clone().unwrap_or_default(),
             commit_timestamp_ms: now_ms,
             expire_timestamp_ms,
-            topic_id: if topic.topic_id == kactor_protocol::Uuid::ZERO {
+            topic_id: if v1 {
+                kactor_protocol::Uuid::ZERO
+            } else if topic.topic_id == kactor_protocol::Uuid::ZERO {
                 self.topics.id_of(&topic.name).unwrap_or_default()
             } else {
                 topic.topic_id

@@ -347,3 +347,38 @@ mod classic_tests;
 mod consumer_tests;
 mod offset_tests;
 mod replay_tests;
+
+/// A log with every record type a shard writes (for the byte codec tests).
+pub(crate) fn busy_log() -> Vec<CoordinatorRecord> {
+    let mut h = Harness::new();
+    let m = h.stable_single("classic");
+    h.commit(commit_req("classic", &m, 1, "t1", 0, 10));
+    let mut expiring = commit_req("simple", "", -1, "t2", 1, 3);
+    expiring.api_version = 2;
+    expiring.retention_time_ms = 5_000;
+    h.commit(expiring);
+    h.cg(ConsumerGroupHeartbeatInput {
+        subscribed_topic_regex: Some("t.*".into()),
+        instance_id: Some("i".into()),
+        rack_id: Some("r".into()),
+        server_assignor: Some("range".into()),
+        ..cg_join_req("cg", "m1", &["other"])
+    });
+    h.cg_join("cg", "m2", &["t1"]);
+    let r = h.cg_beat("cg", "m1", 1, &[(tid(1), (0..6).collect())]);
+    let _ = r;
+    for member in ["m1", "m2"] {
+        h.cg(ConsumerGroupHeartbeatInput {
+            api_version: 1,
+            group_id: "cg".into(),
+            member_id: member.into(),
+            member_epoch: -1,
+            instance_id: (member == "m1").then(|| "i".to_string()),
+            ..Default::default()
+        });
+    }
+    let _ = h.send(GroupRequest::DeleteGroups {
+        group_ids: vec!["cg".into()],
+    });
+    h.log
+}
