@@ -3,4 +3,13 @@
 //! answers once Raft has committed them. Second step of the "Metadata change" path
 //! (router → controller → Raft → publisher).
 
+pub mod actor;
 pub mod core;
+pub mod messages;
+
+pub use self::actor::QuorumControllerActor;
+pub use self::core::{ControllerConfig, QuorumControllerCore};
+pub use self::messages::*;
+pub mod startup;
+
+pub use self::startup::{start_kraft, KraftConfig, KraftHandles};

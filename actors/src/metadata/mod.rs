@@ -1,6 +1,17 @@
-//! Metadata on every node (Kafka's `MetadataLoader` + `MetadataPublisher`s, `MetadataImage`):
-//! committed `__cluster_metadata` records are replayed into an immutable [`MetadataImage`],
-//! published to readers as an `Arc` snapshot, and turned into per-partition
-//! leader/follower/delete notifications. Last step of the "Metadata change" path.
+//! Metadata on every node (Kafka's `MetadataLoader` + `MetadataPublisher`s, `MetadataImage`,
+//! `BrokerLifecycleManager`): committed `__cluster_metadata` records are replayed into an
+//! immutable [`MetadataImage`], published to readers as an `Arc` snapshot, and turned into
+//! per-partition leader/follower/delete notifications. Last step of the "Metadata change" path.
 
+pub mod actor;
 pub mod core;
+pub mod lifecycle;
+pub mod messages;
+
+pub use self::actor::{wait_for_offset, MetadataImageWatch, MetadataPublisherActor};
+pub use self::core::MetadataImage;
+pub use self::lifecycle::{BrokerLifecycleActor, BrokerLifecycleConfig, BrokerLifecycleState};
+pub use self::messages::{
+    BrokerConfigsChanged, GetMetadataImage, PartitionsChanged, SubscribeBrokerConfigChanges,
+    SubscribePartitionChanges,
+};

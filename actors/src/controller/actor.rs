@@ -1,0 +1,306 @@
+//! QuorumControllerActor (Kafka's `QuorumController` event loop): runs the pure
+//! [`QuorumControllerCore`] on the controller arbiter, appends the records it produces through
+//! the RaftActor, and answers each request once Raft has committed its records. It is a Raft
+//! listener: committed batches keep its image in step with the log, and leadership turns it on
+//! and off.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use actix::prelude::*;
+use rand::RngCore;
+use tokio::sync::oneshot;
+use tracing::{error, info, warn};
+
+use super::core::{ControllerConfig, ControllerResult, QuorumControllerCore};
+use super::messages::*;
+use crate::metadata::core::MetadataRecord;
+use crate::raft::actor::now_ms;
+use crate::raft::messages::{
+    AppendMetadataRecords, MetadataBatchesCommitted, RaftLeaderChanged, RegisterRaftListener,
+};
+use crate::runtime::{ActorMetrics, SupervisedActor};
+
+/// How often broker sessions are checked (Kafka checks on a similar short timer).
+const TICK: Duration = Duration::from_millis(250);
+
+type Completion = Box<dyn FnOnce(Result<i64, ControllerError>) + Send>;
+
+struct Pending {
+    /// Completes once the committed offset reaches this.
+    offset: i64,
+    complete: Completion,
+}
+
+pub struct QuorumControllerActor {
+    cfg: ControllerConfig,
+    core: QuorumControllerCore,
+    append: Recipient<AppendMetadataRecords>,
+    register: Recipient<RegisterRaftListener>,
+    committed_offset: i64,
+    pending: VecDeque<Pending>,
+    metrics: ActorMetrics,
+}
+
+impl QuorumControllerActor {
+    /// `append` / `register` are the RaftActor's. The actor registers itself as a Raft listener
+    /// when it starts.
+    pub fn new(
+        cfg: ControllerConfig,
+        append: Recipient<AppendMetadataRecords>,
+        register: Recipient<RegisterRaftListener>,
+        metrics: ActorMetrics,
+    ) -> Self {
+        QuorumControllerActor {
+            core: QuorumControllerCore::new(cfg.clone(), rand::thread_rng().next_u64()),
+            cfg,
+            append,
+            register,
+            committed_offset: -1,
+            pending: VecDeque::new(),
+            metrics,
+        }
+    }
+
+    /// Sends records to Raft; a failure means leadership is gone (or the log broke), so every
+    /// waiting request is answered NOT_CONTROLLER and the core rebuilt from the log.
+    fn write(&mut self, records: Vec<MetadataRecord>, ctx: &mut Context<Self>) {
+        if records.is_empty() {
+            return;
+        }
+        let mut values = Vec::with_capacity(records.len());
+        for r in &records {
+            match r.encode() {
+                Ok(v) => values.push(v),
+                Err(e) => {
+                    error!(error = %e, "cannot encode a metadata record");
+                    self.fail_all(ControllerError::WriteFailed(e.to_string()));
+                    self.resign(ctx);
+                    return;
+                }
+            }
+        }
+        let expected_base = self.core.applied_offset() + 1 - records.len() as i64;
+        self.append
+            .send(AppendMetadataRecords { records: values })
+            .into_actor(self)
+            .map(move |res, act, ctx| match res {
+                Ok(Ok(appended)) => {
+                    if appended.base_offset != expected_base {
+                        // Broker epochs were derived from the predicted offsets.
+                        warn!(
+                            expected_base,
+                            actual = appended.base_offset,
+                            "metadata batch landed at an unexpected offset"
+                        );
+                    }
+                }
+                Ok(Err(e)) => {
+                    warn!(error = %e, "metadata append refused; resigning");
+                    act.fail_all(ControllerError::NotController);
+                    act.resign(ctx);
+                }
+                Err(e) => {
+                    error!(error = %e, "RaftActor unreachable; resigning");
+                    act.fail_all(ControllerError::WriteFailed(e.to_string()));
+                    act.resign(ctx);
+                }
+            })
+            .wait(ctx);
+    }
+
+    /// Drops uncommitted state: a fresh core replays the committed log from Raft.
+    fn resign(&mut self, ctx: &mut Context<Self>) {
+        self.core = QuorumControllerCore::new(self.cfg.clone(), rand::thread_rng().next_u64());
+        self.committed_offset = -1;
+        self.register_with_raft(ctx);
+    }
+
+    fn register_with_raft(&self, ctx: &mut Context<Self>) {
+        let me = ctx.address();
+        self.register.do_send(RegisterRaftListener {
+            committed: me.clone().recipient(),
+            leader_changes: Some(me.recipient()),
+        });
+    }
+
+    fn fail_all(&mut self, e: ControllerError) {
+        for p in self.pending.drain(..) {
+            (p.complete)(Err(e.clone()));
+        }
+    }
+
+    /// Writes the result's records and answers once they (and every earlier write) commit.
+    fn submit<R: Send + 'static>(
+        &mut self,
+        result: ControllerResult<R>,
+        ctx: &mut Context<Self>,
+    ) -> ResponseFuture<ControllerReply<R>> {
+        let (tx, rx) = oneshot::channel();
+        let response = result.response;
+        let complete: Completion = Box::new(move |r: Result<i64, ControllerError>| {
+            let _ = tx.send(r.map(|offset| Committed { response, offset }));
+        });
+        self.write(result.records, ctx);
+        let offset = self.core.applied_offset();
+        if offset <= self.committed_offset || !self.core.is_active() {
+            complete(Ok(offset));
+        } else {
+            self.pending.push_back(Pending { offset, complete });
+        }
+        Box::pin(async move { rx.await.unwrap_or(Err(ControllerError::NotController)) })
+    }
+
+    fn complete_committed(&mut self) {
+        while self
+            .pending
+            .front()
+            .is_some_and(|p| p.offset <= self.committed_offset)
+        {
+            let p = self.pending.pop_front().expect("checked");
+            (p.complete)(Ok(p.offset));
+        }
+    }
+}
+
+impl Actor for QuorumControllerActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.register_with_raft(ctx);
+        ctx.run_interval(TICK, |act, ctx| {
+            let records = act.core.tick(now_ms());
+            if !records.is_empty() {
+                info!(
+                    count = records.len(),
+                    "fencing brokers whose session expired"
+                );
+                act.write(records, ctx);
+            }
+        });
+    }
+
+    fn stopping(&mut self, _: &mut Context<Self>) -> Running {
+        self.fail_all(ControllerError::NotController);
+        Running::Stop
+    }
+}
+
+impl Supervised for QuorumControllerActor {
+    fn restarting(&mut self, ctx: &mut Context<Self>) {
+        self.metrics.restarted();
+        // Rebuild from the committed log, as after a leadership change.
+        self.resign(ctx);
+    }
+}
+
+impl SupervisedActor for QuorumControllerActor {
+    fn metrics(&self) -> &ActorMetrics {
+        &self.metrics
+    }
+}
+
+impl Handler<MetadataBatchesCommitted> for QuorumControllerActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: MetadataBatchesCommitted, ctx: &mut Context<Self>) {
+        let _m = self.metrics.handle();
+        for batch in msg.batches.iter() {
+            if !batch.is_control && batch.last_offset > self.core.applied_offset() {
+                let mut records = Vec::with_capacity(batch.records.len());
+                for v in &batch.records {
+                    match MetadataRecord::decode(v.clone()) {
+                        Ok(r) => records.push(r),
+                        Err(e) => {
+                            // A record we cannot read means our image would be wrong: stop
+                            // serving rather than act on it.
+                            error!(offset = batch.base_offset, error = %e, "undecodable metadata record");
+                            ctx.stop();
+                            return;
+                        }
+                    }
+                }
+                if let Err(e) = self.core.replay_committed(batch.base_offset, &records) {
+                    error!(offset = batch.base_offset, error = %e, "metadata replay failed");
+                    ctx.stop();
+                    return;
+                }
+            }
+            self.committed_offset = self.committed_offset.max(batch.last_offset);
+        }
+        self.complete_committed();
+    }
+}
+
+impl Handler<RaftLeaderChanged> for QuorumControllerActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: RaftLeaderChanged, ctx: &mut Context<Self>) {
+        let _m = self.metrics.handle();
+        let me = self.cfg.node_id;
+        match (msg.leader_id, msg.next_offset) {
+            (Some(leader), Some(next_offset)) if leader == me => {
+                info!(
+                    epoch = msg.epoch,
+                    next_offset, "becoming the active controller"
+                );
+                let bootstrap = self.core.activate(next_offset, now_ms());
+                if !bootstrap.is_empty() {
+                    info!(records = bootstrap.len(), "writing bootstrap metadata");
+                }
+                self.write(bootstrap, ctx);
+            }
+            _ => {
+                if self.core.is_active() {
+                    info!(leader = ?msg.leader_id, epoch = msg.epoch, "no longer the active controller");
+                    self.fail_all(ControllerError::NotController);
+                    self.resign(ctx);
+                }
+            }
+        }
+    }
+}
+
+macro_rules! controller_op {
+    ($msg:ty, $resp:ty, |$core:ident, $m:ident| $body:expr) => {
+        impl Handler<$msg> for QuorumControllerActor {
+            type Result = ResponseFuture<ControllerReply<$resp>>;
+
+            fn handle(&mut self, $m: $msg, ctx: &mut Context<Self>) -> Self::Result {
+                let _guard = self.metrics.handle();
+                let $core = &mut self.core;
+                let result = $body;
+                self.submit(result, ctx)
+            }
+        }
+    };
+}
+
+use super::core::requests::*;
+
+controller_op!(CreateTopics, Vec<CreatableTopicResult>, |core, m| core
+    .create_topics(&m.topics, m.validate_only));
+controller_op!(DeleteTopics, Vec<DeletableTopicResult>, |core, m| core
+    .delete_topics(&m.topics));
+controller_op!(
+    CreatePartitions,
+    Vec<CreatePartitionsTopicResult>,
+    |core, m| core.create_partitions(&m.topics, m.validate_only)
+);
+controller_op!(
+    IncrementalAlterConfigs,
+    Vec<AlterConfigsResourceResult>,
+    |core, m| core.incremental_alter_configs(&m.resources, m.validate_only)
+);
+controller_op!(AlterConfigs, Vec<AlterConfigsResourceResult>, |core, m| {
+    core.legacy_alter_configs(&m.resources, m.validate_only)
+});
+controller_op!(RegisterBroker, BrokerRegistrationReply, |core, m| core
+    .register_broker(&m.registration, now_ms()));
+controller_op!(ProcessBrokerHeartbeat, BrokerHeartbeatReply, |core, m| core
+    .broker_heartbeat(&m.heartbeat, now_ms()));
+controller_op!(UpdateFeatures, UpdateFeaturesReply, |core, m| core
+    .update_features(&m.updates, m.validate_only));
+controller_op!(AllocateProducerIds, AllocateProducerIdsReply, |core, m| {
+    core.allocate_producer_ids(m.broker_id, m.broker_epoch)
+});

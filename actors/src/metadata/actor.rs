@@ -1,0 +1,228 @@
+//! MetadataPublisherActor (Kafka's `MetadataLoader` + `BrokerMetadataPublisher`): a Raft
+//! listener that replays committed records into a new immutable [`MetadataImage`], publishes it
+//! on a watch channel (readers take an `Arc` snapshot without locking out the writer), and
+//! sends per-partition leader/follower/delete notifications and dynamic broker config changes
+//! to subscribers. State only changes here.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use tokio::sync::watch;
+use tracing::{error, info};
+
+use super::core::{
+    broker_configs, local_changes, LocalChanges, LocalPartitionChange, LocalPartitionChangeKind,
+    MetadataImage, MetadataRecord,
+};
+use super::messages::*;
+use crate::metadata::core::ConfigResource;
+use crate::raft::messages::{MetadataBatchesCommitted, RaftLeaderChanged};
+use crate::runtime::{ActorMetrics, SupervisedActor};
+
+/// Readers' handle on the latest image: `rx.borrow().clone()` is an `Arc` snapshot.
+pub type MetadataImageWatch = watch::Receiver<Arc<MetadataImage>>;
+
+pub struct MetadataPublisherActor {
+    node_id: i32,
+    image: Arc<MetadataImage>,
+    image_tx: watch::Sender<Arc<MetadataImage>>,
+    partition_subscribers: Vec<Recipient<PartitionsChanged>>,
+    config_subscribers: Vec<Recipient<BrokerConfigsChanged>>,
+    metrics: ActorMetrics,
+}
+
+impl MetadataPublisherActor {
+    /// The actor and the watch readers use. Register the actor with the RaftActor
+    /// (`RegisterRaftListener { committed: addr.recipient(), leader_changes: None }`).
+    pub fn new(node_id: i32, metrics: ActorMetrics) -> (Self, MetadataImageWatch) {
+        let image = Arc::new(MetadataImage::default());
+        let (image_tx, rx) = watch::channel(image.clone());
+        (
+            MetadataPublisherActor {
+                node_id,
+                image,
+                image_tx,
+                partition_subscribers: Vec::new(),
+                config_subscribers: Vec::new(),
+                metrics,
+            },
+            rx,
+        )
+    }
+
+    /// Every replica this node hosts in `image`, as a full snapshot for a new subscriber.
+    fn hosted_partitions(&self) -> Vec<LocalPartitionChange> {
+        let mut out = Vec::new();
+        for topic in self.image.topics.by_id.values() {
+            let overrides = self
+                .image
+                .config_overrides(&ConfigResource::topic(&topic.name));
+            for (index, p) in &topic.partitions {
+                if !p.replicas.contains(&self.node_id) {
+                    continue;
+                }
+                out.push(LocalPartitionChange {
+                    kind: if p.leader == self.node_id {
+                        LocalPartitionChangeKind::BecomeLeader
+                    } else {
+                        LocalPartitionChangeKind::BecomeFollower
+                    },
+                    topic_name: topic.name.clone(),
+                    topic_id: topic.id,
+                    partition_index: *index,
+                    leader_id: p.leader,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    replicas: p.replicas.clone(),
+                    isr: p.isr.clone(),
+                    config_overrides: overrides.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    fn publish(&mut self, local: LocalChanges) {
+        if !local.partitions.is_empty() || !local.topic_configs.is_empty() {
+            let msg = PartitionsChanged {
+                image: self.image.clone(),
+                partitions: local.partitions,
+                topic_configs: local.topic_configs,
+            };
+            self.partition_subscribers.retain(|s| s.connected());
+            for s in &self.partition_subscribers {
+                s.do_send(msg.clone());
+            }
+        }
+        if let Some(c) = local.broker_configs {
+            let msg = BrokerConfigsChanged {
+                cluster_default: c.cluster_default,
+                this_broker: c.this_broker,
+            };
+            self.config_subscribers.retain(|s| s.connected());
+            for s in &self.config_subscribers {
+                s.do_send(msg.clone());
+            }
+        }
+    }
+}
+
+impl Actor for MetadataPublisherActor {
+    type Context = Context<Self>;
+}
+
+impl Supervised for MetadataPublisherActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        // The image is immutable and only replaced after a whole batch replayed, so what we
+        // hold is consistent; Raft keeps delivering from where it left off.
+        self.metrics.restarted();
+    }
+}
+
+impl SupervisedActor for MetadataPublisherActor {
+    fn metrics(&self) -> &ActorMetrics {
+        &self.metrics
+    }
+}
+
+impl Handler<MetadataBatchesCommitted> for MetadataPublisherActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: MetadataBatchesCommitted, _: &mut Context<Self>) {
+        let _m = self.metrics.handle();
+        let before = self.image.provenance.last_offset;
+        for batch in msg.batches.iter() {
+            if batch.last_offset <= self.image.provenance.last_offset {
+                continue;
+            }
+            let records: Result<Vec<MetadataRecord>, _> = if batch.is_control {
+                Ok(Vec::new())
+            } else {
+                batch
+                    .records
+                    .iter()
+                    .cloned()
+                    .map(MetadataRecord::decode)
+                    .collect()
+            };
+            let applied = records.map_err(|e| e.to_string()).and_then(|records| {
+                self.image
+                    .apply_batch(&records, batch.last_offset, batch.epoch)
+                    .map_err(|e| e.to_string())
+            });
+            match applied {
+                Ok((next, changes)) => {
+                    let local = local_changes(&self.image, &next, &changes, self.node_id);
+                    self.image = Arc::new(next);
+                    self.publish(local);
+                }
+                Err(e) => {
+                    // Serving an image that skipped a record would be serving wrong metadata:
+                    // Kafka's loader faults the same way and the process must restart.
+                    error!(offset = batch.base_offset, error = %e, "cannot apply committed metadata; image frozen");
+                    return;
+                }
+            }
+        }
+        if self.image.provenance.last_offset != before {
+            self.image_tx.send_replace(self.image.clone());
+        }
+    }
+}
+
+impl Handler<RaftLeaderChanged> for MetadataPublisherActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: RaftLeaderChanged, _: &mut Context<Self>) {
+        let _m = self.metrics.handle();
+        info!(leader = ?msg.leader_id, epoch = msg.epoch, "metadata leader");
+    }
+}
+
+impl Handler<SubscribePartitionChanges> for MetadataPublisherActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SubscribePartitionChanges, _: &mut Context<Self>) {
+        let _m = self.metrics.handle();
+        let partitions = self.hosted_partitions();
+        if !partitions.is_empty() {
+            msg.subscriber.do_send(PartitionsChanged {
+                image: self.image.clone(),
+                partitions,
+                topic_configs: Vec::new(),
+            });
+        }
+        self.partition_subscribers.push(msg.subscriber);
+    }
+}
+
+impl Handler<SubscribeBrokerConfigChanges> for MetadataPublisherActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SubscribeBrokerConfigChanges, _: &mut Context<Self>) {
+        let _m = self.metrics.handle();
+        let c = broker_configs(&self.image, self.node_id);
+        msg.subscriber.do_send(BrokerConfigsChanged {
+            cluster_default: c.cluster_default,
+            this_broker: c.this_broker,
+        });
+        self.config_subscribers.push(msg.subscriber);
+    }
+}
+
+impl Handler<GetMetadataImage> for MetadataPublisherActor {
+    type Result = MessageResult<GetMetadataImage>;
+
+    fn handle(&mut self, _: GetMetadataImage, _: &mut Context<Self>) -> Self::Result {
+        let _m = self.metrics.handle();
+        MessageResult(self.image.clone())
+    }
+}
+
+/// Waits until the published image has applied `offset` (e.g. a controller write), so a
+/// handler can answer only once this node's metadata reflects it.
+pub async fn wait_for_offset(rx: &mut MetadataImageWatch, offset: i64) -> bool {
+    rx.wait_for(|img| img.provenance.last_offset >= offset)
+        .await
+        .is_ok()
+}

@@ -1,0 +1,400 @@
+//! RaftActor (Kafka's `KafkaRaftClient` driven by `KafkaRaftManager`'s I/O thread): owns the
+//! `__cluster_metadata-0` log and the `quorum-state` file, feeds [`RaftCore`] and carries out
+//! its outputs, and delivers committed batches to listeners. Runs on the controller arbiter.
+//! Metadata appends are fsynced inline: they are small and rare, and a commit must not be
+//! acknowledged before it is durable.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use kactor_protocol::Uuid;
+use tracing::{debug, error, info};
+
+use super::batch::{decode_batches, encode_control_batch, encode_data_batch, MetadataBatch};
+use super::core::{RaftConfig, RaftCore, RaftInput, RaftOutput};
+use super::messages::*;
+use super::quorum_state;
+use crate::log::checkpoint::Uuid16;
+use crate::log::config::LogConfig;
+use crate::log::read_slice;
+use crate::log::unified::Log;
+use crate::runtime::{ActorMetrics, SupervisedActor};
+
+/// The metadata topic's partition directory name.
+pub const METADATA_PARTITION_DIR: &str = "__cluster_metadata-0";
+/// Kafka's `KafkaRaftClient.MAX_BATCH_SIZE_BYTES`: the largest metadata batch.
+pub const MAX_BATCH_SIZE_BYTES: i32 = 8 * 1024 * 1024;
+/// How much of the log one delivery reads at a time.
+const DELIVERY_READ_BYTES: u32 = 1024 * 1024;
+const TICK: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone)]
+pub struct RaftActorConfig {
+    pub node_id: i32,
+    /// Voter ids from `controller.quorum.voters`.
+    pub voters: BTreeSet<i32>,
+    /// `metadata.log.dir` (or the first `log.dirs` entry); the partition dir goes inside.
+    pub metadata_log_dir: PathBuf,
+    /// `controller.quorum.election.timeout.ms`
+    pub election_timeout_ms: i64,
+    /// `metadata.log.segment.bytes`
+    pub segment_bytes: i32,
+    /// `metadata.log.segment.ms`
+    pub segment_ms: i64,
+}
+
+impl RaftActorConfig {
+    pub fn single_node(node_id: i32, metadata_log_dir: impl Into<PathBuf>) -> Self {
+        RaftActorConfig {
+            node_id,
+            voters: BTreeSet::from([node_id]),
+            metadata_log_dir: metadata_log_dir.into(),
+            election_timeout_ms: 1000,
+            segment_bytes: 1024 * 1024 * 1024,
+            segment_ms: 7 * 24 * 60 * 60 * 1000,
+        }
+    }
+
+    pub fn partition_dir(&self) -> PathBuf {
+        self.metadata_log_dir.join(METADATA_PARTITION_DIR)
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+struct Listener {
+    committed: Recipient<MetadataBatchesCommitted>,
+    leader_changes: Option<Recipient<RaftLeaderChanged>>,
+    /// First offset not yet delivered.
+    next_offset: i64,
+    /// The last leadership notice sent.
+    notified: Option<RaftLeaderChanged>,
+}
+
+pub struct RaftActor {
+    cfg: RaftActorConfig,
+    core: RaftCore,
+    log: Log,
+    listeners: Vec<Listener>,
+    leader_notice: Option<RaftLeaderChanged>,
+    metrics: ActorMetrics,
+}
+
+fn storage(e: impl std::fmt::Display) -> RaftError {
+    RaftError::Storage(e.to_string())
+}
+
+impl RaftActor {
+    /// Opens the metadata log and quorum state and runs the start-up election (a lone voter
+    /// becomes leader here, writing its LeaderChangeMessage). Done before the actor starts so
+    /// a broken metadata dir stops start-up with a clear error.
+    pub fn open(cfg: RaftActorConfig, metrics: ActorMetrics) -> Result<RaftActor, RaftError> {
+        let dir = cfg.partition_dir();
+        std::fs::create_dir_all(&dir).map_err(storage)?;
+        let now = now_ms();
+        let log_config = LogConfig {
+            segment_bytes: cfg.segment_bytes,
+            segment_ms: cfg.segment_ms,
+            max_message_bytes: MAX_BATCH_SIZE_BYTES,
+            // The metadata log is trimmed by snapshots, never by retention.
+            retention_ms: -1,
+            retention_bytes: -1,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(&dir, log_config, 0, 0, false, now).map_err(storage)?;
+        if log.topic_id().is_none() {
+            log.assign_topic_id(Uuid16(Uuid::METADATA_TOPIC_ID.0))
+                .map_err(storage)?;
+        }
+        let election = quorum_state::read(&dir).map_err(storage)?;
+        let last_epoch = log.latest_epoch().unwrap_or(0);
+        info!(
+            node_id = cfg.node_id,
+            log_end_offset = log.log_end_offset(),
+            last_epoch,
+            "opened the metadata log"
+        );
+        let core = RaftCore::new(RaftConfig {
+            node_id: cfg.node_id,
+            voters: cfg.voters.clone(),
+            election_timeout_ms: cfg.election_timeout_ms,
+        });
+        let mut actor = RaftActor {
+            cfg,
+            core,
+            log,
+            listeners: Vec::new(),
+            leader_notice: None,
+            metrics,
+        };
+        let log_end_offset = actor.log.log_end_offset();
+        actor.run(
+            RaftInput::Start {
+                election,
+                log_end_offset,
+                last_epoch,
+            },
+            now,
+        )?;
+        Ok(actor)
+    }
+
+    pub fn config(&self) -> &RaftActorConfig {
+        &self.cfg
+    }
+
+    pub fn metadata_dir(&self) -> &Path {
+        self.log.dir()
+    }
+
+    /// Feeds one input and carries out the outputs (and the inputs they cause, like Flushed).
+    /// Returns the reply to an Append, if the input was one.
+    fn run(
+        &mut self,
+        input: RaftInput,
+        now: i64,
+    ) -> Result<Option<Result<AppendedBatch, RaftError>>, RaftError> {
+        let mut reply = None;
+        let mut inputs = VecDeque::from([input]);
+        while let Some(input) = inputs.pop_front() {
+            for out in self.core.handle(input, now) {
+                match out {
+                    RaftOutput::PersistElectionState(state) => {
+                        quorum_state::write(self.log.dir(), &state).map_err(storage)?;
+                    }
+                    RaftOutput::AppendControl {
+                        base_offset,
+                        epoch,
+                        record,
+                    } => {
+                        let batch = encode_control_batch(base_offset, epoch, now, &record)
+                            .map_err(storage)?;
+                        inputs.push_back(self.append_and_flush(&batch, now)?);
+                    }
+                    RaftOutput::AppendData {
+                        base_offset,
+                        epoch,
+                        records,
+                    } => {
+                        let batch = encode_data_batch(base_offset, epoch, now, &records)
+                            .map_err(storage)?;
+                        inputs.push_back(self.append_and_flush(&batch, now)?);
+                    }
+                    RaftOutput::Appended {
+                        base_offset,
+                        last_offset,
+                        epoch,
+                    } => {
+                        reply = Some(Ok(AppendedBatch {
+                            base_offset,
+                            last_offset,
+                            epoch,
+                        }))
+                    }
+                    RaftOutput::AppendRejected { leader_id, epoch } => {
+                        reply = Some(Err(RaftError::NotLeader { leader_id, epoch }))
+                    }
+                    RaftOutput::HighWatermarkAdvanced { high_watermark } => {
+                        debug!(high_watermark, "metadata high watermark advanced");
+                    }
+                    RaftOutput::LeaderChanged {
+                        leader_id,
+                        epoch,
+                        next_offset,
+                    } => {
+                        info!(?leader_id, epoch, "metadata quorum leader changed");
+                        self.leader_notice = Some(RaftLeaderChanged {
+                            leader_id,
+                            epoch,
+                            next_offset,
+                        });
+                    }
+                    RaftOutput::SendVoteRequest { to, .. }
+                    | RaftOutput::SendVoteResponse { to, .. } => {
+                        // The Vote RPC transport comes with multi-voter quorums.
+                        debug!(to, "no transport for vote RPCs yet");
+                    }
+                }
+            }
+        }
+        self.deliver();
+        Ok(reply)
+    }
+
+    fn append_and_flush(&mut self, batch: &[u8], now: i64) -> Result<RaftInput, RaftError> {
+        self.log.append(batch, now).map_err(storage)?;
+        let end = self.log.log_end_offset();
+        self.log.flush(end, now).map_err(storage)?;
+        Ok(RaftInput::Flushed { end_offset: end })
+    }
+
+    /// Reads committed batches from `from` up to the high watermark.
+    fn read_committed(&self, from: i64) -> Result<Vec<MetadataBatch>, RaftError> {
+        let hw = self.core.high_watermark();
+        let mut out = Vec::new();
+        let mut next = from;
+        while next < hw {
+            let info = self
+                .log
+                .read(next, DELIVERY_READ_BYTES, Some(hw), true)
+                .map_err(storage)?;
+            let Some(slice) = info.records else { break };
+            if slice.len == 0 {
+                break;
+            }
+            let bytes = bytes::Bytes::from(read_slice(&slice).map_err(storage)?);
+            let batches = decode_batches(bytes).map_err(storage)?;
+            let Some(last) = batches.last() else { break };
+            next = last.last_offset + 1;
+            out.extend(batches.into_iter().filter(|b| b.last_offset >= from));
+        }
+        Ok(out)
+    }
+
+    /// Brings every listener up to the high watermark, then tells it about leadership once it
+    /// has everything before the leader's epoch start.
+    fn deliver(&mut self) {
+        let hw = self.core.high_watermark();
+        let mut cache: Option<(i64, Arc<Vec<MetadataBatch>>)> = None;
+        for i in 0..self.listeners.len() {
+            let from = self.listeners[i].next_offset;
+            if from < hw {
+                let batches = match &cache {
+                    Some((f, b)) if *f == from => b.clone(),
+                    _ => match self.read_committed(from) {
+                        Ok(b) => {
+                            let b = Arc::new(b);
+                            cache = Some((from, b.clone()));
+                            b
+                        }
+                        Err(e) => {
+                            error!(error = %e, "cannot read the committed metadata log");
+                            continue;
+                        }
+                    },
+                };
+                let l = &mut self.listeners[i];
+                if let Some(last) = batches.last() {
+                    l.next_offset = last.last_offset + 1;
+                    l.committed.do_send(MetadataBatchesCommitted {
+                        batches,
+                        high_watermark: hw,
+                    });
+                }
+            }
+            let l = &mut self.listeners[i];
+            if let (Some(notice), Some(to)) = (&self.leader_notice, &l.leader_changes) {
+                let ready = notice.next_offset.map_or(true, |n| l.next_offset >= n);
+                if ready && l.notified.as_ref() != Some(notice) {
+                    to.do_send(notice.clone());
+                    l.notified = Some(notice.clone());
+                }
+            }
+        }
+    }
+}
+
+impl Actor for RaftActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(TICK, |act, _| {
+            if let Err(e) = act.run(RaftInput::Tick, now_ms()) {
+                error!(error = %e, "raft tick failed");
+            }
+        });
+    }
+}
+
+impl Supervised for RaftActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        self.metrics.restarted();
+    }
+}
+
+impl SupervisedActor for RaftActor {
+    fn metrics(&self) -> &ActorMetrics {
+        &self.metrics
+    }
+}
+
+impl Handler<AppendMetadataRecords> for RaftActor {
+    type Result = Result<AppendedBatch, RaftError>;
+
+    fn handle(&mut self, msg: AppendMetadataRecords, _: &mut Context<Self>) -> Self::Result {
+        let _m = self.metrics.handle();
+        let reply = self.run(
+            RaftInput::Append {
+                records: msg.records,
+            },
+            now_ms(),
+        );
+        match reply {
+            Ok(Some(r)) => r,
+            Ok(None) => Err(RaftError::Storage("empty append".into())),
+            Err(e) => {
+                // The metadata log could not be written: nothing more can be committed safely.
+                error!(error = %e, "metadata log append failed");
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Handler<RegisterRaftListener> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: RegisterRaftListener, _: &mut Context<Self>) {
+        let _m = self.metrics.handle();
+        self.listeners.push(Listener {
+            committed: msg.committed,
+            leader_changes: msg.leader_changes,
+            next_offset: self.log.log_start_offset(),
+            notified: None,
+        });
+        self.deliver();
+    }
+}
+
+impl Handler<DescribeQuorumState> for RaftActor {
+    type Result = MessageResult<DescribeQuorumState>;
+
+    fn handle(&mut self, _: DescribeQuorumState, _: &mut Context<Self>) -> Self::Result {
+        let _m = self.metrics.handle();
+        let now = now_ms();
+        let ends = self.core.voter_end_offsets();
+        let voters = self
+            .core
+            .voters()
+            .iter()
+            .map(|id| {
+                let leo = if *id == self.core.node_id() {
+                    self.core.log_end_offset()
+                } else {
+                    ends.get(id).copied().unwrap_or(-1)
+                };
+                QuorumReplicaInfo {
+                    replica_id: *id,
+                    log_end_offset: leo,
+                    last_fetch_timestamp_ms: if *id == self.core.node_id() { now } else { -1 },
+                    last_caught_up_timestamp_ms: if *id == self.core.node_id() { now } else { -1 },
+                }
+            })
+            .collect();
+        MessageResult(QuorumInfo {
+            leader_id: self.core.leader_id(),
+            leader_epoch: self.core.epoch(),
+            high_watermark: self.core.high_watermark(),
+            log_end_offset: self.core.log_end_offset(),
+            voters,
+            observers: Vec::new(),
+        })
+    }
+}

@@ -1,0 +1,87 @@
+//! RaftActor's mailbox (Kafka's `RaftClient` interface: `scheduleAtomicAppend`, `register`,
+//! `Listener.handleCommit` / `handleLeaderChange`, and the DescribeQuorum view).
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use bytes::Bytes;
+
+use super::batch::MetadataBatch;
+
+/// Sent by the QuorumControllerActor: append these framed metadata record values as one atomic
+/// batch. Lost, the controller's pending requests never complete (clients time out and retry).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<AppendedBatch, RaftError>")]
+pub struct AppendMetadataRecords {
+    pub records: Vec<Bytes>,
+}
+
+/// Where an appended batch went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendedBatch {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub epoch: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RaftError {
+    #[error("not the leader (leader {leader_id:?}, epoch {epoch})")]
+    NotLeader { leader_id: Option<i32>, epoch: i32 },
+    #[error("metadata log storage failed: {0}")]
+    Storage(String),
+}
+
+/// Sent by RaftActor to each listener: committed batches, in offset order, with nothing skipped
+/// since the previous one (Kafka's `handleCommit`). Lost, the listener's image would silently
+/// fall behind; actix only drops it if the listener has stopped.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct MetadataBatchesCommitted {
+    pub batches: Arc<Vec<MetadataBatch>>,
+    pub high_watermark: i64,
+}
+
+/// Sent by RaftActor to each listener when leadership changes (Kafka's `handleLeaderChange`).
+/// When this node became leader, `next_offset` is where the first data record will go, and the
+/// listener has already received every committed batch before it. Lost, a new leader's
+/// controller would never activate.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct RaftLeaderChanged {
+    pub leader_id: Option<i32>,
+    pub epoch: i32,
+    pub next_offset: Option<i64>,
+}
+
+/// Sent by the topology (or a listener rebuilding its state): deliver every committed batch
+/// from the start of the log, then follow. Lost, the listener never hears from Raft.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RegisterRaftListener {
+    pub committed: Recipient<MetadataBatchesCommitted>,
+    pub leader_changes: Option<Recipient<RaftLeaderChanged>>,
+}
+
+/// Query for DescribeQuorum (`kafka-metadata-quorum describe --status`).
+#[derive(Debug, Message)]
+#[rtype(result = "QuorumInfo")]
+pub struct DescribeQuorumState;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumReplicaInfo {
+    pub replica_id: i32,
+    pub log_end_offset: i64,
+    pub last_fetch_timestamp_ms: i64,
+    pub last_caught_up_timestamp_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumInfo {
+    pub leader_id: Option<i32>,
+    pub leader_epoch: i32,
+    pub high_watermark: i64,
+    pub log_end_offset: i64,
+    pub voters: Vec<QuorumReplicaInfo>,
+    pub observers: Vec<QuorumReplicaInfo>,
+}
