@@ -3,5 +3,16 @@
 //! `registry` the `ReplicaManagerActor` that hosts them, and `apis` the request handlers for
 //! Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch and DescribeLogDirs.
 
+pub mod actor;
 pub mod core;
+pub mod disk;
+pub mod messages;
+pub mod registry;
 pub mod testing;
+
+pub use self::actor::{PartitionActor, PurgatoryLink};
+pub use self::disk::{DiskLog, DiskLogFactory};
+pub use self::registry::{
+    HostedReplica, LogFactory, MemoryLogFactory, PartitionTable, PartitionTableReader,
+    ReplicaManagerActor,
+};

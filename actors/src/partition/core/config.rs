@@ -55,6 +55,9 @@ pub struct PartitionConfig {
     pub flush_ms: i64,
     /// `file.delete.delay.ms` (broker `log.segment.delete.delay.ms`).
     pub file_delete_delay_ms: i64,
+    /// Every topic-level setting in force, by Kafka's topic config name (the log's own
+    /// configuration is built from these).
+    pub effective: BTreeMap<String, String>,
 }
 
 impl Default for PartitionConfig {
@@ -73,100 +76,169 @@ impl Default for PartitionConfig {
             flush_messages: i64::MAX,
             flush_ms: i64::MAX,
             file_delete_delay_ms: 60_000,
+            effective: BTreeMap::new(),
         }
     }
+}
+
+/// Topic config name → the broker configs that default it, in precedence order, with the factor
+/// that turns the broker value into the topic's unit (Kafka's `LogConfig` synonyms).
+const SYNONYMS: &[(&str, &[(&str, i64)])] = &[
+    ("segment.bytes", &[("log.segment.bytes", 1)]),
+    (
+        "segment.ms",
+        &[("log.roll.ms", 1), ("log.roll.hours", 3_600_000)],
+    ),
+    (
+        "segment.jitter.ms",
+        &[
+            ("log.roll.jitter.ms", 1),
+            ("log.roll.jitter.hours", 3_600_000),
+        ],
+    ),
+    ("segment.index.bytes", &[("log.index.size.max.bytes", 1)]),
+    ("index.interval.bytes", &[("log.index.interval.bytes", 1)]),
+    (
+        "retention.ms",
+        &[
+            ("log.retention.ms", 1),
+            ("log.retention.minutes", 60_000),
+            ("log.retention.hours", 3_600_000),
+        ],
+    ),
+    ("retention.bytes", &[("log.retention.bytes", 1)]),
+    (
+        "file.delete.delay.ms",
+        &[("log.segment.delete.delay.ms", 1)],
+    ),
+    ("flush.messages", &[("log.flush.interval.messages", 1)]),
+    (
+        "flush.ms",
+        &[
+            ("log.flush.interval.ms", 1),
+            ("log.flush.scheduler.interval.ms", 1),
+        ],
+    ),
+    ("max.message.bytes", &[("message.max.bytes", 1)]),
+    (
+        "message.timestamp.type",
+        &[("log.message.timestamp.type", 0)],
+    ),
+    (
+        "message.timestamp.before.max.ms",
+        &[("log.message.timestamp.before.max.ms", 1)],
+    ),
+    (
+        "message.timestamp.after.max.ms",
+        &[("log.message.timestamp.after.max.ms", 1)],
+    ),
+    ("cleanup.policy", &[("log.cleanup.policy", 0)]),
+    ("min.insync.replicas", &[("min.insync.replicas", 0)]),
+    ("compression.type", &[("compression.type", 0)]),
+    (
+        "unclean.leader.election.enable",
+        &[("unclean.leader.election.enable", 0)],
+    ),
+    ("preallocate", &[("log.preallocate", 0)]),
+    (
+        "delete.retention.ms",
+        &[("log.cleaner.delete.retention.ms", 1)],
+    ),
+    (
+        "min.compaction.lag.ms",
+        &[("log.cleaner.min.compaction.lag.ms", 1)],
+    ),
+    (
+        "max.compaction.lag.ms",
+        &[("log.cleaner.max.compaction.lag.ms", 1)],
+    ),
+    (
+        "min.cleanable.dirty.ratio",
+        &[("log.cleaner.min.cleanable.ratio", 0)],
+    ),
+];
+
+/// The topic-level configs in force for a topic: each topic override, else the first broker
+/// synonym set (converted to the topic's unit), else absent (the log's own default applies).
+pub fn effective_topic_config(
+    broker: &BTreeMap<String, String>,
+    topic: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (name, synonyms) in SYNONYMS {
+        if let Some(v) = topic.get(*name) {
+            out.insert(name.to_string(), v.trim().to_string());
+            continue;
+        }
+        for (key, factor) in *synonyms {
+            let Some(v) = broker.get(*key) else { continue };
+            let v = v.trim();
+            let value = match (*factor, v.parse::<i64>()) {
+                (0, _) | (1, _) => Some(v.to_string()),
+                (f, Ok(n)) => Some(n.saturating_mul(f).to_string()),
+                (_, Err(_)) => None,
+            };
+            if let Some(value) = value {
+                out.insert(name.to_string(), value);
+                break;
+            }
+        }
+    }
+    // Overrides we don't map (e.g. newer Kafka configs) still travel to the log.
+    for (k, v) in topic {
+        out.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    out
 }
 
 impl PartitionConfig {
     /// Resolves each setting from the topic's overrides, then the broker config, then Kafka's
     /// default. Unparseable values fall back too: the controller validated them on the way in.
     pub fn resolve(broker: &BTreeMap<String, String>, topic: &BTreeMap<String, String>) -> Self {
+        Self::from_effective(effective_topic_config(broker, topic))
+    }
+
+    /// Builds the config from topic-level names (see [`effective_topic_config`]).
+    pub fn from_effective(effective: BTreeMap<String, String>) -> Self {
         let d = PartitionConfig::default();
-        let get = |topic_key: &str, broker_keys: &[&str]| -> Option<String> {
-            topic
-                .get(topic_key)
-                .or_else(|| broker_keys.iter().find_map(|k| broker.get(*k)))
-                .cloned()
-        };
-        let int = |topic_key: &str, broker_keys: &[&str], default: i64| -> i64 {
-            get(topic_key, broker_keys)
+        let int = |k: &str, default: i64| -> i64 {
+            effective
+                .get(k)
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(default)
         };
-        let retention_ms = if let Some(v) = topic.get("retention.ms") {
-            v.trim().parse().unwrap_or(d.retention_ms)
-        } else if let Some(v) = broker.get("log.retention.ms") {
-            v.trim().parse().unwrap_or(d.retention_ms)
-        } else if let Some(v) = broker.get("log.retention.minutes") {
-            v.trim()
-                .parse::<i64>()
-                .map(|m| m * 60_000)
-                .unwrap_or(d.retention_ms)
-        } else if let Some(v) = broker.get("log.retention.hours") {
-            v.trim()
-                .parse::<i64>()
-                .map(|h| h * 3_600_000)
-                .unwrap_or(d.retention_ms)
-        } else {
-            d.retention_ms
-        };
-        let policy =
-            get("cleanup.policy", &["log.cleanup.policy"]).unwrap_or_else(|| "delete".into());
+        let policy = effective
+            .get("cleanup.policy")
+            .cloned()
+            .unwrap_or_else(|| "delete".into());
         let policy: Vec<String> = policy
             .split(',')
             .map(|p| p.trim().to_ascii_lowercase())
             .collect();
         PartitionConfig {
-            max_message_bytes: int(
-                "max.message.bytes",
-                &["message.max.bytes"],
-                d.max_message_bytes as i64,
-            )
-            .max(0) as usize,
-            timestamp_type: match get("message.timestamp.type", &["log.message.timestamp.type"])
-                .as_deref()
-            {
+            max_message_bytes: int("max.message.bytes", d.max_message_bytes as i64).max(0) as usize,
+            timestamp_type: match effective.get("message.timestamp.type").map(|s| s.as_str()) {
                 Some("LogAppendTime") => TimestampType::LogAppendTime,
                 _ => TimestampType::CreateTime,
             },
-            compression: get("compression.type", &["compression.type"])
-                .and_then(|v| TopicCompression::parse(&v))
+            compression: effective
+                .get("compression.type")
+                .and_then(|v| TopicCompression::parse(v))
                 .unwrap_or(d.compression),
             timestamp_before_max_ms: int(
                 "message.timestamp.before.max.ms",
-                &["log.message.timestamp.before.max.ms"],
                 d.timestamp_before_max_ms,
             ),
-            timestamp_after_max_ms: int(
-                "message.timestamp.after.max.ms",
-                &["log.message.timestamp.after.max.ms"],
-                d.timestamp_after_max_ms,
-            ),
-            min_insync_replicas: int("min.insync.replicas", &["min.insync.replicas"], 1).max(1)
-                as usize,
+            timestamp_after_max_ms: int("message.timestamp.after.max.ms", d.timestamp_after_max_ms),
+            min_insync_replicas: int("min.insync.replicas", 1).max(1) as usize,
             cleanup_delete: policy.iter().any(|p| p == "delete"),
             cleanup_compact: policy.iter().any(|p| p == "compact"),
-            retention_ms,
-            retention_bytes: int(
-                "retention.bytes",
-                &["log.retention.bytes"],
-                d.retention_bytes,
-            ),
-            flush_messages: int(
-                "flush.messages",
-                &["log.flush.interval.messages"],
-                d.flush_messages,
-            ),
-            flush_ms: int(
-                "flush.ms",
-                &["log.flush.interval.ms", "log.flush.scheduler.interval.ms"],
-                d.flush_ms,
-            ),
-            file_delete_delay_ms: int(
-                "file.delete.delay.ms",
-                &["log.segment.delete.delay.ms"],
-                d.file_delete_delay_ms,
-            ),
+            retention_ms: int("retention.ms", d.retention_ms),
+            retention_bytes: int("retention.bytes", d.retention_bytes),
+            flush_messages: int("flush.messages", d.flush_messages),
+            flush_ms: int("flush.ms", d.flush_ms),
+            file_delete_delay_ms: int("file.delete.delay.ms", d.file_delete_delay_ms),
+            effective,
         }
     }
 }

@@ -130,6 +130,8 @@ pub trait PartitionLog: Send + 'static {
     fn delete(&mut self) -> LogResult<()>;
     /// Hands the concrete log back to whoever created it (clean shutdown closes it).
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
+    /// The topic's configuration changed (topic-level names → values in force).
+    fn update_config(&mut self, _effective: &std::collections::BTreeMap<String, String>) {}
 }
 
 /// An in-memory log: a list of batches. Used by tests and as a stand-in storage.
@@ -184,7 +186,7 @@ impl PartitionLog for MemoryLog {
                 break;
             }
             let fits = out.len() + b.len() <= max_bytes;
-            if !fits && !(min_one_batch && first.is_none()) {
+            if !(fits || min_one_batch && first.is_none()) {
                 break;
             }
             first.get_or_insert(h.base_offset);
@@ -322,5 +324,8 @@ impl PartitionLog for Box<dyn PartitionLog> {
     }
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
         <dyn PartitionLog>::into_any(*self)
+    }
+    fn update_config(&mut self, effective: &std::collections::BTreeMap<String, String>) {
+        (**self).update_config(effective)
     }
 }

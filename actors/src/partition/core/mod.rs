@@ -226,6 +226,7 @@ impl<L: PartitionLog> Partition<L> {
         self.log
     }
     pub fn set_config(&mut self, config: PartitionConfig) {
+        self.log.update_config(&config.effective);
         self.config = config;
     }
 

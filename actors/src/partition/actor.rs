@@ -1,0 +1,294 @@
+//! `PartitionActor`: one hosted replica (Kafka's `Partition` with its `UnifiedLog`), the shell
+//! around [`Partition`]. Started by the `ReplicaManagerActor` on the partition arbiter chosen by
+//! hash(topic-partition); tells the purgatory when its high watermark moves.
+
+use actix::{Actor, Context, Handler, MessageResult, Recipient, Supervised};
+
+use super::core::{Partition, PartitionLog, Role, TopicPartition};
+use super::messages::*;
+use crate::purgatory::{HighWatermarkAdvanced, LeadershipLost};
+use crate::runtime::{ActorMetrics, SupervisedActor};
+
+/// Wall-clock milliseconds, the only clock the partition paths need.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Where a partition reports high watermark moves and leadership loss (the purgatory).
+#[derive(Clone)]
+pub struct PurgatoryLink {
+    pub high_watermark: Recipient<HighWatermarkAdvanced>,
+    pub leadership_lost: Recipient<LeadershipLost>,
+}
+
+pub struct PartitionActor {
+    /// `None` only after `StopReplica` handed the log away.
+    core: Option<Partition<Box<dyn PartitionLog>>>,
+    tp: TopicPartition,
+    purgatory: Option<PurgatoryLink>,
+    metrics: ActorMetrics,
+}
+
+impl PartitionActor {
+    pub fn new(core: Partition<Box<dyn PartitionLog>>, purgatory: Option<PurgatoryLink>) -> Self {
+        PartitionActor {
+            tp: core.tp.clone(),
+            core: Some(core),
+            purgatory,
+            metrics: ActorMetrics::new("PartitionActor"),
+        }
+    }
+
+    fn core(
+        &mut self,
+    ) -> Result<&mut Partition<Box<dyn PartitionLog>>, super::core::PartitionError> {
+        self.core
+            .as_mut()
+            .ok_or(super::core::PartitionError::NotLeaderOrFollower)
+    }
+
+    fn hw_advanced(&self, high_watermark: i64, bytes: usize) {
+        if let Some(p) = &self.purgatory {
+            p.high_watermark.do_send(HighWatermarkAdvanced {
+                tp: self.tp.clone(),
+                high_watermark,
+                bytes,
+            });
+        }
+    }
+
+    fn leadership_lost(&self) {
+        if let Some(p) = &self.purgatory {
+            p.leadership_lost.do_send(LeadershipLost {
+                tp: self.tp.clone(),
+            });
+        }
+    }
+}
+
+impl Actor for PartitionActor {
+    type Context = Context<Self>;
+}
+
+impl Supervised for PartitionActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        // The core (log, epoch, high watermark) survives in this value; only count the restart.
+        self.metrics.restarted();
+    }
+}
+
+impl SupervisedActor for PartitionActor {
+    fn metrics(&self) -> &ActorMetrics {
+        &self.metrics
+    }
+}
+
+impl Handler<AppendRecords> for PartitionActor {
+    type Result = MessageResult<AppendRecords>;
+    fn handle(&mut self, msg: AppendRecords, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let now = now_ms();
+        let result = self.core().and_then(|c| {
+            let out = c.append_as_leader(&msg.records, msg.required_acks, now)?;
+            // flush.messages is checked on the append path, as Kafka does.
+            c.maybe_flush(now)?;
+            Ok(out)
+        });
+        if let Ok(out) = &result {
+            if out.high_watermark_advanced {
+                self.hw_advanced(out.high_watermark, out.bytes as usize);
+            }
+        }
+        MessageResult(result)
+    }
+}
+
+impl Handler<ReadRecords> for PartitionActor {
+    type Result = MessageResult<ReadRecords>;
+    fn handle(&mut self, msg: ReadRecords, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let before = self.core.as_ref().map(|c| c.high_watermark());
+        let result = self.core().and_then(|c| c.read(&msg.params));
+        // A follower's fetch can move the high watermark (replication, later issues).
+        if let (Some(before), Some(c)) = (before, self.core.as_ref()) {
+            if c.high_watermark() > before {
+                self.hw_advanced(c.high_watermark(), 1);
+            }
+        }
+        MessageResult(result)
+    }
+}
+
+impl Handler<GetOffsetForTimestamp> for PartitionActor {
+    type Result = MessageResult<GetOffsetForTimestamp>;
+    fn handle(&mut self, msg: GetOffsetForTimestamp, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        MessageResult(self.core().and_then(|c| {
+            c.offset_for_timestamp(msg.timestamp, msg.isolation, msg.current_leader_epoch)
+        }))
+    }
+}
+
+impl Handler<DeleteRecordsBefore> for PartitionActor {
+    type Result = MessageResult<DeleteRecordsBefore>;
+    fn handle(&mut self, msg: DeleteRecordsBefore, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        MessageResult(self.core().and_then(|c| c.delete_records(msg.offset)))
+    }
+}
+
+impl Handler<GetEndOffsetForEpoch> for PartitionActor {
+    type Result = MessageResult<GetEndOffsetForEpoch>;
+    fn handle(&mut self, msg: GetEndOffsetForEpoch, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        MessageResult(self.core().and_then(|c| {
+            c.last_offset_for_leader_epoch(
+                msg.current_leader_epoch,
+                msg.leader_epoch,
+                msg.fetch_only_from_leader,
+            )
+        }))
+    }
+}
+
+impl Handler<GetReadableBytes> for PartitionActor {
+    type Result = usize;
+    fn handle(&mut self, msg: GetReadableBytes, _: &mut Context<Self>) -> usize {
+        self.core
+            .as_ref()
+            .map(|c| c.readable_bytes(msg.fetch_offset, msg.max_bytes))
+            .unwrap_or(0)
+    }
+}
+
+impl Handler<BecomeLeader> for PartitionActor {
+    type Result = Result<(), super::core::PartitionError>;
+    fn handle(&mut self, msg: BecomeLeader, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let c = self.core()?;
+        c.set_config(msg.config);
+        if c.become_leader(&msg.assignment)? {
+            let hw = c.high_watermark();
+            self.hw_advanced(hw, 1);
+        }
+        Ok(())
+    }
+}
+
+impl Handler<BecomeFollower> for PartitionActor {
+    type Result = ();
+    fn handle(&mut self, msg: BecomeFollower, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        if let Ok(c) = self.core() {
+            let was_leader = c.role() == Role::Leader;
+            c.set_config(msg.config);
+            c.become_follower(&msg.assignment);
+            if was_leader {
+                self.leadership_lost();
+            }
+        }
+    }
+}
+
+impl Handler<UpdatePartitionConfig> for PartitionActor {
+    type Result = ();
+    fn handle(&mut self, msg: UpdatePartitionConfig, _: &mut Context<Self>) {
+        if let Ok(c) = self.core() {
+            c.set_config(msg.config);
+        }
+    }
+}
+
+impl Handler<StopReplica> for PartitionActor {
+    type Result = Option<Box<dyn PartitionLog>>;
+    fn handle(&mut self, msg: StopReplica, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        self.leadership_lost();
+        // No ctx.stop(): a supervisor would restart it. Inert without its core, the actor ends
+        // when the last snapshot holding its address is dropped.
+        let mut core = self.core.take()?;
+        core.stop();
+        let mut log = core.into_log();
+        if msg.delete {
+            if let Err(e) = log.delete() {
+                tracing::error!(tp = %self.tp, error = %e, "failed to delete partition log");
+            }
+            None
+        } else {
+            Some(log)
+        }
+    }
+}
+
+impl Handler<DescribeReplica> for PartitionActor {
+    type Result = ReplicaInfo;
+    fn handle(&mut self, _: DescribeReplica, _: &mut Context<Self>) -> ReplicaInfo {
+        match &self.core {
+            Some(c) => ReplicaInfo {
+                is_leader: c.role() == Role::Leader,
+                leader_epoch: c.leader_epoch(),
+                log_start_offset: c.log_start_offset(),
+                log_end_offset: c.log_end_offset(),
+                high_watermark: c.high_watermark(),
+                recovery_point: c.log().recovery_point(),
+                size_bytes: c.log().size_bytes(),
+            },
+            None => ReplicaInfo {
+                is_leader: false,
+                leader_epoch: -1,
+                log_start_offset: -1,
+                log_end_offset: -1,
+                high_watermark: -1,
+                recovery_point: -1,
+                size_bytes: 0,
+            },
+        }
+    }
+}
+
+impl Handler<FlushTick> for PartitionActor {
+    type Result = ();
+    fn handle(&mut self, msg: FlushTick, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let now = now_ms();
+        let tp = self.tp.clone();
+        if let Ok(c) = self.core() {
+            let r = if msg.force {
+                c.flush(now).map(|_| true)
+            } else {
+                c.maybe_flush(now)
+            };
+            if let Err(e) = r {
+                tracing::error!(tp = %tp, error = %e, "flush failed");
+            }
+        }
+    }
+}
+
+impl Handler<RetentionTick> for PartitionActor {
+    type Result = usize;
+    fn handle(&mut self, _: RetentionTick, _: &mut Context<Self>) -> usize {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let tp = self.tp.clone();
+        match self.core().and_then(|c| c.enforce_retention(now_ms())) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(tp = %tp, error = %e, "retention failed");
+                0
+            }
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! The partition's log on disk: [`PartitionLog`] over the storage engine's `crate::log::Log`
+//! (Kafka's `UnifiedLog`), and [`DiskLogFactory`] over one `crate::log::LogDir` per `log.dirs`
+//! entry (the log-opening half of Kafka's `LogManager`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kactor_protocol::Uuid;
+
+use super::actor::now_ms;
+use super::core::config::PartitionConfig;
+use super::core::log::{
+    AppendedBatches, LogRead, LogResult, LogSlice, PartitionLog, TimestampOffset,
+};
+use super::core::TopicPartition;
+use super::messages::ReplicaInfo;
+use super::registry::LogFactory;
+use crate::log::checkpoint::{
+    write_offset_checkpoint, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+};
+use crate::log::{self as storage, Log, LogConfig, LogDir, Uuid16};
+
+fn storage_tp(tp: &TopicPartition) -> storage::TopicPartition {
+    storage::TopicPartition::new(tp.topic.clone(), tp.partition)
+}
+
+/// The storage engine's config for a topic: its defaults, overridden by every topic-level
+/// setting in force. A value the engine rejects is logged and skipped (the controller validates
+/// configs on the way in; a bad one must not keep a partition offline).
+pub fn log_config(effective: &BTreeMap<String, String>) -> LogConfig {
+    let mut config = LogConfig::default();
+    for (name, value) in effective {
+        if !storage::LOG_CONFIG_NAMES.contains(&name.as_str()) {
+            continue;
+        }
+        if let Err(e) = config.set(name, value) {
+            tracing::warn!(config = %name, value = %value, error = %e, "ignoring topic config");
+        }
+    }
+    config
+}
+
+/// A partition log in a log dir.
+pub struct DiskLog {
+    log: Option<Log>,
+    /// How long a deleted partition's renamed directory stays (`file.delete.delay.ms`).
+    file_delete_delay_ms: i64,
+}
+
+impl DiskLog {
+    pub fn new(log: Log) -> Self {
+        let file_delete_delay_ms = log.config().file_delete_delay_ms;
+        DiskLog {
+            log: Some(log),
+            file_delete_delay_ms,
+        }
+    }
+    fn log(&self) -> &Log {
+        self.log
+            .as_ref()
+            .expect("log present until deleted or closed")
+    }
+    fn log_mut(&mut self) -> &mut Log {
+        self.log
+            .as_mut()
+            .expect("log present until deleted or closed")
+    }
+    pub fn into_log(self) -> Option<Log> {
+        self.log
+    }
+}
+
+impl PartitionLog for DiskLog {
+    fn log_start_offset(&self) -> i64 {
+        self.log().log_start_offset()
+    }
+    fn log_end_offset(&self) -> i64 {
+        self.log().log_end_offset()
+    }
+    fn append(&mut self, batches: Bytes, _info: &AppendedBatches) -> LogResult<()> {
+        let now = now_ms();
+        let info = self
+            .log_mut()
+            .append(&batches, now)
+            .map_err(|e| e.to_string())?;
+        if let Some(rolled_at) = info.rolled_at {
+            // Kafka flushes a rolled segment right away; the segment is closed, so this is short.
+            self.log_mut()
+                .flush(rolled_at, now)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+    fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> LogResult<LogRead> {
+        let max_bytes = max_bytes.min(u32::MAX as usize) as u32;
+        let info = self
+            .log()
+            .read(start_offset, max_bytes, Some(max_offset), min_one_batch)
+            .map_err(|e| e.to_string())?;
+        let records = match info.records {
+            Some(s) => LogSlice::File {
+                file: s.file,
+                position: s.position,
+                len: s.len,
+            },
+            None => LogSlice::Memory(Bytes::new()),
+        };
+        Ok(LogRead {
+            records,
+            first_batch_offset: info.first_batch_base_offset,
+        })
+    }
+    fn offset_for_timestamp(&self, timestamp: i64) -> LogResult<Option<TimestampOffset>> {
+        let found = self
+            .log()
+            .fetch_offset_by_timestamp(timestamp)
+            .map_err(|e| e.to_string())?;
+        Ok(found.map(|t| TimestampOffset {
+            timestamp: t.timestamp,
+            offset: t.offset,
+            leader_epoch: t.leader_epoch,
+        }))
+    }
+    fn max_timestamp_offset(&self) -> LogResult<Option<TimestampOffset>> {
+        self.offset_for_timestamp(storage::MAX_TIMESTAMP)
+    }
+    fn advance_log_start_offset(&mut self, offset: i64) -> LogResult<()> {
+        self.log_mut()
+            .maybe_increment_log_start_offset(offset)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    fn assign_epoch_start_offset(&mut self, _epoch: i32, _start_offset: i64) -> LogResult<()> {
+        // The storage engine records epochs from the batches it appends (every batch carries the
+        // leader epoch the partition stamped), so nothing is lost by waiting for the first one.
+        Ok(())
+    }
+    fn epoch_entries(&self) -> Vec<(i32, i64)> {
+        self.log()
+            .leader_epoch_cache()
+            .entries()
+            .iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .collect()
+    }
+    fn flush(&mut self) -> LogResult<()> {
+        let leo = self.log().log_end_offset();
+        self.log_mut()
+            .flush(leo, now_ms())
+            .map_err(|e| e.to_string())
+    }
+    fn recovery_point(&self) -> i64 {
+        self.log().recovery_point()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.log().size()
+    }
+    fn enforce_retention(
+        &mut self,
+        now_ms: i64,
+        high_watermark: i64,
+        _retention_ms: i64,
+        _retention_bytes: i64,
+    ) -> LogResult<usize> {
+        // The storage engine applies retention.ms / retention.bytes from its own config, which
+        // update_config keeps in step with the partition's.
+        let log = self.log_mut();
+        let n = log
+            .delete_old_segments(now_ms, high_watermark)
+            .map_err(|e| e.to_string())?;
+        log.purge_deleted_segments(now_ms)
+            .map_err(|e| e.to_string())?;
+        Ok(n)
+    }
+    fn delete(&mut self) -> LogResult<()> {
+        let Some(log) = self.log.take() else {
+            return Ok(());
+        };
+        let renamed = log.rename_for_deletion().map_err(|e| e.to_string())?;
+        // Kafka removes a deleted partition's directory after file.delete.delay.ms; the rename
+        // already hid it from the next start's load, so a crash before removal loses nothing.
+        let delay = Duration::from_millis(self.file_delete_delay_ms.max(0) as u64);
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            if let Err(e) = storage::remove_log_dir(&renamed) {
+                tracing::warn!(dir = %renamed.display(), error = %e, "removing deleted log failed");
+            }
+        });
+        Ok(())
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
+    fn update_config(&mut self, effective: &BTreeMap<String, String>) {
+        let config = log_config(effective);
+        self.file_delete_delay_ms = config.file_delete_delay_ms;
+        if let Some(log) = self.log.as_mut() {
+            log.update_config(config);
+        }
+    }
+}
+
+/// Opens partition logs across `log.dirs`: logs found at start-up are handed out when their
+/// partition is first assigned; new ones go to the dir holding the fewest partitions (Kafka's
+/// placement rule).
+pub struct DiskLogFactory {
+    dirs: Vec<LogDir>,
+    unclaimed: HashMap<TopicPartition, (usize, Log)>,
+    placement: HashMap<TopicPartition, usize>,
+    broker_config: BTreeMap<String, String>,
+    /// Directories renamed for deletion before the last shutdown, removed after the delay.
+    leftover_deletions: Vec<PathBuf>,
+    broker_epoch: i64,
+}
+
+impl DiskLogFactory {
+    /// Loads every log under `log_dirs` (recovering after an unclean shutdown).
+    pub fn load(
+        log_dirs: &[PathBuf],
+        broker_config: BTreeMap<String, String>,
+    ) -> Result<Self, String> {
+        let defaults = log_config(&super::core::config::effective_topic_config(
+            &broker_config,
+            &BTreeMap::new(),
+        ));
+        let mut dirs = Vec::new();
+        let mut unclaimed = HashMap::new();
+        let mut placement = HashMap::new();
+        let mut leftover_deletions = Vec::new();
+        let now = now_ms();
+        for (i, path) in log_dirs.iter().enumerate() {
+            let (dir, logs, to_delete) = LogDir::load(path, |_| defaults.clone(), now)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            for log in logs {
+                let st = log.topic_partition();
+                let tp = TopicPartition::new(st.topic.clone(), st.partition);
+                placement.insert(tp.clone(), i);
+                unclaimed.insert(tp, (i, log));
+            }
+            leftover_deletions.extend(to_delete);
+            dirs.push(dir);
+        }
+        Ok(DiskLogFactory {
+            dirs,
+            unclaimed,
+            placement,
+            broker_config,
+            leftover_deletions,
+            broker_epoch: -1,
+        })
+    }
+
+    /// Partitions found on disk that no assignment has claimed yet.
+    pub fn unclaimed(&self) -> Vec<TopicPartition> {
+        self.unclaimed.keys().cloned().collect()
+    }
+
+    /// Removes directories left renamed for deletion by the previous run.
+    pub fn remove_leftover_deletions(&mut self) {
+        for dir in self.leftover_deletions.drain(..) {
+            if let Err(e) = storage::remove_log_dir(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "removing deleted log failed");
+            }
+        }
+    }
+
+    pub fn set_broker_epoch(&mut self, epoch: i64) {
+        self.broker_epoch = epoch;
+    }
+
+    fn least_loaded_dir(&self) -> usize {
+        let mut counts = vec![0usize; self.dirs.len()];
+        for i in self.placement.values() {
+            counts[*i] += 1;
+        }
+        counts
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, c)| **c)
+            .map(|(i, _)| i)
+            .unwrap_or(0)
+    }
+}
+
+impl LogFactory for DiskLogFactory {
+    fn open_or_create(
+        &mut self,
+        tp: &TopicPartition,
+        topic_id: Uuid,
+        config: &PartitionConfig,
+        _topic_overrides: &BTreeMap<String, String>,
+    ) -> Result<Box<dyn PartitionLog>, String> {
+        let _ = &self.broker_config;
+        let log_config = log_config(&config.effective);
+        let mut log = match self.unclaimed.remove(tp) {
+            Some((_, mut log)) => {
+                log.update_config(log_config);
+                log
+            }
+            None => {
+                if self.dirs.is_empty() {
+                    return Err("no log.dirs configured".into());
+                }
+                let i = self.least_loaded_dir();
+                let log = self.dirs[i]
+                    .create_log(&storage_tp(tp), log_config, now_ms())
+                    .map_err(|e| e.to_string())?;
+                self.placement.insert(tp.clone(), i);
+                log
+            }
+        };
+        if log.topic_id() != Some(Uuid16(topic_id.0)) {
+            log.assign_topic_id(Uuid16(topic_id.0))
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(Box::new(DiskLog::new(log)))
+    }
+
+    fn delete_unopened(&mut self, tp: &TopicPartition) -> Result<(), String> {
+        self.placement.remove(tp);
+        if let Some((_, log)) = self.unclaimed.remove(tp) {
+            let dir = log.rename_for_deletion().map_err(|e| e.to_string())?;
+            storage::remove_log_dir(&dir).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn log_dir_of(&self, tp: &TopicPartition) -> String {
+        let i = self.placement.get(tp).copied().unwrap_or(0);
+        self.dirs
+            .get(i)
+            .map(|d| d.path().display().to_string())
+            .unwrap_or_default()
+    }
+
+    fn log_dirs(&self) -> Vec<String> {
+        self.dirs
+            .iter()
+            .map(|d| d.path().display().to_string())
+            .collect()
+    }
+
+    fn checkpoint(&mut self, replicas: &[(TopicPartition, ReplicaInfo)]) -> Result<(), String> {
+        for (i, dir) in self.dirs.iter().enumerate() {
+            let mut recovery_points = BTreeMap::new();
+            let mut start_offsets = BTreeMap::new();
+            let here = replicas
+                .iter()
+                .filter(|(tp, _)| self.placement.get(tp) == Some(&i));
+            for (tp, info) in here {
+                if info.log_end_offset < 0 {
+                    continue;
+                }
+                recovery_points.insert(storage_tp(tp), info.recovery_point);
+                if info.log_start_offset > 0 {
+                    start_offsets.insert(storage_tp(tp), info.log_start_offset);
+                }
+            }
+            // Logs nobody claimed yet keep their numbers.
+            for (tp, (j, log)) in &self.unclaimed {
+                if *j == i {
+                    recovery_points.insert(storage_tp(tp), log.recovery_point());
+                    if log.log_start_offset() > 0 {
+                        start_offsets.insert(storage_tp(tp), log.log_start_offset());
+                    }
+                }
+            }
+            write_offset_checkpoint(
+                &dir.path().join(RECOVERY_POINT_CHECKPOINT),
+                &recovery_points,
+            )
+            .map_err(|e| e.to_string())?;
+            write_offset_checkpoint(
+                &dir.path().join(LOG_START_OFFSET_CHECKPOINT),
+                &start_offsets,
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn shutdown(&mut self, logs: Vec<Box<dyn PartitionLog>>) -> Result<(), String> {
+        let mut per_dir: Vec<Vec<Log>> = self.dirs.iter().map(|_| Vec::new()).collect();
+        for log in logs {
+            let Ok(disk) = log.into_any().downcast::<DiskLog>() else {
+                continue;
+            };
+            let Some(log) = disk.into_log() else { continue };
+            let st = log.topic_partition();
+            let tp = TopicPartition::new(st.topic.clone(), st.partition);
+            let i = self.placement.get(&tp).copied().unwrap_or(0);
+            per_dir[i].push(log);
+        }
+        for (_, (i, log)) in self.unclaimed.drain() {
+            per_dir[i].push(log);
+        }
+        let now = now_ms();
+        for (dir, logs) in std::mem::take(&mut self.dirs).into_iter().zip(per_dir) {
+            dir.shutdown(logs, self.broker_epoch, now)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}

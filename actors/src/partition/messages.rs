@@ -1,0 +1,200 @@
+//! Messages of the `PartitionActor` (one hosted replica) and of the `ReplicaManagerActor` (the
+//! registry of hosted replicas).
+
+use std::collections::BTreeMap;
+
+use actix::Message;
+use bytes::Bytes;
+
+use super::core::{
+    AppendOutcome, EpochEndOffset, IsolationLevel, PartitionAssignment, PartitionConfig,
+    PartitionError, ReadOutcome, ReadParams, TimestampOffset, TopicPartition,
+};
+
+/// Produce handler → partition: append this partition's records (one message per partition per
+/// produce request, never per record). Lost: the producer times out and retries.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<AppendOutcome, PartitionError>")]
+pub struct AppendRecords {
+    pub records: Bytes,
+    pub required_acks: i16,
+}
+
+/// Fetch handler → partition: read from an offset. Lost: the fetch times out.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<ReadOutcome, PartitionError>")]
+pub struct ReadRecords {
+    pub params: ReadParams,
+}
+
+/// ListOffsets handler → partition: the offset for a timestamp (or -1/-2/-3/-4/-5/-6).
+/// `isolation` is `None` for requests from other brokers. Lost: the client retries.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<Option<TimestampOffset>, PartitionError>")]
+pub struct GetOffsetForTimestamp {
+    pub timestamp: i64,
+    pub isolation: Option<IsolationLevel>,
+    pub current_leader_epoch: i32,
+}
+
+/// DeleteRecords handler → partition: move the log start offset to `offset` (-1: the high
+/// watermark). Returns the new low watermark. Lost: the admin client times out.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<i64, PartitionError>")]
+pub struct DeleteRecordsBefore {
+    pub offset: i64,
+}
+
+/// OffsetForLeaderEpoch handler → partition. Lost: the client retries.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<EpochEndOffset, PartitionError>")]
+pub struct GetEndOffsetForEpoch {
+    pub current_leader_epoch: i32,
+    pub leader_epoch: i32,
+    /// Consumers may only ask the leader; followers (replica id >= 0) may ask any replica.
+    pub fetch_only_from_leader: bool,
+}
+
+/// Fetch handler → partition: bytes readable now from `fetch_offset` (the long-poll estimate).
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "usize")]
+pub struct GetReadableBytes {
+    pub fetch_offset: i64,
+    pub max_bytes: usize,
+}
+
+/// Registry → partition: lead with this assignment and config. Lost: the partition keeps its
+/// old role until the next metadata change.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<(), PartitionError>")]
+pub struct BecomeLeader {
+    pub assignment: PartitionAssignment,
+    pub config: PartitionConfig,
+}
+
+/// Registry → partition: follow `assignment.leader`. Lost: as for `BecomeLeader`.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct BecomeFollower {
+    pub assignment: PartitionAssignment,
+    pub config: PartitionConfig,
+}
+
+/// Registry → partition: the topic's config changed. Lost: the old config stays in force.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct UpdatePartitionConfig {
+    pub config: PartitionConfig,
+}
+
+/// Registry → partition: stop serving; with `delete` remove the log, else hand it back for a
+/// clean close. Afterwards it answers NOT_LEADER_OR_FOLLOWER. Lost: the replica keeps serving.
+#[derive(Message)]
+#[rtype(result = "Option<Box<dyn super::core::PartitionLog>>")]
+pub struct StopReplica {
+    pub delete: bool,
+}
+
+/// Log manager / DescribeLogDirs / tests → partition: the replica's vital numbers.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "ReplicaInfo")]
+pub struct DescribeReplica;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, actix::MessageResponse)]
+pub struct ReplicaInfo {
+    pub is_leader: bool,
+    pub leader_epoch: i32,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    pub high_watermark: i64,
+    pub recovery_point: i64,
+    pub size_bytes: u64,
+}
+
+/// Log manager → partition: flush if `flush.messages` / `flush.ms` say so (`force`: always,
+/// e.g. before a clean shutdown). Lost: data stays in the page cache a little longer.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+pub struct FlushTick {
+    pub force: bool,
+}
+
+/// Log manager → partition: apply `retention.ms` / `retention.bytes` now
+/// (`log.retention.check.interval.ms`). Lost: old segments stay until the next tick.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "usize")]
+pub struct RetentionTick;
+
+/// One local replica's new state from the metadata log (the registry's input; mirrors the
+/// metadata publisher's `LocalPartitionChange`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionChange {
+    pub kind: PartitionChangeKind,
+    pub topic: String,
+    pub topic_id: kactor_protocol::Uuid,
+    pub partition: i32,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    /// The topic's config overrides; broker defaults fill the rest.
+    pub config_overrides: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartitionChangeKind {
+    BecomeLeader,
+    BecomeFollower,
+    Delete,
+}
+
+impl PartitionChange {
+    pub fn tp(&self) -> TopicPartition {
+        TopicPartition::new(self.topic.clone(), self.partition)
+    }
+    pub fn assignment(&self) -> PartitionAssignment {
+        PartitionAssignment {
+            leader: self.leader,
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+            replicas: self.replicas.clone(),
+            isr: self.isr.clone(),
+        }
+    }
+}
+
+/// Metadata publisher → registry: apply committed partition changes, in order. Lost: replicas
+/// don't open/lead/delete until the next change (a restart replays them from the image).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct ApplyPartitionChanges {
+    pub changes: Vec<PartitionChange>,
+}
+
+/// Metadata publisher → registry: a topic's config overrides changed.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct UpdateTopicConfig {
+    pub topic: String,
+    pub config_overrides: BTreeMap<String, String>,
+}
+
+/// Metadata publisher / config → registry: the broker's (dynamic) config changed; topics without
+/// overrides pick up the new defaults.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct UpdateBrokerLogConfig {
+    pub broker_config: BTreeMap<String, String>,
+}
+
+/// Anyone → registry: a receiver of the current partition table (request handlers keep one).
+#[derive(Message)]
+#[rtype(result = "super::registry::PartitionTableReader")]
+pub struct SubscribePartitionTable;
+
+/// Process shutdown → registry: stop every replica and close every log cleanly (clean-shutdown
+/// marker written by the log factory). Lost: the next start recovers the logs.
+#[derive(Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct ShutdownReplicas;

@@ -1,0 +1,406 @@
+//! `ReplicaManagerActor` (Kafka's `ReplicaManager` + the log-opening half of `LogManager`): owns
+//! the table topic-partition → `PartitionActor`, applies the metadata publisher's leader /
+//! follower / delete notifications (opening, creating and deleting logs through a
+//! [`LogFactory`]), and publishes the table to request handlers as an immutable snapshot
+//! (`Arc<PartitionTable>` in a `watch` channel, swapped on every change).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use actix::{
+    Actor, ActorFutureExt, Context, Handler, MessageResult, ResponseActFuture, Supervised,
+    WrapFuture,
+};
+use kactor_protocol::Uuid;
+use tokio::sync::watch;
+
+use super::actor::{now_ms, PartitionActor, PurgatoryLink};
+use super::core::{MemoryLog, Partition, PartitionConfig, PartitionLog, TopicPartition};
+use super::messages::*;
+use crate::runtime::{ActorMetrics, ArbiterPools, MeteredAddr, SupervisedActor};
+
+/// Opens and creates partition logs under `log.dirs` (the disk-backed implementation wraps
+/// `crate::log::LogDir`; [`MemoryLogFactory`] keeps logs in memory).
+pub trait LogFactory: Send + 'static {
+    /// The existing log of `tp` (recovered at load), or a new empty one.
+    fn open_or_create(
+        &mut self,
+        tp: &TopicPartition,
+        topic_id: Uuid,
+        config: &PartitionConfig,
+        topic_overrides: &BTreeMap<String, String>,
+    ) -> Result<Box<dyn PartitionLog>, String>;
+    /// Removes a log this node has on disk but never opened (deleted while we were down).
+    fn delete_unopened(&mut self, _tp: &TopicPartition) -> Result<(), String> {
+        Ok(())
+    }
+    /// The log dir holding `tp` (DescribeLogDirs).
+    fn log_dir_of(&self, tp: &TopicPartition) -> String;
+    /// Every configured log dir.
+    fn log_dirs(&self) -> Vec<String>;
+    /// Writes recovery-point and log-start-offset checkpoints from the replicas' numbers.
+    fn checkpoint(&mut self, replicas: &[(TopicPartition, ReplicaInfo)]) -> Result<(), String>;
+    /// Closes the logs handed back by stopped replicas and writes the clean-shutdown marker.
+    fn shutdown(&mut self, logs: Vec<Box<dyn PartitionLog>>) -> Result<(), String>;
+}
+
+/// Logs in memory: tests, and a broker started without storage.
+#[derive(Debug, Default)]
+pub struct MemoryLogFactory {
+    pub shut_down: bool,
+    pub checkpoints: usize,
+}
+
+impl LogFactory for MemoryLogFactory {
+    fn open_or_create(
+        &mut self,
+        _tp: &TopicPartition,
+        _topic_id: Uuid,
+        _config: &PartitionConfig,
+        _overrides: &BTreeMap<String, String>,
+    ) -> Result<Box<dyn PartitionLog>, String> {
+        Ok(Box::new(MemoryLog::new()))
+    }
+    fn log_dir_of(&self, _tp: &TopicPartition) -> String {
+        "memory".into()
+    }
+    fn log_dirs(&self) -> Vec<String> {
+        vec!["memory".into()]
+    }
+    fn checkpoint(&mut self, _replicas: &[(TopicPartition, ReplicaInfo)]) -> Result<(), String> {
+        self.checkpoints += 1;
+        Ok(())
+    }
+    fn shutdown(&mut self, _logs: Vec<Box<dyn PartitionLog>>) -> Result<(), String> {
+        self.shut_down = true;
+        Ok(())
+    }
+}
+
+/// One hosted replica as request handlers see it.
+#[derive(Clone)]
+pub struct HostedReplica {
+    pub addr: MeteredAddr<PartitionActor>,
+    pub topic_id: Uuid,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub log_dir: String,
+}
+
+/// The immutable snapshot request handlers look partitions up in.
+#[derive(Clone, Default)]
+pub struct PartitionTable {
+    pub partitions: HashMap<TopicPartition, HostedReplica>,
+    pub topic_ids: HashMap<String, Uuid>,
+    pub topic_names: HashMap<Uuid, String>,
+    /// Bumped on every change (tests, caches).
+    pub version: u64,
+}
+
+impl PartitionTable {
+    pub fn get(&self, topic: &str, partition: i32) -> Option<&HostedReplica> {
+        self.partitions.get(&TopicPartition::new(topic, partition))
+    }
+    pub fn topic_name(&self, id: &Uuid) -> Option<&str> {
+        self.topic_names.get(id).map(|s| s.as_str())
+    }
+    pub fn topic_id(&self, name: &str) -> Option<Uuid> {
+        self.topic_ids.get(name).copied()
+    }
+}
+
+/// What handlers hold: `reader.borrow().clone()` is the current `Arc<PartitionTable>`.
+pub type PartitionTableReader = watch::Receiver<Arc<PartitionTable>>;
+
+pub struct ReplicaManagerActor {
+    broker_id: i32,
+    broker_config: BTreeMap<String, String>,
+    topic_overrides: HashMap<String, BTreeMap<String, String>>,
+    factory: Box<dyn LogFactory>,
+    arbiters: Option<ArbiterPools>,
+    purgatory: Option<PurgatoryLink>,
+    table: Arc<PartitionTable>,
+    publisher: watch::Sender<Arc<PartitionTable>>,
+    metrics: ActorMetrics,
+}
+
+impl ReplicaManagerActor {
+    pub fn new(
+        broker_id: i32,
+        broker_config: BTreeMap<String, String>,
+        factory: Box<dyn LogFactory>,
+        arbiters: Option<ArbiterPools>,
+        purgatory: Option<PurgatoryLink>,
+    ) -> Self {
+        let table = Arc::new(PartitionTable::default());
+        let (publisher, _) = watch::channel(table.clone());
+        ReplicaManagerActor {
+            broker_id,
+            broker_config,
+            topic_overrides: HashMap::new(),
+            factory,
+            arbiters,
+            purgatory,
+            table,
+            publisher,
+            metrics: ActorMetrics::new("ReplicaManagerActor"),
+        }
+    }
+
+    /// A reader of the table, for wiring before the actor starts.
+    pub fn reader(&self) -> PartitionTableReader {
+        self.publisher.subscribe()
+    }
+
+    fn config_for(&self, topic: &str) -> PartitionConfig {
+        let empty = BTreeMap::new();
+        let overrides = self.topic_overrides.get(topic).unwrap_or(&empty);
+        PartitionConfig::resolve(&self.broker_config, overrides)
+    }
+
+    fn start_replica(&mut self, change: &PartitionChange) -> Result<HostedReplica, String> {
+        let tp = change.tp();
+        let config = self.config_for(&change.topic);
+        let log =
+            self.factory
+                .open_or_create(&tp, change.topic_id, &config, &change.config_overrides)?;
+        let mut core = Partition::new(tp.clone(), self.broker_id, log, config, now_ms());
+        // The new replica takes its role before it serves anything: the actor starts ready.
+        match change.kind {
+            PartitionChangeKind::BecomeLeader => {
+                core.become_leader(&change.assignment())
+                    .map_err(|e| e.to_string())?;
+            }
+            _ => core.become_follower(&change.assignment()),
+        }
+        let purgatory = self.purgatory.clone();
+        let metrics = ActorMetrics::new("PartitionActor");
+        let addr = match &self.arbiters {
+            Some(pools) => {
+                let arbiter = pools.io_for(&(tp.topic.as_str(), tp.partition));
+                crate::runtime::start_supervised(&arbiter, metrics, move |_| {
+                    PartitionActor::new(core, purgatory)
+                })
+            }
+            None => MeteredAddr::new(
+                actix::Supervisor::start(move |_| PartitionActor::new(core, purgatory)),
+                metrics,
+            ),
+        };
+        Ok(HostedReplica {
+            addr,
+            topic_id: change.topic_id,
+            leader: change.leader,
+            leader_epoch: change.leader_epoch,
+            log_dir: self.factory.log_dir_of(&tp),
+        })
+    }
+
+    fn apply(&mut self, changes: Vec<PartitionChange>) {
+        let mut table = (*self.table).clone();
+        for change in changes {
+            let tp = change.tp();
+            match change.kind {
+                PartitionChangeKind::Delete => {
+                    if let Some(r) = table.partitions.remove(&tp) {
+                        r.addr.do_send(StopReplica { delete: true });
+                    } else if let Err(e) = self.factory.delete_unopened(&tp) {
+                        tracing::error!(%tp, error = %e, "failed to delete partition log");
+                    }
+                    if !table.partitions.keys().any(|k| k.topic == tp.topic) {
+                        if let Some(id) = table.topic_ids.remove(&tp.topic) {
+                            table.topic_names.remove(&id);
+                        }
+                        self.topic_overrides.remove(&tp.topic);
+                    }
+                }
+                PartitionChangeKind::BecomeLeader | PartitionChangeKind::BecomeFollower => {
+                    self.topic_overrides
+                        .insert(change.topic.clone(), change.config_overrides.clone());
+                    table
+                        .topic_ids
+                        .insert(change.topic.clone(), change.topic_id);
+                    table
+                        .topic_names
+                        .insert(change.topic_id, change.topic.clone());
+                    let config = self.config_for(&change.topic);
+                    if let Some(r) = table.partitions.get_mut(&tp) {
+                        r.leader = change.leader;
+                        r.leader_epoch = change.leader_epoch;
+                        if change.kind == PartitionChangeKind::BecomeLeader {
+                            r.addr.do_send(BecomeLeader {
+                                assignment: change.assignment(),
+                                config,
+                            });
+                        } else {
+                            r.addr.do_send(BecomeFollower {
+                                assignment: change.assignment(),
+                                config,
+                            });
+                        }
+                    } else {
+                        match self.start_replica(&change) {
+                            Ok(r) => {
+                                table.partitions.insert(tp, r);
+                            }
+                            Err(e) => tracing::error!(%tp, error = %e, "failed to open partition"),
+                        }
+                    }
+                }
+            }
+        }
+        self.publish(table);
+    }
+
+    fn publish(&mut self, mut table: PartitionTable) {
+        table.version += 1;
+        self.table = Arc::new(table);
+        self.publisher.send_replace(self.table.clone());
+    }
+
+    fn push_configs<'a>(
+        &self,
+        replicas: impl Iterator<Item = (&'a TopicPartition, &'a HostedReplica)>,
+    ) {
+        for (tp, r) in replicas {
+            r.addr.do_send(UpdatePartitionConfig {
+                config: self.config_for(&tp.topic),
+            });
+        }
+    }
+}
+
+impl Actor for ReplicaManagerActor {
+    type Context = Context<Self>;
+}
+
+impl Supervised for ReplicaManagerActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        self.metrics.restarted();
+    }
+}
+
+impl SupervisedActor for ReplicaManagerActor {
+    fn metrics(&self) -> &ActorMetrics {
+        &self.metrics
+    }
+}
+
+impl Handler<ApplyPartitionChanges> for ReplicaManagerActor {
+    type Result = ();
+    fn handle(&mut self, msg: ApplyPartitionChanges, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        self.apply(msg.changes);
+    }
+}
+
+impl Handler<UpdateTopicConfig> for ReplicaManagerActor {
+    type Result = ();
+    fn handle(&mut self, msg: UpdateTopicConfig, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        self.topic_overrides
+            .insert(msg.topic.clone(), msg.config_overrides);
+        let table = self.table.clone();
+        self.push_configs(
+            table
+                .partitions
+                .iter()
+                .filter(|(tp, _)| tp.topic == msg.topic),
+        );
+    }
+}
+
+impl Handler<UpdateBrokerLogConfig> for ReplicaManagerActor {
+    type Result = ();
+    fn handle(&mut self, msg: UpdateBrokerLogConfig, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        self.broker_config = msg.broker_config;
+        let table = self.table.clone();
+        self.push_configs(table.partitions.iter());
+    }
+}
+
+impl Handler<SubscribePartitionTable> for ReplicaManagerActor {
+    type Result = MessageResult<SubscribePartitionTable>;
+    fn handle(&mut self, _: SubscribePartitionTable, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.publisher.subscribe())
+    }
+}
+
+/// Log manager → registry: write the recovery-point / log-start-offset checkpoints
+/// (`log.flush.offset.checkpoint.interval.ms`). Lost: recovery after a crash redoes more work.
+#[derive(actix::Message)]
+#[rtype(result = "()")]
+pub struct CheckpointLogDirs;
+
+impl Handler<CheckpointLogDirs> for ReplicaManagerActor {
+    type Result = ResponseActFuture<Self, ()>;
+    fn handle(&mut self, _: CheckpointLogDirs, _: &mut Context<Self>) -> Self::Result {
+        let replicas: Vec<(TopicPartition, MeteredAddr<PartitionActor>)> = self
+            .table
+            .partitions
+            .iter()
+            .map(|(tp, r)| (tp.clone(), r.addr.clone()))
+            .collect();
+        Box::pin(
+            async move {
+                let mut infos = Vec::with_capacity(replicas.len());
+                for (tp, addr) in replicas {
+                    if let Ok(info) = addr.send(DescribeReplica).await {
+                        infos.push((tp, info));
+                    }
+                }
+                infos
+            }
+            .into_actor(self)
+            .map(|infos, act, _| {
+                if let Err(e) = act.factory.checkpoint(&infos) {
+                    tracing::error!(error = %e, "writing log dir checkpoints failed");
+                }
+            }),
+        )
+    }
+}
+
+impl Handler<ShutdownReplicas> for ReplicaManagerActor {
+    type Result = ResponseActFuture<Self, Result<(), String>>;
+    fn handle(&mut self, _: ShutdownReplicas, _: &mut Context<Self>) -> Self::Result {
+        let replicas: Vec<MeteredAddr<PartitionActor>> = self
+            .table
+            .partitions
+            .values()
+            .map(|r| r.addr.clone())
+            .collect();
+        let mut table = (*self.table).clone();
+        table.partitions.clear();
+        self.publish(table);
+        Box::pin(
+            async move {
+                let mut logs = Vec::with_capacity(replicas.len());
+                for addr in replicas {
+                    if let Ok(Some(log)) = addr.send(StopReplica { delete: false }).await {
+                        logs.push(log);
+                    }
+                }
+                logs
+            }
+            .into_actor(self)
+            .map(|logs, act, _| act.factory.shutdown(logs)),
+        )
+    }
+}
+
+/// Tests / DescribeLogDirs → registry: the configured log dirs.
+#[derive(actix::Message)]
+#[rtype(result = "Vec<String>")]
+pub struct GetLogDirs;
+
+impl Handler<GetLogDirs> for ReplicaManagerActor {
+    type Result = MessageResult<GetLogDirs>;
+    fn handle(&mut self, _: GetLogDirs, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.factory.log_dirs())
+    }
+}

@@ -1,0 +1,247 @@
+//! Actor-level tests: the registry applies metadata notifications, handlers find partitions in
+//! the published table, appends and reads go through `PartitionActor`s, acks=all waits in the
+//! `PurgatoryActor`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use actix::Actor;
+use kactor_actors::partition::core::{codes, IsolationLevel, ReadParams};
+use kactor_actors::partition::messages::*;
+use kactor_actors::partition::registry::GetLogDirs;
+use kactor_actors::partition::testing::batch;
+use kactor_actors::partition::{MemoryLogFactory, PurgatoryLink, ReplicaManagerActor};
+use kactor_actors::purgatory::core::{FetchWatch, ProduceWatch};
+use kactor_actors::purgatory::{DescribePurgatory, PurgatoryActor, WatchFetch, WatchProduce};
+use kactor_protocol::Uuid;
+use tokio::sync::oneshot;
+
+fn change(kind: PartitionChangeKind, topic: &str, partition: i32, epoch: i32) -> PartitionChange {
+    PartitionChange {
+        kind,
+        topic: topic.into(),
+        topic_id: Uuid([7; 16]),
+        partition,
+        leader: 1,
+        leader_epoch: epoch,
+        partition_epoch: 0,
+        replicas: vec![1],
+        isr: vec![1],
+        config_overrides: BTreeMap::new(),
+    }
+}
+
+fn read(offset: i64) -> ReadRecords {
+    ReadRecords {
+        params: ReadParams {
+            fetch_offset: offset,
+            max_bytes: 1 << 20,
+            min_one_batch: true,
+            isolation: IsolationLevel::ReadUncommitted,
+            current_leader_epoch: -1,
+            last_fetched_epoch: -1,
+            replica_id: -1,
+        },
+    }
+}
+
+#[actix_rt::test]
+async fn registry_publishes_leaders_and_partitions_serve_appends_and_reads() {
+    let purgatory = PurgatoryActor::new().start();
+    let link = PurgatoryLink {
+        high_watermark: purgatory.clone().recipient(),
+        leadership_lost: purgatory.clone().recipient(),
+    };
+    let registry = ReplicaManagerActor::new(
+        1,
+        BTreeMap::new(),
+        Box::new(MemoryLogFactory::default()),
+        None,
+        Some(link),
+    )
+    .start();
+    let mut reader = registry.send(SubscribePartitionTable).await.unwrap();
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![
+                change(PartitionChangeKind::BecomeLeader, "orders", 0, 3),
+                change(PartitionChangeKind::BecomeLeader, "orders", 1, 3),
+            ],
+        })
+        .await
+        .unwrap();
+    reader.changed().await.unwrap();
+    let table = reader.borrow().clone();
+    assert_eq!(table.partitions.len(), 2);
+    assert_eq!(table.topic_id("orders"), Some(Uuid([7; 16])));
+    assert_eq!(table.topic_name(&Uuid([7; 16])), Some("orders"));
+    let p0 = table.get("orders", 0).unwrap().clone();
+    assert_eq!(p0.leader_epoch, 3);
+    assert!(table.get("orders", 2).is_none());
+    assert_eq!(
+        registry.send(GetLogDirs).await.unwrap(),
+        vec!["memory".to_string()]
+    );
+
+    let out = p0
+        .addr
+        .send(AppendRecords {
+            records: batch(&[b"a", b"b"], 0),
+            required_acks: -1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((out.base_offset, out.high_watermark), (0, 2));
+    // acks=all with ISR = {leader}: already satisfied, routed through the purgatory anyway.
+    let (tx, rx) = oneshot::channel();
+    purgatory.do_send(WatchProduce {
+        watches: vec![ProduceWatch {
+            tp: kactor_actors::partition::core::TopicPartition::new("orders", 0),
+            required_offset: out.last_offset + 1,
+            observed_high_watermark: out.high_watermark,
+        }],
+        timeout_ms: 30_000,
+        done: tx,
+    });
+    let results = rx.await.unwrap();
+    assert_eq!(results[0].1, codes::NONE);
+
+    let r = p0.addr.send(read(0)).await.unwrap().unwrap();
+    assert!(r.records.len() > 61);
+    assert_eq!(r.high_watermark, 2);
+    let info = p0.addr.send(DescribeReplica).await.unwrap();
+    assert!(info.is_leader);
+    assert_eq!(info.log_end_offset, 2);
+
+    // A long poll parked on partition 1 wakes when an append there moves the high watermark.
+    let p1 = table.get("orders", 1).unwrap().clone();
+    let (tx, rx) = oneshot::channel();
+    purgatory.do_send(WatchFetch {
+        watches: vec![FetchWatch {
+            tp: kactor_actors::partition::core::TopicPartition::new("orders", 1),
+            observed_high_watermark: 0,
+        }],
+        min_bytes: 1,
+        accumulated_bytes: 0,
+        max_wait_ms: 10_000,
+        done: tx,
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        purgatory
+            .send(DescribePurgatory)
+            .await
+            .unwrap()
+            .delayed_fetch,
+        1
+    );
+    p1.addr
+        .send(AppendRecords {
+            records: batch(&[b"x"], 0),
+            required_acks: 1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let expired = tokio::time::timeout(Duration::from_secs(5), rx)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!expired);
+
+    // Delete: the table drops the partition, the actor answers no more.
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![change(PartitionChangeKind::Delete, "orders", 1, 3)],
+        })
+        .await
+        .unwrap();
+    reader.changed().await.unwrap();
+    let table = reader.borrow().clone();
+    assert!(table.get("orders", 1).is_none());
+    assert!(table.topic_id("orders").is_some());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let e = p1.addr.send(read(0)).await.unwrap().unwrap_err();
+    assert_eq!(e.code(), codes::NOT_LEADER_OR_FOLLOWER);
+
+    // Leadership moves away: NOT_LEADER_OR_FOLLOWER.
+    let mut follower = change(PartitionChangeKind::BecomeFollower, "orders", 0, 4);
+    follower.leader = 2;
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![follower],
+        })
+        .await
+        .unwrap();
+    let e = p0.addr.send(read(0)).await.unwrap().unwrap_err();
+    assert_eq!(e.code(), codes::NOT_LEADER_OR_FOLLOWER);
+
+    registry.send(ShutdownReplicas).await.unwrap().unwrap();
+    assert!(reader.borrow().partitions.is_empty());
+}
+
+#[actix_rt::test]
+async fn acks_all_times_out_when_the_high_watermark_does_not_move() {
+    let purgatory = PurgatoryActor::new().start();
+    let (tx, rx) = oneshot::channel();
+    purgatory.do_send(WatchProduce {
+        watches: vec![ProduceWatch {
+            tp: kactor_actors::partition::core::TopicPartition::new("t", 0),
+            required_offset: 10,
+            observed_high_watermark: 5,
+        }],
+        timeout_ms: 50,
+        done: tx,
+    });
+    let results = tokio::time::timeout(Duration::from_secs(5), rx)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(results[0].1, codes::REQUEST_TIMED_OUT);
+}
+
+#[actix_rt::test]
+async fn topic_config_changes_reach_the_partition() {
+    let registry = ReplicaManagerActor::new(
+        1,
+        BTreeMap::new(),
+        Box::new(MemoryLogFactory::default()),
+        None,
+        None,
+    )
+    .start();
+    let reader = registry.send(SubscribePartitionTable).await.unwrap();
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![change(PartitionChangeKind::BecomeLeader, "t", 0, 0)],
+        })
+        .await
+        .unwrap();
+    let p = reader.borrow().get("t", 0).unwrap().clone();
+    p.addr
+        .send(AppendRecords {
+            records: batch(&[&[0u8; 200]], 0),
+            required_acks: 1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    registry
+        .send(UpdateTopicConfig {
+            topic: "t".into(),
+            config_overrides: [("max.message.bytes".to_string(), "100".to_string())].into(),
+        })
+        .await
+        .unwrap();
+    let e = p
+        .addr
+        .send(AppendRecords {
+            records: batch(&[&[0u8; 200]], 0),
+            required_acks: 1,
+        })
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.code(), codes::MESSAGE_TOO_LARGE);
+}
