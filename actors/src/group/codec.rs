@@ -57,11 +57,20 @@ fn framed<M: Encode>(prefix: i16, message: &M, version: i16) -> Result<Bytes, En
     Ok(w.into_bytes())
 }
 
-fn tp_out(tp: &TopicPartitions) -> Vec<cma_value::TopicPartitions> {
+fn tp_out(
+    tp: &TopicPartitions,
+    epochs: &std::collections::BTreeMap<(kactor_protocol::Uuid, i32), i32>,
+    member_epoch: i32,
+) -> Vec<cma_value::TopicPartitions> {
     tp.iter()
         .map(|(id, ps)| cma_value::TopicPartitions {
             topic_id: *id,
             partitions: ps.clone(),
+            assignment_epochs: Some(
+                ps.iter()
+                    .map(|p| *epochs.get(&(*id, *p)).unwrap_or(&member_epoch))
+                    .collect(),
+            ),
             ..Default::default()
         })
         .collect()
@@ -261,8 +270,16 @@ pub fn encode_record(record: &CoordinatorRecord) -> Result<(Bytes, Option<Bytes>
                         member_epoch: v.member_epoch,
                         previous_member_epoch: v.previous_member_epoch,
                         state: v.state,
-                        assigned_partitions: tp_out(&v.assigned_partitions),
-                        partitions_pending_revocation: tp_out(&v.partitions_pending_revocation),
+                        assigned_partitions: tp_out(
+                            &v.assigned_partitions,
+                            &v.assignment_epochs,
+                            v.member_epoch,
+                        ),
+                        partitions_pending_revocation: tp_out(
+                            &v.partitions_pending_revocation,
+                            &v.assignment_epochs,
+                            v.member_epoch,
+                        ),
                         ..Default::default()
                     },
                     0,
@@ -338,8 +355,26 @@ fn decode_value<M: Message>(
         })
 }
 
-fn tp_in(tp: Vec<cma_value::TopicPartitions>) -> TopicPartitions {
-    tp.into_iter().map(|t| (t.topic_id, t.partitions)).collect()
+/// Partitions and, per partition, the epoch it was assigned at (records written before Kafka
+/// tracked it carry none: the member epoch stands in).
+fn tp_in(
+    tp: Vec<cma_value::TopicPartitions>,
+    member_epoch: i32,
+    epochs: &mut std::collections::BTreeMap<(kactor_protocol::Uuid, i32), i32>,
+) -> TopicPartitions {
+    tp.into_iter()
+        .map(|t| {
+            for (i, p) in t.partitions.iter().enumerate() {
+                let at = t
+                    .assignment_epochs
+                    .as_ref()
+                    .and_then(|e| e.get(i).copied())
+                    .unwrap_or(member_epoch);
+                epochs.insert((t.topic_id, *p), at);
+            }
+            (t.topic_id, t.partitions)
+        })
+        .collect()
 }
 
 /// Decodes Kafka's (key, value) bytes. `Ok(None)` for record types this broker does not use
@@ -475,12 +510,24 @@ pub fn decode_record(
             CoordinatorRecord::ConsumerGroupCurrentMemberAssignment {
                 group_id: k.group_id,
                 member_id: k.member_id,
-                value: v.map(|v| ConsumerCurrentAssignmentValue {
-                    member_epoch: v.member_epoch,
-                    previous_member_epoch: v.previous_member_epoch,
-                    state: v.state,
-                    assigned_partitions: tp_in(v.assigned_partitions),
-                    partitions_pending_revocation: tp_in(v.partitions_pending_revocation),
+                value: v.map(|v| {
+                    let mut assignment_epochs = std::collections::BTreeMap::new();
+                    ConsumerCurrentAssignmentValue {
+                        member_epoch: v.member_epoch,
+                        previous_member_epoch: v.previous_member_epoch,
+                        state: v.state,
+                        assigned_partitions: tp_in(
+                            v.assigned_partitions,
+                            v.member_epoch,
+                            &mut assignment_epochs,
+                        ),
+                        partitions_pending_revocation: tp_in(
+                            v.partitions_pending_revocation,
+                            v.member_epoch,
+                            &mut assignment_epochs,
+                        ),
+                        assignment_epochs,
+                    }
                 }),
             }
         }

@@ -261,7 +261,7 @@ impl ClassicGroup {
         }
         let mut best: Option<(&str, usize)> = None;
         for (name, count) in votes {
-            if best.map_or(true, |(_, c)| count > c) {
+            if best.is_none() || best.is_some_and(|(_, c)| count > c) {
                 best = Some((name, count));
             }
         }

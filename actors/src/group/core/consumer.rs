@@ -141,7 +141,7 @@ fn next_assignment(
             owned,
         )),
         MemberState::Unknown => {
-            if owned.map_or(true, |o| o.values().any(|ps| !ps.is_empty())) {
+            if !owned.is_some_and(|o| o.values().all(|ps| ps.is_empty())) {
                 return fail(
                     FENCED_MEMBER_EPOCH,
                     "The consumer group member is in a unknown state. The member must abandon all its partitions and rejoin.",
@@ -205,6 +205,23 @@ fn compute_next(
             .any(|(t, ps)| revoke.get(t).is_some_and(|r| !r.is_disjoint(ps))),
     };
     let mut next = member.clone();
+    // Held partitions keep the epoch they were assigned at; new ones get the target epoch.
+    let epochs_for = |assigned: &Assignment, revoking: &Assignment| {
+        let mut epochs = std::collections::BTreeMap::new();
+        for a in [assigned, revoking] {
+            for (t, ps) in a {
+                for p in ps {
+                    let at = member
+                        .assignment_epochs
+                        .get(&(*t, *p))
+                        .copied()
+                        .unwrap_or(target_epoch);
+                    epochs.insert((*t, *p), at);
+                }
+            }
+        }
+        epochs
+    };
     let set_epoch = |m: &mut ConsumerMember, epoch: i32| {
         m.previous_member_epoch = m.member_epoch;
         m.member_epoch = epoch;
@@ -213,6 +230,7 @@ fn compute_next(
         // Revoke first; the member stays in its epoch until it confirms.
         next.state = MemberState::UnrevokedPartitions;
         set_epoch(&mut next, revoking_epoch);
+        next.assignment_epochs = epochs_for(&assigned, &revoke);
         next.assigned = assigned;
         next.pending_revocation = revoke;
     } else {
@@ -225,6 +243,7 @@ fn compute_next(
             MemberState::Stable
         };
         set_epoch(&mut next, target_epoch);
+        next.assignment_epochs = epochs_for(&assigned, &Assignment::new());
         next.assigned = assigned;
         next.pending_revocation = Assignment::new();
     }
@@ -347,10 +366,10 @@ impl GroupCoordinatorShard {
                     "RebalanceTimeoutMs must be provided in first request.",
                 );
             }
-            if req
+            if !req
                 .topic_partitions
                 .as_ref()
-                .map_or(true, |tp| !tp.is_empty())
+                .is_some_and(|tp| tp.is_empty())
             {
                 return fail(
                     INVALID_REQUEST,
@@ -499,6 +518,7 @@ impl GroupCoordinatorShard {
                     m.state = MemberState::Stable;
                     m.assigned.clear();
                     m.pending_revocation.clear();
+                    m.assignment_epochs.clear();
                     self.emit(
                         out,
                         CoordinatorRecord::ConsumerGroupCurrentMemberAssignment {
@@ -911,7 +931,11 @@ impl GroupCoordinatorShard {
                     // session expires.
                     let mut left = member.clone();
                     left.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH;
-                    left.pending_revocation.clear();
+                    for (t, ps) in std::mem::take(&mut left.pending_revocation) {
+                        for p in ps {
+                            left.assignment_epochs.remove(&(t, p));
+                        }
+                    }
                     self.emit(
                         out,
                         CoordinatorRecord::ConsumerGroupCurrentMemberAssignment {

@@ -85,6 +85,8 @@ pub struct ConsumerMember {
     pub state: MemberState,
     pub assigned: Assignment,
     pub pending_revocation: Assignment,
+    /// (topic, partition) -> member epoch at which it was assigned, for held partitions.
+    pub assignment_epochs: BTreeMap<(Uuid, i32), i32>,
 }
 
 impl ConsumerMember {
@@ -116,6 +118,7 @@ impl ConsumerMember {
             state: self.state.code(),
             assigned_partitions: to_topic_partitions(&self.assigned),
             partitions_pending_revocation: to_topic_partitions(&self.pending_revocation),
+            assignment_epochs: self.assignment_epochs.clone(),
         }
     }
 
@@ -245,7 +248,7 @@ impl ConsumerGroup {
         }
         let mut best: Option<(&str, usize)> = None;
         for (name, n) in counts {
-            if best.map_or(true, |(_, c)| n > c) {
+            if best.is_none() || best.is_some_and(|(_, c)| n > c) {
                 best = Some((name, n));
             }
         }
@@ -275,10 +278,31 @@ impl ConsumerGroup {
             // Members of KIP-848 groups must use OffsetCommit v9+.
             return Err(UNSUPPORTED_VERSION);
         }
-        if member_epoch != member.member_epoch {
+        if member_epoch > member.member_epoch {
             return Err(STALE_MEMBER_EPOCH);
         }
         Ok(())
+    }
+
+    /// Kafka 4.4's assignment-epoch validator: a commit carrying an epoch older than the
+    /// member's is accepted per partition if the member held the partition since then.
+    pub fn validate_partition_commit(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+        topic_id: &Uuid,
+        partition: i32,
+    ) -> Result<(), i16> {
+        let Some(member) = self.members.get(member_id) else {
+            return Ok(());
+        };
+        if member_epoch == member.member_epoch {
+            return Ok(());
+        }
+        match member.assignment_epochs.get(&(*topic_id, partition)) {
+            Some(assigned_at) if member_epoch >= *assigned_at => Ok(()),
+            _ => Err(STALE_MEMBER_EPOCH),
+        }
     }
 
     /// Kafka's `ConsumerGroup.validateOffsetFetch`.
@@ -287,13 +311,11 @@ impl ConsumerGroup {
         member_id: Option<&str>,
         member_epoch: i32,
     ) -> Result<(), i16> {
-        let Some(member_id) = member_id else {
-            return Ok(());
-        };
-        if member_epoch < 0 && member_id.is_empty() {
+        if member_id.is_none() && member_epoch < 0 {
+            // Admin clients and classic consumers do not say who they are.
             return Ok(());
         }
-        let Some(member) = self.members.get(member_id) else {
+        let Some(member) = member_id.and_then(|id| self.members.get(id)) else {
             return Err(UNKNOWN_MEMBER_ID);
         };
         if member_epoch != member.member_epoch {
@@ -319,11 +341,12 @@ impl ConsumerGroup {
     /// Applies one of this group's KIP-848 records (Kafka's `GroupMetadataManager.replay`).
     pub fn replay(&mut self, record: &CoordinatorRecord) {
         match record {
-            CoordinatorRecord::ConsumerGroupMetadata { value, .. } => {
-                if let Some((epoch, hash)) = value {
-                    self.group_epoch = *epoch;
-                    self.metadata_hash = *hash;
-                }
+            CoordinatorRecord::ConsumerGroupMetadata {
+                value: Some((epoch, hash)),
+                ..
+            } => {
+                self.group_epoch = *epoch;
+                self.metadata_hash = *hash;
             }
             CoordinatorRecord::ConsumerGroupMemberMetadata {
                 member_id, value, ..
@@ -362,11 +385,12 @@ impl ConsumerGroup {
                     }
                 }
             },
-            CoordinatorRecord::ConsumerGroupTargetAssignmentMetadata { value, .. } => {
-                if let Some((epoch, ts)) = value {
-                    self.assignment_epoch = *epoch;
-                    self.assignment_timestamp_ms = *ts;
-                }
+            CoordinatorRecord::ConsumerGroupTargetAssignmentMetadata {
+                value: Some((epoch, ts)),
+                ..
+            } => {
+                self.assignment_epoch = *epoch;
+                self.assignment_timestamp_ms = *ts;
             }
             CoordinatorRecord::ConsumerGroupTargetAssignmentMember {
                 member_id, value, ..
@@ -398,6 +422,7 @@ impl ConsumerGroup {
                         member.assigned = from_topic_partitions(&v.assigned_partitions);
                         member.pending_revocation =
                             from_topic_partitions(&v.partitions_pending_revocation);
+                        member.assignment_epochs = v.assignment_epochs.clone();
                     }
                     None => {
                         member.member_epoch = LEAVE_GROUP_MEMBER_EPOCH;
@@ -405,6 +430,7 @@ impl ConsumerGroup {
                         member.state = MemberState::Stable;
                         member.assigned.clear();
                         member.pending_revocation.clear();
+                        member.assignment_epochs.clear();
                     }
                 }
                 let member = member.clone();

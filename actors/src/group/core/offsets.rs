@@ -122,6 +122,23 @@ impl OffsetStore {
 /// Why a commit is refused for the whole request.
 type CommitCheck = Result<(), i16>;
 
+/// What an offset's age is measured from (Kafka's `OffsetExpirationCondition`).
+#[derive(Clone, Copy)]
+enum ExpiryBase {
+    CommitTime,
+    Since(i64),
+}
+
+/// Who commits, as the OffsetCommit / TxnOffsetCommit request says.
+struct Committer<'a> {
+    api_version: i16,
+    group_id: &'a str,
+    member_id: &'a str,
+    instance_id: Option<&'a str>,
+    generation_or_epoch: i32,
+    transactional: bool,
+}
+
 impl ClassicGroup {
     /// Kafka's `ClassicGroup.validateOffsetCommit`.
     fn validate_offset_commit(
@@ -169,16 +186,15 @@ impl ClassicGroup {
 }
 
 impl GroupCoordinatorShard {
-    fn validate_commit(
-        &mut self,
-        api_version: i16,
-        group_id: &str,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation_or_epoch: i32,
-        transactional: bool,
-        now_ms: i64,
-    ) -> CommitCheck {
+    fn validate_commit(&mut self, who: &Committer<'_>, now_ms: i64) -> CommitCheck {
+        let Committer {
+            api_version,
+            group_id,
+            member_id,
+            instance_id,
+            generation_or_epoch,
+            transactional,
+        } = *who;
         if group_id.is_empty() {
             return Err(INVALID_GROUP_ID);
         }
@@ -252,15 +268,21 @@ impl GroupCoordinatorShard {
         out: &mut Output,
     ) -> Vec<CommitTopicOutput> {
         let check = self.validate_commit(
-            req.api_version,
-            &req.group_id,
-            &req.member_id,
-            req.group_instance_id.as_deref(),
-            req.generation_id_or_member_epoch,
-            false,
+            &Committer {
+                api_version: req.api_version,
+                group_id: &req.group_id,
+                member_id: &req.member_id,
+                instance_id: req.group_instance_id.as_deref(),
+                generation_or_epoch: req.generation_id_or_member_epoch,
+                transactional: false,
+            },
             now_ms,
         );
         let expire = (req.retention_time_ms != -1).then(|| now_ms + req.retention_time_ms);
+        let consumer_group = match self.groups.get(&req.group_id) {
+            Some(Group::Consumer(g)) => Some(g),
+            _ => None,
+        };
         let mut records = Vec::new();
         let topics = req
             .topics
@@ -274,6 +296,21 @@ impl GroupCoordinatorShard {
                     .map(|p| {
                         if let Err(code) = check {
                             return (p.partition_index, code);
+                        }
+                        if let Some(g) = consumer_group {
+                            let topic_id = if topic.topic_id == kactor_protocol::Uuid::ZERO {
+                                self.topics.id_of(&topic.name).unwrap_or_default()
+                            } else {
+                                topic.topic_id
+                            };
+                            if let Err(code) = g.validate_partition_commit(
+                                &req.member_id,
+                                req.generation_id_or_member_epoch,
+                                &topic_id,
+                                p.partition_index,
+                            ) {
+                                return (p.partition_index, code);
+                            }
                         }
                         if self.metadata_too_large(p) {
                             return (p.partition_index, OFFSET_METADATA_TOO_LARGE);
@@ -306,12 +343,15 @@ impl GroupCoordinatorShard {
         out: &mut Output,
     ) -> Vec<CommitTopicOutput> {
         let check = self.validate_commit(
-            99,
-            &req.group_id,
-            &req.member_id,
-            req.group_instance_id.as_deref(),
-            req.generation_id,
-            true,
+            &Committer {
+                // TxnOffsetCommit has no version rule of its own here.
+                api_version: i16::MAX,
+                group_id: &req.group_id,
+                member_id: &req.member_id,
+                instance_id: req.group_instance_id.as_deref(),
+                generation_or_epoch: req.generation_id,
+                transactional: true,
+            },
             now_ms,
         );
         let mut records = Vec::new();
@@ -505,14 +545,13 @@ impl GroupCoordinatorShard {
             let group = &self.groups[&group_id];
             // Kafka's offsetExpirationCondition: the timestamp an offset ages from, or None
             // when the group's offsets must not expire now.
-            let base: Option<Box<dyn Fn(&OffsetCommitValue) -> i64>> = match group {
+            let base = match group {
                 Group::Classic(g) => match &g.protocol_type {
                     // A simple group: offsets age from their commit.
-                    None => Some(Box::new(|v: &OffsetCommitValue| v.commit_timestamp_ms)),
+                    None => Some(ExpiryBase::CommitTime),
                     // Nobody consumes: everything ages from when the group became empty.
                     Some(_) if g.is(ClassicGroupState::Empty) => {
-                        let ts = g.state_timestamp_ms;
-                        Some(Box::new(move |_: &OffsetCommitValue| ts))
+                        Some(ExpiryBase::Since(g.state_timestamp_ms))
                     }
                     // Stable consumers that told us their topics: other topics age out.
                     Some(t)
@@ -520,11 +559,11 @@ impl GroupCoordinatorShard {
                             && g.is(ClassicGroupState::Stable)
                             && g.subscribed_topics().is_some() =>
                     {
-                        Some(Box::new(|v: &OffsetCommitValue| v.commit_timestamp_ms))
+                        Some(ExpiryBase::CommitTime)
                     }
                     Some(_) => None,
                 },
-                Group::Consumer(_) => Some(Box::new(|v: &OffsetCommitValue| v.commit_timestamp_ms)),
+                Group::Consumer(_) => Some(ExpiryBase::CommitTime),
             };
             let (Some(base), Some(topics)) = (base, self.offsets.group(&group_id)) else {
                 continue;
@@ -536,7 +575,13 @@ impl GroupCoordinatorShard {
                 for (partition, v) in parts {
                     let expired = match v.expire_timestamp_ms {
                         Some(expire) => now_ms >= expire,
-                        None => now_ms - base(v) >= retention,
+                        None => {
+                            let since = match base {
+                                ExpiryBase::CommitTime => v.commit_timestamp_ms,
+                                ExpiryBase::Since(ts) => ts,
+                            };
+                            now_ms - since >= retention
+                        }
                     };
                     if expired && !self.offsets.has_pending(&group_id, topic, *partition) {
                         records.push(CoordinatorRecord::OffsetCommit {

@@ -2,6 +2,8 @@
 //! `GroupCoordinatorRecordHelpers` record kinds), as plain values. A `None` value is a tombstone.
 //! `group::codec` turns them into Kafka's key/value bytes and back.
 
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 use kactor_protocol::Uuid;
 
@@ -68,6 +70,10 @@ pub struct ConsumerCurrentAssignmentValue {
     pub state: i8,
     pub assigned_partitions: TopicPartitions,
     pub partitions_pending_revocation: TopicPartitions,
+    /// The member epoch at which each held partition was assigned (Kafka 4.4's tagged
+    /// `AssignmentEpochs`): commits from an older epoch are still accepted for partitions
+    /// assigned no later than that epoch.
+    pub assignment_epochs: BTreeMap<(Uuid, i32), i32>,
 }
 
 /// A resolved regular expression subscription (`ConsumerGroupRegularExpressionValue`).

@@ -537,8 +537,10 @@ fn static_member_is_kept_through_a_rebalance_it_misses() {
 
 #[test]
 fn group_max_size() {
-    let mut config = GroupCoordinatorConfig::default();
-    config.group_max_size = 2;
+    let config = GroupCoordinatorConfig {
+        group_max_size: 2,
+        ..Default::default()
+    };
     let mut h = Harness::with_config(config);
     let a = h.join_v("g", "", None, &[("range", b"")], 3);
     let b = h.join_v("g", "", None, &[("range", b"")], 3);

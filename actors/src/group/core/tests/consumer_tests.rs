@@ -485,8 +485,10 @@ fn subscription_change_moves_partitions() {
 
 #[test]
 fn consumer_group_max_size() {
-    let mut config = GroupCoordinatorConfig::default();
-    config.consumer_max_size = 1;
+    let config = GroupCoordinatorConfig {
+        consumer_max_size: 1,
+        ..Default::default()
+    };
     let mut h = Harness::with_config(config);
     h.cg_join("g", "m1", &["t1"]);
     assert_eq!(

@@ -308,9 +308,11 @@ fn offset_delete() {
 
 #[test]
 fn offsets_expire_and_empty_groups_go_away() {
-    let mut config = GroupCoordinatorConfig::default();
-    config.offsets_retention_ms = 60_000;
-    config.offsets_retention_check_interval_ms = 10_000;
+    let config = GroupCoordinatorConfig {
+        offsets_retention_ms: 60_000,
+        offsets_retention_check_interval_ms: 10_000,
+        ..Default::default()
+    };
     let mut h = Harness::with_config(config);
     h.shard.on_loaded(h.now);
     h.commit(commit_req("old", "", -1, "t1", 0, 1));
@@ -328,4 +330,48 @@ fn offsets_expire_and_empty_groups_go_away() {
         h.shard.offsets().get("active", "t1", 0).is_some(),
         "a stable group keeps offsets of topics it may consume"
     );
+}
+
+#[test]
+fn older_epoch_commits_accepted_for_partitions_held_since_then() {
+    let mut h = Harness::new();
+    h.cg_join("g", "m1", &["t1"]);
+    h.cg_join("g", "m2", &["t1"]);
+    let r = h.cg_beat("g", "m1", 1, &[(tid(1), (0..6).collect())]);
+    let kept = parts_of(&r.assignment, tid(1));
+    h.cg_beat("g", "m1", 1, &[(tid(1), kept.clone())]);
+    assert_eq!(h.consumer("g").members["m1"].member_epoch, 2);
+    // m1 still commits with epoch 1 for a partition it has held since epoch 1: accepted.
+    assert_eq!(
+        h.commit(commit_req("g", "m1", 1, "t1", kept[0], 5)),
+        vec![(kept[0], NONE)]
+    );
+    // A partition it no longer holds: stale.
+    let gone = (0..6).find(|p| !kept.contains(p)).unwrap();
+    assert_eq!(
+        h.commit(commit_req("g", "m1", 1, "t1", gone, 5)),
+        vec![(gone, STALE_MEMBER_EPOCH)]
+    );
+    // m2 got its partitions at epoch 2: an epoch-1 commit is stale, a newer epoch too.
+    let r2 = h.cg_beat("g", "m2", 2, &[]);
+    let p2 = parts_of(&r2.assignment, tid(1))[0];
+    assert_eq!(
+        h.commit(commit_req("g", "m2", 1, "t1", p2, 5)),
+        vec![(p2, STALE_MEMBER_EPOCH)]
+    );
+    assert_eq!(
+        h.commit(commit_req("g", "m2", 3, "t1", p2, 5)),
+        vec![(p2, STALE_MEMBER_EPOCH)]
+    );
+    assert_eq!(
+        h.commit(commit_req("g", "m2", 2, "t1", p2, 5)),
+        vec![(p2, NONE)]
+    );
+}
+
+fn parts_of(tp: &Option<Vec<(Uuid, Vec<i32>)>>, topic: Uuid) -> Vec<i32> {
+    tp.as_ref()
+        .and_then(|v| v.iter().find(|(t, _)| *t == topic))
+        .map(|(_, p)| p.clone())
+        .unwrap_or_default()
 }
