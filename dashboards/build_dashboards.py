@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Writes kactor's Grafana dashboards (dashboards/grafana/dashboards/*.json) from the panel lists
+below, so every panel gets the same datasource, variables and selector, and panel ids stay
+unique. Run it after editing; tests/ops checks that the committed JSON is what it writes.
+
+    python3 dashboards/build_dashboards.py
+
+Every expression may use only metric families a running broker exports (checked against a
+live /metrics by tests/ops/test_metrics_catalog.py). Panels for partitions, log size,
+under-replicated/offline partitions, the active controller, groups/lag and transactions are
+added here when those families exist.
+"""
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "grafana" / "dashboards"
+
+# Must match dashboards/grafana/provisioning/datasources/kactor.yml.
+DATASOURCE = {"type": "prometheus", "uid": "kactor-prometheus"}
+SCHEMA_VERSION = 39  # Grafana 10.4 / 11
+
+# The selector every broker-level query starts from: the scrape job plus the variables.
+SEL = 'job="kactor", cluster=~"$cluster", instance=~"$instance"'
+RATE = "$__rate_interval"
+
+
+def variable(name, label, query, hide=0):
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DATASOURCE,
+        "definition": query,
+        "query": {"query": query, "refId": f"{name}-var"},
+        "refresh": 2,  # on time range change: brokers come and go
+        "includeAll": True,
+        "multi": True,
+        # ".*" (not Grafana's OR of the values) so series without the label, e.g. a
+        # Prometheus that sets no `cluster` label, still match "All".
+        "allValue": ".*",
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "sort": 1,
+        "hide": hide,
+        "options": [],
+    }
+
+
+CLUSTER_VAR = variable("cluster", "Cluster",
+                       'label_values(kactor_network_bytes_in_total{job="kactor"}, cluster)')
+INSTANCE_VAR = variable("instance", "Broker",
+                        'label_values(kactor_network_bytes_in_total{job="kactor", '
+                        'cluster=~"$cluster"}, instance)')
+
+
+def target(expr, legend="", ref="A", instant=False):
+    t = {"refId": ref, "datasource": DATASOURCE, "expr": expr, "legendFormat": legend,
+         "range": not instant, "instant": instant}
+    return t
+
+
+def timeseries(title, targets, unit="short", description="", stack=False, w=12, h=8):
+    return {
+        "type": "timeseries",
+        "title": title,
+        "description": description,
+        "datasource": DATASOURCE,
+        "targets": targets,
+        "fieldConfig": {
+            "defaults": {
+                "unit": unit,
+                "custom": {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10,
+                           "showPoints": "never",
+                           "stacking": {"mode": "normal" if stack else "none", "group": "A"}},
+            },
+            "overrides": [],
+        },
+        "options": {
+            "legend": {"displayMode": "table", "placement": "bottom", "showLegend": True,
+                       "calcs": ["mean", "max", "lastNotNull"]},
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        },
+        "_size": (w, h),
+    }
+
+
+def stat(title, expr, unit="short", description="", thresholds=None, w=4, h=4):
+    steps = thresholds or [{"color": "green", "value": None}]
+    return {
+        "type": "stat",
+        "title": title,
+        "description": description,
+        "datasource": DATASOURCE,
+        "targets": [target(expr, instant=True)],
+        "fieldConfig": {
+            "defaults": {"unit": unit, "thresholds": {"mode": "absolute", "steps": steps}},
+            "overrides": [],
+        },
+        "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                    "colorMode": "value", "graphMode": "area", "textMode": "auto"},
+        "_size": (w, h),
+    }
+
+
+def text(title, content, w=24, h=3):
+    return {"type": "text", "title": title, "options": {"mode": "markdown", "content": content},
+            "_size": (w, h)}
+
+
+def row(title):
+    return {"type": "row", "title": title, "collapsed": False, "panels": [], "_size": (24, 1)}
+
+
+def layout(panels):
+    """Assigns ids and grid positions left to right, wrapping at 24 columns."""
+    x = y = row_h = 0
+    out = []
+    for i, p in enumerate(panels, start=1):
+        w, h = p.pop("_size")
+        if p["type"] == "row" or x + w > 24:
+            x, y, row_h = 0, y + row_h, 0
+        p = {"id": i, "gridPos": {"h": h, "w": w, "x": x, "y": y}, **p}
+        out.append(p)
+        if p["type"] == "row":
+            y += h
+        else:
+            x += w
+            row_h = max(row_h, h)
+    return out
+
+
+def dashboard(uid, title, description, panels, variables, tags):
+    return {
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": ["kactor", "kafka"] + tags,
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "editable": True,
+        "graphTooltip": 1,
+        "time": {"from": "now-1h", "to": "now"},
+        "refresh": "30s",
+        "timezone": "",
+        "annotations": {"list": [{
+            "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+            "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
+            "name": "Annotations & Alerts", "type": "dashboard"}]},
+        "links": [{"type": "dashboards", "tags": ["kactor"], "asDropdown": False,
+                   "title": "kactor dashboards", "includeVars": True, "keepTime": True}],
+        "templating": {"list": variables},
+        "panels": layout(panels),
+    }
+
+
+def overview():
+    s = SEL
+    panels = [
+        row("Brokers"),
+        stat("Brokers up", f"sum(up{{{s}}})",
+             description="Brokers Prometheus can scrape (job=\"kactor\")."),
+        stat("Brokers down", f"count(up{{{s}}} == 0) or vector(0)",
+             thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}]),
+        stat("Open connections", f"sum(kactor_network_connections{{{s}}})"),
+        stat("Requests / s", f"sum(rate(kactor_network_requests_total{{{s}}}[{RATE}]))",
+             unit="reqps"),
+        stat("Error responses / s",
+             f"sum(rate(kactor_network_request_errors_total{{{s}}}[{RATE}])) or vector(0)",
+             unit="reqps",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
+        stat("Latency SLO burn rate (1h)", "max(kactor:request_slow_ratio:rate1h"
+             '{job="kactor", cluster=~"$cluster", instance=~"$instance"}) / 0.01',
+             description="How fast the 1% budget of requests slower than 100 ms (Fetch, "
+                         "JoinGroup, SyncGroup excluded) is spent; 1 = exactly on budget. "
+                         "Needs the recording rules in dashboards/prometheus/kactor.rules.yml.",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 6},
+                         {"color": "red", "value": 14.4}]),
+        row("Throughput"),
+        timeseries("Bytes in / out", [
+            target(f"sum by (instance) (rate(kactor_network_bytes_in_total{{{s}}}[{RATE}]))",
+                   "{{instance}} in", "A"),
+            target(f"-sum by (instance) (rate(kactor_network_bytes_out_total{{{s}}}[{RATE}]))",
+                   "{{instance}} out", "B"),
+        ], unit="Bps", w=24,
+            description="Request bytes read (up) and response bytes written (down, negated), "
+                        "size prefixes included. Per-topic bytes arrive with the partition "
+                        "metrics."),
+        row("Requests"),
+        timeseries("Request rate by API", [target(
+            f"sum by (api) (rate(kactor_network_requests_total{{{s}}}[{RATE}]))", "{{api}}")],
+            unit="reqps"),
+        timeseries("Errors by API and code", [target(
+            f"sum by (api, error) (rate(kactor_network_request_errors_total{{{s}}}[{RATE}]))",
+            "{{api}} {{error}}")], unit="reqps",
+            description="Responses whose top-level error code was not NONE."),
+        timeseries("Request latency p50 by API", [target(
+            "histogram_quantile(0.5, sum by (le, api) (rate("
+            f"kactor_network_request_duration_seconds_bucket{{{s}}}[{RATE}])))", "{{api}}")],
+            unit="s", description="From the request frame being read to its response being "
+                                  "queued for writing."),
+        timeseries("Request latency p99 by API", [target(
+            "histogram_quantile(0.99, sum by (le, api) (rate("
+            f"kactor_network_request_duration_seconds_bucket{{{s}}}[{RATE}])))", "{{api}}")],
+            unit="s"),
+        timeseries("Slow-request ratio (SLO: ≤ 1% over 100 ms)", [
+            target(f"kactor:request_slow_ratio:rate5m{{{s}}}", "{{instance}} 5m", "A"),
+            target(f"kactor:request_slow_ratio:rate1h{{{s}}}", "{{instance}} 1h", "B"),
+        ], unit="percentunit", w=24),
+        row("Connections"),
+        timeseries("Open connections by listener", [target(
+            f"sum by (instance, listener) (kactor_network_connections{{{s}}})",
+            "{{instance}} {{listener}}")]),
+        timeseries("Connections accepted / refused / closed", [
+            target(f"sum by (listener) (rate(kactor_network_connections_accepted_total{{{s}}}"
+                   f"[{RATE}]))", "accepted {{listener}}", "A"),
+            target(f"sum by (listener) (rate(kactor_network_connections_refused_total{{{s}}}"
+                   f"[{RATE}]))", "refused {{listener}}", "B"),
+            target(f"sum by (reason) (rate(kactor_network_connections_closed_total{{{s}}}"
+                   f"[{RATE}]))", "closed: {{reason}}", "C"),
+        ], unit="cps", description="Refused: max.connections reached. Closed: the broker "
+                                   "closed the connection for a protocol violation."),
+        text("Coming with the broker's next metric families",
+             "Partitions, log size, under-replicated / offline partitions, ISR changes, the "
+             "active controller, consumer groups and lag, and transactions get their panels "
+             "when the broker exports them (see `dashboards/build_dashboards.py`). Panels "
+             "only ever query families a running broker exports; `tests/ops` checks it."),
+    ]
+    return dashboard("kactor-overview", "kactor / Broker overview",
+                     "Throughput, requests, latency, errors and connections of kactor brokers.",
+                     panels, [CLUSTER_VAR, INSTANCE_VAR], ["overview"])
+
+
+def actors():
+    a = f'{SEL}, actor=~"$actor"'
+    actor_var = variable("actor", "Actor type",
+                         'label_values(kactor_actor_messages_handled_total{job="kactor", '
+                         'cluster=~"$cluster", instance=~"$instance"}, actor)')
+    panels = [
+        row("Load"),
+        timeseries("Mailbox depth", [target(
+            f"max by (instance, actor) (kactor_actor_mailbox_depth{{{a}}})",
+            "{{actor}} {{instance}}")],
+            description="Messages sent to an actor type but not yet handled (sum over its "
+                        "instances on one broker). A growing line is a backlog."),
+        timeseries("Messages handled / s", [target(
+            f"sum by (actor) (rate(kactor_actor_messages_handled_total{{{a}}}[{RATE}]))",
+            "{{actor}}")], unit="ops"),
+        timeseries("Busy time (handler seconds per second)", [target(
+            f"sum by (instance, actor) (rate(kactor_actor_handle_duration_seconds_sum{{{a}}}"
+            f"[{RATE}]))", "{{actor}} {{instance}}")], unit="percentunit",
+            description="Share of one thread spent inside this actor type's handlers: "
+                        "Kafka's request-handler idle ratio, inverted and per actor type. "
+                        "Near the arbiter count means the pool is saturated."),
+        timeseries("Mean handle time", [target(
+            f"sum by (actor) (rate(kactor_actor_handle_duration_seconds_sum{{{a}}}[{RATE}]))"
+            f" / sum by (actor) (rate(kactor_actor_handle_duration_seconds_count{{{a}}}"
+            f"[{RATE}]))", "{{actor}}")], unit="s"),
+        row("Handle time percentiles"),
+        timeseries("Handle time p50", [target(
+            "histogram_quantile(0.5, sum by (le, actor) (rate("
+            f"kactor_actor_handle_duration_seconds_bucket{{{a}}}[{RATE}])))", "{{actor}}")],
+            unit="s", w=8),
+        timeseries("Handle time p99", [target(
+            "histogram_quantile(0.99, sum by (le, actor) (rate("
+            f"kactor_actor_handle_duration_seconds_bucket{{{a}}}[{RATE}])))", "{{actor}}")],
+            unit="s", w=8),
+        timeseries("Handle time p99.9", [target(
+            "histogram_quantile(0.999, sum by (le, actor) (rate("
+            f"kactor_actor_handle_duration_seconds_bucket{{{a}}}[{RATE}])))", "{{actor}}")],
+            unit="s", w=8),
+        row("Supervision"),
+        timeseries("Restarts", [target(
+            f"sum by (instance, actor) (increase(kactor_actor_restarts_total{{{a}}}[5m]))",
+            "{{actor}} {{instance}}")], unit="short",
+            description="Supervisor restarts per 5 minutes: the actor's handler failed and it "
+                        "was restarted from its persisted state."),
+        stat("Restarts in range", f"sum(increase(kactor_actor_restarts_total{{{a}}}"
+             "[$__range])) or vector(0)",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1},
+                         {"color": "red", "value": 4}], w=6, h=8),
+        stat("Deepest mailbox", f"max(kactor_actor_mailbox_depth{{{a}}})",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 100},
+                         {"color": "red", "value": 1000}], w=6, h=8),
+    ]
+    return dashboard("kactor-actors", "kactor / Actors",
+                     "Per actor type: mailbox depth, handle-time percentiles, messages/s, "
+                     "supervisor restarts.", panels,
+                     [CLUSTER_VAR, INSTANCE_VAR, actor_var], ["actors"])
+
+
+DASHBOARDS = {"kactor-overview.json": overview, "kactor-actors.json": actors}
+
+
+def render():
+    return {name: json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+            for name, build in DASHBOARDS.items()}
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, text_ in render().items():
+        (OUT / name).write_text(text_)
+        print(f"wrote {OUT / name}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

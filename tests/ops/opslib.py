@@ -1,0 +1,259 @@
+"""Helpers for the operations suites (#8): where the dashboards, rules and manifests live, the
+PromQL they contain (parsed with promql-parser), the series a live /metrics exposes, and a
+traffic driver that makes a broker export every family it has."""
+import json
+import re
+import socket
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from harness import wire
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARDS = ROOT / "dashboards"
+GRAFANA_DASHBOARDS = DASHBOARDS / "grafana" / "dashboards"
+DATASOURCES = DASHBOARDS / "grafana" / "provisioning" / "datasources"
+RULE_FILES = sorted((DASHBOARDS / "prometheus").glob("*.rules.yml"))
+KUSTOMIZE = ROOT / "deploy" / "kubernetes"
+
+# Series the dashboards and rules may use that no broker exports, each with why.
+EXTERNAL_SERIES = {
+    "up": "Prometheus's own per-target scrape health",
+    "kubelet_volume_stats_used_bytes": "the kubelet's PVC stats (disk usage of log.dirs)",
+    "kubelet_volume_stats_capacity_bytes": "the kubelet's PVC stats (disk usage of log.dirs)",
+}
+# Labels Prometheus attaches to every scraped series (target labels from the scrape configs in
+# dashboards/prometheus/ and the ServiceMonitor), plus the kubelet's volume labels.
+TARGET_LABELS = {"job", "instance", "cluster", "namespace", "pod", "service", "endpoint",
+                 "container", "__name__"}
+EXTERNAL_LABELS = {"persistentvolumeclaim"}
+
+
+# ---- where the expressions are -------------------------------------------------------------
+
+@dataclass
+class Expr:
+    where: str
+    promql: str
+
+
+def load_dashboards():
+    return {p.name: json.loads(p.read_text()) for p in sorted(GRAFANA_DASHBOARDS.glob("*.json"))}
+
+
+def iter_panels(panels):
+    for p in panels:
+        yield p
+        yield from iter_panels(p.get("panels", []))
+
+
+def dashboard_exprs():
+    out = []
+    for name, d in load_dashboards().items():
+        for p in iter_panels(d.get("panels", [])):
+            for t in p.get("targets", []):
+                if t.get("expr"):
+                    out.append(Expr(f"{name} panel {p['id']} '{p['title']}' {t['refId']}",
+                                    t["expr"]))
+        for v in d.get("templating", {}).get("list", []):
+            if v.get("type") != "query":
+                continue
+            q = v["query"]["query"] if isinstance(v["query"], dict) else v["query"]
+            inner = variable_promql(q)
+            if inner:
+                out.append(Expr(f"{name} variable ${v['name']}", inner))
+    return out
+
+
+def variable_promql(query):
+    """The PromQL inside a Grafana Prometheus variable query (label_values, query_result)."""
+    m = re.fullmatch(r"\s*label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)\s*", query, re.S)
+    if m:
+        return m.group(1)
+    m = re.fullmatch(r"\s*query_result\((.*)\)\s*", query, re.S)
+    if m:
+        return m.group(1)
+    return None
+
+
+def load_rules():
+    return {p.name: yaml.safe_load(p.read_text()) for p in RULE_FILES}
+
+
+def rule_exprs():
+    out = []
+    for name, doc in load_rules().items():
+        for g in doc["groups"]:
+            for r in g["rules"]:
+                out.append(Expr(f"{name} {g['name']}/{r.get('alert') or r.get('record')}",
+                                r["expr"]))
+    return out
+
+
+def recorded_series():
+    return {r["record"] for doc in load_rules().values() for g in doc["groups"]
+            for r in g["rules"] if "record" in r}
+
+
+# ---- PromQL --------------------------------------------------------------------------------
+
+def grafana_to_promql(expr):
+    """Replaces Grafana's macros and variables so the text parses as PromQL. Variables are only
+    used inside label-matcher strings; macros are durations."""
+    expr = re.sub(r"\$__(rate_interval|interval|range)\b", "5m", expr)
+    expr = re.sub(r"\$\{(\w+)(:\w+)?\}|\$(\w+)|\[\[(\w+)\]\]", "x", expr)
+    return expr
+
+
+@dataclass
+class SeriesUse:
+    name: str
+    labels: set = field(default_factory=set)  # label names matched in its selector
+
+
+@dataclass
+class ExprUses:
+    series: list = field(default_factory=list)  # [SeriesUse]
+    grouping: set = field(default_factory=set)  # labels in by/without/on/ignoring/group_x
+
+
+def parse_uses(promql):
+    import promql_parser
+
+    uses = ExprUses()
+    _walk(promql_parser.parse(grafana_to_promql(promql)), uses)
+    return uses
+
+
+def _walk(node, uses):
+    kind = type(node).__name__
+    if kind == "VectorSelector":
+        labels = set()
+        name = node.name
+        for m in list(node.matchers.matchers) + [m for ms in node.matchers.or_matchers
+                                                 for m in ms]:
+            if m.name == "__name__":
+                name = m.value
+            else:
+                labels.add(m.name)
+        uses.series.append(SeriesUse(name, labels))
+    elif kind == "MatrixSelector":
+        _walk(node.vector_selector, uses)
+    elif kind == "AggregateExpr":
+        if node.modifier is not None:
+            uses.grouping.update(node.modifier.labels)
+        _walk(node.expr, uses)
+        if node.param is not None:
+            _walk(node.param, uses)
+    elif kind == "BinaryExpr":
+        mod = node.modifier
+        if mod is not None:
+            if mod.matching is not None:
+                uses.grouping.update(mod.matching.labels)
+            uses.grouping.update(mod.group_labels or [])
+        _walk(node.lhs, uses)
+        _walk(node.rhs, uses)
+    elif kind in ("ParenExpr", "UnaryExpr", "SubqueryExpr"):
+        _walk(node.expr, uses)
+    elif kind == "Call":
+        for a in node.args:
+            _walk(a, uses)
+    elif kind in ("NumberLiteral", "StringLiteral"):
+        pass
+    else:
+        raise AssertionError(f"unhandled PromQL node {kind}")
+
+
+# ---- the exposition ------------------------------------------------------------------------
+
+def http_get(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.read().decode()
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+\S+")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"')
+
+
+def exposed_series(text):
+    """{series name: set of label names} over every sample line of a Prometheus text scrape
+    (histograms contribute their _bucket/_sum/_count names)."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        assert m, f"unparsable sample line: {line!r}"
+        out.setdefault(m.group(1), set()).update(_LABEL.findall(m.group(3) or ""))
+    return out
+
+
+# ---- traffic -------------------------------------------------------------------------------
+
+def drive_traffic(broker, seconds=5.0):
+    """Produce, fetch and admin traffic through a real client, plus raw requests that make the
+    broker count an error, a refused and a closed connection, so every family it has exports a
+    sample. Requests the broker does not serve yet fail and are ignored: the point is to
+    exercise whatever it does export, not to test the APIs."""
+    for v in (0, 3, 4):
+        wire.api_versions(broker.port, v)
+    # An ApiVersions at an unknown version gets UNSUPPORTED_VERSION (35): an error response.
+    with wire.connect(broker.port) as s:
+        s.sendall(wire.api_versions_request(99, correlation_id=5))
+        try:
+            wire.recv_frame(s)
+        except OSError:
+            pass
+    # A frame over socket.request.max.bytes: the broker closes the connection.
+    with wire.connect(broker.port) as s:
+        s.sendall(wire.i32(0x7FFFFFF0) + b"\0" * 16)
+        wire.wait_closed(s, timeout=5)
+    _client_traffic(broker, seconds)
+
+
+def _client_traffic(broker, seconds):
+    try:
+        from confluent_kafka import Consumer, Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+    except ImportError:
+        return
+    topic = f"ops-traffic-{int(time.time() * 1000)}"
+    common = {"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": 3000,
+              "reconnect.backoff.max.ms": 500}
+    try:
+        admin = AdminClient(common)
+        futs = admin.create_topics([NewTopic(topic, 1, 1)], request_timeout=seconds)
+        for f in futs.values():
+            f.result(timeout=seconds)
+    except Exception:
+        pass
+    try:
+        p = Producer({**common, "message.timeout.ms": int(seconds * 1000), "linger.ms": 5})
+        for i in range(100):
+            p.produce(topic, value=f"ops-{i}".encode())
+        p.flush(seconds)
+    except Exception:
+        pass
+    try:
+        c = Consumer({**common, "group.id": f"{topic}-g", "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False})
+        c.subscribe([topic])
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            c.poll(0.5)
+        c.close()
+    except Exception:
+        pass
+
+
+def hold_connections(broker, n):
+    """Opens n client connections (closed by the caller)."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+        socks.append(s)
+    return socks
