@@ -6,3 +6,4 @@
 
 pub mod codec;
 pub mod core;
+pub mod log;

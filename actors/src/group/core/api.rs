@@ -454,3 +454,168 @@ impl Output {
         self.responses.extend(other.responses);
     }
 }
+
+impl GroupRequest {
+    /// The response to this request when the whole of it fails with `code` (coordinator
+    /// loading, moved, or the write failed).
+    pub fn error_response(&self, code: i16) -> GroupResponse {
+        match self {
+            GroupRequest::JoinGroup(r) => {
+                GroupResponse::JoinGroup(JoinGroupOutput::error(code, &r.member_id))
+            }
+            GroupRequest::SyncGroup(_) => GroupResponse::SyncGroup(SyncGroupOutput::error(code)),
+            GroupRequest::Heartbeat(_) => GroupResponse::Heartbeat { error_code: code },
+            GroupRequest::LeaveGroup(_) => GroupResponse::LeaveGroup(LeaveGroupOutput {
+                error_code: code,
+                members: Vec::new(),
+            }),
+            GroupRequest::OffsetCommit(r) => GroupResponse::OffsetCommit {
+                topics: commit_errors(&r.topics, code),
+            },
+            GroupRequest::TxnOffsetCommit(r) => GroupResponse::TxnOffsetCommit {
+                topics: commit_errors(&r.topics, code),
+            },
+            GroupRequest::OffsetFetch { groups, .. } => GroupResponse::OffsetFetch {
+                groups: groups
+                    .iter()
+                    .map(|g| FetchedGroup {
+                        group_id: g.group_id.clone(),
+                        error_code: code,
+                        topics: Vec::new(),
+                    })
+                    .collect(),
+            },
+            GroupRequest::OffsetDelete { .. } => GroupResponse::OffsetDelete(OffsetDeleteOutput {
+                error_code: code,
+                topics: Vec::new(),
+            }),
+            GroupRequest::DescribeGroups { group_ids, .. } => GroupResponse::DescribeGroups {
+                groups: group_ids
+                    .iter()
+                    .map(|g| DescribedGroup {
+                        error_code: code,
+                        group_id: g.clone(),
+                        group_state: String::new(),
+                        protocol_type: String::new(),
+                        protocol_data: String::new(),
+                        members: Vec::new(),
+                    })
+                    .collect(),
+            },
+            GroupRequest::ListGroups { .. } => GroupResponse::ListGroups {
+                error_code: code,
+                groups: Vec::new(),
+            },
+            GroupRequest::DeleteGroups { group_ids } => GroupResponse::DeleteGroups {
+                results: group_ids.iter().map(|g| (g.clone(), code)).collect(),
+            },
+            GroupRequest::ConsumerGroupHeartbeat(_) => {
+                GroupResponse::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatOutput {
+                    error_code: code,
+                    ..Default::default()
+                })
+            }
+            GroupRequest::ConsumerGroupDescribe { group_ids } => {
+                GroupResponse::ConsumerGroupDescribe {
+                    groups: group_ids
+                        .iter()
+                        .map(|g| DescribedConsumerGroup {
+                            error_code: code,
+                            error_message: None,
+                            group_id: g.clone(),
+                            group_state: String::new(),
+                            group_epoch: -1,
+                            assignment_epoch: -1,
+                            assignor_name: String::new(),
+                            members: Vec::new(),
+                        })
+                        .collect(),
+                }
+            }
+        }
+    }
+}
+
+fn commit_errors(topics: &[CommitTopicInput], code: i16) -> Vec<CommitTopicOutput> {
+    topics
+        .iter()
+        .map(|t| CommitTopicOutput {
+            name: t.name.clone(),
+            topic_id: t.topic_id,
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, code))
+                .collect(),
+        })
+        .collect()
+}
+
+impl GroupResponse {
+    /// This response turned into a failure with `code`, for a write that did not commit.
+    pub fn into_error(self, code: i16) -> GroupResponse {
+        match self {
+            GroupResponse::JoinGroup(r) => {
+                GroupResponse::JoinGroup(JoinGroupOutput::error(code, &r.member_id))
+            }
+            GroupResponse::SyncGroup(_) => GroupResponse::SyncGroup(SyncGroupOutput::error(code)),
+            GroupResponse::Heartbeat { .. } => GroupResponse::Heartbeat { error_code: code },
+            GroupResponse::LeaveGroup(_) => GroupResponse::LeaveGroup(LeaveGroupOutput {
+                error_code: code,
+                members: Vec::new(),
+            }),
+            GroupResponse::OffsetCommit { mut topics } => {
+                for t in &mut topics {
+                    for p in &mut t.partitions {
+                        p.1 = code;
+                    }
+                }
+                GroupResponse::OffsetCommit { topics }
+            }
+            GroupResponse::TxnOffsetCommit { mut topics } => {
+                for t in &mut topics {
+                    for p in &mut t.partitions {
+                        p.1 = code;
+                    }
+                }
+                GroupResponse::TxnOffsetCommit { topics }
+            }
+            GroupResponse::OffsetFetch { mut groups } => {
+                for g in &mut groups {
+                    g.error_code = code;
+                    g.topics.clear();
+                }
+                GroupResponse::OffsetFetch { groups }
+            }
+            GroupResponse::OffsetDelete(_) => GroupResponse::OffsetDelete(OffsetDeleteOutput {
+                error_code: code,
+                topics: Vec::new(),
+            }),
+            GroupResponse::DescribeGroups { mut groups } => {
+                for g in &mut groups {
+                    g.error_code = code;
+                }
+                GroupResponse::DescribeGroups { groups }
+            }
+            GroupResponse::ListGroups { .. } => GroupResponse::ListGroups {
+                error_code: code,
+                groups: Vec::new(),
+            },
+            GroupResponse::DeleteGroups { results } => GroupResponse::DeleteGroups {
+                results: results.into_iter().map(|(g, _)| (g, code)).collect(),
+            },
+            GroupResponse::ConsumerGroupHeartbeat(_) => {
+                GroupResponse::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatOutput {
+                    error_code: code,
+                    ..Default::default()
+                })
+            }
+            GroupResponse::ConsumerGroupDescribe { mut groups } => {
+                for g in &mut groups {
+                    g.error_code = code;
+                }
+                GroupResponse::ConsumerGroupDescribe { groups }
+            }
+        }
+    }
+}
