@@ -450,22 +450,17 @@ impl LogSegment {
         let last = self.time_index.last_entry();
         self.max_timestamp_so_far = last.timestamp;
         self.offset_of_max_timestamp_so_far = last.offset;
-        let from = self.offset_index.lookup(last.offset).position as u64;
-        let mut scan = HeaderScanner::new(&self.file, from, self.size);
-        while let Some(b) = scan.next_batch()? {
-            if b.header.max_timestamp > self.max_timestamp_so_far {
-                self.max_timestamp_so_far = b.header.max_timestamp;
-                self.offset_of_max_timestamp_so_far = b.header.last_offset();
-            }
-        }
+        self.load_max_timestamp()?;
         Ok(removed)
     }
 
     /// Loads the exact max timestamp of a segment reopened without recovery (its time index can
     /// lack the last batches' maximum when it was not closed cleanly).
     pub fn load_max_timestamp(&mut self) -> io::Result<()> {
-        let last = self.time_index.last_entry();
-        let from = self.offset_index.lookup(last.offset).position as u64;
+        // Every index point also recorded the max timestamp so far in the time index, so only
+        // the batches after the last offset index entry can raise it (a bounded scan, even when
+        // all batches share one timestamp and the time index holds a single entry).
+        let from = self.offset_index.last_entry().position as u64;
         let mut scan = HeaderScanner::new(&self.file, from, self.size);
         while let Some(b) = scan.next_batch()? {
             if b.header.max_timestamp > self.max_timestamp_so_far {
