@@ -74,7 +74,7 @@ async fn registry_publishes_leaders_and_partitions_serve_appends_and_reads() {
     let table = reader.borrow().clone();
     assert_eq!(table.partitions.len(), 2);
     assert_eq!(table.topic_id("orders"), Some(Uuid([7; 16])));
-    assert_eq!(table.topic_name(&Uuid([7; 16])), Some("orders"));
+    assert_eq!(table.topic_name(&Uuid([7; 16])), Some("orders".to_string()));
     let p0 = table.get("orders", 0).unwrap().clone();
     assert_eq!(p0.leader_epoch, 3);
     assert!(table.get("orders", 2).is_none());

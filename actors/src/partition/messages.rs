@@ -142,6 +142,28 @@ pub struct PartitionChange {
     pub config_overrides: BTreeMap<String, String>,
 }
 
+impl From<crate::metadata::core::LocalPartitionChange> for PartitionChange {
+    fn from(c: crate::metadata::core::LocalPartitionChange) -> Self {
+        use crate::metadata::core::LocalPartitionChangeKind as K;
+        PartitionChange {
+            kind: match c.kind {
+                K::BecomeLeader => PartitionChangeKind::BecomeLeader,
+                K::BecomeFollower => PartitionChangeKind::BecomeFollower,
+                K::Delete => PartitionChangeKind::Delete,
+            },
+            topic: c.topic_name,
+            topic_id: c.topic_id,
+            partition: c.partition_index,
+            leader: c.leader_id,
+            leader_epoch: c.leader_epoch,
+            partition_epoch: c.partition_epoch,
+            replicas: c.replicas,
+            isr: c.isr,
+            config_overrides: c.config_overrides,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PartitionChangeKind {
     BecomeLeader,

@@ -93,6 +93,8 @@ pub struct PartitionTable {
     pub partitions: HashMap<TopicPartition, HostedReplica>,
     pub topic_ids: HashMap<String, Uuid>,
     pub topic_names: HashMap<Uuid, String>,
+    /// The metadata image the table was last updated from (every topic, hosted or not).
+    pub image: Option<Arc<crate::metadata::core::MetadataImage>>,
     /// Bumped on every change (tests, caches).
     pub version: u64,
 }
@@ -101,11 +103,30 @@ impl PartitionTable {
     pub fn get(&self, topic: &str, partition: i32) -> Option<&HostedReplica> {
         self.partitions.get(&TopicPartition::new(topic, partition))
     }
-    pub fn topic_name(&self, id: &Uuid) -> Option<&str> {
-        self.topic_names.get(id).map(|s| s.as_str())
+    /// A topic's name by id: hosted topics first, then the metadata image.
+    pub fn topic_name(&self, id: &Uuid) -> Option<String> {
+        self.topic_names.get(id).cloned().or_else(|| {
+            self.image
+                .as_ref()
+                .and_then(|i| i.topics.get(id).map(|t| t.name.clone()))
+        })
     }
     pub fn topic_id(&self, name: &str) -> Option<Uuid> {
-        self.topic_ids.get(name).copied()
+        self.topic_ids.get(name).copied().or_else(|| {
+            self.image
+                .as_ref()
+                .and_then(|i| i.topics.get_by_name(name).map(|t| t.id))
+        })
+    }
+    /// Whether the cluster knows the partition at all (hosted here or not): decides between
+    /// NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION for a partition not hosted here.
+    pub fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        self.get(topic, partition).is_some()
+            || self.image.as_ref().is_some_and(|i| {
+                i.topics
+                    .get_by_name(topic)
+                    .is_some_and(|t| t.partitions.contains_key(&partition))
+            })
     }
 }
 
@@ -115,6 +136,8 @@ pub type PartitionTableReader = watch::Receiver<Arc<PartitionTable>>;
 pub struct ReplicaManagerActor {
     broker_id: i32,
     broker_config: BTreeMap<String, String>,
+    /// The broker's config from its properties file, under any dynamic values.
+    static_broker_config: BTreeMap<String, String>,
     topic_overrides: HashMap<String, BTreeMap<String, String>>,
     factory: Box<dyn LogFactory>,
     arbiters: Option<ArbiterPools>,
@@ -136,6 +159,7 @@ impl ReplicaManagerActor {
         let (publisher, _) = watch::channel(table.clone());
         ReplicaManagerActor {
             broker_id,
+            static_broker_config: broker_config.clone(),
             broker_config,
             topic_overrides: HashMap::new(),
             factory,
@@ -197,7 +221,18 @@ impl ReplicaManagerActor {
     }
 
     fn apply(&mut self, changes: Vec<PartitionChange>) {
+        self.apply_with_image(changes, None);
+    }
+
+    fn apply_with_image(
+        &mut self,
+        changes: Vec<PartitionChange>,
+        image: Option<Arc<crate::metadata::core::MetadataImage>>,
+    ) {
         let mut table = (*self.table).clone();
+        if image.is_some() {
+            table.image = image;
+        }
         for change in changes {
             let tp = change.tp();
             match change.kind {
@@ -292,6 +327,46 @@ impl Handler<ApplyPartitionChanges> for ReplicaManagerActor {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         self.apply(msg.changes);
+    }
+}
+
+impl Handler<crate::metadata::PartitionsChanged> for ReplicaManagerActor {
+    type Result = ();
+    fn handle(&mut self, msg: crate::metadata::PartitionsChanged, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let changes = msg
+            .partitions
+            .into_iter()
+            .map(PartitionChange::from)
+            .collect();
+        self.apply_with_image(changes, Some(msg.image));
+        for t in msg.topic_configs {
+            self.topic_overrides
+                .insert(t.topic_name.clone(), t.config_overrides);
+            let table = self.table.clone();
+            self.push_configs(
+                table
+                    .partitions
+                    .iter()
+                    .filter(|(tp, _)| tp.topic == t.topic_name),
+            );
+        }
+    }
+}
+
+impl Handler<crate::metadata::BrokerConfigsChanged> for ReplicaManagerActor {
+    type Result = ();
+    fn handle(&mut self, msg: crate::metadata::BrokerConfigsChanged, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        // Kafka's precedence: this broker's dynamic value, the cluster default, the static file.
+        let mut config = self.static_broker_config.clone();
+        config.extend(msg.cluster_default);
+        config.extend(msg.this_broker);
+        self.broker_config = config;
+        let table = self.table.clone();
+        self.push_configs(table.partitions.iter());
     }
 }
 
