@@ -2,7 +2,8 @@
 //! which actor runs on which arbiter, which addresses each gets, and the request router's
 //! table. This is the one place cross-component `Recipient`s are wired (DESIGN.md §1.2).
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -61,12 +62,26 @@ pub fn network_config(cfg: &BrokerConfig) -> NetworkConfig {
         socket_send_buffer_bytes: cfg.get_i32("socket.send.buffer.bytes"),
         socket_receive_buffer_bytes: cfg.get_i32("socket.receive.buffer.bytes"),
         max_connections: cfg.get_i32("max.connections") as usize,
+        max_connections_per_ip: cfg.get_i32("max.connections.per.ip") as usize,
+        max_connections_per_ip_overrides: per_ip_overrides(cfg),
         limits: ConnectionLimits {
             socket_request_max_bytes: cfg.get_i32("socket.request.max.bytes") as usize,
             queued_max_requests: cfg.get_i32("queued.max.requests") as usize,
             connections_max_idle_ms: cfg.get_i64("connections.max.idle.ms"),
         },
     }
+}
+
+/// `max.connections.per.ip.overrides` (`host:limit,...`); validated at load.
+fn per_ip_overrides(cfg: &BrokerConfig) -> HashMap<IpAddr, usize> {
+    cfg.get_list("max.connections.per.ip.overrides")
+        .iter()
+        .filter_map(|e| {
+            let (host, limit) = e.rsplit_once(':')?;
+            let ip = (host, 0).to_socket_addrs().ok()?.next()?.ip();
+            Some((ip, limit.trim().parse().ok()?))
+        })
+        .collect()
 }
 
 /// The request router with every API this build serves. Partition, controller and

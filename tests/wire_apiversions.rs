@@ -433,6 +433,7 @@ fn many_oversize_prefixes_keep_rss_bounded() {
 #[test]
 fn idle_connections_are_closed_and_max_connections_refuses() {
     let b = Broker::start(&["connections.max.idle.ms=1000", "max.connections=2"]);
+    std::thread::sleep(Duration::from_millis(300));
     let mut a = b.connect();
     let mut c = b.connect();
     std::thread::sleep(Duration::from_millis(200));
@@ -504,6 +505,41 @@ fn metrics_health_and_clean_sigterm() {
         TcpStream::connect(("127.0.0.1", b.port)).is_err(),
         "still accepting after shutdown"
     );
+}
+
+#[test]
+fn max_connections_per_ip_and_the_controller_listener() {
+    let b = Broker::start(&["max.connections.per.ip=2"]);
+    // Let the start-up probe connection's close be processed first.
+    std::thread::sleep(Duration::from_millis(300));
+    let _a = b.connect();
+    let _c = b.connect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut third = b.connect();
+    assert!(
+        closed_without_response(&mut third),
+        "third connection from one address refused:\n{}",
+        b.log()
+    );
+    assert!(b.log().contains("max.connections.per.ip=2"), "{}", b.log());
+    drop((_a, _c));
+    std::thread::sleep(Duration::from_millis(200));
+    b.assert_serving();
+
+    // The controller listener answers ApiVersions too (with the controller's API set).
+    let log = b.log();
+    let controller = log
+        .lines()
+        .find_map(|l| l.split("CONTROLLER://").nth(1))
+        .and_then(|rest| rest.split(|c: char| c == ',' || c.is_whitespace()).next())
+        .expect("controller address in the start-up log")
+        .to_string();
+    let mut s = TcpStream::connect(controller.as_str()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&api_versions_request(3, 8)).unwrap();
+    let p = parse_api_versions(&read_frame(&mut s).unwrap(), 3);
+    assert_eq!((p.correlation_id, p.error_code), (8, 0));
+    assert!(p.api_keys.contains(&(18, 0, 5)));
 }
 
 #[test]

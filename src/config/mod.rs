@@ -370,6 +370,34 @@ impl BrokerConfig {
         self.process_roles().iter().any(|r| r == "controller")
     }
 
+    /// The keys DescribeConfigs lists as synonyms of `key`, highest precedence first (Kafka's
+    /// `DynamicBrokerConfig.brokerConfigSynonyms`): the ms / minutes / hours families.
+    pub fn synonyms(key: &str) -> Vec<&'static str> {
+        const FAMILIES: &[&[&str]] = &[
+            &[
+                "log.retention.ms",
+                "log.retention.minutes",
+                "log.retention.hours",
+            ],
+            &["log.roll.ms", "log.roll.hours"],
+            &["log.roll.jitter.ms", "log.roll.jitter.hours"],
+            &["log.dirs", "log.dir"],
+        ];
+        FAMILIES
+            .iter()
+            .find(|f| f.contains(&key))
+            .map(|f| f.to_vec())
+            .or_else(|| find_def(key).map(|d| vec![d.name]))
+            .unwrap_or_default()
+    }
+
+    /// Whether DescribeConfigs must hide the value (Kafka's `Type.PASSWORD`).
+    pub fn is_sensitive(key: &str) -> bool {
+        find_def(key).is_some_and(|d| d.ty == ConfigType::Password)
+            || key.ends_with(".password")
+            || key.contains("sasl.jaas.config")
+    }
+
     /// `log.dirs` if set, else `log.dir` (Kafka's rule).
     pub fn log_dirs(&self) -> Vec<PathBuf> {
         let dirs = self.get_list("log.dirs");
@@ -633,6 +661,17 @@ impl BrokerConfig {
         }
         if self.log_dirs().is_empty() {
             return Err(self.invalid("log.dirs", "at least one log directory is required"));
+        }
+        for o in self.get_list("max.connections.per.ip.overrides") {
+            let ok = o.rsplit_once(':').is_some_and(|(host, limit)| {
+                !host.is_empty() && limit.trim().parse::<u32>().is_ok()
+            });
+            if !ok {
+                return Err(self.invalid(
+                    "max.connections.per.ip.overrides",
+                    format!("{o:?} is not host:limit"),
+                ));
+            }
         }
         let http = self.get_str("kactor.http.address").unwrap_or_default();
         if http.parse::<std::net::SocketAddr>().is_err() {
@@ -922,6 +961,27 @@ mod tests {
                 "server.properties sets {key}={value}, built-in default is {builtin}"
             );
         }
+    }
+
+    #[test]
+    fn synonyms_and_sensitivity() {
+        assert_eq!(
+            BrokerConfig::synonyms("log.retention.hours"),
+            vec![
+                "log.retention.ms",
+                "log.retention.minutes",
+                "log.retention.hours"
+            ]
+        );
+        assert_eq!(
+            BrokerConfig::synonyms("num.partitions"),
+            vec!["num.partitions"]
+        );
+        assert!(BrokerConfig::synonyms("no.such.key").is_empty());
+        assert!(BrokerConfig::is_sensitive(
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config"
+        ));
+        assert!(!BrokerConfig::is_sensitive("log.dirs"));
     }
 
     #[test]

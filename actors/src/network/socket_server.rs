@@ -3,7 +3,7 @@
 //! [`ConnectionActor`] per accepted socket on the network arbiters, round-robin.
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +39,10 @@ pub struct NetworkConfig {
     pub socket_receive_buffer_bytes: i32,
     /// `max.connections` across listeners.
     pub max_connections: usize,
+    /// `max.connections.per.ip`
+    pub max_connections_per_ip: usize,
+    /// `max.connections.per.ip.overrides`, parsed: host address → limit.
+    pub max_connections_per_ip_overrides: HashMap<IpAddr, usize>,
     pub limits: ConnectionLimits,
 }
 
@@ -71,7 +75,8 @@ pub struct SocketServerActor {
     /// Listening sockets, bound at construction; moved into accept streams on start.
     pending: Vec<(BoundListener, std::net::TcpListener)>,
     bound: Vec<BoundListener>,
-    connections: HashMap<u64, MeteredAddr<ConnectionActor>>,
+    connections: HashMap<u64, (IpAddr, MeteredAddr<ConnectionActor>)>,
+    per_ip: HashMap<IpAddr, usize>,
     next_connection_id: u64,
     accepting: bool,
     accept_streams: Vec<SpawnHandle>,
@@ -143,6 +148,7 @@ impl SocketServerActor {
             pending,
             bound,
             connections: HashMap::new(),
+            per_ip: HashMap::new(),
             next_connection_id: 0,
             accepting: true,
             accept_streams: Vec::new(),
@@ -179,6 +185,25 @@ impl SocketServerActor {
                 .inc();
             return;
         }
+        let ip = peer.ip();
+        let ip_limit = self
+            .config
+            .max_connections_per_ip_overrides
+            .get(&ip)
+            .copied()
+            .unwrap_or(self.config.max_connections_per_ip);
+        let from_ip = self.per_ip.get(&ip).copied().unwrap_or(0);
+        if from_ip >= ip_limit {
+            tracing::warn!(
+                peer = %peer,
+                listener = %bound.name,
+                "refusing connection: {from_ip} connections from {ip} reached max.connections.per.ip={ip_limit}"
+            );
+            m.connections_refused_total
+                .with_label_values(&[&bound.name])
+                .inc();
+            return;
+        }
         m.connections_accepted_total
             .with_label_values(&[&bound.name])
             .inc();
@@ -207,8 +232,9 @@ impl SocketServerActor {
             ConnectionActor::new(std_stream, info, router, limits, on_closed)
         });
         tracing::debug!(connection = id, peer = %peer, listener = %bound.name, "accepted connection");
-        self.connections
-            .insert(id, MeteredAddr::new(addr, self.connection_metrics.clone()));
+        let addr = MeteredAddr::new(addr, self.connection_metrics.clone());
+        self.connections.insert(id, (ip, addr));
+        *self.per_ip.entry(ip).or_insert(0) += 1;
     }
 }
 
@@ -267,7 +293,14 @@ impl Handler<ConnectionClosed> for SocketServerActor {
     type Result = ();
     fn handle(&mut self, msg: ConnectionClosed, _: &mut Context<Self>) {
         let _m = self.metrics.handle();
-        self.connections.remove(&msg.connection_id);
+        if let Some((ip, _)) = self.connections.remove(&msg.connection_id) {
+            if let Some(n) = self.per_ip.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_ip.remove(&ip);
+                }
+            }
+        }
     }
 }
 
@@ -276,7 +309,7 @@ impl Handler<StopAccepting> for SocketServerActor {
     fn handle(&mut self, _: StopAccepting, ctx: &mut Context<Self>) {
         let _m = self.metrics.handle();
         self.accepting = false;
-        for conn in self.connections.values() {
+        for (_, conn) in self.connections.values() {
             conn.do_send(CloseConnection);
         }
         // Dropping the accept streams closes the listening sockets.
