@@ -6,7 +6,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 
 use kactor_protocol::records::{
-    verify_crc, BatchHeader, Compression, RecordError, BATCH_HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
+    decompress, verify_crc, BatchHeader, Compression, RecordError, BATCH_HEADER_LEN,
+    DEFAULT_DECOMPRESSION_LIMIT, LOG_OVERHEAD, MAGIC_V2,
 };
 
 /// What the log needs to know about one stored batch.
@@ -198,7 +199,7 @@ pub fn record_offsets_and_timestamps(data: &[u8]) -> Result<Vec<(i64, i64)>, Rec
     let mut buf: &[u8] = match header.compression()? {
         Compression::None => payload,
         codec => {
-            inflated = decompress(codec, payload)?;
+            inflated = decompress(codec, payload, DEFAULT_DECOMPRESSION_LIMIT)?;
             &inflated
         }
     };
@@ -241,22 +242,4 @@ fn read_varlong(buf: &mut &[u8]) -> Result<i64, RecordError> {
         }
     }
     Err(RecordError::InvalidRecord("varint too long".into()))
-}
-
-fn decompress(codec: Compression, payload: &[u8]) -> Result<Vec<u8>, RecordError> {
-    match codec {
-        Compression::None => Ok(payload.to_vec()),
-        Compression::Gzip => {
-            use std::io::Read;
-            let mut out = Vec::new();
-            flate2::read::GzDecoder::new(payload)
-                .take(256 << 20)
-                .read_to_end(&mut out)
-                .map_err(|e| RecordError::Compression(e.to_string()))?;
-            Ok(out)
-        }
-        other => Err(RecordError::Compression(format!(
-            "{other:?} not available to the log yet"
-        ))),
-    }
 }

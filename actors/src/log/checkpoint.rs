@@ -9,6 +9,8 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use kactor_protocol::Uuid;
+
 use super::error::{LogError, Result};
 
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
@@ -169,63 +171,18 @@ pub fn read_leader_epoch_checkpoint(path: &Path) -> Result<Vec<(i32, i64)>> {
     Ok(out)
 }
 
-const BASE64_URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/// A 16-byte id printed like Kafka's `Uuid.toString()`: URL-safe base64 without padding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Uuid16(pub [u8; 16]);
-
-impl Uuid16 {
-    pub fn random() -> Self {
-        Uuid16(rand::random())
-    }
-    pub fn to_base64(&self) -> String {
-        let mut out = String::with_capacity(22);
-        for chunk in self.0.chunks(3) {
-            let n = chunk
-                .iter()
-                .enumerate()
-                .fold(0u32, |acc, (i, &b)| acc | (b as u32) << (16 - 8 * i));
-            let chars = chunk.len() + 1;
-            for i in 0..chars {
-                out.push(BASE64_URL[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            }
-        }
-        out
-    }
-    pub fn from_base64(s: &str) -> Option<Self> {
-        let s = s.trim_end_matches('=');
-        if s.len() != 22 {
-            return None;
-        }
-        let mut bits: u32 = 0;
-        let mut nbits = 0;
-        let mut out = Vec::with_capacity(16);
-        for c in s.bytes() {
-            let v = BASE64_URL.iter().position(|&x| x == c)? as u32;
-            bits = (bits << 6) | v;
-            nbits += 6;
-            if nbits >= 8 {
-                nbits -= 8;
-                out.push((bits >> nbits) as u8);
-                bits &= (1 << nbits) - 1;
-            }
-        }
-        Some(Uuid16(out.try_into().ok()?))
-    }
-    /// `java.util.UUID.toString()` without dashes: 32 hex digits (used in `-delete` dir names).
-    pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
-    }
+/// `java.util.UUID.toString()` without dashes: 32 hex digits (Kafka's `-delete` dir names).
+pub fn uuid_hex(id: &Uuid) -> String {
+    id.0.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `partition.metadata`: `version: 0\ntopic_id: <base64>\n`.
-pub fn write_partition_metadata(dir: &Path, topic_id: Uuid16) -> io::Result<()> {
-    let s = format!("version: 0\ntopic_id: {}\n", topic_id.to_base64());
+pub fn write_partition_metadata(dir: &Path, topic_id: Uuid) -> io::Result<()> {
+    let s = format!("version: 0\ntopic_id: {topic_id}\n");
     write_atomically(&dir.join(PARTITION_METADATA), s.as_bytes())
 }
 
-pub fn read_partition_metadata(dir: &Path) -> Result<Option<Uuid16>> {
+pub fn read_partition_metadata(dir: &Path) -> Result<Option<Uuid>> {
     let path = dir.join(PARTITION_METADATA);
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
@@ -238,7 +195,7 @@ pub fn read_partition_metadata(dir: &Path) -> Result<Option<Uuid16>> {
         if let Some((k, v)) = line.split_once(':') {
             match k.trim() {
                 "version" => version = Some(v.trim().to_string()),
-                "topic_id" => topic_id = Uuid16::from_base64(v.trim()),
+                "topic_id" => topic_id = v.trim().parse::<Uuid>().ok(),
                 _ => {}
             }
         }
@@ -257,7 +214,7 @@ pub struct MetaProperties {
     pub version: i32,
     pub cluster_id: Option<String>,
     pub node_id: Option<i32>,
-    pub directory_id: Option<Uuid16>,
+    pub directory_id: Option<Uuid>,
 }
 
 impl MetaProperties {
@@ -268,7 +225,7 @@ impl MetaProperties {
             s.push_str(&format!("node.id={id}\n"));
         }
         if let Some(d) = self.directory_id {
-            s.push_str(&format!("directory.id={}\n", d.to_base64()));
+            s.push_str(&format!("directory.id={}\n", d));
         }
         s.push_str(&format!("version={}\n", self.version));
         if let Some(c) = &self.cluster_id {
@@ -303,7 +260,7 @@ impl MetaProperties {
             node_id: props.get("node.id").and_then(|v| v.parse().ok()),
             directory_id: props
                 .get("directory.id")
-                .and_then(|v| Uuid16::from_base64(v)),
+                .and_then(|v| v.parse::<Uuid>().ok()),
         }))
     }
 }
@@ -343,20 +300,20 @@ mod tests {
     }
 
     #[test]
-    fn uuid_base64_matches_kafka_and_partition_metadata_round_trips() {
-        // Kafka's Uuid.ZERO_UUID prints as AAAAAAAAAAAAAAAAAAAAAA; METADATA_TOPIC_ID (0,1) as
-        // AAAAAAAAAAAAAAAAAAAAAQ.
-        assert_eq!(Uuid16([0; 16]).to_base64(), "AAAAAAAAAAAAAAAAAAAAAA");
-        let mut one = [0u8; 16];
-        one[15] = 1;
-        assert_eq!(Uuid16(one).to_base64(), "AAAAAAAAAAAAAAAAAAAAAQ");
-        let id = Uuid16::random();
-        assert_eq!(Uuid16::from_base64(&id.to_base64()), Some(id));
+    fn partition_metadata_round_trips_with_kafka_uuid_text() {
+        // Kafka prints METADATA_TOPIC_ID (0, 1) as AAAAAAAAAAAAAAAAAAAAAQ.
         let dir = tempfile::tempdir().unwrap();
-        write_partition_metadata(dir.path(), id).unwrap();
+        write_partition_metadata(dir.path(), Uuid::METADATA_TOPIC_ID).unwrap();
         let text = fs::read_to_string(dir.path().join(PARTITION_METADATA)).unwrap();
-        assert_eq!(text, format!("version: 0\ntopic_id: {}\n", id.to_base64()));
+        assert_eq!(text, "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n");
+        assert_eq!(
+            read_partition_metadata(dir.path()).unwrap(),
+            Some(Uuid::METADATA_TOPIC_ID)
+        );
+        let id = Uuid::random();
+        write_partition_metadata(dir.path(), id).unwrap();
         assert_eq!(read_partition_metadata(dir.path()).unwrap(), Some(id));
+        assert_eq!(uuid_hex(&Uuid([0xab; 16])).len(), 32);
     }
 
     #[test]
@@ -366,7 +323,7 @@ mod tests {
             version: 1,
             cluster_id: Some("MkU3OEVBNTcwNTJENDM2Qk".into()),
             node_id: Some(1),
-            directory_id: Some(Uuid16::random()),
+            directory_id: Some(Uuid::random()),
         };
         m.write(dir.path()).unwrap();
         assert_eq!(MetaProperties::read(dir.path()).unwrap(), Some(m));

@@ -77,16 +77,16 @@ mod tests;
 pub mod txn_index;
 pub mod unified;
 
-use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 
 pub use batch::{BatchInfo, InvalidTail};
-pub use checkpoint::{MetaProperties, TopicPartition, Uuid16};
+pub use checkpoint::{MetaProperties, TopicPartition};
 pub use config::{CleanupPolicy, LogConfig, MessageTimestampType, LOG_CONFIG_NAMES};
 pub use epoch::{EpochEntry, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use error::LogError;
+pub use kactor_protocol::codec::FileSlice;
+pub use kactor_protocol::Uuid;
 pub use manager::LogDir;
 pub use segment::{LogSegment, TimestampAndOffset};
 pub use txn_index::AbortedTxn;
@@ -95,14 +95,6 @@ pub use unified::{
     PendingDeletion, RecoveryReport, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP, MAX_TIMESTAMP,
 };
-
-/// A byte range of a segment file, sent with `sendfile` (zero copy).
-#[derive(Debug, Clone)]
-pub struct FileSlice {
-    pub file: Arc<File>,
-    pub position: u64,
-    pub len: u32,
-}
 
 /// Copies a slice's bytes into memory (tests, TLS listeners, followers in-process).
 pub fn read_slice(slice: &FileSlice) -> io::Result<Vec<u8>> {

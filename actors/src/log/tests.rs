@@ -176,7 +176,7 @@ fn rolls_on_segment_bytes_and_reads_across_segments() {
     let all = read_all(&log, 0);
     assert_eq!(all.len(), 40);
     assert_eq!(all.last().unwrap().1, 119);
-    assert!(segment_file(&log.dir().to_path_buf(), segs[1].base_offset(), LOG_SUFFIX).exists());
+    assert!(segment_file(log.dir(), segs[1].base_offset(), LOG_SUFFIX).exists());
 }
 
 #[test]
@@ -525,7 +525,7 @@ fn clean_shutdown_skips_recovery_and_log_dir_round_trips() {
         .unwrap();
     fill(&mut log, 10, 2, 1);
     log.maybe_increment_log_start_offset(3).unwrap();
-    log.assign_topic_id(Uuid16([7; 16])).unwrap();
+    log.assign_topic_id(Uuid([7; 16])).unwrap();
     ld.shutdown(vec![log], 5, 0).unwrap();
     assert!(dir.path().join(".kafka_cleanshutdown").exists());
     assert_eq!(
@@ -560,7 +560,7 @@ fn clean_shutdown_skips_recovery_and_log_dir_round_trips() {
         ),
         (3, 20, 20)
     );
-    assert_eq!(log.topic_id(), Some(Uuid16([7; 16])));
+    assert_eq!(log.topic_id(), Some(Uuid([7; 16])));
     assert_eq!(read_all(log, 3).len(), 9);
     // Unclean this time: recovery runs from the checkpointed recovery point.
     drop(logs);

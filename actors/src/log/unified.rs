@@ -13,7 +13,7 @@ use tracing::{info, warn};
 
 use super::batch::BatchInfo;
 use super::checkpoint::{
-    fsync_dir, read_partition_metadata, write_partition_metadata, TopicPartition, Uuid16,
+    fsync_dir, read_partition_metadata, uuid_hex, write_partition_metadata, TopicPartition,
 };
 use super::config::LogConfig;
 use super::epoch::LeaderEpochFileCache;
@@ -24,6 +24,7 @@ use super::segment::{
 };
 use super::txn_index::AbortedTxn;
 use super::FileSlice;
+use kactor_protocol::Uuid;
 
 /// ListOffsets special timestamps (Kafka's `ListOffsetsRequest`).
 pub const EARLIEST_TIMESTAMP: i64 = -2;
@@ -126,7 +127,7 @@ pub struct Log {
     recovery_point: i64,
     last_flush_ms: i64,
     epoch_cache: LeaderEpochFileCache,
-    topic_id: Option<Uuid16>,
+    topic_id: Option<Uuid>,
     pending_deletions: Vec<PendingDeletion>,
     recovery_report: RecoveryReport,
 }
@@ -443,11 +444,11 @@ impl Log {
     pub fn latest_epoch(&self) -> Option<i32> {
         self.epoch_cache.latest_epoch()
     }
-    pub fn topic_id(&self) -> Option<Uuid16> {
+    pub fn topic_id(&self) -> Option<Uuid> {
         self.topic_id
     }
     /// Writes `partition.metadata` (once per topic id, as Kafka does on becoming leader/follower).
-    pub fn assign_topic_id(&mut self, topic_id: Uuid16) -> Result<()> {
+    pub fn assign_topic_id(&mut self, topic_id: Uuid) -> Result<()> {
         if self.topic_id != Some(topic_id) {
             write_partition_metadata(&self.dir, topic_id)?;
             self.topic_id = Some(topic_id);
@@ -687,9 +688,11 @@ impl Log {
                 break;
             }
             let next_base = iter.peek().map(|(b, _)| **b);
-            let max_position = if next_base.is_some_and(|n| n <= max_offset) {
-                seg.size()
-            } else if max_offset == self.log_end_offset {
+            // Whole segment when the bound lies beyond it (or is the log end); else stop at the
+            // batch holding the bound.
+            let max_position = if next_base.is_some_and(|n| n <= max_offset)
+                || max_offset == self.log_end_offset
+            {
                 seg.size()
             } else {
                 seg.position_of(max_offset)?
@@ -1071,7 +1074,7 @@ pub fn delete_dir_name(tp: &TopicPartition) -> String {
     let suffix = format!(
         "-{}.{}{}",
         tp.partition,
-        Uuid16::random().to_hex(),
+        uuid_hex(&Uuid::random()),
         DELETE_DIR_SUFFIX
     );
     let keep = tp.topic.len().min(255 - suffix.len());
