@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use config::{Map, Source, Value, ValueKind};
 use thiserror::Error;
 
-pub use defs::{find_def, ConfigDef, ConfigType, Validator, BROKER_CONFIG_DEFS};
+pub use defs::{find_def, ConfigDef, ConfigType, Mutability, Validator, BROKER_CONFIG_DEFS};
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,6 +207,21 @@ pub struct ConfigEntry {
     pub origin: ConfigOrigin,
 }
 
+/// One row of a DescribeConfigs answer for the broker resource.
+#[derive(Debug, Clone)]
+pub struct DescribedConfig {
+    pub name: &'static str,
+    /// `None` for unset (Kafka's null) and for sensitive values.
+    pub value: Option<String>,
+    pub source: KafkaConfigSource,
+    pub config_type: ConfigType,
+    pub read_only: bool,
+    pub sensitive: bool,
+    /// (name, value, source), highest precedence first.
+    pub synonyms: Vec<(String, String, KafkaConfigSource)>,
+    pub documentation: &'static str,
+}
+
 /// A listener from `listeners` / `advertised.listeners`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -381,7 +396,7 @@ impl BrokerConfig {
             ],
             &["log.roll.ms", "log.roll.hours"],
             &["log.roll.jitter.ms", "log.roll.jitter.hours"],
-            &["log.dirs", "log.dir"],
+            &["log.flush.interval.ms", "log.flush.scheduler.interval.ms"],
         ];
         FAMILIES
             .iter()
@@ -396,6 +411,40 @@ impl BrokerConfig {
         find_def(key).is_some_and(|d| d.ty == ConfigType::Password)
             || key.ends_with(".password")
             || key.contains("sasl.jaas.config")
+    }
+
+    /// Every defined key as DescribeConfigs reports it for this broker (`include_synonyms`
+    /// and `include_documentation` data included; the handler filters by request).
+    pub fn describe(&self) -> Vec<DescribedConfig> {
+        BROKER_CONFIG_DEFS
+            .iter()
+            .map(|d| {
+                let entry = &self.entries[d.name];
+                let synonyms = Self::synonyms(d.name)
+                    .into_iter()
+                    .filter_map(|k| {
+                        let e = self.entries.get(k)?;
+                        // Kafka lists a synonym only where it has a value.
+                        let value = e.value.clone()?;
+                        Some((k.to_string(), value, e.origin.kafka_source()))
+                    })
+                    .collect();
+                DescribedConfig {
+                    name: d.name,
+                    value: if Self::is_sensitive(d.name) {
+                        None
+                    } else {
+                        entry.value.clone()
+                    },
+                    source: entry.origin.kafka_source(),
+                    config_type: d.ty,
+                    read_only: d.mutability == Mutability::ReadOnly,
+                    sensitive: Self::is_sensitive(d.name),
+                    synonyms,
+                    documentation: d.doc,
+                }
+            })
+            .collect()
     }
 
     /// `log.dirs` if set, else `log.dir` (Kafka's rule).
@@ -961,6 +1010,30 @@ mod tests {
                 "server.properties sets {key}={value}, built-in default is {builtin}"
             );
         }
+    }
+
+    #[test]
+    fn describe_reports_sources_and_synonyms() {
+        let c = load(
+            Some("log.retention.hours=24\n"),
+            &[],
+            &["log.retention.minutes=30"],
+        )
+        .unwrap();
+        let d = c.describe();
+        let hours = d.iter().find(|e| e.name == "log.retention.hours").unwrap();
+        assert_eq!(hours.value.as_deref(), Some("24"));
+        assert_eq!(hours.source, KafkaConfigSource::StaticBrokerConfig);
+        assert_eq!(hours.config_type, ConfigType::Int);
+        assert!(hours.read_only);
+        // minutes (set) outranks hours; ms is unset and not listed.
+        let names: Vec<_> = hours.synonyms.iter().map(|s| s.0.as_str()).collect();
+        assert_eq!(names, vec!["log.retention.minutes", "log.retention.hours"]);
+        let parts = d.iter().find(|e| e.name == "num.partitions").unwrap();
+        assert_eq!(parts.source, KafkaConfigSource::DefaultConfig);
+        let ms = d.iter().find(|e| e.name == "log.retention.ms").unwrap();
+        assert_eq!(ms.value, None);
+        assert!(!ms.read_only);
     }
 
     #[test]
