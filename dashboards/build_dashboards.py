@@ -241,8 +241,8 @@ def actors():
         timeseries("Mailbox depth", [target(
             f"max by (instance, actor) (kactor_actor_mailbox_depth{{{a}}})",
             "{{actor}} {{instance}}")],
-            description="Messages sent to an actor type but not yet handled (sum over its "
-                        "instances on one broker). A growing line is a backlog."),
+            description="Messages sent to an actor type but not yet handled, all its "
+                        "instances on one broker together. A growing line is a backlog."),
         timeseries("Messages handled / s", [target(
             f"sum by (actor) (rate(kactor_actor_messages_handled_total{{{a}}}[{RATE}]))",
             "{{actor}}")], unit="ops"),
