@@ -87,6 +87,8 @@ pub use epoch::{EpochEntry, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPO
 pub use error::LogError;
 pub use kactor_protocol::codec::FileSlice;
 pub use kactor_protocol::Uuid;
+/// Former name of the topic id type, kept for existing callers: it is `kactor_protocol::Uuid`.
+pub use kactor_protocol::Uuid as Uuid16;
 pub use manager::LogDir;
 pub use segment::{LogSegment, TimestampAndOffset};
 pub use txn_index::AbortedTxn;
