@@ -109,6 +109,13 @@ def grafana_to_promql(expr):
     return expr
 
 
+def grafana_to_query(expr, rate_interval="20s", range_="1m"):
+    """A panel expression as Grafana would send it with every variable at "All" (".*")."""
+    expr = expr.replace("$__rate_interval", rate_interval).replace("$__interval", "5s")
+    expr = expr.replace("$__range", range_)
+    return re.sub(r"\$\{(\w+)(:\w+)?\}|\$(\w+)|\[\[(\w+)\]\]", ".*", expr)
+
+
 @dataclass
 class SeriesUse:
     name: str

@@ -146,3 +146,24 @@ def test_kubernetes_scrape_config_keeps_job_kactor():
                ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"] for r in keeps)
     assert any(r.get("target_label") == "cluster" for r in relabel)
     assert doc["rule_files"] == ["kactor.rules.yml"]
+
+
+def test_promtool_rule_unit_tests():
+    """Each alert fires on synthetic series when it should, and stays quiet when it shouldn't
+    (dashboards/prometheus/tests/*.test.yml)."""
+    tests = sorted((opslib.DASHBOARDS / "prometheus" / "tests").glob("*.test.yml"))
+    assert tests
+    out = subprocess.run(["promtool", "test", "rules", *map(str, tests)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_alert_has_a_unit_test():
+    tested = set()
+    for p in (opslib.DASHBOARDS / "prometheus" / "tests").glob("*.test.yml"):
+        for t in yaml.safe_load(p.read_text())["tests"]:
+            tested |= {a["alertname"] for a in t.get("alert_rule_test", [])}
+    alerts = {r["alert"] for doc in opslib.load_rules().values() for g in doc["groups"]
+              for r in g["rules"] if "alert" in r}
+    untested = alerts - tested
+    assert not untested, f"alerts without a promtool unit test: {sorted(untested)}"

@@ -152,6 +152,23 @@ def test_prometheus_scrapes_broker_and_evaluates_rules(scraped, tmp_path):
         bad = [(rule["name"], rule.get("lastError")) for rule in rules
                if rule.get("health") != "ok"]
         assert not bad, bad
+        # Every panel's query, as Grafana sends it with the variables at "All", is accepted by
+        # Prometheus itself; the core panels show data.
+        failed, empty = [], []
+        for e in opslib.dashboard_exprs():
+            q = opslib.grafana_to_query(e.promql)
+            try:
+                result = prom.query(q)
+            except Exception as err:  # noqa: BLE001 - report every failing panel at once
+                failed.append(f"{e.where}: {err}")
+                continue
+            if not result:
+                empty.append(e.where)
+        assert not failed, "\n".join(failed)
+        for must_show in ["'Request rate by API'", "'Mailbox depth'",
+                          "'Request latency p99 by API'", "'Handle time p99'",
+                          "'Messages handled / s'", "'Bytes in / out' A"]:
+            assert not [w for w in empty if must_show in w], (must_show, empty)
         # The broker is up, so its availability alert must not be firing.
         alerts = prom.query('ALERTS{alertname="KactorBrokerDown"}')
         assert not alerts, alerts
