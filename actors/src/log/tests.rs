@@ -384,6 +384,7 @@ fn retention_by_start_offset_size_and_time_with_delayed_removal() {
     let mut log = open(dir.path(), config.clone());
     fill(&mut log, 40, 2, 0);
     let n = log.number_of_segments();
+    fs::write(segment_file(log.dir(), 0, ".snapshot"), b"producer state").unwrap();
     let second_base = log.segments().nth(1).unwrap().base_offset();
     // DeleteRecords: start offset moves, the first segment is deleted once below it and the HW.
     log.maybe_increment_log_start_offset(second_base + 1)
@@ -401,6 +402,7 @@ fn retention_by_start_offset_size_and_time_with_delayed_removal() {
     assert_eq!(log.number_of_segments(), n - 1);
     assert_eq!(log.log_start_offset(), second_base + 1);
     let deleted = segment_file(log.dir(), 0, &format!("{LOG_SUFFIX}{DELETED_SUFFIX}"));
+    assert!(segment_file(log.dir(), 0, ".snapshot.deleted").exists());
     assert!(deleted.exists());
     assert_eq!(log.purge_deleted_segments(500).unwrap(), 0);
     assert!(log.purge_deleted_segments(1000).unwrap() >= 3);

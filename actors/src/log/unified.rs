@@ -20,7 +20,7 @@ use super::epoch::LeaderEpochFileCache;
 use super::error::{LogError, Result};
 use super::segment::{
     segment_file, LogSegment, RollParams, TimestampAndOffset, CLEANED_SUFFIX, DELETED_SUFFIX,
-    INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
+    INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
 };
 use super::txn_index::AbortedTxn;
 use super::FileSlice;
@@ -956,6 +956,14 @@ impl Log {
             if let Some(mut seg) = self.segments.remove(base) {
                 seg.change_file_suffixes("", DELETED_SUFFIX)?;
                 paths.extend(seg.paths());
+            }
+            // Kafka's producer state drops the snapshot taken at a deleted segment's base too
+            // (`removeAndMarkSnapshotForDeletion`); the producer-state manager owns the rest.
+            let snapshot = segment_file(&self.dir, *base, SNAPSHOT_SUFFIX);
+            if snapshot.exists() {
+                let to = PathBuf::from(format!("{}{DELETED_SUFFIX}", snapshot.display()));
+                fs::rename(&snapshot, &to)?;
+                paths.push(to);
             }
         }
         if !paths.is_empty() {
