@@ -4,6 +4,10 @@
 //! `__consumer_offsets` records and replay); the actor around it appends those records through
 //! the partition leader and answers only once they are committed.
 
+pub mod actor;
 pub mod codec;
 pub mod core;
 pub mod log;
+pub mod messages;
+
+pub use actor::GroupCoordinatorActor;

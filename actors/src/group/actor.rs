@@ -1,0 +1,439 @@
+//! `GroupCoordinatorActor`: one group coordinator shard (Kafka's `CoordinatorRuntime` around a
+//! `GroupCoordinatorShard`) for one `__consumer_offsets` partition this broker leads. It loads
+//! the shard by replaying the partition, feeds it requests and timer wake-ups, appends the
+//! records each step produces as one batch, and sends that step's responses only once the
+//! batch is committed (high watermark past it), in order.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use actix::{
+    Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, ResponseFuture,
+    SpawnHandle, WrapFuture,
+};
+use tokio::sync::oneshot;
+
+use super::core::{
+    errors, GroupCoordinatorConfig, GroupCoordinatorShard, GroupRequest, GroupResponse, Output,
+    RequestId,
+};
+use super::log::{records_batch, replay_batches, TxnProducer};
+use super::messages::*;
+use crate::partition::core::{IsolationLevel, PartitionError, ReadParams};
+use crate::partition::messages::{AppendRecords, DescribeReplica, ReadRecords};
+use crate::runtime::ActorMetrics;
+
+/// How often an uncommitted write re-checks the high watermark (multi-replica partitions).
+const COMMIT_POLL: Duration = Duration::from_millis(5);
+/// A write not committed within this long fails (Kafka's append timeout is similar).
+const COMMIT_TIMEOUT_MS: i64 = 30_000;
+/// Bytes per read while loading.
+const LOAD_READ_BYTES: usize = 1 << 20;
+
+fn now_ms() -> i64 {
+    crate::partition::actor::now_ms()
+}
+
+/// Kafka's `normalizeException` for coordinator writes.
+fn write_error_code(e: &PartitionError) -> i16 {
+    match e {
+        PartitionError::NotLeaderOrFollower
+        | PartitionError::FencedLeaderEpoch { .. }
+        | PartitionError::UnknownLeaderEpoch { .. } => errors::NOT_COORDINATOR,
+        PartitionError::NotEnoughReplicas { .. } => errors::COORDINATOR_NOT_AVAILABLE,
+        PartitionError::MessageTooLarge { .. } => errors::UNKNOWN_SERVER_ERROR,
+        _ => errors::COORDINATOR_NOT_AVAILABLE,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WriteState {
+    /// Sent to the partition, no answer yet.
+    Appending,
+    /// Appended up to this offset; waiting for the high watermark to pass it.
+    Appended { last_offset: i64, deadline_ms: i64 },
+    /// Nothing to wait for (no records, or committed).
+    Ready,
+}
+
+struct PendingWrite {
+    seq: u64,
+    state: WriteState,
+    responses: Vec<(RequestId, GroupResponse)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Loading,
+    Active,
+    /// A write failed: reloading from the log to drop the state it produced.
+    Reloading,
+}
+
+pub struct GroupCoordinatorActor {
+    partition_index: i32,
+    config: GroupCoordinatorConfig,
+    seed: u64,
+    shard: GroupCoordinatorShard,
+    partition: CoordinatorPartition,
+    phase: Phase,
+    next_request_id: RequestId,
+    waiting: HashMap<RequestId, oneshot::Sender<GroupResponse>>,
+    /// Writes in append order; responses leave from the front only.
+    writes: VecDeque<PendingWrite>,
+    next_write_seq: u64,
+    next_offset: i64,
+    timer: Option<SpawnHandle>,
+    commit_poll: Option<SpawnHandle>,
+    metrics: ActorMetrics,
+}
+
+impl GroupCoordinatorActor {
+    pub fn new(
+        partition_index: i32,
+        config: GroupCoordinatorConfig,
+        partition: CoordinatorPartition,
+        topics: super::core::TopicsView,
+    ) -> Self {
+        let seed = now_ms() as u64 ^ ((partition_index as u64) << 48);
+        let mut shard = GroupCoordinatorShard::new(config.clone(), seed);
+        shard.set_topics(topics);
+        GroupCoordinatorActor {
+            partition_index,
+            config,
+            seed,
+            shard,
+            partition,
+            phase: Phase::Loading,
+            next_request_id: 0,
+            waiting: HashMap::new(),
+            writes: VecDeque::new(),
+            next_write_seq: 0,
+            next_offset: 0,
+            timer: None,
+            commit_poll: None,
+            metrics: ActorMetrics::new("GroupCoordinatorActor"),
+        }
+    }
+
+    pub fn partition_index(&self) -> i32 {
+        self.partition_index
+    }
+
+    /// Reads the partition from its start and replays it into a fresh shard.
+    fn load(&mut self, ctx: &mut Context<Self>) {
+        let partition = self.partition.clone();
+        let mut shard = GroupCoordinatorShard::new(self.config.clone(), self.seed);
+        shard.set_topics(self.shard.topics().clone());
+        let fut = async move {
+            let info = partition
+                .describe
+                .send(DescribeReplica)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut next = info.log_start_offset;
+            loop {
+                let read = partition
+                    .read
+                    .send(ReadRecords {
+                        params: ReadParams {
+                            fetch_offset: next,
+                            max_bytes: LOAD_READ_BYTES,
+                            min_one_batch: true,
+                            isolation: IsolationLevel::ReadUncommitted,
+                            current_leader_epoch: -1,
+                            last_fetched_epoch: -1,
+                            replica_id: -1,
+                        },
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
+                if next >= read.high_watermark {
+                    break;
+                }
+                let bytes = read.records.to_bytes().map_err(|e| e.to_string())?;
+                if bytes.is_empty() {
+                    break;
+                }
+                let after = replay_batches(&mut shard, bytes, next).map_err(|e| e.to_string())?;
+                if after <= next {
+                    break;
+                }
+                next = after;
+            }
+            Ok::<_, String>((shard, next))
+        };
+        ctx.spawn(fut.into_actor(self).map(|result, act, ctx| match result {
+            Ok((mut shard, next)) => {
+                shard.on_loaded(now_ms());
+                act.shard = shard;
+                act.next_offset = next;
+                act.phase = Phase::Active;
+                tracing::info!(partition = act.partition_index, groups = act.shard.groups().count(), next_offset = next, "group coordinator loaded");
+                act.reschedule_timer(ctx);
+            }
+            Err(e) => {
+                // The partition may have moved: the topology resigns us; until then retry.
+                tracing::warn!(partition = act.partition_index, error = %e, "group coordinator load failed; retrying");
+                ctx.run_later(Duration::from_millis(500), |act, ctx| act.load(ctx));
+            }
+        }));
+    }
+
+    /// Appends `out.records` (if any) and queues `out.responses` behind every earlier write.
+    fn process(&mut self, out: Output, producer: Option<TxnProducer>, ctx: &mut Context<Self>) {
+        let seq = self.next_write_seq;
+        self.next_write_seq += 1;
+        if out.records.is_empty() {
+            self.writes.push_back(PendingWrite {
+                seq,
+                state: WriteState::Ready,
+                responses: out.responses,
+            });
+            self.release(ctx);
+            return;
+        }
+        let batch = match records_batch(&out.records, now_ms(), producer) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode coordinator records");
+                self.writes.push_back(PendingWrite {
+                    seq,
+                    state: WriteState::Ready,
+                    responses: fail_all(out.responses, errors::UNKNOWN_SERVER_ERROR),
+                });
+                self.fail_from(seq + 1, errors::UNKNOWN_SERVER_ERROR, ctx);
+                return;
+            }
+        };
+        self.writes.push_back(PendingWrite {
+            seq,
+            state: WriteState::Appending,
+            responses: out.responses,
+        });
+        let append = self.partition.append.send(AppendRecords {
+            records: batch,
+            required_acks: -1,
+        });
+        ctx.spawn(
+            append
+                .into_actor(self)
+                .map(move |result, act, ctx| match result {
+                    Ok(Ok(outcome)) => {
+                        act.next_offset = outcome.last_offset + 1;
+                        let state = if outcome.high_watermark > outcome.last_offset {
+                            WriteState::Ready
+                        } else {
+                            WriteState::Appended {
+                                last_offset: outcome.last_offset,
+                                deadline_ms: now_ms() + COMMIT_TIMEOUT_MS,
+                            }
+                        };
+                        if let Some(w) = act.writes.iter_mut().find(|w| w.seq == seq) {
+                            w.state = state;
+                        }
+                        act.release(ctx);
+                    }
+                    Ok(Err(e)) => act.fail_from(seq, write_error_code(&e), ctx),
+                    Err(_) => act.fail_from(seq, errors::COORDINATOR_NOT_AVAILABLE, ctx),
+                }),
+        );
+    }
+
+    /// Sends the responses of every leading write that is committed.
+    fn release(&mut self, ctx: &mut Context<Self>) {
+        while let Some(front) = self.writes.front() {
+            if front.state != WriteState::Ready {
+                break;
+            }
+            let w = self.writes.pop_front().expect("front exists");
+            self.deliver(w.responses);
+        }
+        let waiting_commit = self
+            .writes
+            .iter()
+            .any(|w| matches!(w.state, WriteState::Appended { .. }));
+        if waiting_commit && self.commit_poll.is_none() {
+            self.commit_poll = Some(ctx.run_later(COMMIT_POLL, |act, ctx| {
+                act.commit_poll = None;
+                act.check_commits(ctx);
+            }));
+        }
+    }
+
+    fn check_commits(&mut self, ctx: &mut Context<Self>) {
+        let describe = self.partition.describe.send(DescribeReplica);
+        ctx.spawn(describe.into_actor(self).map(|info, act, ctx| {
+            let now = now_ms();
+            let mut failed = None;
+            match info {
+                Ok(info) if info.is_leader => {
+                    for w in act.writes.iter_mut() {
+                        if let WriteState::Appended {
+                            last_offset,
+                            deadline_ms,
+                        } = w.state
+                        {
+                            if info.high_watermark > last_offset {
+                                w.state = WriteState::Ready;
+                            } else if now > deadline_ms && failed.is_none() {
+                                failed = Some((w.seq, errors::COORDINATOR_NOT_AVAILABLE));
+                            }
+                        }
+                    }
+                }
+                Ok(_) => failed = act.writes.front().map(|w| (w.seq, errors::NOT_COORDINATOR)),
+                Err(_) => {
+                    failed = act
+                        .writes
+                        .front()
+                        .map(|w| (w.seq, errors::COORDINATOR_NOT_AVAILABLE))
+                }
+            }
+            match failed {
+                Some((seq, code)) => act.fail_from(seq, code, ctx),
+                None => act.release(ctx),
+            }
+        }));
+    }
+
+    /// The write `seq` failed: it and every later write (their state built on it) answer
+    /// `code`, and the shard reloads from the log to drop the state they produced.
+    fn fail_from(&mut self, seq: u64, code: i16, ctx: &mut Context<Self>) {
+        let mut failed = Vec::new();
+        self.writes.retain_mut(|w| {
+            if w.seq >= seq {
+                failed.extend(fail_all(std::mem::take(&mut w.responses), code));
+                false
+            } else {
+                true
+            }
+        });
+        // Parked requests belong to the state being dropped too.
+        let parked = self.shard.unload();
+        failed.extend(fail_all(parked.responses, code));
+        self.deliver(failed);
+        self.release(ctx);
+        if self.phase != Phase::Reloading {
+            self.phase = Phase::Reloading;
+            self.load(ctx);
+        }
+    }
+
+    fn deliver(&mut self, responses: Vec<(RequestId, GroupResponse)>) {
+        for (id, response) in responses {
+            if let Some(tx) = self.waiting.remove(&id) {
+                // The requester may have gone (connection closed): nothing to do.
+                let _ = tx.send(response);
+            }
+        }
+    }
+
+    fn reschedule_timer(&mut self, ctx: &mut Context<Self>) {
+        if let Some(h) = self.timer.take() {
+            ctx.cancel_future(h);
+        }
+        if self.phase != Phase::Active {
+            return;
+        }
+        if let Some(deadline) = self.shard.next_deadline() {
+            let delay = (deadline - now_ms()).max(0) as u64;
+            self.timer = Some(ctx.run_later(Duration::from_millis(delay), |act, ctx| {
+                act.timer = None;
+                let out = act.shard.fire_timers(now_ms());
+                act.process(out, None, ctx);
+                act.reschedule_timer(ctx);
+            }));
+        }
+    }
+}
+
+fn fail_all(
+    responses: Vec<(RequestId, GroupResponse)>,
+    code: i16,
+) -> Vec<(RequestId, GroupResponse)> {
+    responses
+        .into_iter()
+        .map(|(id, r)| (id, r.into_error(code)))
+        .collect()
+}
+
+impl Actor for GroupCoordinatorActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.load(ctx);
+    }
+}
+
+impl Handler<HandleGroupRequest> for GroupCoordinatorActor {
+    type Result = ResponseFuture<GroupResponse>;
+
+    fn handle(&mut self, msg: HandleGroupRequest, ctx: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let request = msg.request;
+        if self.phase != Phase::Active {
+            let response = request.error_response(errors::COORDINATOR_LOAD_IN_PROGRESS);
+            return Box::pin(async move { response });
+        }
+        let fallback = request.error_response(errors::NOT_COORDINATOR);
+        let producer = match &request {
+            GroupRequest::TxnOffsetCommit(r) => Some(TxnProducer {
+                producer_id: r.producer_id,
+                producer_epoch: r.producer_epoch,
+            }),
+            _ => None,
+        };
+        self.next_request_id += 1;
+        let id = self.next_request_id;
+        let (tx, rx) = oneshot::channel();
+        self.waiting.insert(id, tx);
+        let out = self.shard.handle(id, request, now_ms());
+        self.process(out, producer, ctx);
+        self.reschedule_timer(ctx);
+        Box::pin(async move { rx.await.unwrap_or(fallback) })
+    }
+}
+
+impl Handler<UpdateGroupTopics> for GroupCoordinatorActor {
+    type Result = ();
+    fn handle(&mut self, msg: UpdateGroupTopics, _: &mut Context<Self>) {
+        self.shard.set_topics(msg.topics);
+    }
+}
+
+impl Handler<CompleteGroupTransaction> for GroupCoordinatorActor {
+    type Result = ();
+    fn handle(&mut self, msg: CompleteGroupTransaction, _: &mut Context<Self>) {
+        self.shard
+            .replay_end_transaction(msg.producer_id, msg.committed);
+    }
+}
+
+impl Handler<ResignGroupCoordinator> for GroupCoordinatorActor {
+    type Result = ();
+    fn handle(&mut self, _: ResignGroupCoordinator, ctx: &mut Context<Self>) {
+        let parked = self.shard.unload();
+        let mut failed = fail_all(parked.responses, errors::NOT_COORDINATOR);
+        for w in self.writes.drain(..) {
+            failed.extend(fail_all(w.responses, errors::NOT_COORDINATOR));
+        }
+        self.deliver(failed);
+        self.phase = Phase::Loading;
+        ctx.stop();
+    }
+}
+
+impl Handler<DescribeGroupCoordinator> for GroupCoordinatorActor {
+    type Result = GroupCoordinatorStatus;
+    fn handle(&mut self, _: DescribeGroupCoordinator, _: &mut Context<Self>) -> Self::Result {
+        GroupCoordinatorStatus {
+            loaded: self.phase == Phase::Active,
+            groups: self.shard.groups().count(),
+            pending_writes: self.writes.len(),
+            next_offset: self.next_offset,
+        }
+    }
+}
