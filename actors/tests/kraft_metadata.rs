@@ -50,6 +50,7 @@ fn config(dir: &Path) -> KraftConfig {
             log_dirs: vec![Uuid([9; 16])],
             heartbeat_interval_ms: 2000,
         }),
+        finalized_features: None,
     }
 }
 

@@ -16,6 +16,7 @@ use crate::metadata::actor::{MetadataImageWatch, MetadataPublisherActor};
 use crate::metadata::lifecycle::{
     BrokerLifecycleActor, BrokerLifecycleConfig, BrokerLifecycleState,
 };
+use crate::network::api_versions::FinalizedFeatures;
 use crate::raft::actor::{RaftActor, RaftActorConfig};
 use crate::raft::messages::{RaftError, RegisterRaftListener};
 use crate::runtime::{start_supervised, ActorMetrics, MeteredAddr};
@@ -35,6 +36,8 @@ pub struct KraftConfig {
     pub controller: Option<ControllerConfig>,
     /// Present when `process.roles` includes `broker`.
     pub broker: Option<BrokerLifecycleConfig>,
+    /// The sender half of `network::features_channel`, for ApiVersions' finalized features.
+    pub finalized_features: Option<watch::Sender<FinalizedFeatures>>,
 }
 
 /// Addresses and watch channels of the started actors.
@@ -61,7 +64,11 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     let raft = start_supervised(arbiter, raft_metrics, move |_| raft_actor);
 
     let pub_metrics = ActorMetrics::new("MetadataPublisherActor");
-    let (publisher_actor, image) = MetadataPublisherActor::new(cfg.node_id, pub_metrics.clone());
+    let (mut publisher_actor, image) =
+        MetadataPublisherActor::new(cfg.node_id, pub_metrics.clone());
+    if let Some(tx) = cfg.finalized_features {
+        publisher_actor = publisher_actor.publish_features_to(tx);
+    }
     let publisher = start_supervised(arbiter, pub_metrics, move |_| publisher_actor);
     raft.do_send(RegisterRaftListener {
         committed: publisher.addr().clone().recipient(),

@@ -16,6 +16,7 @@ use super::core::{
 };
 use super::messages::*;
 use crate::metadata::core::ConfigResource;
+use crate::network::api_versions::FinalizedFeatures;
 use crate::raft::messages::{MetadataBatchesCommitted, RaftLeaderChanged};
 use crate::runtime::{ActorMetrics, SupervisedActor};
 
@@ -28,6 +29,8 @@ pub struct MetadataPublisherActor {
     image_tx: watch::Sender<Arc<MetadataImage>>,
     partition_subscribers: Vec<Recipient<PartitionsChanged>>,
     config_subscribers: Vec<Recipient<BrokerConfigsChanged>>,
+    /// ApiVersions' view of the finalized features.
+    features_tx: Option<watch::Sender<FinalizedFeatures>>,
     metrics: ActorMetrics,
 }
 
@@ -44,10 +47,27 @@ impl MetadataPublisherActor {
                 image_tx,
                 partition_subscribers: Vec::new(),
                 config_subscribers: Vec::new(),
+                features_tx: None,
                 metrics,
             },
             rx,
         )
+    }
+
+    /// Publishes finalized feature levels (FeatureLevelRecords) to ApiVersions, with the
+    /// image offset as the features epoch, as Kafka does.
+    pub fn publish_features_to(mut self, tx: watch::Sender<FinalizedFeatures>) -> Self {
+        self.features_tx = Some(tx);
+        self
+    }
+
+    fn publish_features(&self) {
+        if let Some(tx) = &self.features_tx {
+            tx.send_replace(FinalizedFeatures {
+                epoch: self.image.provenance.last_offset,
+                levels: self.image.features.clone(),
+            });
+        }
     }
 
     /// Every replica this node hosts in `image`, as a full snapshot for a new subscriber.
@@ -154,6 +174,9 @@ impl Handler<MetadataBatchesCommitted> for MetadataPublisherActor {
                 Ok((next, changes)) => {
                     let local = local_changes(&self.image, &next, &changes, self.node_id);
                     self.image = Arc::new(next);
+                    if changes.features_changed {
+                        self.publish_features();
+                    }
                     self.publish(local);
                 }
                 Err(e) => {

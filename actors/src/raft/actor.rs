@@ -17,9 +17,7 @@ use super::batch::{decode_batches, encode_control_batch, encode_data_batch, Meta
 use super::core::{RaftConfig, RaftCore, RaftInput, RaftOutput};
 use super::messages::*;
 use super::quorum_state;
-use crate::log::checkpoint::Uuid16;
 use crate::log::config::LogConfig;
-use crate::log::read_slice;
 use crate::log::unified::Log;
 use crate::runtime::{ActorMetrics, SupervisedActor};
 
@@ -110,7 +108,7 @@ impl RaftActor {
         };
         let mut log = Log::open(&dir, log_config, 0, 0, false, now).map_err(storage)?;
         if log.topic_id().is_none() {
-            log.assign_topic_id(Uuid16(Uuid::METADATA_TOPIC_ID.0))
+            log.assign_topic_id(Uuid::METADATA_TOPIC_ID)
                 .map_err(storage)?;
         }
         let election = quorum_state::read(&dir).map_err(storage)?;
@@ -249,7 +247,7 @@ impl RaftActor {
             if slice.len == 0 {
                 break;
             }
-            let bytes = bytes::Bytes::from(read_slice(&slice).map_err(storage)?);
+            let bytes = slice.read_to_bytes().map_err(storage)?;
             let batches = decode_batches(bytes).map_err(storage)?;
             let Some(last) = batches.last() else { break };
             next = last.last_offset + 1;
@@ -291,7 +289,7 @@ impl RaftActor {
             }
             let l = &mut self.listeners[i];
             if let (Some(notice), Some(to)) = (&self.leader_notice, &l.leader_changes) {
-                let ready = notice.next_offset.map_or(true, |n| l.next_offset >= n);
+                let ready = notice.next_offset.is_none_or(|n| l.next_offset >= n);
                 if ready && l.notified.as_ref() != Some(notice) {
                     to.do_send(notice.clone());
                     l.notified = Some(notice.clone());

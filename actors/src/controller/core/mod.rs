@@ -40,11 +40,13 @@ pub const LATEST_METADATA_VERSION: i16 = 33;
 /// The lowest `metadata.version` Kafka 4.x supports (3.3-IV3).
 pub const MINIMUM_METADATA_VERSION: i16 = 7;
 
-/// Features this controller supports, as (name, min, max), and the level Kafka 4.4.0's
-/// `kafka-storage format` finalizes by default. `kraft.version` is finalized through a Raft
+/// Features this controller supports, as (name, min, max, level finalized at bootstrap), with
+/// Kafka 4.4.0's ranges. Only features whose behaviour kactor implements are listed (the same
+/// set ApiVersions advertises): Kafka 4.4's `kafka-storage format` also finalizes
+/// share.version 2, streams.version 1 and eligible.leader.replicas.version 1, which would tell
+/// clients that share and streams groups work here. `kraft.version` is finalized through a Raft
 /// control record, not a FeatureLevelRecord.
 pub const SUPPORTED_FEATURES: &[(&str, i16, i16, i16)] = &[
-    ("eligible.leader.replicas.version", 0, 1, 1),
     ("group.version", 0, 1, 1),
     ("kraft.version", 0, 1, 0),
     (
@@ -53,8 +55,6 @@ pub const SUPPORTED_FEATURES: &[(&str, i16, i16, i16)] = &[
         LATEST_METADATA_VERSION,
         LATEST_METADATA_VERSION,
     ),
-    ("share.version", 0, 2, 2),
-    ("streams.version", 0, 1, 1),
     ("transaction.version", 0, 2, 2),
 ];
 

@@ -95,10 +95,7 @@ fn bootstrap_matches_kafka_4_4_format() {
         levels,
         vec![
             ("metadata.version".to_string(), 33),
-            ("eligible.leader.replicas.version".to_string(), 1),
             ("group.version".to_string(), 1),
-            ("share.version".to_string(), 2),
-            ("streams.version".to_string(), 1),
             ("transaction.version".to_string(), 2),
         ]
     );
@@ -450,7 +447,7 @@ fn incremental_alter_configs_topic_and_broker() {
         (res(8, "1", vec![set("x", "1")]), INVALID_REQUEST),
     ];
     for (resource, code) in cases {
-        let r = c.incremental_alter_configs(&[resource.clone()], false);
+        let r = c.incremental_alter_configs(std::slice::from_ref(&resource), false);
         assert_eq!(r.response[0].error.code, code, "{resource:?}");
         assert!(r.records.is_empty());
     }
@@ -609,7 +606,7 @@ fn update_features_paths() {
     let r = c.update_features(
         &[
             up("group.version", 1, UpgradeType::Upgrade),
-            up("share.version", 7, UpgradeType::Upgrade),
+            up("transaction.version", 7, UpgradeType::Upgrade),
         ],
         false,
     );
@@ -705,4 +702,30 @@ fn committed_replay_rebuilds_the_same_image() {
     // Replaying again is a no-op (offsets already applied).
     follower.replay_committed(1, &all).unwrap();
     assert_eq!(follower.image().topics, c2.image().topics);
+}
+
+#[test]
+fn features_agree_with_api_versions() {
+    use crate::network::api_versions::{bootstrap_finalized_features, supported_features};
+    let c = QuorumControllerCore::new(ControllerConfig::default(), 1);
+    let boot: std::collections::BTreeMap<String, i16> = c
+        .bootstrap_records()
+        .iter()
+        .filter_map(|r| match r {
+            MetadataRecord::FeatureLevel(f) => Some((f.name.clone(), f.feature_level)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(boot, bootstrap_finalized_features().levels);
+    let mut ours: Vec<(String, i16, i16)> = SUPPORTED_FEATURES
+        .iter()
+        .map(|(n, lo, hi, _)| (n.to_string(), *lo, *hi))
+        .collect();
+    let mut theirs: Vec<(String, i16, i16)> = supported_features()
+        .into_iter()
+        .map(|f| (f.name, f.min_version, f.max_version))
+        .collect();
+    ours.sort();
+    theirs.sort();
+    assert_eq!(ours, theirs);
 }

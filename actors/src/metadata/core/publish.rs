@@ -140,10 +140,10 @@ pub fn local_changes(
                     });
                 }
             }
-            ConfigResourceType::Broker => {
-                if resource.name.is_empty() || resource.name == node_id.to_string() {
-                    broker_changed = true;
-                }
+            ConfigResourceType::Broker
+                if resource.name.is_empty() || resource.name == node_id.to_string() =>
+            {
+                broker_changed = true;
             }
             _ => {}
         }
