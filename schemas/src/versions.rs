@@ -10,7 +10,16 @@ use crate::messages::ApiKey;
 
 /// APIs the broker really serves. Extend this list when a handler lands, never before:
 /// a client that sees an API advertised will use it.
-pub const IMPLEMENTED: &[ApiKey] = &[ApiKey::ApiVersions];
+pub const IMPLEMENTED: &[ApiKey] = &[
+    ApiKey::ApiVersions,
+    // Partition APIs (actors/src/partition/apis.rs).
+    ApiKey::Produce,
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+    ApiKey::DeleteRecords,
+    ApiKey::OffsetForLeaderEpoch,
+    ApiKey::DescribeLogDirs,
+];
 
 /// The (min, max) version advertised for `api_key`, or None if this build does not serve it.
 pub fn supported_range(api_key: ApiKey) -> Option<(i16, i16)> {

@@ -20,7 +20,7 @@ use super::registry::LogFactory;
 use crate::log::checkpoint::{
     write_offset_checkpoint, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
 };
-use crate::log::{self as storage, Log, LogConfig, LogDir, Uuid16};
+use crate::log::{self as storage, Log, LogConfig, LogDir};
 
 fn storage_tp(tp: &TopicPartition) -> storage::TopicPartition {
     storage::TopicPartition::new(tp.topic.clone(), tp.partition)
@@ -317,9 +317,8 @@ impl LogFactory for DiskLogFactory {
                 log
             }
         };
-        if log.topic_id() != Some(Uuid16(topic_id.0)) {
-            log.assign_topic_id(Uuid16(topic_id.0))
-                .map_err(|e| e.to_string())?;
+        if log.topic_id() != Some(topic_id) {
+            log.assign_topic_id(topic_id).map_err(|e| e.to_string())?;
         }
         Ok(Box::new(DiskLog::new(log)))
     }

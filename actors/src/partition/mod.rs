@@ -4,8 +4,10 @@
 //! Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch and DescribeLogDirs.
 
 pub mod actor;
+pub mod apis;
 pub mod core;
 pub mod disk;
+pub mod fetch_session;
 pub mod messages;
 pub mod registry;
 pub mod testing;

@@ -95,6 +95,8 @@ pub struct PartitionTable {
     pub topic_names: HashMap<Uuid, String>,
     /// The metadata image the table was last updated from (every topic, hosted or not).
     pub image: Option<Arc<crate::metadata::core::MetadataImage>>,
+    /// Every configured log dir (DescribeLogDirs lists empty ones too).
+    pub log_dirs: Vec<String>,
     /// Bumped on every change (tests, caches).
     pub version: u64,
 }
@@ -155,7 +157,10 @@ impl ReplicaManagerActor {
         arbiters: Option<ArbiterPools>,
         purgatory: Option<PurgatoryLink>,
     ) -> Self {
-        let table = Arc::new(PartitionTable::default());
+        let table = Arc::new(PartitionTable {
+            log_dirs: factory.log_dirs(),
+            ..Default::default()
+        });
         let (publisher, _) = watch::channel(table.clone());
         ReplicaManagerActor {
             broker_id,
@@ -289,6 +294,7 @@ impl ReplicaManagerActor {
 
     fn publish(&mut self, mut table: PartitionTable) {
         table.version += 1;
+        table.log_dirs = self.factory.log_dirs();
         self.table = Arc::new(table);
         self.publisher.send_replace(self.table.clone());
     }

@@ -1,0 +1,857 @@
+//! Request handlers for the partition APIs (Kafka's `KafkaApis.handleProduceRequest`,
+//! `handleFetchRequest`, `handleListOffsetRequest`, `handleDeleteRecordsRequest`,
+//! `handleOffsetForLeaderEpochRequest`, `handleDescribeLogDirsRequest` with the
+//! `ReplicaManager` fan-out): each looks partitions up in the published [`PartitionTable`],
+//! sends one message per partition, and parks acks=all produces and long polls in the purgatory.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use kactor_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kactor_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use kactor_protocol::messages::fetch_response::{self, FetchableTopicResponse, PartitionData};
+use kactor_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kactor_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset as WireEpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kactor_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
+use kactor_protocol::messages::{
+    DeleteRecordsRequest, DeleteRecordsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
+    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
+};
+use kactor_protocol::{ApiKey, FileSlice, Records, RequestBody, ResponseBody, Uuid};
+use tokio::sync::oneshot;
+
+use super::core::{
+    codes, IsolationLevel, LogSlice, PartitionError, ReadOutcome, ReadParams, TopicPartition,
+};
+use super::fetch_session::{
+    snapshot_of, FetchSessionCacheActor, GetFetchSession, RecordFetchResults, SessionOutcome,
+    SessionPartition, INITIAL_EPOCH,
+};
+use super::messages::*;
+use super::registry::{HostedReplica, PartitionTable, PartitionTableReader};
+use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
+use crate::purgatory::core::{FetchWatch, ProduceWatch};
+use crate::purgatory::{PurgatoryActor, WatchFetch, WatchProduce};
+use crate::runtime::MeteredAddr;
+
+/// What the partition API handlers capture (cloned into every request's future).
+#[derive(Clone)]
+pub struct PartitionApis {
+    pub partitions: PartitionTableReader,
+    pub purgatory: MeteredAddr<PurgatoryActor>,
+    pub fetch_sessions: MeteredAddr<FetchSessionCacheActor>,
+}
+
+/// Registers Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch and
+/// DescribeLogDirs on `router`.
+pub fn register(router: &mut RequestRouter, apis: PartitionApis) {
+    let a = apis.clone();
+    router.register(ApiKey::Produce, move |ctx, body| {
+        let a = a.clone();
+        Box::pin(async move {
+            let RequestBody::Produce(req) = body else {
+                return wrong_body();
+            };
+            handle_produce(&a, &ctx, req).await
+        })
+    });
+    let a = apis.clone();
+    router.register(ApiKey::Fetch, move |ctx, body| {
+        let a = a.clone();
+        Box::pin(async move {
+            let RequestBody::Fetch(req) = body else {
+                return wrong_body();
+            };
+            HandlerOutcome::Respond(ResponseBody::Fetch(handle_fetch(&a, &ctx, req).await))
+        })
+    });
+    let a = apis.clone();
+    router.register(ApiKey::ListOffsets, move |ctx, body| {
+        let a = a.clone();
+        Box::pin(async move {
+            let RequestBody::ListOffsets(req) = body else {
+                return wrong_body();
+            };
+            HandlerOutcome::Respond(ResponseBody::ListOffsets(
+                handle_list_offsets(&a, &ctx, req).await,
+            ))
+        })
+    });
+    let a = apis.clone();
+    router.register(ApiKey::DeleteRecords, move |_ctx, body| {
+        let a = a.clone();
+        Box::pin(async move {
+            let RequestBody::DeleteRecords(req) = body else {
+                return wrong_body();
+            };
+            HandlerOutcome::Respond(ResponseBody::DeleteRecords(
+                handle_delete_records(&a, req).await,
+            ))
+        })
+    });
+    let a = apis.clone();
+    router.register(ApiKey::OffsetForLeaderEpoch, move |_ctx, body| {
+        let a = a.clone();
+        Box::pin(async move {
+            let RequestBody::OffsetForLeaderEpoch(req) = body else {
+                return wrong_body();
+            };
+            HandlerOutcome::Respond(ResponseBody::OffsetForLeaderEpoch(
+                handle_offset_for_leader_epoch(&a, req).await,
+            ))
+        })
+    });
+    let a = apis;
+    router.register(ApiKey::DescribeLogDirs, move |_ctx, body| {
+        let a = a.clone();
+        Box::pin(async move {
+            let RequestBody::DescribeLogDirs(req) = body else {
+                return wrong_body();
+            };
+            HandlerOutcome::Respond(ResponseBody::DescribeLogDirs(
+                handle_describe_log_dirs(&a, req).await,
+            ))
+        })
+    });
+}
+
+fn wrong_body() -> HandlerOutcome {
+    HandlerOutcome::Close("request body does not match its API key".into())
+}
+
+fn table(a: &PartitionApis) -> Arc<PartitionTable> {
+    a.partitions.borrow().clone()
+}
+
+/// The error for a partition this node does not host: NOT_LEADER_OR_FOLLOWER if the cluster
+/// knows it (another broker leads it), else UNKNOWN_TOPIC_OR_PARTITION.
+fn not_hosted(t: &PartitionTable, topic: &str, partition: i32) -> i16 {
+    if t.partition_exists(topic, partition) {
+        codes::NOT_LEADER_OR_FOLLOWER
+    } else {
+        codes::UNKNOWN_TOPIC_OR_PARTITION
+    }
+}
+
+fn lookup<'t>(
+    t: &'t PartitionTable,
+    topic: &str,
+    partition: i32,
+) -> Result<&'t HostedReplica, i16> {
+    t.get(topic, partition)
+        .ok_or_else(|| not_hosted(t, topic, partition))
+}
+
+/// A mailbox failure means the partition actor is gone (deleted mid-request).
+fn mailbox<T>(
+    r: Result<Result<T, PartitionError>, actix::MailboxError>,
+) -> Result<T, PartitionError> {
+    r.unwrap_or(Err(PartitionError::NotLeaderOrFollower))
+}
+
+// ---------------------------------------------------------------- Produce
+
+async fn handle_produce(
+    a: &PartitionApis,
+    ctx: &RequestContext,
+    req: ProduceRequest,
+) -> HandlerOutcome {
+    let version = ctx.api_version;
+    let t = table(a);
+    let acks = req.acks;
+    let valid_acks = matches!(acks, -1..=1);
+
+    // One AppendRecords per partition, all in flight at once.
+    struct Pending {
+        topic_index: usize,
+        slot: usize,
+        tp: TopicPartition,
+    }
+    let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(req.topic_data.len());
+    let mut pending = Vec::new();
+    let mut sends = Vec::new();
+    for (ti, topic) in req.topic_data.into_iter().enumerate() {
+        // v13+ names topics by id only.
+        let name = if version >= 13 {
+            t.topic_name(&topic.topic_id)
+        } else {
+            Some(topic.name.clone())
+        };
+        let mut tr = TopicProduceResponse {
+            name: topic.name.clone(),
+            topic_id: topic.topic_id,
+            ..Default::default()
+        };
+        for p in topic.partition_data {
+            let mut pr = PartitionProduceResponse {
+                index: p.index,
+                base_offset: -1,
+                log_append_time_ms: -1,
+                log_start_offset: -1,
+                ..Default::default()
+            };
+            let Some(name) = name.as_deref() else {
+                pr.error_code = codes::UNKNOWN_TOPIC_ID;
+                tr.partition_responses.push(pr);
+                continue;
+            };
+            if !valid_acks {
+                pr.error_code = codes::INVALID_REQUIRED_ACKS;
+                tr.partition_responses.push(pr);
+                continue;
+            }
+            match lookup(&t, name, p.index) {
+                Err(code) => pr.error_code = code,
+                Ok(replica) => {
+                    let records = match p.records {
+                        Some(Records::Memory(b)) => b,
+                        Some(Records::File(f)) => f.read_to_bytes().unwrap_or_default(),
+                        None => bytes::Bytes::new(),
+                    };
+                    pending.push(Pending {
+                        topic_index: ti,
+                        slot: tr.partition_responses.len(),
+                        tp: TopicPartition::new(name, p.index),
+                    });
+                    sends.push(replica.addr.send(AppendRecords {
+                        records,
+                        required_acks: acks,
+                    }));
+                }
+            }
+            tr.partition_responses.push(pr);
+        }
+        responses.push(tr);
+    }
+    let results = join_all(sends).await;
+
+    let mut watches = Vec::new();
+    let mut failed = None;
+    for (p, result) in pending.iter().zip(results) {
+        let pr = &mut responses[p.topic_index].partition_responses[p.slot];
+        match mailbox(result) {
+            Ok(out) => {
+                pr.base_offset = out.base_offset;
+                pr.log_append_time_ms = out.log_append_time_ms;
+                pr.log_start_offset = out.log_start_offset;
+                if acks == -1 {
+                    watches.push(ProduceWatch {
+                        tp: p.tp.clone(),
+                        required_offset: out.last_offset + 1,
+                        observed_high_watermark: out.high_watermark,
+                    });
+                }
+            }
+            Err(e) => {
+                pr.error_code = e.code();
+                if e.code() == codes::INVALID_RECORD || e.code() == codes::CORRUPT_MESSAGE {
+                    pr.error_message = Some(e.to_string());
+                }
+                pr.record_errors = e
+                    .record_errors()
+                    .iter()
+                    .map(|r| BatchIndexAndErrorMessage {
+                        batch_index: r.batch_index,
+                        batch_index_error_message: r.message.clone(),
+                        ..Default::default()
+                    })
+                    .collect();
+                failed.get_or_insert_with(|| format!("{}: {e}", p.tp));
+            }
+        }
+    }
+
+    if failed.is_none() {
+        failed = responses
+            .iter()
+            .flat_map(|t| t.partition_responses.iter().map(move |p| (t, p)))
+            .find(|(_, p)| p.error_code != codes::NONE)
+            .map(|(t, p)| format!("{}-{}: error {}", t.name, p.index, p.error_code));
+    }
+    if acks == 0 {
+        // Kafka can't answer an acks=0 produce, so it closes the connection on error to make
+        // the producer notice and refresh its metadata.
+        return match failed {
+            Some(reason) => HandlerOutcome::Close(format!("acks=0 produce failed: {reason}")),
+            None => HandlerOutcome::NoResponse,
+        };
+    }
+
+    if !watches.is_empty() {
+        let (tx, rx) = oneshot::channel();
+        a.purgatory.do_send(WatchProduce {
+            watches,
+            timeout_ms: req.timeout_ms.max(0) as u64,
+            done: tx,
+        });
+        if let Ok(results) = rx.await {
+            let by_tp: HashMap<TopicPartition, i16> = results.into_iter().collect();
+            for p in &pending {
+                if let Some(code) = by_tp.get(&p.tp).copied().filter(|c| *c != codes::NONE) {
+                    responses[p.topic_index].partition_responses[p.slot].error_code = code;
+                }
+            }
+        }
+    }
+    for tr in &responses {
+        for pr in &tr.partition_responses {
+            ctx.record_error(pr.error_code);
+        }
+    }
+    HandlerOutcome::Respond(ResponseBody::Produce(ProduceResponse {
+        responses,
+        ..Default::default()
+    }))
+}
+
+// ---------------------------------------------------------------- Fetch
+
+/// One partition a fetch reads, in request (or session) order.
+#[derive(Debug, Clone)]
+pub struct FetchTarget {
+    pub topic: Option<String>,
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub fetch_offset: i64,
+    pub partition_max_bytes: i32,
+    pub current_leader_epoch: i32,
+    pub last_fetched_epoch: i32,
+}
+
+struct FetchRead {
+    target: FetchTarget,
+    result: Result<ReadOutcome, i16>,
+}
+
+async fn read_all(
+    t: &PartitionTable,
+    targets: &[FetchTarget],
+    max_bytes: i32,
+    isolation: IsolationLevel,
+    replica_id: i32,
+) -> Vec<FetchRead> {
+    let mut out = Vec::with_capacity(targets.len());
+    // Kafka reads partitions in order against one byte budget; the first partition that returns
+    // data may exceed it (so a large batch can't stall a consumer), later ones may not.
+    let mut remaining = max_bytes.max(0) as usize;
+    let mut min_one = true;
+    for target in targets {
+        let result = match &target.topic {
+            None => Err(codes::UNKNOWN_TOPIC_ID),
+            Some(topic) => match lookup(t, topic, target.partition) {
+                Err(code) => Err(code),
+                Ok(replica) => {
+                    let params = ReadParams {
+                        fetch_offset: target.fetch_offset,
+                        max_bytes: (target.partition_max_bytes.max(0) as usize).min(remaining),
+                        min_one_batch: min_one,
+                        isolation,
+                        current_leader_epoch: target.current_leader_epoch,
+                        last_fetched_epoch: target.last_fetched_epoch,
+                        replica_id,
+                    };
+                    mailbox(replica.addr.send(ReadRecords { params }).await).map_err(|e| e.code())
+                }
+            },
+        };
+        if let Ok(r) = &result {
+            let n = r.records.len();
+            if n > 0 {
+                min_one = false;
+                remaining = remaining.saturating_sub(n);
+            }
+        }
+        out.push(FetchRead {
+            target: target.clone(),
+            result,
+        });
+    }
+    out
+}
+
+fn to_records(slice: LogSlice) -> Records {
+    match slice {
+        LogSlice::Memory(b) => Records::Memory(b),
+        LogSlice::File {
+            file,
+            position,
+            len,
+        } => Records::File(FileSlice {
+            file,
+            position,
+            len,
+        }),
+    }
+}
+
+fn fetch_response_topics(
+    reads: Vec<FetchRead>,
+    isolation: IsolationLevel,
+    t: &PartitionTable,
+) -> Vec<FetchableTopicResponse> {
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    for r in reads {
+        let mut pd = PartitionData {
+            partition_index: r.target.partition,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            preferred_read_replica: -1,
+            ..Default::default()
+        };
+        match r.result {
+            Ok(out) => {
+                pd.high_watermark = out.high_watermark;
+                pd.last_stable_offset = out.last_stable_offset;
+                pd.log_start_offset = out.log_start_offset;
+                pd.preferred_read_replica = out.preferred_read_replica;
+                if let Some(d) = out.diverging_epoch {
+                    pd.diverging_epoch = fetch_response::EpochEndOffset {
+                        epoch: d.epoch,
+                        end_offset: d.end_offset,
+                        ..Default::default()
+                    };
+                }
+                pd.aborted_transactions =
+                    (isolation == IsolationLevel::ReadCommitted).then(Vec::new);
+                pd.records = Some(to_records(out.records));
+            }
+            Err(code) => {
+                pd.error_code = code;
+                pd.records = Some(Records::default());
+                if code == codes::NOT_LEADER_OR_FOLLOWER || code == codes::FENCED_LEADER_EPOCH {
+                    if let Some(h) = r
+                        .target
+                        .topic
+                        .as_deref()
+                        .and_then(|n| t.get(n, r.target.partition))
+                    {
+                        pd.current_leader = fetch_response::LeaderIdAndEpoch {
+                            leader_id: h.leader,
+                            leader_epoch: h.leader_epoch,
+                            ..Default::default()
+                        };
+                    }
+                }
+            }
+        }
+        let same_topic = topics.last().is_some_and(|last| {
+            last.topic_id == r.target.topic_id && Some(&last.topic) == r.target.topic.as_ref()
+        });
+        if !same_topic {
+            topics.push(FetchableTopicResponse {
+                topic: r.target.topic.clone().unwrap_or_default(),
+                topic_id: r.target.topic_id,
+                ..Default::default()
+            });
+        }
+        topics.last_mut().expect("pushed").partitions.push(pd);
+    }
+    topics
+}
+
+async fn handle_fetch(a: &PartitionApis, ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
+    let version = ctx.api_version;
+    let t = table(a);
+    let replica_id = if version >= 15 {
+        req.replica_state.replica_id
+    } else {
+        req.replica_id
+    };
+    let isolation = if version >= 4 {
+        IsolationLevel::from_wire(req.isolation_level)
+    } else {
+        IsolationLevel::ReadUncommitted
+    };
+    let max_bytes = if version >= 3 {
+        req.max_bytes
+    } else {
+        i32::MAX
+    };
+
+    let requested: Vec<FetchTarget> = req
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            let name = if version >= 13 {
+                t.topic_name(&topic.topic_id)
+            } else {
+                Some(topic.topic.clone())
+            };
+            topic.partitions.iter().map(move |p| FetchTarget {
+                topic: name.clone(),
+                topic_id: topic.topic_id,
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                partition_max_bytes: p.partition_max_bytes,
+                current_leader_epoch: if version >= 9 {
+                    p.current_leader_epoch
+                } else {
+                    -1
+                },
+                last_fetched_epoch: if version >= 12 {
+                    p.last_fetched_epoch
+                } else {
+                    -1
+                },
+            })
+        })
+        .collect();
+
+    // KIP-227: the session cache decides which partitions this request covers.
+    let (session_id, targets) = if version >= 7 {
+        let forgotten: Vec<SessionPartition> = req
+            .forgotten_topics_data
+            .iter()
+            .flat_map(|f| {
+                let name = if version >= 13 {
+                    t.topic_name(&f.topic_id)
+                } else {
+                    Some(f.topic.clone())
+                };
+                f.partitions.iter().map(move |p| SessionPartition {
+                    topic: name.clone(),
+                    topic_id: f.topic_id,
+                    partition: *p,
+                })
+            })
+            .collect();
+        let outcome = a
+            .fetch_sessions
+            .send(GetFetchSession {
+                session_id: req.session_id,
+                session_epoch: req.session_epoch,
+                requested: requested.clone(),
+                forgotten,
+                uses_topic_ids: version >= 13,
+            })
+            .await
+            .unwrap_or(SessionOutcome::Error(codes::UNKNOWN_SERVER_ERROR));
+        match outcome {
+            SessionOutcome::Error(code) => {
+                ctx.record_error(code);
+                return FetchResponse {
+                    error_code: code,
+                    ..Default::default()
+                };
+            }
+            SessionOutcome::Sessionless => (0, requested),
+            SessionOutcome::Session { id, partitions } => (id, partitions),
+        }
+    } else {
+        (0, requested)
+    };
+
+    let mut reads = read_all(&t, &targets, max_bytes, isolation, replica_id).await;
+    let bytes: usize = reads
+        .iter()
+        .filter_map(|r| r.result.as_ref().ok())
+        .map(|o| o.records.len())
+        .sum();
+    let any_error = reads.iter().any(|r| r.result.is_err());
+    let min_bytes = req.min_bytes.max(0) as usize;
+    if req.max_wait_ms > 0 && !targets.is_empty() && !any_error && bytes < min_bytes {
+        // Long poll: park until enough bytes arrive, leadership moves, or max wait.
+        let watches = reads
+            .iter()
+            .filter_map(|r| {
+                let out = r.result.as_ref().ok()?;
+                Some(FetchWatch {
+                    tp: TopicPartition::new(r.target.topic.clone()?, r.target.partition),
+                    observed_high_watermark: out.high_watermark,
+                })
+            })
+            .collect();
+        let (tx, rx) = oneshot::channel();
+        a.purgatory.do_send(WatchFetch {
+            watches,
+            min_bytes,
+            accumulated_bytes: bytes,
+            max_wait_ms: req.max_wait_ms as u64,
+            done: tx,
+        });
+        // If the purgatory is gone, answer at the deadline anyway.
+        let _ =
+            tokio::time::timeout(Duration::from_millis(req.max_wait_ms as u64 + 1000), rx).await;
+        let t = table(a);
+        reads = read_all(&t, &targets, max_bytes, isolation, replica_id).await;
+    }
+    // In a session the cache remembers what each response said; an incremental response
+    // lists only partitions with news (KIP-227), a full one lists all.
+    let reads = if session_id != 0 {
+        let full = req.session_epoch == INITIAL_EPOCH;
+        let results = reads
+            .iter()
+            .map(|r| {
+                let (snapshot, news) = snapshot_of(&r.result);
+                (r.target.clone(), snapshot, news)
+            })
+            .collect();
+        let include = a
+            .fetch_sessions
+            .send(RecordFetchResults {
+                session_id,
+                results,
+                full,
+            })
+            .await
+            .unwrap_or_else(|_| vec![true; reads.len()]);
+        reads
+            .into_iter()
+            .zip(include)
+            .filter(|(_, keep)| *keep)
+            .map(|(r, _)| r)
+            .collect()
+    } else {
+        reads
+    };
+    for r in &reads {
+        if let Err(code) = r.result {
+            ctx.record_error(code);
+        }
+    }
+    FetchResponse {
+        session_id,
+        responses: fetch_response_topics(reads, isolation, &t),
+        ..Default::default()
+    }
+}
+
+// ---------------------------------------------------------------- ListOffsets
+
+async fn handle_list_offsets(
+    a: &PartitionApis,
+    ctx: &RequestContext,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    let t = table(a);
+    // Consumers (replica id -1) see offsets bounded by their isolation level; brokers see the
+    // log end.
+    let isolation = (req.replica_id < 0).then(|| IsolationLevel::from_wire(req.isolation_level));
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for topic in req.topics {
+        let futures = topic.partitions.iter().map(|p| {
+            let replica = lookup(&t, &topic.name, p.partition_index).map(|r| r.addr.clone());
+            let msg = GetOffsetForTimestamp {
+                timestamp: p.timestamp,
+                isolation,
+                current_leader_epoch: if ctx.api_version >= 4 {
+                    p.current_leader_epoch
+                } else {
+                    -1
+                },
+            };
+            async move {
+                match replica {
+                    Err(code) => Err(code),
+                    Ok(addr) => mailbox(addr.send(msg).await).map_err(|e| e.code()),
+                }
+            }
+        });
+        let results = join_all(futures).await;
+        let partitions = topic
+            .partitions
+            .iter()
+            .zip(results)
+            .map(|(p, r)| {
+                let mut pr = ListOffsetsPartitionResponse {
+                    partition_index: p.partition_index,
+                    timestamp: -1,
+                    offset: -1,
+                    leader_epoch: -1,
+                    ..Default::default()
+                };
+                match r {
+                    Ok(Some(found)) => {
+                        pr.timestamp = found.timestamp;
+                        pr.offset = found.offset;
+                        pr.leader_epoch = found.leader_epoch.unwrap_or(-1);
+                    }
+                    Ok(None) => {}
+                    Err(code) => {
+                        ctx.record_error(code);
+                        pr.error_code = code;
+                    }
+                }
+                pr
+            })
+            .collect();
+        topics.push(ListOffsetsTopicResponse {
+            name: topic.name,
+            partitions,
+            ..Default::default()
+        });
+    }
+    ListOffsetsResponse {
+        topics,
+        ..Default::default()
+    }
+}
+
+// ---------------------------------------------------------------- DeleteRecords
+
+async fn handle_delete_records(
+    a: &PartitionApis,
+    req: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let t = table(a);
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for topic in req.topics {
+        let futures = topic.partitions.iter().map(|p| {
+            let replica = lookup(&t, &topic.name, p.partition_index).map(|r| r.addr.clone());
+            let offset = p.offset;
+            async move {
+                match replica {
+                    Err(code) => Err(code),
+                    Ok(addr) => mailbox(addr.send(DeleteRecordsBefore { offset }).await)
+                        .map_err(|e| e.code()),
+                }
+            }
+        });
+        let results = join_all(futures).await;
+        let partitions = topic
+            .partitions
+            .iter()
+            .zip(results)
+            .map(|(p, r)| DeleteRecordsPartitionResult {
+                partition_index: p.partition_index,
+                low_watermark: *r.as_ref().unwrap_or(&-1),
+                error_code: r.err().unwrap_or(codes::NONE),
+                ..Default::default()
+            })
+            .collect();
+        topics.push(DeleteRecordsTopicResult {
+            name: topic.name,
+            partitions,
+            ..Default::default()
+        });
+    }
+    DeleteRecordsResponse {
+        topics,
+        ..Default::default()
+    }
+}
+
+// ---------------------------------------------------------------- OffsetForLeaderEpoch
+
+async fn handle_offset_for_leader_epoch(
+    a: &PartitionApis,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let t = table(a);
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for topic in req.topics {
+        let futures = topic.partitions.iter().map(|p| {
+            let replica = lookup(&t, &topic.topic, p.partition).map(|r| r.addr.clone());
+            let msg = GetEndOffsetForEpoch {
+                current_leader_epoch: p.current_leader_epoch,
+                leader_epoch: p.leader_epoch,
+                fetch_only_from_leader: true,
+            };
+            async move {
+                match replica {
+                    Err(code) => Err(code),
+                    Ok(addr) => mailbox(addr.send(msg).await).map_err(|e| e.code()),
+                }
+            }
+        });
+        let results = join_all(futures).await;
+        let partitions = topic
+            .partitions
+            .iter()
+            .zip(results)
+            .map(|(p, r)| match r {
+                Ok(e) => WireEpochEndOffset {
+                    partition: p.partition,
+                    leader_epoch: e.epoch,
+                    end_offset: e.end_offset,
+                    ..Default::default()
+                },
+                Err(code) => WireEpochEndOffset {
+                    error_code: code,
+                    partition: p.partition,
+                    leader_epoch: -1,
+                    end_offset: -1,
+                    ..Default::default()
+                },
+            })
+            .collect();
+        topics.push(OffsetForLeaderTopicResult {
+            topic: topic.topic,
+            partitions,
+            ..Default::default()
+        });
+    }
+    OffsetForLeaderEpochResponse {
+        topics,
+        ..Default::default()
+    }
+}
+
+// ---------------------------------------------------------------- DescribeLogDirs
+
+async fn handle_describe_log_dirs(
+    a: &PartitionApis,
+    req: DescribeLogDirsRequest,
+) -> DescribeLogDirsResponse {
+    let t = table(a);
+    let wanted = |tp: &TopicPartition| match &req.topics {
+        None => true,
+        Some(topics) => topics
+            .iter()
+            .any(|w| w.topic == tp.topic && w.partitions.contains(&tp.partition)),
+    };
+    let mut hosted: Vec<(&TopicPartition, &HostedReplica)> =
+        t.partitions.iter().filter(|(tp, _)| wanted(tp)).collect();
+    hosted.sort_by(|x, y| x.0.cmp(y.0));
+    let infos = join_all(hosted.iter().map(|(_, r)| r.addr.send(DescribeReplica))).await;
+    let mut results: Vec<DescribeLogDirsResult> = t
+        .log_dirs
+        .iter()
+        .map(|d| DescribeLogDirsResult {
+            log_dir: d.clone(),
+            // Kafka's UNKNOWN_VOLUME_BYTES: we don't report volume sizes.
+            total_bytes: -1,
+            usable_bytes: -1,
+            ..Default::default()
+        })
+        .collect();
+    for ((tp, replica), info) in hosted.into_iter().zip(infos) {
+        let Ok(info) = info else { continue };
+        let Some(dir) = results.iter_mut().find(|d| d.log_dir == replica.log_dir) else {
+            continue;
+        };
+        let part = DescribeLogDirsPartition {
+            partition_index: tp.partition,
+            partition_size: info.size_bytes as i64,
+            offset_lag: (info.high_watermark - info.log_end_offset).max(0),
+            is_future_key: false,
+            ..Default::default()
+        };
+        match dir.topics.iter_mut().find(|x| x.name == tp.topic) {
+            Some(x) => x.partitions.push(part),
+            None => dir.topics.push(DescribeLogDirsTopic {
+                name: tp.topic.clone(),
+                partitions: vec![part],
+                ..Default::default()
+            }),
+        }
+    }
+    DescribeLogDirsResponse {
+        results,
+        ..Default::default()
+    }
+}
