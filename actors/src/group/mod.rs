@@ -5,6 +5,7 @@
 //! the partition leader and answers only once they are committed.
 
 pub mod actor;
+pub mod apis;
 pub mod codec;
 pub mod core;
 pub mod log;

@@ -1,0 +1,1543 @@
+//! Request handlers for the group APIs (Kafka's `KafkaApis.handle{FindCoordinator, JoinGroup,
+//! SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete,
+//! DescribeGroups, ListGroups, DeleteGroups, ConsumerGroupHeartbeat, ConsumerGroupDescribe}`
+//! with `GroupCoordinatorService`'s routing): each request is converted from its wire version,
+//! sent to the shard owning `abs(hash(group.id)) % offsets.topic.num.partitions` (split per
+//! group when it names several), and the shard's answer converted back at the request's
+//! version. The conversions are pure functions, tested without actors.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use actix::Recipient;
+use futures_util::future::join_all;
+use kactor_protocol::messages::{
+    consumer_group_describe_response as cgd, consumer_group_heartbeat_response as cgh,
+    delete_groups_response as dgr, describe_groups_response as dsr,
+    find_coordinator_response as fcr, join_group_response as jgr, leave_group_response as lgr,
+    list_groups_response as lsr, offset_commit_response as ocr, offset_delete_response as odr,
+    offset_fetch_response as ofr, txn_offset_commit_response as tcr, ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, DeleteGroupsResponse,
+    DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+};
+use kactor_protocol::{ApiKey, RequestBody, ResponseBody, Uuid};
+use tokio::sync::watch;
+
+use super::core::api::*;
+use super::core::errors::*;
+use super::core::hashing::{group_partition, transaction_partition};
+use super::messages::HandleGroupRequest;
+use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
+use crate::partition::registry::PartitionTableReader;
+
+/// The shards this broker runs, by `__consumer_offsets` partition (published by whoever
+/// starts and stops them as leadership moves).
+#[derive(Clone, Default)]
+pub struct GroupShardTable {
+    pub offsets_topic_num_partitions: i32,
+    pub shards: HashMap<i32, Recipient<HandleGroupRequest>>,
+}
+
+pub type GroupShardTableReader = watch::Receiver<Arc<GroupShardTable>>;
+
+/// What the group API handlers capture.
+#[derive(Clone)]
+pub struct GroupApis {
+    pub shards: GroupShardTableReader,
+    /// Topic ids and names (OffsetCommit/OffsetFetch v10), leaders and brokers
+    /// (FindCoordinator).
+    pub partitions: PartitionTableReader,
+    /// `transaction.state.log.num.partitions`
+    pub transaction_state_num_partitions: i32,
+}
+
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+
+impl GroupApis {
+    fn shard_for(&self, group_id: &str) -> Option<Recipient<HandleGroupRequest>> {
+        let table = self.shards.borrow().clone();
+        if table.offsets_topic_num_partitions <= 0 {
+            return None;
+        }
+        let p = group_partition(group_id, table.offsets_topic_num_partitions);
+        table.shards.get(&p).cloned()
+    }
+
+    /// Sends to the group's shard; NOT_COORDINATOR when this broker does not run it.
+    async fn call(&self, group_id: &str, request: GroupRequest) -> GroupResponse {
+        match self.shard_for(group_id) {
+            Some(shard) => {
+                let fallback = request.error_response(NOT_COORDINATOR);
+                shard
+                    .send(HandleGroupRequest { request })
+                    .await
+                    .unwrap_or(fallback)
+            }
+            None => request.error_response(NOT_COORDINATOR),
+        }
+    }
+
+    fn topic_name(&self, id: &Uuid) -> Option<String> {
+        self.partitions.borrow().topic_name(id)
+    }
+
+    fn topic_id(&self, name: &str) -> Uuid {
+        self.partitions.borrow().topic_id(name).unwrap_or_default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions (pure)
+
+pub fn join_group_input(
+    version: i16,
+    r: &JoinGroupRequest,
+    client_id: &str,
+    client_host: &str,
+) -> JoinGroupInput {
+    JoinGroupInput {
+        api_version: version,
+        group_id: r.group_id.clone(),
+        session_timeout_ms: r.session_timeout_ms,
+        // v0 has no rebalance timeout: Kafka uses the session timeout.
+        rebalance_timeout_ms: if version == 0 {
+            r.session_timeout_ms
+        } else {
+            r.rebalance_timeout_ms
+        },
+        member_id: r.member_id.clone(),
+        group_instance_id: r.group_instance_id.clone(),
+        protocol_type: r.protocol_type.clone(),
+        protocols: r
+            .protocols
+            .iter()
+            .map(|p| (p.name.clone(), p.metadata.clone()))
+            .collect(),
+        reason: r.reason.clone(),
+        client_id: client_id.to_string(),
+        client_host: client_host.to_string(),
+    }
+}
+
+pub fn join_group_response(version: i16, o: JoinGroupOutput) -> JoinGroupResponse {
+    JoinGroupResponse {
+        error_code: o.error_code,
+        generation_id: o.generation_id,
+        // Nullable only from v7.
+        protocol_type: if version >= 7 { o.protocol_type } else { None },
+        protocol_name: if version >= 7 {
+            o.protocol_name
+        } else {
+            Some(o.protocol_name.unwrap_or_default())
+        },
+        leader: o.leader,
+        skip_assignment: version >= 9 && o.skip_assignment,
+        member_id: o.member_id,
+        members: o
+            .members
+            .into_iter()
+            .map(|m| jgr::JoinGroupResponseMember {
+                member_id: m.member_id,
+                group_instance_id: if version >= 5 {
+                    m.group_instance_id
+                } else {
+                    None
+                },
+                metadata: m.metadata,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+pub fn sync_group_input(version: i16, r: &SyncGroupRequest) -> SyncGroupInput {
+    SyncGroupInput {
+        api_version: version,
+        group_id: r.group_id.clone(),
+        generation_id: r.generation_id,
+        member_id: r.member_id.clone(),
+        group_instance_id: r.group_instance_id.clone(),
+        protocol_type: r.protocol_type.clone(),
+        protocol_name: r.protocol_name.clone(),
+        assignments: r
+            .assignments
+            .iter()
+            .map(|a| (a.member_id.clone(), a.assignment.clone()))
+            .collect(),
+    }
+}
+
+pub fn sync_group_response(version: i16, o: SyncGroupOutput) -> SyncGroupResponse {
+    SyncGroupResponse {
+        error_code: o.error_code,
+        protocol_type: if version >= 5 { o.protocol_type } else { None },
+        protocol_name: if version >= 5 { o.protocol_name } else { None },
+        assignment: o.assignment,
+        ..Default::default()
+    }
+}
+
+pub fn leave_group_input(version: i16, r: &LeaveGroupRequest) -> LeaveGroupInput {
+    let members = if version >= 3 {
+        r.members
+            .iter()
+            .map(|m| LeaveGroupMemberInput {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                reason: m.reason.clone(),
+            })
+            .collect()
+    } else {
+        vec![LeaveGroupMemberInput {
+            member_id: r.member_id.clone(),
+            ..Default::default()
+        }]
+    };
+    LeaveGroupInput {
+        group_id: r.group_id.clone(),
+        members,
+    }
+}
+
+pub fn leave_group_response(version: i16, o: LeaveGroupOutput) -> LeaveGroupResponse {
+    if version < 3 {
+        // One member, reported at the top level.
+        let code = if o.error_code != NONE {
+            o.error_code
+        } else {
+            o.members.first().map_or(NONE, |m| m.error_code)
+        };
+        return LeaveGroupResponse {
+            error_code: code,
+            ..Default::default()
+        };
+    }
+    LeaveGroupResponse {
+        error_code: o.error_code,
+        members: o
+            .members
+            .into_iter()
+            .map(|m| lgr::MemberResponse {
+                member_id: m.member_id,
+                group_instance_id: m.group_instance_id,
+                error_code: m.error_code,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// Commit topics, by name before v10 and by id from v10 (unknown ids: UNKNOWN_TOPIC_ID, kept
+/// out of the request and reported in the response).
+fn commit_topics<T>(
+    version: i16,
+    topics: &[T],
+    name_of: &dyn Fn(&Uuid) -> Option<String>,
+    fields: impl Fn(&T) -> (String, Uuid, Vec<CommitPartitionInput>),
+) -> (Vec<CommitTopicInput>, Vec<CommitTopicOutput>) {
+    let mut known = Vec::new();
+    let mut unknown = Vec::new();
+    for t in topics {
+        let (name, id, partitions) = fields(t);
+        if version >= 10 {
+            match name_of(&id) {
+                Some(name) => known.push(CommitTopicInput {
+                    name,
+                    topic_id: id,
+                    partitions,
+                }),
+                None => unknown.push(CommitTopicOutput {
+                    name: String::new(),
+                    topic_id: id,
+                    partitions: partitions
+                        .iter()
+                        .map(|p| (p.partition_index, UNKNOWN_TOPIC_ID))
+                        .collect(),
+                }),
+            }
+        } else {
+            known.push(CommitTopicInput {
+                name,
+                topic_id: Uuid::ZERO,
+                partitions,
+            });
+        }
+    }
+    (known, unknown)
+}
+
+const UNKNOWN_TOPIC_ID: i16 = 100;
+
+pub fn offset_commit_input(
+    version: i16,
+    r: &OffsetCommitRequest,
+    name_of: &dyn Fn(&Uuid) -> Option<String>,
+) -> (OffsetCommitInput, Vec<CommitTopicOutput>) {
+    let (topics, unknown) = commit_topics(version, &r.topics, name_of, |t| {
+        (
+            t.name.clone(),
+            t.topic_id,
+            t.partitions
+                .iter()
+                .map(|p| CommitPartitionInput {
+                    partition_index: p.partition_index,
+                    committed_offset: p.committed_offset,
+                    committed_leader_epoch: if version >= 6 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    },
+                    committed_metadata: p.committed_metadata.clone(),
+                })
+                .collect(),
+        )
+    });
+    (
+        OffsetCommitInput {
+            api_version: version,
+            group_id: r.group_id.clone(),
+            generation_id_or_member_epoch: r.generation_id_or_member_epoch,
+            member_id: r.member_id.clone(),
+            group_instance_id: r.group_instance_id.clone(),
+            retention_time_ms: if (2..=4).contains(&version) {
+                r.retention_time_ms
+            } else {
+                -1
+            },
+            topics,
+        },
+        unknown,
+    )
+}
+
+pub fn offset_commit_response(
+    version: i16,
+    topics: Vec<CommitTopicOutput>,
+) -> OffsetCommitResponse {
+    OffsetCommitResponse {
+        topics: topics
+            .into_iter()
+            .map(|t| ocr::OffsetCommitResponseTopic {
+                name: if version >= 10 { String::new() } else { t.name },
+                topic_id: if version >= 10 {
+                    t.topic_id
+                } else {
+                    Uuid::ZERO
+                },
+                partitions: t
+                    .partitions
+                    .into_iter()
+                    .map(|(p, e)| ocr::OffsetCommitResponsePartition {
+                        partition_index: p,
+                        error_code: e,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+pub fn txn_offset_commit_input(
+    version: i16,
+    r: &TxnOffsetCommitRequest,
+    name_of: &dyn Fn(&Uuid) -> Option<String>,
+) -> (TxnOffsetCommitInput, Vec<CommitTopicOutput>) {
+    let (topics, unknown) = commit_topics(version.min(9), &r.topics, name_of, |t| {
+        (
+            t.name.clone(),
+            t.topic_id,
+            t.partitions
+                .iter()
+                .map(|p| CommitPartitionInput {
+                    partition_index: p.partition_index,
+                    committed_offset: p.committed_offset,
+                    committed_leader_epoch: p.committed_leader_epoch,
+                    committed_metadata: p.committed_metadata.clone(),
+                })
+                .collect(),
+        )
+    });
+    (
+        TxnOffsetCommitInput {
+            group_id: r.group_id.clone(),
+            producer_id: r.producer_id,
+            producer_epoch: r.producer_epoch,
+            generation_id: r.generation_id_or_member_epoch,
+            member_id: r.member_id.clone(),
+            group_instance_id: r.group_instance_id.clone(),
+            topics,
+        },
+        unknown,
+    )
+}
+
+pub fn txn_offset_commit_response(topics: Vec<CommitTopicOutput>) -> TxnOffsetCommitResponse {
+    TxnOffsetCommitResponse {
+        topics: topics
+            .into_iter()
+            .map(|t| tcr::TxnOffsetCommitResponseTopic {
+                name: t.name,
+                partitions: t
+                    .partitions
+                    .into_iter()
+                    .map(|(p, e)| tcr::TxnOffsetCommitResponsePartition {
+                        partition_index: p,
+                        error_code: e,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// The groups an OffsetFetch asks about (v0–v7: one, v8+: many).
+pub fn offset_fetch_inputs(
+    version: i16,
+    r: &OffsetFetchRequest,
+    name_of: &dyn Fn(&Uuid) -> Option<String>,
+) -> Vec<OffsetFetchGroupInput> {
+    if version < 8 {
+        return vec![OffsetFetchGroupInput {
+            group_id: r.group_id.clone(),
+            member_id: None,
+            member_epoch: -1,
+            topics: r.topics.as_ref().map(|ts| {
+                ts.iter()
+                    .map(|t| (t.name.clone(), t.partition_indexes.clone()))
+                    .collect()
+            }),
+        }];
+    }
+    r.groups
+        .iter()
+        .map(|g| OffsetFetchGroupInput {
+            group_id: g.group_id.clone(),
+            member_id: g.member_id.clone(),
+            member_epoch: g.member_epoch,
+            topics: g.topics.as_ref().map(|ts| {
+                ts.iter()
+                    .map(|t| {
+                        let name = if version >= 10 {
+                            name_of(&t.topic_id).unwrap_or_default()
+                        } else {
+                            t.name.clone()
+                        };
+                        (name, t.partition_indexes.clone())
+                    })
+                    .collect()
+            }),
+        })
+        .collect()
+}
+
+pub fn offset_fetch_response(
+    version: i16,
+    groups: Vec<FetchedGroup>,
+    id_of: &dyn Fn(&str) -> Uuid,
+) -> OffsetFetchResponse {
+    if version < 8 {
+        let g = groups.into_iter().next();
+        let (error_code, topics) = g.map_or((NONE, Vec::new()), |g| (g.error_code, g.topics));
+        let mut resp = OffsetFetchResponse {
+            topics: topics
+                .into_iter()
+                .map(|(name, ps)| ofr::OffsetFetchResponseTopic {
+                    name,
+                    partitions: ps
+                        .into_iter()
+                        .map(|p| ofr::OffsetFetchResponsePartition {
+                            partition_index: p.partition_index,
+                            committed_offset: p.committed_offset,
+                            committed_leader_epoch: if version >= 5 {
+                                p.committed_leader_epoch
+                            } else {
+                                -1
+                            },
+                            metadata: Some(p.metadata),
+                            // Before v2 a group error can only be told per partition.
+                            error_code: if version < 2 && error_code != NONE {
+                                error_code
+                            } else {
+                                p.error_code
+                            },
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        if version >= 2 {
+            resp.error_code = error_code;
+        }
+        return resp;
+    }
+    OffsetFetchResponse {
+        groups: groups
+            .into_iter()
+            .map(|g| ofr::OffsetFetchResponseGroup {
+                group_id: g.group_id,
+                error_code: g.error_code,
+                topics: g
+                    .topics
+                    .into_iter()
+                    .map(|(name, ps)| ofr::OffsetFetchResponseTopics {
+                        topic_id: if version >= 10 {
+                            id_of(&name)
+                        } else {
+                            Uuid::ZERO
+                        },
+                        name: if version >= 10 { String::new() } else { name },
+                        partitions: ps
+                            .into_iter()
+                            .map(|p| ofr::OffsetFetchResponsePartitions {
+                                partition_index: p.partition_index,
+                                committed_offset: p.committed_offset,
+                                committed_leader_epoch: p.committed_leader_epoch,
+                                metadata: Some(p.metadata),
+                                error_code: p.error_code,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+pub fn offset_delete_response(o: OffsetDeleteOutput) -> OffsetDeleteResponse {
+    OffsetDeleteResponse {
+        error_code: o.error_code,
+        topics: o
+            .topics
+            .into_iter()
+            .map(|(name, ps)| odr::OffsetDeleteResponseTopic {
+                name,
+                partitions: ps
+                    .into_iter()
+                    .map(|(p, e)| odr::OffsetDeleteResponsePartition {
+                        partition_index: p,
+                        error_code: e,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+pub fn described_group(g: DescribedGroup) -> dsr::DescribedGroup {
+    dsr::DescribedGroup {
+        error_code: g.error_code,
+        error_message: None,
+        group_id: g.group_id,
+        group_state: g.group_state,
+        protocol_type: g.protocol_type,
+        protocol_data: g.protocol_data,
+        members: g
+            .members
+            .into_iter()
+            .map(|m| dsr::DescribedGroupMember {
+                member_id: m.member_id,
+                group_instance_id: m.group_instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                member_metadata: m.member_metadata,
+                member_assignment: m.member_assignment,
+                ..Default::default()
+            })
+            .collect(),
+        // Kafka's "not requested" marker.
+        authorized_operations: i32::MIN,
+        ..Default::default()
+    }
+}
+
+pub fn consumer_group_heartbeat_input(
+    version: i16,
+    r: &ConsumerGroupHeartbeatRequest,
+    client_id: &str,
+    client_host: &str,
+) -> ConsumerGroupHeartbeatInput {
+    ConsumerGroupHeartbeatInput {
+        api_version: version,
+        group_id: r.group_id.clone(),
+        member_id: r.member_id.clone(),
+        member_epoch: r.member_epoch,
+        instance_id: r.instance_id.clone(),
+        rack_id: r.rack_id.clone(),
+        rebalance_timeout_ms: r.rebalance_timeout_ms,
+        subscribed_topic_names: r.subscribed_topic_names.clone(),
+        subscribed_topic_regex: r.subscribed_topic_regex.clone(),
+        server_assignor: r.server_assignor.clone(),
+        topic_partitions: r.topic_partitions.as_ref().map(|tps| {
+            tps.iter()
+                .map(|t| (t.topic_id, t.partitions.clone()))
+                .collect()
+        }),
+        client_id: client_id.to_string(),
+        client_host: client_host.to_string(),
+    }
+}
+
+pub fn consumer_group_heartbeat_response(
+    o: ConsumerGroupHeartbeatOutput,
+) -> ConsumerGroupHeartbeatResponse {
+    ConsumerGroupHeartbeatResponse {
+        error_code: o.error_code,
+        error_message: o.error_message,
+        member_id: o.member_id,
+        member_epoch: o.member_epoch,
+        heartbeat_interval_ms: o.heartbeat_interval_ms,
+        assignment: o.assignment.map(|tps| cgh::Assignment {
+            topic_partitions: tps
+                .into_iter()
+                .map(|(id, ps)| cgh::TopicPartitions {
+                    topic_id: id,
+                    partitions: ps,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn described_consumer_group(g: DescribedConsumerGroup) -> cgd::DescribedGroup {
+    let assignment = |tps: Vec<(Uuid, String, Vec<i32>)>| cgd::Assignment {
+        topic_partitions: tps
+            .into_iter()
+            .map(|(id, name, ps)| cgd::TopicPartitions {
+                topic_id: id,
+                topic_name: name,
+                partitions: ps,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    cgd::DescribedGroup {
+        error_code: g.error_code,
+        error_message: g.error_message,
+        group_id: g.group_id,
+        group_state: g.group_state,
+        group_epoch: g.group_epoch,
+        assignment_epoch: g.assignment_epoch,
+        assignor_name: g.assignor_name,
+        members: g
+            .members
+            .into_iter()
+            .map(|m| cgd::Member {
+                member_id: m.member_id,
+                instance_id: m.instance_id,
+                rack_id: m.rack_id,
+                member_epoch: m.member_epoch,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                subscribed_topic_names: m.subscribed_topic_names,
+                subscribed_topic_regex: m.subscribed_topic_regex,
+                assignment: assignment(m.assignment),
+                target_assignment: assignment(m.target_assignment),
+                // 1: a member using the consumer protocol (KIP-1099).
+                member_type: 1,
+                ..Default::default()
+            })
+            .collect(),
+        authorized_operations: i32::MIN,
+        ..Default::default()
+    }
+}
+
+/// FindCoordinator for one key: the leader of the key's coordinator partition, at the
+/// listener the request came in on.
+pub fn find_coordinator(
+    key: &str,
+    key_type: i8,
+    num_partitions: i32,
+    listener: &str,
+    image: Option<&crate::metadata::core::MetadataImage>,
+) -> fcr::Coordinator {
+    let error = |code: i16, message: &str| fcr::Coordinator {
+        key: key.to_string(),
+        node_id: -1,
+        host: String::new(),
+        port: -1,
+        error_code: code,
+        error_message: Some(message.to_string()),
+        ..Default::default()
+    };
+    let (topic, partition) = match key_type {
+        0 => (OFFSETS_TOPIC, group_partition(key, num_partitions.max(1))),
+        1 => (
+            TRANSACTION_STATE_TOPIC,
+            transaction_partition(key, num_partitions.max(1)),
+        ),
+        _ => return error(INVALID_REQUEST, "Unknown coordinator key type."),
+    };
+    if key_type == 0 && key.is_empty() {
+        return error(INVALID_GROUP_ID, "Group id can't be empty.");
+    }
+    let Some(image) = image else {
+        return error(
+            COORDINATOR_NOT_AVAILABLE,
+            "The coordinator is not available.",
+        );
+    };
+    let leader = image
+        .topics
+        .get_by_name(topic)
+        .and_then(|t| t.partitions.get(&partition))
+        .map(|p| p.leader)
+        .filter(|l| *l >= 0);
+    let endpoint = leader.and_then(|l| {
+        let broker = image.brokers.get(&l).filter(|b| !b.fenced)?;
+        let ep = broker.listeners.iter().find(|e| e.name == listener)?;
+        Some((l, ep.host.clone(), ep.port as i32))
+    });
+    match endpoint {
+        Some((node_id, host, port)) => fcr::Coordinator {
+            key: key.to_string(),
+            node_id,
+            host,
+            port,
+            error_code: NONE,
+            error_message: None,
+            ..Default::default()
+        },
+        None => error(
+            COORDINATOR_NOT_AVAILABLE,
+            "The coordinator is not available.",
+        ),
+    }
+}
+
+pub fn find_coordinator_response(
+    version: i16,
+    r: &FindCoordinatorRequest,
+    offsets_partitions: i32,
+    transaction_partitions: i32,
+    listener: &str,
+    image: Option<&crate::metadata::core::MetadataImage>,
+) -> FindCoordinatorResponse {
+    let key_type = if version >= 1 { r.key_type } else { 0 };
+    let partitions = if key_type == 1 {
+        transaction_partitions
+    } else {
+        offsets_partitions
+    };
+    if version < 4 {
+        let c = find_coordinator(&r.key, key_type, partitions, listener, image);
+        return FindCoordinatorResponse {
+            error_code: c.error_code,
+            error_message: if version >= 1 { c.error_message } else { None },
+            node_id: c.node_id,
+            host: c.host,
+            port: c.port,
+            ..Default::default()
+        };
+    }
+    FindCoordinatorResponse {
+        coordinators: r
+            .coordinator_keys
+            .iter()
+            .map(|k| find_coordinator(k, key_type, partitions, listener, image))
+            .collect(),
+        ..Default::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registration
+
+fn client_host(ctx: &RequestContext) -> String {
+    format!("/{}", ctx.connection.peer.ip())
+}
+
+/// Registers the group APIs on `router`.
+pub fn register(router: &mut RequestRouter, apis: GroupApis) {
+    macro_rules! route {
+        ($key:ident, $handler:ident) => {{
+            let a = apis.clone();
+            router.register(ApiKey::$key, move |ctx, body| {
+                let a = a.clone();
+                Box::pin(async move { $handler(a, ctx, body).await })
+            });
+        }};
+    }
+    route!(FindCoordinator, handle_find_coordinator);
+    route!(JoinGroup, handle_join_group);
+    route!(SyncGroup, handle_sync_group);
+    route!(Heartbeat, handle_heartbeat);
+    route!(LeaveGroup, handle_leave_group);
+    route!(OffsetCommit, handle_offset_commit);
+    route!(TxnOffsetCommit, handle_txn_offset_commit);
+    route!(OffsetFetch, handle_offset_fetch);
+    route!(OffsetDelete, handle_offset_delete);
+    route!(DescribeGroups, handle_describe_groups);
+    route!(ListGroups, handle_list_groups);
+    route!(DeleteGroups, handle_delete_groups);
+    route!(ConsumerGroupHeartbeat, handle_consumer_group_heartbeat);
+    route!(ConsumerGroupDescribe, handle_consumer_group_describe);
+}
+
+fn respond(ctx: &RequestContext, error_code: i16, body: ResponseBody) -> HandlerOutcome {
+    ctx.record_error(error_code);
+    HandlerOutcome::Respond(body)
+}
+
+async fn handle_find_coordinator(
+    a: GroupApis,
+    ctx: RequestContext,
+    body: RequestBody,
+) -> HandlerOutcome {
+    let RequestBody::FindCoordinator(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let table = a.partitions.borrow().clone();
+    let offsets_partitions = a.shards.borrow().offsets_topic_num_partitions;
+    let resp = find_coordinator_response(
+        ctx.api_version,
+        &r,
+        offsets_partitions,
+        a.transaction_state_num_partitions,
+        &ctx.connection.listener_name,
+        table.image.as_deref(),
+    );
+    respond(&ctx, resp.error_code, ResponseBody::FindCoordinator(resp))
+}
+
+async fn handle_join_group(a: GroupApis, ctx: RequestContext, body: RequestBody) -> HandlerOutcome {
+    let RequestBody::JoinGroup(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let input = join_group_input(ctx.api_version, &r, ctx.client_id(), &client_host(&ctx));
+    let out = match a.call(&r.group_id, GroupRequest::JoinGroup(input)).await {
+        GroupResponse::JoinGroup(o) => o,
+        other => unreachable!("JoinGroup answered with {other:?}"),
+    };
+    let code = out.error_code;
+    respond(
+        &ctx,
+        code,
+        ResponseBody::JoinGroup(join_group_response(ctx.api_version, out)),
+    )
+}
+
+async fn handle_sync_group(a: GroupApis, ctx: RequestContext, body: RequestBody) -> HandlerOutcome {
+    let RequestBody::SyncGroup(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let input = sync_group_input(ctx.api_version, &r);
+    let out = match a.call(&r.group_id, GroupRequest::SyncGroup(input)).await {
+        GroupResponse::SyncGroup(o) => o,
+        other => unreachable!("SyncGroup answered with {other:?}"),
+    };
+    let code = out.error_code;
+    respond(
+        &ctx,
+        code,
+        ResponseBody::SyncGroup(sync_group_response(ctx.api_version, out)),
+    )
+}
+
+async fn handle_heartbeat(a: GroupApis, ctx: RequestContext, body: RequestBody) -> HandlerOutcome {
+    let RequestBody::Heartbeat(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let input = HeartbeatInput {
+        group_id: r.group_id.clone(),
+        generation_id: r.generation_id,
+        member_id: r.member_id.clone(),
+        group_instance_id: r.group_instance_id.clone(),
+    };
+    let code = match a.call(&r.group_id, GroupRequest::Heartbeat(input)).await {
+        GroupResponse::Heartbeat { error_code } => error_code,
+        other => unreachable!("Heartbeat answered with {other:?}"),
+    };
+    respond(
+        &ctx,
+        code,
+        ResponseBody::Heartbeat(HeartbeatResponse {
+            error_code: code,
+            ..Default::default()
+        }),
+    )
+}
+
+async fn handle_leave_group(
+    a: GroupApis,
+    ctx: RequestContext,
+    body: RequestBody,
+) -> HandlerOutcome {
+    let RequestBody::LeaveGroup(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let input = leave_group_input(ctx.api_version, &r);
+    let out = match a.call(&r.group_id, GroupRequest::LeaveGroup(input)).await {
+        GroupResponse::LeaveGroup(o) => o,
+        other => unreachable!("LeaveGroup answered with {other:?}"),
+    };
+    let resp = leave_group_response(ctx.api_version, out);
+    respond(&ctx, resp.error_code, ResponseBody::LeaveGroup(resp))
+}
+
+async fn handle_offset_commit(
+    a: GroupApis,
+    ctx: RequestContext,
+    body: RequestBody,
+) -> HandlerOutcome {
+    let RequestBody::OffsetCommit(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let (input, unknown) = offset_commit_input(ctx.api_version, &r, &|id| a.topic_name(id));
+    let mut topics = match a.call(&r.group_id, GroupRequest::OffsetCommit(input)).await {
+        GroupResponse::OffsetCommit { topics } => topics,
+        other => unreachable!("OffsetCommit answered with {other:?}"),
+    };
+    topics.extend(unknown);
+    respond(
+        &ctx,
+        NONE,
+        ResponseBody::OffsetCommit(offset_commit_response(ctx.api_version, topics)),
+    )
+}
+
+async fn handle_txn_offset_commit(
+    a: GroupApis,
+    ctx: RequestContext,
+    body: RequestBody,
+) -> HandlerOutcome {
+    let RequestBody::TxnOffsetCommit(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let (input, unknown) = txn_offset_commit_input(ctx.api_version, &r, &|id| a.topic_name(id));
+    let mut topics = match a
+        .call(&r.group_id, GroupRequest::TxnOffsetCommit(input))
+        .await
+    {
+        GroupResponse::TxnOffsetCommit { topics } => topics,
+        other => unreachable!("TxnOffsetCommit answered with {other:?}"),
+    };
+    topics.extend(unknown);
+    respond(
+        &ctx,
+        NONE,
+        ResponseBody::TxnOffsetCommit(txn_offset_commit_response(topics)),
+    )
+}
+
+async fn handle_offset_fetch(
+    a: GroupApis,
+    ctx: RequestContext,
+    body: RequestBody,
+) -> HandlerOutcome {
+    let RequestBody::OffsetFetch(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let require_stable = ctx.api_version >= 7 && r.require_stable;
+    let inputs = offset_fetch_inputs(ctx.api_version, &r, &|id| a.topic_name(id));
+    // One request per group: groups may live on different shards.
+    let calls = inputs.into_iter().map(|g| {
+        let a = a.clone();
+        async move {
+            let group_id = g.group_id.clone();
+            match a
+                .call(
+                    &group_id,
+                    GroupRequest::OffsetFetch {
+                        groups: vec![g],
+                        require_stable,
+                    },
+                )
+                .await
+            {
+                GroupResponse::OffsetFetch { groups } => groups,
+                other => unreachable!("OffsetFetch answered with {other:?}"),
+            }
+        }
+    });
+    let groups: Vec<FetchedGroup> = join_all(calls).await.into_iter().flatten().collect();
+    let code = groups.first().map_or(NONE, |g| g.error_code);
+    let resp = offset_fetch_response(ctx.api_version, groups, &|name| a.topic_id(name));
+    respond(&ctx, code, ResponseBody::OffsetFetch(resp))
+}
+
+async fn handle_offset_delete(
+    a: GroupApis,
+    ctx: RequestContext,
+    body: RequestBody,
+) -> HandlerOutcome {
+    let RequestBody::OffsetDelete(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let request = GroupRequest::OffsetDelete {
+        group_id: r.group_id.clone(),
+        topics: r
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    t.partitions.iter().map(|p| p.partition_index).collect(),
+                )
+            })
+            .collect(),
+    };
+    let out = match a.call(&r.group_id, request).await {
+        GroupResponse::OffsetDelete(o) => o,
+        other => unreachable!("OffsetDelete answered with {other:?}"),
+    };
+    let code = out.error_code;
+    respond(
+        &ctx,
+        code,
+        ResponseBody::OffsetDelete(offset_delete_response(out)),
+    )
+}
+
+async fn handle_describe_groups(
+    a: GroupApis,
+    ctx: RequestContext,
+    body: RequestBody,
+) -> HandlerOutcome {
+    let RequestBody::DescribeGroups(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let version = ctx.api_version;
+    let calls = r.groups.iter().map(|g| {
+        let a = a.clone();
+        let g = g.clone();
+        async move {
+            match a
+                .call(
+                    &g,
+                    GroupRequest::DescribeGroups {
+                        api_version: version,
+                        group_ids: vec![g.clone()],
+                    },
+                )
+                .await
+            {
+                GroupResponse::DescribeGroups { groups } => groups,
+                other => unreachable!("DescribeGroups answered with {other:?}"),
+            }
+        }
+    });
+    let groups = join_all(calls)
+        .await
+        .into_iter()
+        .flatten()
+        .map(described_group)
+        .collect();
+    respond(
+        &ctx,
+        NONE,
+        ResponseBody::DescribeGroups(DescribeGroupsResponse {
+            groups,
+            ..Default::default()
+        }),
+    )
+}
+
+async fn handle_list_groups(
+    a: GroupApis,
+    ctx: RequestContext,
+    body: RequestBody,
+) -> HandlerOutcome {
+    let RequestBody::ListGroups(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let shards: Vec<_> = a.shards.borrow().shards.values().cloned().collect();
+    let request = GroupRequest::ListGroups {
+        states_filter: if ctx.api_version >= 4 {
+            r.states_filter.clone()
+        } else {
+            Vec::new()
+        },
+        types_filter: if ctx.api_version >= 5 {
+            r.types_filter.clone()
+        } else {
+            Vec::new()
+        },
+    };
+    let calls = shards.into_iter().map(|s| {
+        let request = request.clone();
+        async move {
+            let fallback = request.error_response(COORDINATOR_NOT_AVAILABLE);
+            s.send(HandleGroupRequest { request })
+                .await
+                .unwrap_or(fallback)
+        }
+    });
+    let mut error_code = NONE;
+    let mut groups = Vec::new();
+    for r in join_all(calls).await {
+        if let GroupResponse::ListGroups {
+            error_code: e,
+            groups: g,
+        } = r
+        {
+            if e != NONE {
+                error_code = e;
+            }
+            groups.extend(g.into_iter().map(|g| lsr::ListedGroup {
+                group_id: g.group_id,
+                protocol_type: g.protocol_type,
+                group_state: g.group_state,
+                group_type: g.group_type,
+                ..Default::default()
+            }));
+        }
+    }
+    respond(
+        &ctx,
+        error_code,
+        ResponseBody::ListGroups(ListGroupsResponse {
+            error_code,
+            groups,
+            ..Default::default()
+        }),
+    )
+}
+
+async fn handle_delete_groups(
+    a: GroupApis,
+    ctx: RequestContext,
+    body: RequestBody,
+) -> HandlerOutcome {
+    let RequestBody::DeleteGroups(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let calls = r.groups_names.iter().map(|g| {
+        let a = a.clone();
+        let g = g.clone();
+        async move {
+            match a
+                .call(
+                    &g,
+                    GroupRequest::DeleteGroups {
+                        group_ids: vec![g.clone()],
+                    },
+                )
+                .await
+            {
+                GroupResponse::DeleteGroups { results } => results,
+                other => unreachable!("DeleteGroups answered with {other:?}"),
+            }
+        }
+    });
+    let results = join_all(calls)
+        .await
+        .into_iter()
+        .flatten()
+        .map(|(group_id, error_code)| dgr::DeletableGroupResult {
+            group_id,
+            error_code,
+            ..Default::default()
+        })
+        .collect();
+    respond(
+        &ctx,
+        NONE,
+        ResponseBody::DeleteGroups(DeleteGroupsResponse {
+            results,
+            ..Default::default()
+        }),
+    )
+}
+
+async fn handle_consumer_group_heartbeat(
+    a: GroupApis,
+    ctx: RequestContext,
+    body: RequestBody,
+) -> HandlerOutcome {
+    let RequestBody::ConsumerGroupHeartbeat(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let input =
+        consumer_group_heartbeat_input(ctx.api_version, &r, ctx.client_id(), &client_host(&ctx));
+    let out = match a
+        .call(&r.group_id, GroupRequest::ConsumerGroupHeartbeat(input))
+        .await
+    {
+        GroupResponse::ConsumerGroupHeartbeat(o) => o,
+        other => unreachable!("ConsumerGroupHeartbeat answered with {other:?}"),
+    };
+    let code = out.error_code;
+    respond(
+        &ctx,
+        code,
+        ResponseBody::ConsumerGroupHeartbeat(consumer_group_heartbeat_response(out)),
+    )
+}
+
+async fn handle_consumer_group_describe(
+    a: GroupApis,
+    ctx: RequestContext,
+    body: RequestBody,
+) -> HandlerOutcome {
+    let RequestBody::ConsumerGroupDescribe(r) = body else {
+        unreachable!("router dispatches by key")
+    };
+    let calls = r.group_ids.iter().map(|g| {
+        let a = a.clone();
+        let g = g.clone();
+        async move {
+            match a
+                .call(
+                    &g,
+                    GroupRequest::ConsumerGroupDescribe {
+                        group_ids: vec![g.clone()],
+                    },
+                )
+                .await
+            {
+                GroupResponse::ConsumerGroupDescribe { groups } => groups,
+                other => unreachable!("ConsumerGroupDescribe answered with {other:?}"),
+            }
+        }
+    });
+    let groups = join_all(calls)
+        .await
+        .into_iter()
+        .flatten()
+        .map(described_consumer_group)
+        .collect();
+    respond(
+        &ctx,
+        NONE,
+        ResponseBody::ConsumerGroupDescribe(ConsumerGroupDescribeResponse {
+            groups,
+            ..Default::default()
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::core::{
+        BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage,
+    };
+    use kactor_protocol::messages::{
+        join_group_request, leave_group_request, offset_commit_request, offset_fetch_request,
+    };
+    use kactor_protocol::metadata::register_broker_record::BrokerEndpoint;
+
+    fn no_ids(_: &Uuid) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn join_group_versions() {
+        let r = JoinGroupRequest {
+            group_id: "g".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 99,
+            protocol_type: "consumer".into(),
+            protocols: vec![join_group_request::JoinGroupRequestProtocol {
+                name: "range".into(),
+                metadata: bytes::Bytes::from_static(b"m"),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let v0 = join_group_input(0, &r, "cid", "/1.2.3.4");
+        assert_eq!(
+            v0.rebalance_timeout_ms, 10_000,
+            "v0 uses the session timeout"
+        );
+        assert_eq!(
+            join_group_input(5, &r, "cid", "/h").rebalance_timeout_ms,
+            99
+        );
+        assert_eq!(v0.protocols[0].0, "range");
+        let out = JoinGroupOutput::error(MEMBER_ID_REQUIRED, "m-1");
+        let v6 = join_group_response(6, out.clone());
+        assert_eq!(
+            v6.protocol_name.as_deref(),
+            Some(""),
+            "not nullable before v7"
+        );
+        assert_eq!(v6.protocol_type, None);
+        let v7 = join_group_response(7, out);
+        assert_eq!(v7.protocol_name, None);
+        assert_eq!(
+            (v7.error_code, v7.member_id.as_str()),
+            (MEMBER_ID_REQUIRED, "m-1")
+        );
+    }
+
+    #[test]
+    fn leave_group_versions() {
+        let r = LeaveGroupRequest {
+            group_id: "g".into(),
+            member_id: "m".into(),
+            members: vec![leave_group_request::MemberIdentity {
+                member_id: "a".into(),
+                group_instance_id: Some("i".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(leave_group_input(2, &r).members[0].member_id, "m");
+        assert_eq!(
+            leave_group_input(3, &r).members[0]
+                .group_instance_id
+                .as_deref(),
+            Some("i")
+        );
+        let out = LeaveGroupOutput {
+            error_code: NONE,
+            members: vec![LeaveGroupMemberOutput {
+                member_id: "m".into(),
+                group_instance_id: None,
+                error_code: UNKNOWN_MEMBER_ID,
+            }],
+        };
+        assert_eq!(
+            leave_group_response(1, out.clone()).error_code,
+            UNKNOWN_MEMBER_ID
+        );
+        let v3 = leave_group_response(3, out);
+        assert_eq!(
+            (v3.error_code, v3.members[0].error_code),
+            (NONE, UNKNOWN_MEMBER_ID)
+        );
+    }
+
+    #[test]
+    fn offset_commit_by_topic_id_from_v10() {
+        let r = OffsetCommitRequest {
+            group_id: "g".into(),
+            generation_id_or_member_epoch: 3,
+            retention_time_ms: 5_000,
+            topics: vec![
+                offset_commit_request::OffsetCommitRequestTopic {
+                    name: "t".into(),
+                    topic_id: Uuid([1; 16]),
+                    partitions: vec![offset_commit_request::OffsetCommitRequestPartition {
+                        partition_index: 2,
+                        committed_offset: 7,
+                        committed_leader_epoch: 4,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+                offset_commit_request::OffsetCommitRequestTopic {
+                    topic_id: Uuid([2; 16]),
+                    partitions: vec![offset_commit_request::OffsetCommitRequestPartition {
+                        partition_index: 0,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let names = |id: &Uuid| (*id == Uuid([1; 16])).then(|| "orders".to_string());
+        let (input, unknown) = offset_commit_input(10, &r, &names);
+        assert_eq!(input.topics.len(), 1);
+        assert_eq!(input.topics[0].name, "orders");
+        assert_eq!(
+            input.retention_time_ms, -1,
+            "only v2-v4 carry a retention time"
+        );
+        assert_eq!(unknown[0].partitions, vec![(0, UNKNOWN_TOPIC_ID)]);
+        let (v4, _) = offset_commit_input(4, &r, &no_ids);
+        assert_eq!((v4.topics.len(), v4.retention_time_ms), (2, 5_000));
+        assert_eq!(v4.topics[0].partitions[0].committed_leader_epoch, -1);
+        let resp = offset_commit_response(10, unknown);
+        assert_eq!(resp.topics[0].topic_id, Uuid([2; 16]));
+    }
+
+    #[test]
+    fn offset_fetch_versions() {
+        let r = OffsetFetchRequest {
+            group_id: "g".into(),
+            topics: Some(vec![offset_fetch_request::OffsetFetchRequestTopic {
+                name: "t".into(),
+                partition_indexes: vec![0],
+                ..Default::default()
+            }]),
+            groups: vec![
+                offset_fetch_request::OffsetFetchRequestGroup {
+                    group_id: "a".into(),
+                    member_epoch: -1,
+                    topics: None,
+                    ..Default::default()
+                },
+                offset_fetch_request::OffsetFetchRequestGroup {
+                    group_id: "b".into(),
+                    member_id: Some("m".into()),
+                    member_epoch: 4,
+                    topics: Some(vec![]),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let v1 = offset_fetch_inputs(1, &r, &no_ids);
+        assert_eq!(v1.len(), 1);
+        assert_eq!(v1[0].topics, Some(vec![("t".to_string(), vec![0])]));
+        let v9 = offset_fetch_inputs(9, &r, &no_ids);
+        assert_eq!(v9.len(), 2);
+        assert_eq!(
+            (v9[1].member_id.as_deref(), v9[1].member_epoch),
+            (Some("m"), 4)
+        );
+        let fetched = FetchedGroup {
+            group_id: "g".into(),
+            error_code: COORDINATOR_LOAD_IN_PROGRESS,
+            topics: vec![(
+                "t".into(),
+                vec![FetchedPartition {
+                    partition_index: 0,
+                    committed_offset: -1,
+                    committed_leader_epoch: -1,
+                    metadata: String::new(),
+                    error_code: NONE,
+                }],
+            )],
+        };
+        let ids = |_: &str| Uuid::ZERO;
+        let old = offset_fetch_response(1, vec![fetched.clone()], &ids);
+        assert_eq!(
+            old.topics[0].partitions[0].error_code,
+            COORDINATOR_LOAD_IN_PROGRESS
+        );
+        let v2 = offset_fetch_response(2, vec![fetched.clone()], &ids);
+        assert_eq!(v2.error_code, COORDINATOR_LOAD_IN_PROGRESS);
+        let v8 = offset_fetch_response(8, vec![fetched], &ids);
+        assert_eq!(v8.groups[0].error_code, COORDINATOR_LOAD_IN_PROGRESS);
+        assert_eq!(v8.groups[0].topics[0].name, "t");
+    }
+
+    fn image() -> MetadataImage {
+        let mut image = MetadataImage::default();
+        let mut partitions = std::collections::BTreeMap::new();
+        for p in 0..50 {
+            partitions.insert(
+                p,
+                PartitionRegistration {
+                    replicas: vec![1],
+                    directories: vec![],
+                    isr: vec![1],
+                    removing_replicas: vec![],
+                    adding_replicas: vec![],
+                    elr: vec![],
+                    last_known_elr: vec![],
+                    leader: if p == 12 { 1 } else { -1 },
+                    leader_recovery_state: 0,
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                },
+            );
+        }
+        let id = Uuid([5; 16]);
+        image.topics.by_name.insert(OFFSETS_TOPIC.into(), id);
+        image.topics.by_id.insert(
+            id,
+            Arc::new(TopicImage {
+                name: OFFSETS_TOPIC.into(),
+                id,
+                partitions,
+            }),
+        );
+        image.brokers.insert(
+            1,
+            BrokerRegistration {
+                id: 1,
+                epoch: 0,
+                incarnation_id: Uuid::ZERO,
+                listeners: vec![BrokerEndpoint {
+                    name: "PLAINTEXT".into(),
+                    host: "localhost".into(),
+                    port: 9092,
+                    security_protocol: 0,
+                    ..Default::default()
+                }],
+                supported_features: vec![],
+                rack: None,
+                fenced: false,
+                in_controlled_shutdown: false,
+                log_dirs: vec![],
+            },
+        );
+        image
+    }
+
+    #[test]
+    fn find_coordinator_points_at_the_partition_leader() {
+        let image = image();
+        // "my-group" hashes to partition 12 of 50, led by broker 1.
+        let c = find_coordinator("my-group", 0, 50, "PLAINTEXT", Some(&image));
+        assert_eq!(
+            (c.error_code, c.node_id, c.host.as_str(), c.port),
+            (NONE, 1, "localhost", 9092)
+        );
+        let c = find_coordinator("test-consumer-group", 0, 50, "PLAINTEXT", Some(&image));
+        assert_eq!(
+            c.error_code, COORDINATOR_NOT_AVAILABLE,
+            "partition 31 has no leader"
+        );
+        let c = find_coordinator("my-group", 0, 50, "OTHER", Some(&image));
+        assert_eq!(c.error_code, COORDINATOR_NOT_AVAILABLE);
+        assert_eq!(
+            find_coordinator("x", 1, 50, "PLAINTEXT", Some(&image)).error_code,
+            COORDINATOR_NOT_AVAILABLE,
+            "no __transaction_state"
+        );
+        assert_eq!(
+            find_coordinator("x", 3, 50, "PLAINTEXT", Some(&image)).error_code,
+            INVALID_REQUEST
+        );
+        let old = find_coordinator_response(
+            2,
+            &FindCoordinatorRequest {
+                key: "my-group".into(),
+                ..Default::default()
+            },
+            50,
+            50,
+            "PLAINTEXT",
+            Some(&image),
+        );
+        assert_eq!((old.node_id, old.port), (1, 9092));
+        let batched = find_coordinator_response(
+            4,
+            &FindCoordinatorRequest {
+                coordinator_keys: vec!["my-group".into(), "test-consumer-group".into()],
+                ..Default::default()
+            },
+            50,
+            50,
+            "PLAINTEXT",
+            Some(&image),
+        );
+        assert_eq!(batched.coordinators.len(), 2);
+        assert_eq!(batched.coordinators[0].node_id, 1);
+        assert_eq!(batched.coordinators[1].node_id, -1);
+    }
+}
