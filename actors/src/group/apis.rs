@@ -536,10 +536,8 @@ pub fn offset_delete_response(o: OffsetDeleteOutput) -> OffsetDeleteResponse {
                     .map(|(p, e)| odr::OffsetDeleteResponsePartition {
                         partition_index: p,
                         error_code: e,
-                        ..Default::default()
                     })
                     .collect(),
-                ..Default::default()
             })
             .collect(),
         ..Default::default()
