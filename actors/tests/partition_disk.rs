@@ -200,3 +200,43 @@ async fn appends_survive_a_clean_restart() {
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert!(!dir.path().join("events-0").exists());
 }
+
+#[actix_rt::test]
+async fn log_manager_applies_retention_and_shuts_down_cleanly() {
+    use kactor_actors::partition::log_manager::RunRetentionNow;
+    use kactor_actors::partition::startup::{start_partitions, PartitionLayerConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = PartitionLayerConfig::new(1, vec![dir.path().to_path_buf()], BTreeMap::new());
+    let layer = start_partitions(cfg, None).unwrap();
+    let mut change = leader("old", 0, 0);
+    change.config_overrides = [("retention.ms".to_string(), "60000".to_string())].into();
+    layer
+        .registry
+        .send(ApplyPartitionChanges {
+            changes: vec![change],
+        })
+        .await
+        .unwrap();
+    let p = layer
+        .apis
+        .partitions
+        .borrow()
+        .get("old", 0)
+        .unwrap()
+        .clone();
+    // Records stamped in 1970: far past retention.ms.
+    p.addr
+        .send(AppendRecords {
+            records: batch(&[b"a", b"b"], 1_000),
+            required_acks: 1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    layer.log_manager.send(RunRetentionNow).await.unwrap();
+    // Retention runs in the partition actor; DescribeReplica queues behind it.
+    let info = p.addr.send(DescribeReplica).await.unwrap();
+    assert_eq!((info.log_start_offset, info.log_end_offset), (2, 2));
+    layer.shutdown().await.unwrap();
+    assert!(dir.path().join(".kafka_cleanshutdown").exists());
+}

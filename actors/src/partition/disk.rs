@@ -386,6 +386,10 @@ impl LogFactory for DiskLogFactory {
         Ok(())
     }
 
+    fn purge_deleted(&mut self) {
+        self.remove_leftover_deletions();
+    }
+
     fn shutdown(&mut self, logs: Vec<Box<dyn PartitionLog>>) -> Result<(), String> {
         let mut per_dir: Vec<Vec<Log>> = self.dirs.iter().map(|_| Vec::new()).collect();
         for log in logs {

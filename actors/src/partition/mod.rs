@@ -8,8 +8,10 @@ pub mod apis;
 pub mod core;
 pub mod disk;
 pub mod fetch_session;
+pub mod log_manager;
 pub mod messages;
 pub mod registry;
+pub mod startup;
 pub mod testing;
 
 pub use self::actor::{PartitionActor, PurgatoryLink};

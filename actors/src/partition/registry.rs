@@ -42,6 +42,8 @@ pub trait LogFactory: Send + 'static {
     fn checkpoint(&mut self, replicas: &[(TopicPartition, ReplicaInfo)]) -> Result<(), String>;
     /// Closes the logs handed back by stopped replicas and writes the clean-shutdown marker.
     fn shutdown(&mut self, logs: Vec<Box<dyn PartitionLog>>) -> Result<(), String>;
+    /// Removes logs the previous run renamed for deletion (after `file.delete.delay.ms`).
+    fn purge_deleted(&mut self) {}
 }
 
 /// Logs in memory: tests, and a broker started without storage.
@@ -471,6 +473,19 @@ impl Handler<ShutdownReplicas> for ReplicaManagerActor {
             .into_actor(self)
             .map(|logs, act, _| act.factory.shutdown(logs)),
         )
+    }
+}
+
+/// Log manager → registry: remove log directories left renamed for deletion by the previous
+/// run. Lost: they stay until the next start.
+#[derive(actix::Message)]
+#[rtype(result = "()")]
+pub struct PurgeDeletedLogs;
+
+impl Handler<PurgeDeletedLogs> for ReplicaManagerActor {
+    type Result = ();
+    fn handle(&mut self, _: PurgeDeletedLogs, _: &mut Context<Self>) {
+        self.factory.purge_deleted();
     }
 }
 

@@ -1,0 +1,160 @@
+//! Starting the partition layer (Kafka's `BrokerServer` start-up of `LogManager`,
+//! `ReplicaManager` and the purgatories): one call for the topology, returning what it wires.
+//!
+//! ```ignore
+//! let layer = kactor_actors::partition::startup::start_partitions(cfg, Some(&pools))?;
+//! kactor_actors::partition::apis::register(&mut router, layer.apis.clone());
+//! let registry = layer.registry.addr().clone();
+//! kraft.publisher.do_send(SubscribePartitionChanges { subscriber: registry.clone().recipient() });
+//! kraft.publisher.do_send(SubscribeBrokerConfigChanges { subscriber: registry.recipient() });
+//! // on shutdown, before stopping the arbiters:
+//! layer.shutdown().await?;
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use actix::{Actor, Supervisor};
+
+use super::apis::PartitionApis;
+use super::disk::DiskLogFactory;
+use super::fetch_session::FetchSessionCacheActor;
+use super::log_manager::{LogManagerActor, LogManagerConfig, ShutdownLogs};
+use super::registry::{LogFactory, ReplicaManagerActor};
+use super::PurgatoryLink;
+use crate::purgatory::PurgatoryActor;
+use crate::runtime::{start_supervised, ActorMetrics, ArbiterPools, MeteredAddr};
+
+#[derive(Debug, Clone)]
+pub struct PartitionLayerConfig {
+    /// `node.id`
+    pub broker_id: i32,
+    /// `log.dirs` (or `log.dir`).
+    pub log_dirs: Vec<PathBuf>,
+    /// The broker's properties (Kafka's names), for topic config defaults and the log manager's
+    /// intervals.
+    pub broker_config: BTreeMap<String, String>,
+    /// `max.incremental.fetch.session.cache.slots`
+    pub fetch_session_cache_slots: usize,
+}
+
+impl PartitionLayerConfig {
+    pub fn new(
+        broker_id: i32,
+        log_dirs: Vec<PathBuf>,
+        broker_config: BTreeMap<String, String>,
+    ) -> Self {
+        let fetch_session_cache_slots = broker_config
+            .get("max.incremental.fetch.session.cache.slots")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(1000);
+        PartitionLayerConfig {
+            broker_id,
+            log_dirs,
+            broker_config,
+            fetch_session_cache_slots,
+        }
+    }
+}
+
+/// The started partition layer.
+pub struct PartitionLayer {
+    /// Subscribe it to the MetadataPublisherActor's `PartitionsChanged` and
+    /// `BrokerConfigsChanged`.
+    pub registry: MeteredAddr<ReplicaManagerActor>,
+    pub purgatory: MeteredAddr<PurgatoryActor>,
+    pub log_manager: MeteredAddr<LogManagerActor>,
+    /// What `apis::register` needs.
+    pub apis: PartitionApis,
+}
+
+impl PartitionLayer {
+    /// Clean shutdown: replicas stopped, logs flushed and closed, `.kafka_cleanshutdown` written.
+    pub async fn shutdown(&self) -> Result<(), String> {
+        self.log_manager
+            .send(ShutdownLogs)
+            .await
+            .map_err(|e| e.to_string())?
+    }
+}
+
+/// Loads the logs under `log_dirs` (recovering after a crash) and starts the registry,
+/// purgatory, fetch session cache and log manager. Must run inside the actix `System`.
+pub fn start_partitions(
+    cfg: PartitionLayerConfig,
+    pools: Option<&ArbiterPools>,
+) -> Result<PartitionLayer, String> {
+    let factory: Box<dyn LogFactory> = Box::new(DiskLogFactory::load(
+        &cfg.log_dirs,
+        cfg.broker_config.clone(),
+    )?);
+    start_with_factory(cfg, factory, pools)
+}
+
+/// [`start_partitions`] with any log factory (tests use `MemoryLogFactory`).
+pub fn start_with_factory(
+    cfg: PartitionLayerConfig,
+    factory: Box<dyn LogFactory>,
+    pools: Option<&ArbiterPools>,
+) -> Result<PartitionLayer, String> {
+    let purgatory_metrics = ActorMetrics::new("PurgatoryActor");
+    let purgatory = match pools {
+        Some(p) => start_supervised(&p.io_for(&"purgatory"), purgatory_metrics, |_| {
+            PurgatoryActor::new()
+        }),
+        None => MeteredAddr::new(
+            Supervisor::start(|_| PurgatoryActor::new()),
+            purgatory_metrics,
+        ),
+    };
+    let link = PurgatoryLink {
+        high_watermark: purgatory.addr().clone().recipient(),
+        leadership_lost: purgatory.addr().clone().recipient(),
+    };
+    let registry_actor = ReplicaManagerActor::new(
+        cfg.broker_id,
+        cfg.broker_config.clone(),
+        factory,
+        pools.cloned(),
+        Some(link),
+    );
+    let reader = registry_actor.reader();
+    let registry_metrics = ActorMetrics::new("ReplicaManagerActor");
+    let registry = match pools {
+        Some(p) => start_supervised(&p.controller(), registry_metrics, move |_| registry_actor),
+        None => MeteredAddr::new(Supervisor::start(move |_| registry_actor), registry_metrics),
+    };
+    let sessions_metrics = ActorMetrics::new("FetchSessionCacheActor");
+    let slots = cfg.fetch_session_cache_slots;
+    let fetch_sessions = match pools {
+        Some(p) => MeteredAddr::new(
+            FetchSessionCacheActor::start_in_arbiter(&p.io_for(&"fetch-sessions"), move |_| {
+                FetchSessionCacheActor::new(slots)
+            }),
+            sessions_metrics,
+        ),
+        None => MeteredAddr::new(FetchSessionCacheActor::new(slots).start(), sessions_metrics),
+    };
+    let lm_config = LogManagerConfig::from_broker_config(&cfg.broker_config);
+    let lm_metrics = ActorMetrics::new("LogManagerActor");
+    let (lm_registry, lm_reader) = (registry.clone(), reader.clone());
+    let log_manager = match pools {
+        Some(p) => start_supervised(&p.controller(), lm_metrics, move |_| {
+            LogManagerActor::new(lm_config, lm_registry, lm_reader)
+        }),
+        None => MeteredAddr::new(
+            Supervisor::start(move |_| LogManagerActor::new(lm_config, lm_registry, lm_reader)),
+            lm_metrics,
+        ),
+    };
+    Ok(PartitionLayer {
+        registry,
+        purgatory: purgatory.clone(),
+        log_manager,
+        apis: PartitionApis {
+            partitions: reader,
+            purgatory,
+            fetch_sessions,
+        },
+    })
+}
