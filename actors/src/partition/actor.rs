@@ -99,6 +99,13 @@ impl Handler<AppendRecords> for PartitionActor {
             Ok(out)
         });
         if let Ok(out) = &result {
+            let m = super::metrics::partition_metrics();
+            m.bytes_in_total
+                .with_label_values(&[&self.tp.topic])
+                .inc_by(out.bytes);
+            m.messages_in_total
+                .with_label_values(&[&self.tp.topic])
+                .inc_by(out.records_count);
             if out.high_watermark_advanced {
                 self.hw_advanced(out.high_watermark, out.bytes as usize);
             }
@@ -114,6 +121,14 @@ impl Handler<ReadRecords> for PartitionActor {
         let _m = metrics.handle();
         let before = self.core.as_ref().map(|c| c.high_watermark());
         let result = self.core().and_then(|c| c.read(&msg.params));
+        if let Ok(r) = &result {
+            if msg.params.replica_id < 0 && !r.records.is_empty() {
+                super::metrics::partition_metrics()
+                    .bytes_out_total
+                    .with_label_values(&[&self.tp.topic])
+                    .inc_by(r.records.len() as u64);
+            }
+        }
         // A follower's fetch can move the high watermark (replication, later issues).
         if let (Some(before), Some(c)) = (before, self.core.as_ref()) {
             if c.high_watermark() > before {

@@ -10,6 +10,7 @@ pub mod disk;
 pub mod fetch_session;
 pub mod log_manager;
 pub mod messages;
+pub mod metrics;
 pub mod registry;
 pub mod startup;
 pub mod testing;

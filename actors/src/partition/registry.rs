@@ -87,6 +87,8 @@ pub struct HostedReplica {
     pub leader: i32,
     pub leader_epoch: i32,
     pub log_dir: String,
+    pub replica_count: usize,
+    pub isr_size: usize,
 }
 
 /// The immutable snapshot request handlers look partitions up in.
@@ -147,6 +149,8 @@ pub struct ReplicaManagerActor {
     arbiters: Option<ArbiterPools>,
     purgatory: Option<PurgatoryLink>,
     table: Arc<PartitionTable>,
+    /// Replicas whose log failed to open (Kafka's offline partitions).
+    offline: usize,
     publisher: watch::Sender<Arc<PartitionTable>>,
     metrics: ActorMetrics,
 }
@@ -173,6 +177,7 @@ impl ReplicaManagerActor {
             arbiters,
             purgatory,
             table,
+            offline: 0,
             publisher,
             metrics: ActorMetrics::new("ReplicaManagerActor"),
         }
@@ -224,6 +229,8 @@ impl ReplicaManagerActor {
             leader: change.leader,
             leader_epoch: change.leader_epoch,
             log_dir: self.factory.log_dir_of(&tp),
+            replica_count: change.replicas.len(),
+            isr_size: change.isr.len(),
         })
     }
 
@@ -269,6 +276,8 @@ impl ReplicaManagerActor {
                     if let Some(r) = table.partitions.get_mut(&tp) {
                         r.leader = change.leader;
                         r.leader_epoch = change.leader_epoch;
+                        r.replica_count = change.replicas.len();
+                        r.isr_size = change.isr.len();
                         if change.kind == PartitionChangeKind::BecomeLeader {
                             r.addr.do_send(BecomeLeader {
                                 assignment: change.assignment(),
@@ -285,7 +294,10 @@ impl ReplicaManagerActor {
                             Ok(r) => {
                                 table.partitions.insert(tp, r);
                             }
-                            Err(e) => tracing::error!(%tp, error = %e, "failed to open partition"),
+                            Err(e) => {
+                                self.offline += 1;
+                                tracing::error!(%tp, error = %e, "failed to open partition")
+                            }
                         }
                     }
                 }
@@ -295,6 +307,23 @@ impl ReplicaManagerActor {
     }
 
     fn publish(&mut self, mut table: PartitionTable) {
+        let m = super::metrics::partition_metrics();
+        m.partitions.set(table.partitions.len() as i64);
+        m.leaders.set(
+            table
+                .partitions
+                .values()
+                .filter(|r| r.leader == self.broker_id)
+                .count() as i64,
+        );
+        m.under_replicated.set(
+            table
+                .partitions
+                .values()
+                .filter(|r| r.leader == self.broker_id && r.isr_size < r.replica_count)
+                .count() as i64,
+        );
+        m.offline.set(self.offline as i64);
         table.version += 1;
         table.log_dirs = self.factory.log_dirs();
         self.table = Arc::new(table);
@@ -440,6 +469,12 @@ impl Handler<CheckpointLogDirs> for ReplicaManagerActor {
             }
             .into_actor(self)
             .map(|infos, act, _| {
+                let sizes = &super::metrics::partition_metrics().log_size_bytes;
+                for (tp, info) in &infos {
+                    sizes
+                        .with_label_values(&[&tp.topic, &tp.partition.to_string()])
+                        .set(info.size_bytes as i64);
+                }
                 if let Err(e) = act.factory.checkpoint(&infos) {
                     tracing::error!(error = %e, "writing log dir checkpoints failed");
                 }

@@ -50,6 +50,15 @@ impl PurgatoryActor {
                 }
             }
         }
+        self.report_size();
+    }
+
+    fn report_size(&self) {
+        let m = &crate::partition::metrics::partition_metrics().purgatory_size;
+        m.with_label_values(&["produce"])
+            .set(self.core.delayed_produce_count() as i64);
+        m.with_label_values(&["fetch"])
+            .set(self.core.delayed_fetch_count() as i64);
     }
 
     fn id(&mut self) -> u64 {
@@ -85,6 +94,7 @@ impl Handler<WatchProduce> for PurgatoryActor {
         match self.core.add_produce(id, msg.watches) {
             Some(c) => self.complete(c),
             None => {
+                self.report_size();
                 ctx.run_later(Duration::from_millis(msg.timeout_ms), move |act, _| {
                     if let Some(c) = act.core.expire_produce(id) {
                         act.complete(c);
@@ -108,6 +118,7 @@ impl Handler<WatchFetch> for PurgatoryActor {
         {
             Some(c) => self.complete(c),
             None => {
+                self.report_size();
                 ctx.run_later(Duration::from_millis(msg.max_wait_ms), move |act, _| {
                     if let Some(c) = act.core.expire_fetch(id) {
                         act.complete(c);

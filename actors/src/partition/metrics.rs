@@ -1,0 +1,92 @@
+//! Partition-layer metric families (Kafka's `BrokerTopicStats` and `ReplicaManager` gauges):
+//! bytes and messages in / out per topic, hosted / leader / under-replicated / offline partition
+//! counts, log size per partition, and purgatory sizes.
+
+use std::sync::OnceLock;
+
+use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts};
+
+use crate::metrics::register;
+
+pub struct PartitionMetrics {
+    /// `kactor_partition_bytes_in_total{topic}`: record bytes appended by producers.
+    pub bytes_in_total: IntCounterVec,
+    /// `kactor_partition_messages_in_total{topic}`: records appended by producers.
+    pub messages_in_total: IntCounterVec,
+    /// `kactor_partition_bytes_out_total{topic}`: record bytes returned by fetches.
+    pub bytes_out_total: IntCounterVec,
+    /// `kactor_partition_count`: replicas hosted on this broker.
+    pub partitions: IntGauge,
+    /// `kactor_partition_leader_count`: replicas this broker leads.
+    pub leaders: IntGauge,
+    /// `kactor_partition_under_replicated_count`: led partitions whose ISR is smaller than
+    /// their replica set.
+    pub under_replicated: IntGauge,
+    /// `kactor_partition_offline_count`: assigned replicas whose log failed to open.
+    pub offline: IntGauge,
+    /// `kactor_partition_log_size_bytes{topic,partition}` (refreshed at each checkpoint).
+    pub log_size_bytes: IntGaugeVec,
+    /// `kactor_purgatory_size{operation}`: waiting DelayedProduce / DelayedFetch operations.
+    pub purgatory_size: IntGaugeVec,
+}
+
+pub fn partition_metrics() -> &'static PartitionMetrics {
+    static M: OnceLock<PartitionMetrics> = OnceLock::new();
+    M.get_or_init(|| {
+        let counter = |name: &str, help: &str| {
+            register(IntCounterVec::new(Opts::new(name, help), &["topic"]).expect("valid family"))
+        };
+        let gauge =
+            |name: &str, help: &str| register(IntGauge::new(name, help).expect("valid family"));
+        PartitionMetrics {
+            bytes_in_total: counter(
+                "kactor_partition_bytes_in_total",
+                "Record bytes appended by producers, by topic.",
+            ),
+            messages_in_total: counter(
+                "kactor_partition_messages_in_total",
+                "Records appended by producers, by topic.",
+            ),
+            bytes_out_total: counter(
+                "kactor_partition_bytes_out_total",
+                "Record bytes returned by fetches, by topic.",
+            ),
+            partitions: gauge(
+                "kactor_partition_count",
+                "Partition replicas hosted on this broker.",
+            ),
+            leaders: gauge(
+                "kactor_partition_leader_count",
+                "Partitions this broker leads.",
+            ),
+            under_replicated: gauge(
+                "kactor_partition_under_replicated_count",
+                "Led partitions whose ISR is smaller than their replica set.",
+            ),
+            offline: gauge(
+                "kactor_partition_offline_count",
+                "Assigned replicas whose log could not be opened.",
+            ),
+            log_size_bytes: register(
+                IntGaugeVec::new(
+                    Opts::new(
+                        "kactor_partition_log_size_bytes",
+                        "Bytes of a partition's log on disk.",
+                    ),
+                    &["topic", "partition"],
+                )
+                .expect("valid family"),
+            ),
+            purgatory_size: register(
+                IntGaugeVec::new(
+                    Opts::new(
+                        "kactor_purgatory_size",
+                        "Operations waiting in the purgatory, by operation.",
+                    ),
+                    &["operation"],
+                )
+                .expect("valid family"),
+            ),
+        }
+    })
+}
