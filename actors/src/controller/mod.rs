@@ -13,3 +13,4 @@ pub use self::messages::*;
 pub mod startup;
 
 pub use self::startup::{start_kraft, KraftConfig, KraftHandles};
+pub mod apis;

@@ -1,0 +1,1372 @@
+//! The metadata and admin APIs (Kafka's `KafkaApis` / `ControllerApis` handlers for Metadata,
+//! CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
+//! IncrementalAlterConfigs, DescribeCluster, DescribeTopicPartitions, DescribeQuorum,
+//! UpdateFeatures): wire structs in, controller messages or image reads, wire structs out.
+//! Reads come from the published `Arc<MetadataImage>`; writes go to the QuorumControllerActor
+//! and are answered once the local image has caught up with them, so a client that creates a
+//! topic and then asks for metadata sees it.
+//!
+//! Registered by the topology with [`register`]:
+//! `kactor_actors::controller::apis::register(&mut router, MetadataApis { .. })`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::dev::ToEnvelope;
+use actix::prelude::*;
+use kactor_protocol::messages::{self as m, *};
+use kactor_protocol::{ApiKey, RequestBody, ResponseBody, Uuid};
+
+use super::actor::QuorumControllerActor;
+use super::core::errors::*;
+use super::core::requests as cr;
+use super::core::topic_configs::{self, source, ConfigLayers, ConfigType};
+use super::core::validate_topic_name;
+use super::messages::{self as cm, ControllerError, ControllerReply};
+use crate::metadata::actor::{wait_for_offset, MetadataImageWatch};
+use crate::metadata::core::{ConfigResource, MetadataImage, TopicImage};
+use crate::network::router::{HandlerOutcome, RequestContext, RequestRouter};
+use crate::raft::actor::RaftActor;
+use crate::raft::messages::DescribeQuorumState;
+use crate::runtime::MeteredAddr;
+
+const LEADER_NOT_AVAILABLE: i16 = 5;
+const REQUEST_TIMED_OUT: i16 = 7;
+const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
+/// Kafka's "authorized operations not requested" marker.
+const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+/// Without an authorizer every operation is allowed: READ, WRITE, CREATE, DELETE, ALTER,
+/// DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (Kafka's `AclOperation` codes as bits).
+const TOPIC_OPERATIONS: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+/// CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE,
+/// CREATE_TOKENS, DESCRIBE_TOKENS.
+const CLUSTER_OPERATIONS: i32 = (1 << 5)
+    | (1 << 7)
+    | (1 << 8)
+    | (1 << 9)
+    | (1 << 10)
+    | (1 << 11)
+    | (1 << 12)
+    | (1 << 13)
+    | (1 << 14);
+/// Topics Kafka reports as internal.
+const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
+/// Upper bound for waiting on the controller when a request carries no timeout.
+const DEFAULT_TIMEOUT_MS: i32 = 30_000;
+
+/// One broker config as DescribeConfigs reports it, from the process's config (the topology
+/// fills these from its `describe()` rows); dynamic values from the image are laid over them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerConfigEntry {
+    pub name: String,
+    pub value: Option<String>,
+    /// Kafka's `ConfigSource` id (4 static, 5 default).
+    pub source: i8,
+    /// Kafka's `ConfigType` id.
+    pub config_type: i8,
+    pub read_only: bool,
+    pub sensitive: bool,
+    /// (name, value, source) as Kafka lists synonyms.
+    pub synonyms: Vec<(String, Option<String>, i8)>,
+    pub documentation: Option<String>,
+}
+
+/// What the handlers need, captured by each registered closure.
+#[derive(Clone)]
+pub struct MetadataApis {
+    pub node_id: i32,
+    pub cluster_id: String,
+    pub controller: MeteredAddr<QuorumControllerActor>,
+    pub raft: MeteredAddr<RaftActor>,
+    pub image: MetadataImageWatch,
+    /// `auto.create.topics.enable`
+    pub auto_create_topics_enable: bool,
+    pub broker_configs: Arc<Vec<BrokerConfigEntry>>,
+    /// This node's controller listeners (name, host, port) for DescribeQuorum v2.
+    pub controller_listeners: Vec<(String, String, u16)>,
+}
+
+impl MetadataApis {
+    fn snapshot(&self) -> Arc<MetadataImage> {
+        self.image.borrow().clone()
+    }
+
+    /// Static broker values (source STATIC_BROKER_CONFIG), for topic config resolution.
+    fn static_broker_values(&self) -> BTreeMap<String, String> {
+        self.broker_configs
+            .iter()
+            .filter(|e| e.source == source::STATIC_BROKER_CONFIG)
+            .filter_map(|e| Some((e.name.clone(), e.value.clone()?)))
+            .collect()
+    }
+
+    /// Sends a controller message with a deadline, then waits (within the same deadline) for
+    /// the local image to include the write.
+    async fn ask<M, R>(&self, msg: M, timeout_ms: i32) -> Result<R, i16>
+    where
+        M: Message<Result = ControllerReply<R>> + Send + 'static,
+        R: Send + 'static,
+        QuorumControllerActor: Handler<M>,
+        <QuorumControllerActor as Actor>::Context: ToEnvelope<QuorumControllerActor, M>,
+    {
+        let ms = if timeout_ms > 0 {
+            timeout_ms
+        } else {
+            DEFAULT_TIMEOUT_MS
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(ms as u64);
+        let reply = tokio::time::timeout_at(deadline, self.controller.send(msg)).await;
+        let committed = match reply {
+            Err(_) => return Err(REQUEST_TIMED_OUT),
+            Ok(Err(_)) => return Err(NOT_CONTROLLER),
+            Ok(Ok(Err(ControllerError::NotController))) => return Err(NOT_CONTROLLER),
+            Ok(Ok(Err(ControllerError::WriteFailed(_)))) => return Err(UNKNOWN_SERVER_ERROR),
+            Ok(Ok(Ok(c))) => c,
+        };
+        if committed.offset >= 0 {
+            let mut rx = self.image.clone();
+            // Answering before the image catches up is still correct, only less convenient.
+            let _ =
+                tokio::time::timeout_at(deadline, wait_for_offset(&mut rx, committed.offset)).await;
+        }
+        Ok(committed.response)
+    }
+}
+
+fn respond(body: ResponseBody) -> HandlerOutcome {
+    HandlerOutcome::Respond(body)
+}
+
+/// Registers every API of this module on `router`.
+pub fn register(router: &mut RequestRouter, apis: MetadataApis) {
+    macro_rules! route {
+        ($key:expr, $variant:ident, $f:ident) => {{
+            let apis = apis.clone();
+            router.register($key, move |ctx, body| {
+                let apis = apis.clone();
+                Box::pin(async move {
+                    let RequestBody::$variant(req) = body else {
+                        return HandlerOutcome::Close(format!(
+                            "{:?} body for {:?}",
+                            "unexpected", ctx.api_key
+                        ));
+                    };
+                    $f(&apis, &ctx, req).await
+                })
+            });
+        }};
+    }
+    route!(ApiKey::Metadata, Metadata, handle_metadata);
+    route!(ApiKey::CreateTopics, CreateTopics, handle_create_topics);
+    route!(ApiKey::DeleteTopics, DeleteTopics, handle_delete_topics);
+    route!(
+        ApiKey::CreatePartitions,
+        CreatePartitions,
+        handle_create_partitions
+    );
+    route!(
+        ApiKey::DescribeConfigs,
+        DescribeConfigs,
+        handle_describe_configs
+    );
+    route!(ApiKey::AlterConfigs, AlterConfigs, handle_alter_configs);
+    route!(
+        ApiKey::IncrementalAlterConfigs,
+        IncrementalAlterConfigs,
+        handle_incremental_alter_configs
+    );
+    route!(
+        ApiKey::DescribeCluster,
+        DescribeCluster,
+        handle_describe_cluster
+    );
+    route!(
+        ApiKey::DescribeTopicPartitions,
+        DescribeTopicPartitions,
+        handle_describe_topic_partitions
+    );
+    route!(
+        ApiKey::DescribeQuorum,
+        DescribeQuorum,
+        handle_describe_quorum
+    );
+    route!(
+        ApiKey::UpdateFeatures,
+        UpdateFeatures,
+        handle_update_features
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metadata
+
+/// The broker's endpoint on the listener the request came in on (Kafka answers with the
+/// endpoints of the same listener name).
+fn endpoint_on<'a>(
+    b: &'a crate::metadata::core::BrokerRegistration,
+    listener: &str,
+) -> Option<&'a kactor_protocol::metadata::register_broker_record::BrokerEndpoint> {
+    b.listeners.iter().find(|e| e.name == listener)
+}
+
+/// Kafka reports a random live broker as the "controller" to clients in KRaft mode; with a
+/// deterministic choice (the lowest live id) clients see a stable value.
+fn client_facing_controller(image: &MetadataImage) -> i32 {
+    image
+        .brokers
+        .values()
+        .find(|b| !b.fenced)
+        .map_or(-1, |b| b.id)
+}
+
+fn metadata_partitions(
+    t: &TopicImage,
+    image: &MetadataImage,
+    version: i16,
+) -> Vec<m::metadata_response::MetadataResponsePartition> {
+    t.partitions
+        .iter()
+        .map(|(index, p)| {
+            let leader_alive = image.brokers.get(&p.leader).is_some_and(|b| !b.fenced);
+            m::metadata_response::MetadataResponsePartition {
+                error_code: if leader_alive {
+                    0
+                } else {
+                    LEADER_NOT_AVAILABLE
+                },
+                partition_index: *index,
+                leader_id: if leader_alive { p.leader } else { -1 },
+                leader_epoch: if version >= 7 { p.leader_epoch } else { -1 },
+                replica_nodes: p.replicas.clone(),
+                isr_nodes: p.isr.clone(),
+                offline_replicas: Vec::new(),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+fn metadata_topic(
+    t: &TopicImage,
+    image: &MetadataImage,
+    version: i16,
+    with_ops: bool,
+) -> m::metadata_response::MetadataResponseTopic {
+    m::metadata_response::MetadataResponseTopic {
+        error_code: 0,
+        name: Some(t.name.clone()),
+        topic_id: if version >= 10 { t.id } else { Uuid::ZERO },
+        is_internal: version >= 1 && INTERNAL_TOPICS.contains(&t.name.as_str()),
+        partitions: metadata_partitions(t, image, version),
+        topic_authorized_operations: if version >= 8 && with_ops {
+            TOPIC_OPERATIONS
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        },
+        ..Default::default()
+    }
+}
+
+async fn handle_metadata(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: MetadataRequest,
+) -> HandlerOutcome {
+    let v = ctx.api_version;
+    let image = apis.snapshot();
+    let listener = &*ctx.connection.listener_name;
+    let brokers = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .filter_map(|b| {
+            let e = endpoint_on(b, listener)?;
+            Some(m::metadata_response::MetadataResponseBroker {
+                node_id: b.id,
+                host: e.host.clone(),
+                port: e.port as i32,
+                rack: if v >= 1 { b.rack.clone() } else { None },
+                ..Default::default()
+            })
+        })
+        .collect();
+    let with_ops = req.include_topic_authorized_operations;
+    // v0 asks for all topics with an empty list; v1+ with null.
+    let all = match &req.topics {
+        None => true,
+        Some(t) => t.is_empty() && v == 0,
+    };
+    let mut topics = Vec::new();
+    if all {
+        for id in image.topics.by_name.values() {
+            if let Some(t) = image.topics.get(id) {
+                topics.push(metadata_topic(t, &image, v, with_ops));
+            }
+        }
+    } else {
+        let allow_auto_create =
+            (v < 4 || req.allow_auto_topic_creation) && apis.auto_create_topics_enable;
+        let mut to_create = Vec::new();
+        for rt in req.topics.as_deref().unwrap_or_default() {
+            let by_id = v >= 10 && rt.topic_id != Uuid::ZERO;
+            let found = if by_id {
+                image.topics.get(&rt.topic_id)
+            } else {
+                rt.name.as_deref().and_then(|n| image.topics.get_by_name(n))
+            };
+            if let Some(t) = found {
+                topics.push(metadata_topic(t, &image, v, with_ops));
+                continue;
+            }
+            let (code, name) = if by_id {
+                (UNKNOWN_TOPIC_ID, None)
+            } else {
+                let name = rt.name.clone().unwrap_or_default();
+                if validate_topic_name(&name).is_err() {
+                    (INVALID_TOPIC_EXCEPTION, Some(name))
+                } else if allow_auto_create {
+                    to_create.push(name.clone());
+                    (LEADER_NOT_AVAILABLE, Some(name))
+                } else {
+                    (UNKNOWN_TOPIC_OR_PARTITION, Some(name))
+                }
+            };
+            topics.push(m::metadata_response::MetadataResponseTopic {
+                error_code: code,
+                name: if v < 12 {
+                    Some(name.unwrap_or_default())
+                } else {
+                    name
+                },
+                topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+                ..Default::default()
+            });
+        }
+        if !to_create.is_empty() {
+            // Kafka answers LEADER_NOT_AVAILABLE at once and lets the client retry; the
+            // creation goes on in the background.
+            let controller = apis.controller.clone();
+            actix::spawn(async move {
+                let _ = controller
+                    .send(cm::CreateTopics {
+                        topics: to_create
+                            .into_iter()
+                            .map(|name| cr::CreatableTopic {
+                                name,
+                                num_partitions: -1,
+                                replication_factor: -1,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        validate_only: false,
+                    })
+                    .await;
+            });
+        }
+    }
+    respond(ResponseBody::Metadata(MetadataResponse {
+        throttle_time_ms: 0,
+        brokers,
+        cluster_id: if v >= 2 {
+            Some(apis.cluster_id.clone())
+        } else {
+            None
+        },
+        controller_id: if v >= 1 {
+            client_facing_controller(&image)
+        } else {
+            -1
+        },
+        topics,
+        cluster_authorized_operations: if (8..=10).contains(&v)
+            && req.include_cluster_authorized_operations
+        {
+            CLUSTER_OPERATIONS
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        },
+        error_code: 0,
+        ..Default::default()
+    }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// CreateTopics / DeleteTopics / CreatePartitions
+
+async fn handle_create_topics(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: CreateTopicsRequest,
+) -> HandlerOutcome {
+    let v = ctx.api_version;
+    let topics: Vec<cr::CreatableTopic> = req
+        .topics
+        .iter()
+        .map(|t| cr::CreatableTopic {
+            name: t.name.clone(),
+            num_partitions: t.num_partitions,
+            replication_factor: t.replication_factor,
+            assignments: t
+                .assignments
+                .iter()
+                .map(|a| (a.partition_index, a.broker_ids.clone()))
+                .collect(),
+            configs: t
+                .configs
+                .iter()
+                .map(|c| (c.name.clone(), c.value.clone()))
+                .collect(),
+        })
+        .collect();
+    let results = apis
+        .ask(
+            cm::CreateTopics {
+                topics,
+                validate_only: req.validate_only,
+            },
+            req.timeout_ms,
+        )
+        .await;
+    let out: Vec<m::create_topics_response::CreatableTopicResult> = match results {
+        Ok(results) => results
+            .into_iter()
+            .map(|r| {
+                let ok = r.error.is_ok();
+                m::create_topics_response::CreatableTopicResult {
+                    name: r.name,
+                    topic_id: if v >= 7 { r.topic_id } else { Uuid::ZERO },
+                    error_code: r.error.code,
+                    error_message: if v >= 1 { r.error.message } else { None },
+                    num_partitions: if v >= 5 { r.num_partitions } else { -1 },
+                    replication_factor: if v >= 5 { r.replication_factor } else { -1 },
+                    configs: (v >= 5 && ok).then(|| {
+                        r.configs
+                            .into_iter()
+                            .map(|c| m::create_topics_response::CreatableTopicConfigs {
+                                name: c.name,
+                                value: c.value,
+                                read_only: c.read_only,
+                                config_source: c.config_source,
+                                is_sensitive: c.is_sensitive,
+                                ..Default::default()
+                            })
+                            .collect()
+                    }),
+                    ..Default::default()
+                }
+            })
+            .collect(),
+        Err(code) => req
+            .topics
+            .iter()
+            .map(|t| m::create_topics_response::CreatableTopicResult {
+                name: t.name.clone(),
+                error_code: code,
+                ..Default::default()
+            })
+            .collect(),
+    };
+    for r in &out {
+        ctx.record_error(r.error_code);
+    }
+    respond(ResponseBody::CreateTopics(CreateTopicsResponse {
+        throttle_time_ms: 0,
+        topics: out,
+        ..Default::default()
+    }))
+}
+
+async fn handle_delete_topics(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: DeleteTopicsRequest,
+) -> HandlerOutcome {
+    let v = ctx.api_version;
+    // v6 names topics by name or id (exactly one); earlier versions by name only.
+    let mut refs = Vec::new();
+    let mut invalid = Vec::new();
+    if v >= 6 {
+        for t in &req.topics {
+            match (&t.name, t.topic_id != Uuid::ZERO) {
+                (Some(n), false) => refs.push(cr::TopicRef::Name(n.clone())),
+                (None, true) => refs.push(cr::TopicRef::Id(t.topic_id)),
+                _ => invalid.push(t.clone()),
+            }
+        }
+    } else {
+        refs.extend(req.topic_names.iter().cloned().map(cr::TopicRef::Name));
+    }
+    let mut out: Vec<m::delete_topics_response::DeletableTopicResult> = invalid
+        .into_iter()
+        .map(|t| m::delete_topics_response::DeletableTopicResult {
+            name: t.name,
+            topic_id: t.topic_id,
+            error_code: INVALID_REQUEST,
+            error_message: Some("Neither topic name nor id were specified, or both were.".into()),
+            ..Default::default()
+        })
+        .collect();
+    match apis
+        .ask(
+            cm::DeleteTopics {
+                topics: refs.clone(),
+            },
+            req.timeout_ms,
+        )
+        .await
+    {
+        Ok(results) => out.extend(results.into_iter().map(|r| {
+            m::delete_topics_response::DeletableTopicResult {
+                name: if v >= 6 {
+                    r.name
+                } else {
+                    Some(r.name.unwrap_or_default())
+                },
+                topic_id: if v >= 6 { r.topic_id } else { Uuid::ZERO },
+                error_code: r.error.code,
+                error_message: if v >= 5 { r.error.message } else { None },
+                ..Default::default()
+            }
+        })),
+        Err(code) => out.extend(refs.into_iter().map(|r| {
+            let (name, topic_id) = match r {
+                cr::TopicRef::Name(n) => (Some(n), Uuid::ZERO),
+                cr::TopicRef::Id(id) => (None, id),
+            };
+            m::delete_topics_response::DeletableTopicResult {
+                name: if v >= 6 {
+                    name
+                } else {
+                    Some(name.unwrap_or_default())
+                },
+                topic_id: if v >= 6 { topic_id } else { Uuid::ZERO },
+                error_code: code,
+                ..Default::default()
+            }
+        })),
+    }
+    if v < 5 {
+        for r in &mut out {
+            r.error_message = None;
+        }
+    }
+    for r in &out {
+        ctx.record_error(r.error_code);
+    }
+    respond(ResponseBody::DeleteTopics(DeleteTopicsResponse {
+        throttle_time_ms: 0,
+        responses: out,
+        ..Default::default()
+    }))
+}
+
+async fn handle_create_partitions(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: CreatePartitionsRequest,
+) -> HandlerOutcome {
+    let topics: Vec<cr::CreatePartitionsTopic> = req
+        .topics
+        .iter()
+        .map(|t| cr::CreatePartitionsTopic {
+            name: t.name.clone(),
+            count: t.count,
+            assignments: t
+                .assignments
+                .as_ref()
+                .map(|a| a.iter().map(|x| x.broker_ids.clone()).collect()),
+        })
+        .collect();
+    let results: Vec<m::create_partitions_response::CreatePartitionsTopicResult> = match apis
+        .ask(
+            cm::CreatePartitions {
+                topics,
+                validate_only: req.validate_only,
+            },
+            req.timeout_ms,
+        )
+        .await
+    {
+        Ok(r) => r
+            .into_iter()
+            .map(
+                |r| m::create_partitions_response::CreatePartitionsTopicResult {
+                    name: r.name,
+                    error_code: r.error.code,
+                    error_message: r.error.message,
+                    ..Default::default()
+                },
+            )
+            .collect(),
+        Err(code) => req
+            .topics
+            .iter()
+            .map(
+                |t| m::create_partitions_response::CreatePartitionsTopicResult {
+                    name: t.name.clone(),
+                    error_code: code,
+                    ..Default::default()
+                },
+            )
+            .collect::<Vec<_>>(),
+    };
+    for r in &results {
+        ctx.record_error(r.error_code);
+    }
+    respond(ResponseBody::CreatePartitions(CreatePartitionsResponse {
+        throttle_time_ms: 0,
+        results,
+        ..Default::default()
+    }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configs
+
+/// Kafka's `ConfigType` id of a topic config.
+fn config_type_id(kind: ConfigType) -> i8 {
+    match kind {
+        ConfigType::Boolean => 1,
+        ConfigType::Enum(_) => 2,
+        ConfigType::Int { .. } => 3,
+        ConfigType::Long { .. } => 5,
+        ConfigType::Double { .. } => 6,
+        ConfigType::List(_) | ConfigType::AnyList => 7,
+    }
+}
+
+fn describe_topic(
+    apis: &MetadataApis,
+    image: &MetadataImage,
+    name: &str,
+    keys: Option<&[String]>,
+    synonyms: bool,
+    v: i16,
+) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, String)> {
+    if image.topics.get_by_name(name).is_none() {
+        return Err((
+            UNKNOWN_TOPIC_OR_PARTITION,
+            format!("The topic '{name}' does not exist."),
+        ));
+    }
+    let topic = image.config_overrides(&ConfigResource::topic(name));
+    let dyn_broker = image.config_overrides(&ConfigResource::broker(&apis.node_id.to_string()));
+    let dyn_default = image.config_overrides(&ConfigResource::broker(""));
+    let stat = apis.static_broker_values();
+    let layers = ConfigLayers {
+        topic: &topic,
+        dynamic_broker: &dyn_broker,
+        dynamic_default_broker: &dyn_default,
+        static_broker: &stat,
+    };
+    let mut out = Vec::new();
+    for def in topic_configs::TOPIC_CONFIGS {
+        if keys.is_some_and(|k| !k.iter().any(|k| k == def.name)) {
+            continue;
+        }
+        let r = topic_configs::resolve(def, layers);
+        let mut syn = Vec::new();
+        if synonyms && v >= 1 {
+            if let Some(val) = topic.get(def.name) {
+                syn.push((
+                    def.name.to_string(),
+                    Some(val.clone()),
+                    source::DYNAMIC_TOPIC_CONFIG,
+                ));
+            }
+            for (map, src) in [
+                (&dyn_broker, source::DYNAMIC_BROKER_CONFIG),
+                (&dyn_default, source::DYNAMIC_DEFAULT_BROKER_CONFIG),
+                (&stat, source::STATIC_BROKER_CONFIG),
+            ] {
+                for (s, _) in def.synonyms {
+                    if let Some(val) = map.get(*s) {
+                        syn.push((s.to_string(), Some(val.clone()), src));
+                    }
+                }
+            }
+            if let Some((s, _)) = def.synonyms.first() {
+                syn.push((
+                    s.to_string(),
+                    Some(def.default.to_string()),
+                    source::DEFAULT_CONFIG,
+                ));
+            }
+        }
+        out.push(
+            m::describe_configs_response::DescribeConfigsResourceResult {
+                name: def.name.to_string(),
+                value: Some(r.value),
+                read_only: false,
+                config_source: if v >= 1 { r.source } else { -1 },
+                is_sensitive: false,
+                synonyms: syn
+                    .into_iter()
+                    .map(|(name, value, source)| {
+                        m::describe_configs_response::DescribeConfigsSynonym {
+                            name,
+                            value,
+                            source,
+                            ..Default::default()
+                        }
+                    })
+                    .collect(),
+                config_type: if v >= 3 { config_type_id(def.kind) } else { 0 },
+                documentation: None,
+                ..Default::default()
+            },
+        );
+    }
+    Ok(out)
+}
+
+fn describe_broker(
+    apis: &MetadataApis,
+    image: &MetadataImage,
+    name: &str,
+    keys: Option<&[String]>,
+    synonyms: bool,
+    v: i16,
+) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, String)> {
+    let dyn_default = image.config_overrides(&ConfigResource::broker(""));
+    let wanted = |n: &str| keys.is_none_or(|k| k.iter().any(|k| k == n));
+    let result = |name: String,
+                  value: Option<String>,
+                  src: i8,
+                  e: Option<&BrokerConfigEntry>,
+                  syn: Vec<(String, Option<String>, i8)>| {
+        m::describe_configs_response::DescribeConfigsResourceResult {
+            name,
+            value: if e.is_some_and(|e| e.sensitive) {
+                None
+            } else {
+                value
+            },
+            read_only: e.is_some_and(|e| e.read_only),
+            config_source: if v >= 1 { src } else { -1 },
+            is_sensitive: e.is_some_and(|e| e.sensitive),
+            synonyms: if synonyms && v >= 1 {
+                syn.into_iter()
+                    .map(|(name, value, source)| {
+                        m::describe_configs_response::DescribeConfigsSynonym {
+                            name,
+                            value,
+                            source,
+                            ..Default::default()
+                        }
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            config_type: if v >= 3 {
+                e.map_or(0, |e| e.config_type)
+            } else {
+                0
+            },
+            documentation: None,
+            ..Default::default()
+        }
+    };
+    if name.is_empty() {
+        // The cluster-wide default entity lists only its dynamic values.
+        return Ok(dyn_default
+            .iter()
+            .filter(|(k, _)| wanted(k))
+            .map(|(k, val)| {
+                let e = apis.broker_configs.iter().find(|e| &e.name == k);
+                result(
+                    k.clone(),
+                    Some(val.clone()),
+                    source::DYNAMIC_DEFAULT_BROKER_CONFIG,
+                    e,
+                    vec![(
+                        k.clone(),
+                        Some(val.clone()),
+                        source::DYNAMIC_DEFAULT_BROKER_CONFIG,
+                    )],
+                )
+            })
+            .collect());
+    }
+    if name != apis.node_id.to_string() {
+        return Err((
+            INVALID_REQUEST,
+            format!(
+                "Unexpected broker id, expected {}, but received {name}",
+                apis.node_id
+            ),
+        ));
+    }
+    let dyn_broker = image.config_overrides(&ConfigResource::broker(name));
+    let mut out = Vec::new();
+    for e in apis.broker_configs.iter().filter(|e| wanted(&e.name)) {
+        let mut syn = Vec::new();
+        let (value, src) = if let Some(v) = dyn_broker.get(&e.name) {
+            syn.push((
+                e.name.clone(),
+                Some(v.clone()),
+                source::DYNAMIC_BROKER_CONFIG,
+            ));
+            (Some(v.clone()), source::DYNAMIC_BROKER_CONFIG)
+        } else if let Some(v) = dyn_default.get(&e.name) {
+            (Some(v.clone()), source::DYNAMIC_DEFAULT_BROKER_CONFIG)
+        } else {
+            (e.value.clone(), e.source)
+        };
+        if let Some(v) = dyn_default.get(&e.name) {
+            syn.push((
+                e.name.clone(),
+                Some(v.clone()),
+                source::DYNAMIC_DEFAULT_BROKER_CONFIG,
+            ));
+        }
+        syn.extend(e.synonyms.iter().cloned());
+        out.push(result(e.name.clone(), value, src, Some(e), syn));
+    }
+    Ok(out)
+}
+
+async fn handle_describe_configs(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: DescribeConfigsRequest,
+) -> HandlerOutcome {
+    let v = ctx.api_version;
+    let image = apis.snapshot();
+    let results = req
+        .resources
+        .iter()
+        .map(|r| {
+            let keys = r.configuration_keys.as_deref();
+            let described = match r.resource_type {
+                2 => describe_topic(
+                    apis,
+                    &image,
+                    &r.resource_name,
+                    keys,
+                    req.include_synonyms,
+                    v,
+                ),
+                4 => describe_broker(
+                    apis,
+                    &image,
+                    &r.resource_name,
+                    keys,
+                    req.include_synonyms,
+                    v,
+                ),
+                other => Err((
+                    INVALID_REQUEST,
+                    format!("Unsupported resource type {other}"),
+                )),
+            };
+            let (code, msg, configs) = match described {
+                Ok(c) => (0, None, c),
+                Err((code, msg)) => (code, Some(msg), Vec::new()),
+            };
+            ctx.record_error(code);
+            m::describe_configs_response::DescribeConfigsResult {
+                error_code: code,
+                error_message: msg,
+                resource_type: r.resource_type,
+                resource_name: r.resource_name.clone(),
+                configs,
+                ..Default::default()
+            }
+        })
+        .collect();
+    respond(ResponseBody::DescribeConfigs(DescribeConfigsResponse {
+        throttle_time_ms: 0,
+        results,
+        ..Default::default()
+    }))
+}
+
+fn alter_results(
+    res: Result<Vec<cr::AlterConfigsResourceResult>, i16>,
+    requested: Vec<(i8, String)>,
+) -> Vec<(i16, Option<String>, i8, String)> {
+    match res {
+        Ok(r) => r
+            .into_iter()
+            .map(|r| {
+                (
+                    r.error.code,
+                    r.error.message,
+                    r.resource_type,
+                    r.resource_name,
+                )
+            })
+            .collect(),
+        Err(code) => requested
+            .into_iter()
+            .map(|(t, n)| (code, None, t, n))
+            .collect(),
+    }
+}
+
+async fn handle_alter_configs(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: AlterConfigsRequest,
+) -> HandlerOutcome {
+    let requested = req
+        .resources
+        .iter()
+        .map(|r| (r.resource_type, r.resource_name.clone()))
+        .collect();
+    let resources = req
+        .resources
+        .iter()
+        .map(|r| cr::AlterConfigsResource {
+            resource_type: r.resource_type,
+            resource_name: r.resource_name.clone(),
+            configs: r
+                .configs
+                .iter()
+                .map(|c| (c.name.clone(), c.value.clone()))
+                .collect(),
+        })
+        .collect();
+    let res = apis
+        .ask(
+            cm::AlterConfigs {
+                resources,
+                validate_only: req.validate_only,
+            },
+            DEFAULT_TIMEOUT_MS,
+        )
+        .await;
+    let responses = alter_results(res, requested)
+        .into_iter()
+        .map(|(code, msg, t, n)| {
+            ctx.record_error(code);
+            m::alter_configs_response::AlterConfigsResourceResponse {
+                error_code: code,
+                error_message: msg,
+                resource_type: t,
+                resource_name: n,
+                ..Default::default()
+            }
+        })
+        .collect();
+    respond(ResponseBody::AlterConfigs(AlterConfigsResponse {
+        throttle_time_ms: 0,
+        responses,
+        ..Default::default()
+    }))
+}
+
+async fn handle_incremental_alter_configs(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: IncrementalAlterConfigsRequest,
+) -> HandlerOutcome {
+    let requested: Vec<(i8, String)> = req
+        .resources
+        .iter()
+        .map(|r| (r.resource_type, r.resource_name.clone()))
+        .collect();
+    let mut bad = BTreeMap::new();
+    let mut resources = Vec::new();
+    for r in &req.resources {
+        let mut ops = Vec::new();
+        for c in &r.configs {
+            match cr::AlterConfigOp::from_id(c.config_operation) {
+                Some(op) => ops.push((c.name.clone(), op, c.value.clone())),
+                None => {
+                    bad.insert(
+                        (r.resource_type, r.resource_name.clone()),
+                        c.config_operation,
+                    );
+                }
+            }
+        }
+        resources.push(cr::IncrementalAlterConfigsResource {
+            resource_type: r.resource_type,
+            resource_name: r.resource_name.clone(),
+            ops,
+        });
+    }
+    resources.retain(|r| !bad.contains_key(&(r.resource_type, r.resource_name.clone())));
+    let res = apis
+        .ask(
+            cm::IncrementalAlterConfigs {
+                resources,
+                validate_only: req.validate_only,
+            },
+            DEFAULT_TIMEOUT_MS,
+        )
+        .await;
+    let good: Vec<(i8, String)> = requested
+        .iter()
+        .filter(|k| !bad.contains_key(*k))
+        .cloned()
+        .collect();
+    let mut done: BTreeMap<(i8, String), (i16, Option<String>)> = alter_results(res, good)
+        .into_iter()
+        .map(|(c, msg, t, n)| ((t, n), (c, msg)))
+        .collect();
+    for (k, op) in bad {
+        done.insert(
+            k,
+            (
+                INVALID_REQUEST,
+                Some(format!("Unknown config operation {op}")),
+            ),
+        );
+    }
+    let responses = requested
+        .into_iter()
+        .map(|(t, n)| {
+            let (code, msg) = done.get(&(t, n.clone())).cloned().unwrap_or((0, None));
+            ctx.record_error(code);
+            m::incremental_alter_configs_response::AlterConfigsResourceResponse {
+                error_code: code,
+                error_message: msg,
+                resource_type: t,
+                resource_name: n,
+                ..Default::default()
+            }
+        })
+        .collect();
+    respond(ResponseBody::IncrementalAlterConfigs(
+        IncrementalAlterConfigsResponse {
+            throttle_time_ms: 0,
+            responses,
+            ..Default::default()
+        },
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cluster, partitions, quorum, features
+
+async fn handle_describe_cluster(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: DescribeClusterRequest,
+) -> HandlerOutcome {
+    let v = ctx.api_version;
+    let image = apis.snapshot();
+    let endpoint_type = if v >= 1 { req.endpoint_type } else { 1 };
+    if endpoint_type != 1 {
+        ctx.record_error(UNSUPPORTED_ENDPOINT_TYPE);
+        return respond(ResponseBody::DescribeCluster(DescribeClusterResponse {
+            error_code: UNSUPPORTED_ENDPOINT_TYPE,
+            error_message: Some("Unsupported endpoint type".into()),
+            endpoint_type,
+            cluster_id: apis.cluster_id.clone(),
+            ..Default::default()
+        }));
+    }
+    let include_fenced = v >= 2 && req.include_fenced_brokers;
+    let listener = &*ctx.connection.listener_name;
+    let brokers = image
+        .brokers
+        .values()
+        .filter(|b| include_fenced || !b.fenced)
+        .filter_map(|b| {
+            let e = endpoint_on(b, listener)?;
+            Some(m::describe_cluster_response::DescribeClusterBroker {
+                broker_id: b.id,
+                host: e.host.clone(),
+                port: e.port as i32,
+                rack: b.rack.clone(),
+                is_fenced: v >= 2 && b.fenced,
+                ..Default::default()
+            })
+        })
+        .collect();
+    respond(ResponseBody::DescribeCluster(DescribeClusterResponse {
+        throttle_time_ms: 0,
+        error_code: 0,
+        error_message: None,
+        endpoint_type,
+        cluster_id: apis.cluster_id.clone(),
+        controller_id: client_facing_controller(&image),
+        brokers,
+        cluster_authorized_operations: if req.include_cluster_authorized_operations {
+            CLUSTER_OPERATIONS
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        },
+        ..Default::default()
+    }))
+}
+
+async fn handle_describe_topic_partitions(
+    apis: &MetadataApis,
+    _ctx: &RequestContext,
+    req: DescribeTopicPartitionsRequest,
+) -> HandlerOutcome {
+    use m::describe_topic_partitions_response as r;
+    let image = apis.snapshot();
+    let mut names: Vec<String> = if req.topics.is_empty() {
+        image.topics.by_name.keys().cloned().collect()
+    } else {
+        req.topics.iter().map(|t| t.name.clone()).collect()
+    };
+    names.sort();
+    names.dedup();
+    let (start_topic, start_partition) = req.cursor.as_ref().map_or((String::new(), 0), |c| {
+        (c.topic_name.clone(), c.partition_index)
+    });
+    let mut budget = req.response_partition_limit.max(1);
+    let mut topics = Vec::new();
+    let mut next_cursor = None;
+    for name in names.into_iter().filter(|n| *n >= start_topic) {
+        let Some(t) = image.topics.get_by_name(&name) else {
+            topics.push(r::DescribeTopicPartitionsResponseTopic {
+                error_code: UNKNOWN_TOPIC_OR_PARTITION,
+                name: Some(name),
+                topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+                ..Default::default()
+            });
+            continue;
+        };
+        if budget == 0 {
+            next_cursor = Some(r::Cursor {
+                topic_name: name,
+                partition_index: 0,
+                ..Default::default()
+            });
+            break;
+        }
+        let first = if name == start_topic {
+            start_partition
+        } else {
+            0
+        };
+        let mut partitions = Vec::new();
+        for (index, p) in t.partitions.range(first..) {
+            if budget == 0 {
+                next_cursor = Some(r::Cursor {
+                    topic_name: name.clone(),
+                    partition_index: *index,
+                    ..Default::default()
+                });
+                break;
+            }
+            budget -= 1;
+            let alive = image.brokers.get(&p.leader).is_some_and(|b| !b.fenced);
+            partitions.push(r::DescribeTopicPartitionsResponsePartition {
+                error_code: if alive { 0 } else { LEADER_NOT_AVAILABLE },
+                partition_index: *index,
+                leader_id: if alive { p.leader } else { -1 },
+                leader_epoch: p.leader_epoch,
+                replica_nodes: p.replicas.clone(),
+                isr_nodes: p.isr.clone(),
+                eligible_leader_replicas: Some(p.elr.clone()),
+                last_known_elr: Some(p.last_known_elr.clone()),
+                offline_replicas: Vec::new(),
+                ..Default::default()
+            });
+        }
+        topics.push(r::DescribeTopicPartitionsResponseTopic {
+            error_code: 0,
+            name: Some(name.clone()),
+            topic_id: t.id,
+            is_internal: INTERNAL_TOPICS.contains(&name.as_str()),
+            partitions,
+            topic_authorized_operations: TOPIC_OPERATIONS,
+            ..Default::default()
+        });
+        if next_cursor.is_some() {
+            break;
+        }
+    }
+    respond(ResponseBody::DescribeTopicPartitions(
+        DescribeTopicPartitionsResponse {
+            throttle_time_ms: 0,
+            topics,
+            next_cursor,
+            ..Default::default()
+        },
+    ))
+}
+
+async fn handle_describe_quorum(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: DescribeQuorumRequest,
+) -> HandlerOutcome {
+    use m::describe_quorum_response as r;
+    let v = ctx.api_version;
+    let info = match apis.raft.send(DescribeQuorumState).await {
+        Ok(i) => i,
+        Err(_) => {
+            return respond(ResponseBody::DescribeQuorum(DescribeQuorumResponse {
+                error_code: NOT_CONTROLLER,
+                ..Default::default()
+            }))
+        }
+    };
+    let replica = |s: &crate::raft::messages::QuorumReplicaInfo| r::ReplicaState {
+        replica_id: s.replica_id,
+        replica_directory_id: Uuid::ZERO,
+        log_end_offset: s.log_end_offset,
+        last_fetch_timestamp: if v >= 1 {
+            s.last_fetch_timestamp_ms
+        } else {
+            -1
+        },
+        last_caught_up_timestamp: if v >= 1 {
+            s.last_caught_up_timestamp_ms
+        } else {
+            -1
+        },
+        ..Default::default()
+    };
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| r::TopicData {
+            topic_name: t.topic_name.clone(),
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| {
+                    if t.topic_name != "__cluster_metadata" || p.partition_index != 0 {
+                        return r::PartitionData {
+                            partition_index: p.partition_index,
+                            error_code: UNKNOWN_TOPIC_OR_PARTITION,
+                            ..Default::default()
+                        };
+                    }
+                    r::PartitionData {
+                        partition_index: 0,
+                        error_code: if info.leader_id.is_some() {
+                            0
+                        } else {
+                            NOT_CONTROLLER
+                        },
+                        error_message: None,
+                        leader_id: info.leader_id.unwrap_or(-1),
+                        leader_epoch: info.leader_epoch,
+                        high_watermark: info.high_watermark,
+                        current_voters: info.voters.iter().map(replica).collect(),
+                        observers: info.observers.iter().map(replica).collect(),
+                        ..Default::default()
+                    }
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect();
+    let nodes = if v >= 2 {
+        vec![r::Node {
+            node_id: apis.node_id,
+            listeners: apis
+                .controller_listeners
+                .iter()
+                .map(|(name, host, port)| r::Listener {
+                    name: name.clone(),
+                    host: host.clone(),
+                    port: *port,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }]
+    } else {
+        Vec::new()
+    };
+    respond(ResponseBody::DescribeQuorum(DescribeQuorumResponse {
+        error_code: 0,
+        error_message: None,
+        topics,
+        nodes,
+        ..Default::default()
+    }))
+}
+
+async fn handle_update_features(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: UpdateFeaturesRequest,
+) -> HandlerOutcome {
+    let v = ctx.api_version;
+    let mut updates = Vec::new();
+    let mut bad = None;
+    for u in &req.feature_updates {
+        let upgrade_type = if v == 0 {
+            // v0 had a boolean: downgrades were "safe" ones.
+            Some(if u.allow_downgrade {
+                cr::UpgradeType::SafeDowngrade
+            } else {
+                cr::UpgradeType::Upgrade
+            })
+        } else {
+            cr::UpgradeType::from_id(u.upgrade_type)
+        };
+        match upgrade_type {
+            Some(t) => updates.push(cr::FeatureUpdate {
+                feature: u.feature.clone(),
+                max_version_level: u.max_version_level,
+                upgrade_type: t,
+            }),
+            None => {
+                bad = Some(format!(
+                    "Unknown upgrade type {} for feature {}",
+                    u.upgrade_type, u.feature
+                ))
+            }
+        }
+    }
+    if let Some(msg) = bad {
+        ctx.record_error(INVALID_REQUEST);
+        return respond(ResponseBody::UpdateFeatures(UpdateFeaturesResponse {
+            error_code: INVALID_REQUEST,
+            error_message: Some(msg),
+            ..Default::default()
+        }));
+    }
+    let res = apis
+        .ask(
+            cm::UpdateFeatures {
+                updates,
+                validate_only: v >= 1 && req.validate_only,
+            },
+            req.timeout_ms,
+        )
+        .await;
+    let resp = match res {
+        Err(code) => UpdateFeaturesResponse {
+            error_code: code,
+            ..Default::default()
+        },
+        Ok(reply) => UpdateFeaturesResponse {
+            throttle_time_ms: 0,
+            // v2 reports only the top-level error; earlier versions per feature.
+            error_code: if v >= 2 { reply.error.code } else { 0 },
+            error_message: if v >= 2 {
+                reply.error.message.clone()
+            } else {
+                None
+            },
+            results: if v < 2 {
+                reply
+                    .results
+                    .into_iter()
+                    .map(
+                        |(feature, e)| m::update_features_response::UpdatableFeatureResult {
+                            feature,
+                            error_code: e.code,
+                            error_message: e.message,
+                            ..Default::default()
+                        },
+                    )
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            ..Default::default()
+        },
+    };
+    ctx.record_error(resp.error_code);
+    respond(ResponseBody::UpdateFeatures(resp))
+}
