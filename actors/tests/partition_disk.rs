@@ -240,3 +240,70 @@ async fn log_manager_applies_retention_and_shuts_down_cleanly() {
     layer.shutdown().await.unwrap();
     assert!(dir.path().join(".kafka_cleanshutdown").exists());
 }
+
+#[actix_rt::test]
+async fn flush_messages_fsyncs_off_the_actor_and_advances_the_recovery_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let factory = DiskLogFactory::load(&[dir.path().to_path_buf()], BTreeMap::new()).unwrap();
+    let registry =
+        ReplicaManagerActor::new(1, BTreeMap::new(), Box::new(factory), None, None).start();
+    let mut change = leader("durable", 0, 0);
+    change.config_overrides = [("flush.messages".to_string(), "1".to_string())].into();
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![change],
+        })
+        .await
+        .unwrap();
+    let reader = registry.send(SubscribePartitionTable).await.unwrap();
+    let p = reader.borrow().get("durable", 0).unwrap().clone();
+    p.addr
+        .send(AppendRecords {
+            records: batch(&[b"x", b"y"], 1),
+            required_acks: 1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let info = p.addr.send(DescribeReplica).await.unwrap();
+        if info.recovery_point == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "recovery point stuck at {}",
+            info.recovery_point
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // Without flush.messages nothing is fsynced on append (Kafka's default leaves it to the OS).
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![leader("lazy", 0, 0)],
+        })
+        .await
+        .unwrap();
+    let q = reader.borrow().get("lazy", 0).unwrap().clone();
+    q.addr
+        .send(AppendRecords {
+            records: batch(&[b"x"], 1),
+            required_acks: 1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert_eq!(
+        q.addr.send(DescribeReplica).await.unwrap().recovery_point,
+        0
+    );
+    // A forced flush (shutdown path) does it.
+    q.addr.send(FlushTick { force: true }).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(
+        q.addr.send(DescribeReplica).await.unwrap().recovery_point,
+        1
+    );
+}

@@ -2,7 +2,10 @@
 //! around [`Partition`]. Started by the `ReplicaManagerActor` on the partition arbiter chosen by
 //! hash(topic-partition); tells the purgatory when its high watermark moves.
 
-use actix::{Actor, Context, Handler, MessageResult, Recipient, Supervised};
+use actix::{
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, MessageResult, Recipient, Supervised,
+    WrapFuture,
+};
 
 use super::core::{Partition, PartitionLog, Role, TopicPartition};
 use super::messages::*;
@@ -29,6 +32,7 @@ pub struct PartitionActor {
     core: Option<Partition<Box<dyn PartitionLog>>>,
     tp: TopicPartition,
     purgatory: Option<PurgatoryLink>,
+    flush_in_flight: bool,
     metrics: ActorMetrics,
 }
 
@@ -38,6 +42,7 @@ impl PartitionActor {
             tp: core.tp.clone(),
             core: Some(core),
             purgatory,
+            flush_in_flight: false,
             metrics: ActorMetrics::new("PartitionActor"),
         }
     }
@@ -69,6 +74,64 @@ impl PartitionActor {
     }
 }
 
+impl PartitionActor {
+    /// Starts a due flush (or a rolled segment's) on the blocking pool; one at a time.
+    fn schedule_flush(&mut self, ctx: &mut Context<Self>, force: bool) {
+        if self.flush_in_flight {
+            return;
+        }
+        let now = now_ms();
+        let tp = self.tp.clone();
+        let Some(core) = self.core.as_mut() else {
+            return;
+        };
+        let work = match core.log_mut().take_roll_flush() {
+            Some(rolled_at) => core.log_mut().prepare_flush(rolled_at).map(Ok),
+            None => None,
+        };
+        let work = match work {
+            Some(w) => w,
+            None => match core.prepare_flush(now, force) {
+                Ok(Some(w)) => Ok(w),
+                Ok(None) => return,
+                Err(e) => Err(e),
+            },
+        };
+        let work = match work {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!(%tp, error = %e, "flush failed");
+                return;
+            }
+        };
+        self.flush_in_flight = true;
+        let fut = async move {
+            tokio::task::spawn_blocking(move || {
+                let r = work.run();
+                (work, r)
+            })
+            .await
+        };
+        ctx.spawn(fut.into_actor(self).map(move |joined, act, ctx| {
+            act.flush_in_flight = false;
+            match joined {
+                Ok((work, Ok(()))) => {
+                    if let Some(core) = act.core.as_mut() {
+                        core.complete_flush(work, now_ms());
+                    }
+                    // More may have become due meanwhile (e.g. another roll).
+                    act.schedule_flush(ctx, false);
+                }
+                // An fsync failure means the disk lost acknowledged data's durability: Kafka
+                // takes the log dir offline. We log it; the recovery point stays put, so
+                // recovery after a restart re-checks everything above it.
+                Ok((_, Err(e))) => tracing::error!(%tp, error = %e, "fsync failed"),
+                Err(e) => tracing::error!(%tp, error = %e, "flush task panicked"),
+            }
+        }));
+    }
+}
+
 impl Actor for PartitionActor {
     type Context = Context<Self>;
 }
@@ -88,16 +151,18 @@ impl SupervisedActor for PartitionActor {
 
 impl Handler<AppendRecords> for PartitionActor {
     type Result = MessageResult<AppendRecords>;
-    fn handle(&mut self, msg: AppendRecords, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: AppendRecords, ctx: &mut Context<Self>) -> Self::Result {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         let now = now_ms();
-        let result = self.core().and_then(|c| {
-            let out = c.append_as_leader(&msg.records, msg.required_acks, now)?;
-            // flush.messages is checked on the append path, as Kafka does.
-            c.maybe_flush(now)?;
-            Ok(out)
-        });
+        let result = self
+            .core()
+            .and_then(|c| c.append_as_leader(&msg.records, msg.required_acks, now));
+        if result.is_ok() {
+            // flush.messages is checked on the append path, as Kafka does; rolled segments are
+            // flushed right away. Both run on the blocking pool.
+            self.schedule_flush(ctx, false);
+        }
         if let Ok(out) = &result {
             let m = super::metrics::partition_metrics();
             m.bytes_in_total

@@ -12,7 +12,7 @@ use kactor_protocol::Uuid;
 use super::actor::now_ms;
 use super::core::config::PartitionConfig;
 use super::core::log::{
-    AppendedBatches, LogRead, LogResult, LogSlice, PartitionLog, TimestampOffset,
+    AppendedBatches, FlushWork, LogRead, LogResult, LogSlice, PartitionLog, TimestampOffset,
 };
 use super::core::TopicPartition;
 use super::messages::ReplicaInfo;
@@ -42,9 +42,23 @@ pub fn log_config(effective: &BTreeMap<String, String>) -> LogConfig {
     config
 }
 
+/// A prepared fsync of a disk log (runs on a blocking thread).
+struct DiskFlush(storage::FlushTask);
+
+impl FlushWork for DiskFlush {
+    fn run(&self) -> LogResult<()> {
+        self.0.run().map_err(|e| e.to_string())
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
+}
+
 /// A partition log in a log dir.
 pub struct DiskLog {
     log: Option<Log>,
+    /// A rolled segment's base offset waiting for its flush.
+    roll_flush: Option<i64>,
     /// How long a deleted partition's renamed directory stays (`file.delete.delay.ms`).
     file_delete_delay_ms: i64,
 }
@@ -54,6 +68,7 @@ impl DiskLog {
         let file_delete_delay_ms = log.config().file_delete_delay_ms;
         DiskLog {
             log: Some(log),
+            roll_flush: None,
             file_delete_delay_ms,
         }
     }
@@ -198,6 +213,21 @@ impl PartitionLog for DiskLog {
     }
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
         self
+    }
+    fn prepare_flush(&mut self, up_to: i64) -> Option<Box<dyn FlushWork>> {
+        let task = self.log.as_mut()?.prepare_flush(up_to)?;
+        Some(Box::new(DiskFlush(task)))
+    }
+    fn complete_flush(&mut self, work: Box<dyn FlushWork>) {
+        let Ok(done) = work.into_any().downcast::<DiskFlush>() else {
+            return;
+        };
+        if let Some(log) = self.log.as_mut() {
+            log.complete_flush(&done.0, now_ms());
+        }
+    }
+    fn take_roll_flush(&mut self) -> Option<i64> {
+        self.roll_flush.take()
     }
     fn update_config(&mut self, effective: &BTreeMap<String, String>) {
         let config = log_config(effective);

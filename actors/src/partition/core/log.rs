@@ -77,6 +77,13 @@ pub struct AppendedBatches {
 
 pub type LogResult<T> = Result<T, String>;
 
+/// fsync work taken out of a log so it can run on a blocking thread while the partition keeps
+/// serving (Kafka's flushes run on the scheduler, not the request threads).
+pub trait FlushWork: Send + 'static {
+    fn run(&self) -> LogResult<()>;
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
+}
+
 /// The partition's local log. Every method is synchronous: the partition actor owns the log and
 /// is the only caller.
 pub trait PartitionLog: Send + 'static {
@@ -132,6 +139,18 @@ pub trait PartitionLog: Send + 'static {
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
     /// The topic's configuration changed (topic-level names → values in force).
     fn update_config(&mut self, _effective: &std::collections::BTreeMap<String, String>) {}
+    /// Prepares an fsync of everything below `up_to` for a blocking thread; `None` when
+    /// nothing needs it or the log flushes inline (then [`PartitionLog::flush`] is used).
+    fn prepare_flush(&mut self, _up_to: i64) -> Option<Box<dyn FlushWork>> {
+        None
+    }
+    /// Records a finished [`FlushWork`] (advances the recovery point).
+    fn complete_flush(&mut self, _work: Box<dyn FlushWork>) {}
+    /// An append rolled a segment: the offset to flush up to soon (Kafka flushes a rolled
+    /// segment right away, off the append path).
+    fn take_roll_flush(&mut self) -> Option<i64> {
+        None
+    }
 }
 
 /// An in-memory log: a list of batches. Used by tests and as a stand-in storage.
@@ -327,5 +346,14 @@ impl PartitionLog for Box<dyn PartitionLog> {
     }
     fn update_config(&mut self, effective: &std::collections::BTreeMap<String, String>) {
         (**self).update_config(effective)
+    }
+    fn prepare_flush(&mut self, up_to: i64) -> Option<Box<dyn FlushWork>> {
+        (**self).prepare_flush(up_to)
+    }
+    fn complete_flush(&mut self, work: Box<dyn FlushWork>) {
+        (**self).complete_flush(work)
+    }
+    fn take_roll_flush(&mut self) -> Option<i64> {
+        (**self).take_roll_flush()
     }
 }

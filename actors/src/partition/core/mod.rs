@@ -14,7 +14,9 @@ use bytes::Bytes;
 
 pub use self::config::{PartitionConfig, TopicCompression};
 pub use self::error::{codes, PartitionError, RecordErrorDetail};
-pub use self::log::{AppendedBatches, LogRead, LogSlice, MemoryLog, PartitionLog, TimestampOffset};
+pub use self::log::{
+    AppendedBatches, FlushWork, LogRead, LogSlice, MemoryLog, PartitionLog, TimestampOffset,
+};
 use self::validate::validate_and_assign;
 
 /// ListOffsets special timestamps (Kafka's `ListOffsetsRequest`).
@@ -606,17 +608,49 @@ impl<L: PartitionLog> Partition<L> {
         Ok(EpochEndOffset { epoch, end_offset })
     }
 
-    /// Flushes if `flush.messages` or `flush.ms` says so (Kafka's per-append and scheduled
-    /// flush checks). Returns whether it flushed.
-    pub fn maybe_flush(&mut self, now_ms: i64) -> Result<bool, PartitionError> {
+    /// Whether `flush.messages` or `flush.ms` asks for a flush now.
+    pub fn flush_due(&self, now_ms: i64) -> bool {
         let by_count = self.config.flush_messages >= 0
             && self.unflushed_messages >= self.config.flush_messages as u64;
         let by_time = now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_ms;
-        if self.unflushed_messages == 0 || !(by_count || by_time) {
+        self.unflushed_messages > 0 && (by_count || by_time)
+    }
+
+    /// Flushes inline if `flush.messages` or `flush.ms` says so (Kafka's per-append and
+    /// scheduled flush checks). Returns whether it flushed.
+    pub fn maybe_flush(&mut self, now_ms: i64) -> Result<bool, PartitionError> {
+        if !self.flush_due(now_ms) {
             return Ok(false);
         }
         self.flush(now_ms)?;
         Ok(true)
+    }
+
+    /// Takes the fsync work a due (or `force`d) flush needs, to run off the actor; `Ok(None)`
+    /// when the log flushed inline or nothing was due. Finish with [`Partition::complete_flush`].
+    pub fn prepare_flush(
+        &mut self,
+        now_ms: i64,
+        force: bool,
+    ) -> Result<Option<Box<dyn FlushWork>>, PartitionError> {
+        if !(force || self.flush_due(now_ms)) {
+            return Ok(None);
+        }
+        let leo = self.log.log_end_offset();
+        match self.log.prepare_flush(leo) {
+            Some(work) => Ok(Some(work)),
+            None => {
+                self.flush(now_ms)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// A flush prepared by [`Partition::prepare_flush`] has run.
+    pub fn complete_flush(&mut self, work: Box<dyn FlushWork>, now_ms: i64) {
+        self.log.complete_flush(work);
+        self.unflushed_messages = 0;
+        self.last_flush_ms = now_ms;
     }
 
     pub fn flush(&mut self, now_ms: i64) -> Result<(), PartitionError> {
