@@ -47,11 +47,19 @@ def variable(name, label, query, hide=0):
     }
 
 
+# The partition layer's families (kactor_partition_*, kactor_purgatory_size): on once a broker
+# built from this tree exports them (tests/ops checks a live scrape).
+PARTITION_PANELS = False
+
 CLUSTER_VAR = variable("cluster", "Cluster",
                        'label_values(kactor_network_bytes_in_total{job="kactor"}, cluster)')
 INSTANCE_VAR = variable("instance", "Broker",
                         'label_values(kactor_network_bytes_in_total{job="kactor", '
                         'cluster=~"$cluster"}, instance)')
+# Every hosted partition has a log size, so this lists every topic, produced to or not.
+TOPIC_VAR = variable("topic", "Topic",
+                     'label_values(kactor_partition_log_size_bytes{job="kactor", '
+                     'cluster=~"$cluster", instance=~"$instance"}, topic)')
 
 
 def target(expr, legend="", ref="A", instant=False):
@@ -221,14 +229,76 @@ def overview():
         ], unit="cps", description="Refused: max.connections reached. Closed: the broker "
                                    "closed the connection for a protocol violation."),
         text("Coming with the broker's next metric families",
-             "Partitions, log size, under-replicated / offline partitions, ISR changes, the "
-             "active controller, consumer groups and lag, and transactions get their panels "
-             "when the broker exports them (see `dashboards/build_dashboards.py`). Panels "
-             "only ever query families a running broker exports; `tests/ops` checks it."),
+             ("ISR shrinks/expands, the active controller, consumer groups and lag, and "
+              if PARTITION_PANELS else
+              "Partitions, log size, under-replicated / offline partitions, ISR changes, the "
+              "active controller, consumer groups and lag, and ")
+             + "transactions get their panels when the broker exports them (see "
+             "`dashboards/build_dashboards.py`). Panels only ever query families a running "
+             "broker exports; `tests/ops` checks it."),
     ]
+    variables = [CLUSTER_VAR, INSTANCE_VAR]
+    if PARTITION_PANELS:
+        at = next(i for i, p in enumerate(panels) if p.get("title") == "Throughput")
+        panels[at:at] = partition_overview_panels()
+        variables.append(TOPIC_VAR)
     return dashboard("kactor-overview", "kactor / Broker overview",
-                     "Throughput, requests, latency, errors and connections of kactor brokers.",
-                     panels, [CLUSTER_VAR, INSTANCE_VAR], ["overview"])
+                     "Throughput, requests, latency, errors, partitions and connections of "
+                     "kactor brokers.", panels, variables, ["overview"])
+
+
+def partition_overview_panels():
+    """Partition counts and health, per-topic throughput, log size, purgatory."""
+    s = SEL
+    t = f'{SEL}, topic=~"$topic"'
+    red_from_1 = [{"color": "green", "value": None}, {"color": "red", "value": 1}]
+    return [
+        row("Partitions"),
+        stat("Partitions", f"sum(kactor_partition_count{{{s}}})",
+             description="Partition replicas hosted by the selected brokers."),
+        stat("Leaders", f"sum(kactor_partition_leader_count{{{s}}})"),
+        stat("Under-replicated", f"sum(kactor_partition_under_replicated_count{{{s}}})",
+             description="Led partitions whose ISR is smaller than their replica set.",
+             thresholds=red_from_1),
+        stat("Offline", f"sum(kactor_partition_offline_count{{{s}}})",
+             description="Assigned replicas whose log could not be opened.",
+             thresholds=red_from_1),
+        stat("Log size", f"sum(kactor_partition_log_size_bytes{{{t}}})", unit="bytes",
+             description="On-disk bytes of the selected topics' logs (refreshed at each "
+                         "offset checkpoint, log.flush.offset.checkpoint.interval.ms)."),
+        stat("Purgatory", f"sum(kactor_purgatory_size{{{s}}})",
+             description="DelayedProduce (acks=all) and DelayedFetch (long poll) operations "
+                         "waiting."),
+        row("Topics"),
+        timeseries("Messages in / s by topic", [target(
+            f"sum by (topic) (rate(kactor_partition_messages_in_total{{{t}}}[{RATE}]))",
+            "{{topic}}")], unit="ops", w=8),
+        timeseries("Bytes in / s by topic", [target(
+            f"sum by (topic) (rate(kactor_partition_bytes_in_total{{{t}}}[{RATE}]))",
+            "{{topic}}")], unit="Bps", w=8,
+            description="Record bytes appended by producers (batch bytes as stored)."),
+        timeseries("Bytes out / s by topic", [target(
+            f"sum by (topic) (rate(kactor_partition_bytes_out_total{{{t}}}[{RATE}]))",
+            "{{topic}}")], unit="Bps", w=8,
+            description="Record bytes returned by fetches, consumers and followers."),
+        timeseries("Log size by topic", [target(
+            f"sum by (topic) (kactor_partition_log_size_bytes{{{t}}})", "{{topic}}")],
+            unit="bytes"),
+        timeseries("Partitions and leaders by broker", [
+            target(f"sum by (instance) (kactor_partition_count{{{s}}})",
+                   "{{instance}} partitions", "A"),
+            target(f"sum by (instance) (kactor_partition_leader_count{{{s}}})",
+                   "{{instance}} leaders", "B"),
+            target(f"sum by (instance) (kactor_partition_under_replicated_count{{{s}}})",
+                   "{{instance}} under-replicated", "C"),
+            target(f"sum by (instance) (kactor_partition_offline_count{{{s}}})",
+                   "{{instance}} offline", "D"),
+        ], description="Leaders spread evenly = balanced load; any under-replicated or "
+                       "offline partition needs attention."),
+        timeseries("Purgatory by operation", [target(
+            f"sum by (instance, operation) (kactor_purgatory_size{{{s}}})",
+            "{{instance}} {{operation}}")], w=24),
+    ]
 
 
 def actors():

@@ -25,13 +25,16 @@ def scraped(tmp_path_factory, target):
         pytest.skip("kactor's /metrics (Kafka exposes JMX)")
     from harness.broker import Broker
 
+    # Checkpoints every second: the log-size gauges are refreshed at each checkpoint.
     b = Broker(tmp_path_factory.mktemp("ops-catalog"), name="ops-catalog",
-               overrides={"max.connections": str(MAX_CONNECTIONS)})
+               overrides={"max.connections": str(MAX_CONNECTIONS),
+                          "log.flush.offset.checkpoint.interval.ms": "1000"})
     b.start()
     try:
         opslib.drive_traffic(b)
-        # Let the clients' connections close, then go past max.connections once.
-        time.sleep(1)
+        # Let the clients' connections close and a checkpoint pass, then go past
+        # max.connections once.
+        time.sleep(2)
         socks = opslib.hold_connections(b, MAX_CONNECTIONS + 3)
         time.sleep(0.5)
         for s in socks:
