@@ -1,0 +1,37 @@
+//! Per-partition producer state (Kafka's `ProducerStateManager`, `ProducerAppendInfo`,
+//! `ProducerStateEntry` and the `.snapshot` file format), owned by the PartitionActor: the
+//! idempotence check on the Produce path (duplicates, sequence gaps, fenced epochs), the open
+//! transactions that bound the last stable offset, and the aborted-transaction facts the
+//! `.txnindex` records. Pure: no actix, no clock (callers pass `now_ms`).
+//!
+//! # Using it (for the partition)
+//!
+//! **Append (leader).** After the batch is validated and its offsets assigned, describe it with
+//! [`ProducerBatch::from_batch`] and call [`ProducerStateManager::check_append`]. It answers
+//! [`AppendCheck::Duplicate`] (answer the producer with those offsets and error NONE, append
+//! nothing), [`AppendCheck::Append`] (append, then [`ProducerStateManager::apply`] the returned
+//! [`ProducerAppend`]) or an error ([`ProducerStateError::code`] is the wire code). Batches
+//! without a producer id give `AppendCheck::Append` with nothing to apply.
+//!
+//! **Markers.** The control batch a partition appends for WriteTxnMarkers goes through the same
+//! two calls with [`AppendOrigin::Coordinator`]; `apply` then returns the [`CompletedTxn`]. For an
+//! aborted one, append `complete.aborted_txn(lso)` to the `.txnindex`
+//! ([`ProducerStateManager::last_stable_offset_for`] gives the `lso` field Kafka stores).
+//!
+//! **Read side.** [`ProducerStateManager::first_unstable_offset`] bounds read_committed: the LSO
+//! is `min(first_unstable_offset, high_watermark)`. Call
+//! [`ProducerStateManager::on_high_watermark_updated`] when the high watermark moves.
+//!
+//! **Recovery and snapshots.** [`snapshot::write_snapshot`] at segment roll and clean shutdown
+//! (file `<map end offset, 20 digits>.snapshot`); on open, [`snapshot::latest_snapshot`] then
+//! [`ProducerStateManager::load_snapshot`] and replay the log from the snapshot's offset with
+//! [`ProducerStateManager::replay_batch`].
+
+pub mod snapshot;
+pub mod state;
+
+pub use state::{
+    AppendCheck, AppendOrigin, BatchMetadata, CompletedTxn, ProducerAppend, ProducerBatch,
+    ProducerStateConfig, ProducerStateEntry, ProducerStateError, ProducerStateManager,
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
+};
