@@ -10,6 +10,8 @@ pub mod metadata;
 pub mod metrics;
 pub mod network;
 pub mod partition;
+pub mod producer;
 pub mod purgatory;
 pub mod raft;
 pub mod runtime;
+pub mod txn;
