@@ -2,20 +2,29 @@
 //! which actor runs on which arbiter, which addresses each gets, and the request router's
 //! table. This is the one place cross-component `Recipient`s are wired (DESIGN.md §1.2).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::prelude::*;
 use anyhow::Context as _;
+use kactor_actors::controller::apis::{self as controller_apis, BrokerConfigEntry, MetadataApis};
+use kactor_actors::controller::core::ControllerConfig;
+use kactor_actors::controller::startup::{start_kraft, KraftConfig, KraftHandles};
+use kactor_actors::metadata::lifecycle::{BrokerLifecycleConfig, BrokerLifecycleState};
+use kactor_actors::metadata::messages::{SubscribeBrokerConfigChanges, SubscribePartitionChanges};
 use kactor_actors::metrics;
 use kactor_actors::network::api_versions::{bootstrap_finalized_features, supported_features};
 use kactor_actors::network::{
-    features_channel, BoundListener, ConnectionLimits, FinalizedFeatures, ListenerKind,
-    ListenerSpec, NetworkConfig, RequestRouter, SocketServerActor, StopAccepting,
+    features_channel, BoundListener, ConnectionLimits, ListenerKind, ListenerSpec, NetworkConfig,
+    RequestRouter, SocketServerActor, StopAccepting,
 };
+use kactor_actors::partition::apis as partition_apis;
+use kactor_actors::partition::startup::{start_partitions, PartitionLayer, PartitionLayerConfig};
 use kactor_actors::runtime::ArbiterPools;
-use tokio::sync::watch;
+use kactor_protocol::metadata::register_broker_record::BrokerEndpoint;
+use kactor_protocol::Uuid;
 
 use crate::config::BrokerConfig;
 
@@ -25,9 +34,8 @@ pub struct Node {
     pub socket_server: Addr<SocketServerActor>,
     pub listeners: Vec<BoundListener>,
     pub http_address: SocketAddr,
-    /// Given to the MetadataPublisherActor once it exists: it publishes finalized features.
-    #[allow(dead_code)]
-    pub finalized_features: watch::Sender<FinalizedFeatures>,
+    pub partitions: PartitionLayer,
+    pub kraft: KraftHandles,
 }
 
 /// The network settings the SocketServerActor needs, from the broker config.
@@ -84,17 +92,91 @@ fn per_ip_overrides(cfg: &BrokerConfig) -> HashMap<IpAddr, usize> {
         .collect()
 }
 
-/// The request router with every API this build serves. Partition, controller and
-/// coordinator engineers add their `router.register(ApiKey::X, handler)` lines here, with
-/// handlers capturing the `Recipient`s of the actors they talk to.
-fn request_router(_cfg: &BrokerConfig) -> RequestRouter {
-    RequestRouter::new()
+/// `cluster.id` and `directory.id` of each log dir, from the meta.properties written by
+/// `kactor format` (or the automatic format of a lone voter).
+fn read_log_dir_identity(cfg: &BrokerConfig) -> anyhow::Result<(String, Vec<Uuid>)> {
+    let mut cluster_id = None;
+    let mut dir_ids = Vec::new();
+    for dir in cfg.log_dirs() {
+        let path = dir.join("meta.properties");
+        let props = crate::config::read_properties(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        cluster_id = cluster_id.or_else(|| props.get("cluster.id").cloned());
+        if let Some(id) = props
+            .get("directory.id")
+            .and_then(|v| v.parse::<Uuid>().ok())
+        {
+            dir_ids.push(id);
+        }
+    }
+    let cluster_id = cluster_id.context("no cluster.id in any log dir's meta.properties")?;
+    Ok((cluster_id, dir_ids))
+}
+
+/// The broker's own properties as plain (name, value) pairs, for components that resolve topic
+/// config defaults from broker settings.
+fn broker_properties(cfg: &BrokerConfig) -> BTreeMap<String, String> {
+    cfg.entries()
+        .filter_map(|(k, e)| Some((k.to_string(), e.value.clone()?)))
+        .collect()
+}
+
+/// The broker config rows DescribeConfigs reports, in the controller API's shape.
+fn broker_config_entries(cfg: &BrokerConfig) -> Vec<BrokerConfigEntry> {
+    cfg.describe()
+        .into_iter()
+        .map(|d| BrokerConfigEntry {
+            name: d.name.to_string(),
+            value: d.value,
+            source: d.source as i8,
+            config_type: d.config_type as i8,
+            read_only: d.read_only,
+            sensitive: d.sensitive,
+            synonyms: d
+                .synonyms
+                .into_iter()
+                .map(|(n, v, src)| (n, Some(v), src as i8))
+                .collect(),
+            documentation: Some(d.documentation.to_string()).filter(|s| !s.is_empty()),
+        })
+        .collect()
+}
+
+/// The endpoints this broker registers with the controller (advertised, non-controller).
+fn broker_endpoints(cfg: &BrokerConfig) -> Vec<BrokerEndpoint> {
+    let protocols = cfg.security_protocol_map();
+    cfg.broker_listeners()
+        .into_iter()
+        .map(|e| BrokerEndpoint {
+            security_protocol: security_protocol_id(
+                protocols
+                    .get(&e.name)
+                    .map(String::as_str)
+                    .unwrap_or(&e.name),
+            ),
+            name: e.name,
+            host: e.host,
+            port: e.port,
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Kafka's `SecurityProtocol` ids.
+fn security_protocol_id(name: &str) -> i16 {
+    match name {
+        "SSL" => 1,
+        "SASL_PLAINTEXT" => 2,
+        "SASL_SSL" => 3,
+        _ => 0,
+    }
 }
 
 /// Starts every component. Must run inside the actix `System`.
 pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     let readiness = metrics::readiness();
     readiness.require("listeners");
+    readiness.require("metadata");
 
     let pools = ArbiterPools::start(
         cfg.get_i32("num.network.threads") as usize,
@@ -102,7 +184,89 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     );
     let (finalized_features, features) =
         features_channel(supported_features(), bootstrap_finalized_features());
-    let router: Arc<RequestRouter> = request_router(cfg).build(features);
+
+    let node_id = cfg.node_id();
+    let (cluster_id, log_dir_ids) = read_log_dir_identity(cfg)?;
+    let log_dirs = cfg.log_dirs();
+    let metadata_log_dir = cfg
+        .get_str("metadata.log.dir")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| log_dirs[0].clone());
+    let voters: BTreeSet<i32> = cfg.quorum_voters().iter().map(|v| v.node_id).collect();
+    let controller_listeners: Vec<(String, String, u16)> = {
+        let names = cfg.get_list("controller.listener.names");
+        cfg.listeners()
+            .into_iter()
+            .filter(|l| names.contains(&l.name))
+            .map(|l| (l.name, l.host, l.port))
+            .collect()
+    };
+    let controller_cfg = cfg.is_controller().then(|| ControllerConfig {
+        node_id,
+        cluster_id: cluster_id.clone(),
+        num_partitions: cfg.get_i32("num.partitions"),
+        default_replication_factor: cfg.get_i32("default.replication.factor") as i16,
+        min_insync_replicas: cfg.get_i32("min.insync.replicas"),
+        broker_session_timeout_ms: cfg.get_i64("broker.session.timeout.ms"),
+        delete_topic_enable: cfg.get_bool("delete.topic.enable"),
+        static_broker_configs: broker_properties(cfg),
+    });
+    let broker_cfg = cfg.is_broker().then(|| BrokerLifecycleConfig {
+        node_id,
+        cluster_id: cluster_id.clone(),
+        incarnation_id: Uuid::random(),
+        listeners: broker_endpoints(cfg),
+        rack: cfg.get_str("broker.rack").map(str::to_string),
+        log_dirs: log_dir_ids,
+        heartbeat_interval_ms: cfg.get_i64("broker.heartbeat.interval.ms") as u64,
+    });
+    let kraft = start_kraft(
+        &pools.controller(),
+        KraftConfig {
+            node_id,
+            voters,
+            metadata_log_dir,
+            election_timeout_ms: cfg.get_i64("controller.quorum.election.timeout.ms"),
+            metadata_log_segment_bytes: cfg.get_i32("metadata.log.segment.bytes"),
+            controller: controller_cfg,
+            broker: broker_cfg,
+            finalized_features: Some(finalized_features),
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("cannot start the metadata quorum: {e}"))?;
+
+    let partitions = start_partitions(
+        PartitionLayerConfig::new(node_id, log_dirs, broker_properties(cfg)),
+        Some(&pools),
+    )
+    .map_err(|e| anyhow::anyhow!("cannot load the partition logs: {e}"))?;
+    let registry = partitions.registry.addr().clone();
+    kraft.publisher.do_send(SubscribePartitionChanges {
+        subscriber: registry.clone().recipient(),
+    });
+    kraft.publisher.do_send(SubscribeBrokerConfigChanges {
+        subscriber: registry.recipient(),
+    });
+
+    let mut router = RequestRouter::new();
+    if let Some(controller) = &kraft.controller {
+        controller_apis::register(
+            &mut router,
+            MetadataApis {
+                node_id,
+                cluster_id: cluster_id.clone(),
+                controller: controller.clone(),
+                raft: kraft.raft.clone(),
+                image: kraft.image.clone(),
+                auto_create_topics_enable: cfg.get_bool("auto.create.topics.enable"),
+                broker_configs: Arc::new(broker_config_entries(cfg)),
+                controller_listeners,
+            },
+        );
+    }
+    partition_apis::register(&mut router, partitions.apis.clone());
+    let router: Arc<RequestRouter> = router.build(features);
 
     let http: SocketAddr = cfg
         .get_str("kactor.http.address")
@@ -120,12 +284,29 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     for l in &listeners {
         tracing::info!(listener = %l.name, address = %l.address, "listener bound");
     }
+    // Ready once this broker is registered and unfenced (its metadata caught up).
+    if let Some(mut state) = kraft.broker_state.clone() {
+        actix_rt::spawn(async move {
+            loop {
+                if *state.borrow() == BrokerLifecycleState::Running {
+                    metrics::readiness().set("metadata", true);
+                    break;
+                }
+                if state.changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+    } else {
+        readiness.set("metadata", true);
+    }
     Ok(Node {
         pools,
         socket_server,
         listeners,
         http_address,
-        finalized_features,
+        partitions,
+        kraft,
     })
 }
 
@@ -134,6 +315,12 @@ impl Node {
     pub async fn shutdown(self) {
         metrics::readiness().set("listeners", false);
         let _ = self.socket_server.send(StopAccepting).await;
+        // Flush and checkpoint every log and write the clean-shutdown marker, so the next start
+        // skips recovery.
+        if let Err(e) = self.partitions.shutdown().await {
+            tracing::error!(error = %e, "log shutdown failed; the next start will run recovery");
+        }
+        let _ = &self.kraft;
         self.pools.stop();
     }
 }

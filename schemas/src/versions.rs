@@ -19,6 +19,18 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DeleteRecords,
     ApiKey::OffsetForLeaderEpoch,
     ApiKey::DescribeLogDirs,
+    // Metadata and admin APIs (actors/src/controller/apis.rs).
+    ApiKey::Metadata,
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::CreatePartitions,
+    ApiKey::DescribeConfigs,
+    ApiKey::AlterConfigs,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::DescribeCluster,
+    ApiKey::DescribeTopicPartitions,
+    ApiKey::DescribeQuorum,
+    ApiKey::UpdateFeatures,
 ];
 
 /// The (min, max) version advertised for `api_key`, or None if this build does not serve it.
