@@ -7,8 +7,8 @@ pub mod records;
 pub mod versions;
 
 pub use codec::{
-    DecodeError, Decode, Encode, EncodeError, FileSlice, Message, RawTaggedField, Records,
-    Request, Uuid, Writer,
+    Decode, DecodeError, Encode, EncodeError, FileSlice, Message, RawTaggedField, Records, Request,
+    Uuid, Writer,
 };
 pub use generated::{coordinator, messages, metadata};
 pub use messages::{

@@ -5,9 +5,8 @@
 use bytes::Bytes;
 use kactor_protocol::codec::Writer;
 use kactor_protocol::messages::{
-    api_versions_request, api_versions_response, metadata_request, produce_request,
-    ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, ProduceRequest, RequestHeader,
-    ResponseHeader,
+    api_versions_response, metadata_request, produce_request, ApiVersionsRequest,
+    ApiVersionsResponse, MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader,
 };
 use kactor_protocol::{
     request_header_version, response_header_version, ApiKey, Decode, Encode, Records, RequestBody,
