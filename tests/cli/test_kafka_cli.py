@@ -244,7 +244,7 @@ def test_metadata_quorum_describe(cli, broker):
 
 
 def test_producer_perf_test_smoke(cli, broker, topic_name):
-    """kafka-producer-perf-test runs against the broker (the benchmark in scripts/bench uses it
+    """kafka-producer-perf-test runs against the broker (scripts/bench-kafka-tools uses it
     at scale; here only that it completes and reports)."""
     create_topic(broker, topic_name)
     out = cli.run("producer-perf-test", "--topic", topic_name, "--num-records", "2000",

@@ -2,7 +2,7 @@
 """Benchmark (not a test): kafka-producer-perf-test / kafka-consumer-perf-test from the Kafka
 4.4.0 jars against a freshly started broker (kactor, or Apache Kafka with --target kafka):
 1 KiB records at acks=1 and acks=all; prints records/s, MB/s, latency percentiles, idle RSS and
-start-up-to-ready time. Run through scripts/bench, which sets up the venv and jars."""
+start-up-to-ready time. Run through scripts/bench-kafka-tools, which sets up the venv and jars."""
 import argparse
 import os
 import re
