@@ -1,0 +1,642 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of kactor and Apache Kafka 4.4.0 (issue #7), run by scripts/bench.
+
+Both brokers run one after the other on the same data directory, the same ports and the same
+flush policy (log.flush.interval.messages = Long.MAX: neither fsyncs per request), single node
+in combined mode; Kafka with the heap and GC flags kafka-server-start.sh gives it. The load is
+bench/ (kactor-bench, librdkafka via the rdkafka crate) for every scenario, plus Kafka's own
+ProducerPerformance / ConsumerPerformance for reference; the machine's ceilings (loopback TCP,
+librdkafka's mock broker) are measured in the same run. Prints a markdown report and writes
+it to bench/RESULTS.md (or --out).
+
+Broker start/stop and the Kafka command lines come from tests/harness (the test engineer's
+harness); this file only adds fixed ports, Kafka's default JVM flags and /proc sampling."""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from harness.broker import Broker, BrokerError, java_cmd, random_cluster_id  # noqa: E402
+from harness.cli import MAIN_CLASSES  # noqa: E402
+
+LONG_MAX = "9223372036854775807"
+# The same broker settings for both: Kafka's defaults made explicit where they decide
+# durability or batching, so that neither side fsyncs per request.
+COMMON_OVERRIDES = {
+    "log.flush.interval.messages": LONG_MAX,
+    "auto.create.topics.enable": "true",
+    "num.partitions": "1",
+}
+# kafka-server-start.sh (KAFKA_HEAP_OPTS) and kafka-run-class.sh (KAFKA_JVM_PERFORMANCE_OPTS).
+KAFKA_JVM_DEFAULTS = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                      "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                      "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"]
+PORTS = {"client": 19092, "controller": 19093, "http": 19094}
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MIB = 1 << 20
+
+
+# ---------------------------------------------------------------------------------------------
+# Brokers
+# ---------------------------------------------------------------------------------------------
+class BenchBroker(Broker):
+    """A harness Broker on fixed ports, with Kafka's production JVM flags, that notes the
+    wall-clock time of its launch and leaves readiness to the first-produce probe."""
+
+    def __init__(self, workdir, target):
+        super().__init__(workdir, target=target, overrides=COMMON_OVERRIDES, name=target)
+        self.port, self.controller_port, self.http_port = (
+            PORTS["client"], PORTS["controller"], PORTS["http"])
+        self.launched_at = None
+        # A cluster id that starts with '-' reads as an option to kafka-storage's parser.
+        while self.cluster_id.startswith("-"):
+            self.cluster_id = random_cluster_id()
+
+    def command(self):
+        # start() calls command() for its log line and then for Popen: the last call is the
+        # closest observable point to the exec.
+        self.launched_at = time.time()
+        if self.target == "kafka":
+            log4j = ROOT / "tests" / "java" / "log4j2-broker.properties"
+            return (["java"] + KAFKA_JVM_DEFAULTS
+                    + [f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{kafka_libs()}/*",
+                       "kafka.Kafka", str(self.config_path)])
+        return super().command()
+
+    def wait_ready(self, timeout=90):
+        # Readiness is measured by `kactor-bench first-produce` right after start().
+        if self.proc.poll() is not None:
+            raise BrokerError(f"{self.name} exited during start-up:\n{self.log_tail()}")
+
+    def proc_status(self, key):
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+        return None
+
+    def cpu_seconds(self):
+        """utime + stime of the broker process (all its threads), from /proc/<pid>/stat."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def kafka_libs():
+    return Path(os.environ.get("KAFKA_LIBS", ROOT / ".cache" / "kafka-libs"))
+
+
+def ports_free():
+    for p in PORTS.values():
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# The load tool
+# ---------------------------------------------------------------------------------------------
+def load_bin():
+    target_dir = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    return Path(os.environ.get("KACTOR_BENCH_BIN", target_dir / "release" / "kactor-bench"))
+
+
+def tool(*args, timeout=300):
+    """Runs kactor-bench; returns its JSON result, or {"error": ...} if it failed."""
+    cmd = [str(load_bin())] + [str(a) for a in args]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout}s"}
+    if out.returncode != 0:
+        msg = (out.stderr.strip().splitlines() or ["exit %d" % out.returncode])[-1]
+        return {"error": msg[:300]}
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": f"unparseable output: {out.stdout[-200:]!r}"}
+
+
+def log(msg):
+    print(f"[{datetime.datetime.now(datetime.timezone.utc):%H:%M:%S}] {msg}", file=sys.stderr,
+          flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenarios
+# ---------------------------------------------------------------------------------------------
+class Produce:
+    def __init__(self, size, acks, partitions, producers):
+        self.size, self.acks, self.partitions, self.producers = size, acks, partitions, producers
+
+    @property
+    def name(self):
+        size = "1KiB" if self.size == 1024 else f"{self.size}B"
+        return f"produce {size} acks={self.acks} p={self.partitions} x{self.producers}"
+
+    @property
+    def topic(self):
+        return f"bench-{self.size}-acks{self.acks}-p{self.partitions}-x{self.producers}"
+
+
+def plan(mode, only):
+    if mode == "smoke":
+        prods = [Produce(1024, "1", 1, 1), Produce(100, "all", 1, 1)]
+        durations = {"produce": 2.0, "consume": 10.0, "e2e": 3.0, "mock": 1.0, "tcp": 0.5}
+    else:
+        prods = [Produce(s, a, p, x) for s in (100, 1024) for a in ("1", "all")
+                 for p in (1, 8) for x in (1, 4)]
+        if mode == "quick":
+            prods = [p for p in prods if p.producers == 1 and (p.partitions == 1 or p.acks == "1")]
+            durations = {"produce": 4.0, "consume": 30.0, "e2e": 6.0, "mock": 2.0, "tcp": 1.0}
+        else:
+            durations = {"produce": 10.0, "consume": 60.0, "e2e": 15.0, "mock": 5.0, "tcp": 2.0}
+    if only:
+        rx = re.compile(only)
+        prods = [p for p in prods if rx.search(p.name)]
+    # Consumer throughput reads back what a single acks=1 producer wrote.
+    consumes = [p for p in prods if p.producers == 1 and p.acks == "1"]
+    e2e = [(1024, a) for a in ("1", "all")
+           if any(p.size == 1024 and p.acks == a and p.partitions == 1 and p.producers == 1
+                  for p in prods)] or ([(prods[0].size, prods[0].acks)] if prods else [])
+    if mode == "smoke":
+        e2e = e2e[:1]
+    return prods, consumes, e2e, durations
+
+
+def max_records(size):
+    # Bounds each run's disk use to about 2 GiB whatever the broker's speed.
+    return min(20_000_000, (2 << 30) // size)
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+# ---------------------------------------------------------------------------------------------
+def run_ceilings(prods, durations, tcp_sizes):
+    res = {"tcp": {}, "mock": {}}
+    for ws in tcp_sizes:
+        res["tcp"][ws] = tool("tcp", "--write-size", ws, "--duration-s", durations["tcp"])
+        log(f"tcp {ws} B writes: {res['tcp'][ws].get('mib_per_s')} MiB/s")
+    for p in prods:
+        r = tool("produce", "--mock", "--topic", p.topic, "--partitions", p.partitions,
+                 "--record-size", p.size, "--acks", p.acks, "--producers", p.producers,
+                 "--duration-s", durations["mock"], "--max-records", max_records(p.size))
+        res["mock"][p.name] = r
+        log(f"mock {p.name}: {r.get('records_per_s', r.get('error'))} rec/s")
+    return res
+
+
+def java_perf(b, topic, records, timeout=180):
+    """Kafka's kafka-producer-perf-test then kafka-consumer-perf-test (reference figures)."""
+    out = {}
+    cmd = java_cmd(MAIN_CLASSES["producer-perf-test"],
+                   ["--topic", topic, "--num-records", records, "--record-size", 1024,
+                    "--throughput", -1, "--producer-props", f"bootstrap.servers={b.bootstrap}",
+                    "acks=1"], heap="256m", quick=False)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        last = (p.stdout.strip().splitlines() or [""])[-1]
+        m = re.search(r"([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+                      r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, "
+                      r"(\d+) ms 99.9th", last)
+        out["producer"] = ({"records_per_s": float(m[1]), "mb_per_s": float(m[2]),
+                            "avg_ms": float(m[3]), "max_ms": float(m[4]), "p50_ms": int(m[5]),
+                            "p99_ms": int(m[7]), "p999_ms": int(m[8])}
+                           if m else {"error": (p.stderr.strip() or last)[-300:]})
+    except subprocess.TimeoutExpired:
+        out["producer"] = {"error": f"timed out after {timeout}s"}
+    cmd = java_cmd(MAIN_CLASSES["consumer-perf-test"],
+                   ["--bootstrap-server", b.bootstrap, "--topic", topic, "--num-records", records,
+                    "--timeout", 30000], heap="256m", quick=False)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        rows = [ln for ln in p.stdout.splitlines() if ln and ln[0].isdigit()]
+        if p.returncode == 0 and rows:
+            cols = [c.strip() for c in rows[-1].split(",")]
+            # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg,
+            # nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+            out["consumer"] = {"mb_per_s": float(cols[3]), "records_per_s": float(cols[5]),
+                               "records": int(cols[4]), "fetch_mb_per_s": float(cols[8])}
+        else:
+            out["consumer"] = {"error": (p.stderr.strip() or p.stdout.strip())[-300:]}
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        out["consumer"] = {"error": str(e)[:300]}
+    return out
+
+
+def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, java_tools):
+    """Everything measured against one broker; returns a dict of results (never raises for a
+    scenario failure: the failure is recorded in its cell)."""
+    res = {"target": target, "produce": {}, "consume": {}, "e2e": {}, "loadavg_start":
+           os.getloadavg()}
+    if datadir.exists():
+        shutil.rmtree(datadir)
+    b = BenchBroker(datadir, target)
+    try:
+        b.start()
+        fp = tool("first-produce", "--bootstrap", b.bootstrap, "--topic", "bench-first",
+                  "--since-unix-us", int(b.launched_at * 1e6), "--timeout-s", 180, timeout=200)
+        res["first_produce"] = fp
+        if "error" in fp:
+            res["fatal"] = f"no first produce: {fp['error']}"
+            return res
+        log(f"{target}: first produce after {fp['start_to_first_produce_ms']:.0f} ms")
+        time.sleep(3)
+        res["idle_rss"] = b.proc_status("VmRSS")
+        cpu_total, bytes_total = 0.0, 0
+        for p in prods:
+            if not b.is_running():
+                raise BrokerError(f"{target} died:\n{b.log_tail(20)}")
+            c0 = b.cpu_seconds()
+            r = tool("produce", "--bootstrap", b.bootstrap, "--topic", p.topic,
+                     "--partitions", p.partitions, "--record-size", p.size, "--acks", p.acks,
+                     "--producers", p.producers, "--duration-s", durations["produce"],
+                     "--max-records", max_records(p.size))
+            cpu = b.cpu_seconds() - c0
+            r["broker_cpu_s"] = round(cpu, 3)
+            if "error" not in r and r.get("bytes"):
+                # Topic creation is inside the window; it is small next to the load.
+                r["cpu_s_per_gb"] = round(cpu / (r["bytes"] / 1e9), 3)
+                cpu_total += cpu
+                bytes_total += r["bytes"]
+            res["produce"][p.name] = r
+            log(f"{target} {p.name}: {r.get('records_per_s', r.get('error'))} rec/s, "
+                f"{r.get('mib_per_s')} MiB/s, cpu {cpu:.1f}s")
+        res["cpu_s_per_gb"] = round(cpu_total / (bytes_total / 1e9), 3) if bytes_total else None
+        for p in consumes:
+            written = res["produce"].get(p.name, {}).get("records")
+            if not written:
+                continue
+            c0 = b.cpu_seconds()
+            r = tool("consume", "--bootstrap", b.bootstrap, "--topic", p.topic,
+                     "--expect", written, "--duration-s", durations["consume"])
+            r["broker_cpu_s"] = round(b.cpu_seconds() - c0, 3)
+            res["consume"][p.name.replace("produce", "consume")] = r
+            log(f"{target} consume {p.topic}: {r.get('records_per_s', r.get('error'))} rec/s")
+        for size, acks in e2es:
+            rate = e2e_rates.get((size, acks))
+            if not rate:
+                mx = res["produce"].get(Produce(size, acks, 1, 1).name, {}).get("records_per_s")
+                rate = e2e_rates[(size, acks)] = round(mx * 0.5) if mx else 1000
+            r = tool("e2e", "--bootstrap", b.bootstrap, "--topic", f"bench-e2e-{size}-{acks}",
+                     "--record-size", size, "--acks", acks, "--rate", rate,
+                     "--duration-s", durations["e2e"], timeout=durations["e2e"] + 120)
+            res["e2e"][(size, acks)] = r
+            log(f"{target} e2e {size}B acks={acks} @ {rate}/s: {r.get('latency', r.get('error'))}")
+        if java_tools and prods:
+            topic = "bench-javaperf"
+            tool("create-topic", "--bootstrap", b.bootstrap, "--topic", topic)
+            res["java"] = java_perf(b, topic, 300_000 if durations["produce"] < 10 else 1_000_000)
+            log(f"{target} java perf tools: {res['java']}")
+        res["peak_rss"] = b.proc_status("VmHWM")
+    except (BrokerError, OSError) as e:
+        res["fatal"] = str(e)[:500]
+        log(f"{target}: {res['fatal']}")
+    finally:
+        res["stop_rc"] = b.stop()
+        res["loadavg_end"] = os.getloadavg()
+        res["log_tail"] = b.log_tail(15)
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------------
+def fmt_rate(r):
+    if not r:
+        return "–"
+    if "error" in r:
+        return "failed"
+    return f"{r['records_per_s']:,.0f} ({r['mib_per_s']:.1f} MiB/s)"
+
+
+def ratio(a, b, invert=False):
+    if a is None or b is None or b == 0 or a == 0:
+        return "–"
+    return f"{(b / a if invert else a / b):.2f}×"
+
+
+def get(d, *path):
+    for k in path:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def machine():
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{platform.node()}: {cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, "
+            f"Linux {platform.release()}")
+
+
+def git_rev():
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def col(res, target):
+    return res.get(target) or {}
+
+
+def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_start):
+    K, R = col(res, "kafka"), col(res, "kactor")
+
+    def pending(r):
+        if not r:
+            return "not run"
+        return f"pending ({r['fatal'][:120]})" if "fatal" in r else None
+
+    out = []
+    w = out.append
+    w("# kactor vs Apache Kafka 4.4.0 — benchmark results\n")
+    w(f"- Date: {t_start:%Y-%m-%d %H:%M} UTC; command: `scripts/bench {' '.join(args.argv)}`"
+      f" (mode {args.mode}); kactor commit {git_rev()}")
+    w(f"- Machine: {machine()}")
+    w(f"- Load average (1/5/15 min) at start: {' / '.join(f'{x:.2f}' for x in load_start)}; "
+      + "; ".join(f"{t} run {' / '.join(f'{x:.2f}' for x in col(res, t).get('loadavg_start', ()))}"
+                  for t in ("kafka", "kactor") if col(res, t))
+      + (" — **the machine was shared with other work: absolute figures are noisy**"
+         if load_start[0] >= 3 else ""))
+    w("- Both brokers: single node, combined mode (broker+controller), same data dir and ports, "
+      "`log.flush.interval.messages=Long.MAX` (no fsync per request). Kafka: "
+      f"`{' '.join(KAFKA_JVM_DEFAULTS[:2])}` G1 (kafka-server-start.sh defaults).")
+    w("- Load: kactor-bench (librdkafka 2.12.1 via rdkafka 0.38), linger.ms=5, no compression, "
+      "no idempotence, records without keys spread round-robin over the partitions; "
+      f"{args.durations['produce']:.0f} s per producer scenario. Ratios are kactor / Kafka "
+      "(for latency, CPU and memory lower is better, so the ratio shown is kactor / Kafka too).")
+    for t, r in (("kactor", R), ("Apache Kafka", K)):
+        if pending(r):
+            w(f"- **{t}: {pending(r)}**")
+    w("")
+
+    w("## Producer throughput (records/s, MiB/s of values)\n")
+    w("| scenario | Apache Kafka | kactor | kactor / Kafka | mock broker (ceiling) | "
+      "kactor / mock | p99 ms Kafka | p99 ms kactor |")
+    w("|---|---|---|---|---|---|---|---|")
+    for p in prods:
+        k, r, m = get(K, "produce", p.name), get(R, "produce", p.name), ceilings["mock"].get(p.name)
+        w(f"| {p.name} | {fmt_rate(k)} | {fmt_rate(r)} | "
+          f"{ratio(get(r, 'records_per_s'), get(k, 'records_per_s'))} | {fmt_rate(m)} | "
+          f"{ratio(get(r, 'records_per_s'), get(m, 'records_per_s'))} | "
+          f"{ms(get(k, 'latency', 'p99_us'))} | {ms(get(r, 'latency', 'p99_us'))} |")
+    w("")
+    if consumes:
+        w("## Consumer throughput (reading back what one acks=1 producer wrote)\n")
+        w("| scenario | Apache Kafka | kactor | kactor / Kafka |")
+        w("|---|---|---|---|")
+        for p in consumes:
+            n = p.name.replace("produce", "consume")
+            k, r = get(K, "consume", n), get(R, "consume", n)
+            w(f"| {n} | {fmt_rate(k)}{incomplete(k)} | {fmt_rate(r)}{incomplete(r)} | "
+              f"{ratio(get(r, 'records_per_s'), get(k, 'records_per_s'))} |")
+        w("")
+    if e2es:
+        w("## End-to-end latency at a fixed rate (50% of Kafka's max; µs from scheduled send "
+          "to consume; linger.ms=0)\n")
+        w("| scenario | metric | Apache Kafka | kactor | kactor / Kafka |")
+        w("|---|---|---|---|---|")
+        for key in e2es:
+            size, acks = key
+            k, r = get(K, "e2e", key), get(R, "e2e", key)
+            rate = e2e_rates.get(key)
+            label = (f"{'1KiB' if size == 1024 else f'{size}B'} acks={acks} p=1 @ "
+                     + (f"{rate:,}/s" if rate else "?"))
+            for metric, name in (("p50_us", "p50"), ("p99_us", "p99"), ("p999_us", "p99.9"),
+                                 ("max_us", "max")):
+                kv, rv = get(k, "latency", metric), get(r, "latency", metric)
+                w(f"| {label} | {name} | {us(kv, k)} | {us(rv, r)} | {ratio(rv, kv)} |")
+            w(f"| {label} | received / sent | {recv(k)} | {recv(r)} | |")
+        w("")
+    w("## Broker resources\n")
+    w("| metric | Apache Kafka | kactor | kactor / Kafka |")
+    w("|---|---|---|---|")
+    rows = [
+        ("CPU seconds per GB written (all producer scenarios)", K.get("cpu_s_per_gb"),
+         R.get("cpu_s_per_gb"), lambda v: f"{v:.2f}"),
+        ("idle RSS (MiB, 3 s after first produce)", mib(K.get("idle_rss")),
+         mib(R.get("idle_rss")), lambda v: f"{v:.1f}"),
+        ("peak RSS (MiB, VmHWM)", mib(K.get("peak_rss")), mib(R.get("peak_rss")),
+         lambda v: f"{v:.1f}"),
+        ("start to first produce (ms; includes CreateTopics)",
+         get(K, "first_produce", "start_to_first_produce_ms"),
+         get(R, "first_produce", "start_to_first_produce_ms"), lambda v: f"{v:.0f}"),
+    ]
+    for name, kv, rv, f in rows:
+        w(f"| {name} | {f(kv) if kv is not None else '–'} | {f(rv) if rv is not None else '–'} "
+          f"| {ratio(rv, kv)} |")
+    w("")
+    if get(K, "java") or get(R, "java"):
+        w("## Reference: Kafka's own perf tools (1 KiB, acks=1, Java client defaults)\n")
+        w("| tool | Apache Kafka | kactor | kactor / Kafka |")
+        w("|---|---|---|---|")
+        kp, rp = get(K, "java", "producer"), get(R, "java", "producer")
+        w(f"| kafka-producer-perf-test records/s (MB/s) | {jp(kp)} | {jp(rp)} | "
+          f"{ratio(get(rp, 'records_per_s'), get(kp, 'records_per_s'))} |")
+        w(f"| kafka-producer-perf-test p99 / p99.9 ms | {jl(kp)} | {jl(rp)} | |")
+        kc, rc = get(K, "java", "consumer"), get(R, "java", "consumer")
+        w(f"| kafka-consumer-perf-test records/s (MB/s) | {jp(kc)} | {jp(rc)} | "
+          f"{ratio(get(rc, 'records_per_s'), get(kc, 'records_per_s'))} |")
+        w("")
+    w("## Machine ceilings (same run)\n")
+    w("| ceiling | value |")
+    w("|---|---|")
+    for ws, r in ceilings["tcp"].items():
+        v = f"{r['mib_per_s']:,.0f} MiB/s ({r['writes_per_s']:,.0f} writes/s)" \
+            if "error" not in r else "failed"
+        w(f"| loopback TCP, {ws} B writes (one connection) | {v} |")
+    w("| librdkafka mock broker (`test.mock.num.brokers`) | see the producer table |")
+    w("")
+    w(targets(K, R, prods, consumes, e2es, ceilings))
+    errs = [(t, n, get(v, "error") or get(v, "first_error"))
+            for t, c in (("kafka", K), ("kactor", R))
+            for sect in ("produce", "consume", "e2e") for n, v in (c.get(sect) or {}).items()
+            if get(v, "error") or get(v, "first_error")]
+    if errs:
+        w("## Errors seen\n")
+        for t, n, e in errs[:20]:
+            w(f"- {t} {n}: {e}")
+        w("")
+    return "\n".join(out)
+
+
+def targets(K, R, prods, consumes, e2es, ceilings):
+    """The issue's targets, checked against this run's figures."""
+    lines = ["## Targets (issue #7)\n", "| target | measured | met |", "|---|---|---|"]
+
+    def row(name, value, ok):
+        lines.append(f"| {name} | {value} | {'–' if ok is None else ('yes' if ok else 'no')} |")
+
+    def prod_ratio(size, acks):
+        rs = [(get(R, "produce", p.name, "records_per_s"), get(K, "produce", p.name,
+                                                                "records_per_s"))
+              for p in prods if p.size == size and p.acks == acks]
+        rs = [r / k for r, k in rs if r and k]
+        return min(rs) if rs else None
+
+    for size, need in ((1024, 1.5), (100, 2.0)):
+        for acks in ("1", "all"):
+            v = prod_ratio(size, acks)
+            row(f"producer {size} B acks={acks} ≥ {need}× Kafka (worst scenario)",
+                f"{v:.2f}×" if v else "–", None if v is None else v >= need)
+    cr = [get(R, "consume", n, "records_per_s") / get(K, "consume", n, "records_per_s")
+          for n in (p.name.replace("produce", "consume") for p in consumes)
+          if get(R, "consume", n, "records_per_s") and get(K, "consume", n, "records_per_s")]
+    row("consumer ≥ 1.5× Kafka (worst)", f"{min(cr):.2f}×" if cr else "–",
+        None if not cr else min(cr) >= 1.5)
+    for metric, need in (("p99_us", 0.5), ("p999_us", 0.25)):
+        rs = [get(R, "e2e", k, "latency", metric) / get(K, "e2e", k, "latency", metric)
+              for k in e2es if get(R, "e2e", k, "latency", metric)
+              and get(K, "e2e", k, "latency", metric)]
+        row(f"e2e {metric[:-3].replace('p999', 'p99.9')} ≤ {need}× Kafka (worst)",
+            f"{max(rs):.2f}×" if rs else "–", None if not rs else max(rs) <= need)
+    kc, rc = K.get("cpu_s_per_gb"), R.get("cpu_s_per_gb")
+    row("CPU per GB ≤ 0.5× Kafka", f"{rc / kc:.2f}×" if kc and rc else "–",
+        None if not (kc and rc) else rc / kc <= 0.5)
+    idle = mib(R.get("idle_rss"))
+    row("idle RSS ≤ 30 MiB", f"{idle:.1f} MiB" if idle else "–", None if not idle else idle <= 30)
+    fp = get(R, "first_produce", "start_to_first_produce_ms")
+    row("start to first produce ≤ 100 ms", f"{fp:.0f} ms" if fp else "–",
+        None if not fp else fp <= 100)
+    ms_ = [get(R, "produce", p.name, "records_per_s") / get(ceilings, "mock", p.name,
+                                                             "records_per_s")
+           for p in prods if p.size == 1024 and get(R, "produce", p.name, "records_per_s")
+           and get(ceilings, "mock", p.name, "records_per_s")]
+    row("producer 1 KiB ≥ 70% of the mock-broker ceiling (worst)",
+        f"{min(ms_):.0%}" if ms_ else "–", None if not ms_ else min(ms_) >= 0.7)
+    lines.append("")
+    return "\n".join(lines)
+
+
+def ms(v):
+    return f"{v / 1000:.1f}" if v is not None else "–"
+
+
+def us(v, r):
+    if r and "error" in r:
+        return "failed"
+    return f"{v:,}" if v is not None else "–"
+
+
+def mib(v):
+    return v / MIB if v else None
+
+
+def recv(r):
+    if not r or "error" in r:
+        return "–"
+    return f"{r['received']:,} / {r['sent']:,}"
+
+
+def incomplete(r):
+    if r and "error" not in r and not r.get("complete", True):
+        return f" (incomplete: {r['records']:,}/{r['expected']:,})"
+    return ""
+
+
+def jp(r):
+    if not r:
+        return "–"
+    if "error" in r:
+        return "failed"
+    return f"{r['records_per_s']:,.0f} ({r['mb_per_s']:.1f})"
+
+
+def jl(r):
+    if not r or "error" in r:
+        return "–"
+    return f"{r['p99_ms']} / {r['p999_ms']}"
+
+
+# ---------------------------------------------------------------------------------------------
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--smoke", dest="mode", action="store_const", const="smoke",
+                   help="≈10 s of load per broker, 2 producer scenarios (CI)")
+    g.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                   help="fewer, shorter scenarios")
+    ap.set_defaults(mode="full")
+    ap.add_argument("--only", help="regex over scenario names, e.g. '1KiB acks=1'")
+    ap.add_argument("--brokers", default="kafka,kactor",
+                    help="which brokers, in order (Kafka first sets the e2e rate)")
+    ap.add_argument("--no-java-tools", action="store_true",
+                    help="skip kafka-producer/consumer-perf-test")
+    ap.add_argument("--no-ceilings", action="store_true")
+    ap.add_argument("--e2e-rate", type=int, help="fixed e2e rate instead of 50%% of Kafka's max")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"),
+                    help="where to write the report ('-' for nowhere)")
+    ap.add_argument("--json", help="also dump the raw results here")
+    args = ap.parse_args(argv)
+    args.argv = argv
+    if not load_bin().exists():
+        sys.exit(f"{load_bin()} missing: build with `cargo build --release -p kactor-bench`")
+    if not ports_free():
+        sys.exit(f"ports {sorted(PORTS.values())} are in use on 127.0.0.1")
+    prods, consumes, e2es, durations = plan(args.mode, args.only)
+    args.durations = durations
+    if args.mode == "smoke" or args.no_java_tools:
+        java_tools = False
+    else:
+        java_tools = True
+    t_start = datetime.datetime.now(datetime.timezone.utc)
+    load_start = os.getloadavg()
+    log(f"mode {args.mode}: {len(prods)} producer, {len(consumes)} consumer, {len(e2es)} e2e "
+        f"scenarios; load average {load_start[0]:.2f}")
+    tcp_sizes = sorted({p.size for p in prods} | {65536})
+    ceilings = ({"tcp": {}, "mock": {}} if args.no_ceilings
+                else run_ceilings(prods, durations, tcp_sizes))
+    e2e_rates = {k: args.e2e_rate for k in e2es} if args.e2e_rate else {}
+    datadir = ROOT / ".cache" / "bench-data"
+    res = {}
+    for target in [t.strip() for t in args.brokers.split(",") if t.strip()]:
+        log(f"==== {target}")
+        res[target] = run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates,
+                                 java_tools)
+    shutil.rmtree(datadir, ignore_errors=True)
+    text = report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_start)
+    print(text)
+    if args.out != "-":
+        Path(args.out).write_text(text + "\n")
+        log(f"written to {args.out}")
+    if args.json:
+        def keys(o):
+            if isinstance(o, dict):
+                return {(k if isinstance(k, str) else "-".join(map(str, k))): keys(v)
+                        for k, v in o.items()}
+            return o
+        Path(args.json).write_text(json.dumps(keys({"results": res, "ceilings": ceilings}),
+                                              default=str, indent=1))
+    bad = [t for t in res if "fatal" in res[t]]
+    return 1 if bad and args.mode == "smoke" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

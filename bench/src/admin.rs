@@ -1,0 +1,196 @@
+//! Topic creation and start-to-first-produce, through librdkafka's admin client (the
+//! counterpart of `kafka-topics --create`), or through the mock cluster's own topic table.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use rdkafka::types::RDKafkaErrorCode;
+use serde_json::{json, Value};
+
+use crate::produce::{Counters, Ctx};
+use crate::{check_loopback, Conn};
+
+/// Where the load goes: a real broker on loopback, or an in-process mock cluster that lives
+/// as long as this value.
+pub struct Target {
+    pub bootstrap: String,
+    extra: Vec<(String, String)>,
+    mock: Option<MockCluster<'static, DefaultProducerContext>>,
+}
+
+impl Target {
+    pub fn new(conn: &Conn) -> Result<Self> {
+        if conn.mock {
+            let mock = MockCluster::new(1).context("starting librdkafka's mock cluster")?;
+            return Ok(Target {
+                bootstrap: mock.bootstrap_servers(),
+                extra: conn.extra.clone(),
+                mock: Some(mock),
+            });
+        }
+        check_loopback(&conn.bootstrap)?;
+        Ok(Target {
+            bootstrap: conn.bootstrap.clone(),
+            extra: conn.extra.clone(),
+            mock: None,
+        })
+    }
+
+    /// A client config with the bootstrap servers and quiet logging; `finish` applies the
+    /// user's `-X` overrides on top of the subcommand's own settings.
+    pub fn config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.bootstrap)
+            .set("client.id", "kactor-bench")
+            .set("log_level", "3");
+        c
+    }
+
+    pub fn finish(&self, mut c: ClientConfig) -> ClientConfig {
+        for (k, v) in &self.extra {
+            c.set(k, v);
+        }
+        c
+    }
+
+    pub fn is_mock(&self) -> bool {
+        self.mock.is_some()
+    }
+
+    /// Creates `topic` (an existing one is accepted) and waits until every partition has a
+    /// leader in the metadata, so that a measurement never includes topic creation.
+    pub fn create_topic(&self, topic: &str, partitions: i32, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        if let Some(mock) = &self.mock {
+            mock.create_topic(topic, partitions, 1)
+                .map_err(|e| anyhow!("mock create_topic: {e}"))?;
+        } else {
+            let admin: AdminClient<DefaultClientContext> = self
+                .finish(self.config())
+                .create()
+                .context("admin client")?;
+            let opts = AdminOptions::new()
+                .operation_timeout(Some(timeout))
+                .request_timeout(Some(timeout));
+            let nt = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+            let res = futures_executor::block_on(admin.create_topics([&nt], &opts))
+                .context("CreateTopics")?;
+            for r in res {
+                match r {
+                    Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                    Err((t, code)) => bail!("CreateTopics {t}: {code}"),
+                }
+            }
+        }
+        self.wait_for_leaders(topic, partitions, deadline)
+    }
+
+    fn wait_for_leaders(&self, topic: &str, partitions: i32, deadline: Instant) -> Result<()> {
+        let consumer: BaseConsumer = self.finish(self.config()).create()?;
+        loop {
+            let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(5));
+            if let Ok(md) = &md {
+                if let Some(t) = md.topics().iter().find(|t| t.name() == topic) {
+                    let ps = t.partitions();
+                    if t.error().is_none()
+                        && ps.len() as i32 >= partitions
+                        && ps.iter().all(|p| p.leader() >= 0 && p.error().is_none())
+                    {
+                        return Ok(());
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                bail!("topic {topic}: partitions without a leader at the deadline ({md:?})");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The partition count of `topic` from the metadata.
+    pub fn partitions(&self, topic: &str) -> Result<i32> {
+        let consumer: BaseConsumer = self.finish(self.config()).create()?;
+        let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+        let t = md
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .ok_or_else(|| anyhow!("topic {topic} not in metadata"))?;
+        Ok(t.partitions().len() as i32)
+    }
+}
+
+pub fn create_topic_cmd(
+    conn: &Conn,
+    topic: &str,
+    partitions: i32,
+    timeout: Duration,
+) -> Result<Value> {
+    let t0 = Instant::now();
+    Target::new(conn)?.create_topic(topic, partitions, timeout)?;
+    Ok(json!({"topic": topic, "partitions": partitions, "elapsed_s": t0.elapsed().as_secs_f64()}))
+}
+
+fn unix_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+/// Start to first produce: retries create-topic and a one-record acks=all produce until one
+/// is acknowledged, then reports the wall-clock time since the broker was launched.
+pub fn first_produce(
+    conn: &Conn,
+    topic: &str,
+    since_unix_us: u64,
+    timeout: Duration,
+) -> Result<Value> {
+    let target = Target::new(conn)?;
+    let deadline = Instant::now() + timeout;
+    let mut attempts = 0u32;
+    let mut last_err = String::new();
+    while Instant::now() < deadline {
+        attempts += 1;
+        match try_produce_one(&target, topic) {
+            Ok(()) => {
+                let ms = unix_us().saturating_sub(since_unix_us) as f64 / 1000.0;
+                return Ok(json!({"start_to_first_produce_ms": ms, "attempts": attempts}));
+            }
+            Err(e) => last_err = format!("{e:#}"),
+        }
+        // Short enough not to dominate a ~100 ms start, long enough not to spin.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    bail!("no successful produce within {timeout:?} ({attempts} attempts; last: {last_err})")
+}
+
+fn try_produce_one(target: &Target, topic: &str) -> Result<()> {
+    target.create_topic(topic, 1, Duration::from_secs(2))?;
+    let counters = std::sync::Arc::new(Counters::default());
+    let mut cfg = target.config();
+    cfg.set("acks", "all")
+        .set("linger.ms", "0")
+        .set("message.timeout.ms", "2000")
+        .set("reconnect.backoff.ms", "5")
+        .set("retry.backoff.ms", "5");
+    let producer: rdkafka::producer::BaseProducer<Ctx> = target
+        .finish(cfg)
+        .create_with_context(Ctx::new(counters.clone(), 1))?;
+    let rec = rdkafka::producer::BaseRecord::<(), [u8], usize>::with_opaque_to(topic, 0)
+        .payload(&b"first"[..])
+        .partition(0);
+    producer.send(rec).map_err(|(e, _)| anyhow!("send: {e}"))?;
+    rdkafka::producer::Producer::flush(&producer, Duration::from_secs(3))?;
+    if counters.delivered() == 1 {
+        Ok(())
+    } else {
+        bail!("not acknowledged (errors: {})", counters.errors())
+    }
+}
