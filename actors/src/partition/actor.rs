@@ -299,6 +299,11 @@ impl Handler<StopReplica> for PartitionActor {
         // when the last snapshot holding its address is dropped.
         let mut core = self.core.take()?;
         core.stop();
+        if !msg.delete {
+            if let Err(e) = core.write_producer_snapshot() {
+                tracing::warn!(tp = %self.tp, error = %e, "producer snapshot not written");
+            }
+        }
         let mut log = core.into_log();
         if msg.delete {
             if let Err(e) = log.delete() {

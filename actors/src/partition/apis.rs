@@ -425,8 +425,16 @@ fn fetch_response_topics(
                         ..Default::default()
                     };
                 }
-                pd.aborted_transactions =
-                    (isolation == IsolationLevel::ReadCommitted).then(Vec::new);
+                pd.aborted_transactions = (isolation == IsolationLevel::ReadCommitted).then(|| {
+                    out.aborted_transactions
+                        .iter()
+                        .map(|a| fetch_response::AbortedTransaction {
+                            producer_id: a.producer_id,
+                            first_offset: a.first_offset,
+                            ..Default::default()
+                        })
+                        .collect()
+                });
                 pd.records = Some(to_records(out.records));
             }
             Err(code) => {

@@ -229,6 +229,17 @@ impl PartitionLog for DiskLog {
     fn take_roll_flush(&mut self) -> Option<i64> {
         self.roll_flush.take()
     }
+    fn producer_snapshot_dir(&self) -> Option<PathBuf> {
+        self.log.as_ref().map(|l| l.dir().to_path_buf())
+    }
+    fn append_aborted_txn(&mut self, txn: storage::AbortedTxn) -> LogResult<()> {
+        self.log_mut()
+            .append_aborted_txn(txn)
+            .map_err(|e| e.to_string())
+    }
+    fn collect_aborted_transactions(&self, start: i64, upper: i64) -> Vec<storage::AbortedTxn> {
+        self.log().collect_aborted_transactions(start, upper)
+    }
     fn update_config(&mut self, effective: &BTreeMap<String, String>) {
         let config = log_config(effective);
         self.file_delete_delay_ms = config.file_delete_delay_ms;

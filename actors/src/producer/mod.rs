@@ -27,6 +27,7 @@
 //! [`ProducerStateManager::load_snapshot`] and replay the log from the snapshot's offset with
 //! [`ProducerStateManager::replay_batch`].
 
+pub mod partition;
 pub mod snapshot;
 pub mod state;
 

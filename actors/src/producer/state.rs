@@ -30,6 +30,8 @@ use crate::log::AbortedTxn;
 pub const NUM_BATCHES_TO_RETAIN: usize = 5;
 /// `producer.id.expiration.ms` default (1 day).
 pub const DEFAULT_PRODUCER_ID_EXPIRATION_MS: i64 = 86_400_000;
+/// `producer.id.expiration.check.interval.ms` default (10 minutes).
+pub const PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: i64 = 600_000;
 
 /// Wire error codes this module produces (Kafka's `Errors`).
 pub mod codes {
@@ -336,6 +338,7 @@ pub struct ProducerStateManager {
     unreplicated_txns: BTreeMap<i64, CompletedTxn>,
     /// Offset after the last batch applied (Kafka's `lastMapOffset + 1`): snapshots are named by it.
     map_end_offset: i64,
+    last_expiry_check_ms: i64,
 }
 
 impl ProducerStateManager {
@@ -528,6 +531,18 @@ impl ProducerStateManager {
         before - self.producers.len()
     }
 
+    /// [`Self::remove_expired_producers`] at most every `producer.id.expiration.check.interval.ms`
+    /// (10 minutes), driven by the caller's appends instead of a timer.
+    pub fn maybe_remove_expired(&mut self, now_ms: i64) -> usize {
+        if now_ms.saturating_sub(self.last_expiry_check_ms)
+            < PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS
+        {
+            return 0;
+        }
+        self.last_expiry_check_ms = now_ms;
+        self.remove_expired_producers(now_ms)
+    }
+
     /// Empties the table, e.g. before rebuilding it after a truncation (Kafka's
     /// `truncateFullyAndStartAt` / `truncateAndReload` without a usable snapshot).
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) {
@@ -559,6 +574,12 @@ impl ProducerStateManager {
             }
             self.producers.insert(e.producer_id, e);
         }
+    }
+
+    /// The table covers the log up to `offset` (batches without producer ids in between), as
+    /// Kafka's `updateMapEndOffset` before a snapshot.
+    pub fn update_map_end_offset(&mut self, offset: i64) {
+        self.map_end_offset = self.map_end_offset.max(offset);
     }
 
     /// Test and snapshot access to every entry.

@@ -77,6 +77,9 @@ pub enum PartitionError {
     Storage(String),
     #[error("unknown topic or partition")]
     UnknownTopicOrPartition,
+    /// Idempotence / transaction rules (`crate::producer`).
+    #[error(transparent)]
+    ProducerState(#[from] crate::producer::ProducerStateError),
 }
 
 impl PartitionError {
@@ -98,6 +101,7 @@ impl PartitionError {
             PartitionError::PolicyViolation(_) => POLICY_VIOLATION,
             PartitionError::Storage(_) => KAFKA_STORAGE_ERROR,
             PartitionError::UnknownTopicOrPartition => UNKNOWN_TOPIC_OR_PARTITION,
+            PartitionError::ProducerState(e) => e.code(),
         }
     }
 

@@ -151,6 +151,22 @@ pub trait PartitionLog: Send + 'static {
     fn take_roll_flush(&mut self) -> Option<i64> {
         None
     }
+    /// Where producer-state `.snapshot` files live (`crate::producer`); `None`: not kept.
+    fn producer_snapshot_dir(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+    /// Records an aborted transaction in the `.txnindex` (read_committed fetches skip it).
+    fn append_aborted_txn(&mut self, _txn: crate::log::AbortedTxn) -> LogResult<()> {
+        Ok(())
+    }
+    /// Aborted transactions overlapping `[start_offset, upper_bound_offset)`.
+    fn collect_aborted_transactions(
+        &self,
+        _start_offset: i64,
+        _upper_bound_offset: i64,
+    ) -> Vec<crate::log::AbortedTxn> {
+        Vec::new()
+    }
 }
 
 /// An in-memory log: a list of batches. Used by tests and as a stand-in storage.

@@ -138,6 +138,8 @@ pub struct ReadOutcome {
     pub diverging_epoch: Option<EpochEndOffset>,
     /// -1: read from the leader (no KIP-392 preferred read replica).
     pub preferred_read_replica: i32,
+    /// read_committed: the aborted transactions overlapping the returned range.
+    pub aborted_transactions: Vec<crate::log::AbortedTxn>,
 }
 
 /// One partition replica hosted on this broker.
@@ -157,6 +159,8 @@ pub struct Partition<L: PartitionLog> {
     /// Flush bookkeeping for `flush.messages` / `flush.ms`.
     unflushed_messages: u64,
     last_flush_ms: i64,
+    /// Idempotence and transaction state (`crate::producer`).
+    producers: crate::producer::ProducerStateManager,
 }
 
 impl<L: PartitionLog> Partition<L> {
@@ -172,6 +176,12 @@ impl<L: PartitionLog> Partition<L> {
         let high_watermark = log
             .recovery_point()
             .clamp(log.log_start_offset(), log.log_end_offset());
+        let producers = crate::producer::partition::rebuild_from_log(
+            &log,
+            log.producer_snapshot_dir().as_deref(),
+            Default::default(),
+            now_ms,
+        );
         Partition {
             tp,
             local_broker_id,
@@ -186,6 +196,7 @@ impl<L: PartitionLog> Partition<L> {
             follower_end_offsets: HashMap::new(),
             unflushed_messages: 0,
             last_flush_ms: now_ms,
+            producers,
         }
     }
 
@@ -204,9 +215,20 @@ impl<L: PartitionLog> Partition<L> {
     pub fn log_end_offset(&self) -> i64 {
         self.log.log_end_offset()
     }
-    /// No transactions yet: nothing is unstable, so the LSO is the high watermark.
+    /// The LSO: open (or not yet replicated) transactions hold it below the high watermark.
     pub fn last_stable_offset(&self) -> i64 {
-        self.high_watermark
+        self.producers.last_stable_offset(self.high_watermark)
+    }
+    pub fn producer_state(&self) -> &crate::producer::ProducerStateManager {
+        &self.producers
+    }
+    /// Writes the producer-state snapshot (clean shutdown; Kafka's `UnifiedLog.close`).
+    pub fn write_producer_snapshot(&mut self) -> Result<(), String> {
+        let Some(dir) = self.log.producer_snapshot_dir() else {
+            return Ok(());
+        };
+        let leo = self.log.log_end_offset();
+        crate::producer::partition::write_snapshot(&mut self.producers, &dir, leo)
     }
     pub fn isr(&self) -> &[i32] {
         &self.isr
@@ -296,6 +318,7 @@ impl<L: PartitionLog> Partition<L> {
             .fold(leo, i64::min);
         if min_isr_leo > self.high_watermark {
             self.high_watermark = min_isr_leo;
+            self.producers.on_high_watermark_updated(min_isr_leo);
             true
         } else {
             false
@@ -358,6 +381,19 @@ impl<L: PartitionLog> Partition<L> {
             &self.config,
             now_ms,
         )?;
+        self.producers.maybe_remove_expired(now_ms);
+        let producer_update =
+            match crate::producer::partition::check_leader_append(&self.producers, &v.records)? {
+                crate::producer::AppendCheck::Duplicate(d) => {
+                    return Ok(crate::producer::partition::duplicate_outcome(
+                        &d,
+                        v.log_append_time_ms >= 0,
+                        self.log.log_start_offset(),
+                        self.high_watermark,
+                    ))
+                }
+                crate::producer::AppendCheck::Append(u) => u,
+            };
         let bytes = v.records.len() as u64;
         self.log
             .append(
@@ -371,6 +407,13 @@ impl<L: PartitionLog> Partition<L> {
                 },
             )
             .map_err(PartitionError::Storage)?;
+        if let Some(done) = self.producers.apply(producer_update) {
+            if done.is_aborted {
+                self.log
+                    .append_aborted_txn(done.aborted_txn())
+                    .map_err(PartitionError::Storage)?;
+            }
+        }
         self.unflushed_messages += v.records_count;
         let advanced = self.maybe_increment_high_watermark();
         Ok(AppendOutcome {
@@ -399,6 +442,7 @@ impl<L: PartitionLog> Partition<L> {
             log_end_offset: leo,
             diverging_epoch: diverging,
             preferred_read_replica: -1,
+            aborted_transactions: Vec::new(),
         };
         if p.last_fetched_epoch >= 0 {
             let (epoch, end_offset) = self.end_offset_for_epoch(p.last_fetched_epoch);
@@ -437,7 +481,17 @@ impl<L: PartitionLog> Partition<L> {
                 .map_err(PartitionError::Storage)?
                 .records
         };
-        Ok(base(read, None, self.high_watermark))
+        let mut out = base(read, None, self.high_watermark);
+        out.last_stable_offset = self.last_stable_offset();
+        if p.replica_id < 0
+            && p.isolation == IsolationLevel::ReadCommitted
+            && !out.records.is_empty()
+        {
+            out.aborted_transactions = self
+                .log
+                .collect_aborted_transactions(p.fetch_offset, max_offset);
+        }
+        Ok(out)
     }
 
     /// Bytes a consumer at `fetch_offset` could read now, below the high watermark (DelayedFetch's

@@ -1,0 +1,130 @@
+//! The producer-state steps of the partition's paths (the producer-state parts of Kafka's
+//! `UnifiedLog.append`, `loadProducerState` and `close`), as functions the partition core calls
+//! so its own code only gains one call per path.
+
+use std::path::Path;
+
+use bytes::Bytes;
+use kactor_protocol::records::{batches, BatchHeader};
+
+use super::snapshot;
+use super::state::{
+    AppendCheck, AppendOrigin, BatchMetadata, ProducerBatch, ProducerStateConfig,
+    ProducerStateError, ProducerStateManager,
+};
+use crate::partition::core::log::PartitionLog;
+use crate::partition::core::AppendOutcome;
+
+/// Bytes read per step when replaying the log at open.
+const REPLAY_READ_BYTES: usize = 1 << 20;
+/// How many snapshots a partition keeps (older ones describe offsets recovery no longer starts at).
+const SNAPSHOTS_KEPT: usize = 2;
+
+/// The producer-state check of one validated leader append (one batch, offsets assigned):
+/// duplicate, append-then-apply, or the error to answer.
+pub fn check_leader_append(
+    m: &ProducerStateManager,
+    records: &Bytes,
+) -> Result<AppendCheck, ProducerStateError> {
+    match BatchHeader::parse(records) {
+        Ok(h) => m.check_append(&ProducerBatch::from_header(&h), AppendOrigin::Client),
+        // Validation already parsed this header; nothing to track if it somehow can't be.
+        Err(_) => Ok(AppendCheck::Append(super::state::ProducerAppend::none(-1))),
+    }
+}
+
+/// The Produce answer for a retried batch (Kafka answers NONE with the original offsets; the
+/// log append time is the original batch's timestamp on LogAppendTime topics).
+pub fn duplicate_outcome(
+    d: &BatchMetadata,
+    log_append_time: bool,
+    log_start_offset: i64,
+    high_watermark: i64,
+) -> AppendOutcome {
+    AppendOutcome {
+        base_offset: d.first_offset(),
+        last_offset: d.last_offset,
+        log_append_time_ms: if log_append_time { d.timestamp } else { -1 },
+        log_start_offset,
+        records_count: 0,
+        bytes: 0,
+        high_watermark,
+        high_watermark_advanced: false,
+    }
+}
+
+/// Rebuilds the table when a partition opens (Kafka's `loadProducerState`): the newest snapshot
+/// at or below the log end (`dir` given: a disk log), then every batch after it. Snapshots above
+/// the log end (a truncated tail) are deleted.
+pub fn rebuild_from_log<L: PartitionLog + ?Sized>(
+    log: &L,
+    dir: Option<&Path>,
+    config: ProducerStateConfig,
+    now_ms: i64,
+) -> ProducerStateManager {
+    let mut m = ProducerStateManager::new(config);
+    let log_start = log.log_start_offset();
+    let log_end = log.log_end_offset();
+    m.truncate_fully_and_start_at(log_start);
+    let mut from = log_start;
+    if let Some(dir) = dir {
+        if let Err(e) = snapshot::delete_snapshots_after(dir, log_end) {
+            tracing::warn!(error = %e, "cannot delete producer snapshots past the log end");
+        }
+        match snapshot::latest_snapshot(dir, log_end) {
+            Ok(Some((offset, entries))) if offset >= log_start => {
+                m.load_snapshot(entries, offset, now_ms);
+                from = offset;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot list producer snapshots"),
+        }
+    }
+    while from < log_end {
+        let read = match log.read(from, REPLAY_READ_BYTES, log_end, true) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, offset = from, "producer state replay stopped");
+                break;
+            }
+        };
+        let bytes = match read.records.to_bytes() {
+            Ok(b) if !b.is_empty() => b,
+            _ => break,
+        };
+        let before = from;
+        for batch in batches(bytes) {
+            let Ok(batch) = batch else { break };
+            let h = batch.header;
+            if h.last_offset() < from {
+                continue;
+            }
+            match ProducerBatch::from_batch(&batch.data) {
+                Ok(Some(b)) => {
+                    m.replay_batch(&b);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "unreadable batch in producer replay"),
+            }
+            from = h.next_offset();
+        }
+        if from == before {
+            break;
+        }
+    }
+    m.update_map_end_offset(log_end);
+    m.remove_expired_producers(now_ms);
+    m
+}
+
+/// Writes the snapshot Kafka takes on close and at segment roll, named by the table's end
+/// offset, and keeps only the newest few.
+pub fn write_snapshot(
+    m: &mut ProducerStateManager,
+    dir: &Path,
+    log_end_offset: i64,
+) -> Result<(), String> {
+    m.update_map_end_offset(log_end_offset);
+    snapshot::write_snapshot(dir, m.map_end_offset(), &m.entries()).map_err(|e| e.to_string())?;
+    snapshot::retain_newest(dir, SNAPSHOTS_KEPT).map_err(|e| e.to_string())
+}
