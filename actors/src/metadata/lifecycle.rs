@@ -9,10 +9,12 @@ use actix::prelude::*;
 use kactor_protocol::metadata::register_broker_record::{BrokerEndpoint, BrokerFeature};
 use kactor_protocol::Uuid;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::actor::MetadataImageWatch;
-use crate::controller::core::errors::{BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH};
+use crate::controller::core::errors::{
+    BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER, STALE_BROKER_EPOCH,
+};
 use crate::controller::core::requests::{BrokerHeartbeat, BrokerRegistration};
 use crate::controller::core::SUPPORTED_FEATURES;
 use crate::controller::messages::{ProcessBrokerHeartbeat, RegisterBroker};
@@ -21,7 +23,7 @@ use crate::runtime::{ActorMetrics, SupervisedActor};
 /// While not yet running, heartbeats go out this often so start-up is quick (Kafka also
 /// heartbeats eagerly until the broker is unfenced).
 const EAGER_HEARTBEAT: Duration = Duration::from_millis(100);
-const RETRY_REGISTRATION: Duration = Duration::from_millis(500);
+const RETRY_REGISTRATION: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone)]
 pub struct BrokerLifecycleConfig {
@@ -143,7 +145,12 @@ impl BrokerLifecycleActor {
                 other => {
                     // Typically NOT_CONTROLLER while the controller is still activating.
                     if let Ok(Ok(c)) = &other {
-                        warn!(error = ?c.response.error, "broker registration refused; retrying");
+                        // NOT_CONTROLLER is expected while the controller is still activating.
+                        if c.response.error.code == NOT_CONTROLLER {
+                            debug!("controller not active yet; retrying registration");
+                        } else {
+                            warn!(error = ?c.response.error, "broker registration refused; retrying");
+                        }
                     }
                     ctx.run_later(RETRY_REGISTRATION, |act, ctx| act.try_register(ctx));
                 }

@@ -126,6 +126,11 @@ pub struct QuorumControllerCore {
     /// Heartbeat deadlines (ms) of registered brokers; not persisted, like Kafka's
     /// `BrokerHeartbeatManager`: a new leader starts every live broker's session afresh.
     session_deadlines: BTreeMap<i32, i64>,
+    /// Brokers this controller has heard from (registration or heartbeat) since it became
+    /// active. Only their sessions can make a new incarnation a duplicate: a session started
+    /// on activation is a grace period for fencing, not proof that the old process lives (after
+    /// a single node restarts, its broker and controller come back together).
+    heard_from: BTreeSet<i32>,
     /// Offset of each broker's RegisterBrokerRecord: a broker is caught up once its metadata
     /// offset reaches it.
     registration_offsets: BTreeMap<i32, i64>,
@@ -141,6 +146,7 @@ impl QuorumControllerCore {
             applied_offset: -1,
             active: false,
             session_deadlines: BTreeMap::new(),
+            heard_from: BTreeSet::new(),
             registration_offsets: BTreeMap::new(),
             rng: StdRng::seed_from_u64(seed),
         }
@@ -191,6 +197,7 @@ impl QuorumControllerCore {
     /// metadata yet.
     pub fn activate(&mut self, next_offset: i64, now_ms: i64) -> Vec<MetadataRecord> {
         self.active = true;
+        self.heard_from.clear();
         self.next_offset = next_offset;
         // Offsets up to here are control records or already replayed.
         self.applied_offset = self.applied_offset.max(next_offset - 1);
@@ -1104,11 +1111,16 @@ impl QuorumControllerCore {
             );
         }
         if let Some(existing) = self.image.brokers.get(&req.broker_id) {
-            let alive = self
-                .session_deadlines
-                .get(&req.broker_id)
-                .is_some_and(|d| *d > now_ms);
-            if existing.incarnation_id != req.incarnation_id && alive {
+            let alive = self.heard_from.contains(&req.broker_id)
+                && self
+                    .session_deadlines
+                    .get(&req.broker_id)
+                    .is_some_and(|d| *d > now_ms);
+            // A broker that shut down cleanly names its last epoch (KIP-966); it is the same
+            // broker coming back, not a duplicate.
+            let same_broker =
+                req.previous_broker_epoch >= 0 && req.previous_broker_epoch == existing.epoch;
+            if existing.incarnation_id != req.incarnation_id && alive && !same_broker {
                 return ControllerResult::of(
                     Vec::new(),
                     fail(ApiError::new(
@@ -1169,6 +1181,7 @@ impl QuorumControllerCore {
         }));
         self.session_deadlines
             .insert(req.broker_id, now_ms + self.cfg.broker_session_timeout_ms);
+        self.heard_from.insert(req.broker_id);
         self.finish(
             records,
             BrokerRegistrationReply {
@@ -1215,6 +1228,7 @@ impl QuorumControllerCore {
         }
         self.session_deadlines
             .insert(req.broker_id, now_ms + self.cfg.broker_session_timeout_ms);
+        self.heard_from.insert(req.broker_id);
         let caught_up = req.current_metadata_offset
             >= self
                 .registration_offsets

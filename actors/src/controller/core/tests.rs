@@ -729,3 +729,24 @@ fn features_agree_with_api_versions() {
     theirs.sort();
     assert_eq!(ours, theirs);
 }
+
+#[test]
+fn a_restarted_node_registers_at_once_but_a_live_duplicate_is_refused() {
+    let mut c = controller(1);
+    // The controller restarted too: it has not heard from broker 1 in this life.
+    c.deactivate();
+    c.activate(1000, NOW);
+    let mut again = registration(1);
+    again.incarnation_id = Uuid([42; 16]);
+    assert!(c.register_broker(&again, NOW + 1).response.error.is_ok());
+    // Now broker 1 (incarnation 42) is live; yet another incarnation is a duplicate...
+    let mut third = registration(1);
+    third.incarnation_id = Uuid([43; 16]);
+    assert_eq!(
+        c.register_broker(&third, NOW + 2).response.error.code,
+        DUPLICATE_BROKER_REGISTRATION
+    );
+    // ...unless it names the live registration's epoch (a clean restart).
+    third.previous_broker_epoch = c.image().brokers[&1].epoch;
+    assert!(c.register_broker(&third, NOW + 3).response.error.is_ok());
+}
