@@ -9,6 +9,8 @@ pub mod apis;
 pub mod codec;
 pub mod core;
 pub mod log;
+pub mod manager;
 pub mod messages;
 
 pub use actor::GroupCoordinatorActor;
+pub use manager::GroupCoordinatorManagerActor;

@@ -273,8 +273,8 @@ impl GroupCoordinatorShard {
             .get_mut(&req.member_id)
             .expect("member exists");
         if let Some(old) = member.awaiting_join.take() {
-            // Kafka completes a superseded parked JoinGroup with UNKNOWN_MEMBER_ID... it
-            // cannot happen for a well-behaved client; answer it so it is not lost.
+            // A client retried while its first JoinGroup was still parked: answer the old
+            // one so no request is left without a response.
             join_error(old.request_id, REBALANCE_IN_PROGRESS, &req.member_id, out);
         }
         member.protocols = req.protocols;

@@ -1,0 +1,189 @@
+//! `GroupCoordinatorManagerActor` (Kafka's `GroupCoordinatorService` shard lifecycle driven by
+//! `onElection` / `onResignation`): watches the published partition table, starts a
+//! `GroupCoordinatorActor` for every `__consumer_offsets` partition this broker leads (a new
+//! one when the leader epoch changes, so the shard reloads), resigns the ones it no longer
+//! leads, keeps their view of the cluster's topics current, and publishes the shard table the
+//! group API handlers route by.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::{Actor, Addr, AsyncContext, Context, Handler, Message};
+use tokio::sync::watch;
+
+use super::actor::GroupCoordinatorActor;
+use super::apis::{GroupShardTable, GroupShardTableReader, OFFSETS_TOPIC};
+use super::core::{GroupCoordinatorConfig, TopicsView};
+use super::messages::{CoordinatorPartition, ResignGroupCoordinator, UpdateGroupTopics};
+use crate::partition::registry::{PartitionTable, PartitionTableReader};
+use crate::runtime::ActorMetrics;
+
+/// How often the partition table is checked for leadership changes.
+const WATCH_INTERVAL: Duration = Duration::from_millis(50);
+
+struct Shard {
+    addr: Addr<GroupCoordinatorActor>,
+    leader_epoch: i32,
+}
+
+pub struct GroupCoordinatorManagerActor {
+    broker_id: i32,
+    config: GroupCoordinatorConfig,
+    partitions: PartitionTableReader,
+    shards: HashMap<i32, Shard>,
+    topics: TopicsView,
+    last_version: Option<u64>,
+    publisher: watch::Sender<Arc<GroupShardTable>>,
+    metrics: ActorMetrics,
+}
+
+impl GroupCoordinatorManagerActor {
+    pub fn new(
+        broker_id: i32,
+        config: GroupCoordinatorConfig,
+        partitions: PartitionTableReader,
+    ) -> Self {
+        let (publisher, _) = watch::channel(Arc::new(GroupShardTable {
+            offsets_topic_num_partitions: config.offsets_topic_num_partitions,
+            shards: HashMap::new(),
+        }));
+        GroupCoordinatorManagerActor {
+            broker_id,
+            config,
+            partitions,
+            shards: HashMap::new(),
+            topics: TopicsView::default(),
+            last_version: None,
+            publisher,
+            metrics: ActorMetrics::new("GroupCoordinatorManagerActor"),
+        }
+    }
+
+    /// What the group API handlers route by (clone before starting the actor).
+    pub fn shard_table(&self) -> GroupShardTableReader {
+        self.publisher.subscribe()
+    }
+
+    fn sync(&mut self) {
+        let table = self.partitions.borrow().clone();
+        if self.last_version == Some(table.version) {
+            return;
+        }
+        self.last_version = Some(table.version);
+        let _m = self.metrics.handle();
+        let topics = topics_view(&table);
+        let topics_changed = topics != self.topics;
+        self.topics = topics;
+        for p in 0..self.config.offsets_topic_num_partitions {
+            let hosted = table
+                .get(OFFSETS_TOPIC, p)
+                .filter(|h| h.leader == self.broker_id);
+            let current_epoch = self.shards.get(&p).map(|s| s.leader_epoch);
+            match (hosted, current_epoch) {
+                (Some(h), Some(epoch)) if h.leader_epoch == epoch => {}
+                (Some(h), _) => {
+                    if let Some(old) = self.shards.remove(&p) {
+                        old.addr.do_send(ResignGroupCoordinator);
+                    }
+                    let addr = h.addr.addr().clone();
+                    let shard = GroupCoordinatorActor::new(
+                        p,
+                        self.config.clone(),
+                        CoordinatorPartition {
+                            append: addr.clone().recipient(),
+                            read: addr.clone().recipient(),
+                            describe: addr.recipient(),
+                        },
+                        self.topics.clone(),
+                    )
+                    .start();
+                    tracing::info!(
+                        partition = p,
+                        leader_epoch = h.leader_epoch,
+                        "group coordinator shard elected"
+                    );
+                    self.shards.insert(
+                        p,
+                        Shard {
+                            addr: shard,
+                            leader_epoch: h.leader_epoch,
+                        },
+                    );
+                }
+                (None, Some(_)) => {
+                    if let Some(old) = self.shards.remove(&p) {
+                        tracing::info!(partition = p, "group coordinator shard resigned");
+                        old.addr.do_send(ResignGroupCoordinator);
+                    }
+                }
+                (None, None) => {}
+            }
+        }
+        if topics_changed {
+            for s in self.shards.values() {
+                s.addr.do_send(UpdateGroupTopics {
+                    topics: self.topics.clone(),
+                });
+            }
+        }
+        self.publisher.send_replace(Arc::new(GroupShardTable {
+            offsets_topic_num_partitions: self.config.offsets_topic_num_partitions,
+            shards: self
+                .shards
+                .iter()
+                .map(|(p, s)| (*p, s.addr.clone().recipient()))
+                .collect(),
+        }));
+    }
+}
+
+/// Every topic the broker knows: from the metadata image when there is one, else from the
+/// hosted partitions.
+fn topics_view(table: &PartitionTable) -> TopicsView {
+    let mut view = TopicsView::new();
+    if let Some(image) = &table.image {
+        for t in image.topics.by_id.values() {
+            view.upsert(&t.name, t.id, t.partitions.len() as i32);
+        }
+        return view;
+    }
+    let mut counts: HashMap<&str, i32> = HashMap::new();
+    for tp in table.partitions.keys() {
+        let c = counts.entry(tp.topic.as_str()).or_default();
+        *c = (*c).max(tp.partition + 1);
+    }
+    for (name, n) in counts {
+        if let Some(id) = table.topic_ids.get(name) {
+            view.upsert(name, *id, n);
+        }
+    }
+    view
+}
+
+impl Actor for GroupCoordinatorManagerActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.sync();
+        ctx.run_interval(WATCH_INTERVAL, |act, _| act.sync());
+    }
+}
+
+/// Process shutdown → manager: resign every shard (parked requests get NOT_COORDINATOR).
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+pub struct StopGroupCoordinators;
+
+impl Handler<StopGroupCoordinators> for GroupCoordinatorManagerActor {
+    type Result = ();
+    fn handle(&mut self, _: StopGroupCoordinators, _: &mut Context<Self>) {
+        for (_, s) in self.shards.drain() {
+            s.addr.do_send(ResignGroupCoordinator);
+        }
+        self.publisher.send_replace(Arc::new(GroupShardTable {
+            offsets_topic_num_partitions: self.config.offsets_topic_num_partitions,
+            shards: HashMap::new(),
+        }));
+    }
+}
