@@ -8,6 +8,7 @@ pub mod apis;
 pub mod core;
 pub mod disk;
 pub mod fetch_session;
+pub mod log_dirs;
 pub mod log_manager;
 pub mod messages;
 pub mod metrics;

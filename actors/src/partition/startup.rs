@@ -17,8 +17,8 @@ use std::path::PathBuf;
 use actix::{Actor, Supervisor};
 
 use super::apis::PartitionApis;
-use super::disk::DiskLogFactory;
 use super::fetch_session::FetchSessionCacheActor;
+use super::log_dirs::LogDirsFactory;
 use super::log_manager::{LogManagerActor, LogManagerConfig, ShutdownLogs};
 use super::registry::{LogFactory, ReplicaManagerActor};
 use super::PurgatoryLink;
@@ -84,10 +84,8 @@ pub fn start_partitions(
     cfg: PartitionLayerConfig,
     pools: Option<&ArbiterPools>,
 ) -> Result<PartitionLayer, String> {
-    let factory: Box<dyn LogFactory> = Box::new(DiskLogFactory::load(
-        &cfg.log_dirs,
-        cfg.broker_config.clone(),
-    )?);
+    let factory: Box<dyn LogFactory> =
+        Box::new(LogDirsFactory::load(&cfg.log_dirs, &cfg.broker_config)?);
     start_with_factory(cfg, factory, pools)
 }
 

@@ -1,0 +1,308 @@
+//! The partition logs under `log.dirs` (the loading and shutdown half of Kafka's `LogManager`):
+//! loads every `<topic>-<partition>` log at start-up honouring the clean-shutdown marker and
+//! the recovery-point / log-start-offset checkpoints, skips `__cluster_metadata-0` (the
+//! RaftActor owns it, as Kafka's `KafkaRaftManager` does), places new logs in the dir with the
+//! fewest partitions, writes checkpoints, and on clean shutdown flushes, closes and writes
+//! `.kafka_cleanshutdown`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use kactor_protocol::Uuid;
+
+use super::actor::now_ms;
+use super::core::config::{effective_topic_config, PartitionConfig};
+use super::core::log::PartitionLog;
+use super::core::TopicPartition;
+use super::disk::{log_config, DiskLog};
+use super::messages::ReplicaInfo;
+use super::registry::LogFactory;
+use crate::log::checkpoint::{
+    fsync_dir, read_offset_checkpoint, write_atomically, write_offset_checkpoint,
+    CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+};
+use crate::log::unified::{DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX};
+use crate::log::{self as storage, Log};
+
+/// The KRaft metadata log's directory: never a partition log of ours.
+pub const METADATA_LOG_DIR_NAME: &str = "__cluster_metadata-0";
+
+fn storage_tp(tp: &TopicPartition) -> storage::TopicPartition {
+    storage::TopicPartition::new(tp.topic.clone(), tp.partition)
+}
+
+fn err(path: &Path, e: impl std::fmt::Display) -> String {
+    format!("{}: {e}", path.display())
+}
+
+/// Partition logs across `log.dirs`.
+pub struct LogDirsFactory {
+    dirs: Vec<PathBuf>,
+    /// Logs found at start-up that no assignment has claimed yet.
+    unclaimed: HashMap<TopicPartition, (usize, Log)>,
+    placement: HashMap<TopicPartition, usize>,
+    /// Directories renamed for deletion before the last shutdown.
+    leftover_deletions: Vec<PathBuf>,
+    broker_epoch: i64,
+    closed: bool,
+}
+
+impl LogDirsFactory {
+    /// Loads (and after an unclean shutdown, recovers) every partition log under `log_dirs`.
+    pub fn load(
+        log_dirs: &[PathBuf],
+        broker_config: &BTreeMap<String, String>,
+    ) -> Result<Self, String> {
+        let defaults = log_config(&effective_topic_config(broker_config, &BTreeMap::new()));
+        let now = now_ms();
+        let mut unclaimed = HashMap::new();
+        let mut placement = HashMap::new();
+        let mut leftover_deletions = Vec::new();
+        for (i, path) in log_dirs.iter().enumerate() {
+            fs::create_dir_all(path).map_err(|e| err(path, e))?;
+            let marker = path.join(CLEAN_SHUTDOWN_MARKER);
+            let clean = marker.exists();
+            let recovery_points = read_offset_checkpoint(&path.join(RECOVERY_POINT_CHECKPOINT))
+                .map_err(|e| err(path, e))?;
+            let start_offsets = read_offset_checkpoint(&path.join(LOG_START_OFFSET_CHECKPOINT))
+                .map_err(|e| err(path, e))?;
+            let mut entries: Vec<_> = fs::read_dir(path)
+                .map_err(|e| err(path, e))?
+                .filter_map(|e| e.ok())
+                .collect();
+            entries.sort_by_key(|e| e.file_name());
+            for entry in entries {
+                if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let Ok(name) = entry.file_name().into_string() else {
+                    continue;
+                };
+                if name.ends_with(DELETE_DIR_SUFFIX) {
+                    leftover_deletions.push(entry.path());
+                    continue;
+                }
+                if name == METADATA_LOG_DIR_NAME
+                    || name.ends_with(FUTURE_DIR_SUFFIX)
+                    || name.ends_with(STRAY_DIR_SUFFIX)
+                {
+                    continue;
+                }
+                let Some(stp) = storage::TopicPartition::from_dir_name(&name) else {
+                    continue;
+                };
+                let log = Log::open(
+                    &entry.path(),
+                    defaults.clone(),
+                    start_offsets.get(&stp).copied().unwrap_or(0),
+                    recovery_points.get(&stp).copied().unwrap_or(0),
+                    clean,
+                    now,
+                )
+                .map_err(|e| err(&entry.path(), e))?;
+                let tp = TopicPartition::new(stp.topic.clone(), stp.partition);
+                placement.insert(tp.clone(), i);
+                unclaimed.insert(tp, (i, log));
+            }
+            if clean {
+                // From now on a crash must be treated as unclean.
+                fs::remove_file(&marker).map_err(|e| err(path, e))?;
+                fsync_dir(path).map_err(|e| err(path, e))?;
+            }
+            tracing::info!(dir = %path.display(), clean, "log dir loaded");
+        }
+        Ok(LogDirsFactory {
+            dirs: log_dirs.to_vec(),
+            unclaimed,
+            placement,
+            leftover_deletions,
+            broker_epoch: -1,
+            closed: false,
+        })
+    }
+
+    /// Partitions found on disk that no assignment has claimed yet.
+    pub fn unclaimed(&self) -> Vec<TopicPartition> {
+        self.unclaimed.keys().cloned().collect()
+    }
+
+    /// The broker epoch written into `.kafka_cleanshutdown`.
+    pub fn set_broker_epoch(&mut self, epoch: i64) {
+        self.broker_epoch = epoch;
+    }
+
+    fn least_loaded_dir(&self) -> usize {
+        let mut counts = vec![0usize; self.dirs.len()];
+        for i in self.placement.values() {
+            counts[*i] += 1;
+        }
+        counts
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, c)| **c)
+            .map(|(i, _)| i)
+            .unwrap_or(0)
+    }
+
+    fn write_checkpoints(
+        &self,
+        dir: usize,
+        entries: &[(TopicPartition, i64, i64, i64)],
+    ) -> Result<(), String> {
+        let path = &self.dirs[dir];
+        let mut recovery_points = BTreeMap::new();
+        let mut start_offsets = BTreeMap::new();
+        for (tp, recovery_point, log_start_offset, first_segment_base) in entries {
+            recovery_points.insert(storage_tp(tp), *recovery_point);
+            // Kafka checkpoints a start offset only when it is above the first segment's base.
+            if log_start_offset > first_segment_base {
+                start_offsets.insert(storage_tp(tp), *log_start_offset);
+            }
+        }
+        write_offset_checkpoint(&path.join(RECOVERY_POINT_CHECKPOINT), &recovery_points)
+            .map_err(|e| err(path, e))?;
+        write_offset_checkpoint(&path.join(LOG_START_OFFSET_CHECKPOINT), &start_offsets)
+            .map_err(|e| err(path, e))
+    }
+}
+
+fn first_segment_base(log: &Log) -> i64 {
+    log.segments().next().map_or(0, |s| s.base_offset())
+}
+
+impl LogFactory for LogDirsFactory {
+    fn open_or_create(
+        &mut self,
+        tp: &TopicPartition,
+        topic_id: Uuid,
+        config: &PartitionConfig,
+        _topic_overrides: &BTreeMap<String, String>,
+    ) -> Result<Box<dyn PartitionLog>, String> {
+        let log_config = log_config(&config.effective);
+        let mut log = match self.unclaimed.remove(tp) {
+            Some((_, mut log)) => {
+                log.update_config(log_config);
+                log
+            }
+            None => {
+                if self.dirs.is_empty() {
+                    return Err("no log.dirs configured".into());
+                }
+                let i = self.least_loaded_dir();
+                let dir = self.dirs[i].join(storage_tp(tp).dir_name());
+                let log =
+                    Log::open(&dir, log_config, 0, 0, true, now_ms()).map_err(|e| err(&dir, e))?;
+                self.placement.insert(tp.clone(), i);
+                log
+            }
+        };
+        if log.topic_id() != Some(topic_id) {
+            log.assign_topic_id(topic_id).map_err(|e| e.to_string())?;
+        }
+        Ok(Box::new(DiskLog::new(log)))
+    }
+
+    fn delete_unopened(&mut self, tp: &TopicPartition) -> Result<(), String> {
+        self.placement.remove(tp);
+        if let Some((_, log)) = self.unclaimed.remove(tp) {
+            let dir = log.rename_for_deletion().map_err(|e| e.to_string())?;
+            storage::remove_log_dir(&dir).map_err(|e| err(&dir, e))?;
+        }
+        Ok(())
+    }
+
+    fn log_dir_of(&self, tp: &TopicPartition) -> String {
+        let i = self.placement.get(tp).copied().unwrap_or(0);
+        self.dirs
+            .get(i)
+            .map(|d| d.display().to_string())
+            .unwrap_or_default()
+    }
+
+    fn log_dirs(&self) -> Vec<String> {
+        self.dirs.iter().map(|d| d.display().to_string()).collect()
+    }
+
+    fn checkpoint(&mut self, replicas: &[(TopicPartition, ReplicaInfo)]) -> Result<(), String> {
+        if self.closed {
+            return Ok(());
+        }
+        for i in 0..self.dirs.len() {
+            let mut entries: Vec<(TopicPartition, i64, i64, i64)> = replicas
+                .iter()
+                .filter(|(tp, info)| self.placement.get(tp) == Some(&i) && info.log_end_offset >= 0)
+                // A replica's first segment base is not reported; 0 keeps every advanced start.
+                .map(|(tp, info)| (tp.clone(), info.recovery_point, info.log_start_offset, 0))
+                .collect();
+            for (tp, (j, log)) in &self.unclaimed {
+                if *j == i {
+                    entries.push((
+                        tp.clone(),
+                        log.recovery_point(),
+                        log.log_start_offset(),
+                        first_segment_base(log),
+                    ));
+                }
+            }
+            self.write_checkpoints(i, &entries)?;
+        }
+        Ok(())
+    }
+
+    fn shutdown(&mut self, logs: Vec<Box<dyn PartitionLog>>) -> Result<(), String> {
+        if self.closed {
+            return Ok(());
+        }
+        let now = now_ms();
+        let mut per_dir: Vec<Vec<Log>> = self.dirs.iter().map(|_| Vec::new()).collect();
+        for log in logs {
+            let Ok(disk) = log.into_any().downcast::<DiskLog>() else {
+                continue;
+            };
+            let Some(log) = disk.into_log() else { continue };
+            let st = log.topic_partition();
+            let tp = TopicPartition::new(st.topic.clone(), st.partition);
+            per_dir[self.placement.get(&tp).copied().unwrap_or(0)].push(log);
+        }
+        for (_, (i, log)) in self.unclaimed.drain() {
+            per_dir[i].push(log);
+        }
+        for (i, mut logs) in per_dir.into_iter().enumerate() {
+            for log in logs.iter_mut() {
+                let leo = log.log_end_offset();
+                log.flush(leo, now).map_err(|e| err(log.dir(), e))?;
+            }
+            let entries: Vec<_> = logs
+                .iter()
+                .map(|log| {
+                    let st = log.topic_partition();
+                    (
+                        TopicPartition::new(st.topic.clone(), st.partition),
+                        log.recovery_point(),
+                        log.log_start_offset(),
+                        first_segment_base(log),
+                    )
+                })
+                .collect();
+            self.write_checkpoints(i, &entries)?;
+            for log in logs {
+                log.close().map_err(|e| e.to_string())?;
+            }
+            let marker = format!("{{\"version\":0,\"brokerEpoch\":{}}}", self.broker_epoch);
+            let path = &self.dirs[i];
+            write_atomically(&path.join(CLEAN_SHUTDOWN_MARKER), marker.as_bytes())
+                .map_err(|e| err(path, e))?;
+        }
+        self.closed = true;
+        Ok(())
+    }
+
+    fn purge_deleted(&mut self) {
+        for dir in self.leftover_deletions.drain(..) {
+            if let Err(e) = storage::remove_log_dir(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "removing deleted log failed");
+            }
+        }
+    }
+}
