@@ -124,7 +124,14 @@ def tool(*args, timeout=300):
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout}s"}
     if out.returncode != 0:
-        msg = (out.stderr.strip().splitlines() or ["exit %d" % out.returncode])[-1]
+        # anyhow's "Error: ..." and its causes, without a backtrace if one is enabled.
+        lines = out.stderr.strip().splitlines()
+        start = next((i for i, ln in enumerate(lines) if ln.startswith("Error:")), None)
+        if start is None:
+            msg = lines[-1] if lines else f"exit {out.returncode}"
+        else:
+            msg = " ".join(ln.strip() for ln in lines[start:]
+                           if ln.strip()).split("Stack backtrace:")[0].strip()
         return {"error": msg[:300]}
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])
@@ -165,7 +172,7 @@ def plan(mode, only):
             prods = [p for p in prods if p.producers == 1 and (p.partitions == 1 or p.acks == "1")]
             durations = {"produce": 4.0, "consume": 30.0, "e2e": 6.0, "mock": 2.0, "tcp": 1.0}
         else:
-            durations = {"produce": 10.0, "consume": 60.0, "e2e": 15.0, "mock": 5.0, "tcp": 2.0}
+            durations = {"produce": 8.0, "consume": 60.0, "e2e": 12.0, "mock": 3.0, "tcp": 2.0}
     if only:
         rx = re.compile(only)
         prods = [p for p in prods if rx.search(p.name)]
@@ -251,7 +258,7 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
     try:
         b.start()
         fp = tool("first-produce", "--bootstrap", b.bootstrap, "--topic", "bench-first",
-                  "--since-unix-us", int(b.launched_at * 1e6), "--timeout-s", 180, timeout=200)
+                  "--since-unix-us", int(b.launched_at * 1e6), "--timeout-s", 90, timeout=120)
         res["first_produce"] = fp
         if "error" in fp:
             res["fatal"] = f"no first produce: {fp['error']}"
@@ -303,7 +310,7 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
         if java_tools and prods:
             topic = "bench-javaperf"
             tool("create-topic", "--bootstrap", b.bootstrap, "--topic", topic)
-            res["java"] = java_perf(b, topic, 300_000 if durations["produce"] < 10 else 1_000_000)
+            res["java"] = java_perf(b, topic, 300_000 if durations["produce"] < 8 else 600_000)
             log(f"{target} java perf tools: {res['java']}")
         res["peak_rss"] = b.proc_status("VmHWM")
     except (BrokerError, OSError) as e:
