@@ -51,3 +51,117 @@ impl Default for GroupCoordinatorConfig {
         }
     }
 }
+
+impl GroupCoordinatorConfig {
+    /// Reads Kafka's property names (flat keys, as in `server.properties`); absent or
+    /// unparsable values keep Kafka's defaults.
+    pub fn from_properties(props: &std::collections::BTreeMap<String, String>) -> Self {
+        let mut c = GroupCoordinatorConfig::default();
+        fn get<T: std::str::FromStr>(
+            props: &std::collections::BTreeMap<String, String>,
+            key: &str,
+            into: &mut T,
+        ) {
+            if let Some(v) = props.get(key).and_then(|v| v.trim().parse().ok()) {
+                *into = v;
+            }
+        }
+        get(
+            props,
+            "offsets.topic.num.partitions",
+            &mut c.offsets_topic_num_partitions,
+        );
+        get(
+            props,
+            "group.min.session.timeout.ms",
+            &mut c.group_min_session_timeout_ms,
+        );
+        get(
+            props,
+            "group.max.session.timeout.ms",
+            &mut c.group_max_session_timeout_ms,
+        );
+        get(
+            props,
+            "group.initial.rebalance.delay.ms",
+            &mut c.group_initial_rebalance_delay_ms,
+        );
+        get(props, "group.max.size", &mut c.group_max_size);
+        get(
+            props,
+            "offsets.retention.check.interval.ms",
+            &mut c.offsets_retention_check_interval_ms,
+        );
+        get(
+            props,
+            "offset.metadata.max.bytes",
+            &mut c.offset_metadata_max_bytes,
+        );
+        get(
+            props,
+            "group.consumer.session.timeout.ms",
+            &mut c.consumer_session_timeout_ms,
+        );
+        get(
+            props,
+            "group.consumer.heartbeat.interval.ms",
+            &mut c.consumer_heartbeat_interval_ms,
+        );
+        get(props, "group.consumer.max.size", &mut c.consumer_max_size);
+        let mut minutes = c.offsets_retention_ms / 60_000;
+        get(props, "offsets.retention.minutes", &mut minutes);
+        c.offsets_retention_ms = minutes * 60_000;
+        if let Some(list) = props.get("group.consumer.assignors") {
+            // Kafka lists class names; their `name()` is what members ask for.
+            let names: Vec<String> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .filter_map(|s| match s.rsplit('.').next().unwrap_or(s) {
+                    "UniformAssignor" | "uniform" => Some("uniform".to_string()),
+                    "RangeAssignor" | "range" => Some("range".to_string()),
+                    _ => None,
+                })
+                .collect();
+            if !names.is_empty() {
+                c.consumer_assignors = names;
+            }
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_override_defaults() {
+        let props: std::collections::BTreeMap<String, String> = [
+            ("offsets.topic.num.partitions", "3"),
+            ("group.initial.rebalance.delay.ms", "0"),
+            ("offsets.retention.minutes", "1"),
+            (
+                "group.consumer.assignors",
+                "org.apache.kafka.coordinator.group.assignor.RangeAssignor, uniform",
+            ),
+            ("group.max.size", "not a number"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let c = GroupCoordinatorConfig::from_properties(&props);
+        assert_eq!(c.offsets_topic_num_partitions, 3);
+        assert_eq!(c.group_initial_rebalance_delay_ms, 0);
+        assert_eq!(c.offsets_retention_ms, 60_000);
+        assert_eq!(
+            c.consumer_assignors,
+            vec!["range".to_string(), "uniform".to_string()]
+        );
+        assert_eq!(
+            c.group_max_size,
+            GroupCoordinatorConfig::default().group_max_size
+        );
+        assert_eq!(c.consumer_session_timeout_ms, 45_000);
+    }
+}
