@@ -489,7 +489,7 @@ impl GroupCoordinatorShard {
             Some(Group::Consumer(_)) => {}
         }
         let member_id = if req.member_id.is_empty() {
-            self.random_uuid()
+            self.random_kafka_uuid()
         } else {
             req.member_id.clone()
         };

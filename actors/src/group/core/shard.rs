@@ -115,18 +115,9 @@ impl GroupCoordinatorShard {
         self.timers.deadline(key)
     }
 
-    /// A random UUID string (java.util.UUID format), as Kafka uses in member ids.
+    /// A random UUID string (java.util.UUID format), as Kafka uses in classic member ids.
     pub(super) fn random_uuid(&mut self) -> String {
-        let mut next = || {
-            // splitmix64: deterministic per seed, well spread.
-            self.rng_state = self.rng_state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.rng_state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        };
-        let hi = next();
-        let lo = next();
+        let (hi, lo) = self.random_u128_halves();
         let hi = (hi & !0xf000) | 0x4000; // version 4
         let lo = (lo & !(0xc000 << 48)) | (0x8000 << 48); // IETF variant
         format!(
@@ -137,6 +128,29 @@ impl GroupCoordinatorShard {
             lo >> 48,
             lo & 0xffff_ffff_ffff
         )
+    }
+
+    /// A random Kafka `Uuid` in its base64 form (KIP-848 member ids chosen by the broker).
+    pub(super) fn random_kafka_uuid(&mut self) -> String {
+        let (hi, lo) = self.random_u128_halves();
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&hi.to_be_bytes());
+        bytes[8..].copy_from_slice(&lo.to_be_bytes());
+        kactor_protocol::Uuid(bytes).to_string()
+    }
+
+    fn random_u128_halves(&mut self) -> (u64, u64) {
+        let mut next = || {
+            // splitmix64: deterministic per seed, well spread.
+            self.rng_state = self.rng_state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.rng_state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let hi = next();
+        let lo = next();
+        (hi, lo)
     }
 
     /// Handles one request at `now_ms`.
