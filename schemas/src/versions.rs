@@ -31,6 +31,8 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DescribeTopicPartitions,
     ApiKey::DescribeQuorum,
     ApiKey::UpdateFeatures,
+    // Transaction APIs (actors/src/txn/apis.rs).
+    ApiKey::InitProducerId,
 ];
 
 /// The (min, max) version advertised for `api_key`, or None if this build does not serve it.
