@@ -119,6 +119,7 @@ impl QuorumControllerActor {
     fn register_with_raft(&self, ctx: &mut Context<Self>) {
         let me = ctx.address();
         self.register.do_send(RegisterRaftListener {
+            name: "QuorumControllerActor",
             committed: me.clone().recipient(),
             leader_changes: Some(me.recipient()),
         });
@@ -206,6 +207,11 @@ impl Handler<MetadataBatchesCommitted> for QuorumControllerActor {
     fn handle(&mut self, msg: MetadataBatchesCommitted, ctx: &mut Context<Self>) {
         let _m = self.metrics.handle();
         for batch in msg.batches.iter() {
+            // After a resign the old registration's deliveries may still be queued; they skip
+            // ahead of the fresh core, which gets them again, in order, from the new one.
+            if batch.base_offset > self.committed_offset + 1 {
+                continue;
+            }
             if !batch.is_control && batch.last_offset > self.core.applied_offset() {
                 let mut records = Vec::with_capacity(batch.records.len());
                 for v in &batch.records {

@@ -71,6 +71,7 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     }
     let publisher = start_supervised(arbiter, pub_metrics, move |_| publisher_actor);
     raft.do_send(RegisterRaftListener {
+        name: "MetadataPublisherActor",
         committed: publisher.addr().clone().recipient(),
         leader_changes: Some(publisher.addr().clone().recipient()),
     });

@@ -36,7 +36,7 @@ pub struct MetadataPublisherActor {
 
 impl MetadataPublisherActor {
     /// The actor and the watch readers use. Register the actor with the RaftActor
-    /// (`RegisterRaftListener { committed: addr.recipient(), leader_changes: None }`).
+    /// (`RegisterRaftListener { name: "MetadataPublisherActor", committed: addr.recipient(), leader_changes: None }`).
     pub fn new(node_id: i32, metrics: ActorMetrics) -> (Self, MetadataImageWatch) {
         let image = Arc::new(MetadataImage::default());
         let (image_tx, rx) = watch::channel(image.clone());

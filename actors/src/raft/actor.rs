@@ -68,6 +68,7 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 struct Listener {
+    name: &'static str,
     committed: Recipient<MetadataBatchesCommitted>,
     leader_changes: Option<Recipient<RaftLeaderChanged>>,
     /// First offset not yet delivered.
@@ -351,7 +352,9 @@ impl Handler<RegisterRaftListener> for RaftActor {
 
     fn handle(&mut self, msg: RegisterRaftListener, _: &mut Context<Self>) {
         let _m = self.metrics.handle();
+        self.listeners.retain(|l| l.name != msg.name);
         self.listeners.push(Listener {
+            name: msg.name,
             committed: msg.committed,
             leader_changes: msg.leader_changes,
             next_offset: self.log.log_start_offset(),

@@ -55,10 +55,14 @@ pub struct RaftLeaderChanged {
 }
 
 /// Sent by the topology (or a listener rebuilding its state): deliver every committed batch
-/// from the start of the log, then follow. Lost, the listener never hears from Raft.
+/// from the start of the log, then follow. Registering again under the same `name` replaces
+/// the earlier registration (and restarts delivery from the log start), so a listener that
+/// rebuilds never sees batches out of order. Lost, the listener never hears from Raft.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct RegisterRaftListener {
+    /// Identifies the listener, e.g. "QuorumControllerActor".
+    pub name: &'static str,
     pub committed: Recipient<MetadataBatchesCommitted>,
     pub leader_changes: Option<Recipient<RaftLeaderChanged>>,
 }
