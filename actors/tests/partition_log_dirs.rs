@@ -111,3 +111,65 @@ async fn metadata_log_is_skipped_and_logs_survive_clean_and_unclean_restarts() {
         b"not ours"
     );
 }
+
+#[actix_rt::test]
+async fn a_recreated_topic_starts_from_an_empty_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = PartitionLayerConfig::new(1, vec![dir.path().to_path_buf()], BTreeMap::new());
+    let layer = start_partitions(cfg, None).unwrap();
+    layer
+        .registry
+        .send(ApplyPartitionChanges {
+            changes: vec![leader("r")],
+        })
+        .await
+        .unwrap();
+    let old = layer.apis.partitions.borrow().get("r", 0).unwrap().clone();
+    old.addr
+        .send(AppendRecords {
+            records: batch(&[b"old"], 1),
+            required_acks: 1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    // Deleted and re-created under the same name (a new topic id) in one metadata delta.
+    let mut delete = leader("r");
+    delete.kind = PartitionChangeKind::Delete;
+    let mut recreate = leader("r");
+    recreate.topic_id = Uuid([8; 16]);
+    layer
+        .registry
+        .send(ApplyPartitionChanges {
+            changes: vec![delete, recreate],
+        })
+        .await
+        .unwrap();
+    // The registry finishes the delete before it opens the new log.
+    let mut reader = layer.apis.partitions.clone();
+    let table = reader
+        .wait_for(|t| t.get("r", 0).is_some_and(|r| r.topic_id == Uuid([8; 16])))
+        .await
+        .unwrap()
+        .clone();
+    let new = table.get("r", 0).unwrap().clone();
+    let r = new.addr.send(read()).await.unwrap().unwrap();
+    assert_eq!((r.log_start_offset, r.log_end_offset), (0, 0));
+    // And a re-created topic id alone (without a Delete) replaces the replica too.
+    let mut again = leader("r");
+    again.topic_id = Uuid([9; 16]);
+    layer
+        .registry
+        .send(ApplyPartitionChanges {
+            changes: vec![again],
+        })
+        .await
+        .unwrap();
+    let table = reader
+        .wait_for(|t| t.get("r", 0).is_some_and(|r| r.topic_id == Uuid([9; 16])))
+        .await
+        .unwrap()
+        .clone();
+    assert_eq!(table.topic_id("r"), Some(Uuid([9; 16])));
+    layer.shutdown().await.unwrap();
+}

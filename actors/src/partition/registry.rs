@@ -8,9 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use actix::{
-    Actor, ActorFutureExt, Context, Handler, MessageResult, ResponseActFuture, Supervised,
-    WrapFuture,
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, MessageResult, ResponseActFuture,
+    Supervised, WrapFuture,
 };
+use futures_util::future::join_all;
 use kactor_protocol::Uuid;
 use tokio::sync::watch;
 
@@ -234,8 +235,45 @@ impl ReplicaManagerActor {
         })
     }
 
-    fn apply(&mut self, changes: Vec<PartitionChange>) {
-        self.apply_with_image(changes, None);
+    /// Applies `changes` in two steps: replicas being deleted (or whose topic was re-created
+    /// under the same name, i.e. a new topic id) stop and remove their logs first, and the
+    /// registry handles nothing else until they have, so a re-created topic never opens the
+    /// old topic's directory; then everything else.
+    fn apply_in_order(
+        &mut self,
+        changes: Vec<PartitionChange>,
+        image: Option<Arc<crate::metadata::core::MetadataImage>>,
+        ctx: &mut Context<Self>,
+    ) {
+        let mut table = (*self.table).clone();
+        let mut stops = Vec::new();
+        for change in &changes {
+            let tp = change.tp();
+            let remove = match change.kind {
+                PartitionChangeKind::Delete => true,
+                _ => table
+                    .partitions
+                    .get(&tp)
+                    .is_some_and(|r| r.topic_id != change.topic_id),
+            };
+            if remove {
+                if let Some(r) = table.partitions.remove(&tp) {
+                    stops.push(async move { r.addr.send(StopReplica { delete: true }).await });
+                }
+            }
+        }
+        if stops.is_empty() {
+            self.apply_with_image(changes, image);
+            return;
+        }
+        self.publish(table);
+        ctx.wait(
+            async move {
+                join_all(stops).await;
+            }
+            .into_actor(self)
+            .map(move |_, act, _| act.apply_with_image(changes, image)),
+        );
     }
 
     fn apply_with_image(
@@ -360,16 +398,16 @@ impl SupervisedActor for ReplicaManagerActor {
 
 impl Handler<ApplyPartitionChanges> for ReplicaManagerActor {
     type Result = ();
-    fn handle(&mut self, msg: ApplyPartitionChanges, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: ApplyPartitionChanges, ctx: &mut Context<Self>) {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
-        self.apply(msg.changes);
+        self.apply_in_order(msg.changes, None, ctx);
     }
 }
 
 impl Handler<crate::metadata::PartitionsChanged> for ReplicaManagerActor {
     type Result = ();
-    fn handle(&mut self, msg: crate::metadata::PartitionsChanged, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: crate::metadata::PartitionsChanged, ctx: &mut Context<Self>) {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         let changes = msg
@@ -377,7 +415,7 @@ impl Handler<crate::metadata::PartitionsChanged> for ReplicaManagerActor {
             .into_iter()
             .map(PartitionChange::from)
             .collect();
-        self.apply_with_image(changes, Some(msg.image));
+        self.apply_in_order(changes, Some(msg.image), ctx);
         for t in msg.topic_configs {
             self.topic_overrides
                 .insert(t.topic_name.clone(), t.config_overrides);
