@@ -687,12 +687,14 @@ fn describe_topic(
                     }
                 }
             }
-            if let Some((s, _)) = def.synonyms.first() {
-                syn.push((
-                    s.to_string(),
-                    Some(def.default.to_string()),
-                    source::DEFAULT_CONFIG,
-                ));
+            // With unit variants (ms / minutes / hours) only the coarsest has a default in
+            // Kafka (`log.retention.hours=168`), and that is the one Kafka lists.
+            if let Some((s, mult)) = def.synonyms.last() {
+                let value = match def.default.parse::<i64>() {
+                    Ok(n) if *mult > 1 => (n / mult).to_string(),
+                    _ => def.default.to_string(),
+                };
+                syn.push((s.to_string(), Some(value), source::DEFAULT_CONFIG));
             }
         }
         out.push(
