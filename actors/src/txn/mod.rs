@@ -7,5 +7,7 @@
 
 pub mod actor;
 pub mod apis;
+pub mod core;
+pub mod log;
 pub mod messages;
 pub mod producer_ids;
