@@ -105,6 +105,7 @@ async fn every_version_of_every_group_api_answers() {
             shards: shards.clone(),
             partitions,
             transaction_state_num_partitions: 50,
+            offsets_topic: None,
         },
     );
     // Wait until the shard is up and loaded (ListGroups answers without error).

@@ -53,6 +53,38 @@ pub struct GroupApis {
     pub partitions: PartitionTableReader,
     /// `transaction.state.log.num.partitions`
     pub transaction_state_num_partitions: i32,
+    /// Creates `__consumer_offsets` on the first FindCoordinator that needs it, as Kafka
+    /// does (None: created elsewhere, e.g. at start-up).
+    pub offsets_topic: Option<OffsetsTopicCreator>,
+}
+
+/// How to create `__consumer_offsets` through the controller.
+#[derive(Clone)]
+pub struct OffsetsTopicCreator {
+    pub controller: Recipient<crate::controller::messages::CreateTopics>,
+    /// `offsets.topic.replication.factor`
+    pub replication_factor: i16,
+    /// `offsets.topic.segment.bytes`
+    pub segment_bytes: i64,
+}
+
+/// `__consumer_offsets` as Kafka creates it: compacted, producer compression.
+pub fn offsets_topic_creation(
+    num_partitions: i32,
+    replication_factor: i16,
+    segment_bytes: i64,
+) -> crate::controller::core::requests::CreatableTopic {
+    crate::controller::core::requests::CreatableTopic {
+        name: OFFSETS_TOPIC.to_string(),
+        num_partitions,
+        replication_factor,
+        assignments: Vec::new(),
+        configs: vec![
+            ("cleanup.policy".to_string(), Some("compact".to_string())),
+            ("compression.type".to_string(), Some("producer".to_string())),
+            ("segment.bytes".to_string(), Some(segment_bytes.to_string())),
+        ],
+    }
 }
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -814,6 +846,33 @@ async fn handle_find_coordinator(
     };
     let table = a.partitions.borrow().clone();
     let offsets_partitions = a.shards.borrow().offsets_topic_num_partitions;
+    let wants_groups = if ctx.api_version >= 1 {
+        r.key_type == 0
+    } else {
+        true
+    };
+    let missing = table
+        .image
+        .as_ref()
+        .is_some_and(|i| i.topics.get_by_name(OFFSETS_TOPIC).is_none());
+    if let (true, true, Some(creator)) = (wants_groups, missing, a.offsets_topic.clone()) {
+        // Kafka answers COORDINATOR_NOT_AVAILABLE now and creates the topic in the
+        // background; the client retries. A concurrent creation fails harmlessly.
+        let topic = offsets_topic_creation(
+            offsets_partitions,
+            creator.replication_factor,
+            creator.segment_bytes,
+        );
+        actix::spawn(async move {
+            let _ = creator
+                .controller
+                .send(crate::controller::messages::CreateTopics {
+                    topics: vec![topic],
+                    validate_only: false,
+                })
+                .await;
+        });
+    }
     let resp = find_coordinator_response(
         ctx.api_version,
         &r,
@@ -1484,6 +1543,18 @@ mod tests {
             },
         );
         image
+    }
+
+    #[test]
+    fn offsets_topic_is_created_compacted() {
+        let t = offsets_topic_creation(50, 3, 104_857_600);
+        assert_eq!(
+            (t.name.as_str(), t.num_partitions, t.replication_factor),
+            (OFFSETS_TOPIC, 50, 3)
+        );
+        assert!(t
+            .configs
+            .contains(&("cleanup.policy".to_string(), Some("compact".to_string()))));
     }
 
     #[test]
