@@ -109,7 +109,15 @@ impl Broker {
             },
             received_at: Instant::now(),
         };
-        (self.router.route(key).unwrap().handler)(ctx, body).await
+        let out = (self.router.route(key).unwrap().handler)(ctx, body).await;
+        // Every response must encode at its request's version (fields a version lacks keep
+        // their defaults).
+        if let HandlerOutcome::Respond(r) = &out {
+            let mut w = kactor_protocol::Writer::new();
+            r.encode(&mut w, version)
+                .unwrap_or_else(|e| panic!("{key:?} v{version} does not encode: {e}"));
+        }
+        out
     }
 
     async fn produce(
@@ -243,10 +251,22 @@ async fn produce_paths_and_errors() {
         produce_result(b.produce(9, 1, 0, bad.into()).await).0,
         codes::CORRUPT_MESSAGE
     );
+    // The oldest served version encodes too (no log_start_offset / record errors before v5 / v8).
+    assert_eq!(
+        produce_result(b.produce(3, 1, 0, batch(&[b"old"], 0)).await).0,
+        0
+    );
+    let mut bad = batch(&[b"x"], 0).to_vec();
+    let n = bad.len();
+    bad[n - 1] ^= 1;
+    assert_eq!(
+        produce_result(b.produce(3, 1, 0, bad.into()).await).0,
+        codes::CORRUPT_MESSAGE
+    );
     // v13 names topics by id.
     assert_eq!(
         produce_result(b.produce(13, 1, 0, batch(&[b"e"], 0)).await),
-        (0, 4)
+        (0, 5)
     );
 }
 
@@ -268,6 +288,15 @@ async fn fetch_reads_below_max_bytes_with_the_first_batch_rule() {
         batch_offsets(&r.responses[0].partitions[0].records),
         vec![1, 2]
     );
+    for v in [4, 5, 11, 12, 16] {
+        let r = b
+            .fetch(fetch_req(&[(0, 1), (5, 0)], 0, 1, 1 << 20), v)
+            .await;
+        assert_eq!(
+            r.responses[0].partitions[1].error_code,
+            codes::UNKNOWN_TOPIC_OR_PARTITION
+        );
+    }
     let r = b.fetch(fetch_req(&[(0, 9)], 0, 1, 1 << 20), 12).await;
     assert_eq!(
         r.responses[0].partitions[0].error_code,

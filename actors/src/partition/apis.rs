@@ -246,7 +246,10 @@ async fn handle_produce(
             Ok(out) => {
                 pr.base_offset = out.base_offset;
                 pr.log_append_time_ms = out.log_append_time_ms;
-                pr.log_start_offset = out.log_start_offset;
+                // Fields a version lacks must keep their defaults to encode.
+                if version >= 5 {
+                    pr.log_start_offset = out.log_start_offset;
+                }
                 if acks == -1 {
                     watches.push(ProduceWatch {
                         tp: p.tp.clone(),
@@ -257,12 +260,15 @@ async fn handle_produce(
             }
             Err(e) => {
                 pr.error_code = e.code();
-                if e.code() == codes::INVALID_RECORD || e.code() == codes::CORRUPT_MESSAGE {
+                if version >= 8
+                    && (e.code() == codes::INVALID_RECORD || e.code() == codes::CORRUPT_MESSAGE)
+                {
                     pr.error_message = Some(e.to_string());
                 }
                 pr.record_errors = e
                     .record_errors()
                     .iter()
+                    .filter(|_| version >= 8)
                     .map(|r| BatchIndexAndErrorMessage {
                         batch_index: r.batch_index,
                         batch_index_error_message: r.message.clone(),
@@ -401,6 +407,7 @@ fn fetch_response_topics(
     reads: Vec<FetchRead>,
     isolation: IsolationLevel,
     t: &PartitionTable,
+    version: i16,
 ) -> Vec<FetchableTopicResponse> {
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     for r in reads {
@@ -416,7 +423,10 @@ fn fetch_response_topics(
             Ok(out) => {
                 pd.high_watermark = out.high_watermark;
                 pd.last_stable_offset = out.last_stable_offset;
-                pd.log_start_offset = out.log_start_offset;
+                // Fields a version lacks must keep their defaults to encode.
+                if version >= 5 {
+                    pd.log_start_offset = out.log_start_offset;
+                }
                 pd.preferred_read_replica = out.preferred_read_replica;
                 if let Some(d) = out.diverging_epoch {
                     pd.diverging_epoch = fetch_response::EpochEndOffset {
@@ -440,7 +450,9 @@ fn fetch_response_topics(
             Err(code) => {
                 pd.error_code = code;
                 pd.records = Some(Records::default());
-                if code == codes::NOT_LEADER_OR_FOLLOWER || code == codes::FENCED_LEADER_EPOCH {
+                if version >= 12
+                    && (code == codes::NOT_LEADER_OR_FOLLOWER || code == codes::FENCED_LEADER_EPOCH)
+                {
                     if let Some(h) = r
                         .target
                         .topic
@@ -633,7 +645,7 @@ async fn handle_fetch(a: &PartitionApis, ctx: &RequestContext, req: FetchRequest
     }
     FetchResponse {
         session_id,
-        responses: fetch_response_topics(reads, isolation, &t),
+        responses: fetch_response_topics(reads, isolation, &t, version),
         ..Default::default()
     }
 }
@@ -646,6 +658,7 @@ async fn handle_list_offsets(
     req: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let t = table(a);
+    let version = ctx.api_version;
     // Consumers (replica id -1) see offsets bounded by their isolation level; brokers see the
     // log end.
     let isolation = (req.replica_id < 0).then(|| IsolationLevel::from_wire(req.isolation_level));
@@ -686,7 +699,10 @@ async fn handle_list_offsets(
                     Ok(Some(found)) => {
                         pr.timestamp = found.timestamp;
                         pr.offset = found.offset;
-                        pr.leader_epoch = found.leader_epoch.unwrap_or(-1);
+                        // LeaderEpoch exists from v4.
+                        if version >= 4 {
+                            pr.leader_epoch = found.leader_epoch.unwrap_or(-1);
+                        }
                     }
                     Ok(None) => {}
                     Err(code) => {
