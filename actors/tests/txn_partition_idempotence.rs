@@ -10,6 +10,7 @@ use kactor_actors::partition::core::{
     ReadParams, TopicPartition,
 };
 use kactor_actors::partition::DiskLog;
+use kactor_actors::producer::partition::TxnMarker;
 use kactor_protocol::records::{BatchBuilder, BatchHeader};
 
 const NOW: i64 = 1_700_000_000_000;
@@ -157,4 +158,71 @@ fn producer_state_is_rebuilt_from_the_log_without_a_snapshot() {
     assert_eq!(produce(&mut p, &batch(7, 0, 0, 2, false)), Ok((0, 1)));
     // The open transaction came back too.
     assert_eq!(p.last_stable_offset(), 2);
+}
+
+fn marker(pid: i64, epoch: i16, commit: bool) -> TxnMarker {
+    TxnMarker {
+        producer_id: pid,
+        producer_epoch: epoch,
+        commit,
+        coordinator_epoch: 0,
+    }
+}
+
+fn read_committed<L: PartitionLog>(p: &mut Partition<L>) -> (Vec<i64>, Vec<(i64, i64)>) {
+    let out = p
+        .read(&ReadParams {
+            fetch_offset: 0,
+            max_bytes: 1 << 20,
+            min_one_batch: true,
+            isolation: IsolationLevel::ReadCommitted,
+            current_leader_epoch: -1,
+            last_fetched_epoch: -1,
+            replica_id: -1,
+        })
+        .unwrap();
+    let bytes = out.records.to_bytes().unwrap();
+    let mut v = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let h = BatchHeader::parse(&bytes[pos..]).unwrap();
+        v.push(h.base_offset);
+        pos += h.total_size();
+    }
+    let aborted = out
+        .aborted_transactions
+        .iter()
+        .map(|a| (a.producer_id, a.first_offset))
+        .collect();
+    (v, aborted)
+}
+
+#[test]
+fn markers_release_the_lso_and_aborted_transactions_reach_read_committed_fetches() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("t-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut p = open_disk(&dir, false);
+    produce(&mut p, &batch(1, 0, 0, 2, true)).unwrap(); // 0..1, aborted below
+    produce(&mut p, &batch(2, 0, 0, 1, true)).unwrap(); // 2, committed below
+    assert_eq!(p.last_stable_offset(), 0);
+    let abort = p.append_txn_marker(&marker(1, 0, false), NOW).unwrap();
+    assert_eq!(abort.base_offset, 3);
+    // Producer 2's transaction still holds the LSO.
+    assert_eq!(p.last_stable_offset(), 2);
+    p.append_txn_marker(&marker(2, 0, true), NOW).unwrap();
+    assert_eq!(p.last_stable_offset(), 5);
+    let (batches, aborted) = read_committed(&mut p);
+    assert_eq!(batches, vec![0, 2, 3, 4]);
+    assert_eq!(aborted, vec![(1, 0)]);
+    // The aborted transaction is in the segment's .txnindex.
+    assert!(dir.join("00000000000000000000.txnindex").exists());
+    // A marker from a fenced epoch is refused with INVALID_PRODUCER_EPOCH.
+    produce(&mut p, &batch(3, 4, 0, 1, true)).unwrap();
+    assert_eq!(
+        p.append_txn_marker(&marker(3, 3, true), NOW)
+            .unwrap_err()
+            .code(),
+        47
+    );
 }

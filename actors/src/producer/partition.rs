@@ -5,11 +5,13 @@
 use std::path::Path;
 
 use bytes::Bytes;
-use kactor_protocol::records::{batches, BatchHeader};
+use kactor_protocol::records::{
+    batches, end_transaction_marker_batch, BatchHeader, EndTransactionMarker,
+};
 
 use super::snapshot;
 use super::state::{
-    AppendCheck, AppendOrigin, BatchMetadata, ProducerBatch, ProducerStateConfig,
+    AppendCheck, AppendOrigin, BatchMetadata, ProducerAppend, ProducerBatch, ProducerStateConfig,
     ProducerStateError, ProducerStateManager,
 };
 use crate::partition::core::log::PartitionLog;
@@ -20,6 +22,55 @@ const REPLAY_READ_BYTES: usize = 1 << 20;
 /// How many snapshots a partition keeps (older ones describe offsets recovery no longer starts at).
 const SNAPSHOTS_KEPT: usize = 2;
 
+/// One commit/abort marker a partition leader writes for WriteTxnMarkers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+    pub coordinator_epoch: i32,
+}
+
+/// Builds the marker's control batch at `offset` and checks it against the table.
+pub fn prepare_marker(
+    m: &ProducerStateManager,
+    marker: &TxnMarker,
+    offset: i64,
+    leader_epoch: i32,
+    now_ms: i64,
+) -> Result<(Bytes, ProducerAppend), ProducerStateError> {
+    let end = if marker.commit {
+        EndTransactionMarker::commit(marker.coordinator_epoch)
+    } else {
+        EndTransactionMarker::abort(marker.coordinator_epoch)
+    };
+    let records = end_transaction_marker_batch(
+        offset,
+        now_ms,
+        leader_epoch,
+        marker.producer_id,
+        marker.producer_epoch,
+        end,
+    )
+    .expect("a marker batch always encodes");
+    let batch = ProducerBatch {
+        producer_id: marker.producer_id,
+        producer_epoch: marker.producer_epoch,
+        base_sequence: -1,
+        last_sequence: -1,
+        first_offset: offset,
+        last_offset: offset,
+        max_timestamp: now_ms,
+        is_transactional: true,
+        marker: Some(end),
+    };
+    match m.check_append(&batch, AppendOrigin::Coordinator)? {
+        AppendCheck::Append(u) => Ok((records, u)),
+        // Markers are never compared as duplicates; keep the type total.
+        AppendCheck::Duplicate(_) => Ok((records, ProducerAppend::none(offset))),
+    }
+}
+
 /// The producer-state check of one validated leader append (one batch, offsets assigned):
 /// duplicate, append-then-apply, or the error to answer.
 pub fn check_leader_append(
@@ -29,7 +80,7 @@ pub fn check_leader_append(
     match BatchHeader::parse(records) {
         Ok(h) => m.check_append(&ProducerBatch::from_header(&h), AppendOrigin::Client),
         // Validation already parsed this header; nothing to track if it somehow can't be.
-        Err(_) => Ok(AppendCheck::Append(super::state::ProducerAppend::none(-1))),
+        Err(_) => Ok(AppendCheck::Append(ProducerAppend::none(-1))),
     }
 }
 

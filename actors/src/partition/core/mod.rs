@@ -428,6 +428,57 @@ impl<L: PartitionLog> Partition<L> {
         })
     }
 
+    /// Appends a transaction marker for WriteTxnMarkers (Kafka's `appendRecordsToLeader` with
+    /// origin COORDINATOR): a control batch checked against the producer state, completing the
+    /// producer's transaction (an aborted one goes into the `.txnindex`).
+    pub fn append_txn_marker(
+        &mut self,
+        marker: &crate::producer::partition::TxnMarker,
+        now_ms: i64,
+    ) -> Result<AppendOutcome, PartitionError> {
+        self.check_leader()?;
+        let offset = self.log.log_end_offset();
+        let (records, update) = crate::producer::partition::prepare_marker(
+            &self.producers,
+            marker,
+            offset,
+            self.leader_epoch,
+            now_ms,
+        )?;
+        let bytes = records.len() as u64;
+        self.log
+            .append(
+                records,
+                &AppendedBatches {
+                    first_offset: offset,
+                    last_offset: offset,
+                    max_timestamp: now_ms,
+                    offset_of_max_timestamp: offset,
+                    records_count: 1,
+                },
+            )
+            .map_err(PartitionError::Storage)?;
+        if let Some(done) = self.producers.apply(update) {
+            if done.is_aborted {
+                self.log
+                    .append_aborted_txn(done.aborted_txn())
+                    .map_err(PartitionError::Storage)?;
+            }
+        }
+        self.unflushed_messages += 1;
+        let advanced = self.maybe_increment_high_watermark();
+        Ok(AppendOutcome {
+            base_offset: offset,
+            last_offset: offset,
+            log_append_time_ms: -1,
+            log_start_offset: self.log.log_start_offset(),
+            records_count: 1,
+            bytes,
+            high_watermark: self.high_watermark,
+            high_watermark_advanced: advanced,
+        })
+    }
+
     /// Reads for a consumer or follower (Kafka's `Partition.fetchRecords` + `UnifiedLog.read`).
     pub fn read(&mut self, p: &ReadParams) -> Result<ReadOutcome, PartitionError> {
         self.check_leader()?;
