@@ -12,7 +12,6 @@ from harness import wire
 from harness.broker import BrokerError, kactor_bin
 
 
-@pytest.mark.kactor_pending("config validation at start-up (#4)")
 def test_invalid_config_stops_startup_naming_the_key(broker_factory):
     b = broker_factory(overrides={"num.partitions": "not-a-number"}, start=False)
     t0 = time.monotonic()
@@ -23,7 +22,6 @@ def test_invalid_config_stops_startup_naming_the_key(broker_factory):
     assert "num.partitions" in b.log_text()
 
 
-@pytest.mark.kactor_pending("SIGTERM clean shutdown (#4/#8)")
 def test_sigterm_exits_promptly(broker_factory, target):
     b = broker_factory(name="term")
     t0 = time.monotonic()
@@ -39,7 +37,6 @@ def http_get(url):
         return r.status, r.read().decode()
 
 
-@pytest.mark.kactor_pending("needs ApiVersions on the client listener (broker fixture readiness)")
 def test_metrics_and_health_endpoints(broker, target):
     if target != "kactor":
         pytest.skip("kactor's own endpoint (Kafka exposes JMX instead)")
@@ -56,7 +53,6 @@ def test_metrics_and_health_endpoints(broker, target):
     assert re.search(r'^kactor_network_requests_total\{[^}]*api="ApiVersions"[^}]*\} [1-9]', text, re.M)
 
 
-@pytest.mark.kactor_pending("kactor random-uuid (#4)")
 def test_random_uuid(target):
     if target != "kactor":
         pytest.skip("kactor subcommand")

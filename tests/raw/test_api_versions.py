@@ -4,8 +4,6 @@ import pytest
 
 from harness import wire
 
-pytestmark = pytest.mark.kactor_pending("ApiVersions not served yet (network layer, #4)")
-
 # The key APIs #4 serves, with the version ranges Kafka 4.4.0 advertises for them.
 KAFKA_44_RANGES = {
     0: (0, 13),    # Produce (4.4 still advertises 0 though v0-v2 are gone, KIP-896)
