@@ -42,7 +42,9 @@ COMMON_OVERRIDES = {
 KAFKA_JVM_DEFAULTS = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                       "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
                       "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"]
-PORTS = {"client": 19092, "controller": 19093, "http": 19094}
+# Fixed, so both brokers serve on the same ports; away from 9092/19092, which tests and
+# other engineers' brokers use on a shared machine (--port-base moves them).
+PORTS = {"client": 39092, "controller": 39093, "http": 39094}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIB = 1 << 20
 
@@ -418,13 +420,18 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
     w("")
     if consumes:
         w("## Consumer throughput (reading back what one acks=1 producer wrote)\n")
-        w("| scenario | Apache Kafka | kactor | kactor / Kafka |")
-        w("|---|---|---|---|")
+        w("Timed from the first record to the last; the wait for the first record (connect, "
+          "ListOffsets, first Fetch) is shown apart.\n")
+        w("| scenario | Apache Kafka | kactor | kactor / Kafka | first record ms Kafka | "
+          "first record ms kactor |")
+        w("|---|---|---|---|---|---|")
         for p in consumes:
             n = p.name.replace("produce", "consume")
             k, r = get(K, "consume", n), get(R, "consume", n)
+            fk, fr = get(k, "ms_to_first_record"), get(r, "ms_to_first_record")
             w(f"| {n} | {fmt_rate(k)}{incomplete(k)} | {fmt_rate(r)}{incomplete(r)} | "
-              f"{ratio(get(r, 'records_per_s'), get(k, 'records_per_s'))} |")
+              f"{ratio(get(r, 'records_per_s'), get(k, 'records_per_s'))} | "
+              f"{f'{fk:.0f}' if fk else '–'} | {f'{fr:.0f}' if fr else '–'} |")
         w("")
     if e2es:
         w("## End-to-end latency at a fixed rate (50% of Kafka's max; µs from scheduled send "
@@ -456,9 +463,12 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
          mib(R.get("idle_rss")), lambda v: f"{v:.1f}"),
         ("peak RSS (MiB, VmHWM)", mib(K.get("peak_rss")), mib(R.get("peak_rss")),
          lambda v: f"{v:.1f}"),
-        ("start to first produce (ms; includes CreateTopics)",
+        ("start to first produce (ms; acks=all, topic auto-created)",
          get(K, "first_produce", "start_to_first_produce_ms"),
          get(R, "first_produce", "start_to_first_produce_ms"), lambda v: f"{v:.0f}"),
+        ("start to listener accepting (ms)",
+         get(K, "first_produce", "start_to_listening_ms"),
+         get(R, "first_produce", "start_to_listening_ms"), lambda v: f"{v:.0f}"),
     ]
     for name, kv, rv, f in rows:
         w(f"| {name} | {f(kv) if kv is not None else '–'} | {f(rv) if rv is not None else '–'} "
@@ -609,7 +619,10 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"),
                     help="where to write the report ('-' for nowhere)")
     ap.add_argument("--json", help="also dump the raw results here")
+    ap.add_argument("--port-base", type=int, default=PORTS["client"],
+                    help="client port; controller and HTTP take the next two")
     args = ap.parse_args(argv)
+    PORTS.update(client=args.port_base, controller=args.port_base + 1, http=args.port_base + 2)
     args.argv = argv
     if not load_bin().exists():
         sys.exit(f"{load_bin()} missing: build with `cargo build --release -p kactor-bench`")

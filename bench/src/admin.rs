@@ -1,6 +1,7 @@
 //! Topic creation and start-to-first-produce, through librdkafka's admin client (the
 //! counterpart of `kafka-topics --create`), or through the mock cluster's own topic table.
 
+use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -144,8 +145,9 @@ fn unix_us() -> u64 {
         .unwrap_or(0)
 }
 
-/// Start to first produce: retries create-topic and a one-record acks=all produce until one
-/// is acknowledged, then reports the wall-clock time since the broker was launched.
+/// Start to first produce: waits for the listener, then produces one acks=all record to a
+/// new topic (retrying if it fails) and reports the wall-clock time since the broker was
+/// launched to its acknowledgement.
 pub fn first_produce(
     conn: &Conn,
     topic: &str,
@@ -156,14 +158,45 @@ pub fn first_produce(
     let deadline = Instant::now() + timeout;
     let mut attempts = 0u32;
     let mut last_err = String::new();
+    let mut failures: Vec<String> = Vec::new();
+    let t0 = Instant::now();
+    // Until the listener accepts, librdkafka's reconnect backoff (100 ms and growing) would
+    // blur the figure: probe the port with plain connects first, every millisecond.
+    if let Some(addr) = (!target.is_mock())
+        .then(|| target.bootstrap.split(',').next())
+        .flatten()
+        .and_then(|a| a.to_socket_addrs().ok()?.next())
+    {
+        while Instant::now() < deadline
+            && TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err()
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let listening_ms = unix_us().saturating_sub(since_unix_us) as f64 / 1000.0;
     while Instant::now() < deadline {
         attempts += 1;
-        match try_produce_one(&target, topic) {
+        match try_produce_one(
+            &target,
+            topic,
+            deadline.saturating_duration_since(Instant::now()),
+        ) {
             Ok(()) => {
                 let ms = unix_us().saturating_sub(since_unix_us) as f64 / 1000.0;
-                return Ok(json!({"start_to_first_produce_ms": ms, "attempts": attempts}));
+                return Ok(
+                    json!({"start_to_first_produce_ms": ms, "attempts": attempts,
+                           "start_to_listening_ms": listening_ms, "failed_attempts": failures}),
+                );
             }
-            Err(e) => last_err = format!("{e:#}"),
+            Err(e) => {
+                last_err = format!("{e:#}");
+                if failures.len() < 3 {
+                    failures.push(format!(
+                        "{:.0} ms: {last_err}",
+                        t0.elapsed().as_secs_f64() * 1e3
+                    ));
+                }
+            }
         }
         // Short enough not to dominate a ~100 ms start, long enough not to spin.
         std::thread::sleep(Duration::from_millis(5));
@@ -171,26 +204,33 @@ pub fn first_produce(
     bail!("no successful produce within {timeout:?} ({attempts} attempts; last: {last_err})")
 }
 
-fn try_produce_one(target: &Target, topic: &str) -> Result<()> {
-    target.create_topic(topic, 1, Duration::from_secs(2))?;
+/// One acks=all record to `topic`, created by the broker on first use
+/// (`auto.create.topics.enable`, as a fresh client would find it); librdkafka re-asks for the
+/// topic's metadata every 10 ms until it has a leader.
+fn try_produce_one(target: &Target, topic: &str, timeout: Duration) -> Result<()> {
     let counters = std::sync::Arc::new(Counters::default());
     let mut cfg = target.config();
     cfg.set("acks", "all")
         .set("linger.ms", "0")
-        .set("message.timeout.ms", "2000")
+        .set("message.timeout.ms", timeout.as_millis().max(1).to_string())
+        .set("topic.metadata.refresh.fast.interval.ms", "10")
         .set("reconnect.backoff.ms", "5")
         .set("retry.backoff.ms", "5");
     let producer: rdkafka::producer::BaseProducer<Ctx> = target
         .finish(cfg)
         .create_with_context(Ctx::new(counters.clone(), 1))?;
     let rec = rdkafka::producer::BaseRecord::<(), [u8], usize>::with_opaque_to(topic, 0)
-        .payload(&b"first"[..])
-        .partition(0);
+        .payload(&b"first"[..]);
     producer.send(rec).map_err(|(e, _)| anyhow!("send: {e}"))?;
-    rdkafka::producer::Producer::flush(&producer, Duration::from_secs(3))?;
+    let _ = rdkafka::producer::Producer::flush(&producer, timeout + Duration::from_secs(1));
     if counters.delivered() == 1 {
         Ok(())
     } else {
-        bail!("not acknowledged (errors: {})", counters.errors())
+        bail!(
+            "not acknowledged: {}",
+            counters
+                .first_error()
+                .unwrap_or_else(|| "no delivery report".into())
+        )
     }
 }
