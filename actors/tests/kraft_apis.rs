@@ -59,6 +59,18 @@ struct Harness {
 
 impl Harness {
     async fn call(&self, key: ApiKey, version: i16, body: RequestBody) -> ResponseBody {
+        self.call_on(ListenerKind::Broker, "PLAINTEXT", key, version, body)
+            .await
+    }
+
+    async fn call_on(
+        &self,
+        kind: ListenerKind,
+        listener: &str,
+        key: ApiKey,
+        version: i16,
+        body: RequestBody,
+    ) -> ResponseBody {
         let addr: SocketAddr = "127.0.0.1:9092".parse().unwrap();
         let ctx = RequestContext {
             api_key: key,
@@ -68,8 +80,8 @@ impl Harness {
                 connection_id: 1,
                 peer: addr,
                 local: addr,
-                listener_name: Arc::from("PLAINTEXT"),
-                listener_kind: ListenerKind::Broker,
+                listener_name: Arc::from(listener),
+                listener_kind: kind,
                 security_protocol: "PLAINTEXT",
             },
             received_at: Instant::now(),
@@ -452,6 +464,38 @@ fn metadata_and_admin_apis() {
                 (CLUSTER, 1, 1)
             );
         }
+        // `--bootstrap-controller` tools ask a controller listener for controllers.
+        let r = hs
+            .call_on(
+                ListenerKind::Controller,
+                "CONTROLLER",
+                ApiKey::DescribeCluster,
+                1,
+                RequestBody::DescribeCluster(DescribeClusterRequest {
+                    endpoint_type: 2,
+                    ..Default::default()
+                }),
+            )
+            .await;
+        let ResponseBody::DescribeCluster(r) = r else {
+            panic!()
+        };
+        assert_eq!((r.error_code, r.controller_id), (0, 1));
+        assert_eq!(r.brokers[0].port, 9093);
+        let r = hs
+            .call(
+                ApiKey::DescribeCluster,
+                1,
+                RequestBody::DescribeCluster(DescribeClusterRequest {
+                    endpoint_type: 2,
+                    ..Default::default()
+                }),
+            )
+            .await;
+        let ResponseBody::DescribeCluster(r) = r else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 115);
         let r = hs
             .call(
                 ApiKey::DescribeTopicPartitions,

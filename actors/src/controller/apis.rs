@@ -26,7 +26,7 @@ use super::core::validate_topic_name;
 use super::messages::{self as cm, ControllerError, ControllerReply};
 use crate::metadata::actor::{wait_for_offset, MetadataImageWatch};
 use crate::metadata::core::{ConfigResource, MetadataImage, TopicImage};
-use crate::network::router::{HandlerOutcome, RequestContext, RequestRouter};
+use crate::network::router::{HandlerOutcome, ListenerKind, RequestContext, RequestRouter};
 use crate::raft::actor::RaftActor;
 use crate::raft::messages::DescribeQuorumState;
 use crate::runtime::MeteredAddr;
@@ -1055,7 +1055,49 @@ async fn handle_describe_cluster(
     let v = ctx.api_version;
     let image = apis.snapshot();
     let endpoint_type = if v >= 1 { req.endpoint_type } else { 1 };
-    if endpoint_type != 1 {
+    // Kafka's endpoint types: 1 = brokers (asked of a broker listener), 2 = controllers
+    // (asked of a controller listener, e.g. by `--bootstrap-controller` tools).
+    let on_controller = ctx.connection.listener_kind == ListenerKind::Controller;
+    if endpoint_type == 2 && on_controller {
+        let leader = apis
+            .raft
+            .send(DescribeQuorumState)
+            .await
+            .ok()
+            .and_then(|q| q.leader_id)
+            .unwrap_or(-1);
+        let listener = &*ctx.connection.listener_name;
+        let endpoint = apis
+            .controller_listeners
+            .iter()
+            .find(|(name, _, _)| name == listener)
+            .or(apis.controller_listeners.first());
+        let brokers = endpoint
+            .map(
+                |(_, host, port)| m::describe_cluster_response::DescribeClusterBroker {
+                    broker_id: apis.node_id,
+                    host: host.clone(),
+                    port: *port as i32,
+                    rack: None,
+                    ..Default::default()
+                },
+            )
+            .into_iter()
+            .collect();
+        return respond(ResponseBody::DescribeCluster(DescribeClusterResponse {
+            endpoint_type,
+            cluster_id: apis.cluster_id.clone(),
+            controller_id: leader,
+            brokers,
+            cluster_authorized_operations: if req.include_cluster_authorized_operations {
+                CLUSTER_OPERATIONS
+            } else {
+                AUTHORIZED_OPERATIONS_OMITTED
+            },
+            ..Default::default()
+        }));
+    }
+    if endpoint_type != 1 || on_controller {
         ctx.record_error(UNSUPPORTED_ENDPOINT_TYPE);
         return respond(ResponseBody::DescribeCluster(DescribeClusterResponse {
             error_code: UNSUPPORTED_ENDPOINT_TYPE,
