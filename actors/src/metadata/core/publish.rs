@@ -12,7 +12,9 @@ use super::image::{ConfigResource, ConfigResourceType, MetadataChanges, Metadata
 pub enum LocalPartitionChangeKind {
     /// This node is the partition's leader (new, or the leader epoch / ISR changed).
     BecomeLeader,
-    /// This node hosts a replica led by another broker.
+    /// This node hosts a replica led by another broker, or by no one (`leader_id` -1: the
+    /// partition is offline, e.g. while this broker re-registers after a restart; a
+    /// BecomeLeader with a higher leader epoch follows once it is unfenced).
     BecomeFollower,
     /// This node no longer hosts the replica (topic deleted or reassigned away): stop it and
     /// delete its log.
