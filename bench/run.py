@@ -420,8 +420,8 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
     w("")
     if consumes:
         w("## Consumer throughput (reading back what one acks=1 producer wrote)\n")
-        w("Timed from the first record to the last; the wait for the first record (connect, "
-          "ListOffsets, first Fetch) is shown apart.\n")
+        w("Timed from assignment (no consumer group) to the last record; the wait for the "
+          "first record (connect, ListOffsets, first Fetch) is included and also shown apart.\n")
         w("| scenario | Apache Kafka | kactor | kactor / Kafka | first record ms Kafka | "
           "first record ms kactor |")
         w("|---|---|---|---|---|---|")
@@ -586,7 +586,7 @@ def jp(r):
     if not r:
         return "–"
     if "error" in r:
-        return "failed"
+        return "failed: " + r["error"].splitlines()[0][:60]
     return f"{r['records_per_s']:,.0f} ({r['mb_per_s']:.1f})"
 
 

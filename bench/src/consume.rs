@@ -77,11 +77,11 @@ pub fn run(a: &Args) -> Result<Value> {
         }
     }
     counters.set(n, bytes);
-    // Throughput is timed from the first record to the last, like kafka-consumer-perf-test's
-    // fetch rate: connection set-up and the first long poll are reported on their own.
-    let elapsed = first
-        .map(|f| last.duration_since(f).as_secs_f64())
-        .unwrap_or(0.0);
+    // Timed from assignment to the last record, as a client sees it: timing from the first
+    // record instead would credit a broker whose first response is slow but huge (everything
+    // before the first record is buffered by then). The wait for the first record is
+    // reported on its own.
+    let elapsed = last.duration_since(start).as_secs_f64();
     let to_first_ms = first.map(|f| f.duration_since(start).as_secs_f64() * 1000.0);
     Ok(throughput_json(
         "consume",
