@@ -61,11 +61,17 @@ pub fn register(router: &mut RequestRouter, apis: PartitionApis) {
     let a = apis.clone();
     router.register(ApiKey::Produce, move |ctx, body| {
         let a = a.clone();
-        Box::pin(async move {
+        // Run detached from the connection: a produce is carried out even if the client hangs
+        // up right after sending it (acks=0 producers do), as Kafka does.
+        let task = actix_rt::spawn(async move {
             let RequestBody::Produce(req) = body else {
                 return wrong_body();
             };
             handle_produce(&a, &ctx, req).await
+        });
+        Box::pin(async move {
+            task.await
+                .unwrap_or_else(|e| HandlerOutcome::Close(format!("produce handler failed: {e}")))
         })
     });
     let a = apis.clone();
