@@ -616,14 +616,16 @@ def main(argv=None):
     ap.add_argument("--e2e-linger-ms", type=int, default=1,
                     help="producer linger in the e2e scenario (0 falls behind 50%% of the max "
                          "rate on 2 cores: the client, not the broker, would set the latency)")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"),
-                    help="where to write the report ('-' for nowhere)")
+    ap.add_argument("--out", help="where to write the report ('-' for nowhere; default "
+                    "bench/RESULTS.md, except --smoke, which only prints)")
     ap.add_argument("--json", help="also dump the raw results here")
     ap.add_argument("--port-base", type=int, default=PORTS["client"],
                     help="client port; controller and HTTP take the next two")
     args = ap.parse_args(argv)
     PORTS.update(client=args.port_base, controller=args.port_base + 1, http=args.port_base + 2)
     args.argv = argv
+    if args.out is None:
+        args.out = "-" if args.mode == "smoke" else str(ROOT / "bench" / "RESULTS.md")
     if not load_bin().exists():
         sys.exit(f"{load_bin()} missing: build with `cargo build --release -p kactor-bench`")
     if not ports_free():
