@@ -49,7 +49,7 @@ def variable(name, label, query, hide=0):
 
 # The partition layer's families (kactor_partition_*, kactor_purgatory_size): on once a broker
 # built from this tree exports them (tests/ops checks a live scrape).
-PARTITION_PANELS = False
+PARTITION_PANELS = True
 
 CLUSTER_VAR = variable("cluster", "Cluster",
                        'label_values(kactor_network_bytes_in_total{job="kactor"}, cluster)')

@@ -118,7 +118,8 @@ def test_rules_cover_the_required_alerts():
               for r in g["rules"] if "alert" in r}
     for name in ["KactorBrokerDown", "KactorActorMailboxSaturated",
                  "KactorRequestLatencySLOFastBurn", "KactorRequestLatencySLOSlowBurn",
-                 "KactorLogDirDiskFilling", "KactorBrokerRestartLoop", "KactorActorRestartLoop"]:
+                 "KactorLogDirDiskFilling", "KactorBrokerRestartLoop", "KactorActorRestartLoop",
+                 "KactorUnderReplicatedPartitions", "KactorOfflinePartitions"]:
         assert name in alerts, name
     for a in alerts.values():
         assert a["labels"]["severity"] in ("warning", "critical")
@@ -126,10 +127,13 @@ def test_rules_cover_the_required_alerts():
 
 
 def test_promtool_check_config():
-    out = subprocess.run(["promtool", "check", "config",
-                          str(opslib.DASHBOARDS / "prometheus" / "prometheus.yml")],
+    path = opslib.DASHBOARDS / "prometheus" / "prometheus.yml"
+    out = subprocess.run(["promtool", "check", "config", str(path)],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+    # It loads every rule file there is.
+    assert sorted(yaml.safe_load(path.read_text())["rule_files"]) == \
+        sorted(p.name for p in opslib.RULE_FILES)
 
 
 def test_kubernetes_scrape_config_keeps_job_kactor():
@@ -145,7 +149,7 @@ def test_kubernetes_scrape_config_keeps_job_kactor():
     assert any(r["source_labels"] ==
                ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"] for r in keeps)
     assert any(r.get("target_label") == "cluster" for r in relabel)
-    assert doc["rule_files"] == ["kactor.rules.yml"]
+    assert sorted(doc["rule_files"]) == sorted(p.name for p in opslib.RULE_FILES)
 
 
 def test_promtool_rule_unit_tests():

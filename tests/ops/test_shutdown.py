@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from . import opslib
 from .test_kubernetes import SHUTDOWN_BOUND_S
 
 TOPIC = "sigterm-load"
@@ -18,13 +19,13 @@ PARTITIONS = 3
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
-@pytest.mark.kactor_pending("needs Produce/Fetch, CreateTopics and log flush on shutdown (#4)")
 def test_sigterm_under_produce_load_is_a_clean_shutdown(broker_factory, target):
     from confluent_kafka import Producer
 
     from harness.clients import consume_all, create_topic, wait_topic
 
     b = broker_factory(name="sigterm")
+    opslib.wait_readyz(b)
     create_topic(b, TOPIC, partitions=PARTITIONS)
 
     acked = {p: [] for p in range(PARTITIONS)}  # partition -> [(offset, value)]
@@ -81,6 +82,7 @@ def test_sigterm_under_produce_load_is_a_clean_shutdown(broker_factory, target):
 
     log_before = len(b.log_text())
     b.restart()
+    opslib.wait_readyz(b)
     wait_topic(b, TOPIC, PARTITIONS)
     if target == "kactor":
         restart_log = b.log_text()[log_before:]
