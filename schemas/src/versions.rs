@@ -31,8 +31,23 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DescribeTopicPartitions,
     ApiKey::DescribeQuorum,
     ApiKey::UpdateFeatures,
+    // Group coordinator APIs (actors/src/group/apis.rs).
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::SyncGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::OffsetDelete,
+    ApiKey::DescribeGroups,
+    ApiKey::ListGroups,
+    ApiKey::DeleteGroups,
+    ApiKey::ConsumerGroupHeartbeat,
+    ApiKey::ConsumerGroupDescribe,
     // Transaction APIs (actors/src/txn/apis.rs).
     ApiKey::InitProducerId,
+    ApiKey::WriteTxnMarkers,
 ];
 
 /// The (min, max) version advertised for `api_key`, or None if this build does not serve it.

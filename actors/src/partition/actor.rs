@@ -179,6 +179,25 @@ impl Handler<AppendRecords> for PartitionActor {
     }
 }
 
+impl Handler<AppendTxnMarker> for PartitionActor {
+    type Result = MessageResult<AppendTxnMarker>;
+    fn handle(&mut self, msg: AppendTxnMarker, ctx: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let now = now_ms();
+        let result = self
+            .core()
+            .and_then(|c| c.append_txn_marker(&msg.marker, now));
+        if let Ok(out) = &result {
+            self.schedule_flush(ctx, false);
+            if out.high_watermark_advanced {
+                self.hw_advanced(out.high_watermark, out.bytes as usize);
+            }
+        }
+        MessageResult(result)
+    }
+}
+
 impl Handler<ReadRecords> for PartitionActor {
     type Result = MessageResult<ReadRecords>;
     fn handle(&mut self, msg: ReadRecords, _: &mut Context<Self>) -> Self::Result {

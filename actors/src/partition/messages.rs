@@ -20,6 +20,14 @@ pub struct AppendRecords {
     pub required_acks: i16,
 }
 
+/// WriteTxnMarkers handler (or the transaction coordinator) → partition leader: append one
+/// commit/abort marker. Lost: the coordinator retries the marker.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<AppendOutcome, PartitionError>")]
+pub struct AppendTxnMarker {
+    pub marker: crate::producer::partition::TxnMarker,
+}
+
 /// Fetch handler → partition: read from an offset. Lost: the fetch times out.
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "Result<ReadOutcome, PartitionError>")]
