@@ -12,6 +12,9 @@ use anyhow::Context as _;
 use kactor_actors::controller::apis::{self as controller_apis, BrokerConfigEntry, MetadataApis};
 use kactor_actors::controller::core::ControllerConfig;
 use kactor_actors::controller::startup::{start_kraft, KraftConfig, KraftHandles};
+use kactor_actors::group::apis::{self as group_apis, GroupApis, OffsetsTopicCreator};
+use kactor_actors::group::core::GroupCoordinatorConfig;
+use kactor_actors::group::GroupCoordinatorManagerActor;
 use kactor_actors::metadata::lifecycle::{BrokerLifecycleConfig, BrokerLifecycleState};
 use kactor_actors::metadata::messages::{SubscribeBrokerConfigChanges, SubscribePartitionChanges};
 use kactor_actors::metrics;
@@ -266,6 +269,30 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         );
     }
     partition_apis::register(&mut router, partitions.apis.clone());
+
+    // Group coordinator shards follow `__consumer_offsets` leadership in the partition table.
+    let props = broker_properties(cfg);
+    let partition_table = partitions.apis.partitions.clone();
+    let group_manager = GroupCoordinatorManagerActor::new(
+        node_id,
+        GroupCoordinatorConfig::from_properties(&props),
+        partition_table.clone(),
+    );
+    let group_shards = group_manager.shard_table();
+    GroupCoordinatorManagerActor::start_in_arbiter(&pools.controller(), move |_| group_manager);
+    group_apis::register(
+        &mut router,
+        GroupApis {
+            shards: group_shards,
+            partitions: partition_table,
+            transaction_state_num_partitions: cfg.get_i32("transaction.state.log.num.partitions"),
+            offsets_topic: kraft.controller.as_ref().map(|c| OffsetsTopicCreator {
+                controller: c.addr().clone().recipient(),
+                replication_factor: cfg.get_i32("offsets.topic.replication.factor") as i16,
+                segment_bytes: cfg.get_i64("offsets.topic.segment.bytes"),
+            }),
+        },
+    );
     let router: Arc<RequestRouter> = router.build(features);
 
     let http: SocketAddr = cfg
