@@ -7,6 +7,7 @@
 
 pub mod actor;
 pub mod apis;
+pub mod coordinator;
 pub mod core;
 pub mod log;
 pub mod messages;

@@ -1,0 +1,262 @@
+//! The TransactionCoordinatorActor over real PartitionActors (in-memory logs): a transaction
+//! committed end to end (InitProducerId with a transactional id, AddPartitions, EndTxn, markers
+//! on every partition, CompleteCommit persisted), an abort, and a new shard loading
+//! `__transaction_state` by replay to the same state.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use kactor_actors::controller::core::errors::ApiError;
+use kactor_actors::controller::core::requests::AllocateProducerIdsReply;
+use kactor_actors::controller::messages::{AllocateProducerIds, Committed, ControllerReply};
+use kactor_actors::metadata::core::{BrokerRegistration, MetadataImage};
+use kactor_actors::partition::core::{IsolationLevel, ReadParams};
+use kactor_actors::partition::messages::*;
+use kactor_actors::partition::{MemoryLogFactory, ReplicaManagerActor};
+use kactor_actors::runtime::MeteredAddr;
+use kactor_actors::txn::actor::start_producer_id_manager;
+use kactor_actors::txn::coordinator::*;
+use kactor_actors::txn::core::{TxnCoordinatorConfig, TxnState};
+use kactor_protocol::records::BatchBuilder;
+use kactor_protocol::Uuid;
+
+/// A controller that hands out blocks of 1000 from 5000.
+struct FakeController(i64);
+impl Actor for FakeController {
+    type Context = Context<Self>;
+}
+impl Handler<AllocateProducerIds> for FakeController {
+    type Result = MessageResult<AllocateProducerIds>;
+    fn handle(&mut self, _: AllocateProducerIds, _: &mut Context<Self>) -> Self::Result {
+        let start = self.0;
+        self.0 += 1000;
+        let r: ControllerReply<AllocateProducerIdsReply> = Ok(Committed {
+            response: AllocateProducerIdsReply {
+                error: ApiError::NONE,
+                producer_id_start: start,
+                producer_id_len: 1000,
+            },
+            offset: 0,
+        });
+        MessageResult(r)
+    }
+}
+
+fn leader(topic: &str, partition: i32) -> PartitionChange {
+    PartitionChange {
+        kind: PartitionChangeKind::BecomeLeader,
+        topic: topic.into(),
+        topic_id: Uuid([topic.len() as u8; 16]),
+        partition,
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        replicas: vec![1],
+        isr: vec![1],
+        config_overrides: BTreeMap::new(),
+    }
+}
+
+fn read_committed() -> ReadRecords {
+    ReadRecords {
+        params: ReadParams {
+            fetch_offset: 0,
+            max_bytes: 1 << 20,
+            min_one_batch: true,
+            isolation: IsolationLevel::ReadCommitted,
+            current_leader_epoch: -1,
+            last_fetched_epoch: -1,
+            replica_id: -1,
+        },
+    }
+}
+
+async fn until<F: Fn(&[kactor_actors::txn::core::TxnMetadata]) -> bool>(
+    c: &Addr<TransactionCoordinatorActor>,
+    f: F,
+) {
+    for _ in 0..100 {
+        if let Ok(Ok(txns)) = c.send(GetTransactions).await {
+            if f(&txns) {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("condition not reached");
+}
+
+#[actix_rt::test]
+async fn commit_and_abort_end_to_end_then_reload() {
+    let registry = ReplicaManagerActor::new(
+        1,
+        BTreeMap::new(),
+        Box::new(MemoryLogFactory::default()),
+        None,
+        None,
+    )
+    .start();
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![
+                leader("__transaction_state", 0),
+                leader("t", 0),
+                leader("t", 1),
+            ],
+        })
+        .await
+        .unwrap();
+    let table = registry.send(SubscribePartitionTable).await.unwrap();
+    let state_log = table
+        .borrow()
+        .get("__transaction_state", 0)
+        .unwrap()
+        .addr
+        .clone();
+    let t0 = table.borrow().get("t", 0).unwrap().addr.clone();
+
+    let mut image = MetadataImage::default();
+    image.brokers.insert(
+        1,
+        BrokerRegistration {
+            id: 1,
+            epoch: 7,
+            incarnation_id: Uuid([1; 16]),
+            listeners: vec![],
+            supported_features: vec![],
+            rack: None,
+            fenced: false,
+            in_controlled_shutdown: false,
+            log_dirs: vec![],
+        },
+    );
+    let (_image_tx, image_rx) = tokio::sync::watch::channel(Arc::new(image));
+    let controller = FakeController(5000).start();
+    let ids = start_producer_id_manager(&Arbiter::current(), 1, controller.recipient(), image_rx);
+    let start = |ids: MeteredAddr<_>| {
+        TransactionCoordinatorActor::new(
+            TxnCoordinatorConfig::default(),
+            state_log.clone(),
+            ids,
+            table.clone(),
+        )
+        .start()
+    };
+    let c = start(ids.clone());
+
+    let init = c
+        .send(InitTxnProducer {
+            transactional_id: "tx".into(),
+            txn_timeout_ms: 60_000,
+            expected: (-1, -1),
+            client_transaction_version: 0,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (init.producer_id, init.producer_epoch, init.error),
+        (5000, 0, 0)
+    );
+    let (pid, epoch) = (init.producer_id, init.producer_epoch);
+
+    c.send(AddTxnPartitions {
+        transactional_id: "tx".into(),
+        producer_id: pid,
+        producer_epoch: epoch,
+        partitions: vec![("t".into(), 0), ("t".into(), 1)],
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let mut b = BatchBuilder::new(0)
+        .producer(pid, epoch, 0)
+        .transactional(true);
+    b.append(1_700_000_000_000, None, Some(b"in-txn"), &[])
+        .unwrap();
+    t0.send(AppendRecords {
+        records: b.build().unwrap(),
+        required_acks: -1,
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let lso = t0
+        .send(read_committed())
+        .await
+        .unwrap()
+        .unwrap()
+        .last_stable_offset;
+    assert_eq!(lso, 0);
+
+    // A stale epoch is fenced.
+    let fenced = c
+        .send(EndTransaction {
+            transactional_id: "tx".into(),
+            producer_id: pid,
+            producer_epoch: epoch + 1,
+            commit: true,
+        })
+        .await
+        .unwrap();
+    assert_eq!(fenced, Err(90));
+    c.send(EndTransaction {
+        transactional_id: "tx".into(),
+        producer_id: pid,
+        producer_epoch: epoch,
+        commit: true,
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    until(&c, |t| {
+        t.iter().any(|m| m.state == TxnState::CompleteCommit)
+    })
+    .await;
+    // Markers landed: data at 0, commit marker at 1.
+    let lso = t0
+        .send(read_committed())
+        .await
+        .unwrap()
+        .unwrap()
+        .last_stable_offset;
+    assert_eq!(lso, 2);
+
+    // A second transaction is aborted.
+    c.send(AddTxnPartitions {
+        transactional_id: "tx".into(),
+        producer_id: pid,
+        producer_epoch: epoch,
+        partitions: vec![("t".into(), 1)],
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    c.send(EndTransaction {
+        transactional_id: "tx".into(),
+        producer_id: pid,
+        producer_epoch: epoch,
+        commit: false,
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    until(&c, |t| t.iter().any(|m| m.state == TxnState::CompleteAbort)).await;
+    let before = c.send(GetTransactions).await.unwrap().unwrap();
+
+    // A new shard over the same partition loads the same state by replay.
+    let reloaded = start(ids);
+    until(&reloaded, |t| !t.is_empty()).await;
+    let after = reloaded.send(GetTransactions).await.unwrap().unwrap();
+    let norm = |v: Vec<kactor_actors::txn::core::TxnMetadata>| {
+        v.into_iter()
+            .map(|m| kactor_actors::txn::core::TxnMetadata {
+                last_producer_epoch: -1,
+                ..m
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(norm(before), norm(after));
+}
