@@ -365,6 +365,10 @@ def machine():
 
 
 def git_rev():
+    # KACTOR_REV names the commit the kactor binary was built from when it is not the
+    # working tree's HEAD (e.g. a clean export of a commit).
+    if os.environ.get("KACTOR_REV"):
+        return os.environ["KACTOR_REV"]
     try:
         return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True).stdout.strip()
