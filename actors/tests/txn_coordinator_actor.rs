@@ -260,3 +260,135 @@ async fn commit_and_abort_end_to_end_then_reload() {
     };
     assert_eq!(norm(before), norm(after));
 }
+
+#[actix_rt::test]
+async fn add_partitions_handler_serves_clients_and_verification() {
+    use kactor_actors::txn::apis::{handle_add_partitions, partition_for, TxnCoordinatorApis};
+    use kactor_protocol::messages::add_partitions_to_txn_request::{
+        AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+    };
+    use kactor_protocol::messages::AddPartitionsToTxnRequest;
+
+    let registry = ReplicaManagerActor::new(
+        1,
+        BTreeMap::new(),
+        Box::new(MemoryLogFactory::default()),
+        None,
+        None,
+    )
+    .start();
+    let shard_partition = partition_for("tx", 50);
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![
+                leader("__transaction_state", shard_partition),
+                leader("t", 0),
+            ],
+        })
+        .await
+        .unwrap();
+    let table = registry.send(SubscribePartitionTable).await.unwrap();
+    let state_log = table
+        .borrow()
+        .get("__transaction_state", shard_partition)
+        .unwrap()
+        .addr
+        .clone();
+    let mut image = MetadataImage::default();
+    image.brokers.insert(
+        1,
+        BrokerRegistration {
+            id: 1,
+            epoch: 7,
+            incarnation_id: Uuid([1; 16]),
+            listeners: vec![],
+            supported_features: vec![],
+            rack: None,
+            fenced: false,
+            in_controlled_shutdown: false,
+            log_dirs: vec![],
+        },
+    );
+    let (_image_tx, image_rx) = tokio::sync::watch::channel(Arc::new(image));
+    let ids = start_producer_id_manager(
+        &Arbiter::current(),
+        1,
+        FakeController(9000).start().recipient(),
+        image_rx,
+    );
+    let shard = TransactionCoordinatorActor::new(
+        TxnCoordinatorConfig::default(),
+        state_log,
+        ids.clone(),
+        table.clone(),
+    )
+    .start();
+    let (_shards_tx, shards) =
+        tokio::sync::watch::channel(Arc::new(BTreeMap::from([(shard_partition, shard.clone())])));
+    let apis = TxnCoordinatorApis {
+        producer_ids: ids,
+        shards,
+        num_partitions: 50,
+        offsets_partitions: 50,
+    };
+    let init = shard
+        .send(InitTxnProducer {
+            transactional_id: "tx".into(),
+            txn_timeout_ms: 60_000,
+            expected: (-1, -1),
+            client_transaction_version: 0,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let topics = vec![AddPartitionsToTxnTopic {
+        name: "t".into(),
+        partitions: vec![0],
+        ..Default::default()
+    }];
+    // v3: the client form.
+    let r = handle_add_partitions(
+        &apis,
+        3,
+        AddPartitionsToTxnRequest {
+            v3_and_below_transactional_id: "tx".into(),
+            v3_and_below_producer_id: init.producer_id,
+            v3_and_below_producer_epoch: init.producer_epoch,
+            v3_and_below_topics: topics.clone(),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
+    );
+    // v4 verify-only: t-0 is in the transaction, t-1 is not; an unknown id has no coordinator.
+    let verify = |id: &str, partitions: Vec<i32>| AddPartitionsToTxnTransaction {
+        transactional_id: id.into(),
+        producer_id: init.producer_id,
+        producer_epoch: init.producer_epoch,
+        verify_only: true,
+        topics: vec![AddPartitionsToTxnTopic {
+            name: "t".into(),
+            partitions,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let r = handle_add_partitions(
+        &apis,
+        5,
+        AddPartitionsToTxnRequest {
+            transactions: vec![verify("tx", vec![0, 1])],
+            ..Default::default()
+        },
+    )
+    .await;
+    let codes: Vec<i16> = r.results_by_transaction[0].topic_results[0]
+        .results_by_partition
+        .iter()
+        .map(|p| p.partition_error_code)
+        .collect();
+    assert_eq!(codes, vec![0, 48]);
+}

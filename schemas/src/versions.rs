@@ -48,6 +48,9 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     // Transaction APIs (actors/src/txn/apis.rs).
     ApiKey::InitProducerId,
     ApiKey::WriteTxnMarkers,
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::EndTxn,
 ];
 
 /// The (min, max) version advertised for `api_key`, or None if this build does not serve it.

@@ -2,16 +2,29 @@
 //! and the `TransactionCoordinator.handleInitProducerId` branch for idempotent producers).
 //! Transactional producers are not served yet: they get COORDINATOR_NOT_AVAILABLE (retriable).
 
+use std::collections::BTreeMap;
+
+use actix::Addr;
 use futures_util::future::join_all;
+use kactor_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kactor_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
 use kactor_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
 use kactor_protocol::messages::{
+    AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnResponse,
     InitProducerIdRequest, InitProducerIdResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use kactor_protocol::{ApiKey, RequestBody, ResponseBody};
 
 use super::actor::{ProducerIdManagerActor, COORDINATOR_LOAD_IN_PROGRESS};
+use super::coordinator::{
+    AddTxnPartitions, EndTransaction, InitTxnProducer, TransactionCoordinatorActor,
+    VerifyTxnPartitions,
+};
+use super::core::TxnPartition;
 use super::messages::GenerateProducerId;
 use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
 use crate::partition::messages::AppendTxnMarker;
@@ -20,6 +33,7 @@ use crate::producer::partition::TxnMarker;
 use crate::runtime::MeteredAddr;
 
 pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+pub const NOT_COORDINATOR: i16 = 16;
 pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
 
@@ -137,5 +151,287 @@ pub async fn handle_write_txn_markers(
     WriteTxnMarkersResponse {
         markers,
         ..Default::default()
+    }
+}
+
+/// Java's `String.hashCode` over UTF-16 units, as Kafka's `partitionFor` uses it.
+fn java_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
+}
+
+/// The coordinator partition of a transactional id or group (Kafka's
+/// `Utils.abs(key.hashCode) % numPartitions`).
+pub fn partition_for(key: &str, num_partitions: i32) -> i32 {
+    (java_hash(key) & 0x7fff_ffff) % num_partitions.max(1)
+}
+
+/// The shards this broker runs, by `__transaction_state` partition (published by whoever starts
+/// and stops them as leadership moves).
+pub type TxnShards =
+    tokio::sync::watch::Receiver<std::sync::Arc<BTreeMap<i32, Addr<TransactionCoordinatorActor>>>>;
+
+/// What the transactional API handlers capture.
+#[derive(Clone)]
+pub struct TxnCoordinatorApis {
+    pub producer_ids: MeteredAddr<ProducerIdManagerActor>,
+    pub shards: TxnShards,
+    /// `transaction.state.log.num.partitions`
+    pub num_partitions: i32,
+    /// `offsets.topic.num.partitions` (AddOffsetsToTxn enrolls the group's partition).
+    pub offsets_partitions: i32,
+}
+
+impl TxnCoordinatorApis {
+    fn shard(&self, transactional_id: &str) -> Option<Addr<TransactionCoordinatorActor>> {
+        let p = partition_for(transactional_id, self.num_partitions);
+        self.shards.borrow().get(&p).cloned()
+    }
+}
+
+/// Registers InitProducerId (both forms; replaces [`register`]'s), AddPartitionsToTxn,
+/// AddOffsetsToTxn and EndTxn (list them in `kactor_protocol::versions::IMPLEMENTED` too).
+pub fn register_coordinator(router: &mut RequestRouter, apis: TxnCoordinatorApis) {
+    let a = apis.clone();
+    router.register(ApiKey::InitProducerId, move |ctx, body| {
+        let a = a.clone();
+        Box::pin(async move {
+            let RequestBody::InitProducerId(req) = body else {
+                return wrong_body();
+            };
+            let resp = match req.transactional_id.clone() {
+                None => {
+                    let idem = TxnApis {
+                        producer_ids: a.producer_ids.clone(),
+                    };
+                    handle_init_producer_id(&idem, &ctx, req).await
+                }
+                Some(id) => match a.shard(&id) {
+                    None => response(NOT_COORDINATOR, -1, -1),
+                    Some(shard) => match shard
+                        .send(InitTxnProducer {
+                            transactional_id: id,
+                            txn_timeout_ms: req.transaction_timeout_ms,
+                            expected: (req.producer_id, req.producer_epoch),
+                            client_transaction_version: 0,
+                        })
+                        .await
+                    {
+                        Ok(Ok(r)) => response(r.error, r.producer_id, r.producer_epoch),
+                        Ok(Err(code)) => response(code, -1, -1),
+                        Err(_) => response(NOT_COORDINATOR, -1, -1),
+                    },
+                },
+            };
+            HandlerOutcome::Respond(ResponseBody::InitProducerId(resp))
+        })
+    });
+    let a = apis.clone();
+    router.register(ApiKey::AddPartitionsToTxn, move |ctx, body| {
+        let a = a.clone();
+        Box::pin(async move {
+            let RequestBody::AddPartitionsToTxn(req) = body else {
+                return wrong_body();
+            };
+            HandlerOutcome::Respond(ResponseBody::AddPartitionsToTxn(
+                handle_add_partitions(&a, ctx.api_version, req).await,
+            ))
+        })
+    });
+    let a = apis.clone();
+    router.register(ApiKey::AddOffsetsToTxn, move |_ctx, body| {
+        let a = a.clone();
+        Box::pin(async move {
+            let RequestBody::AddOffsetsToTxn(req) = body else {
+                return wrong_body();
+            };
+            let tp = (
+                "__consumer_offsets".to_string(),
+                partition_for(&req.group_id, a.offsets_partitions),
+            );
+            let code = add(
+                &a,
+                &req.transactional_id,
+                req.producer_id,
+                req.producer_epoch,
+                vec![tp],
+            )
+            .await;
+            HandlerOutcome::Respond(ResponseBody::AddOffsetsToTxn(AddOffsetsToTxnResponse {
+                error_code: code,
+                ..Default::default()
+            }))
+        })
+    });
+    router.register(ApiKey::EndTxn, move |_ctx, body| {
+        let a = apis.clone();
+        Box::pin(async move {
+            let RequestBody::EndTxn(req) = body else {
+                return wrong_body();
+            };
+            let code = match a.shard(&req.transactional_id) {
+                None => NOT_COORDINATOR,
+                Some(shard) => match shard
+                    .send(EndTransaction {
+                        transactional_id: req.transactional_id.clone(),
+                        producer_id: req.producer_id,
+                        producer_epoch: req.producer_epoch,
+                        commit: req.committed,
+                    })
+                    .await
+                {
+                    Ok(Ok(())) => 0,
+                    Ok(Err(code)) => code,
+                    Err(_) => NOT_COORDINATOR,
+                },
+            };
+            HandlerOutcome::Respond(ResponseBody::EndTxn(EndTxnResponse {
+                error_code: code,
+                producer_id: -1,
+                producer_epoch: -1,
+                ..Default::default()
+            }))
+        })
+    });
+}
+
+fn wrong_body() -> HandlerOutcome {
+    HandlerOutcome::Close("request body does not match its API key".into())
+}
+
+async fn add(
+    a: &TxnCoordinatorApis,
+    transactional_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    partitions: Vec<TxnPartition>,
+) -> i16 {
+    let Some(shard) = a.shard(transactional_id) else {
+        return NOT_COORDINATOR;
+    };
+    match shard
+        .send(AddTxnPartitions {
+            transactional_id: transactional_id.to_string(),
+            producer_id,
+            producer_epoch,
+            partitions,
+        })
+        .await
+    {
+        Ok(Ok(())) => 0,
+        Ok(Err(code)) => code,
+        Err(_) => NOT_COORDINATOR,
+    }
+}
+
+fn topic_results(
+    topics: &[AddPartitionsToTxnTopic],
+    code_for: impl Fn(&str, i32) -> i16,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    topics
+        .iter()
+        .map(|t| AddPartitionsToTxnTopicResult {
+            name: t.name.clone(),
+            results_by_partition: t
+                .partitions
+                .iter()
+                .map(|&p| AddPartitionsToTxnPartitionResult {
+                    partition_index: p,
+                    partition_error_code: code_for(&t.name, p),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn flatten(topics: &[AddPartitionsToTxnTopic]) -> Vec<TxnPartition> {
+    topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.name.clone(), *p)))
+        .collect()
+}
+
+/// AddPartitionsToTxn: v0–3 one transaction from a client; v4+ a batch, possibly verify-only,
+/// from brokers (Kafka's `handleAddPartitionsToTxnRequest`). Errors apply to every partition.
+pub async fn handle_add_partitions(
+    a: &TxnCoordinatorApis,
+    version: i16,
+    req: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    if version < 4 {
+        let code = add(
+            a,
+            &req.v3_and_below_transactional_id,
+            req.v3_and_below_producer_id,
+            req.v3_and_below_producer_epoch,
+            flatten(&req.v3_and_below_topics),
+        )
+        .await;
+        return AddPartitionsToTxnResponse {
+            results_by_topic_v3_and_below: topic_results(&req.v3_and_below_topics, |_, _| code),
+            ..Default::default()
+        };
+    }
+    let mut results = Vec::with_capacity(req.transactions.len());
+    for t in &req.transactions {
+        let topic_results = if t.verify_only {
+            let verified = match a.shard(&t.transactional_id) {
+                None => Err(NOT_COORDINATOR),
+                Some(shard) => shard
+                    .send(VerifyTxnPartitions {
+                        transactional_id: t.transactional_id.clone(),
+                        producer_id: t.producer_id,
+                        producer_epoch: t.producer_epoch,
+                        partitions: flatten(&t.topics),
+                    })
+                    .await
+                    .unwrap_or(Err(NOT_COORDINATOR)),
+            };
+            match verified {
+                Ok(v) => {
+                    let codes: BTreeMap<TxnPartition, i16> = v.into_iter().collect();
+                    topic_results(&t.topics, |n, p| {
+                        codes.get(&(n.to_string(), p)).copied().unwrap_or(0)
+                    })
+                }
+                Err(code) => topic_results(&t.topics, |_, _| code),
+            }
+        } else {
+            let code = add(
+                a,
+                &t.transactional_id,
+                t.producer_id,
+                t.producer_epoch,
+                flatten(&t.topics),
+            )
+            .await;
+            topic_results(&t.topics, |_, _| code)
+        };
+        results.push(AddPartitionsToTxnResult {
+            transactional_id: t.transactional_id.clone(),
+            topic_results,
+            ..Default::default()
+        });
+    }
+    AddPartitionsToTxnResponse {
+        results_by_transaction: results,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_for_matches_javas_string_hash() {
+        // "hello".hashCode() = 99162322; "polygenelubricants".hashCode() = Integer.MIN_VALUE.
+        assert_eq!(java_hash("hello"), 99_162_322);
+        assert_eq!(partition_for("hello", 50), 22);
+        assert_eq!(java_hash("polygenelubricants"), i32::MIN);
+        assert_eq!(partition_for("polygenelubricants", 50), 0);
+        assert_eq!(partition_for("a", 50), 47);
     }
 }

@@ -67,6 +67,17 @@ pub struct EndTransaction {
     pub commit: bool,
 }
 
+/// AddPartitionsToTxn v4+ `verify_only` (partition leaders asking before a transactional
+/// append): per partition NONE or INVALID_TXN_STATE. Lost: the produce times out.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<Vec<(TxnPartition, i16)>, i16>")]
+pub struct VerifyTxnPartitions {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub partitions: Vec<TxnPartition>,
+}
+
 /// DescribeTransactions / ListTransactions source: a copy of every transactional id's state.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<Vec<TxnMetadata>, i16>")]
@@ -464,6 +475,25 @@ impl Handler<EndTransaction> for TransactionCoordinatorActor {
             }
         }
         reply(rx)
+    }
+}
+
+impl Handler<VerifyTxnPartitions> for TransactionCoordinatorActor {
+    type Result = MessageResult<VerifyTxnPartitions>;
+    fn handle(&mut self, msg: VerifyTxnPartitions, _: &mut Context<Self>) -> Self::Result {
+        if !self.loaded {
+            return MessageResult(Err(COORDINATOR_LOAD_IN_PROGRESS));
+        }
+        MessageResult(
+            self.core
+                .verify_partitions(
+                    &msg.transactional_id,
+                    msg.producer_id,
+                    msg.producer_epoch,
+                    &msg.partitions,
+                )
+                .map_err(|e| e.code()),
+        )
     }
 }
 
