@@ -20,8 +20,8 @@ use kactor_actors::metadata::messages::{SubscribeBrokerConfigChanges, SubscribeP
 use kactor_actors::metrics;
 use kactor_actors::network::api_versions::{bootstrap_finalized_features, supported_features};
 use kactor_actors::network::{
-    features_channel, BoundListener, ConnectionLimits, ListenerKind, ListenerSpec, NetworkConfig,
-    RequestRouter, SocketServerActor, StopAccepting,
+    features_channel, BoundListener, ConnectionLimits, EnableBrokerListeners, ListenerKind,
+    ListenerSpec, NetworkConfig, RequestRouter, SocketServerActor, StopAccepting,
 };
 use kactor_actors::partition::apis as partition_apis;
 use kactor_actors::partition::startup::{start_partitions, PartitionLayer, PartitionLayerConfig};
@@ -304,7 +304,13 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         .await
         .with_context(|| format!("cannot serve metrics on kactor.http.address={http}"))?;
 
-    let server = SocketServerActor::bind(network_config(cfg), router, pools.clone())?;
+    let mut server = SocketServerActor::bind(network_config(cfg), router, pools.clone())?;
+    if kraft.broker_state.is_some() {
+        // Like Kafka's BrokerServer, clients are served only once this broker is registered
+        // and unfenced: before that, Metadata would list no brokers and no controller, and
+        // librdkafka's admin client waits minutes for a refresh before sending CreateTopics.
+        server = server.defer_broker_listeners();
+    }
     let listeners = server.bound_listeners().to_vec();
     let socket_server = SocketServerActor::start_in_arbiter(&pools.next_network(), move |_| server);
     readiness.set("listeners", true);
@@ -313,9 +319,11 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     }
     // Ready once this broker is registered and unfenced (its metadata caught up).
     if let Some(mut state) = kraft.broker_state.clone() {
+        let socket_server = socket_server.clone();
         actix_rt::spawn(async move {
             loop {
                 if *state.borrow() == BrokerLifecycleState::Running {
+                    socket_server.do_send(EnableBrokerListeners);
                     metrics::readiness().set("metadata", true);
                     break;
                 }

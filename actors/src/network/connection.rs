@@ -249,8 +249,25 @@ impl ConnectionActor {
             connection: self.info.clone(),
             received_at,
         };
-        let fut = (route.handler)(rctx, body);
-        ctx.spawn(fut.into_actor(self).map(move |outcome, act, ctx| {
+        // The handler runs as its own task on this arbiter, not in the actor's context: a
+        // request the broker has read is carried out even if the peer closes before its
+        // answer (an acks=0 produce followed by a close must still append, as in Kafka), and
+        // only the response is dropped. A future spawned in the context would be dropped with
+        // the actor, and actix skips messages whose reply receiver is gone, so the partition
+        // would never see the records.
+        let task = actix_rt::spawn((route.handler)(rctx, body));
+        ctx.spawn(task.into_actor(self).map(move |joined, act, ctx| {
+            let outcome = match joined {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    tracing::error!(api = api_key.name(), version, error = %e, "request handler failed (a bug)");
+                    return act.close(
+                        ctx,
+                        "handler",
+                        format_args!("{} handler failed", api_key.name()),
+                    );
+                }
+            };
             act.finish(
                 seq,
                 api_key,
@@ -544,6 +561,14 @@ mod tests {
                 })
             }),
         );
+        connect(router, queued_max_requests).await
+    }
+
+    /// A ConnectionActor serving `router` on a fresh socket; returns the client end.
+    async fn connect(
+        router: Arc<RequestRouter>,
+        queued_max_requests: usize,
+    ) -> tokio::net::TcpStream {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
             .await
@@ -605,6 +630,33 @@ mod tests {
             (0..10).collect::<Vec<_>>()
         );
         assert_eq!(peak.load(Ordering::SeqCst), 2);
+    }
+
+    #[actix_rt::test]
+    async fn a_request_read_before_the_peer_closes_still_runs() {
+        // Regression: a client that sends an acks=0 produce and closes at once lost its
+        // records, because the handler was dropped with the connection.
+        let done = Arc::new(AtomicUsize::new(0));
+        let (_, features) = features_channel(supported_features(), bootstrap_finalized_features());
+        let mut router = RequestRouter::new().build(features);
+        let d = done.clone();
+        Arc::get_mut(&mut router).unwrap().replace_route_for_test(
+            ApiKey::ApiVersions,
+            Arc::new(move |_, _| {
+                let d = d.clone();
+                Box::pin(async move {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    d.fetch_add(1, Ordering::SeqCst);
+                    HandlerOutcome::NoResponse
+                })
+            }),
+        );
+        let mut client = connect(router, 10).await;
+        client.write_all(&request(1)).await.unwrap();
+        client.shutdown().await.unwrap();
+        drop(client);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(done.load(Ordering::SeqCst), 1);
     }
 
     #[actix_rt::test]

@@ -32,5 +32,6 @@ pub use router::{
     RequestRouter,
 };
 pub use socket_server::{
-    BoundListener, ListenerSpec, NetworkConfig, SocketServerActor, StopAccepting,
+    BoundListener, EnableBrokerListeners, ListenerSpec, NetworkConfig, SocketServerActor,
+    StopAccepting,
 };

@@ -54,6 +54,14 @@ pub struct BoundListener {
     pub address: SocketAddr,
 }
 
+/// Starts accepting on the broker (client) listeners held back by
+/// [`SocketServerActor::defer_broker_listeners`]: sent once the broker has registered and
+/// caught up with the metadata log (Kafka's `enableRequestProcessing` after the initial
+/// catch-up), so no client sees a Metadata answer without this broker in it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct EnableBrokerListeners;
+
 /// Sent by the process on SIGTERM/SIGINT: stop accepting and close every connection.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -74,6 +82,12 @@ pub struct SocketServerActor {
     pools: ArbiterPools,
     /// Listening sockets, bound at construction; moved into accept streams on start.
     pending: Vec<(BoundListener, std::net::TcpListener)>,
+    /// Whether broker listeners start accepting with the actor (else on
+    /// [`EnableBrokerListeners`]); their sockets are bound either way, so early clients wait
+    /// in the backlog.
+    broker_listeners_enabled: bool,
+    /// Broker listeners waiting for [`EnableBrokerListeners`], with their index in `bound`.
+    deferred: Vec<(usize, std::net::TcpListener)>,
     bound: Vec<BoundListener>,
     connections: HashMap<u64, (IpAddr, MeteredAddr<ConnectionActor>)>,
     per_ip: HashMap<IpAddr, usize>,
@@ -146,6 +160,8 @@ impl SocketServerActor {
             router,
             pools,
             pending,
+            broker_listeners_enabled: true,
+            deferred: Vec::new(),
             bound,
             connections: HashMap::new(),
             per_ip: HashMap::new(),
@@ -159,6 +175,47 @@ impl SocketServerActor {
 
     pub fn bound_listeners(&self) -> &[BoundListener] {
         &self.bound
+    }
+
+    /// Holds the broker listeners back until [`EnableBrokerListeners`]; controller listeners
+    /// accept at once (the quorum must form before the broker can register).
+    pub fn defer_broker_listeners(mut self) -> Self {
+        self.broker_listeners_enabled = false;
+        self
+    }
+
+    fn start_accepting(
+        &mut self,
+        index: usize,
+        std_listener: std::net::TcpListener,
+        ctx: &mut Context<Self>,
+    ) {
+        let bound = self.bound[index].clone();
+        let listener = match TcpListener::from_std(std_listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(listener = %bound.name, error = %e, "cannot register listener");
+                return;
+            }
+        };
+        tracing::info!(listener = %bound.name, address = %bound.address, "accepting connections");
+        let accepts = stream::unfold(listener, move |listener| async move {
+            let result = listener.accept().await;
+            if let Err(e) = &result {
+                // EMFILE and friends: back off instead of spinning on a full fd table.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Some((
+                Accepted {
+                    listener: index,
+                    result,
+                },
+                listener,
+            ))
+        });
+        let handle = ctx.add_stream(accepts.boxed_local());
+        self.accept_streams.push(handle);
     }
 
     fn on_accept(
@@ -245,31 +302,11 @@ impl Actor for SocketServerActor {
         for (index, (bound, std_listener)) in
             std::mem::take(&mut self.pending).into_iter().enumerate()
         {
-            let listener = match TcpListener::from_std(std_listener) {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::error!(listener = %bound.name, error = %e, "cannot register listener");
-                    continue;
-                }
-            };
-            tracing::info!(listener = %bound.name, address = %bound.address, "accepting connections");
-            let accepts = stream::unfold(listener, move |listener| async move {
-                let result = listener.accept().await;
-                if let Err(e) = &result {
-                    // EMFILE and friends: back off instead of spinning on a full fd table.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Some((
-                    Accepted {
-                        listener: index,
-                        result,
-                    },
-                    listener,
-                ))
-            });
-            let handle = ctx.add_stream(accepts.boxed_local());
-            self.accept_streams.push(handle);
+            if bound.kind == ListenerKind::Broker && !self.broker_listeners_enabled {
+                self.deferred.push((index, std_listener));
+            } else {
+                self.start_accepting(index, std_listener, ctx);
+            }
         }
     }
 }
@@ -304,11 +341,26 @@ impl Handler<ConnectionClosed> for SocketServerActor {
     }
 }
 
+impl Handler<EnableBrokerListeners> for SocketServerActor {
+    type Result = ();
+    fn handle(&mut self, _: EnableBrokerListeners, ctx: &mut Context<Self>) {
+        let _m = self.metrics.handle();
+        self.broker_listeners_enabled = true;
+        if !self.accepting {
+            return;
+        }
+        for (index, listener) in std::mem::take(&mut self.deferred) {
+            self.start_accepting(index, listener, ctx);
+        }
+    }
+}
+
 impl Handler<StopAccepting> for SocketServerActor {
     type Result = ();
     fn handle(&mut self, _: StopAccepting, ctx: &mut Context<Self>) {
         let _m = self.metrics.handle();
         self.accepting = false;
+        self.deferred.clear();
         for (_, conn) in self.connections.values() {
             conn.do_send(CloseConnection);
         }
@@ -317,5 +369,92 @@ impl Handler<StopAccepting> for SocketServerActor {
             ctx.cancel_future(handle);
         }
         tracing::info!("stopped accepting connections");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::api_versions::{
+        bootstrap_finalized_features, features_channel, supported_features,
+    };
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    fn config() -> NetworkConfig {
+        let listener = |name: &str, kind| ListenerSpec {
+            name: name.into(),
+            host: "127.0.0.1".into(),
+            port: 0,
+            kind,
+        };
+        NetworkConfig {
+            listeners: vec![
+                listener("PLAINTEXT", ListenerKind::Broker),
+                listener("CONTROLLER", ListenerKind::Controller),
+            ],
+            listen_backlog_size: 50,
+            socket_send_buffer_bytes: -1,
+            socket_receive_buffer_bytes: -1,
+            max_connections: 100,
+            max_connections_per_ip: 100,
+            max_connections_per_ip_overrides: HashMap::new(),
+            limits: ConnectionLimits {
+                socket_request_max_bytes: 1 << 20,
+                queued_max_requests: 16,
+                connections_max_idle_ms: -1,
+            },
+        }
+    }
+
+    /// ApiVersions v0 with the given correlation id, size-prefixed.
+    fn api_versions_v0(correlation_id: i32) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&18i16.to_be_bytes());
+        m.extend_from_slice(&0i16.to_be_bytes());
+        m.extend_from_slice(&correlation_id.to_be_bytes());
+        m.extend_from_slice(&(-1i16).to_be_bytes());
+        let mut f = (m.len() as i32).to_be_bytes().to_vec();
+        f.extend(m);
+        f
+    }
+
+    #[actix_rt::test]
+    async fn deferred_broker_listener_serves_only_after_enable() {
+        let (_, features) = features_channel(supported_features(), bootstrap_finalized_features());
+        let router = RequestRouter::new().build(features);
+        let pools = ArbiterPools::start(1, 1);
+        let server = SocketServerActor::bind(config(), router, pools.clone())
+            .unwrap()
+            .defer_broker_listeners();
+        let broker = server.bound_listeners()[0].address;
+        let controller = server.bound_listeners()[1].address;
+        let addr = SocketServerActor::start_in_arbiter(&pools.next_network(), move |_| server);
+        let mut len = [0u8; 4];
+
+        // The controller listener serves at once (the quorum forms before registration).
+        let mut c = TcpStream::connect(controller).await.unwrap();
+        c.write_all(&api_versions_v0(1)).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), c.read_exact(&mut len))
+            .await
+            .expect("controller listener answers")
+            .unwrap();
+
+        // The broker listener's socket is bound (the connect lands in the backlog) but nothing
+        // is answered until the broker is ready.
+        let mut b = TcpStream::connect(broker).await.unwrap();
+        b.write_all(&api_versions_v0(2)).await.unwrap();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), b.read_exact(&mut len))
+                .await
+                .is_err(),
+            "answered before EnableBrokerListeners"
+        );
+        addr.send(EnableBrokerListeners).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), b.read_exact(&mut len))
+            .await
+            .expect("broker listener answers after enable")
+            .unwrap();
+        pools.stop();
     }
 }
