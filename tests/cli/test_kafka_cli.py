@@ -10,8 +10,6 @@ from confluent_kafka import Producer
 
 from harness.clients import create_topic
 
-pytestmark = pytest.mark.kactor_pending("needs the admin, produce and fetch APIs of #4")
-
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
@@ -60,6 +58,8 @@ def test_kafka_topics_create_existing_fails(cli, broker, topic_name):
     assert f"Topic '{topic_name}' already exists" in out.stdout + out.stderr
 
 
+@pytest.mark.kactor_pending("DescribeConfigs synonyms differ from Kafka (static + default "
+                             "entries, leading broker synonyms not dropped)")
 def test_kafka_configs_topic(cli, broker, topic_name):
     create_topic(broker, topic_name, config={"retention.ms": "3600000"})
     out = cli.run("configs", "--describe", "--entity-type", "topics",
@@ -82,6 +82,8 @@ def test_kafka_configs_topic(cli, broker, topic_name):
     assert "retention.ms" not in out
 
 
+@pytest.mark.kactor_pending("DescribeConfigs synonyms differ from Kafka (static + default "
+                             "entries, leading broker synonyms not dropped)")
 def test_kafka_configs_broker_and_entity_default(cli):
     out = cli.run("configs", "--alter", "--entity-type", "brokers", "--entity-name", "1",
                   "--add-config", "log.cleaner.threads=2").stdout

@@ -8,8 +8,6 @@ from confluent_kafka.admin import NewPartitions
 
 from harness.clients import admin, consume_all, create_topic, wait_topic
 
-pytestmark = pytest.mark.kactor_pending("needs Metadata, CreateTopics, Produce, Fetch (#4)")
-
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 N = 200
 

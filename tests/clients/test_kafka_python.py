@@ -6,8 +6,6 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-pytestmark = pytest.mark.kactor_pending("needs Metadata, CreateTopics, Produce, Fetch (#4)")
-
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 N = 100
 

@@ -6,8 +6,6 @@ import pytest
 
 from harness.clients import create_topic
 
-pytestmark = pytest.mark.kactor_pending("needs Metadata, CreateTopics, Produce, Fetch (#4)")
-
 
 def kcat(broker, *args, input=None, timeout=60):
     out = subprocess.run(["kcat", "-b", broker.bootstrap, *args], input=input,

@@ -9,8 +9,6 @@ import pytest
 from harness import wire
 from harness.clients import create_topic
 
-pytestmark = pytest.mark.kactor_pending("needs the network layer's framing and request routing (#4)")
-
 
 @pytest.fixture
 def bystander(broker):

@@ -3,12 +3,9 @@ data dir, and every acknowledged record (acks=1) is there at its acknowledged of
 topics and their configs come back from the metadata log."""
 import time
 
-import pytest
 from confluent_kafka import Producer
 
 from harness.clients import admin, consume_all, create_topic, topic_config, wait_topic
-
-pytestmark = pytest.mark.kactor_pending("needs produce/fetch, the metadata log and recovery (#4)")
 
 TOPIC = "crash-me"
 
