@@ -391,4 +391,36 @@ async fn add_partitions_handler_serves_clients_and_verification() {
         .map(|p| p.partition_error_code)
         .collect();
     assert_eq!(codes, vec![0, 48]);
+
+    // DescribeTransactions / ListTransactions see the open transaction.
+    use kactor_actors::txn::apis::{handle_describe_transactions, handle_list_transactions};
+    use kactor_protocol::messages::{DescribeTransactionsRequest, ListTransactionsRequest};
+    let d = handle_describe_transactions(
+        &apis,
+        DescribeTransactionsRequest {
+            transactional_ids: vec!["tx".into(), "nope".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    let tx = &d.transaction_states[0];
+    assert_eq!(tx.error_code, 0);
+    assert_eq!(tx.transaction_state, "Ongoing");
+    assert_eq!(tx.producer_id, init.producer_id);
+    assert_eq!(tx.topics[0].topic, "t");
+    assert_eq!(tx.topics[0].partitions, vec![0]);
+    // "nope" hashes to a partition this broker may not lead: NOT_COORDINATOR or not found.
+    assert!(matches!(d.transaction_states[1].error_code, 16 | 105));
+    let l = handle_list_transactions(
+        &apis,
+        ListTransactionsRequest {
+            state_filters: vec!["Ongoing".into(), "Bogus".into()],
+            duration_filter: -1,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(l.unknown_state_filters, vec!["Bogus".to_string()]);
+    assert_eq!(l.transaction_states.len(), 1);
+    assert_eq!(l.transaction_states[0].transactional_id, "tx");
 }

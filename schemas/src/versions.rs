@@ -51,6 +51,8 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::AddPartitionsToTxn,
     ApiKey::AddOffsetsToTxn,
     ApiKey::EndTxn,
+    ApiKey::DescribeTransactions,
+    ApiKey::ListTransactions,
 ];
 
 /// The (min, max) version advertised for `api_key`, or None if this build does not serve it.

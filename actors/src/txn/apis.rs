@@ -13,18 +13,22 @@ use kactor_protocol::messages::add_partitions_to_txn_response::{
 use kactor_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
+use kactor_protocol::messages::{describe_transactions_response, list_transactions_response};
 use kactor_protocol::messages::{
-    AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnResponse,
-    InitProducerIdRequest, InitProducerIdResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+    AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+    DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ListTransactionsRequest,
+    ListTransactionsResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use kactor_protocol::{ApiKey, RequestBody, ResponseBody};
 
 use super::actor::{ProducerIdManagerActor, COORDINATOR_LOAD_IN_PROGRESS};
+use super::coordinator::GetTransactions;
 use super::coordinator::{
     AddTxnPartitions, EndTransaction, InitTxnProducer, TransactionCoordinatorActor,
     VerifyTxnPartitions,
 };
-use super::core::TxnPartition;
+use super::core::{TxnMetadata, TxnPartition, TxnState};
 use super::messages::GenerateProducerId;
 use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
 use crate::partition::messages::AppendTxnMarker;
@@ -419,6 +423,152 @@ pub async fn handle_add_partitions(
         results_by_transaction: results,
         ..Default::default()
     }
+}
+
+pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+
+fn wire_state(m: &TxnMetadata) -> describe_transactions_response::TransactionState {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (t, p) in &m.partitions {
+        by_topic.entry(t).or_default().push(*p);
+    }
+    describe_transactions_response::TransactionState {
+        error_code: 0,
+        transactional_id: m.transactional_id.clone(),
+        transaction_state: m.state.name().to_string(),
+        transaction_timeout_ms: m.txn_timeout_ms,
+        transaction_start_time_ms: m.txn_start_timestamp_ms,
+        producer_id: m.producer_id,
+        producer_epoch: m.producer_epoch,
+        topics: by_topic
+            .into_iter()
+            .map(|(t, ps)| describe_transactions_response::TopicData {
+                topic: t.to_string(),
+                partitions: ps,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// DescribeTransactions (Kafka's `handleDescribeTransactionsRequest`).
+pub async fn handle_describe_transactions(
+    a: &TxnCoordinatorApis,
+    req: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
+    let mut states = Vec::with_capacity(req.transactional_ids.len());
+    for id in req.transactional_ids {
+        let failed = |code| describe_transactions_response::TransactionState {
+            error_code: code,
+            transactional_id: id.clone(),
+            producer_id: -1,
+            producer_epoch: -1,
+            transaction_start_time_ms: -1,
+            ..Default::default()
+        };
+        let state = match a.shard(&id) {
+            None => failed(NOT_COORDINATOR),
+            Some(shard) => match shard.send(GetTransactions).await {
+                Ok(Ok(all)) => match all.iter().find(|m| m.transactional_id == id) {
+                    Some(m) => wire_state(m),
+                    None => failed(TRANSACTIONAL_ID_NOT_FOUND),
+                },
+                Ok(Err(code)) => failed(code),
+                Err(_) => failed(NOT_COORDINATOR),
+            },
+        };
+        states.push(state);
+    }
+    DescribeTransactionsResponse {
+        transaction_states: states,
+        ..Default::default()
+    }
+}
+
+/// ListTransactions over every shard this broker runs (Kafka's `handleListTransactionsRequest`):
+/// state, producer id and duration filters; unknown state names are echoed back.
+pub async fn handle_list_transactions(
+    a: &TxnCoordinatorApis,
+    req: ListTransactionsRequest,
+) -> ListTransactionsResponse {
+    let known: Vec<String> = req
+        .state_filters
+        .iter()
+        .filter(|s| (0..8).any(|i| TxnState::from_id(i).is_some_and(|st| st.name() == *s)))
+        .cloned()
+        .collect();
+    let unknown: Vec<String> = req
+        .state_filters
+        .iter()
+        .filter(|s| !known.contains(s))
+        .cloned()
+        .collect();
+    let shards: Vec<_> = a.shards.borrow().values().cloned().collect();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let mut out = Vec::new();
+    let mut error_code = 0;
+    for shard in shards {
+        match shard.send(GetTransactions).await {
+            Ok(Ok(all)) => {
+                let mut core = super::core::TxnCoordinatorCore::default();
+                for m in all {
+                    let id = m.transactional_id.clone();
+                    core.replay(&id, Some(m));
+                }
+                // Only unknown filters: nothing can match (Kafka lists none).
+                if !unknown.is_empty() && known.is_empty() {
+                    continue;
+                }
+                for m in core.list(&known, &req.producer_id_filters, req.duration_filter, now) {
+                    out.push(list_transactions_response::TransactionState {
+                        transactional_id: m.transactional_id.clone(),
+                        producer_id: m.producer_id,
+                        transaction_state: m.state.name().to_string(),
+                        ..Default::default()
+                    });
+                }
+            }
+            Ok(Err(code)) => error_code = code,
+            Err(_) => error_code = NOT_COORDINATOR,
+        }
+    }
+    ListTransactionsResponse {
+        error_code,
+        unknown_state_filters: unknown,
+        transaction_states: out,
+        ..Default::default()
+    }
+}
+
+/// Registers DescribeTransactions and ListTransactions.
+pub fn register_admin(router: &mut RequestRouter, apis: TxnCoordinatorApis) {
+    let a = apis.clone();
+    router.register(ApiKey::DescribeTransactions, move |_ctx, body| {
+        let a = a.clone();
+        Box::pin(async move {
+            let RequestBody::DescribeTransactions(req) = body else {
+                return wrong_body();
+            };
+            HandlerOutcome::Respond(ResponseBody::DescribeTransactions(
+                handle_describe_transactions(&a, req).await,
+            ))
+        })
+    });
+    router.register(ApiKey::ListTransactions, move |_ctx, body| {
+        let a = apis.clone();
+        Box::pin(async move {
+            let RequestBody::ListTransactions(req) = body else {
+                return wrong_body();
+            };
+            HandlerOutcome::Respond(ResponseBody::ListTransactions(
+                handle_list_transactions(&a, req).await,
+            ))
+        })
+    });
 }
 
 #[cfg(test)]
