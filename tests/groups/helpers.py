@@ -123,12 +123,21 @@ def table(output, first="GROUP"):
 
 def committed(broker, group, topic, partitions, protocol="classic"):
     """The group's committed offsets for partitions 0..n-1 (-1001 = none), via OffsetFetch."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
                   "group.protocol": protocol, "enable.auto.commit": False})
+    deadline = time.monotonic() + 30
     try:
-        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
-        return [tp.offset for tp in tps]
+        while True:
+            try:
+                tps = c.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                  timeout=30)
+                return [tp.offset for tp in tps]
+            except KafkaException as e:
+                # Right after a (re)start the coordinator may still be loading.
+                if e.args[0].code() not in (14, 15, 16) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         c.close()
 
