@@ -19,8 +19,10 @@ use super::core::{
 };
 use super::log::{records_batch, replay_batches, TxnProducer};
 use super::messages::*;
+use super::metrics::{group_metrics, ShardMetrics};
 use crate::partition::core::{IsolationLevel, PartitionError, ReadParams};
 use crate::partition::messages::{AppendRecords, DescribeReplica, ReadRecords};
+use crate::partition::registry::PartitionTableReader;
 use crate::runtime::ActorMetrics;
 
 /// How often an uncommitted write re-checks the high watermark (multi-replica partitions).
@@ -29,6 +31,8 @@ const COMMIT_POLL: Duration = Duration::from_millis(5);
 const COMMIT_TIMEOUT_MS: i64 = 30_000;
 /// Bytes per read while loading.
 const LOAD_READ_BYTES: usize = 1 << 20;
+/// How often the shard's group gauges and consumer lag are refreshed.
+const METRICS_INTERVAL: Duration = Duration::from_secs(5);
 
 fn now_ms() -> i64 {
     crate::partition::actor::now_ms()
@@ -86,6 +90,11 @@ pub struct GroupCoordinatorActor {
     timer: Option<SpawnHandle>,
     commit_poll: Option<SpawnHandle>,
     metrics: ActorMetrics,
+    /// Where the high watermarks for consumer lag come from.
+    partitions: Option<(PartitionTableReader, i32)>,
+    group_metrics: ShardMetrics,
+    /// A lag refresh is in flight (skip the next tick rather than pile up).
+    refreshing: bool,
 }
 
 impl GroupCoordinatorActor {
@@ -113,7 +122,53 @@ impl GroupCoordinatorActor {
             timer: None,
             commit_poll: None,
             metrics: ActorMetrics::new("GroupCoordinatorActor"),
+            partitions: None,
+            group_metrics: ShardMetrics::default(),
+            refreshing: false,
         }
+    }
+
+    /// Enables consumer-lag metrics: committed offsets are compared with the high watermarks
+    /// of the partitions this broker leads.
+    pub fn with_partition_table(
+        mut self,
+        partitions: PartitionTableReader,
+        broker_id: i32,
+    ) -> Self {
+        self.partitions = Some((partitions, broker_id));
+        self
+    }
+
+    /// Refreshes this shard's group metrics; lag needs a DescribeReplica per partition led
+    /// here, so it completes asynchronously.
+    fn refresh_metrics(&mut self, ctx: &mut Context<Self>) {
+        if self.phase != Phase::Active || self.refreshing {
+            return;
+        }
+        let committed = self.group_metrics.refresh(&self.shard);
+        let Some((table, broker_id)) = self
+            .partitions
+            .as_ref()
+            .map(|(r, id)| (r.borrow().clone(), *id))
+        else {
+            return;
+        };
+        let mut asks = Vec::new();
+        let wanted: std::collections::BTreeSet<(String, i32)> =
+            committed.keys().map(|(_, t, p)| (t.clone(), *p)).collect();
+        for (topic, p) in wanted {
+            if let Some(h) = table.get(&topic, p).filter(|h| h.leader == broker_id) {
+                let fut = h.addr.addr().send(DescribeReplica);
+                asks.push(async move { fut.await.ok().map(|i| ((topic, p), i.high_watermark)) });
+            }
+        }
+        self.refreshing = true;
+        let all = futures_util::future::join_all(asks);
+        ctx.spawn(all.into_actor(self).map(move |hws, act, _| {
+            act.refreshing = false;
+            let hws: HashMap<(String, i32), i64> = hws.into_iter().flatten().collect();
+            act.group_metrics.set_lags(&committed, &hws);
+        }));
     }
 
     pub fn partition_index(&self) -> i32 {
@@ -170,6 +225,7 @@ impl GroupCoordinatorActor {
                 act.shard = shard;
                 act.next_offset = next;
                 act.phase = Phase::Active;
+                act.refresh_metrics(ctx);
                 tracing::info!(partition = act.partition_index, groups = act.shard.groups().count(), next_offset = next, "group coordinator loaded");
                 act.reschedule_timer(ctx);
             }
@@ -359,11 +415,36 @@ fn fail_all(
         .collect()
 }
 
+/// `kactor_group_offset_commits_total`: the partitions a commit response reports as stored.
+fn count_commits(response: &GroupResponse) {
+    let (api, topics) = match response {
+        GroupResponse::OffsetCommit { topics } => ("OffsetCommit", topics),
+        GroupResponse::TxnOffsetCommit { topics } => ("TxnOffsetCommit", topics),
+        _ => return,
+    };
+    let ok = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|(_, code)| *code == errors::NONE)
+        .count();
+    if ok > 0 {
+        group_metrics()
+            .offset_commits_total
+            .with_label_values(&[api])
+            .inc_by(ok as u64);
+    }
+}
+
 impl Actor for GroupCoordinatorActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.load(ctx);
+        ctx.run_interval(METRICS_INTERVAL, |act, ctx| act.refresh_metrics(ctx));
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.group_metrics.clear();
     }
 }
 
@@ -393,7 +474,11 @@ impl Handler<HandleGroupRequest> for GroupCoordinatorActor {
         let out = self.shard.handle(id, request, now_ms());
         self.process(out, producer, ctx);
         self.reschedule_timer(ctx);
-        Box::pin(async move { rx.await.unwrap_or(fallback) })
+        Box::pin(async move {
+            let response = rx.await.unwrap_or(fallback);
+            count_commits(&response);
+            response
+        })
     }
 }
 

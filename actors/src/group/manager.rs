@@ -97,6 +97,7 @@ impl GroupCoordinatorManagerActor {
                         },
                         self.topics.clone(),
                     )
+                    .with_partition_table(self.partitions.clone(), self.broker_id)
                     .start();
                     tracing::info!(
                         partition = p,

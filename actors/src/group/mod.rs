@@ -11,6 +11,7 @@ pub mod core;
 pub mod log;
 pub mod manager;
 pub mod messages;
+pub mod metrics;
 
 pub use actor::GroupCoordinatorActor;
 pub use manager::GroupCoordinatorManagerActor;

@@ -31,6 +31,11 @@ impl OffsetStore {
         self.committed.get(group_id)
     }
 
+    /// Every group's committed offsets (metrics).
+    pub fn all_groups(&self) -> impl Iterator<Item = (&String, &TopicOffsets)> {
+        self.committed.iter()
+    }
+
     pub fn has_offsets(&self, group_id: &str) -> bool {
         self.committed.get(group_id).is_some_and(|t| !t.is_empty())
     }
