@@ -26,6 +26,8 @@ use kactor_actors::network::{
 use kactor_actors::partition::apis as partition_apis;
 use kactor_actors::partition::startup::{start_partitions, PartitionLayer, PartitionLayerConfig};
 use kactor_actors::runtime::ArbiterPools;
+use kactor_actors::txn::actor::start_producer_id_manager;
+use kactor_actors::txn::apis::{self as txn_apis, TxnApis};
 use kactor_protocol::metadata::register_broker_record::BrokerEndpoint;
 use kactor_protocol::Uuid;
 
@@ -269,6 +271,19 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         );
     }
     partition_apis::register(&mut router, partitions.apis.clone());
+
+    // Producer ids for InitProducerId come from blocks the controller allocates
+    // (ProducerIdsRecord), so they never repeat across restarts.
+    if let Some(controller) = &kraft.controller {
+        let producer_ids = start_producer_id_manager(
+            &pools.controller(),
+            node_id,
+            controller.addr().clone().recipient(),
+            kraft.image.clone(),
+        );
+        txn_apis::register(&mut router, TxnApis { producer_ids });
+    }
+    txn_apis::register_write_txn_markers(&mut router, partitions.apis.partitions.clone());
 
     // Group coordinator shards follow `__consumer_offsets` leadership in the partition table.
     let props = broker_properties(cfg);
