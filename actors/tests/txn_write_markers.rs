@@ -115,4 +115,30 @@ async fn markers_complete_transactions_on_the_partition_leader() {
     assert_eq!(r.markers[0].producer_id, 5);
     assert_eq!(r.markers[0].topics[0].partitions[0].error_code, 0);
     assert_eq!(lso(addr).await, 2, "data at 0, abort marker at 1");
+
+    // DescribeProducers shows the producer, its epoch and no open transaction any more.
+    let d = kactor_actors::txn::apis::handle_describe_producers(
+        &table,
+        kactor_protocol::messages::DescribeProducersRequest {
+            topics: vec![
+                kactor_protocol::messages::describe_producers_request::TopicRequest {
+                    name: "t".into(),
+                    partition_indexes: vec![0, 9],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        },
+    )
+    .await;
+    let p0 = &d.topics[0].partitions[0];
+    assert_eq!(p0.error_code, 0);
+    assert_eq!(p0.active_producers.len(), 1);
+    let ps = &p0.active_producers[0];
+    assert_eq!(
+        (ps.producer_id, ps.producer_epoch, ps.last_sequence),
+        (5, 2, 0)
+    );
+    assert_eq!(ps.current_txn_start_offset, -1);
+    assert_eq!(d.topics[0].partitions[1].error_code, 3);
 }

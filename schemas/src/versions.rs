@@ -53,6 +53,7 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::EndTxn,
     ApiKey::DescribeTransactions,
     ApiKey::ListTransactions,
+    ApiKey::DescribeProducers,
 ];
 
 /// The (min, max) version advertised for `api_key`, or None if this build does not serve it.

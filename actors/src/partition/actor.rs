@@ -198,6 +198,20 @@ impl Handler<AppendTxnMarker> for PartitionActor {
     }
 }
 
+impl Handler<DescribeProducerState> for PartitionActor {
+    type Result = MessageResult<DescribeProducerState>;
+    fn handle(&mut self, _: DescribeProducerState, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        MessageResult(self.core().and_then(|c| {
+            if c.role() != super::core::Role::Leader {
+                return Err(super::core::PartitionError::NotLeaderOrFollower);
+            }
+            Ok(c.producer_state().entries())
+        }))
+    }
+}
+
 impl Handler<ReadRecords> for PartitionActor {
     type Result = MessageResult<ReadRecords>;
     fn handle(&mut self, msg: ReadRecords, _: &mut Context<Self>) -> Self::Result {

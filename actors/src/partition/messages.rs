@@ -28,6 +28,12 @@ pub struct AppendTxnMarker {
     pub marker: crate::producer::partition::TxnMarker,
 }
 
+/// DescribeProducers handler → partition leader: its producer-state entries. Lost: the admin
+/// request times out.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<Vec<crate::producer::ProducerStateEntry>, PartitionError>")]
+pub struct DescribeProducerState;
+
 /// Fetch handler → partition: read from an offset. Lost: the fetch times out.
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "Result<ReadOutcome, PartitionError>")]

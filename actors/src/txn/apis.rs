@@ -13,7 +13,10 @@ use kactor_protocol::messages::add_partitions_to_txn_response::{
 use kactor_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
-use kactor_protocol::messages::{describe_transactions_response, list_transactions_response};
+use kactor_protocol::messages::{
+    describe_producers_response, describe_transactions_response, list_transactions_response,
+    DescribeProducersRequest, DescribeProducersResponse,
+};
 use kactor_protocol::messages::{
     AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
     DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnResponse,
@@ -31,13 +34,14 @@ use super::coordinator::{
 use super::core::{TxnMetadata, TxnPartition, TxnState};
 use super::messages::GenerateProducerId;
 use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
-use crate::partition::messages::AppendTxnMarker;
+use crate::partition::messages::{AppendTxnMarker, DescribeProducerState};
 use crate::partition::registry::PartitionTableReader;
 use crate::producer::partition::TxnMarker;
 use crate::runtime::MeteredAddr;
 
 pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 pub const NOT_COORDINATOR: i16 = 16;
+pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
 
@@ -566,6 +570,72 @@ pub fn register_admin(router: &mut RequestRouter, apis: TxnCoordinatorApis) {
             };
             HandlerOutcome::Respond(ResponseBody::ListTransactions(
                 handle_list_transactions(&a, req).await,
+            ))
+        })
+    });
+}
+
+/// DescribeProducers (Kafka's `handleDescribeProducersRequest`, KIP-664): the producer-state
+/// entries of each requested partition this broker leads.
+pub async fn handle_describe_producers(
+    partitions: &PartitionTableReader,
+    req: DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    use describe_producers_response::{PartitionResponse, ProducerState, TopicResponse};
+    let table = partitions.borrow().clone();
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let mut out = Vec::with_capacity(t.partition_indexes.len());
+        for p in t.partition_indexes {
+            let mut r = PartitionResponse {
+                partition_index: p,
+                ..Default::default()
+            };
+            match table.get(&t.name, p).map(|h| h.addr.clone()) {
+                None => r.error_code = UNKNOWN_TOPIC_OR_PARTITION,
+                Some(addr) => match addr.send(DescribeProducerState).await {
+                    Ok(Ok(entries)) => {
+                        r.active_producers = entries
+                            .iter()
+                            .map(|e| ProducerState {
+                                producer_id: e.producer_id,
+                                producer_epoch: e.producer_epoch as i32,
+                                last_sequence: e.last_seq(),
+                                last_timestamp: e.last_timestamp,
+                                coordinator_epoch: e.coordinator_epoch,
+                                current_txn_start_offset: e.current_txn_first_offset.unwrap_or(-1),
+                                ..Default::default()
+                            })
+                            .collect();
+                    }
+                    Ok(Err(e)) => r.error_code = e.code(),
+                    Err(_) => r.error_code = NOT_LEADER_OR_FOLLOWER,
+                },
+            }
+            out.push(r);
+        }
+        topics.push(TopicResponse {
+            name: t.name,
+            partitions: out,
+            ..Default::default()
+        });
+    }
+    DescribeProducersResponse {
+        topics,
+        ..Default::default()
+    }
+}
+
+/// Registers DescribeProducers.
+pub fn register_describe_producers(router: &mut RequestRouter, partitions: PartitionTableReader) {
+    router.register(ApiKey::DescribeProducers, move |_ctx, body| {
+        let partitions = partitions.clone();
+        Box::pin(async move {
+            let RequestBody::DescribeProducers(req) = body else {
+                return wrong_body();
+            };
+            HandlerOutcome::Respond(ResponseBody::DescribeProducers(
+                handle_describe_producers(&partitions, req).await,
             ))
         })
     });
