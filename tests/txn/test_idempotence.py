@@ -11,11 +11,8 @@ from harness.wire import api_versions
 
 N = 3000
 
-# The handler exists (kactor_actors::txn::apis::register); src/topology.rs does not register it yet.
-WIRING = "InitProducerId not registered in src/topology.rs yet (txn::apis::register)"
 
 
-@pytest.mark.kactor_pending(WIRING)
 def test_init_producer_id_is_advertised(broker):
     _, err, apis, _ = api_versions(broker.port, 3)
     assert err == 0
@@ -23,7 +20,6 @@ def test_init_producer_id_is_advertised(broker):
     assert apis[22] == (0, 5), "Kafka 4.4 advertises 0-5 (v6 is unstable)"
 
 
-@pytest.mark.kactor_pending(WIRING)
 def test_idempotent_producer_gets_distinct_ids_and_delivers(broker, topic_name):
     create_topic(broker, topic_name)
     offsets = []
@@ -39,8 +35,8 @@ def test_idempotent_producer_gets_distinct_ids_and_delivers(broker, topic_name):
     assert [m.value() for m in msgs] == [b"m0", b"m1"]
 
 
-@pytest.mark.kactor_pending(WIRING + "; and Metadata ignores an advertised.listeners "
-                             "override, so clients bypass the proxy after bootstrap")
+@pytest.mark.kactor_pending("Metadata ignores an advertised.listeners override, so clients "
+                             "bypass the proxy after bootstrap")
 def test_retries_through_cut_connections_leave_no_duplicates_and_no_gaps(broker_factory,
                                                                          topic_name):
     b = broker_factory(start=False)
