@@ -301,6 +301,29 @@ fn metadata_and_admin_apis() {
             ),
             (Some("3600000"), 4)
         );
+        // Synonyms as Kafka lists them: the topic's own value, then the broker family from
+        // its primary name on (retention.ms has only log.retention.hours set, so none).
+        let syn = |n: &str| -> Vec<(String, Option<String>, i8)> {
+            cfg(n)
+                .synonyms
+                .into_iter()
+                .map(|s| (s.name, s.value, s.source))
+                .collect()
+        };
+        assert_eq!(
+            syn("cleanup.policy"),
+            vec![
+                ("cleanup.policy".into(), Some("compact".into()), 1),
+                ("log.cleanup.policy".into(), Some("delete".into()), 5)
+            ]
+        );
+        assert_eq!(syn("retention.ms"), vec![]);
+        assert_eq!(syn("segment.ms"), vec![]);
+        assert_eq!(syn("flush.ms"), vec![]);
+        assert_eq!(
+            syn("max.message.bytes"),
+            vec![("message.max.bytes".into(), Some("1048588".into()), 5)]
+        );
         assert_eq!(r.results[1].error_code, 3);
 
         // IncrementalAlterConfigs on the default broker entity, then DescribeConfigs sees it.

@@ -420,15 +420,28 @@ impl BrokerConfig {
             .iter()
             .map(|d| {
                 let entry = &self.entries[d.name];
-                let synonyms = Self::synonyms(d.name)
-                    .into_iter()
+                let family = Self::synonyms(d.name);
+                // Kafka lists the family source by source, each synonym only where it has a
+                // value: those set here (file, env, override), then the built-in defaults, so
+                // a key set in the file is followed by its default.
+                let mut synonyms: Vec<(String, String, KafkaConfigSource)> = family
+                    .iter()
                     .filter_map(|k| {
-                        let e = self.entries.get(k)?;
-                        // Kafka lists a synonym only where it has a value.
-                        let value = e.value.clone()?;
-                        Some((k.to_string(), value, e.origin.kafka_source()))
+                        let e = self.entries.get(*k)?;
+                        if e.origin == ConfigOrigin::Default {
+                            return None;
+                        }
+                        Some((k.to_string(), e.value.clone()?, e.origin.kafka_source()))
                     })
                     .collect();
+                synonyms.extend(family.iter().filter_map(|k| {
+                    let default = find_def(k)?.default?;
+                    Some((
+                        k.to_string(),
+                        default.to_string(),
+                        KafkaConfigSource::DefaultConfig,
+                    ))
+                }));
                 DescribedConfig {
                     name: d.name,
                     value: if Self::is_sensitive(d.name) {
@@ -1026,9 +1039,33 @@ mod tests {
         assert_eq!(hours.source, KafkaConfigSource::StaticBrokerConfig);
         assert_eq!(hours.config_type, ConfigType::Int);
         assert!(hours.read_only);
-        // minutes (set) outranks hours; ms is unset and not listed.
-        let names: Vec<_> = hours.synonyms.iter().map(|s| s.0.as_str()).collect();
-        assert_eq!(names, vec!["log.retention.minutes", "log.retention.hours"]);
+        // Source by source (static, then default), each with a value; ms is unset and not
+        // listed. (DescribeConfigs then drops what precedes the key's own name.)
+        let syn: Vec<_> = hours
+            .synonyms
+            .iter()
+            .map(|(n, v, s)| (n.as_str(), v.as_str(), *s))
+            .collect();
+        assert_eq!(
+            syn,
+            vec![
+                (
+                    "log.retention.minutes",
+                    "30",
+                    KafkaConfigSource::StaticBrokerConfig
+                ),
+                (
+                    "log.retention.hours",
+                    "24",
+                    KafkaConfigSource::StaticBrokerConfig
+                ),
+                (
+                    "log.retention.hours",
+                    "168",
+                    KafkaConfigSource::DefaultConfig
+                ),
+            ]
+        );
         let parts = d.iter().find(|e| e.name == "num.partitions").unwrap();
         assert_eq!(parts.source, KafkaConfigSource::DefaultConfig);
         let ms = d.iter().find(|e| e.name == "log.retention.ms").unwrap();

@@ -676,6 +676,7 @@ fn describe_topic(
                     source::DYNAMIC_TOPIC_CONFIG,
                 ));
             }
+            let mut broker = Vec::new();
             for (map, src) in [
                 (&dyn_broker, source::DYNAMIC_BROKER_CONFIG),
                 (&dyn_default, source::DYNAMIC_DEFAULT_BROKER_CONFIG),
@@ -683,18 +684,21 @@ fn describe_topic(
             ] {
                 for (s, _) in def.synonyms {
                     if let Some(val) = map.get(*s) {
-                        syn.push((s.to_string(), Some(val.clone()), src));
+                        broker.push((s.to_string(), Some(val.clone()), src));
                     }
                 }
             }
             // With unit variants (ms / minutes / hours) only the coarsest has a default in
-            // Kafka (`log.retention.hours=168`), and that is the one Kafka lists.
+            // Kafka (`log.retention.hours=168`).
             if let Some((s, mult)) = def.synonyms.last() {
                 let value = match def.default.parse::<i64>() {
                     Ok(n) if *mult > 1 => (n / mult).to_string(),
                     _ => def.default.to_string(),
                 };
-                syn.push((s.to_string(), Some(value), source::DEFAULT_CONFIG));
+                broker.push((s.to_string(), Some(value), source::DEFAULT_CONFIG));
+            }
+            if let Some((primary, _)) = def.synonyms.first() {
+                syn.extend(drop_until_own_name(primary, broker));
             }
         }
         out.push(
@@ -722,6 +726,28 @@ fn describe_topic(
         );
     }
     Ok(out)
+}
+
+/// Kafka lists a config's synonyms source by source and then drops every entry before the
+/// first one named like the config itself (`ConfigHelper.configSynonyms`): describing
+/// `log.retention.ms` with only the default `log.retention.hours=168` lists no synonym.
+fn drop_until_own_name(
+    name: &str,
+    synonyms: Vec<(String, Option<String>, i8)>,
+) -> Vec<(String, Option<String>, i8)> {
+    synonyms
+        .into_iter()
+        .skip_while(|(n, _, _)| n != name)
+        .collect()
+}
+
+/// A broker config's synonym family (Kafka's `DynamicBrokerConfig.brokerConfigSynonyms`): the
+/// ms / minutes / hours variants that stand for the same topic default, else the key alone.
+fn broker_synonym_family(name: &str) -> Vec<&str> {
+    match topic_configs::topic_config_for_broker_synonym(name) {
+        Some((def, _)) if def.synonyms.len() > 1 => def.synonyms.iter().map(|(s, _)| *s).collect(),
+        _ => vec![name],
+    }
 }
 
 fn describe_broker(
@@ -805,27 +831,29 @@ fn describe_broker(
     let dyn_broker = image.config_overrides(&ConfigResource::broker(name));
     let mut out = Vec::new();
     for e in apis.broker_configs.iter().filter(|e| wanted(&e.name)) {
-        let mut syn = Vec::new();
         let (value, src) = if let Some(v) = dyn_broker.get(&e.name) {
-            syn.push((
-                e.name.clone(),
-                Some(v.clone()),
-                source::DYNAMIC_BROKER_CONFIG,
-            ));
             (Some(v.clone()), source::DYNAMIC_BROKER_CONFIG)
         } else if let Some(v) = dyn_default.get(&e.name) {
             (Some(v.clone()), source::DYNAMIC_DEFAULT_BROKER_CONFIG)
         } else {
             (e.value.clone(), e.source)
         };
-        if let Some(v) = dyn_default.get(&e.name) {
-            syn.push((
-                e.name.clone(),
-                Some(v.clone()),
-                source::DYNAMIC_DEFAULT_BROKER_CONFIG,
-            ));
+        // Kafka's order: every synonym of the family from each source in turn (dynamic broker,
+        // dynamic default, then the static and default ones in `e.synonyms`).
+        let mut syn = Vec::new();
+        let family = broker_synonym_family(&e.name);
+        for (map, src) in [
+            (&dyn_broker, source::DYNAMIC_BROKER_CONFIG),
+            (&dyn_default, source::DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ] {
+            for s in &family {
+                if let Some(v) = map.get(*s) {
+                    syn.push((s.to_string(), Some(v.clone()), src));
+                }
+            }
         }
         syn.extend(e.synonyms.iter().cloned());
+        let syn = drop_until_own_name(&e.name, syn);
         out.push(result(e.name.clone(), value, src, Some(e), syn));
     }
     Ok(out)

@@ -112,7 +112,11 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "flush.ms",
         LMAX,
         Long { min: 0 },
-        &[("log.flush.interval.ms", 1)],
+        // Kafka's broker falls back to the scheduler interval when the flush interval is unset.
+        &[
+            ("log.flush.interval.ms", 1),
+            ("log.flush.scheduler.interval.ms", 1),
+        ],
     ),
     def("follower.replication.throttled.replicas", "", AnyList, &[]),
     def(
