@@ -150,8 +150,18 @@ fn broker_config_entries(cfg: &BrokerConfig) -> Vec<BrokerConfigEntry> {
 /// The endpoints this broker registers with the controller (advertised, non-controller).
 fn broker_endpoints(cfg: &BrokerConfig) -> Vec<BrokerEndpoint> {
     let protocols = cfg.security_protocol_map();
+    // Clients are told the advertised address of each listener (Kafka's
+    // `advertised.listeners`, per listener name), falling back to the bound one.
+    let advertised = cfg.advertised_listeners();
     cfg.broker_listeners()
         .into_iter()
+        .map(|l| {
+            advertised
+                .iter()
+                .find(|a| a.name == l.name)
+                .cloned()
+                .unwrap_or(l)
+        })
         .map(|e| BrokerEndpoint {
             security_protocol: security_protocol_id(
                 protocols
