@@ -58,8 +58,6 @@ def test_kafka_topics_create_existing_fails(cli, broker, topic_name):
     assert f"Topic '{topic_name}' already exists" in out.stdout + out.stderr
 
 
-@pytest.mark.kactor_pending("DescribeConfigs synonyms differ from Kafka (static + default "
-                             "entries, leading broker synonyms not dropped)")
 def test_kafka_configs_topic(cli, broker, topic_name):
     create_topic(broker, topic_name, config={"retention.ms": "3600000"})
     out = cli.run("configs", "--describe", "--entity-type", "topics",
@@ -82,8 +80,6 @@ def test_kafka_configs_topic(cli, broker, topic_name):
     assert "retention.ms" not in out
 
 
-@pytest.mark.kactor_pending("DescribeConfigs synonyms differ from Kafka (static + default "
-                             "entries, leading broker synonyms not dropped)")
 def test_kafka_configs_broker_and_entity_default(cli):
     out = cli.run("configs", "--alter", "--entity-type", "brokers", "--entity-name", "1",
                   "--add-config", "log.cleaner.threads=2").stdout
