@@ -294,6 +294,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         txn_apis::register(&mut router, TxnApis { producer_ids });
     }
     txn_apis::register_write_txn_markers(&mut router, partitions.apis.partitions.clone());
+    txn_apis::register_describe_producers(&mut router, partitions.apis.partitions.clone());
 
     // Group coordinator shards follow `__consumer_offsets` leadership in the partition table.
     let props = broker_properties(cfg);

@@ -45,14 +45,11 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DeleteGroups,
     ApiKey::ConsumerGroupHeartbeat,
     ApiKey::ConsumerGroupDescribe,
-    // Transaction APIs (actors/src/txn/apis.rs).
+    // Producer APIs (actors/src/txn/apis.rs). The transaction coordinator's APIs
+    // (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions)
+    // join this list once its shards are started by the topology.
     ApiKey::InitProducerId,
     ApiKey::WriteTxnMarkers,
-    ApiKey::AddPartitionsToTxn,
-    ApiKey::AddOffsetsToTxn,
-    ApiKey::EndTxn,
-    ApiKey::DescribeTransactions,
-    ApiKey::ListTransactions,
     ApiKey::DescribeProducers,
 ];
 
