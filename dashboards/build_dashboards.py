@@ -6,9 +6,8 @@ unique. Run it after editing; tests/ops checks that the committed JSON is what i
     python3 dashboards/build_dashboards.py
 
 Every expression may use only metric families a running broker exports (checked against a
-live /metrics by tests/ops/test_metrics_catalog.py). Panels for partitions, log size,
-under-replicated/offline partitions, the active controller, groups/lag and transactions are
-added here when those families exist.
+live /metrics by tests/ops/test_metrics_catalog.py). Panels for the active controller, ISR
+changes and transactions are added here when those families exist.
 """
 import json
 import sys
@@ -51,6 +50,9 @@ def variable(name, label, query, hide=0):
 # built from this tree exports them (tests/ops checks a live scrape).
 PARTITION_PANELS = True
 
+# The group coordinator's families (kactor_group_*).
+GROUP_PANELS = True
+
 CLUSTER_VAR = variable("cluster", "Cluster",
                        'label_values(kactor_network_bytes_in_total{job="kactor"}, cluster)')
 INSTANCE_VAR = variable("instance", "Broker",
@@ -60,6 +62,11 @@ INSTANCE_VAR = variable("instance", "Broker",
 TOPIC_VAR = variable("topic", "Topic",
                      'label_values(kactor_partition_log_size_bytes{job="kactor", '
                      'cluster=~"$cluster", instance=~"$instance"}, topic)')
+
+# Every group has a members gauge (0 when empty), so this lists every coordinated group.
+GROUP_VAR = variable("group", "Consumer group",
+                     'label_values(kactor_group_members{job="kactor", '
+                     'cluster=~"$cluster", instance=~"$instance"}, group)')
 
 
 def target(expr, legend="", ref="A", instant=False):
@@ -229,10 +236,10 @@ def overview():
         ], unit="cps", description="Refused: max.connections reached. Closed: the broker "
                                    "closed the connection for a protocol violation."),
         text("Coming with the broker's next metric families",
-             ("ISR shrinks/expands, the active controller, consumer groups and lag, and "
+             ("ISR shrinks/expands, the active controller and "
               if PARTITION_PANELS else
               "Partitions, log size, under-replicated / offline partitions, ISR changes, the "
-              "active controller, consumer groups and lag, and ")
+              "active controller and ")
              + "transactions get their panels when the broker exports them (see "
              "`dashboards/build_dashboards.py`). Panels only ever query families a running "
              "broker exports; `tests/ops` checks it."),
@@ -242,6 +249,10 @@ def overview():
         at = next(i for i, p in enumerate(panels) if p.get("title") == "Throughput")
         panels[at:at] = partition_overview_panels()
         variables.append(TOPIC_VAR)
+    if GROUP_PANELS:
+        at = next(i for i, p in enumerate(panels) if p.get("title") == "Connections")
+        panels[at:at] = group_overview_panels()
+        variables.append(GROUP_VAR)
     return dashboard("kactor-overview", "kactor / Broker overview",
                      "Throughput, requests, latency, errors, partitions and connections of "
                      "kactor brokers.", panels, variables, ["overview"])
@@ -298,6 +309,62 @@ def partition_overview_panels():
         timeseries("Purgatory by operation", [target(
             f"sum by (instance, operation) (kactor_purgatory_size{{{s}}})",
             "{{instance}} {{operation}}")], w=24),
+    ]
+
+
+def group_overview_panels():
+    """Consumer groups (kactor_group_*): counts by state and type, members, rebalances, offset
+    commits, committed offsets and consumer lag."""
+    s = SEL
+    g = f'{SEL}, group=~"$group"'
+    lag = f'{g}, topic=~"$topic"' if PARTITION_PANELS else g
+    return [
+        row("Consumer groups"),
+        stat("Groups", f"sum(kactor_group_count{{{s}}})",
+             description="Groups coordinated by the selected brokers, any state or type."),
+        stat("Members", f"sum(kactor_group_members{{{g}}})"),
+        stat("Rebalances (range)", f"sum(increase(kactor_group_rebalances_total{{{s}}}"
+             "[$__range])) or vector(0)",
+             description="New classic generations and KIP-848 group epochs in the time range.",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 10}]),
+        stat("Offset commits / s", f"sum(rate(kactor_group_offset_commits_total{{{s}}}"
+             f"[{RATE}])) or vector(0)", unit="ops"),
+        stat("Total consumer lag", f"sum(kactor_group_consumer_lag{{{lag}}})",
+             description="Records produced but not yet committed, all selected groups.",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1000},
+                         {"color": "red", "value": 100000}]),
+        stat("Max partition lag", f"max(kactor_group_consumer_lag{{{lag}}})",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1000},
+                         {"color": "red", "value": 100000}]),
+        timeseries("Groups by state and type", [target(
+            f"sum by (state, type) (kactor_group_count{{{s}}})", "{{type}} {{state}}")],
+            stack=True, w=8,
+            description="classic (JoinGroup/SyncGroup) and consumer (KIP-848) groups by state: "
+                        "a rising PreparingRebalance / CompletingRebalance band is groups stuck "
+                        "rebalancing."),
+        timeseries("Members by group", [target(
+            f"sum by (group) (kactor_group_members{{{g}}})", "{{group}}")], w=8),
+        timeseries("Rebalances / s by type", [target(
+            f"sum by (type) (rate(kactor_group_rebalances_total{{{s}}}[{RATE}]))",
+            "{{type}}")], unit="ops", w=8,
+            description="A steady rate means members keep joining and leaving (session "
+                        "timeouts, max.poll.interval.ms exceeded, crash loops)."),
+        timeseries("Offset commits / s by API", [target(
+            f"sum by (api) (rate(kactor_group_offset_commits_total{{{s}}}[{RATE}]))",
+            "{{api}}")], unit="ops", w=8,
+            description="Partition offsets committed (counted once durable): OffsetCommit "
+                        "from consumers, TxnOffsetCommit from transactional producers."),
+        timeseries("Consumption rate by group and topic", [target(
+            f"sum by (group, topic) (deriv(kactor_group_committed_offset{{{lag}}}[5m]))",
+            "{{group}} {{topic}}")], unit="ops", w=8,
+            description="How fast each group's committed offsets advance (records per second)."),
+        timeseries("Consumer lag by group", [target(
+            f"sum by (group) (kactor_group_consumer_lag{{{lag}}})", "{{group}}")], w=8,
+            description="High watermark minus committed offset, summed over the group's "
+                        "partitions (each exported by the partition's leader)."),
+        timeseries("Top 10 lagging partitions", [target(
+            f"topk(10, max by (group, topic, partition) (kactor_group_consumer_lag{{{lag}}}))",
+            "{{group}} {{topic}}-{{partition}}")], w=24),
     ]
 
 

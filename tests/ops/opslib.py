@@ -278,6 +278,51 @@ def _client_traffic(broker, seconds):
         c.close()
     except Exception:
         pass
+    try:
+        # A subscribed consumer in a group that commits: the group coordinator then exports
+        # the group's count, members, rebalance, commit, committed-offset and lag series.
+        c = Consumer({**common, "group.id": f"{topic}-sub", "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False, "session.timeout.ms": 6000})
+        c.subscribe([topic])
+        deadline = time.monotonic() + 3 * seconds
+        committed = False
+        while time.monotonic() < deadline and not committed:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                try:
+                    c.commit(message=m, asynchronous=False)
+                    committed = True
+                except Exception:  # noqa: BLE001 - the coordinator may still be loading
+                    pass
+        if not committed:
+            print("ops traffic: no group commit")
+        c.close()
+        # The coordinator's first metrics refresh after it loads is only a baseline for the
+        # rebalance counter, and the group above may predate it; once the group is on
+        # /metrics, a second member joining starts a generation that is counted.
+        wait_for_series(broker, "kactor_group_members{")
+        c = Consumer({**common, "group.id": f"{topic}-sub", "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False, "session.timeout.ms": 6000})
+        c.subscribe([topic])
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not c.assignment():
+            c.poll(0.5)
+        c.close()
+    except Exception as e:  # noqa: BLE001
+        print(f"ops traffic: group consumer failed: {e}")
+
+
+def wait_for_series(broker, prefix, timeout=15.0):
+    """Waits until /metrics has a series starting with `prefix` (families refreshed on a timer,
+    such as the group coordinator's every 5 s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, text = http_get(broker.metrics_url)
+        if status == 200 and any(line.startswith(prefix) for line in text.splitlines()):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
 
 
 def hold_connections(broker, n):
