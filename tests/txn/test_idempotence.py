@@ -35,8 +35,6 @@ def test_idempotent_producer_gets_distinct_ids_and_delivers(broker, topic_name):
     assert [m.value() for m in msgs] == [b"m0", b"m1"]
 
 
-@pytest.mark.kactor_pending("Metadata ignores an advertised.listeners override, so clients "
-                             "bypass the proxy after bootstrap")
 def test_retries_through_cut_connections_leave_no_duplicates_and_no_gaps(broker_factory,
                                                                          topic_name):
     b = broker_factory(start=False)

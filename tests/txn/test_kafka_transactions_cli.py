@@ -5,8 +5,6 @@ from confluent_kafka import Producer
 from harness.clients import create_topic
 
 
-@pytest.mark.kactor_pending("DescribeProducers not registered in src/topology.rs yet "
-                            "(kactor_actors::txn::apis::register_describe_producers)")
 def test_describe_producers_lists_the_idempotent_producer(broker, cli, topic_name):
     create_topic(broker, topic_name)
     p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
