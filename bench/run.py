@@ -189,8 +189,9 @@ def plan(mode, only):
 
 
 def max_records(size):
-    # Bounds each run's disk use to about 2 GiB whatever the broker's speed.
-    return min(20_000_000, (2 << 30) // size)
+    # Bounds each scenario's disk use to 1 GiB whatever the broker's speed (16 scenarios fill
+    # up to 16 GiB per broker; the first full run at 2 GiB each hit ENOSPC on a shared disk).
+    return min(20_000_000, (1 << 30) // size)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,6 +320,8 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
         res["fatal"] = str(e)[:500]
         log(f"{target}: {res['fatal']}")
     finally:
+        if b.proc is not None and b.proc.poll() is not None and "fatal" not in res:
+            res["fatal"] = f"exited with rc {b.proc.returncode} during the run; later cells failed"
         res["stop_rc"] = b.stop()
         res["loadavg_end"] = os.getloadavg()
         res["log_tail"] = b.log_tail(15)

@@ -22,8 +22,8 @@ def test_smoke_is_small_and_filters_apply():
 
 
 def test_every_scenario_is_bounded_in_bytes():
-    assert run.max_records(100) * 100 <= 2 << 30
-    assert run.max_records(1024) * 1024 <= 2 << 30
+    assert run.max_records(100) * 100 <= 1 << 30
+    assert run.max_records(1024) * 1024 <= 1 << 30
 
 
 def fake(rps, p99=1000):
