@@ -746,15 +746,24 @@ fn random_and_mutated_input_never_panics() {
 }
 
 /// Writes our batches (every codec, plus recompressed and LogAppendTime variants) as hex files
-/// into `$KACTOR_RECORDS_EXPORT`, for `src/records/testdata/Check.java` to read with the Java
-/// client. Run by hand: it needs a JDK and the kafka-clients jar.
+/// for `src/records/testdata/Check.java` to read with the Java client: into
+/// `$KACTOR_RECORDS_EXPORT` when set, else into a scratch dir. Each exported batch must be a
+/// complete, CRC-valid v2 batch, so the export the Java check reads is checked here too.
 #[test]
-#[ignore]
 fn export_for_java_check() {
-    let dir = std::path::PathBuf::from(
-        std::env::var("KACTOR_RECORDS_EXPORT").expect("KACTOR_RECORDS_EXPORT"),
-    );
-    let to_hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let dir = match std::env::var_os("KACTOR_RECORDS_EXPORT") {
+        Some(d) => std::path::PathBuf::from(d),
+        None => {
+            let d =
+                std::env::temp_dir().join(format!("kactor-records-export-{}", std::process::id()));
+            std::fs::create_dir_all(&d).unwrap();
+            d
+        }
+    };
+    let to_hex = |b: &[u8]| {
+        verify_crc(b).expect("exported batch must be CRC-valid");
+        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+    };
     for codec in ALL {
         let ours = build_like_java(codec);
         std::fs::write(
