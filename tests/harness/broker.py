@@ -35,8 +35,15 @@ def free_port():
 
 
 def random_cluster_id():
-    """A Kafka cluster id: a random UUID in URL-safe base64 without padding (22 chars)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka cluster id as `Uuid.randomUuid()` makes it: a random version-4 UUID in URL-safe
+    base64 without padding (22 chars), drawn again while its text starts with '-' (about 1 in
+    64), which `kafka-storage format -t` / `kactor format` would read as an option. (A version-4
+    UUID is never one of the ids Kafka reserves, zero and the metadata topic's 1.)"""
+    while True:
+        u = uuid.uuid4()
+        text = base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def java_cmd(main_class, args, log4j="log4j2-cli.properties", heap="512m", quick=True):
@@ -149,7 +156,9 @@ class Broker:
 
     def _format_kafka(self):
         cmd = java_cmd("kafka.tools.StorageTool",
-                       ["format", "-t", self.cluster_id, "-c", self.config_path, "--ignore-formatted"])
+                       # --cluster-id=ID: one token, so no id can be mistaken for a flag.
+                       ["format", f"--cluster-id={self.cluster_id}", "-c", self.config_path,
+                        "--ignore-formatted"])
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         with open(self.log_path, "a") as log:
             log.write(f"$ {' '.join(cmd)}\n{out.stdout}{out.stderr}\n")
