@@ -46,11 +46,12 @@ def variable(name, label, query, hide=0):
     }
 
 
-# The partition layer's families (kactor_partition_*, kactor_purgatory_size): on once a broker
-# built from this tree exports them (tests/ops checks a live scrape).
+# The partition layer's families (kactor_partitions*, kactor_partition_*,
+# kactor_purgatory_size): on once a broker built from this tree exports them (tests/ops checks
+# a live scrape).
 PARTITION_PANELS = True
 
-# The group coordinator's families (kactor_group_*).
+# The group coordinator's families (kactor_groups, kactor_group_*).
 GROUP_PANELS = True
 
 CLUSTER_VAR = variable("cluster", "Cluster",
@@ -265,13 +266,13 @@ def partition_overview_panels():
     red_from_1 = [{"color": "green", "value": None}, {"color": "red", "value": 1}]
     return [
         row("Partitions"),
-        stat("Partitions", f"sum(kactor_partition_count{{{s}}})",
+        stat("Partitions", f"sum(kactor_partitions{{{s}}})",
              description="Partition replicas hosted by the selected brokers."),
-        stat("Leaders", f"sum(kactor_partition_leader_count{{{s}}})"),
-        stat("Under-replicated", f"sum(kactor_partition_under_replicated_count{{{s}}})",
+        stat("Leaders", f"sum(kactor_partitions_leader{{{s}}})"),
+        stat("Under-replicated", f"sum(kactor_partitions_under_replicated{{{s}}})",
              description="Led partitions whose ISR is smaller than their replica set.",
              thresholds=red_from_1),
-        stat("Offline", f"sum(kactor_partition_offline_count{{{s}}})",
+        stat("Offline", f"sum(kactor_partitions_offline{{{s}}})",
              description="Assigned replicas whose log could not be opened.",
              thresholds=red_from_1),
         stat("Log size", f"sum(kactor_partition_log_size_bytes{{{t}}})", unit="bytes",
@@ -296,13 +297,13 @@ def partition_overview_panels():
             f"sum by (topic) (kactor_partition_log_size_bytes{{{t}}})", "{{topic}}")],
             unit="bytes"),
         timeseries("Partitions and leaders by broker", [
-            target(f"sum by (instance) (kactor_partition_count{{{s}}})",
+            target(f"sum by (instance) (kactor_partitions{{{s}}})",
                    "{{instance}} partitions", "A"),
-            target(f"sum by (instance) (kactor_partition_leader_count{{{s}}})",
+            target(f"sum by (instance) (kactor_partitions_leader{{{s}}})",
                    "{{instance}} leaders", "B"),
-            target(f"sum by (instance) (kactor_partition_under_replicated_count{{{s}}})",
+            target(f"sum by (instance) (kactor_partitions_under_replicated{{{s}}})",
                    "{{instance}} under-replicated", "C"),
-            target(f"sum by (instance) (kactor_partition_offline_count{{{s}}})",
+            target(f"sum by (instance) (kactor_partitions_offline{{{s}}})",
                    "{{instance}} offline", "D"),
         ], description="Leaders spread evenly = balanced load; any under-replicated or "
                        "offline partition needs attention."),
@@ -313,14 +314,14 @@ def partition_overview_panels():
 
 
 def group_overview_panels():
-    """Consumer groups (kactor_group_*): counts by state and type, members, rebalances, offset
+    """Consumer groups (kactor_groups, kactor_group_*): counts by state and type, members, rebalances, offset
     commits, committed offsets and consumer lag."""
     s = SEL
     g = f'{SEL}, group=~"$group"'
     lag = f'{g}, topic=~"$topic"' if PARTITION_PANELS else g
     return [
         row("Consumer groups"),
-        stat("Groups", f"sum(kactor_group_count{{{s}}})",
+        stat("Groups", f"sum(kactor_groups{{{s}}})",
              description="Groups coordinated by the selected brokers, any state or type."),
         stat("Members", f"sum(kactor_group_members{{{g}}})"),
         stat("Rebalances (range)", f"sum(increase(kactor_group_rebalances_total{{{s}}}"
@@ -337,7 +338,7 @@ def group_overview_panels():
              thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1000},
                          {"color": "red", "value": 100000}]),
         timeseries("Groups by state and type", [target(
-            f"sum by (state, type) (kactor_group_count{{{s}}})", "{{type}} {{state}}")],
+            f"sum by (state, type) (kactor_groups{{{s}}})", "{{type}} {{state}}")],
             stack=True, w=8,
             description="classic (JoinGroup/SyncGroup) and consumer (KIP-848) groups by state: "
                         "a rising PreparingRebalance / CompletingRebalance band is groups stuck "

@@ -14,7 +14,7 @@ use super::core::{Group, GroupCoordinatorShard};
 use crate::metrics::register;
 
 pub struct GroupMetrics {
-    /// `kactor_group_count{state,type}`: groups this broker coordinates.
+    /// `kactor_groups{state,type}`: groups this broker coordinates.
     pub groups: IntGaugeVec,
     /// `kactor_group_members{group,type}`: members of each group.
     pub members: IntGaugeVec,
@@ -42,7 +42,7 @@ pub fn group_metrics() -> &'static GroupMetrics {
         };
         GroupMetrics {
             groups: gauge(
-                "kactor_group_count",
+                "kactor_groups",
                 "Groups coordinated by this broker, by state and type.",
                 &["state", "type"],
             ),

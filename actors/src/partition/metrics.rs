@@ -15,14 +15,14 @@ pub struct PartitionMetrics {
     pub messages_in_total: IntCounterVec,
     /// `kactor_partition_bytes_out_total{topic}`: record bytes returned by fetches.
     pub bytes_out_total: IntCounterVec,
-    /// `kactor_partition_count`: replicas hosted on this broker.
+    /// `kactor_partitions`: replicas hosted on this broker.
     pub partitions: IntGauge,
-    /// `kactor_partition_leader_count`: replicas this broker leads.
+    /// `kactor_partitions_leader`: replicas this broker leads.
     pub leaders: IntGauge,
-    /// `kactor_partition_under_replicated_count`: led partitions whose ISR is smaller than
+    /// `kactor_partitions_under_replicated`: led partitions whose ISR is smaller than
     /// their replica set.
     pub under_replicated: IntGauge,
-    /// `kactor_partition_offline_count`: assigned replicas whose log failed to open.
+    /// `kactor_partitions_offline`: assigned replicas whose log failed to open.
     pub offline: IntGauge,
     /// `kactor_partition_log_size_bytes{topic,partition}` (refreshed at each checkpoint).
     pub log_size_bytes: IntGaugeVec,
@@ -52,19 +52,16 @@ pub fn partition_metrics() -> &'static PartitionMetrics {
                 "Record bytes returned by fetches, by topic.",
             ),
             partitions: gauge(
-                "kactor_partition_count",
+                "kactor_partitions",
                 "Partition replicas hosted on this broker.",
             ),
-            leaders: gauge(
-                "kactor_partition_leader_count",
-                "Partitions this broker leads.",
-            ),
+            leaders: gauge("kactor_partitions_leader", "Partitions this broker leads."),
             under_replicated: gauge(
-                "kactor_partition_under_replicated_count",
+                "kactor_partitions_under_replicated",
                 "Led partitions whose ISR is smaller than their replica set.",
             ),
             offline: gauge(
-                "kactor_partition_offline_count",
+                "kactor_partitions_offline",
                 "Assigned replicas whose log could not be opened.",
             ),
             log_size_bytes: register(
