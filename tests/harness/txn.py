@@ -14,6 +14,8 @@ from confluent_kafka import (Consumer, IsolationLevel, KafkaError, KafkaExceptio
                              TopicPartition)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from . import wire
+
 TXN_DIR = Path(__file__).resolve().parents[1] / "txn"
 
 
@@ -175,3 +177,61 @@ class Script:
 
     def __exit__(self, *exc):
         self.kill9()
+
+
+# ---- raw wire: a transaction the coordinator never heard of ----------------------------------
+# Real clients always register partitions with the coordinator first; a "hanging" transaction
+# (open on a partition, unknown to the coordinator: what `kafka-transactions find-hanging`
+# looks for) needs a transactional batch written directly, on a broker started with
+# transaction.partition.verification.enable=false.
+
+API_PRODUCE = 0
+API_INIT_PRODUCER_ID = 22
+
+
+def init_producer_id(port, transactional_id=None, timeout_ms=60000, retry_s=30):
+    """InitProducerId v0 on a fresh connection; returns (error_code, producer_id, epoch).
+    Retries the retriable answers of a broker still starting (COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS) for `retry_s`."""
+    body = wire.string(transactional_id) + wire.i32(timeout_ms)
+    req = wire.frame(wire.request_header_v1(API_INIT_PRODUCER_ID, 0, 11) + body)
+    deadline = time.monotonic() + retry_s
+    while True:
+        with wire.connect(port, timeout=30) as s:
+            s.sendall(req)
+            r = wire.Reader(wire.recv_frame(s))
+        r.i32()  # correlation id
+        r.i32()  # throttle
+        out = (r.i16(), r.i64(), r.i16())
+        if out[0] not in (14, 15, 16, 51) or time.monotonic() > deadline:
+            return out
+        time.sleep(0.3)
+
+
+def producer_batch(records, producer_id, producer_epoch, base_sequence, timestamp_ms,
+                   transactional=True):
+    """A v2 record batch carrying producer id/epoch/sequence (attributes bit 4 = transactional).
+    `records` is a list of values (bytes)."""
+    recs = b""
+    for delta, value in enumerate(records):
+        body = wire.i8(0) + wire.varint(0) + wire.varint(delta) + wire.varint(-1)
+        body += wire.varint(len(value)) + value + wire.varint(0)
+        recs += wire.varint(len(body)) + body
+    attributes = 0x10 if transactional else 0
+    after_crc = (wire.i16(attributes) + wire.i32(len(records) - 1) + wire.i64(timestamp_ms)
+                 + wire.i64(timestamp_ms) + wire.i64(producer_id) + wire.i16(producer_epoch)
+                 + wire.i32(base_sequence) + wire.i32(len(records)) + recs)
+    after_length = wire.i32(0) + wire.i8(2) + wire.u32(wire.crc32c(after_crc)) + after_crc
+    return wire.i64(0) + wire.i32(len(after_length)) + after_length
+
+
+def produce_v3(port, topic, partition, batch, transactional_id=None, acks=-1):
+    """Produce v3 with one batch on a fresh connection; returns (error_code, base_offset)."""
+    body = wire.string(transactional_id) + wire.i16(acks) + wire.i32(30000)
+    body += wire.i32(1) + wire.string(topic) + wire.i32(1) + wire.i32(partition)
+    body += wire.i32(len(batch)) + batch
+    with wire.connect(port, timeout=30) as s:
+        s.sendall(wire.frame(wire.request_header_v1(API_PRODUCE, 3, 12) + body))
+        _, parts = wire.parse_produce_v3_response(wire.recv_frame(s))
+    (_, _, err, base), = parts
+    return err, base
