@@ -200,29 +200,52 @@ fn start(file: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
         "starting kactor"
     );
     let system = actix_rt::System::new();
-    system.block_on(async {
+    let fatal = system.block_on(async {
         let node = topology::start(&cfg).await?;
         tracing::info!(
             metrics = %node.http_address,
             "kactor started: {}",
             node.listeners.iter().map(|l| format!("{}://{}", l.name, l.address)).collect::<Vec<_>>().join(", ")
         );
-        wait_for_shutdown_signal().await?;
+        let fatal = wait_for_shutdown_signal().await?;
         tracing::info!("shutting down");
-        node.shutdown().await;
-        anyhow::Ok(())
+        if fatal.is_some() {
+            // Kafka halts without a clean shutdown; kactor still tries to flush and checkpoint
+            // the partition logs (a failed metadata log does not make them wrong), but bounded:
+            // the failure may block parts of the node.
+            if tokio::time::timeout(FATAL_SHUTDOWN_TIMEOUT, node.shutdown())
+                .await
+                .is_err()
+            {
+                tracing::error!("shutdown after the fatal fault timed out; exiting anyway");
+            }
+        } else {
+            node.shutdown().await;
+        }
+        anyhow::Ok(fatal)
     })?;
+    if let Some(reason) = fatal {
+        tracing::error!("stopped after a fatal fault: {reason}");
+        eprintln!("kactor: fatal: {reason}");
+        std::process::exit(1);
+    }
     tracing::info!("stopped");
     Ok(())
 }
 
-async fn wait_for_shutdown_signal() -> anyhow::Result<()> {
+/// How long the shutdown after a fatal fault may take before the process exits anyway.
+const FATAL_SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Waits for SIGTERM / SIGINT or a fatal fault (`kactor_actors::raft::fault`); returns the
+/// fault's reason in the latter case.
+async fn wait_for_shutdown_signal() -> anyhow::Result<Option<String>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("received SIGTERM"),
-        _ = int.recv() => tracing::info!("received SIGINT"),
-    }
-    Ok(())
+    let fatal = tokio::select! {
+        _ = term.recv() => { tracing::info!("received SIGTERM"); None }
+        _ = int.recv() => { tracing::info!("received SIGINT"); None }
+        reason = kactor_actors::raft::fault::fatal_fault() => Some(reason),
+    };
+    Ok(fatal)
 }

@@ -83,6 +83,10 @@ pub struct RaftActor {
     log: Log,
     listeners: Vec<Listener>,
     leader_notice: Option<RaftLeaderChanged>,
+    /// Set once the metadata log failed an I/O operation: the core's view (log end offset,
+    /// high watermark) no longer matches the file, so nothing more is appended or delivered
+    /// and the process is told to stop (Kafka halts the node on a metadata log I/O error).
+    failed: Option<String>,
     metrics: ActorMetrics,
 }
 
@@ -131,6 +135,7 @@ impl RaftActor {
             log,
             listeners: Vec::new(),
             leader_notice: None,
+            failed: None,
             metrics,
         };
         let log_end_offset = actor.log.log_end_offset();
@@ -153,6 +158,28 @@ impl RaftActor {
         self.log.dir()
     }
 
+    /// Why the metadata log went offline, if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// The metadata log failed: stop using it and report a fatal fault. A failed write may
+    /// have left part of a batch in the segment while the core already counted it, so every
+    /// later append would go to the wrong offset; Kafka's answer is to halt the node, and a
+    /// restart's recovery truncates the torn tail.
+    fn fail(&mut self, e: &RaftError) {
+        if self.failed.is_some() {
+            return;
+        }
+        let reason = format!(
+            "the KRaft metadata log in {} failed: {e}",
+            self.log.dir().display()
+        );
+        error!("{reason}; shutting down this node (as Kafka does on a metadata log I/O error)");
+        super::fault::report_fatal(reason.clone());
+        self.failed = Some(reason);
+    }
+
     /// Feeds one input and carries out the outputs (and the inputs they cause, like Flushed).
     /// Returns the reply to an Append, if the input was one.
     fn run(
@@ -160,6 +187,9 @@ impl RaftActor {
         input: RaftInput,
         now: i64,
     ) -> Result<Option<Result<AppendedBatch, RaftError>>, RaftError> {
+        if let Some(reason) = &self.failed {
+            return Err(RaftError::Storage(reason.clone()));
+        }
         let mut reply = None;
         let mut inputs = VecDeque::from([input]);
         while let Some(input) = inputs.pop_front() {
@@ -260,6 +290,9 @@ impl RaftActor {
     /// Brings every listener up to the high watermark, then tells it about leadership once it
     /// has everything before the leader's epoch start.
     fn deliver(&mut self) {
+        if self.failed.is_some() {
+            return;
+        }
         let hw = self.core.high_watermark();
         let mut cache: Option<(i64, Arc<Vec<MetadataBatch>>)> = None;
         for i in 0..self.listeners.len() {
@@ -274,8 +307,8 @@ impl RaftActor {
                             b
                         }
                         Err(e) => {
-                            error!(error = %e, "cannot read the committed metadata log");
-                            continue;
+                            self.fail(&e);
+                            return;
                         }
                     },
                 };
@@ -305,8 +338,11 @@ impl Actor for RaftActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.run_interval(TICK, |act, _| {
+            if act.failed.is_some() {
+                return;
+            }
             if let Err(e) = act.run(RaftInput::Tick, now_ms()) {
-                error!(error = %e, "raft tick failed");
+                act.fail(&e);
             }
         });
     }
@@ -340,7 +376,7 @@ impl Handler<AppendMetadataRecords> for RaftActor {
             Ok(None) => Err(RaftError::Storage("empty append".into())),
             Err(e) => {
                 // The metadata log could not be written: nothing more can be committed safely.
-                error!(error = %e, "metadata log append failed");
+                self.fail(&e);
                 Err(e)
             }
         }
