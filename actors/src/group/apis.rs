@@ -689,8 +689,8 @@ pub fn described_consumer_group(g: DescribedConsumerGroup) -> cgd::DescribedGrou
                 subscribed_topic_regex: m.subscribed_topic_regex,
                 assignment: assignment(m.assignment),
                 target_assignment: assignment(m.target_assignment),
-                // 1: a member using the consumer protocol (KIP-1099).
-                member_type: 1,
+                // KIP-1099: 0 a classic member (mixed group), 1 a consumer protocol member.
+                member_type: if m.uses_classic_protocol { 0 } else { 1 },
                 ..Default::default()
             })
             .collect(),

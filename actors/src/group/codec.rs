@@ -23,9 +23,9 @@ use kactor_protocol::{Decode, DecodeError, Encode, EncodeError, Message, Writer}
 use thiserror::Error;
 
 use super::core::records::{
-    ConsumerCurrentAssignmentValue, ConsumerMemberMetadataValue, CoordinatorRecord,
-    GroupMetadataMember, GroupMetadataValue, OffsetCommitValue, RegularExpressionValue,
-    TopicPartitions,
+    ClassicMemberMetadata, ConsumerCurrentAssignmentValue, ConsumerMemberMetadataValue,
+    CoordinatorRecord, GroupMetadataMember, GroupMetadataValue, OffsetCommitValue,
+    RegularExpressionValue, TopicPartitions,
 };
 
 /// Kafka 4.4's writing versions.
@@ -55,6 +55,46 @@ fn framed<M: Encode>(prefix: i16, message: &M, version: i16) -> Result<Bytes, En
     w.put_i16(prefix);
     message.encode(&mut w, version)?;
     Ok(w.into_bytes())
+}
+
+/// The tagged `ClassicMemberMetadata` as our generated struct holds it. Kafka's field defaults
+/// to null and is then not written; our schema's generated default is an empty struct, which
+/// is likewise not written, so a member of the consumer protocol is encoded with no tag at all,
+/// byte for byte as Kafka does.
+fn classic_out(classic: Option<&ClassicMemberMetadata>) -> Option<mm_value::ClassicMemberMetadata> {
+    match classic {
+        None => Some(mm_value::ClassicMemberMetadata::default()),
+        Some(c) => Some(mm_value::ClassicMemberMetadata {
+            session_timeout_ms: c.session_timeout_ms,
+            supported_protocols: c
+                .supported_protocols
+                .iter()
+                .map(|(name, metadata)| mm_value::ClassicProtocol {
+                    name: name.clone(),
+                    metadata: metadata.clone(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+    }
+}
+
+/// The inverse of `classic_out`: an absent tag decodes as the generated (empty) default, which
+/// means "not a classic member" (a real classic member always offers a protocol).
+fn classic_in(classic: Option<mm_value::ClassicMemberMetadata>) -> Option<ClassicMemberMetadata> {
+    let c = classic?;
+    if c.supported_protocols.is_empty() && c.session_timeout_ms == 0 {
+        return None;
+    }
+    Some(ClassicMemberMetadata {
+        session_timeout_ms: c.session_timeout_ms,
+        supported_protocols: c
+            .supported_protocols
+            .into_iter()
+            .map(|p| (p.name, p.metadata))
+            .collect(),
+    })
 }
 
 fn tp_out(
@@ -199,6 +239,7 @@ pub fn encode_record(record: &CoordinatorRecord) -> Result<(Bytes, Option<Bytes>
                         subscribed_topic_regex: v.subscribed_topic_regex.clone(),
                         rebalance_timeout_ms: v.rebalance_timeout_ms,
                         server_assignor: v.server_assignor.clone(),
+                        classic_member_metadata: classic_out(v.classic_member_metadata.as_ref()),
                         ..Default::default()
                     },
                     0,
@@ -476,6 +517,7 @@ pub fn decode_record(
                     subscribed_topic_regex: v.subscribed_topic_regex,
                     rebalance_timeout_ms: v.rebalance_timeout_ms,
                     server_assignor: v.server_assignor,
+                    classic_member_metadata: classic_in(v.classic_member_metadata),
                 }),
             }
         }
@@ -646,6 +688,50 @@ mod tests {
         assert_eq!(
             types.into_iter().collect::<Vec<_>>(),
             vec![1, 2, 3, 4, 5, 6, 7, 8, 16]
+        );
+    }
+
+    #[test]
+    fn classic_member_metadata_round_trips_and_is_absent_for_kip848_members() {
+        let member = |classic| CoordinatorRecord::ConsumerGroupMemberMetadata {
+            group_id: "g".into(),
+            member_id: "m".into(),
+            value: Some(ConsumerMemberMetadataValue {
+                instance_id: None,
+                rack_id: None,
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                subscribed_topic_names: vec!["t".into()],
+                subscribed_topic_regex: None,
+                rebalance_timeout_ms: 30_000,
+                server_assignor: None,
+                classic_member_metadata: classic,
+            }),
+        };
+        let classic = member(Some(ClassicMemberMetadata {
+            session_timeout_ms: 10_000,
+            supported_protocols: vec![
+                ("range".into(), Bytes::from_static(b"sub")),
+                ("roundrobin".into(), Bytes::from_static(b"sub")),
+            ],
+        }));
+        let plain = member(None);
+        for record in [&classic, &plain] {
+            let (key, value) = encode_record(record).unwrap();
+            assert_eq!(
+                decode_record(&key, value.as_ref()).unwrap().as_ref(),
+                Some(record)
+            );
+        }
+        // Kafka writes no tagged field for a KIP-848 member: the value ends with an empty
+        // tag buffer (0), where the classic one carries tag 0.
+        let (_, plain_value) = encode_record(&plain).unwrap();
+        let (_, classic_value) = encode_record(&classic).unwrap();
+        let plain_value = plain_value.unwrap();
+        assert_eq!(plain_value.last(), Some(&0));
+        assert_eq!(
+            &classic_value.unwrap()[..plain_value.len() - 1],
+            &plain_value[..plain_value.len() - 1]
         );
     }
 }

@@ -350,6 +350,8 @@ pub struct DescribedConsumerMember {
     /// (topic id, topic name, partitions)
     pub assignment: Vec<(Uuid, String, Vec<i32>)>,
     pub target_assignment: Vec<(Uuid, String, Vec<i32>)>,
+    /// Whether the member joined through the classic protocol (a mixed group).
+    pub uses_classic_protocol: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -82,6 +82,11 @@ impl GroupCoordinatorShard {
         if req.group_id.is_empty() {
             return join_error(id, INVALID_GROUP_ID, &req.member_id, out);
         }
+        if matches!(self.groups.get(&req.group_id), Some(Group::Consumer(g)) if !g.members.is_empty())
+        {
+            // Classic members of a consumer group (KIP-848 online migration).
+            return self.classic_join_to_consumer_group(id, req, now_ms, out);
+        }
         if req.session_timeout_ms < self.config.group_min_session_timeout_ms
             || req.session_timeout_ms > self.config.group_max_session_timeout_ms
         {
@@ -589,6 +594,9 @@ impl GroupCoordinatorShard {
         if req.group_id.is_empty() {
             return respond(out, INVALID_GROUP_ID);
         }
+        if matches!(self.groups.get(&req.group_id), Some(Group::Consumer(_))) {
+            return self.classic_sync_to_consumer_group(id, &req, now_ms, out);
+        }
         let Some(group) = self.classic_group_mut(&req.group_id) else {
             return respond(out, UNKNOWN_MEMBER_ID);
         };
@@ -670,6 +678,9 @@ impl GroupCoordinatorShard {
     pub(super) fn classic_heartbeat(&mut self, req: &HeartbeatInput, now_ms: i64) -> i16 {
         if req.group_id.is_empty() {
             return INVALID_GROUP_ID;
+        }
+        if matches!(self.groups.get(&req.group_id), Some(Group::Consumer(_))) {
+            return self.classic_heartbeat_to_consumer_group(req, now_ms);
         }
         let Some(group) = self.classic_group_mut(&req.group_id) else {
             return UNKNOWN_MEMBER_ID;
@@ -775,6 +786,9 @@ impl GroupCoordinatorShard {
                 error_code: INVALID_GROUP_ID,
                 members: Vec::new(),
             };
+        }
+        if matches!(self.groups.get(&req.group_id), Some(Group::Consumer(_))) {
+            return self.classic_leave_to_consumer_group(req, now_ms, out);
         }
         let Some(group) = self.classic_group_mut(&req.group_id) else {
             return LeaveGroupOutput {

@@ -30,6 +30,41 @@ pub struct GroupCoordinatorConfig {
     pub consumer_max_size: usize,
     /// `group.consumer.assignors`: the first is the default.
     pub consumer_assignors: Vec<String>,
+    /// `group.consumer.migration.policy`: whether a classic group may become a consumer group
+    /// when a KIP-848 member joins it (upgrade), and back when its last KIP-848 member leaves
+    /// (downgrade).
+    pub consumer_migration_policy: ConsumerGroupMigrationPolicy,
+}
+
+/// Kafka's `ConsumerGroupMigrationPolicy` (`group.consumer.migration.policy`, default
+/// `bidirectional`; values are case-insensitive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConsumerGroupMigrationPolicy {
+    #[default]
+    Bidirectional,
+    Upgrade,
+    Downgrade,
+    Disabled,
+}
+
+impl ConsumerGroupMigrationPolicy {
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "bidirectional" => Some(Self::Bidirectional),
+            "upgrade" => Some(Self::Upgrade),
+            "downgrade" => Some(Self::Downgrade),
+            "disabled" => Some(Self::Disabled),
+            _ => None,
+        }
+    }
+
+    pub fn is_upgrade_enabled(self) -> bool {
+        matches!(self, Self::Bidirectional | Self::Upgrade)
+    }
+
+    pub fn is_downgrade_enabled(self) -> bool {
+        matches!(self, Self::Bidirectional | Self::Downgrade)
+    }
 }
 
 impl Default for GroupCoordinatorConfig {
@@ -48,6 +83,7 @@ impl Default for GroupCoordinatorConfig {
             consumer_heartbeat_interval_ms: 5_000,
             consumer_max_size: i32::MAX as usize,
             consumer_assignors: vec!["uniform".to_string(), "range".to_string()],
+            consumer_migration_policy: ConsumerGroupMigrationPolicy::default(),
         }
     }
 }
@@ -108,6 +144,12 @@ impl GroupCoordinatorConfig {
             &mut c.consumer_heartbeat_interval_ms,
         );
         get(props, "group.consumer.max.size", &mut c.consumer_max_size);
+        if let Some(policy) = props
+            .get("group.consumer.migration.policy")
+            .and_then(|v| ConsumerGroupMigrationPolicy::parse(v))
+        {
+            c.consumer_migration_policy = policy;
+        }
         let mut minutes = c.offsets_retention_ms / 60_000;
         get(props, "offsets.retention.minutes", &mut minutes);
         c.offsets_retention_ms = minutes * 60_000;
@@ -146,6 +188,7 @@ mod tests {
                 "org.apache.kafka.coordinator.group.assignor.RangeAssignor, uniform",
             ),
             ("group.max.size", "not a number"),
+            ("group.consumer.migration.policy", "Upgrade"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -163,5 +206,14 @@ mod tests {
             GroupCoordinatorConfig::default().group_max_size
         );
         assert_eq!(c.consumer_session_timeout_ms, 45_000);
+        assert_eq!(
+            c.consumer_migration_policy,
+            ConsumerGroupMigrationPolicy::Upgrade
+        );
+        assert!(!c.consumer_migration_policy.is_downgrade_enabled());
+        assert_eq!(
+            GroupCoordinatorConfig::default().consumer_migration_policy,
+            ConsumerGroupMigrationPolicy::Bidirectional
+        );
     }
 }

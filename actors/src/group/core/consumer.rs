@@ -31,20 +31,20 @@ const INTERNAL_TOPICS: &[&str] = &[
     "__share_group_state",
 ];
 
-type HbResult<T> = Result<T, ConsumerGroupHeartbeatOutput>;
+pub(super) type HbResult<T> = Result<T, ConsumerGroupHeartbeatOutput>;
 
-fn fail<T>(code: i16, message: impl Into<String>) -> HbResult<T> {
+pub(super) fn fail<T>(code: i16, message: impl Into<String>) -> HbResult<T> {
     Err(ConsumerGroupHeartbeatOutput::error(code, message))
 }
 
-fn session_key(group_id: &str, member_id: &str) -> TimerKey {
+pub(super) fn session_key(group_id: &str, member_id: &str) -> TimerKey {
     TimerKey::ConsumerSession {
         group_id: group_id.to_string(),
         member_id: member_id.to_string(),
     }
 }
 
-fn rebalance_key(group_id: &str, member_id: &str) -> TimerKey {
+pub(super) fn rebalance_key(group_id: &str, member_id: &str) -> TimerKey {
     TimerKey::ConsumerRebalance {
         group_id: group_id.to_string(),
         member_id: member_id.to_string(),
@@ -63,7 +63,7 @@ fn is_subset(owned: Option<&Assignment>, assigned: &Assignment) -> bool {
 
 /// FNV-1a over the subscribed topics' names, ids and partition counts: the group epoch bumps
 /// when it changes (KIP-1101's metadata hash; the value is ours, only equality matters).
-fn metadata_hash(names: &BTreeSet<String>, topics: &super::api::TopicsView) -> i64 {
+pub(super) fn metadata_hash(names: &BTreeSet<String>, topics: &super::api::TopicsView) -> i64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut any = false;
     let mut feed = |bytes: &[u8]| {
@@ -252,12 +252,12 @@ fn compute_next(
 
 impl GroupCoordinatorShard {
     /// Appends a record and applies it, so state only ever changes the way a replay would.
-    fn emit(&mut self, out: &mut Output, record: CoordinatorRecord) {
+    pub(super) fn emit(&mut self, out: &mut Output, record: CoordinatorRecord) {
         self.replay(&record);
         out.records.push(record);
     }
 
-    fn consumer_group(&self, group_id: &str) -> Option<&ConsumerGroup> {
+    pub(super) fn consumer_group(&self, group_id: &str) -> Option<&ConsumerGroup> {
         match self.groups.get(group_id) {
             Some(Group::Consumer(g)) => Some(g),
             _ => None,
@@ -301,9 +301,17 @@ impl GroupCoordinatorShard {
         member_id: &str,
         now_ms: i64,
     ) {
+        // A classic member (mixed group) keeps the session timeout it joined with.
+        let timeout_ms = self
+            .consumer_group(group_id)
+            .and_then(|g| g.members.get(member_id))
+            .and_then(|m| m.classic.as_ref())
+            .map_or(self.config.consumer_session_timeout_ms, |c| {
+                c.session_timeout_ms
+            });
         self.timers.schedule(
             session_key(group_id, member_id),
-            now_ms + self.config.consumer_session_timeout_ms as i64,
+            now_ms + timeout_ms as i64,
             TimerAction::ConsumerSessionExpired,
         );
     }
@@ -322,7 +330,7 @@ impl GroupCoordinatorShard {
             if req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH
                 || req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH
             {
-                self.consumer_leave(&req, &mut scratch)
+                self.consumer_leave(&req, now_ms, &mut scratch)
             } else {
                 self.consumer_regular_heartbeat(&req, now_ms, &mut scratch)
             }
@@ -480,6 +488,10 @@ impl GroupCoordinatorShard {
                     Group::Consumer(ConsumerGroup::new(&group_id)),
                 );
             }
+            Some(Group::Classic(_)) if create => {
+                // A KIP-848 member joins a live classic group: online upgrade.
+                self.upgrade_to_consumer_group(&group_id, now_ms, out)?;
+            }
             Some(Group::Classic(_)) => {
                 return fail(
                     GROUP_ID_NOT_FOUND,
@@ -552,7 +564,11 @@ impl GroupCoordinatorShard {
                         )
                     }
                     Some(e) if create => {
-                        if e.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+                        // A classic instance never sends a leave: a KIP-848 member with its
+                        // instance id simply replaces it.
+                        if e.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                            && !e.uses_classic_protocol()
+                        {
                             return fail(
                                 UNRELEASED_INSTANCE_ID,
                                 format!(
@@ -563,40 +579,7 @@ impl GroupCoordinatorShard {
                         }
                         // The instance comes back under a new member id: it takes over the
                         // old member's assignment without a rebalance.
-                        let mut replacement = e.clone();
-                        replacement.member_id = member_id.clone();
-                        replacement.member_epoch = 0;
-                        replacement.previous_member_epoch = 0;
-                        let old_target =
-                            group.target.get(&e.member_id).cloned().unwrap_or_default();
-                        self.remove_member_records(&group_id, &e.member_id, out);
-                        self.timers.cancel(&session_key(&group_id, &e.member_id));
-                        self.timers.cancel(&rebalance_key(&group_id, &e.member_id));
-                        self.emit(
-                            out,
-                            CoordinatorRecord::ConsumerGroupMemberMetadata {
-                                group_id: group_id.clone(),
-                                member_id: member_id.clone(),
-                                value: Some(replacement.metadata_value()),
-                            },
-                        );
-                        self.emit(
-                            out,
-                            CoordinatorRecord::ConsumerGroupTargetAssignmentMember {
-                                group_id: group_id.clone(),
-                                member_id: member_id.clone(),
-                                value: Some(to_topic_partitions(&old_target)),
-                            },
-                        );
-                        self.emit(
-                            out,
-                            CoordinatorRecord::ConsumerGroupCurrentMemberAssignment {
-                                group_id: group_id.clone(),
-                                member_id: member_id.clone(),
-                                value: Some(replacement.assignment_value()),
-                            },
-                        );
-                        replacement
+                        self.replace_static_member(&group_id, &e, &member_id, out)
                     }
                     Some(e) => {
                         if e.member_id != member_id {
@@ -639,7 +622,102 @@ impl GroupCoordinatorShard {
         }
         updated.client_id = req.client_id.clone();
         updated.client_host = req.client_host.clone();
+        // A member heartbeating with KIP-848 no longer uses the classic protocol.
+        updated.classic = None;
 
+        let reconciled = self.apply_member_update(
+            &group_id,
+            &old_member,
+            updated,
+            is_new,
+            owned.as_ref(),
+            now_ms,
+            out,
+        )?;
+        self.schedule_consumer_session(&group_id, &member_id, now_ms);
+
+        let full_request = req.member_epoch == 0
+            || (req.rebalance_timeout_ms != -1
+                && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
+                && req.topic_partitions.is_some());
+        let assignment = (full_request || reconciled.assigned != old_member.assigned)
+            .then(|| to_topic_partitions(&reconciled.assigned));
+        Ok(ConsumerGroupHeartbeatOutput {
+            error_code: NONE,
+            error_message: None,
+            member_id: Some(member_id),
+            member_epoch: reconciled.member_epoch,
+            heartbeat_interval_ms: self.config.consumer_heartbeat_interval_ms,
+            assignment,
+        })
+    }
+
+    /// Kafka's `replaceMember`: a static instance rejoins under a new member id and takes
+    /// over the old member's subscription, target and assignment, at epoch 0.
+    pub(super) fn replace_static_member(
+        &mut self,
+        group_id: &str,
+        existing: &ConsumerMember,
+        member_id: &str,
+        out: &mut Output,
+    ) -> ConsumerMember {
+        let group_id = group_id.to_string();
+        let member_id = member_id.to_string();
+        let group = self.consumer_group(&group_id).expect("consumer group");
+        let e = existing;
+        let mut replacement = e.clone();
+        replacement.member_id = member_id.clone();
+        replacement.member_epoch = 0;
+        replacement.previous_member_epoch = 0;
+        let old_target = group.target.get(&e.member_id).cloned().unwrap_or_default();
+        self.remove_member_records(&group_id, &e.member_id, out);
+        self.cancel_consumer_member_timers(&group_id, &e.member_id);
+        self.emit(
+            out,
+            CoordinatorRecord::ConsumerGroupMemberMetadata {
+                group_id: group_id.clone(),
+                member_id: member_id.clone(),
+                value: Some(replacement.metadata_value()),
+            },
+        );
+        self.emit(
+            out,
+            CoordinatorRecord::ConsumerGroupTargetAssignmentMember {
+                group_id: group_id.clone(),
+                member_id: member_id.clone(),
+                value: Some(to_topic_partitions(&old_target)),
+            },
+        );
+        self.emit(
+            out,
+            CoordinatorRecord::ConsumerGroupCurrentMemberAssignment {
+                group_id: group_id.clone(),
+                member_id: member_id.clone(),
+                value: Some(replacement.assignment_value()),
+            },
+        );
+        replacement
+    }
+
+    /// Steps 1–5 of a member's heartbeat or (mixed group) JoinGroup, shared by both protocols
+    /// (Kafka's `consumerGroupHeartbeat` / `classicGroupJoinToConsumerGroup`): persist the
+    /// member if it changed, bump the group epoch on a subscription or metadata change,
+    /// recompute the target assignment for a new epoch, and move the member one step towards
+    /// its target given the partitions it says it owns. Returns the member as it now is.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn apply_member_update(
+        &mut self,
+        group_id: &str,
+        old_member: &ConsumerMember,
+        updated: ConsumerMember,
+        is_new: bool,
+        owned: Option<&Assignment>,
+        now_ms: i64,
+        out: &mut Output,
+    ) -> HbResult<ConsumerMember> {
+        let group_id = group_id.to_string();
+        let member_id = updated.member_id.clone();
+        let owned = owned.cloned();
         let mut bump = self.consumer_group(&group_id).expect("group").group_epoch == 0;
         if is_new || updated.metadata_value() != old_member.metadata_value() {
             self.emit(
@@ -702,7 +780,10 @@ impl GroupCoordinatorShard {
                     value: Some(reconciled.assignment_value()),
                 },
             );
-            if reconciled.state == MemberState::UnrevokedPartitions {
+            // Classic members revoke by rejoining; their join timeout bounds that instead.
+            if reconciled.state == MemberState::UnrevokedPartitions
+                && !reconciled.uses_classic_protocol()
+            {
                 self.timers.schedule(
                     rebalance_key(&group_id, &member_id),
                     now_ms + reconciled.rebalance_timeout_ms.max(0) as i64,
@@ -714,22 +795,7 @@ impl GroupCoordinatorShard {
                 self.timers.cancel(&rebalance_key(&group_id, &member_id));
             }
         }
-        self.schedule_consumer_session(&group_id, &member_id, now_ms);
-
-        let full_request = req.member_epoch == 0
-            || (req.rebalance_timeout_ms != -1
-                && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
-                && req.topic_partitions.is_some());
-        let assignment = (full_request || reconciled.assigned != old_member.assigned)
-            .then(|| to_topic_partitions(&reconciled.assigned));
-        Ok(ConsumerGroupHeartbeatOutput {
-            error_code: NONE,
-            error_message: None,
-            member_id: Some(member_id),
-            member_epoch: reconciled.member_epoch,
-            heartbeat_interval_ms: self.config.consumer_heartbeat_interval_ms,
-            assignment,
-        })
+        Ok(reconciled)
     }
 
     /// Resolves every regex members use against the current topics; writes the ones that
@@ -837,7 +903,12 @@ impl GroupCoordinatorShard {
     }
 
     /// Kafka's `removeMember`: current assignment, target and subscription tombstones.
-    fn remove_member_records(&mut self, group_id: &str, member_id: &str, out: &mut Output) {
+    pub(super) fn remove_member_records(
+        &mut self,
+        group_id: &str,
+        member_id: &str,
+        out: &mut Output,
+    ) {
         for record in [
             CoordinatorRecord::ConsumerGroupCurrentMemberAssignment {
                 group_id: group_id.to_string(),
@@ -860,13 +931,18 @@ impl GroupCoordinatorShard {
     }
 
     /// Removes a member and bumps the group epoch so the others get its partitions.
-    fn fence_consumer_member(
+    pub(super) fn fence_consumer_member(
         &mut self,
         group_id: &str,
         member_id: &str,
         now_ms: i64,
         out: &mut Output,
     ) {
+        self.cancel_consumer_member_timers(group_id, member_id);
+        if self.maybe_downgrade_to_classic(group_id, member_id, now_ms, out) {
+            // The group went back to classic without the member (Kafka's online downgrade).
+            return;
+        }
         self.remove_member_records(group_id, member_id, out);
         self.refresh_regexes(group_id, now_ms, out);
         let group = self.consumer_group(group_id).expect("group");
@@ -886,6 +962,7 @@ impl GroupCoordinatorShard {
     fn consumer_leave(
         &mut self,
         req: &ConsumerGroupHeartbeatInput,
+        now_ms: i64,
         out: &mut Output,
     ) -> HbResult<ConsumerGroupHeartbeatOutput> {
         let group_id = &req.group_id;
@@ -911,7 +988,7 @@ impl GroupCoordinatorShard {
                         ),
                     );
                 }
-                self.fence_consumer_member(group_id, &req.member_id, 0, out);
+                self.fence_consumer_member(group_id, &req.member_id, now_ms, out);
             }
             Some(instance_id) => {
                 let Some(member) = group.static_member(instance_id).cloned() else {
@@ -947,7 +1024,7 @@ impl GroupCoordinatorShard {
                     self.timers
                         .cancel(&rebalance_key(group_id, &member.member_id));
                 } else {
-                    self.fence_consumer_member(group_id, &member.member_id, 0, out);
+                    self.fence_consumer_member(group_id, &member.member_id, now_ms, out);
                 }
             }
         }
@@ -1043,6 +1120,7 @@ impl GroupCoordinatorShard {
                     target_assignment: named(
                         &g.target.get(&m.member_id).cloned().unwrap_or_default(),
                     ),
+                    uses_classic_protocol: m.uses_classic_protocol(),
                 })
                 .collect(),
         }

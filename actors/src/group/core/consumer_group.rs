@@ -9,8 +9,8 @@ use kactor_protocol::Uuid;
 use super::assignor::Assignment;
 use super::errors::*;
 use super::records::{
-    ConsumerCurrentAssignmentValue, ConsumerMemberMetadataValue, CoordinatorRecord,
-    RegularExpressionValue, TopicPartitions,
+    ClassicMemberMetadata, ConsumerCurrentAssignmentValue, ConsumerMemberMetadataValue,
+    CoordinatorRecord, RegularExpressionValue, TopicPartitions,
 };
 
 /// Kafka's `MemberState` (its byte codes are persisted).
@@ -87,6 +87,9 @@ pub struct ConsumerMember {
     pub pending_revocation: Assignment,
     /// (topic, partition) -> member epoch at which it was assigned, for held partitions.
     pub assignment_epochs: BTreeMap<(Uuid, i32), i32>,
+    /// Set when the member joined with JoinGroup (classic protocol) rather than
+    /// ConsumerGroupHeartbeat: a mixed group (KIP-848 online migration).
+    pub classic: Option<ClassicMemberMetadata>,
 }
 
 impl ConsumerMember {
@@ -108,7 +111,21 @@ impl ConsumerMember {
             subscribed_topic_regex: self.subscribed_topic_regex.clone(),
             rebalance_timeout_ms: self.rebalance_timeout_ms,
             server_assignor: self.server_assignor.clone(),
+            classic_member_metadata: self.classic.clone(),
         }
+    }
+
+    /// Whether the member uses the classic protocol (Kafka's `useClassicProtocol`).
+    pub fn uses_classic_protocol(&self) -> bool {
+        self.classic.is_some()
+    }
+
+    /// The protocol a classic member was told to use in its JoinGroup response: its first.
+    pub fn classic_protocol_name(&self) -> Option<&str> {
+        self.classic
+            .as_ref()
+            .and_then(|c| c.supported_protocols.first())
+            .map(|(name, _)| name.as_str())
     }
 
     pub fn assignment_value(&self) -> ConsumerCurrentAssignmentValue {
@@ -274,6 +291,13 @@ impl ConsumerGroup {
         let Some(member) = self.members.get(member_id) else {
             return Err(UNKNOWN_MEMBER_ID);
         };
+        if member.uses_classic_protocol() {
+            // A classic member commits with its generation (= member epoch) at any version.
+            if member_epoch != member.member_epoch {
+                return Err(ILLEGAL_GENERATION);
+            }
+            return Ok(());
+        }
         if !transactional && api_version < 9 {
             // Members of KIP-848 groups must use OffsetCommit v9+.
             return Err(UNSUPPORTED_VERSION);
@@ -319,9 +343,31 @@ impl ConsumerGroup {
             return Err(UNKNOWN_MEMBER_ID);
         };
         if member_epoch != member.member_epoch {
-            return Err(STALE_MEMBER_EPOCH);
+            return Err(if member.uses_classic_protocol() {
+                ILLEGAL_GENERATION
+            } else {
+                STALE_MEMBER_EPOCH
+            });
         }
         Ok(())
+    }
+
+    /// Kafka's `waitingOnUnreleasedPartition`: whether a partition of the member's target is
+    /// still held by another member.
+    pub fn waiting_on_unreleased_partition(&self, member: &ConsumerMember) -> bool {
+        if member.state != MemberState::UnreleasedPartitions {
+            return false;
+        }
+        let Some(target) = self.target.get(&member.member_id) else {
+            return false;
+        };
+        target.iter().any(|(topic, partitions)| {
+            let held = member.assigned.get(topic);
+            partitions.iter().any(|p| {
+                !held.is_some_and(|h| h.contains(p))
+                    && self.current_partition_epoch(topic, *p) != -1
+            })
+        })
     }
 
     fn set_partition_epochs(&mut self, member: &ConsumerMember, add: bool) {
@@ -369,6 +415,7 @@ impl ConsumerGroup {
                     member.subscribed_topic_regex = v.subscribed_topic_regex.clone();
                     member.rebalance_timeout_ms = v.rebalance_timeout_ms;
                     member.server_assignor = v.server_assignor.clone();
+                    member.classic = v.classic_member_metadata.clone();
                     if let Some(instance) = &v.instance_id {
                         self.static_members
                             .insert(instance.clone(), member_id.clone());

@@ -48,6 +48,15 @@ pub struct GroupMetadataValue {
     pub members: Vec<GroupMetadataMember>,
 }
 
+/// What a member that joined a consumer group through the classic protocol (JoinGroup) offered
+/// (`ConsumerGroupMemberMetadataValue.ClassicMemberMetadata`): its session timeout and its
+/// (protocol name, subscription metadata) list in preference order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClassicMemberMetadata {
+    pub session_timeout_ms: i32,
+    pub supported_protocols: Vec<(String, Bytes)>,
+}
+
 /// A KIP-848 member's subscription (`ConsumerGroupMemberMetadataValue`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerMemberMetadataValue {
@@ -59,6 +68,8 @@ pub struct ConsumerMemberMetadataValue {
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
+    /// Set only for members using the classic protocol (a mixed group, KIP-848 migration).
+    pub classic_member_metadata: Option<ClassicMemberMetadata>,
 }
 
 /// A KIP-848 member's current assignment (`ConsumerGroupCurrentMemberAssignmentValue`).

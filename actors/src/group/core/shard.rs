@@ -286,6 +286,19 @@ impl GroupCoordinatorShard {
                     now_ms,
                     &mut out,
                 ),
+                (
+                    TimerKey::ConsumerClassicJoin {
+                        group_id,
+                        member_id,
+                    }
+                    | TimerKey::ConsumerClassicSync {
+                        group_id,
+                        member_id,
+                    },
+                    TimerAction::ConsumerClassicMemberExpired,
+                ) => {
+                    self.on_consumer_classic_member_expired(&group_id, &member_id, now_ms, &mut out)
+                }
                 (TimerKey::OffsetExpiration, TimerAction::OffsetExpiration) => {
                     self.cleanup_expired(now_ms, &mut out);
                     self.timers.schedule(

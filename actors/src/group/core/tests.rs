@@ -345,6 +345,7 @@ fn count(tp: &Option<Vec<(Uuid, Vec<i32>)>>) -> usize {
 
 mod classic_tests;
 mod consumer_tests;
+mod mixed_tests;
 mod offset_tests;
 mod replay_tests;
 

@@ -17,6 +17,10 @@ pub enum TimerKey {
     ConsumerSession { group_id: String, member_id: String },
     /// KIP-848 member that must revoke partitions within its rebalance timeout.
     ConsumerRebalance { group_id: String, member_id: String },
+    /// A classic member of a consumer group told to rejoin must send JoinGroup in time.
+    ConsumerClassicJoin { group_id: String, member_id: String },
+    /// A classic member of a consumer group must send SyncGroup after its JoinGroup in time.
+    ConsumerClassicSync { group_id: String, member_id: String },
     /// Periodic offsets retention and empty-group cleanup.
     OffsetExpiration,
 }
@@ -38,6 +42,8 @@ pub enum TimerAction {
     ConsumerRebalanceExpired {
         member_epoch: i32,
     },
+    /// The classic member did not rejoin (or sync) within its rebalance timeout: fence it.
+    ConsumerClassicMemberExpired,
     OffsetExpiration,
 }
 

@@ -665,9 +665,19 @@ fn delete_groups() {
 }
 
 #[test]
-fn classic_join_on_active_consumer_group_is_refused() {
+fn classic_join_on_active_consumer_group_needs_the_consumer_protocol_type() {
+    // Classic members may join a consumer group (see mixed_tests), but only with the
+    // embedded consumer protocol.
     let mut h = Harness::new();
     h.cg_join("g", "m1", &["t1"]);
-    let id = h.join("g", "", None, &[("range", b"")]);
+    let id = h.send(GroupRequest::JoinGroup(JoinGroupInput {
+        api_version: 7,
+        group_id: "g".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 30_000,
+        protocol_type: "connect".into(),
+        protocols: vec![("default".into(), Bytes::new())],
+        ..Default::default()
+    }));
     assert_eq!(h.join_resp(id).error_code, INCONSISTENT_GROUP_PROTOCOL);
 }
