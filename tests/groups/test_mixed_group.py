@@ -1,0 +1,64 @@
+"""A consumer group with members of both protocols (KIP-848 online migration,
+`group.consumer.migration.policy=bidirectional`, the default): a classic member (JoinGroup /
+SyncGroup / Heartbeat) and a KIP-848 member (ConsumerGroupHeartbeat) in one group split a
+topic and both consume; when the KIP-848 member leaves, the group goes back to classic and
+the classic member gets every partition."""
+import time
+
+from harness.clients import create_topic
+from harness.clients import admin
+from groups.helpers import FAST_GROUP_BROKER, Member, produce, spread, wait_for
+
+
+def describe_group_type(broker, group):
+    """The group's type as ListGroups reports it ("classic" / "consumer"), or None."""
+    a = admin(broker)  # kept alive until the result is in: a dropped client cancels it
+    listed = a.list_consumer_groups(request_timeout=30).result(30)
+    for g in listed.valid:
+        if g.group_id == group:
+            return g.type.name.lower()
+    return None
+
+
+def test_classic_and_consumer_members_share_a_group(broker_factory, topic_name):
+    b = broker_factory(FAST_GROUP_BROKER, name="mixed")
+    create_topic(b, topic_name, partitions=6)
+    group = f"g-{topic_name}"
+    members = []
+    try:
+        # The classic member starts alone: a classic group.
+        classic = Member(b, group, topic_name, "classic")
+        members.append(classic)
+        wait_for(lambda: classic.assignment == frozenset(range(6)), 60,
+                 "the classic member to own every partition", members)
+        assert describe_group_type(b, group) == "classic"
+
+        # A KIP-848 member joins: the group is upgraded to a consumer group and the
+        # partitions are split between the two.
+        modern = Member(b, group, topic_name, "consumer")
+        members.append(modern)
+        wait_for(lambda: spread([classic, modern], 6), 60,
+                 "the two members to split 6 partitions", members)
+        assert sorted(len(m.assignment) for m in members) == [3, 3]
+        assert describe_group_type(b, group) == "consumer"
+
+        # Both consume their own partitions.
+        produce(b, topic_name, [5] * 6)
+        wait_for(lambda: len(classic.messages()) + len(modern.messages()) == 30, 60,
+                 "both members to read everything", members)
+        for m in (classic, modern):
+            parts = {p for p, _ in m.messages()}
+            assert parts and parts <= m.assignment
+
+        # The KIP-848 member leaves: only a classic member is left, the group is downgraded
+        # and the classic member takes everything back.
+        modern.stop()
+        wait_for(lambda: classic.assignment == frozenset(range(6)), 60,
+                 "the classic member to get every partition back", members)
+        wait_for(lambda: describe_group_type(b, group) == "classic", 30,
+                 "the group to be classic again", members)
+        time.sleep(1)
+        assert classic.proc.poll() is None, classic.stderr()
+    finally:
+        for m in members:
+            m.stop()
