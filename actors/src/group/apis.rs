@@ -836,14 +836,47 @@ fn respond(ctx: &RequestContext, error_code: i16, body: ResponseBody) -> Handler
     HandlerOutcome::Respond(body)
 }
 
+/// The request of the key the router dispatched on.
+macro_rules! request_body {
+    ($body:expr, $variant:ident) => {{
+        let RequestBody::$variant(r) = $body else {
+            unreachable!("router dispatches by key")
+        };
+        r
+    }};
+}
+
+/// One call to the group's shard, taking the output out of the response the shard must give
+/// for this request.
+macro_rules! shard_call {
+    ($a:expr, $group_id:expr, $request:expr, $response:pat => $output:expr) => {
+        match $a.call($group_id, $request).await {
+            $response => $output,
+            other => unreachable!("{} answered with {other:?}", stringify!($request)),
+        }
+    };
+}
+
+/// One request per group, each to its own group's shard (groups of one request may live on
+/// different shards), results concatenated in request order.
+async fn per_group<T>(
+    a: &GroupApis,
+    requests: Vec<(String, GroupRequest)>,
+    results: fn(GroupResponse) -> Vec<T>,
+) -> Vec<T> {
+    let calls = requests.into_iter().map(|(group_id, request)| {
+        let a = a.clone();
+        async move { results(a.call(&group_id, request).await) }
+    });
+    join_all(calls).await.into_iter().flatten().collect()
+}
+
 async fn handle_find_coordinator(
     a: GroupApis,
     ctx: RequestContext,
     body: RequestBody,
 ) -> HandlerOutcome {
-    let RequestBody::FindCoordinator(r) = body else {
-        unreachable!("router dispatches by key")
-    };
+    let r = request_body!(body, FindCoordinator);
     let table = a.partitions.borrow().clone();
     let offsets_partitions = a.shards.borrow().offsets_topic_num_partitions;
     let wants_groups = if ctx.api_version >= 1 {
@@ -885,61 +918,40 @@ async fn handle_find_coordinator(
 }
 
 async fn handle_join_group(a: GroupApis, ctx: RequestContext, body: RequestBody) -> HandlerOutcome {
-    let RequestBody::JoinGroup(r) = body else {
-        unreachable!("router dispatches by key")
-    };
+    let r = request_body!(body, JoinGroup);
     let input = join_group_input(ctx.api_version, &r, ctx.client_id(), &client_host(&ctx));
-    let out = match a.call(&r.group_id, GroupRequest::JoinGroup(input)).await {
-        GroupResponse::JoinGroup(o) => o,
-        other => unreachable!("JoinGroup answered with {other:?}"),
-    };
+    let out = shard_call!(a, &r.group_id, GroupRequest::JoinGroup(input),
+        GroupResponse::JoinGroup(o) => o);
     let code = out.error_code;
-    respond(
-        &ctx,
-        code,
-        ResponseBody::JoinGroup(join_group_response(ctx.api_version, out)),
-    )
+    let resp = join_group_response(ctx.api_version, out);
+    respond(&ctx, code, ResponseBody::JoinGroup(resp))
 }
 
 async fn handle_sync_group(a: GroupApis, ctx: RequestContext, body: RequestBody) -> HandlerOutcome {
-    let RequestBody::SyncGroup(r) = body else {
-        unreachable!("router dispatches by key")
-    };
+    let r = request_body!(body, SyncGroup);
     let input = sync_group_input(ctx.api_version, &r);
-    let out = match a.call(&r.group_id, GroupRequest::SyncGroup(input)).await {
-        GroupResponse::SyncGroup(o) => o,
-        other => unreachable!("SyncGroup answered with {other:?}"),
-    };
+    let out = shard_call!(a, &r.group_id, GroupRequest::SyncGroup(input),
+        GroupResponse::SyncGroup(o) => o);
     let code = out.error_code;
-    respond(
-        &ctx,
-        code,
-        ResponseBody::SyncGroup(sync_group_response(ctx.api_version, out)),
-    )
+    let resp = sync_group_response(ctx.api_version, out);
+    respond(&ctx, code, ResponseBody::SyncGroup(resp))
 }
 
 async fn handle_heartbeat(a: GroupApis, ctx: RequestContext, body: RequestBody) -> HandlerOutcome {
-    let RequestBody::Heartbeat(r) = body else {
-        unreachable!("router dispatches by key")
-    };
+    let r = request_body!(body, Heartbeat);
     let input = HeartbeatInput {
         group_id: r.group_id.clone(),
         generation_id: r.generation_id,
         member_id: r.member_id.clone(),
         group_instance_id: r.group_instance_id.clone(),
     };
-    let code = match a.call(&r.group_id, GroupRequest::Heartbeat(input)).await {
-        GroupResponse::Heartbeat { error_code } => error_code,
-        other => unreachable!("Heartbeat answered with {other:?}"),
+    let code = shard_call!(a, &r.group_id, GroupRequest::Heartbeat(input),
+        GroupResponse::Heartbeat { error_code } => error_code);
+    let resp = HeartbeatResponse {
+        error_code: code,
+        ..Default::default()
     };
-    respond(
-        &ctx,
-        code,
-        ResponseBody::Heartbeat(HeartbeatResponse {
-            error_code: code,
-            ..Default::default()
-        }),
-    )
+    respond(&ctx, code, ResponseBody::Heartbeat(resp))
 }
 
 async fn handle_leave_group(
@@ -947,14 +959,10 @@ async fn handle_leave_group(
     ctx: RequestContext,
     body: RequestBody,
 ) -> HandlerOutcome {
-    let RequestBody::LeaveGroup(r) = body else {
-        unreachable!("router dispatches by key")
-    };
+    let r = request_body!(body, LeaveGroup);
     let input = leave_group_input(ctx.api_version, &r);
-    let out = match a.call(&r.group_id, GroupRequest::LeaveGroup(input)).await {
-        GroupResponse::LeaveGroup(o) => o,
-        other => unreachable!("LeaveGroup answered with {other:?}"),
-    };
+    let out = shard_call!(a, &r.group_id, GroupRequest::LeaveGroup(input),
+        GroupResponse::LeaveGroup(o) => o);
     let resp = leave_group_response(ctx.api_version, out);
     respond(&ctx, resp.error_code, ResponseBody::LeaveGroup(resp))
 }
@@ -964,20 +972,13 @@ async fn handle_offset_commit(
     ctx: RequestContext,
     body: RequestBody,
 ) -> HandlerOutcome {
-    let RequestBody::OffsetCommit(r) = body else {
-        unreachable!("router dispatches by key")
-    };
+    let r = request_body!(body, OffsetCommit);
     let (input, unknown) = offset_commit_input(ctx.api_version, &r, &|id| a.topic_name(id));
-    let mut topics = match a.call(&r.group_id, GroupRequest::OffsetCommit(input)).await {
-        GroupResponse::OffsetCommit { topics } => topics,
-        other => unreachable!("OffsetCommit answered with {other:?}"),
-    };
+    let mut topics = shard_call!(a, &r.group_id, GroupRequest::OffsetCommit(input),
+        GroupResponse::OffsetCommit { topics } => topics);
     topics.extend(unknown);
-    respond(
-        &ctx,
-        NONE,
-        ResponseBody::OffsetCommit(offset_commit_response(ctx.api_version, topics)),
-    )
+    let resp = offset_commit_response(ctx.api_version, topics);
+    respond(&ctx, NONE, ResponseBody::OffsetCommit(resp))
 }
 
 async fn handle_txn_offset_commit(
@@ -985,23 +986,13 @@ async fn handle_txn_offset_commit(
     ctx: RequestContext,
     body: RequestBody,
 ) -> HandlerOutcome {
-    let RequestBody::TxnOffsetCommit(r) = body else {
-        unreachable!("router dispatches by key")
-    };
+    let r = request_body!(body, TxnOffsetCommit);
     let (input, unknown) = txn_offset_commit_input(ctx.api_version, &r, &|id| a.topic_name(id));
-    let mut topics = match a
-        .call(&r.group_id, GroupRequest::TxnOffsetCommit(input))
-        .await
-    {
-        GroupResponse::TxnOffsetCommit { topics } => topics,
-        other => unreachable!("TxnOffsetCommit answered with {other:?}"),
-    };
+    let mut topics = shard_call!(a, &r.group_id, GroupRequest::TxnOffsetCommit(input),
+        GroupResponse::TxnOffsetCommit { topics } => topics);
     topics.extend(unknown);
-    respond(
-        &ctx,
-        NONE,
-        ResponseBody::TxnOffsetCommit(txn_offset_commit_response(topics)),
-    )
+    let resp = txn_offset_commit_response(topics);
+    respond(&ctx, NONE, ResponseBody::TxnOffsetCommit(resp))
 }
 
 async fn handle_offset_fetch(
@@ -1009,32 +1000,24 @@ async fn handle_offset_fetch(
     ctx: RequestContext,
     body: RequestBody,
 ) -> HandlerOutcome {
-    let RequestBody::OffsetFetch(r) = body else {
-        unreachable!("router dispatches by key")
-    };
+    let r = request_body!(body, OffsetFetch);
     let require_stable = ctx.api_version >= 7 && r.require_stable;
-    let inputs = offset_fetch_inputs(ctx.api_version, &r, &|id| a.topic_name(id));
-    // One request per group: groups may live on different shards.
-    let calls = inputs.into_iter().map(|g| {
-        let a = a.clone();
-        async move {
+    let requests = offset_fetch_inputs(ctx.api_version, &r, &|id| a.topic_name(id))
+        .into_iter()
+        .map(|g| {
             let group_id = g.group_id.clone();
-            match a
-                .call(
-                    &group_id,
-                    GroupRequest::OffsetFetch {
-                        groups: vec![g],
-                        require_stable,
-                    },
-                )
-                .await
-            {
-                GroupResponse::OffsetFetch { groups } => groups,
-                other => unreachable!("OffsetFetch answered with {other:?}"),
-            }
-        }
-    });
-    let groups: Vec<FetchedGroup> = join_all(calls).await.into_iter().flatten().collect();
+            let request = GroupRequest::OffsetFetch {
+                groups: vec![g],
+                require_stable,
+            };
+            (group_id, request)
+        })
+        .collect();
+    let groups: Vec<FetchedGroup> = per_group(&a, requests, |resp| match resp {
+        GroupResponse::OffsetFetch { groups } => groups,
+        other => unreachable!("OffsetFetch answered with {other:?}"),
+    })
+    .await;
     let code = groups.first().map_or(NONE, |g| g.error_code);
     let resp = offset_fetch_response(ctx.api_version, groups, &|name| a.topic_id(name));
     respond(&ctx, code, ResponseBody::OffsetFetch(resp))
@@ -1045,9 +1028,7 @@ async fn handle_offset_delete(
     ctx: RequestContext,
     body: RequestBody,
 ) -> HandlerOutcome {
-    let RequestBody::OffsetDelete(r) = body else {
-        unreachable!("router dispatches by key")
-    };
+    let r = request_body!(body, OffsetDelete);
     let request = GroupRequest::OffsetDelete {
         group_id: r.group_id.clone(),
         topics: r
@@ -1061,10 +1042,7 @@ async fn handle_offset_delete(
             })
             .collect(),
     };
-    let out = match a.call(&r.group_id, request).await {
-        GroupResponse::OffsetDelete(o) => o,
-        other => unreachable!("OffsetDelete answered with {other:?}"),
-    };
+    let out = shard_call!(a, &r.group_id, request, GroupResponse::OffsetDelete(o) => o);
     let code = out.error_code;
     respond(
         &ctx,
@@ -1078,35 +1056,27 @@ async fn handle_describe_groups(
     ctx: RequestContext,
     body: RequestBody,
 ) -> HandlerOutcome {
-    let RequestBody::DescribeGroups(r) = body else {
-        unreachable!("router dispatches by key")
-    };
-    let version = ctx.api_version;
-    let calls = r.groups.iter().map(|g| {
-        let a = a.clone();
-        let g = g.clone();
-        async move {
-            match a
-                .call(
-                    &g,
-                    GroupRequest::DescribeGroups {
-                        api_version: version,
-                        group_ids: vec![g.clone()],
-                    },
-                )
-                .await
-            {
-                GroupResponse::DescribeGroups { groups } => groups,
-                other => unreachable!("DescribeGroups answered with {other:?}"),
-            }
-        }
-    });
-    let groups = join_all(calls)
-        .await
-        .into_iter()
-        .flatten()
-        .map(described_group)
+    let r = request_body!(body, DescribeGroups);
+    let api_version = ctx.api_version;
+    let requests = r
+        .groups
+        .iter()
+        .map(|g| {
+            let request = GroupRequest::DescribeGroups {
+                api_version,
+                group_ids: vec![g.clone()],
+            };
+            (g.clone(), request)
+        })
         .collect();
+    let groups = per_group(&a, requests, |resp| match resp {
+        GroupResponse::DescribeGroups { groups } => groups,
+        other => unreachable!("DescribeGroups answered with {other:?}"),
+    })
+    .await
+    .into_iter()
+    .map(described_group)
+    .collect();
     respond(
         &ctx,
         NONE,
@@ -1122,9 +1092,7 @@ async fn handle_list_groups(
     ctx: RequestContext,
     body: RequestBody,
 ) -> HandlerOutcome {
-    let RequestBody::ListGroups(r) = body else {
-        unreachable!("router dispatches by key")
-    };
+    let r = request_body!(body, ListGroups);
     let shards: Vec<_> = a.shards.borrow().shards.values().cloned().collect();
     let request = GroupRequest::ListGroups {
         states_filter: if ctx.api_version >= 4 {
@@ -1183,37 +1151,29 @@ async fn handle_delete_groups(
     ctx: RequestContext,
     body: RequestBody,
 ) -> HandlerOutcome {
-    let RequestBody::DeleteGroups(r) = body else {
-        unreachable!("router dispatches by key")
-    };
-    let calls = r.groups_names.iter().map(|g| {
-        let a = a.clone();
-        let g = g.clone();
-        async move {
-            match a
-                .call(
-                    &g,
-                    GroupRequest::DeleteGroups {
-                        group_ids: vec![g.clone()],
-                    },
-                )
-                .await
-            {
-                GroupResponse::DeleteGroups { results } => results,
-                other => unreachable!("DeleteGroups answered with {other:?}"),
-            }
-        }
-    });
-    let results = join_all(calls)
-        .await
-        .into_iter()
-        .flatten()
-        .map(|(group_id, error_code)| dgr::DeletableGroupResult {
-            group_id,
-            error_code,
-            ..Default::default()
+    let r = request_body!(body, DeleteGroups);
+    let requests = r
+        .groups_names
+        .iter()
+        .map(|g| {
+            let request = GroupRequest::DeleteGroups {
+                group_ids: vec![g.clone()],
+            };
+            (g.clone(), request)
         })
         .collect();
+    let results = per_group(&a, requests, |resp| match resp {
+        GroupResponse::DeleteGroups { results } => results,
+        other => unreachable!("DeleteGroups answered with {other:?}"),
+    })
+    .await
+    .into_iter()
+    .map(|(group_id, error_code)| dgr::DeletableGroupResult {
+        group_id,
+        error_code,
+        ..Default::default()
+    })
+    .collect();
     respond(
         &ctx,
         NONE,
@@ -1229,24 +1189,14 @@ async fn handle_consumer_group_heartbeat(
     ctx: RequestContext,
     body: RequestBody,
 ) -> HandlerOutcome {
-    let RequestBody::ConsumerGroupHeartbeat(r) = body else {
-        unreachable!("router dispatches by key")
-    };
+    let r = request_body!(body, ConsumerGroupHeartbeat);
     let input =
         consumer_group_heartbeat_input(ctx.api_version, &r, ctx.client_id(), &client_host(&ctx));
-    let out = match a
-        .call(&r.group_id, GroupRequest::ConsumerGroupHeartbeat(input))
-        .await
-    {
-        GroupResponse::ConsumerGroupHeartbeat(o) => o,
-        other => unreachable!("ConsumerGroupHeartbeat answered with {other:?}"),
-    };
+    let out = shard_call!(a, &r.group_id, GroupRequest::ConsumerGroupHeartbeat(input),
+        GroupResponse::ConsumerGroupHeartbeat(o) => o);
     let code = out.error_code;
-    respond(
-        &ctx,
-        code,
-        ResponseBody::ConsumerGroupHeartbeat(consumer_group_heartbeat_response(out)),
-    )
+    let resp = consumer_group_heartbeat_response(out);
+    respond(&ctx, code, ResponseBody::ConsumerGroupHeartbeat(resp))
 }
 
 async fn handle_consumer_group_describe(
@@ -1254,33 +1204,25 @@ async fn handle_consumer_group_describe(
     ctx: RequestContext,
     body: RequestBody,
 ) -> HandlerOutcome {
-    let RequestBody::ConsumerGroupDescribe(r) = body else {
-        unreachable!("router dispatches by key")
-    };
-    let calls = r.group_ids.iter().map(|g| {
-        let a = a.clone();
-        let g = g.clone();
-        async move {
-            match a
-                .call(
-                    &g,
-                    GroupRequest::ConsumerGroupDescribe {
-                        group_ids: vec![g.clone()],
-                    },
-                )
-                .await
-            {
-                GroupResponse::ConsumerGroupDescribe { groups } => groups,
-                other => unreachable!("ConsumerGroupDescribe answered with {other:?}"),
-            }
-        }
-    });
-    let groups = join_all(calls)
-        .await
-        .into_iter()
-        .flatten()
-        .map(described_consumer_group)
+    let r = request_body!(body, ConsumerGroupDescribe);
+    let requests = r
+        .group_ids
+        .iter()
+        .map(|g| {
+            let request = GroupRequest::ConsumerGroupDescribe {
+                group_ids: vec![g.clone()],
+            };
+            (g.clone(), request)
+        })
         .collect();
+    let groups = per_group(&a, requests, |resp| match resp {
+        GroupResponse::ConsumerGroupDescribe { groups } => groups,
+        other => unreachable!("ConsumerGroupDescribe answered with {other:?}"),
+    })
+    .await
+    .into_iter()
+    .map(described_consumer_group)
+    .collect();
     respond(
         &ctx,
         NONE,
