@@ -314,8 +314,8 @@ def partition_overview_panels():
 
 
 def group_overview_panels():
-    """Consumer groups (kactor_groups, kactor_group_*): counts by state and type, members, rebalances, offset
-    commits, committed offsets and consumer lag."""
+    """Consumer groups (kactor_groups, kactor_group_*): counts by state and type, members,
+    rebalances, offset commits, committed offsets and consumer lag."""
     s = SEL
     g = f'{SEL}, group=~"$group"'
     lag = f'{g}, topic=~"$topic"' if PARTITION_PANELS else g

