@@ -372,4 +372,19 @@ impl PartitionLog for Box<dyn PartitionLog> {
     fn take_roll_flush(&mut self) -> Option<i64> {
         (**self).take_roll_flush()
     }
+    // The defaulted methods must be forwarded too: a missing one silently falls back to the
+    // trait's no-op for every partition the broker runs (it holds logs as `Box<dyn ..>`).
+    fn producer_snapshot_dir(&self) -> Option<std::path::PathBuf> {
+        (**self).producer_snapshot_dir()
+    }
+    fn append_aborted_txn(&mut self, txn: crate::log::AbortedTxn) -> LogResult<()> {
+        (**self).append_aborted_txn(txn)
+    }
+    fn collect_aborted_transactions(
+        &self,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Vec<crate::log::AbortedTxn> {
+        (**self).collect_aborted_transactions(start_offset, upper_bound_offset)
+    }
 }
