@@ -55,7 +55,7 @@ def test_group_metrics(broker, topic_name, target):
                 break
             assert time.monotonic() < deadline, list(zip(want, got))
             time.sleep(1)
-        assert sample(text, "kactor_group_count", state="Stable", type="consumer") >= 1
+        assert sample(text, "kactor_groups", state="Stable", type="consumer") >= 1
         assert sample(text, "kactor_group_rebalances_total", type="consumer") is not None
         assert sample(text, "kactor_group_offset_commits_total", api="OffsetCommit") >= 22
     finally:
