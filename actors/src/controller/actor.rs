@@ -87,12 +87,17 @@ impl QuorumControllerActor {
             .map(move |res, act, ctx| match res {
                 Ok(Ok(appended)) => {
                     if appended.base_offset != expected_base {
-                        // Broker epochs were derived from the predicted offsets.
-                        warn!(
+                        // Every waiting request completes at a predicted offset, and broker
+                        // epochs are predicted offsets: with the prediction off, answers would
+                        // come before their records commit (or wait for offsets that never
+                        // come). Start over from the log, and let clients retry.
+                        error!(
                             expected_base,
                             actual = appended.base_offset,
-                            "metadata batch landed at an unexpected offset"
+                            "metadata batch landed at an unexpected offset; resigning"
                         );
+                        act.fail_all(ControllerError::NotController);
+                        act.resign(ctx);
                     }
                 }
                 Ok(Err(e)) => {
@@ -245,7 +250,16 @@ impl Handler<RaftLeaderChanged> for QuorumControllerActor {
         let _m = self.metrics.handle();
         let me = self.cfg.node_id;
         match (msg.leader_id, msg.next_offset) {
-            (Some(leader), Some(next_offset)) if leader == me => {
+            (Some(leader), Some(epoch_start)) if leader == me => {
+                if self.core.is_active() {
+                    // The same leadership told again (e.g. after this actor re-registered):
+                    // re-activating would rewind the offsets the core predicts.
+                    return;
+                }
+                // After a resign while Raft stayed leader, the log has grown past the epoch
+                // start: new records go after everything committed so far (Raft delivers all
+                // committed batches before the notice).
+                let next_offset = epoch_start.max(self.committed_offset + 1);
                 info!(
                     epoch = msg.epoch,
                     next_offset, "becoming the active controller"
