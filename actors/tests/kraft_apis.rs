@@ -3,55 +3,18 @@
 //! request's version, and the answers follow Kafka's semantics (topic ids, config sources,
 //! error codes, paging, the quorum view).
 
-use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::prelude::*;
 use kactor_actors::controller::apis::{register, BrokerConfigEntry, MetadataApis};
-use kactor_actors::controller::{start_kraft, ControllerConfig, KraftConfig, KraftHandles};
-use kactor_actors::metadata::lifecycle::BrokerLifecycleConfig;
-use kactor_actors::metadata::BrokerLifecycleState;
-use kactor_actors::network::router::{
-    ConnectionInfo, HandlerOutcome, ListenerKind, RequestContext, RequestRouter,
-};
+use kactor_actors::controller::start_kraft;
+use kactor_actors::network::router::{ListenerKind, RequestRouter};
 use kactor_protocol::messages::{self as m, *};
-use kactor_protocol::metadata::register_broker_record::BrokerEndpoint;
-use kactor_protocol::{ApiKey, RequestBody, ResponseBody, Uuid, Writer};
+use kactor_protocol::{ApiKey, RequestBody, ResponseBody, Uuid};
 
-const CLUSTER: &str = "MkU3OEVBNTcwNTJENDM2Qk";
-
-fn kraft_config(dir: &std::path::Path) -> KraftConfig {
-    KraftConfig {
-        node_id: 1,
-        voters: BTreeSet::from([1]),
-        metadata_log_dir: dir.to_path_buf(),
-        election_timeout_ms: 1000,
-        metadata_log_segment_bytes: 1 << 30,
-        controller: Some(ControllerConfig {
-            node_id: 1,
-            cluster_id: CLUSTER.into(),
-            ..Default::default()
-        }),
-        broker: Some(BrokerLifecycleConfig {
-            node_id: 1,
-            cluster_id: CLUSTER.into(),
-            incarnation_id: Uuid::random(),
-            listeners: vec![BrokerEndpoint {
-                name: "PLAINTEXT".into(),
-                host: "127.0.0.1".into(),
-                port: 9092,
-                security_protocol: 0,
-                ..Default::default()
-            }],
-            rack: None,
-            log_dirs: vec![Uuid([3; 16])],
-            heartbeat_interval_ms: 2000,
-        }),
-        finalized_features: None,
-    }
-}
+mod common;
+use common::kraft::{call_on, kraft_config, until_running as running, CLUSTER};
 
 struct Harness {
     router: RequestRouter,
@@ -59,8 +22,15 @@ struct Harness {
 
 impl Harness {
     async fn call(&self, key: ApiKey, version: i16, body: RequestBody) -> ResponseBody {
-        self.call_on(ListenerKind::Broker, "PLAINTEXT", key, version, body)
-            .await
+        call_on(
+            &self.router,
+            ListenerKind::Broker,
+            "PLAINTEXT",
+            key,
+            version,
+            body,
+        )
+        .await
     }
 
     async fn call_on(
@@ -71,43 +41,8 @@ impl Harness {
         version: i16,
         body: RequestBody,
     ) -> ResponseBody {
-        let addr: SocketAddr = "127.0.0.1:9092".parse().unwrap();
-        let ctx = RequestContext {
-            api_key: key,
-            api_version: version,
-            header: Default::default(),
-            connection: ConnectionInfo {
-                connection_id: 1,
-                peer: addr,
-                local: addr,
-                listener_name: Arc::from(listener),
-                listener_kind: kind,
-                security_protocol: "PLAINTEXT",
-            },
-            received_at: Instant::now(),
-        };
-        let route = self.router.route(key).expect("registered");
-        match (route.handler)(ctx, body).await {
-            HandlerOutcome::Respond(r) => {
-                let mut w = Writer::new();
-                r.encode(&mut w, version)
-                    .unwrap_or_else(|e| panic!("{key:?} v{version} response does not encode: {e}"));
-                r
-            }
-            other => panic!("{key:?}: {other:?}"),
-        }
+        call_on(&self.router, kind, listener, key, version, body).await
     }
-}
-
-async fn running(h: &KraftHandles) {
-    let mut rx = h.broker_state.clone().unwrap();
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        rx.wait_for(|s| *s == BrokerLifecycleState::Running),
-    )
-    .await
-    .unwrap()
-    .unwrap();
 }
 
 #[test]

@@ -4,7 +4,6 @@
 //! the same image from `__cluster_metadata-0` alone. Kafka 4.4.0's `kafka-dump-log
 //! --cluster-metadata-decoder` must read the log (skipped with a message without java + jars).
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -14,55 +13,26 @@ use actix::prelude::*;
 use bytes::Bytes;
 use kactor_actors::controller::core::requests::*;
 use kactor_actors::controller::{
-    start_kraft, ControllerConfig, CreateTopics, DeleteTopics, IncrementalAlterConfigs,
-    KraftConfig, KraftHandles,
+    start_kraft, CreateTopics, DeleteTopics, IncrementalAlterConfigs, KraftConfig,
 };
 use kactor_actors::metadata::core::{
     ConfigResource, LocalPartitionChangeKind, MetadataImage, MetadataRecord,
 };
-use kactor_actors::metadata::lifecycle::BrokerLifecycleConfig;
-use kactor_actors::metadata::{
-    wait_for_offset, BrokerLifecycleState, PartitionsChanged, SubscribePartitionChanges,
-};
+use kactor_actors::metadata::{wait_for_offset, PartitionsChanged, SubscribePartitionChanges};
 use kactor_actors::raft::batch::decode_batches;
 use kactor_actors::raft::METADATA_PARTITION_DIR;
-use kactor_protocol::Uuid;
 
+mod common;
+use common::kraft::{kraft_config, until_running};
+
+/// The shared single-node config, with two partitions per new topic.
 fn config(dir: &Path) -> KraftConfig {
-    KraftConfig {
-        node_id: 1,
-        voters: BTreeSet::from([1]),
-        metadata_log_dir: dir.to_path_buf(),
-        election_timeout_ms: 1000,
-        metadata_log_segment_bytes: 1024 * 1024 * 1024,
-        controller: Some(ControllerConfig {
-            node_id: 1,
-            cluster_id: "MkU3OEVBNTcwNTJENDM2Qk".into(),
-            num_partitions: 2,
-            ..Default::default()
-        }),
-        broker: Some(BrokerLifecycleConfig {
-            node_id: 1,
-            cluster_id: "MkU3OEVBNTcwNTJENDM2Qk".into(),
-            incarnation_id: Uuid::random(),
-            listeners: Vec::new(),
-            rack: None,
-            log_dirs: vec![Uuid([9; 16])],
-            heartbeat_interval_ms: 2000,
-        }),
-        finalized_features: None,
-    }
-}
-
-async fn until_running(h: &KraftHandles) {
-    let mut rx = h.broker_state.clone().expect("broker role");
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        rx.wait_for(|s| *s == BrokerLifecycleState::Running),
-    )
-    .await
-    .expect("broker unfenced in time")
-    .expect("lifecycle alive");
+    let mut c = kraft_config(dir);
+    c.controller
+        .as_mut()
+        .expect("controller role")
+        .num_partitions = 2;
+    c
 }
 
 /// Collects PartitionsChanged notifications.

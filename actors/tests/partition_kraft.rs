@@ -3,95 +3,26 @@
 //! and Produce / Fetch / ListOffsets through the router work at real versions, every response
 //! encoding at its request's version (fetch data as a file slice).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::prelude::*;
 use kactor_actors::controller::apis::{register as register_admin, MetadataApis};
-use kactor_actors::controller::{start_kraft, ControllerConfig, KraftConfig};
-use kactor_actors::metadata::lifecycle::BrokerLifecycleConfig;
-use kactor_actors::metadata::{
-    BrokerLifecycleState, SubscribeBrokerConfigChanges, SubscribePartitionChanges,
-};
-use kactor_actors::network::router::{
-    ConnectionInfo, HandlerOutcome, ListenerKind, RequestContext, RequestRouter,
-};
+use kactor_actors::controller::start_kraft;
+use kactor_actors::metadata::{SubscribeBrokerConfigChanges, SubscribePartitionChanges};
+use kactor_actors::network::router::RequestRouter;
 use kactor_actors::partition::apis::register as register_partitions;
 use kactor_actors::partition::startup::{start_partitions, PartitionLayerConfig};
 use kactor_actors::partition::testing::batch;
 use kactor_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kactor_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kactor_protocol::messages::{self as m, *};
-use kactor_protocol::metadata::register_broker_record::BrokerEndpoint;
 use kactor_protocol::records::BatchHeader;
-use kactor_protocol::{ApiKey, Records, RequestBody, ResponseBody, Uuid, Writer};
+use kactor_protocol::{ApiKey, Records, RequestBody, ResponseBody};
 
-const CLUSTER: &str = "MkU3OEVBNTcwNTJENDM2Qk";
-
-fn kraft_config(dir: &std::path::Path) -> KraftConfig {
-    KraftConfig {
-        node_id: 1,
-        voters: BTreeSet::from([1]),
-        metadata_log_dir: dir.to_path_buf(),
-        election_timeout_ms: 1000,
-        metadata_log_segment_bytes: 1 << 30,
-        controller: Some(ControllerConfig {
-            node_id: 1,
-            cluster_id: CLUSTER.into(),
-            ..Default::default()
-        }),
-        broker: Some(BrokerLifecycleConfig {
-            node_id: 1,
-            cluster_id: CLUSTER.into(),
-            incarnation_id: Uuid::random(),
-            listeners: vec![BrokerEndpoint {
-                name: "PLAINTEXT".into(),
-                host: "127.0.0.1".into(),
-                port: 9092,
-                security_protocol: 0,
-                ..Default::default()
-            }],
-            rack: None,
-            log_dirs: vec![Uuid([3; 16])],
-            heartbeat_interval_ms: 2000,
-        }),
-        finalized_features: None,
-    }
-}
-
-async fn call(
-    router: &RequestRouter,
-    key: ApiKey,
-    version: i16,
-    body: RequestBody,
-) -> ResponseBody {
-    let addr: SocketAddr = "127.0.0.1:9092".parse().unwrap();
-    let ctx = RequestContext {
-        api_key: key,
-        api_version: version,
-        header: Default::default(),
-        connection: ConnectionInfo {
-            connection_id: 1,
-            peer: addr,
-            local: addr,
-            listener_name: Arc::from("PLAINTEXT"),
-            listener_kind: ListenerKind::Broker,
-            security_protocol: "PLAINTEXT",
-        },
-        received_at: Instant::now(),
-    };
-    match (router.route(key).expect("registered").handler)(ctx, body).await {
-        HandlerOutcome::Respond(r) => {
-            let mut w = Writer::new();
-            r.encode(&mut w, version)
-                .unwrap_or_else(|e| panic!("{key:?} v{version} does not encode: {e}"));
-            r
-        }
-        other => panic!("{key:?}: {other:?}"),
-    }
-}
+mod common;
+use common::kraft::{call, kraft_config, until_running, CLUSTER};
 
 #[test]
 fn create_topic_then_produce_and_fetch() {
@@ -99,14 +30,7 @@ fn create_topic_then_produce_and_fetch() {
     let data_dir = tempfile::tempdir().unwrap();
     System::new().block_on(async move {
         let h = start_kraft(&Arbiter::current(), kraft_config(meta_dir.path())).unwrap();
-        let mut state = h.broker_state.clone().unwrap();
-        tokio::time::timeout(
-            Duration::from_secs(10),
-            state.wait_for(|s| *s == BrokerLifecycleState::Running),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        until_running(&h).await;
         let layer = start_partitions(
             PartitionLayerConfig::new(1, vec![data_dir.path().to_path_buf()], BTreeMap::new()),
             None,

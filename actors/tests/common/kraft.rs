@@ -1,0 +1,121 @@
+//! A single-node KRaft (combined mode, one voter) for integration tests, and a way to call a
+//! registered API handler as a connection would: the shape kactor's `start_kraft` runs with,
+//! in one place for every test that needs a controller, a metadata log and a broker lifecycle.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kactor_actors::controller::{ControllerConfig, KraftConfig, KraftHandles};
+use kactor_actors::metadata::lifecycle::BrokerLifecycleConfig;
+use kactor_actors::metadata::BrokerLifecycleState;
+use kactor_actors::network::router::{
+    ConnectionInfo, HandlerOutcome, ListenerKind, RequestContext, RequestRouter,
+};
+use kactor_protocol::metadata::register_broker_record::BrokerEndpoint;
+use kactor_protocol::{ApiKey, RequestBody, ResponseBody, Uuid, Writer};
+
+pub const CLUSTER: &str = "MkU3OEVBNTcwNTJENDM2Qk";
+
+/// Node 1 as controller and broker with its metadata log in `dir`, a PLAINTEXT listener on
+/// 127.0.0.1:9092 (registered, never bound) and the controller's defaults.
+pub fn kraft_config(dir: &Path) -> KraftConfig {
+    KraftConfig {
+        node_id: 1,
+        voters: BTreeSet::from([1]),
+        metadata_log_dir: dir.to_path_buf(),
+        election_timeout_ms: 1000,
+        metadata_log_segment_bytes: 1 << 30,
+        controller: Some(ControllerConfig {
+            node_id: 1,
+            cluster_id: CLUSTER.into(),
+            ..Default::default()
+        }),
+        broker: Some(BrokerLifecycleConfig {
+            node_id: 1,
+            cluster_id: CLUSTER.into(),
+            incarnation_id: Uuid::random(),
+            listeners: vec![BrokerEndpoint {
+                name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9092,
+                security_protocol: 0,
+                ..Default::default()
+            }],
+            rack: None,
+            log_dirs: vec![Uuid([3; 16])],
+            heartbeat_interval_ms: 2000,
+        }),
+        finalized_features: None,
+    }
+}
+
+/// Waits (10 s at most) until the broker is registered and unfenced.
+pub async fn until_running(h: &KraftHandles) {
+    let mut rx = h.broker_state.clone().expect("broker role");
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        rx.wait_for(|s| *s == BrokerLifecycleState::Running),
+    )
+    .await
+    .expect("broker unfenced in time")
+    .expect("lifecycle alive");
+}
+
+/// Runs `key`'s handler on a broker listener named PLAINTEXT.
+pub async fn call(
+    router: &RequestRouter,
+    key: ApiKey,
+    version: i16,
+    body: RequestBody,
+) -> ResponseBody {
+    call_on(
+        router,
+        ListenerKind::Broker,
+        "PLAINTEXT",
+        key,
+        version,
+        body,
+    )
+    .await
+}
+
+/// Runs `key`'s handler as a connection on `listener` would, and checks that the response
+/// encodes at the request's version (what the connection would do next).
+pub async fn call_on(
+    router: &RequestRouter,
+    kind: ListenerKind,
+    listener: &str,
+    key: ApiKey,
+    version: i16,
+    body: RequestBody,
+) -> ResponseBody {
+    let addr: SocketAddr = "127.0.0.1:9092".parse().unwrap();
+    let ctx = RequestContext {
+        api_key: key,
+        api_version: version,
+        header: Default::default(),
+        connection: ConnectionInfo {
+            connection_id: 1,
+            peer: addr,
+            local: addr,
+            listener_name: Arc::from(listener),
+            listener_kind: kind,
+            security_protocol: "PLAINTEXT",
+        },
+        received_at: Instant::now(),
+    };
+    let route = router.route(key).expect("registered");
+    match (route.handler)(ctx, body).await {
+        HandlerOutcome::Respond(r) => {
+            let mut w = Writer::new();
+            r.encode(&mut w, version)
+                .unwrap_or_else(|e| panic!("{key:?} v{version} response does not encode: {e}"));
+            r
+        }
+        other => panic!("{key:?}: {other:?}"),
+    }
+}

@@ -1,0 +1,4 @@
+//! Helpers shared by the integration tests (each test binary includes this with `mod common;`
+//! and uses what it needs).
+
+pub mod kraft;
