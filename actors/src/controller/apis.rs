@@ -139,6 +139,28 @@ fn respond(body: ResponseBody) -> HandlerOutcome {
     HandlerOutcome::Respond(body)
 }
 
+/// The per-item rows of a controller answer, the shape every admin API shares: on success one
+/// row per controller result (`ok`), and when the whole request failed (NOT_CONTROLLER,
+/// REQUEST_TIMED_OUT, ...) one row per requested item carrying that code (`failed`).
+fn per_item<Q, R, Row>(
+    answer: Result<Vec<R>, i16>,
+    requested: impl IntoIterator<Item = Q>,
+    ok: impl FnMut(R) -> Row,
+    mut failed: impl FnMut(Q, i16) -> Row,
+) -> Vec<Row> {
+    match answer {
+        Ok(results) => results.into_iter().map(ok).collect(),
+        Err(code) => requested.into_iter().map(|q| failed(q, code)).collect(),
+    }
+}
+
+/// Counts each row's error code in the request error metrics.
+fn record_errors(ctx: &RequestContext, codes: impl IntoIterator<Item = i16>) {
+    for code in codes {
+        ctx.record_error(code);
+    }
+}
+
 /// Registers every API of this module on `router`.
 pub fn register(router: &mut RequestRouter, apis: MetadataApis) {
     macro_rules! route {
@@ -429,48 +451,41 @@ async fn handle_create_topics(
             req.timeout_ms,
         )
         .await;
-    let out: Vec<m::create_topics_response::CreatableTopicResult> = match results {
-        Ok(results) => results
-            .into_iter()
-            .map(|r| {
-                let ok = r.error.is_ok();
-                m::create_topics_response::CreatableTopicResult {
-                    name: r.name,
-                    topic_id: if v >= 7 { r.topic_id } else { Uuid::ZERO },
-                    error_code: r.error.code,
-                    error_message: if v >= 1 { r.error.message } else { None },
-                    num_partitions: if v >= 5 { r.num_partitions } else { -1 },
-                    replication_factor: if v >= 5 { r.replication_factor } else { -1 },
-                    configs: (v >= 5 && ok).then(|| {
-                        r.configs
-                            .into_iter()
-                            .map(|c| m::create_topics_response::CreatableTopicConfigs {
-                                name: c.name,
-                                value: c.value,
-                                read_only: c.read_only,
-                                config_source: c.config_source,
-                                is_sensitive: c.is_sensitive,
-                                ..Default::default()
-                            })
-                            .collect()
-                    }),
-                    ..Default::default()
-                }
-            })
-            .collect(),
-        Err(code) => req
-            .topics
-            .iter()
-            .map(|t| m::create_topics_response::CreatableTopicResult {
-                name: t.name.clone(),
-                error_code: code,
+    let out: Vec<m::create_topics_response::CreatableTopicResult> = per_item(
+        results,
+        &req.topics,
+        |r| {
+            let ok = r.error.is_ok();
+            m::create_topics_response::CreatableTopicResult {
+                name: r.name,
+                topic_id: if v >= 7 { r.topic_id } else { Uuid::ZERO },
+                error_code: r.error.code,
+                error_message: if v >= 1 { r.error.message } else { None },
+                num_partitions: if v >= 5 { r.num_partitions } else { -1 },
+                replication_factor: if v >= 5 { r.replication_factor } else { -1 },
+                configs: (v >= 5 && ok).then(|| {
+                    r.configs
+                        .into_iter()
+                        .map(|c| m::create_topics_response::CreatableTopicConfigs {
+                            name: c.name,
+                            value: c.value,
+                            read_only: c.read_only,
+                            config_source: c.config_source,
+                            is_sensitive: c.is_sensitive,
+                            ..Default::default()
+                        })
+                        .collect()
+                }),
                 ..Default::default()
-            })
-            .collect(),
-    };
-    for r in &out {
-        ctx.record_error(r.error_code);
-    }
+            }
+        },
+        |t, code| m::create_topics_response::CreatableTopicResult {
+            name: t.name.clone(),
+            error_code: code,
+            ..Default::default()
+        },
+    );
+    record_errors(ctx, out.iter().map(|r| r.error_code));
     respond(ResponseBody::CreateTopics(CreateTopicsResponse {
         throttle_time_ms: 0,
         topics: out,
@@ -508,29 +523,29 @@ async fn handle_delete_topics(
             ..Default::default()
         })
         .collect();
-    match apis
+    let answer = apis
         .ask(
             cm::DeleteTopics {
                 topics: refs.clone(),
             },
             req.timeout_ms,
         )
-        .await
-    {
-        Ok(results) => out.extend(results.into_iter().map(|r| {
-            m::delete_topics_response::DeletableTopicResult {
-                name: if v >= 6 {
-                    r.name
-                } else {
-                    Some(r.name.unwrap_or_default())
-                },
-                topic_id: if v >= 6 { r.topic_id } else { Uuid::ZERO },
-                error_code: r.error.code,
-                error_message: if v >= 5 { r.error.message } else { None },
-                ..Default::default()
-            }
-        })),
-        Err(code) => out.extend(refs.into_iter().map(|r| {
+        .await;
+    out.extend(per_item(
+        answer,
+        refs,
+        |r| m::delete_topics_response::DeletableTopicResult {
+            name: if v >= 6 {
+                r.name
+            } else {
+                Some(r.name.unwrap_or_default())
+            },
+            topic_id: if v >= 6 { r.topic_id } else { Uuid::ZERO },
+            error_code: r.error.code,
+            error_message: if v >= 5 { r.error.message } else { None },
+            ..Default::default()
+        },
+        |r, code| {
             let (name, topic_id) = match r {
                 cr::TopicRef::Name(n) => (Some(n), Uuid::ZERO),
                 cr::TopicRef::Id(id) => (None, id),
@@ -545,16 +560,14 @@ async fn handle_delete_topics(
                 error_code: code,
                 ..Default::default()
             }
-        })),
-    }
+        },
+    ));
     if v < 5 {
         for r in &mut out {
             r.error_message = None;
         }
     }
-    for r in &out {
-        ctx.record_error(r.error_code);
-    }
+    record_errors(ctx, out.iter().map(|r| r.error_code));
     respond(ResponseBody::DeleteTopics(DeleteTopicsResponse {
         throttle_time_ms: 0,
         responses: out,
@@ -579,7 +592,7 @@ async fn handle_create_partitions(
                 .map(|a| a.iter().map(|x| x.broker_ids.clone()).collect()),
         })
         .collect();
-    let results: Vec<m::create_partitions_response::CreatePartitionsTopicResult> = match apis
+    let answer = apis
         .ask(
             cm::CreatePartitions {
                 topics,
@@ -587,34 +600,23 @@ async fn handle_create_partitions(
             },
             req.timeout_ms,
         )
-        .await
-    {
-        Ok(r) => r
-            .into_iter()
-            .map(
-                |r| m::create_partitions_response::CreatePartitionsTopicResult {
-                    name: r.name,
-                    error_code: r.error.code,
-                    error_message: r.error.message,
-                    ..Default::default()
-                },
-            )
-            .collect(),
-        Err(code) => req
-            .topics
-            .iter()
-            .map(
-                |t| m::create_partitions_response::CreatePartitionsTopicResult {
-                    name: t.name.clone(),
-                    error_code: code,
-                    ..Default::default()
-                },
-            )
-            .collect::<Vec<_>>(),
-    };
-    for r in &results {
-        ctx.record_error(r.error_code);
-    }
+        .await;
+    let results: Vec<m::create_partitions_response::CreatePartitionsTopicResult> = per_item(
+        answer,
+        &req.topics,
+        |r| m::create_partitions_response::CreatePartitionsTopicResult {
+            name: r.name,
+            error_code: r.error.code,
+            error_message: r.error.message,
+            ..Default::default()
+        },
+        |t, code| m::create_partitions_response::CreatePartitionsTopicResult {
+            name: t.name.clone(),
+            error_code: code,
+            ..Default::default()
+        },
+    );
+    record_errors(ctx, results.iter().map(|r| r.error_code));
     respond(ResponseBody::CreatePartitions(CreatePartitionsResponse {
         throttle_time_ms: 0,
         results,
@@ -919,23 +921,19 @@ fn alter_results(
     res: Result<Vec<cr::AlterConfigsResourceResult>, i16>,
     requested: Vec<(i8, String)>,
 ) -> Vec<(i16, Option<String>, i8, String)> {
-    match res {
-        Ok(r) => r
-            .into_iter()
-            .map(|r| {
-                (
-                    r.error.code,
-                    r.error.message,
-                    r.resource_type,
-                    r.resource_name,
-                )
-            })
-            .collect(),
-        Err(code) => requested
-            .into_iter()
-            .map(|(t, n)| (code, None, t, n))
-            .collect(),
-    }
+    per_item(
+        res,
+        requested,
+        |r| {
+            (
+                r.error.code,
+                r.error.message,
+                r.resource_type,
+                r.resource_name,
+            )
+        },
+        |(t, n), code| (code, None, t, n),
+    )
 }
 
 async fn handle_alter_configs(
