@@ -61,7 +61,7 @@ async fn appends_survive_a_clean_restart() {
     let dir = tempfile::tempdir().unwrap();
     let dirs = vec![dir.path().to_path_buf()];
     {
-        let factory = DiskLogFactory::load(&dirs, BTreeMap::new()).unwrap();
+        let factory = DiskLogFactory::load(&dirs, &BTreeMap::new()).unwrap();
         let registry =
             ReplicaManagerActor::new(1, BTreeMap::new(), Box::new(factory), None, None).start();
         registry
@@ -118,7 +118,7 @@ async fn appends_survive_a_clean_restart() {
         registry.send(ShutdownReplicas).await.unwrap().unwrap();
         assert!(dir.path().join(".kafka_cleanshutdown").exists());
     }
-    let factory = DiskLogFactory::load(&dirs, BTreeMap::new()).unwrap();
+    let factory = DiskLogFactory::load(&dirs, &BTreeMap::new()).unwrap();
     assert_eq!(factory.unclaimed().len(), 1);
     let registry =
         ReplicaManagerActor::new(1, BTreeMap::new(), Box::new(factory), None, None).start();
@@ -244,7 +244,7 @@ async fn log_manager_applies_retention_and_shuts_down_cleanly() {
 #[actix_rt::test]
 async fn flush_messages_fsyncs_off_the_actor_and_advances_the_recovery_point() {
     let dir = tempfile::tempdir().unwrap();
-    let factory = DiskLogFactory::load(&[dir.path().to_path_buf()], BTreeMap::new()).unwrap();
+    let factory = DiskLogFactory::load(&[dir.path().to_path_buf()], &BTreeMap::new()).unwrap();
     let registry =
         ReplicaManagerActor::new(1, BTreeMap::new(), Box::new(factory), None, None).start();
     let mut change = leader("durable", 0, 0);

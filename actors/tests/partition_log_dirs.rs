@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use kactor_actors::partition::core::{IsolationLevel, ReadParams};
+use kactor_actors::partition::core::{IsolationLevel, ReadParams, TopicPartition};
 use kactor_actors::partition::log_dirs::LogDirsFactory;
 use kactor_actors::partition::messages::*;
 use kactor_actors::partition::registry::CheckpointLogDirs;
@@ -172,4 +172,153 @@ async fn a_recreated_topic_starts_from_an_empty_log() {
         .clone();
     assert_eq!(table.topic_id("r"), Some(Uuid([9; 16])));
     layer.shutdown().await.unwrap();
+}
+
+/// Dirs in the log dir named `-stray`, renamed by this module, as Kafka names them.
+fn stray_dirs(dir: &std::path::Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().into_string().unwrap())
+        .filter(|n| n.ends_with("-stray"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Writes two records to `topic`-0 under `topic_id` and shuts down cleanly.
+async fn write_and_stop(dir: &std::path::Path, topic: &str, topic_id: Uuid) {
+    let cfg = PartitionLayerConfig::new(1, vec![dir.to_path_buf()], BTreeMap::new());
+    let layer = start_partitions(cfg, None).unwrap();
+    let mut change = leader(topic);
+    change.topic_id = topic_id;
+    layer
+        .registry
+        .send(ApplyPartitionChanges {
+            changes: vec![change],
+        })
+        .await
+        .unwrap();
+    let p = layer
+        .apis
+        .partitions
+        .borrow()
+        .get(topic, 0)
+        .unwrap()
+        .clone();
+    p.addr
+        .send(AppendRecords {
+            records: batch(&[b"old-1", b"old-2"], 1),
+            required_acks: 1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    layer.shutdown().await.unwrap();
+}
+
+/// KAFKA-14616: a topic deleted and re-created (new topic id) while the node was down. The
+/// log on disk belongs to the old topic: it is renamed `<topic>-0.<uuid>-stray` and kept, and
+/// the new topic starts from an empty log instead of serving the old records.
+#[actix_rt::test]
+async fn a_log_under_another_topic_id_is_renamed_stray_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    write_and_stop(dir.path(), "s", Uuid([4; 16])).await;
+
+    let cfg = PartitionLayerConfig::new(1, vec![dir.path().to_path_buf()], BTreeMap::new());
+    let layer = start_partitions(cfg, None).unwrap();
+    let mut recreated = leader("s");
+    recreated.topic_id = Uuid([7; 16]);
+    layer
+        .registry
+        .send(ApplyPartitionChanges {
+            changes: vec![recreated],
+        })
+        .await
+        .unwrap();
+    let p = layer.apis.partitions.borrow().get("s", 0).unwrap().clone();
+    let r = p.addr.send(read()).await.unwrap().unwrap();
+    assert_eq!((r.log_start_offset, r.log_end_offset), (0, 0));
+    let strays = stray_dirs(dir.path());
+    assert_eq!(strays.len(), 1, "{strays:?}");
+    let name = &strays[0];
+    // `<topic>-<partition>.<32 hex digits>-stray`, the old segment kept inside.
+    let uuid = name
+        .strip_prefix("s-0.")
+        .and_then(|n| n.strip_suffix("-stray"))
+        .unwrap();
+    assert!(uuid.len() == 32 && uuid.chars().all(|c| c.is_ascii_hexdigit()));
+    assert!(dir
+        .path()
+        .join(name)
+        .join("00000000000000000000.log")
+        .exists());
+    layer.shutdown().await.unwrap();
+
+    // The next start leaves the stray alone (kept, not loaded as a partition).
+    let factory = LogDirsFactory::load(&[dir.path().to_path_buf()], &BTreeMap::new()).unwrap();
+    assert_eq!(factory.unclaimed(), vec![TopicPartition::new("s", 0)]);
+    assert_eq!(stray_dirs(dir.path()), strays);
+}
+
+/// A log for a partition the metadata no longer assigns here (topic deleted while down):
+/// `mark_strays` over the first caught-up image renames it and stops tracking it.
+#[actix_rt::test]
+async fn mark_strays_renames_logs_the_image_does_not_assign() {
+    let dir = tempfile::tempdir().unwrap();
+    write_and_stop(dir.path(), "gone", Uuid([5; 16])).await;
+    write_and_stop(dir.path(), "kept", Uuid([6; 16])).await;
+
+    let mut factory = LogDirsFactory::load(&[dir.path().to_path_buf()], &BTreeMap::new()).unwrap();
+    let mut before = factory.unclaimed();
+    before.sort();
+    assert_eq!(
+        before,
+        vec![
+            TopicPartition::new("gone", 0),
+            TopicPartition::new("kept", 0)
+        ]
+    );
+    let renamed = factory
+        .mark_strays(|tp, id| !(tp.topic == "kept" && id == Some(Uuid([6; 16]))))
+        .unwrap();
+    assert_eq!(renamed.len(), 1);
+    assert_eq!(factory.unclaimed(), vec![TopicPartition::new("kept", 0)]);
+    let strays = stray_dirs(dir.path());
+    assert_eq!(strays.len(), 1);
+    assert!(strays[0].starts_with("gone-0."));
+    assert!(!dir.path().join("gone-0").exists());
+    assert!(dir.path().join("kept-0").exists());
+}
+
+/// DescribeLogDirs' `total_bytes` / `usable_bytes` come from the dir's file system, as `df`
+/// reports it (size and available, in bytes).
+#[test]
+fn volume_bytes_match_df() {
+    let dir = tempfile::tempdir().unwrap();
+    let (total, usable) =
+        kactor_actors::partition::log_dirs::volume_bytes(dir.path()).expect("statvfs");
+    let df = std::process::Command::new("df")
+        .args(["-B1", "--output=size,avail"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8(df.stdout).unwrap();
+    let nums: Vec<i64> = text
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(total, nums[0]);
+    // Other processes write to the same disk meanwhile: close, not equal.
+    assert!(
+        (usable - nums[1]).abs() < 256 << 20,
+        "{usable} vs df {}",
+        nums[1]
+    );
+    assert!(
+        kactor_actors::partition::log_dirs::volume_bytes(&dir.path().join("missing")).is_none()
+    );
 }

@@ -1,30 +1,18 @@
 //! The partition's log on disk: [`PartitionLog`] over the storage engine's `crate::log::Log`
-//! (Kafka's `UnifiedLog`), and [`DiskLogFactory`] over one `crate::log::LogDir` per `log.dirs`
-//! entry (the log-opening half of Kafka's `LogManager`).
+//! (Kafka's `UnifiedLog`). Opening logs across `log.dirs` (the log-opening half of Kafka's
+//! `LogManager`) is [`super::log_dirs::LogDirsFactory`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kactor_protocol::Uuid;
 
 use super::actor::now_ms;
-use super::core::config::PartitionConfig;
 use super::core::log::{
     AppendedBatches, FlushWork, LogRead, LogResult, LogSlice, PartitionLog, TimestampOffset,
 };
-use super::core::TopicPartition;
-use super::messages::ReplicaInfo;
-use super::registry::LogFactory;
-use crate::log::checkpoint::{
-    write_offset_checkpoint, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
-};
-use crate::log::{self as storage, Log, LogConfig, LogDir};
-
-fn storage_tp(tp: &TopicPartition) -> storage::TopicPartition {
-    storage::TopicPartition::new(tp.topic.clone(), tp.partition)
-}
+use crate::log::{self as storage, Log, LogConfig};
 
 /// The storage engine's config for a topic: its defaults, overridden by every topic-level
 /// setting in force. A value the engine rejects is logged and skipped (the controller validates
@@ -249,208 +237,7 @@ impl PartitionLog for DiskLog {
     }
 }
 
-/// Opens partition logs across `log.dirs`: logs found at start-up are handed out when their
-/// partition is first assigned; new ones go to the dir holding the fewest partitions (Kafka's
-/// placement rule).
-pub struct DiskLogFactory {
-    dirs: Vec<LogDir>,
-    unclaimed: HashMap<TopicPartition, (usize, Log)>,
-    placement: HashMap<TopicPartition, usize>,
-    broker_config: BTreeMap<String, String>,
-    /// Directories renamed for deletion before the last shutdown, removed after the delay.
-    leftover_deletions: Vec<PathBuf>,
-    broker_epoch: i64,
-}
-
-impl DiskLogFactory {
-    /// Loads every log under `log_dirs` (recovering after an unclean shutdown).
-    pub fn load(
-        log_dirs: &[PathBuf],
-        broker_config: BTreeMap<String, String>,
-    ) -> Result<Self, String> {
-        let defaults = log_config(&super::core::config::effective_topic_config(
-            &broker_config,
-            &BTreeMap::new(),
-        ));
-        let mut dirs = Vec::new();
-        let mut unclaimed = HashMap::new();
-        let mut placement = HashMap::new();
-        let mut leftover_deletions = Vec::new();
-        let now = now_ms();
-        for (i, path) in log_dirs.iter().enumerate() {
-            let (dir, logs, to_delete) = LogDir::load(path, |_| defaults.clone(), now)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            for log in logs {
-                let st = log.topic_partition();
-                let tp = TopicPartition::new(st.topic.clone(), st.partition);
-                placement.insert(tp.clone(), i);
-                unclaimed.insert(tp, (i, log));
-            }
-            leftover_deletions.extend(to_delete);
-            dirs.push(dir);
-        }
-        Ok(DiskLogFactory {
-            dirs,
-            unclaimed,
-            placement,
-            broker_config,
-            leftover_deletions,
-            broker_epoch: -1,
-        })
-    }
-
-    /// Partitions found on disk that no assignment has claimed yet.
-    pub fn unclaimed(&self) -> Vec<TopicPartition> {
-        self.unclaimed.keys().cloned().collect()
-    }
-
-    /// Removes directories left renamed for deletion by the previous run.
-    pub fn remove_leftover_deletions(&mut self) {
-        for dir in self.leftover_deletions.drain(..) {
-            if let Err(e) = storage::remove_log_dir(&dir) {
-                tracing::warn!(dir = %dir.display(), error = %e, "removing deleted log failed");
-            }
-        }
-    }
-
-    pub fn set_broker_epoch(&mut self, epoch: i64) {
-        self.broker_epoch = epoch;
-    }
-
-    fn least_loaded_dir(&self) -> usize {
-        let mut counts = vec![0usize; self.dirs.len()];
-        for i in self.placement.values() {
-            counts[*i] += 1;
-        }
-        counts
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, c)| **c)
-            .map(|(i, _)| i)
-            .unwrap_or(0)
-    }
-}
-
-impl LogFactory for DiskLogFactory {
-    fn open_or_create(
-        &mut self,
-        tp: &TopicPartition,
-        topic_id: Uuid,
-        config: &PartitionConfig,
-        _topic_overrides: &BTreeMap<String, String>,
-    ) -> Result<Box<dyn PartitionLog>, String> {
-        let _ = &self.broker_config;
-        let log_config = log_config(&config.effective);
-        let mut log = match self.unclaimed.remove(tp) {
-            Some((_, mut log)) => {
-                log.update_config(log_config);
-                log
-            }
-            None => {
-                if self.dirs.is_empty() {
-                    return Err("no log.dirs configured".into());
-                }
-                let i = self.least_loaded_dir();
-                let log = self.dirs[i]
-                    .create_log(&storage_tp(tp), log_config, now_ms())
-                    .map_err(|e| e.to_string())?;
-                self.placement.insert(tp.clone(), i);
-                log
-            }
-        };
-        if log.topic_id() != Some(topic_id) {
-            log.assign_topic_id(topic_id).map_err(|e| e.to_string())?;
-        }
-        Ok(Box::new(DiskLog::new(log)))
-    }
-
-    fn delete_unopened(&mut self, tp: &TopicPartition) -> Result<(), String> {
-        self.placement.remove(tp);
-        if let Some((_, log)) = self.unclaimed.remove(tp) {
-            let dir = log.rename_for_deletion().map_err(|e| e.to_string())?;
-            storage::remove_log_dir(&dir).map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    }
-
-    fn log_dir_of(&self, tp: &TopicPartition) -> String {
-        let i = self.placement.get(tp).copied().unwrap_or(0);
-        self.dirs
-            .get(i)
-            .map(|d| d.path().display().to_string())
-            .unwrap_or_default()
-    }
-
-    fn log_dirs(&self) -> Vec<String> {
-        self.dirs
-            .iter()
-            .map(|d| d.path().display().to_string())
-            .collect()
-    }
-
-    fn checkpoint(&mut self, replicas: &[(TopicPartition, ReplicaInfo)]) -> Result<(), String> {
-        for (i, dir) in self.dirs.iter().enumerate() {
-            let mut recovery_points = BTreeMap::new();
-            let mut start_offsets = BTreeMap::new();
-            let here = replicas
-                .iter()
-                .filter(|(tp, _)| self.placement.get(tp) == Some(&i));
-            for (tp, info) in here {
-                if info.log_end_offset < 0 {
-                    continue;
-                }
-                recovery_points.insert(storage_tp(tp), info.recovery_point);
-                if info.log_start_offset > 0 {
-                    start_offsets.insert(storage_tp(tp), info.log_start_offset);
-                }
-            }
-            // Logs nobody claimed yet keep their numbers.
-            for (tp, (j, log)) in &self.unclaimed {
-                if *j == i {
-                    recovery_points.insert(storage_tp(tp), log.recovery_point());
-                    if log.log_start_offset() > 0 {
-                        start_offsets.insert(storage_tp(tp), log.log_start_offset());
-                    }
-                }
-            }
-            write_offset_checkpoint(
-                &dir.path().join(RECOVERY_POINT_CHECKPOINT),
-                &recovery_points,
-            )
-            .map_err(|e| e.to_string())?;
-            write_offset_checkpoint(
-                &dir.path().join(LOG_START_OFFSET_CHECKPOINT),
-                &start_offsets,
-            )
-            .map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    }
-
-    fn purge_deleted(&mut self) {
-        self.remove_leftover_deletions();
-    }
-
-    fn shutdown(&mut self, logs: Vec<Box<dyn PartitionLog>>) -> Result<(), String> {
-        let mut per_dir: Vec<Vec<Log>> = self.dirs.iter().map(|_| Vec::new()).collect();
-        for log in logs {
-            let Ok(disk) = log.into_any().downcast::<DiskLog>() else {
-                continue;
-            };
-            let Some(log) = disk.into_log() else { continue };
-            let st = log.topic_partition();
-            let tp = TopicPartition::new(st.topic.clone(), st.partition);
-            let i = self.placement.get(&tp).copied().unwrap_or(0);
-            per_dir[i].push(log);
-        }
-        for (_, (i, log)) in self.unclaimed.drain() {
-            per_dir[i].push(log);
-        }
-        let now = now_ms();
-        for (dir, logs) in std::mem::take(&mut self.dirs).into_iter().zip(per_dir) {
-            dir.shutdown(logs, self.broker_epoch, now)
-                .map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    }
-}
+/// The log-dir factory under its older name: one implementation walks `log.dirs`
+/// ([`super::log_dirs::LogDirsFactory`], which also keeps `__cluster_metadata-0` out and
+/// handles stray logs).
+pub type DiskLogFactory = super::log_dirs::LogDirsFactory;

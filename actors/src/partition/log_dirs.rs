@@ -4,6 +4,13 @@
 //! RaftActor owns it, as Kafka's `KafkaRaftManager` does), places new logs in the dir with the
 //! fewest partitions, writes checkpoints, and on clean shutdown flushes, closes and writes
 //! `.kafka_cleanshutdown`.
+//!
+//! Stray logs (KIP-858 / KAFKA-14616): a log on disk whose topic id is not the one the metadata
+//! assigns to that partition — or that has no topic id at all — is left over from a topic
+//! deleted (and maybe re-created) while this node was down. Kafka renames it to
+//! `<topic>-<partition>.<uuid>-stray`, stops tracking it, keeps the files for the operator and
+//! warns about it at every later start; so does kactor, instead of serving the old records
+//! under the new topic.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -22,7 +29,10 @@ use crate::log::checkpoint::{
     fsync_dir, read_offset_checkpoint, write_atomically, write_offset_checkpoint,
     CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
 };
-use crate::log::unified::{DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX};
+use crate::log::unified::{
+    delete_dir_name, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX,
+};
+use crate::log::LogConfig;
 use crate::log::{self as storage, Log};
 
 /// The KRaft metadata log's directory: never a partition log of ours.
@@ -34,6 +44,134 @@ fn storage_tp(tp: &TopicPartition) -> storage::TopicPartition {
 
 fn err(path: &Path, e: impl std::fmt::Display) -> String {
     format!("{}: {e}", path.display())
+}
+
+/// What one log dir holds at start-up.
+pub struct ScannedLogDir {
+    /// Whether the previous run shut down cleanly (`.kafka_cleanshutdown` was there; it has
+    /// been removed, so a crash from now on is treated as unclean).
+    pub clean: bool,
+    /// Every `<topic>-<partition>` log, opened (and recovered if the shutdown was unclean).
+    pub logs: Vec<Log>,
+    /// Directories renamed for deletion by an earlier run, to remove after the delay.
+    pub leftover_deletions: Vec<PathBuf>,
+    /// `-stray` directories: kept for the operator, never loaded.
+    pub strays: Vec<PathBuf>,
+}
+
+/// Walks one log dir the way Kafka's `LogManager.loadLogs` does: partition logs are opened with
+/// the dir's checkpoints, `__cluster_metadata-0` is left to the RaftActor, `-delete` dirs are
+/// collected for removal, `-future` and `-stray` dirs are skipped (strays with a warning, as
+/// Kafka logs "Loaded stray log" at every start), anything else is ignored.
+pub fn scan_log_dir(path: &Path, defaults: &LogConfig, now: i64) -> Result<ScannedLogDir, String> {
+    fs::create_dir_all(path).map_err(|e| err(path, e))?;
+    let marker = path.join(CLEAN_SHUTDOWN_MARKER);
+    let clean = marker.exists();
+    let recovery_points =
+        read_offset_checkpoint(&path.join(RECOVERY_POINT_CHECKPOINT)).map_err(|e| err(path, e))?;
+    let start_offsets = read_offset_checkpoint(&path.join(LOG_START_OFFSET_CHECKPOINT))
+        .map_err(|e| err(path, e))?;
+    let mut entries: Vec<_> = fs::read_dir(path)
+        .map_err(|e| err(path, e))?
+        .filter_map(|e| e.ok())
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    let mut out = ScannedLogDir {
+        clean,
+        logs: Vec::new(),
+        leftover_deletions: Vec::new(),
+        strays: Vec::new(),
+    };
+    for entry in entries {
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if name.ends_with(DELETE_DIR_SUFFIX) {
+            out.leftover_deletions.push(entry.path());
+            continue;
+        }
+        if name.ends_with(STRAY_DIR_SUFFIX) {
+            tracing::warn!(dir = %entry.path().display(), "loaded stray log (not served; remove it when no longer needed)");
+            out.strays.push(entry.path());
+            continue;
+        }
+        if name == METADATA_LOG_DIR_NAME || name.ends_with(FUTURE_DIR_SUFFIX) {
+            continue;
+        }
+        let Some(stp) = storage::TopicPartition::from_dir_name(&name) else {
+            continue;
+        };
+        let log = Log::open(
+            &entry.path(),
+            defaults.clone(),
+            start_offsets.get(&stp).copied().unwrap_or(0),
+            recovery_points.get(&stp).copied().unwrap_or(0),
+            clean,
+            now,
+        )
+        .map_err(|e| err(&entry.path(), e))?;
+        out.logs.push(log);
+    }
+    if clean {
+        // From now on a crash must be treated as unclean.
+        fs::remove_file(&marker).map_err(|e| err(path, e))?;
+        fsync_dir(path).map_err(|e| err(path, e))?;
+    }
+    tracing::info!(dir = %path.display(), clean, logs = out.logs.len(), "log dir loaded");
+    Ok(out)
+}
+
+/// Kafka's `logStrayDirName`: `<topic>-<partition>.<uuid hex>-stray` (the delete name's shape
+/// with the other suffix, so it fits in 255 bytes too).
+pub fn stray_dir_name(tp: &storage::TopicPartition) -> String {
+    let name = delete_dir_name(tp);
+    let base = name.strip_suffix(DELETE_DIR_SUFFIX).unwrap_or(&name);
+    format!("{base}{STRAY_DIR_SUFFIX}")
+}
+
+/// Closes `log` and renames its directory to the stray name; returns the new path.
+pub fn rename_stray(log: Log) -> Result<PathBuf, String> {
+    let dir = log.dir().to_path_buf();
+    let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+    let to = parent.join(stray_dir_name(log.topic_partition()));
+    log.close().map_err(|e| err(&dir, e))?;
+    fs::rename(&dir, &to).map_err(|e| err(&dir, e))?;
+    fsync_dir(&parent).map_err(|e| err(&parent, e))?;
+    tracing::warn!(from = %dir.display(), to = %to.display(), "renamed stray log");
+    Ok(to)
+}
+
+/// Kafka's `isStrayReplica` for a log the metadata does assign here: a missing or different
+/// topic id means the files belong to an earlier topic of the same name.
+fn is_stray_for(log: &Log, topic_id: Uuid) -> bool {
+    log.topic_id() != Some(topic_id)
+}
+
+/// The size of the file system holding `dir` and the bytes an unprivileged writer can still
+/// use (Kafka's `FileStore.getTotalSpace` / `getUsableSpace`, DescribeLogDirs v4's
+/// `total_bytes` / `usable_bytes`); `None` if the dir cannot be examined.
+pub fn volume_bytes(dir: &Path) -> Option<(i64, i64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: `path` is a NUL-terminated string that outlives the call and `st` is a writable
+    // statvfs; the struct is only read after statvfs reported success (libc has no safe
+    // wrapper and std exposes no file system sizes).
+    let rc = unsafe { libc::statvfs(path.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: statvfs succeeded, so it filled the struct.
+    let st = unsafe { st.assume_init() };
+    let frsize = st.f_frsize as u128;
+    let clamp = |v: u128| v.min(i64::MAX as u128) as i64;
+    Some((
+        clamp(st.f_blocks as u128 * frsize),
+        clamp(st.f_bavail as u128 * frsize),
+    ))
 }
 
 /// Partition logs across `log.dirs`.
@@ -60,57 +198,14 @@ impl LogDirsFactory {
         let mut placement = HashMap::new();
         let mut leftover_deletions = Vec::new();
         for (i, path) in log_dirs.iter().enumerate() {
-            fs::create_dir_all(path).map_err(|e| err(path, e))?;
-            let marker = path.join(CLEAN_SHUTDOWN_MARKER);
-            let clean = marker.exists();
-            let recovery_points = read_offset_checkpoint(&path.join(RECOVERY_POINT_CHECKPOINT))
-                .map_err(|e| err(path, e))?;
-            let start_offsets = read_offset_checkpoint(&path.join(LOG_START_OFFSET_CHECKPOINT))
-                .map_err(|e| err(path, e))?;
-            let mut entries: Vec<_> = fs::read_dir(path)
-                .map_err(|e| err(path, e))?
-                .filter_map(|e| e.ok())
-                .collect();
-            entries.sort_by_key(|e| e.file_name());
-            for entry in entries {
-                if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    continue;
-                }
-                let Ok(name) = entry.file_name().into_string() else {
-                    continue;
-                };
-                if name.ends_with(DELETE_DIR_SUFFIX) {
-                    leftover_deletions.push(entry.path());
-                    continue;
-                }
-                if name == METADATA_LOG_DIR_NAME
-                    || name.ends_with(FUTURE_DIR_SUFFIX)
-                    || name.ends_with(STRAY_DIR_SUFFIX)
-                {
-                    continue;
-                }
-                let Some(stp) = storage::TopicPartition::from_dir_name(&name) else {
-                    continue;
-                };
-                let log = Log::open(
-                    &entry.path(),
-                    defaults.clone(),
-                    start_offsets.get(&stp).copied().unwrap_or(0),
-                    recovery_points.get(&stp).copied().unwrap_or(0),
-                    clean,
-                    now,
-                )
-                .map_err(|e| err(&entry.path(), e))?;
-                let tp = TopicPartition::new(stp.topic.clone(), stp.partition);
+            let scanned = scan_log_dir(path, &defaults, now)?;
+            for log in scanned.logs {
+                let st = log.topic_partition();
+                let tp = TopicPartition::new(st.topic.clone(), st.partition);
                 placement.insert(tp.clone(), i);
                 unclaimed.insert(tp, (i, log));
             }
-            if clean {
-                // From now on a crash must be treated as unclean.
-                fs::remove_file(&marker).map_err(|e| err(path, e))?;
-                fsync_dir(path).map_err(|e| err(path, e))?;
-            }
-            tracing::info!(dir = %path.display(), clean, "log dir loaded");
+            leftover_deletions.extend(scanned.leftover_deletions);
         }
         Ok(LogDirsFactory {
             dirs: log_dirs.to_vec(),
@@ -125,6 +220,30 @@ impl LogDirsFactory {
     /// Partitions found on disk that no assignment has claimed yet.
     pub fn unclaimed(&self) -> Vec<TopicPartition> {
         self.unclaimed.keys().cloned().collect()
+    }
+
+    /// Renames every unclaimed log `is_stray` picks (Kafka's `findStrayReplicas` over the first
+    /// metadata image after start-up: the partition is not assigned to this node, or under
+    /// another topic id) to its `-stray` name and stops tracking it. Returns the new paths.
+    /// Call it only with an image that is caught up with the metadata log, or live partitions
+    /// would be taken for strays.
+    pub fn mark_strays(
+        &mut self,
+        is_stray: impl Fn(&TopicPartition, Option<Uuid>) -> bool,
+    ) -> Result<Vec<PathBuf>, String> {
+        let picked: Vec<TopicPartition> = self
+            .unclaimed
+            .iter()
+            .filter(|(tp, (_, log))| is_stray(tp, log.topic_id()))
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        let mut renamed = Vec::new();
+        for tp in picked {
+            let (_, log) = self.unclaimed.remove(&tp).expect("picked from unclaimed");
+            self.placement.remove(&tp);
+            renamed.push(rename_stray(log)?);
+        }
+        Ok(renamed)
     }
 
     /// The broker epoch written into `.kafka_cleanshutdown`.
@@ -180,7 +299,16 @@ impl LogFactory for LogDirsFactory {
         _topic_overrides: &BTreeMap<String, String>,
     ) -> Result<Box<dyn PartitionLog>, String> {
         let log_config = log_config(&config.effective);
-        let mut log = match self.unclaimed.remove(tp) {
+        let found = match self.unclaimed.remove(tp) {
+            Some((_, log)) if is_stray_for(&log, topic_id) => {
+                tracing::warn!(%tp, topic_id = %topic_id, found = ?log.topic_id(), "log on disk belongs to another incarnation of the topic");
+                self.placement.remove(tp);
+                rename_stray(log)?;
+                None
+            }
+            other => other,
+        };
+        let mut log = match found {
             Some((_, mut log)) => {
                 log.update_config(log_config);
                 log
