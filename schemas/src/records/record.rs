@@ -47,6 +47,7 @@ type Span = std::ops::Range<usize>;
 
 /// Reads a varint length-prefixed byte field within `buf[..end]`; a negative length means null
 /// (Kafka treats every negative length that way for keys and values).
+#[inline]
 fn read_nullable(
     buf: &[u8],
     pos: &mut usize,
@@ -82,6 +83,8 @@ pub(crate) struct RawRecord {
 /// Parses the record starting at `*pos` in `buf`, advancing `*pos` past it. Fails (never panics)
 /// on anything truncated or inconsistent with the record's own length prefix. Header ranges are
 /// collected only when `collect_headers` (validation needs their bounds checked, not kept).
+/// Inlined: produce validation calls it once per record and uses only a few of its fields.
+#[inline]
 pub(crate) fn parse_raw_record(
     buf: &[u8],
     pos: &mut usize,
@@ -119,11 +122,11 @@ pub(crate) fn parse_raw_record(
             "{header_count} headers cannot fit in the record"
         )));
     }
-    let mut headers = Vec::with_capacity(if collect_headers {
-        header_count as usize
+    let mut headers = if collect_headers {
+        Vec::with_capacity(header_count as usize)
     } else {
-        0
-    });
+        Vec::new()
+    };
     for _ in 0..header_count {
         let key = read_nullable(buf, pos, end, "header key")?
             .ok_or_else(|| invalid("invalid negative header key size"))?;

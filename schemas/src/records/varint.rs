@@ -18,7 +18,26 @@ pub fn zigzag_decode_i64(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
+/// Most varints in a record (attributes aside: offset and timestamp deltas of small batches,
+/// null key, header count) fit one byte; produce validation reads six per record, so the
+/// one-byte case is inlined and the loop stays out of line.
+#[inline]
 fn read_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64, RecordError> {
+    if let Some(&b) = buf.get(*pos) {
+        if b & 0x80 == 0 {
+            *pos += 1;
+            return Ok(u64::from(b));
+        }
+    }
+    read_unsigned_multi_byte(buf, pos, max_bytes)
+}
+
+#[inline(never)]
+fn read_unsigned_multi_byte(
+    buf: &[u8],
+    pos: &mut usize,
+    max_bytes: usize,
+) -> Result<u64, RecordError> {
     let mut value: u64 = 0;
     for i in 0..max_bytes {
         let Some(&b) = buf.get(*pos) else {
@@ -36,12 +55,14 @@ fn read_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64, R
 }
 
 /// Reads a zig-zag varint (at most 5 bytes) at `*pos`, advancing it.
+#[inline]
 pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32, RecordError> {
     // Like Kafka, bits beyond 32 in the fifth byte are dropped rather than rejected.
     read_unsigned(buf, pos, 5).map(|v| zigzag_decode_i32(v as u32))
 }
 
 /// Reads a zig-zag varlong (at most 10 bytes) at `*pos`, advancing it.
+#[inline]
 pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, RecordError> {
     read_unsigned(buf, pos, 10).map(zigzag_decode_i64)
 }
