@@ -13,7 +13,7 @@ import random
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 
 def main():
@@ -28,7 +28,18 @@ def main():
     producer.init_transactions(60)
     tps = [TopicPartition(input_topic, p) for p in range(parts)]
     # Offsets committed by the previous incarnations (require_stable: waits out pending ones).
-    start = consumer.committed(tps, timeout=60)
+    # On a fresh broker __consumer_offsets may still be loading: retry what is retriable.
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            start = consumer.committed(tps, timeout=30)
+            break
+        except KafkaException as e:
+            if not e.args[0].retriable() and e.args[0].code() not in (
+                    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                    KafkaError.COORDINATOR_NOT_AVAILABLE) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
     consumer.assign([TopicPartition(input_topic, tp.partition, tp.offset if tp.offset >= 0 else 0)
                      for tp in start])
     ends = {}

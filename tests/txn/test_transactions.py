@@ -6,7 +6,7 @@ a transaction is open."""
 import uuid
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from harness.clients import create_topic
 from harness.txn import list_offsets, read_partitions, txn_producer, values, wait_stable
@@ -118,6 +118,15 @@ def test_read_committed_stops_at_the_last_stable_offset_while_a_transaction_is_o
     assert list_offsets(broker, topic_name, 2, "read_uncommitted") == {0: 10, 1: 5}
     assert list_offsets(broker, topic_name, 2, "read_committed") == {0: 3, 1: 0}, \
         "read_committed ListOffsets must answer the first offset of the open transaction"
+    # librdkafka's watermark query (ListOffsets with the consumer's isolation level).
+    for isolation, want in (("read_committed", 3), ("read_uncommitted", 10)):
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "wm",
+                      "isolation.level": isolation})
+        try:
+            assert c.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=30) \
+                == (0, want), isolation
+        finally:
+            c.close()
     seen = read_partitions(broker, topic_name, 2, "read_committed")
     assert values(seen) == {0: [b"before0", b"before1", b"before2"], 1: []}
     assert len(read_partitions(broker, topic_name, 2, "read_uncommitted")[0]) == 10
