@@ -107,10 +107,16 @@ def test_reset_offsets(broker, cli, topic_name):
           + "Z"), [3, 3, 3]),
         (("--shift-by", "100"), LOG_END),  # shifting past the end clamps to the log end
     ]
+    before = [4, 5, 6]
     for how, want in cases:
+        # --dry-run prints the plan and changes nothing; --execute applies the same plan.
+        out = cli.run("consumer-groups", *reset, *how, "--dry-run").stdout
+        assert new_offsets(out, group) == want, (how, out)
+        assert committed(broker, group, topic_name, 3) == before, how
         out = cli.run("consumer-groups", *reset, *how, "--execute").stdout
         assert new_offsets(out, group) == want, (how, out)
         assert committed(broker, group, topic_name, 3) == want, how
+        before = want
 
 
 def test_delete_offsets_and_group(broker, cli, topic_name):

@@ -6,8 +6,9 @@ the classic member gets every partition."""
 import time
 
 from harness.clients import create_topic
+from harness.cli import KafkaCli
 from harness.clients import admin
-from groups.helpers import FAST_GROUP_BROKER, Member, produce, spread, wait_for
+from groups.helpers import FAST_GROUP_BROKER, Member, produce, spread, table, wait_for
 
 
 def describe_group_type(broker, group):
@@ -49,6 +50,18 @@ def test_classic_and_consumer_members_share_a_group(broker_factory, topic_name):
         for m in (classic, modern):
             parts = {p for p, _ in m.messages()}
             assert parts and parts <= m.assignment
+
+        # kafka-consumer-groups lists both members of the consumer group, 3 partitions each,
+        # and every partition's offset committed at the log end.
+        cli = KafkaCli(b)
+        out = cli.run("consumer-groups", "--describe", "--members", "--group", group).stdout
+        rows = [r for r in table(out) if r["GROUP"] == group]
+        assert sorted(int(r["#PARTITIONS"]) for r in rows) == [3, 3], out
+        out = cli.run("consumer-groups", "--describe", "--group", group).stdout
+        rows = [r for r in table(out) if r["GROUP"] == group]
+        assert sorted((int(r["PARTITION"]), int(r["CURRENT-OFFSET"]), int(r["LAG"]))
+                      for r in rows) == [(p, 5, 0) for p in range(6)], out
+        assert len({r["CONSUMER-ID"] for r in rows}) == 2, out
 
         # The KIP-848 member leaves: only a classic member is left, the group is downgraded
         # and the classic member takes everything back.
