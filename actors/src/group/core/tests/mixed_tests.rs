@@ -390,3 +390,53 @@ fn downgrade_follows_the_migration_policy() {
     let g = h.consumer("g");
     assert_eq!(g.members.keys().collect::<Vec<_>>(), vec![&classic_id]);
 }
+
+#[test]
+fn a_reloaded_mixed_group_keeps_its_classic_members_and_their_session_timeout() {
+    let mut h = Harness::new();
+    h.cg_join("cg", "m1", &["t1"]);
+    let me = classic_join_new(&mut h, "cg").member_id;
+    let mut replayed = h.replayed();
+    replayed.on_loaded(h.now);
+    let mut h2 = Harness::new();
+    h2.shard = replayed;
+    h2.now = h.now;
+    assert!(h2.consumer("cg").members[&me].uses_classic_protocol());
+    assert_eq!(h2.heartbeat("cg", &me, 2, None), NONE);
+    // The classic member's own 10 s session, not group.consumer.session.timeout.ms (45 s).
+    h2.advance(5_000);
+    h2.cg_beat("cg", "m1", 1, &[]);
+    h2.advance(6_000);
+    assert!(!h2.consumer("cg").members.contains_key(&me));
+    assert!(h2.consumer("cg").members.contains_key("m1"));
+}
+
+#[test]
+fn a_restarted_static_classic_member_takes_over_its_old_assignment() {
+    let mut h = Harness::new();
+    h.cg_join("cg", "m1", &["t1"]);
+    let sub = subscription(&["t1"], &[]);
+    // A static member needs no second join (KIP-394 does not apply).
+    let id = h.join("cg", "", Some("inst"), &[("range", &sub)]);
+    let first = h.join_resp(id);
+    assert_eq!(first.error_code, NONE);
+    let old = h.consumer("cg").members[&first.member_id].clone();
+
+    // The instance restarts under a new member id: it replaces the old member, keeping its
+    // subscription and assignment, with no new group epoch.
+    let epoch = h.consumer("cg").group_epoch;
+    let id = h.join("cg", "", Some("inst"), &[("range", &sub)]);
+    let second = h.join_resp(id);
+    assert_eq!(second.error_code, NONE);
+    assert_ne!(second.member_id, first.member_id);
+    let g = h.consumer("cg");
+    assert!(!g.members.contains_key(&first.member_id));
+    assert_eq!(g.members[&second.member_id].assigned, old.assigned);
+    assert_eq!(g.static_members["inst"], second.member_id);
+    assert_eq!(g.group_epoch, epoch);
+    // The old incarnation is fenced.
+    assert_eq!(
+        h.heartbeat("cg", &first.member_id, first.generation_id, Some("inst")),
+        FENCED_INSTANCE_ID
+    );
+}
