@@ -1,6 +1,7 @@
 //! Broker configuration (Kafka's `KafkaConfig` + `AbstractConfig`): flat property keys with
-//! Kafka's names, types and defaults, layered built-in defaults < properties file < environment
-//! (`KAFKA_LOG_RETENTION_MS` → `log.retention.ms`) < `--override key=value`.
+//! Kafka's names, types and defaults, layered Kafka's defaults < kactor's single-node values
+//! ([`defs::SINGLE_NODE_DEFAULTS`]) < properties file < environment (`KAFKA_LOG_RETENTION_MS` →
+//! `log.retention.ms`) < `--override key=value`.
 //!
 //! The layering runs through the `config` crate, but keys cross it hex-encoded ([`FlatLayer`]):
 //! the crate parses every key as a path (`log.dir` and `log.dir.failure.timeout.ms` would become
@@ -16,14 +17,18 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use config::{Map, Source, Value, ValueKind};
+use kactor_actors::controller::core::topic_configs::is_dynamic_broker_config;
 use thiserror::Error;
 
-pub use defs::{find_def, ConfigDef, ConfigType, Mutability, Validator, BROKER_CONFIG_DEFS};
+pub use defs::{find_def, ConfigDef, ConfigType, Validator, BROKER_CONFIG_DEFS};
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigOrigin {
+    /// Kafka's default for the key.
     Default,
+    /// kactor's built-in single-node value for a key Kafka has no usable default for.
+    SingleNode,
     File(PathBuf),
     /// The environment variable's name.
     Env(String),
@@ -50,9 +55,12 @@ impl ConfigOrigin {
     pub fn kafka_source(&self) -> KafkaConfigSource {
         match self {
             ConfigOrigin::Default => KafkaConfigSource::DefaultConfig,
-            ConfigOrigin::File(_) | ConfigOrigin::Env(_) | ConfigOrigin::Override => {
-                KafkaConfigSource::StaticBrokerConfig
-            }
+            // The single-node values are part of the node's start-up configuration, like a
+            // file it was started with, not Kafka's defaults.
+            ConfigOrigin::SingleNode
+            | ConfigOrigin::File(_)
+            | ConfigOrigin::Env(_)
+            | ConfigOrigin::Override => KafkaConfigSource::StaticBrokerConfig,
             ConfigOrigin::DynamicBroker => KafkaConfigSource::DynamicBrokerConfig,
             ConfigOrigin::DynamicDefaultBroker => KafkaConfigSource::DynamicDefaultBrokerConfig,
         }
@@ -61,6 +69,7 @@ impl ConfigOrigin {
     fn encode(&self) -> String {
         match self {
             ConfigOrigin::Default => "default".into(),
+            ConfigOrigin::SingleNode => "single-node".into(),
             ConfigOrigin::File(p) => format!("file:{}", p.display()),
             ConfigOrigin::Env(v) => format!("env:{v}"),
             ConfigOrigin::Override => "override".into(),
@@ -77,6 +86,7 @@ impl ConfigOrigin {
         } else {
             match s {
                 "override" => ConfigOrigin::Override,
+                "single-node" => ConfigOrigin::SingleNode,
                 "dynamic-broker" => ConfigOrigin::DynamicBroker,
                 "dynamic-default-broker" => ConfigOrigin::DynamicDefaultBroker,
                 _ => ConfigOrigin::Default,
@@ -88,7 +98,8 @@ impl ConfigOrigin {
 impl std::fmt::Display for ConfigOrigin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ConfigOrigin::Default => write!(f, "built-in default"),
+            ConfigOrigin::Default => write!(f, "Kafka's default"),
+            ConfigOrigin::SingleNode => write!(f, "kactor's single-node default"),
             ConfigOrigin::File(p) => write!(f, "file {}", p.display()),
             ConfigOrigin::Env(v) => write!(f, "environment variable {v}"),
             ConfigOrigin::Override => write!(f, "--override"),
@@ -255,6 +266,13 @@ impl BrokerConfig {
             .collect();
         let mut builder =
             config::Config::builder().add_source(FlatLayer::new(ConfigOrigin::Default, defaults));
+        builder = builder.add_source(FlatLayer::new(
+            ConfigOrigin::SingleNode,
+            defs::SINGLE_NODE_DEFAULTS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ));
         if let Some(path) = &sources.file {
             let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
                 path: path.clone(),
@@ -451,7 +469,9 @@ impl BrokerConfig {
                     },
                     source: entry.origin.kafka_source(),
                     config_type: d.ty,
-                    read_only: d.mutability == Mutability::ReadOnly,
+                    // Kafka: read-only unless the key is in DynamicBrokerConfig's set, which is
+                    // what the controller accepts as a dynamic broker config.
+                    read_only: !is_dynamic_broker_config(d.name),
                     sensitive: Self::is_sensitive(d.name),
                     synonyms,
                     documentation: d.doc,
@@ -808,6 +828,7 @@ pub fn read_properties(path: &Path) -> std::io::Result<BTreeMap<String, String>>
 
 #[cfg(test)]
 mod tests {
+    use super::defs::Mutability;
     use super::*;
     use std::io::Write;
 
@@ -1038,6 +1059,7 @@ mod tests {
         assert_eq!(hours.value.as_deref(), Some("24"));
         assert_eq!(hours.source, KafkaConfigSource::StaticBrokerConfig);
         assert_eq!(hours.config_type, ConfigType::Int);
+        // Only log.retention.ms is dynamic in Kafka; its hours/minutes fallbacks are read-only.
         assert!(hours.read_only);
         // Source by source (static, then default), each with a value; ms is unset and not
         // listed. (DescribeConfigs then drops what precedes the key's own name.)
@@ -1071,6 +1093,111 @@ mod tests {
         let ms = d.iter().find(|e| e.name == "log.retention.ms").unwrap();
         assert_eq!(ms.value, None);
         assert!(!ms.read_only);
+    }
+
+    /// `kafka-configs --describe --entity-type brokers --entity-name 1 --all` on a no-argument
+    /// kactor: the single-node values are the node's static configuration, followed by Kafka's
+    /// own default where Kafka has one (as Kafka lists a key set in server.properties).
+    #[test]
+    fn single_node_values_are_static_with_kafkas_default_as_synonym() {
+        let c = BrokerConfig::defaults().unwrap();
+        let d = c.describe();
+        let row = |name: &str| d.iter().find(|e| e.name == name).unwrap().clone();
+        let syn = |name: &str| -> Vec<(String, String, KafkaConfigSource)> { row(name).synonyms };
+        let rf = row("offsets.topic.replication.factor");
+        assert_eq!(rf.value.as_deref(), Some("1"));
+        assert_eq!(rf.source, KafkaConfigSource::StaticBrokerConfig);
+        assert_eq!(
+            syn("offsets.topic.replication.factor"),
+            vec![
+                (
+                    "offsets.topic.replication.factor".into(),
+                    "1".into(),
+                    KafkaConfigSource::StaticBrokerConfig
+                ),
+                (
+                    "offsets.topic.replication.factor".into(),
+                    "3".into(),
+                    KafkaConfigSource::DefaultConfig
+                ),
+            ]
+        );
+        // Kafka has no default for node.id / process.roles / log.dirs: no DEFAULT_CONFIG entry.
+        assert_eq!(
+            syn("node.id"),
+            vec![(
+                "node.id".into(),
+                "1".into(),
+                KafkaConfigSource::StaticBrokerConfig
+            )]
+        );
+        assert_eq!(
+            row("log.dirs").source,
+            KafkaConfigSource::StaticBrokerConfig
+        );
+        assert_eq!(
+            syn("listeners").last().unwrap(),
+            &(
+                "listeners".into(),
+                "PLAINTEXT://:9092".into(),
+                KafkaConfigSource::DefaultConfig
+            )
+        );
+        assert_eq!(
+            syn("transaction.state.log.min.isr").last().unwrap().1,
+            "2",
+            "Kafka's default"
+        );
+        // A key kactor does not change keeps Kafka's default as its only source.
+        assert_eq!(
+            row("num.partitions").source,
+            KafkaConfigSource::DefaultConfig
+        );
+        // A file value still wins over the single-node value.
+        let c = load(Some("offsets.topic.replication.factor=2\n"), &[], &[]).unwrap();
+        assert_eq!(c.get_i32("offsets.topic.replication.factor"), 2);
+    }
+
+    /// Kafka's `DynamicBrokerConfig` keys are not read-only; the README's "Dynamic" column
+    /// (from `dynamic(...)` in defs.rs) and the controller's accepted set agree.
+    #[test]
+    fn dynamic_keys_match_the_controller_and_kafka() {
+        let c = BrokerConfig::defaults().unwrap();
+        let d = c.describe();
+        for def in BROKER_CONFIG_DEFS {
+            let row = d.iter().find(|e| e.name == def.name).unwrap();
+            assert_eq!(
+                def.mutability == Mutability::ClusterWide,
+                !row.read_only,
+                "{}: defs.rs and the controller's dynamic set disagree",
+                def.name
+            );
+        }
+        for name in [
+            "log.retention.ms",
+            "log.roll.ms",
+            "log.cleaner.threads",
+            "num.io.threads",
+            "message.max.bytes",
+            "compression.gzip.level",
+            "log.cleaner.max.compaction.lag.ms",
+        ] {
+            let row = d.iter().find(|e| e.name == name).unwrap();
+            assert!(!row.read_only, "{name} is dynamic in Kafka");
+        }
+        for name in [
+            "node.id",
+            "log.dirs",
+            "process.roles",
+            "num.partitions",
+            "log.retention.hours",
+            "log.retention.minutes",
+            "log.roll.hours",
+            "log.flush.scheduler.interval.ms",
+        ] {
+            let row = d.iter().find(|e| e.name == name).unwrap();
+            assert!(row.read_only, "{name} is read-only in Kafka");
+        }
     }
 
     #[test]

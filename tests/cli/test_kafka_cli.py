@@ -116,6 +116,77 @@ def test_kafka_configs_broker_and_entity_default(cli):
                 "--delete-config", "log.retention.ms")
 
 
+# Broker keys a user looks for, with Kafka 4.4.0's defaults as `kafka-configs --describe
+# --entity-type brokers --entity-name 1 --all` lists them (read off the reference broker).
+KAFKA_BROKER_DEFAULTS = {
+    "log.retention.hours": "168",
+    "log.roll.hours": "168",
+    "log.retention.check.interval.ms": "300000",
+    "log.cleaner.backoff.ms": "15000",
+    "log.cleaner.dedupe.buffer.size": "134217728",
+    "log.cleaner.max.compaction.lag.ms": "9223372036854775807",
+    "log.cleaner.threads": "1",
+    "compression.type": "producer",
+    "compression.gzip.level": "-1",
+    "compression.lz4.level": "9",
+    "compression.zstd.level": "3",
+    "num.io.threads": "8",
+    "num.network.threads": "3",
+    "num.recovery.threads.per.data.dir": "2",
+    "background.threads": "10",
+    "socket.request.max.bytes": "104857600",
+    "socket.send.buffer.bytes": "102400",
+    "max.connection.creation.rate": "2147483647",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.coordinator.threads": "4",
+    "offsets.retention.check.interval.ms": "600000",
+    "offsets.retention.minutes": "10080",
+    "transaction.max.timeout.ms": "900000",
+    "transactional.id.expiration.ms": "604800000",
+    "producer.id.expiration.ms": "86400000",
+    "delete.records.purgatory.purge.interval.requests": "1",
+}
+
+
+def test_kafka_configs_broker_all_lists_kafkas_keys_and_defaults(cli):
+    out = cli.run("configs", "--describe", "--entity-type", "brokers", "--entity-name", "1",
+                  "--all").stdout
+    missing = [f"{k}={v}" for k, v in KAFKA_BROKER_DEFAULTS.items()
+               if f"\n  {k}={v} sensitive=false synonyms={{DEFAULT_CONFIG:{k}={v}}}\n" not in out]
+    assert not missing, missing
+    # A value given at start-up is STATIC_BROKER_CONFIG, followed by Kafka's own default.
+    assert ("\n  offsets.topic.replication.factor=1 sensitive=false synonyms={"
+            "STATIC_BROKER_CONFIG:offsets.topic.replication.factor=1, "
+            "DEFAULT_CONFIG:offsets.topic.replication.factor=3}\n") in out
+    assert ("\n  transaction.state.log.min.isr=1 sensitive=false synonyms={"
+            "STATIC_BROKER_CONFIG:transaction.state.log.min.isr=1, "
+            "DEFAULT_CONFIG:transaction.state.log.min.isr=2}\n") in out
+    # Kafka has no default for node.id: no DEFAULT_CONFIG synonym.
+    assert "\n  node.id=1 sensitive=false synonyms={STATIC_BROKER_CONFIG:node.id=1}\n" in out
+
+
+def test_broker_configs_read_only_as_kafka(broker):
+    """DescribeConfigs' read_only as Kafka 4.4.0 reports it: false for its dynamic broker keys
+    (the primary broker synonym of each topic config, thread pools, cleaner, connection
+    limits), true for the rest, including the .hours/.minutes fallbacks of the .ms keys."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    res = ConfigResource(ResourceType.BROKER, "1")
+    entries = list(admin.describe_configs([res], request_timeout=30).values())[0].result(30)
+    dynamic = ["log.retention.ms", "log.roll.ms", "log.segment.bytes", "message.max.bytes", "min.insync.replicas",
+               "log.cleaner.threads", "num.io.threads", "num.network.threads",
+               "compression.gzip.level", "max.connections"]
+    static = ["node.id", "process.roles", "log.dirs", "num.partitions",
+              "offsets.topic.replication.factor", "socket.request.max.bytes",
+              "log.retention.hours", "log.retention.minutes", "log.roll.hours",
+              "log.flush.scheduler.interval.ms"]
+    assert [k for k in dynamic if entries[k].is_read_only] == []
+    assert [k for k in static if not entries[k].is_read_only] == []
+
+
 def console_consume(cli, topic, n, *props):
     args = ["--topic", topic, "--partition", "0", "--offset", "earliest", "--max-messages", str(n),
             "--timeout-ms", "30000"]

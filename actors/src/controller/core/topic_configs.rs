@@ -262,18 +262,29 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
     ),
 ];
 
-/// Broker configs that can be changed at run time besides the topic-default synonyms above
-/// (a subset of Kafka's `DynamicBrokerConfig.AllDynamicConfigs` that kactor honours).
+/// Broker configs that can be changed at run time besides the topic-default synonyms above:
+/// Kafka's `DynamicBrokerConfig.AllDynamicConfigs` for the keys kactor defines, minus the
+/// per-broker-only listener and SSL/SASL keys. The controller stores them; DescribeConfigs
+/// reports them as not read-only, as Kafka does (src/config/defs.rs says which kactor applies).
 pub static EXTRA_DYNAMIC_BROKER_CONFIGS: &[&str] = &[
     "background.threads",
-    "log.cleaner.threads",
-    "log.cleaner.io.max.bytes.per.second",
+    "compression.lz4.level",
+    "log.cleaner.backoff.ms",
     "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.buffer.size",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.threads",
+    "max.connection.creation.rate",
     "max.connections",
     "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
     "num.io.threads",
     "num.network.threads",
+    "num.recovery.threads.per.data.dir",
     "num.replica.fetchers",
+    "producer.id.expiration.ms",
+    "transaction.partition.verification.enable",
 ];
 
 pub fn topic_config(name: &str) -> Option<&'static TopicConfigDef> {
@@ -290,8 +301,15 @@ pub fn topic_config_for_broker_synonym(name: &str) -> Option<(&'static TopicConf
     })
 }
 
+/// Whether a broker config can be changed at run time (Kafka's `DynamicBrokerConfig`): the
+/// primary broker synonym of each topic config (`ServerTopicConfigSynonyms`: `log.retention.ms`,
+/// `log.roll.ms`, ... — not the `.hours` / `.minutes` / scheduler fallbacks, which Kafka 4.4
+/// reports read-only and refuses to alter) and the extra keys above.
 pub fn is_dynamic_broker_config(name: &str) -> bool {
-    topic_config_for_broker_synonym(name).is_some() || EXTRA_DYNAMIC_BROKER_CONFIGS.contains(&name)
+    TOPIC_CONFIGS
+        .iter()
+        .any(|d| d.synonyms.first().is_some_and(|(s, _)| *s == name))
+        || EXTRA_DYNAMIC_BROKER_CONFIGS.contains(&name)
 }
 
 /// Checks a value against a type; the message follows Kafka's `ConfigException` wording.
