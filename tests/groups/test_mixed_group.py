@@ -1,13 +1,15 @@
 """A consumer group with members of both protocols (KIP-848 online migration,
 `group.consumer.migration.policy=bidirectional`, the default): a classic member (JoinGroup /
 SyncGroup / Heartbeat) and a KIP-848 member (ConsumerGroupHeartbeat) in one group split a
-topic and both consume; when the KIP-848 member leaves, the group goes back to classic and
-the classic member gets every partition."""
+topic and both consume; when the KIP-848 member leaves (or is SIGKILLed and times out), the
+group goes back to classic and the classic member gets every partition; when the classic
+member dies, the KIP-848 member takes everything and the group stays a consumer group."""
 import time
 
-from harness.clients import create_topic
+import pytest
+
 from harness.cli import KafkaCli
-from harness.clients import admin
+from harness.clients import admin, create_topic
 from groups.helpers import FAST_GROUP_BROKER, Member, produce, spread, table, wait_for
 
 
@@ -74,4 +76,34 @@ def test_classic_and_consumer_members_share_a_group(broker_factory, topic_name):
         assert classic.proc.poll() is None, classic.stderr()
     finally:
         for m in members:
+            m.stop()
+
+
+@pytest.mark.parametrize("killed", ["classic", "consumer"])
+def test_mixed_group_member_killed(broker_factory, topic_name, killed):
+    """SIGKILL one member of a mixed group: after its session timeout (6 s) the survivor owns
+    every partition, and the group's type follows the survivor's protocol (a lone classic
+    member downgrades the group to classic)."""
+    b = broker_factory(FAST_GROUP_BROKER, name="mixed-kill")
+    create_topic(b, topic_name, partitions=6)
+    group = f"g-{topic_name}"
+    members = {}
+    try:
+        members["classic"] = Member(b, group, topic_name, "classic")
+        wait_for(lambda: members["classic"].assignment == frozenset(range(6)), 60,
+                 "the classic member to own every partition", list(members.values()))
+        members["consumer"] = Member(b, group, topic_name, "consumer")
+        wait_for(lambda: spread(list(members.values()), 6), 60,
+                 "the two members to split 6 partitions", list(members.values()))
+        survivor = members["consumer" if killed == "classic" else "classic"]
+        killed_at = time.monotonic()
+        members[killed].kill9()
+        wait_for(lambda: survivor.assignment == frozenset(range(6)), 60,
+                 "the survivor to own every partition", [survivor])
+        assert time.monotonic() - killed_at > 4  # the session timeout, not a leave
+        want_type = "classic" if killed == "consumer" else "consumer"
+        wait_for(lambda: describe_group_type(b, group) == want_type, 30,
+                 f"the group to be {want_type}", [survivor])
+    finally:
+        for m in members.values():
             m.stop()
