@@ -198,6 +198,7 @@ async fn commit_and_abort_end_to_end_then_reload() {
             producer_id: pid,
             producer_epoch: epoch + 1,
             commit: true,
+            client_transaction_version: None,
         })
         .await
         .unwrap();
@@ -207,6 +208,7 @@ async fn commit_and_abort_end_to_end_then_reload() {
         producer_id: pid,
         producer_epoch: epoch,
         commit: true,
+        client_transaction_version: None,
     })
     .await
     .unwrap()
@@ -239,6 +241,7 @@ async fn commit_and_abort_end_to_end_then_reload() {
         producer_id: pid,
         producer_epoch: epoch,
         commit: false,
+        client_transaction_version: None,
     })
     .await
     .unwrap()

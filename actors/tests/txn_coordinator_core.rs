@@ -329,3 +329,33 @@ fn list_filters_by_state_producer_and_duration() {
     assert_eq!(names(h.core.list(&[], &[], 5_000, T + 4_999)).len(), 0);
     assert_eq!(names(h.core.list(&[], &[], 5_000, T + 5_000)), vec!["a"]);
 }
+
+#[test]
+fn end_txn_v5_makes_a_transaction_version_2_end_whatever_init_said() {
+    let mut h = Harness::new();
+    // Initialised as a classic producer, ended with EndTxn v5 (KIP-890 client).
+    let (pid, epoch, _) = h.init("tx", (-1, -1), 0).unwrap();
+    h.add("tx", pid, epoch, &[("a", 0)]).unwrap();
+    let t = h
+        .core
+        .end_txn_versioned("tx", pid, epoch, true, Some(2), T)
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.target.producer_epoch, epoch + 1, "TV2 bumps at the end");
+    assert_eq!(
+        t.target.client_transaction_version, 2,
+        "persisted with the end"
+    );
+    let job = h.commit(&t).unwrap();
+    assert_eq!(job.producer_epoch, epoch + 1);
+    h.finish_markers("tx");
+    // EndTxn v4 and older (Some(0)) on a classic id keeps the epoch.
+    let (pid, epoch, _) = h.init("classic", (-1, -1), 0).unwrap();
+    h.add("classic", pid, epoch, &[("a", 1)]).unwrap();
+    let t = h
+        .core
+        .end_txn_versioned("classic", pid, epoch, false, Some(0), T)
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.target.producer_epoch, epoch);
+}

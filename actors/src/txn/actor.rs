@@ -65,6 +65,7 @@ impl ProducerIdManagerActor {
             |res: Result<ControllerReply<AllocateProducerIdsReply>, MailboxError>, act, ctx| {
                 match res {
                     Ok(Ok(c)) if c.response.error.code == 0 => {
+                        super::metrics::txn_metrics().producer_id_blocks_total.inc();
                         let (served, again) = act.core.on_block(ProducerIdBlock {
                             first_id: c.response.producer_id_start,
                             size: c.response.producer_id_len,
@@ -127,7 +128,13 @@ impl Handler<GenerateProducerId> for ProducerIdManagerActor {
                 return Box::pin(async { Err(COORDINATOR_LOAD_IN_PROGRESS) });
             }
         }
-        Box::pin(async move { rx.await.unwrap_or(Err(COORDINATOR_LOAD_IN_PROGRESS)) })
+        Box::pin(async move {
+            let r = rx.await.unwrap_or(Err(COORDINATOR_LOAD_IN_PROGRESS));
+            if r.is_ok() {
+                super::metrics::txn_metrics().producer_ids_total.inc();
+            }
+            r
+        })
     }
 }
 

@@ -1,10 +1,13 @@
-//! Request handlers of the transaction APIs (Kafka's `KafkaApis.handleInitProducerIdRequest`
-//! and the `TransactionCoordinator.handleInitProducerId` branch for idempotent producers).
-//! Transactional producers are not served yet: they get COORDINATOR_NOT_AVAILABLE (retriable).
+//! Request handlers of the transaction APIs (Kafka's `KafkaApis.handle{InitProducerId,
+//! AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers, DescribeTransactions,
+//! ListTransactions, DescribeProducers}Request`), routing transactional ids to the
+//! `TransactionCoordinatorActor` shard of their `__transaction_state` partition, and the
+//! on-demand creation of `__transaction_state` on FindCoordinator(TRANSACTION) (Kafka's
+//! `AutoTopicCreationManager` for internal topics).
 
 use std::collections::BTreeMap;
 
-use actix::Addr;
+use actix::{Addr, Recipient};
 use futures_util::future::join_all;
 use kactor_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kactor_protocol::messages::add_partitions_to_txn_response::{
@@ -28,8 +31,8 @@ use kactor_protocol::{ApiKey, RequestBody, ResponseBody};
 use super::actor::{ProducerIdManagerActor, COORDINATOR_LOAD_IN_PROGRESS};
 use super::coordinator::GetTransactions;
 use super::coordinator::{
-    AddTxnPartitions, EndTransaction, InitTxnProducer, TransactionCoordinatorActor,
-    VerifyTxnPartitions,
+    AddTxnPartitions, EndTransaction, GroupTxnCompletion, InitTxnProducer,
+    TransactionCoordinatorActor, VerifyTxnPartitions, OFFSETS_TOPIC,
 };
 use super::core::{TxnMetadata, TxnPartition, TxnState};
 use super::messages::GenerateProducerId;
@@ -44,6 +47,9 @@ pub const NOT_COORDINATOR: i16 = 16;
 pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
+
+/// The transaction coordinator's topic.
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 
 #[derive(Clone)]
 pub struct TxnApis {
@@ -96,14 +102,25 @@ pub async fn handle_init_producer_id(
 /// Registers WriteTxnMarkers (sent by transaction coordinators, and by `kafka-transactions
 /// abort`; also list it in `kactor_protocol::versions::IMPLEMENTED`).
 pub fn register_write_txn_markers(router: &mut RequestRouter, partitions: PartitionTableReader) {
+    register_write_txn_markers_with(router, partitions, None);
+}
+
+/// [`register_write_txn_markers`], telling `group_completion` about every marker written to a
+/// `__consumer_offsets` partition (so the group shard applies the transaction's offsets).
+pub fn register_write_txn_markers_with(
+    router: &mut RequestRouter,
+    partitions: PartitionTableReader,
+    group_completion: Option<GroupTxnCompletion>,
+) {
     router.register(ApiKey::WriteTxnMarkers, move |_ctx, body| {
         let partitions = partitions.clone();
+        let completion = group_completion.clone();
         Box::pin(async move {
             let RequestBody::WriteTxnMarkers(req) = body else {
                 return HandlerOutcome::Close("request body does not match its API key".into());
             };
             HandlerOutcome::Respond(ResponseBody::WriteTxnMarkers(
-                handle_write_txn_markers(&partitions, req).await,
+                handle_write_txn_markers_with(&partitions, completion.as_ref(), req).await,
             ))
         })
     });
@@ -113,6 +130,15 @@ pub fn register_write_txn_markers(router: &mut RequestRouter, partitions: Partit
 /// partitions this broker does not lead answer with their error, the rest are written).
 pub async fn handle_write_txn_markers(
     partitions: &PartitionTableReader,
+    req: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
+    handle_write_txn_markers_with(partitions, None, req).await
+}
+
+/// [`handle_write_txn_markers`] with the group completion hook.
+pub async fn handle_write_txn_markers_with(
+    partitions: &PartitionTableReader,
+    group_completion: Option<&GroupTxnCompletion>,
     req: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
     let table = partitions.borrow().clone();
@@ -144,9 +170,15 @@ pub async fn handle_write_txn_markers(
                     }
                 }
             });
+            let results = join_all(sends).await;
+            if let (true, Some(complete)) = (t.name == OFFSETS_TOPIC, group_completion) {
+                for r in results.iter().filter(|r| r.error_code == 0) {
+                    complete(r.partition_index, marker.producer_id, marker.commit);
+                }
+            }
             topics.push(WritableTxnMarkerTopicResult {
                 name: t.name.clone(),
-                partitions: join_all(sends).await,
+                partitions: results,
                 ..Default::default()
             });
         }
@@ -271,36 +303,46 @@ pub fn register_coordinator(router: &mut RequestRouter, apis: TxnCoordinatorApis
             }))
         })
     });
-    router.register(ApiKey::EndTxn, move |_ctx, body| {
+    router.register(ApiKey::EndTxn, move |ctx, body| {
         let a = apis.clone();
         Box::pin(async move {
             let RequestBody::EndTxn(req) = body else {
                 return wrong_body();
             };
-            let code = match a.shard(&req.transactional_id) {
-                None => NOT_COORDINATOR,
-                Some(shard) => match shard
+            let result = match a.shard(&req.transactional_id) {
+                None => Err(NOT_COORDINATOR),
+                Some(shard) => shard
                     .send(EndTransaction {
                         transactional_id: req.transactional_id.clone(),
                         producer_id: req.producer_id,
                         producer_epoch: req.producer_epoch,
                         commit: req.committed,
+                        // KIP-890: EndTxn v5+ is only sent by TV2 clients (Kafka's
+                        // `TransactionVersion.transactionVersionForEndTxn`).
+                        client_transaction_version: Some(if ctx.api_version >= 5 { 2 } else { 0 }),
                     })
                     .await
-                {
-                    Ok(Ok(())) => 0,
-                    Ok(Err(code)) => code,
-                    Err(_) => NOT_COORDINATOR,
-                },
+                    .unwrap_or(Err(NOT_COORDINATOR)),
             };
-            HandlerOutcome::Respond(ResponseBody::EndTxn(EndTxnResponse {
-                error_code: code,
-                producer_id: -1,
-                producer_epoch: -1,
-                ..Default::default()
-            }))
+            HandlerOutcome::Respond(ResponseBody::EndTxn(end_txn_response(result)))
         })
     });
+}
+
+/// EndTxn's answer: v5+ carries the producer id and epoch the client continues with (the
+/// same ones unless a KIP-890 end bumped the epoch; -1/-1 on error, as Kafka answers). Older
+/// versions do not encode those fields.
+pub fn end_txn_response(result: Result<(i64, i16), i16>) -> EndTxnResponse {
+    let (error_code, producer_id, producer_epoch) = match result {
+        Ok((id, epoch)) => (0, id, epoch),
+        Err(code) => (code, -1, -1),
+    };
+    EndTxnResponse {
+        error_code,
+        producer_id,
+        producer_epoch,
+        ..Default::default()
+    }
 }
 
 fn wrong_body() -> HandlerOutcome {
@@ -639,6 +681,120 @@ pub fn register_describe_producers(router: &mut RequestRouter, partitions: Parti
             ))
         })
     });
+}
+
+/// How to create `__transaction_state` through the controller.
+#[derive(Clone)]
+pub struct TxnStateTopicCreator {
+    pub controller: Recipient<crate::controller::messages::CreateTopics>,
+    /// `transaction.state.log.num.partitions`
+    pub num_partitions: i32,
+    /// `transaction.state.log.replication.factor`
+    pub replication_factor: i16,
+    /// `transaction.state.log.min.isr`
+    pub min_isr: i32,
+    /// `transaction.state.log.segment.bytes`
+    pub segment_bytes: i64,
+}
+
+impl TxnStateTopicCreator {
+    /// Reads Kafka's property names (`transaction.state.log.*`); absent or unparsable values
+    /// keep Kafka's defaults except the replication factor and min ISR, whose kactor defaults
+    /// are 1 (a single node must be able to create it).
+    pub fn from_properties(
+        controller: Recipient<crate::controller::messages::CreateTopics>,
+        props: &BTreeMap<String, String>,
+    ) -> Self {
+        let get = |key: &str| props.get(key).and_then(|v| v.trim().parse::<i64>().ok());
+        TxnStateTopicCreator {
+            controller,
+            num_partitions: get("transaction.state.log.num.partitions").unwrap_or(50) as i32,
+            replication_factor: get("transaction.state.log.replication.factor").unwrap_or(1) as i16,
+            min_isr: get("transaction.state.log.min.isr").unwrap_or(1) as i32,
+            segment_bytes: get("transaction.state.log.segment.bytes").unwrap_or(104_857_600),
+        }
+    }
+}
+
+/// `__transaction_state` as Kafka creates it (`TransactionStateManager.transactionTopicConfigs`):
+/// compacted, uncompressed, no unclean leader election, its own min ISR and segment size.
+pub fn transaction_state_topic_creation(
+    creator: &TxnStateTopicCreator,
+) -> crate::controller::core::requests::CreatableTopic {
+    crate::controller::core::requests::CreatableTopic {
+        name: TRANSACTION_STATE_TOPIC.to_string(),
+        num_partitions: creator.num_partitions,
+        replication_factor: creator.replication_factor,
+        assignments: Vec::new(),
+        configs: vec![
+            ("cleanup.policy".to_string(), Some("compact".to_string())),
+            (
+                "compression.type".to_string(),
+                Some("uncompressed".to_string()),
+            ),
+            (
+                "unclean.leader.election.enable".to_string(),
+                Some("false".to_string()),
+            ),
+            (
+                "min.insync.replicas".to_string(),
+                Some(creator.min_isr.to_string()),
+            ),
+            (
+                "segment.bytes".to_string(),
+                Some(creator.segment_bytes.to_string()),
+            ),
+        ],
+    }
+}
+
+/// Whether a FindCoordinator request asks for transaction coordinators (key type 1, v1+).
+fn wants_transaction_coordinator(version: i16, body: &RequestBody) -> bool {
+    matches!(body, RequestBody::FindCoordinator(r) if version >= 1 && r.key_type == 1)
+}
+
+/// Wraps the FindCoordinator handler already registered (the group APIs' one, which answers
+/// both key types) so that a TRANSACTION lookup first creates `__transaction_state` when the
+/// cluster has none, as Kafka does: the lookup itself answers COORDINATOR_NOT_AVAILABLE until
+/// the topic has a leader and the client retries. Call after `group::apis::register`; returns
+/// false (and changes nothing) when no FindCoordinator handler is registered.
+pub fn wrap_find_coordinator(
+    router: &mut RequestRouter,
+    partitions: PartitionTableReader,
+    creator: TxnStateTopicCreator,
+) -> bool {
+    let Some(inner) = router.route(ApiKey::FindCoordinator).cloned() else {
+        return false;
+    };
+    let responder = inner.on_unsupported_version;
+    let inner = inner.handler;
+    router.register(ApiKey::FindCoordinator, move |ctx, body| {
+        if wants_transaction_coordinator(ctx.api_version, &body) {
+            let missing = partitions
+                .borrow()
+                .image
+                .as_ref()
+                .is_some_and(|i| i.topics.get_by_name(TRANSACTION_STATE_TOPIC).is_none());
+            if missing {
+                // A concurrent creation fails harmlessly with TOPIC_ALREADY_EXISTS.
+                let topic = transaction_state_topic_creation(&creator);
+                let controller = creator.controller.clone();
+                actix::spawn(async move {
+                    let _ = controller
+                        .send(crate::controller::messages::CreateTopics {
+                            topics: vec![topic],
+                            validate_only: false,
+                        })
+                        .await;
+                });
+            }
+        }
+        inner(ctx, body)
+    });
+    if let Some(r) = responder {
+        router.on_unsupported_version(ApiKey::FindCoordinator, r);
+    }
+    true
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@
 //! commit/abort markers to the transaction's partitions through their PartitionActors, and
 //! aborts transactions past their timeout on a tick.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use bytes::Bytes;
@@ -16,12 +17,13 @@ use tokio::sync::oneshot;
 use super::actor::ProducerIdManagerActor;
 use super::core::{
     InitDecision, InitResult, MarkerJob, Transit, TxnCoordinatorConfig, TxnCoordinatorCore,
-    TxnMetadata, TxnPartition,
+    TxnMetadata, TxnPartition, TxnState,
 };
 use super::log::{decode, encode_key, encode_value};
 use super::messages::GenerateProducerId;
+use super::metrics::{txn_metrics, ShardMetrics};
 use crate::partition::core::{IsolationLevel, ReadParams};
-use crate::partition::messages::{AppendRecords, AppendTxnMarker, ReadRecords};
+use crate::partition::messages::{AppendRecords, AppendTxnMarker, DescribeReplica, ReadRecords};
 use crate::partition::registry::PartitionTableReader;
 use crate::partition::PartitionActor;
 use crate::producer::partition::TxnMarker;
@@ -34,6 +36,20 @@ pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 pub const NOT_COORDINATOR: i16 = 16;
 /// Markers are retried this often while a partition refuses them (e.g. no leader yet).
 const MARKER_RETRY: Duration = Duration::from_millis(200);
+/// How long a state write may wait for the ISR (Kafka bounds it by `request.timeout.ms`).
+const WRITE_COMMIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Poll period while a state write waits for the high watermark (replicated state partitions).
+const WRITE_COMMIT_POLL: Duration = Duration::from_millis(5);
+/// How often the shard's transaction gauges are refreshed.
+const METRICS_INTERVAL: Duration = Duration::from_secs(1);
+/// The group coordinator's topic: a marker there completes the group's transactional offsets.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Called after a commit/abort marker was appended to `__consumer_offsets` partition
+/// `partition` for `producer_id` (`committed`: commit marker): the group shard of that
+/// partition must apply or drop the producer's pending offsets (Kafka's
+/// `GroupCoordinator.onTransactionCompleted`). Wired in the topology.
+pub type GroupTxnCompletion = Arc<dyn Fn(i32, i64, bool) + Send + Sync>;
 
 type Reply<T> = oneshot::Sender<Result<T, i16>>;
 
@@ -57,14 +73,18 @@ pub struct AddTxnPartitions {
     pub partitions: Vec<TxnPartition>,
 }
 
-/// EndTxn: answered after the Prepare state is written (markers follow). Lost: client retries.
+/// EndTxn: answered after the Prepare state is written (markers follow) with the producer id
+/// and epoch the client continues with (changed only by a KIP-890 end). Lost: client retries.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<(), i16>")]
+#[rtype(result = "Result<(i64, i16), i16>")]
 pub struct EndTransaction {
     pub transactional_id: String,
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub commit: bool,
+    /// The client's transaction version as the request tells it (EndTxn v5+: 2), or None to
+    /// keep the one the id was initialised with.
+    pub client_transaction_version: Option<i16>,
 }
 
 /// AddPartitionsToTxn v4+ `verify_only` (partition leaders asking before a transactional
@@ -83,6 +103,29 @@ pub struct VerifyTxnPartitions {
 #[rtype(result = "Result<Vec<TxnMetadata>, i16>")]
 pub struct GetTransactions;
 
+/// Manager → shard: this broker no longer leads the shard's `__transaction_state` partition
+/// (or is shutting down). The shard stops; requests waiting on it get NOT_COORDINATOR and
+/// owed markers are sent again by the next leader after its load. Lost: the shard keeps
+/// answering until its writes fail.
+#[derive(Debug, Message, Clone, Copy)]
+#[rtype(result = "()")]
+pub struct ResignTxnCoordinator;
+
+/// Tests / admin → shard: how it is doing.
+#[derive(Debug, Message, Clone, Copy)]
+#[rtype(result = "TxnCoordinatorStatus")]
+pub struct DescribeTxnCoordinator;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, actix::MessageResponse)]
+pub struct TxnCoordinatorStatus {
+    pub partition: i32,
+    pub loaded: bool,
+    pub coordinator_epoch: i32,
+    pub transactional_ids: usize,
+    /// Transactions whose markers are still being written.
+    pub markers_owed: usize,
+}
+
 /// Internal: the periodic timeout scan.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
@@ -91,7 +134,26 @@ struct AbortTimedOutTick;
 enum Answer {
     Init(Reply<InitResult>, InitResult),
     Unit(Reply<()>),
+    End(Reply<(i64, i16)>),
     None,
+}
+
+/// Why a transaction is being aborted (the abort counter's label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AbortReason {
+    Client,
+    Timeout,
+    Fenced,
+}
+
+impl AbortReason {
+    fn label(self) -> &'static str {
+        match self {
+            AbortReason::Client => "client",
+            AbortReason::Timeout => "timeout",
+            AbortReason::Fenced => "fenced",
+        }
+    }
 }
 
 pub struct TransactionCoordinatorActor {
@@ -103,6 +165,12 @@ pub struct TransactionCoordinatorActor {
     partitions: PartitionTableReader,
     /// Markers still owed per transactional id: partitions not yet acknowledged.
     owed: BTreeMap<String, (MarkerJob, Vec<TxnPartition>)>,
+    /// Why each transaction now in PrepareAbort is aborted (for the abort counter).
+    abort_reasons: HashMap<String, AbortReason>,
+    partition_index: i32,
+    abort_interval: Duration,
+    group_completion: Option<GroupTxnCompletion>,
+    shard_metrics: ShardMetrics,
     metrics: ActorMetrics,
 }
 
@@ -120,7 +188,48 @@ impl TransactionCoordinatorActor {
             producer_ids,
             partitions,
             owed: BTreeMap::new(),
+            abort_reasons: HashMap::new(),
+            partition_index: -1,
+            abort_interval: ABORT_TIMED_OUT_INTERVAL,
+            group_completion: None,
+            shard_metrics: ShardMetrics::default(),
             metrics: ActorMetrics::new("TransactionCoordinatorActor"),
+        }
+    }
+
+    /// The `__transaction_state` partition this shard serves (logs and status).
+    pub fn with_partition_index(mut self, partition: i32) -> Self {
+        self.partition_index = partition;
+        self
+    }
+
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`
+    pub fn with_abort_interval(mut self, interval: Duration) -> Self {
+        self.abort_interval = interval;
+        self
+    }
+
+    /// Who completes a group's transactional offsets when a marker lands in its partition.
+    pub fn with_group_completion(mut self, completion: GroupTxnCompletion) -> Self {
+        self.group_completion = Some(completion);
+        self
+    }
+
+    /// Waits until the state partition's high watermark passes `last_offset` (write-then-respond
+    /// on a replicated `__transaction_state`): the write is only durable once the ISR has it.
+    async fn await_committed(log: MeteredAddr<PartitionActor>, last_offset: i64) -> bool {
+        let deadline = Instant::now() + WRITE_COMMIT_TIMEOUT;
+        loop {
+            match log.send(DescribeReplica).await {
+                Ok(info) if !info.is_leader => return false,
+                Ok(info) if info.high_watermark > last_offset => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(WRITE_COMMIT_POLL).await;
         }
     }
 
@@ -197,20 +306,27 @@ impl TransactionCoordinatorActor {
         };
         let log = self.log.clone();
         let send = async move {
-            log.send(AppendRecords {
-                records,
-                required_acks: -1,
-            })
-            .await
+            match log
+                .send(AppendRecords {
+                    records,
+                    required_acks: -1,
+                })
+                .await
+            {
+                Ok(Ok(out)) if out.high_watermark > out.last_offset => true,
+                Ok(Ok(out)) => Self::await_committed(log, out.last_offset).await,
+                _ => false,
+            }
         };
-        ctx.spawn(send.into_actor(self).map(move |res, act, ctx| {
-            let ok = matches!(res, Ok(Ok(_)));
+        ctx.spawn(send.into_actor(self).map(move |ok, act, ctx| {
             let job = act.core.complete_write(&transit, ok);
+            let id = &transit.target.transactional_id;
             if !ok {
-                tracing::warn!(txn = %transit.target.transactional_id, "transaction state write failed");
+                tracing::warn!(txn = %id, "transaction state write failed");
                 answer_err(answer, NOT_COORDINATOR);
                 return;
             }
+            act.count_completion(&transit);
             match answer {
                 Answer::Init(tx, r) => {
                     let _ = tx.send(Ok(r));
@@ -218,12 +334,32 @@ impl TransactionCoordinatorActor {
                 Answer::Unit(tx) => {
                     let _ = tx.send(Ok(()));
                 }
+                Answer::End(tx) => {
+                    let _ = tx.send(Ok((
+                        transit.target.producer_id,
+                        transit.target.producer_epoch,
+                    )));
+                }
                 Answer::None => {}
             }
             if let Some(job) = job {
                 act.start_markers(job, ctx);
             }
         }));
+    }
+
+    /// Counts a transaction that reached CompleteCommit / CompleteAbort.
+    fn count_completion(&mut self, transit: &Transit) {
+        let id = &transit.target.transactional_id;
+        let m = txn_metrics();
+        match transit.target.state {
+            TxnState::CompleteCommit => m.commits_total.inc(),
+            TxnState::CompleteAbort => {
+                let reason = self.abort_reasons.remove(id).unwrap_or(AbortReason::Client);
+                m.aborts_total.with_label_values(&[reason.label()]).inc();
+            }
+            _ => {}
+        }
     }
 
     fn start_markers(&mut self, job: MarkerJob, ctx: &mut Context<Self>) {
@@ -256,27 +392,41 @@ impl TransactionCoordinatorActor {
             .iter()
             .map(|(t, p)| {
                 let addr = table.get(t, *p).map(|h| h.addr.clone());
+                // Only partitions hosted here can be written (there is no inter-broker
+                // WriteTxnMarkers sender yet): one led elsewhere is retried, never skipped, so
+                // its LSO cannot silently stay behind an unfinished transaction.
+                let exists = table.partition_exists(t, *p);
                 let tp = (t.clone(), *p);
                 async move {
-                    let ok = match addr {
+                    let outcome = match addr {
                         // A partition that no longer exists needs no marker (Kafka drops it).
-                        None => true,
+                        None if !exists => MarkerOutcome::Skipped,
+                        None => MarkerOutcome::Failed,
                         Some(a) => match a.send(AppendTxnMarker { marker }).await {
-                            Ok(Ok(_)) => true,
+                            Ok(Ok(_)) => MarkerOutcome::Written,
                             // The producer already moved past this epoch: nothing to complete.
-                            Ok(Err(e)) if e.code() == 47 => true,
-                            _ => false,
+                            Ok(Err(e)) if e.code() == 47 => MarkerOutcome::Skipped,
+                            _ => MarkerOutcome::Failed,
                         },
                     };
-                    (tp, ok)
+                    (tp, outcome)
                 }
             })
             .collect();
         let fut = futures_util::future::join_all(sends);
         ctx.spawn(fut.into_actor(self).map(move |results, act, ctx| {
+            let m = txn_metrics();
+            for ((topic, p), outcome) in &results {
+                m.markers_total.with_label_values(&[outcome.label()]).inc();
+                if *outcome == MarkerOutcome::Written && topic == OFFSETS_TOPIC {
+                    if let Some(complete) = &act.group_completion {
+                        complete(*p, marker.producer_id, marker.commit);
+                    }
+                }
+            }
             let remaining: Vec<TxnPartition> = results
                 .into_iter()
-                .filter(|(_, ok)| !ok)
+                .filter(|(_, o)| *o == MarkerOutcome::Failed)
                 .map(|(tp, _)| tp)
                 .collect();
             let retry = !remaining.is_empty();
@@ -310,7 +460,14 @@ impl TransactionCoordinatorActor {
             Err(e) => {
                 let _ = tx.send(Err(e.code()));
             }
-            Ok(InitDecision::Write(t, r)) => self.write(t, Answer::Init(tx, r), ctx),
+            Ok(InitDecision::Write(t, r)) => {
+                if t.target.state == TxnState::PrepareAbort {
+                    // A new producer instance fenced the open transaction.
+                    self.abort_reasons
+                        .insert(t.target.transactional_id.clone(), AbortReason::Fenced);
+                }
+                self.write(t, Answer::Init(tx, r), ctx)
+            }
             Ok(InitDecision::NeedProducerId) => {
                 if fresh.is_some() {
                     let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
@@ -332,12 +489,33 @@ impl TransactionCoordinatorActor {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MarkerOutcome {
+    Written,
+    /// Nothing to write: the partition is gone or the producer moved on.
+    Skipped,
+    Failed,
+}
+
+impl MarkerOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            MarkerOutcome::Written => "written",
+            MarkerOutcome::Skipped => "skipped",
+            MarkerOutcome::Failed => "failed",
+        }
+    }
+}
+
 fn answer_err(answer: Answer, code: i16) {
     match answer {
         Answer::Init(tx, _) => {
             let _ = tx.send(Err(code));
         }
         Answer::Unit(tx) => {
+            let _ = tx.send(Err(code));
+        }
+        Answer::End(tx) => {
             let _ = tx.send(Err(code));
         }
         Answer::None => {}
@@ -384,9 +562,47 @@ impl Actor for TransactionCoordinatorActor {
                     }
                 }),
         );
-        ctx.run_interval(ABORT_TIMED_OUT_INTERVAL, |_, ctx| {
+        ctx.run_interval(self.abort_interval, |_, ctx| {
             ctx.notify(AbortTimedOutTick);
         });
+        txn_metrics().coordinator_partitions.inc();
+        ctx.run_interval(METRICS_INTERVAL, |act, _| {
+            if act.loaded {
+                act.shard_metrics.refresh(act.core.transactions());
+            }
+        });
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        txn_metrics().coordinator_partitions.dec();
+        self.shard_metrics.clear();
+    }
+}
+
+impl Handler<ResignTxnCoordinator> for TransactionCoordinatorActor {
+    type Result = ();
+    fn handle(&mut self, _: ResignTxnCoordinator, ctx: &mut Context<Self>) {
+        tracing::info!(
+            partition = self.partition_index,
+            "transaction coordinator shard unloading"
+        );
+        self.loaded = false;
+        // Waiting requests hold oneshot senders inside spawned futures: stopping drops them and
+        // their callers answer NOT_COORDINATOR (see `reply`).
+        ctx.stop();
+    }
+}
+
+impl Handler<DescribeTxnCoordinator> for TransactionCoordinatorActor {
+    type Result = TxnCoordinatorStatus;
+    fn handle(&mut self, _: DescribeTxnCoordinator, _: &mut Context<Self>) -> Self::Result {
+        TxnCoordinatorStatus {
+            partition: self.partition_index,
+            loaded: self.loaded,
+            coordinator_epoch: self.core.coordinator_epoch(),
+            transactional_ids: self.core.transactions().count(),
+            markers_owed: self.owed.len(),
+        }
     }
 }
 
@@ -400,6 +616,8 @@ impl Handler<AbortTimedOutTick> for TransactionCoordinatorActor {
         }
         for t in self.core.abort_timed_out(now_ms()) {
             tracing::info!(txn = %t.target.transactional_id, "aborting timed-out transaction");
+            self.abort_reasons
+                .insert(t.target.transactional_id.clone(), AbortReason::Timeout);
             self.write(t, Answer::None, ctx);
         }
     }
@@ -450,7 +668,7 @@ impl Handler<AddTxnPartitions> for TransactionCoordinatorActor {
 }
 
 impl Handler<EndTransaction> for TransactionCoordinatorActor {
-    type Result = ResponseFuture<Result<(), i16>>;
+    type Result = ResponseFuture<Result<(i64, i16), i16>>;
     fn handle(&mut self, msg: EndTransaction, ctx: &mut Context<Self>) -> Self::Result {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
@@ -459,16 +677,29 @@ impl Handler<EndTransaction> for TransactionCoordinatorActor {
             let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
             return reply(rx);
         }
-        match self.core.end_txn(
+        match self.core.end_txn_versioned(
             &msg.transactional_id,
             msg.producer_id,
             msg.producer_epoch,
             msg.commit,
+            msg.client_transaction_version,
             now_ms(),
         ) {
-            Ok(Some(t)) => self.write(t, Answer::Unit(tx), ctx),
+            Ok(Some(t)) => {
+                if !msg.commit {
+                    self.abort_reasons
+                        .insert(msg.transactional_id.clone(), AbortReason::Client);
+                }
+                self.write(t, Answer::End(tx), ctx)
+            }
             Ok(None) => {
-                let _ = tx.send(Ok(()));
+                // A retried end that already finished: answer with the current id/epoch.
+                let current = self
+                    .core
+                    .get(&msg.transactional_id)
+                    .map(|m| (m.producer_id, m.producer_epoch))
+                    .unwrap_or((msg.producer_id, msg.producer_epoch));
+                let _ = tx.send(Ok(current));
             }
             Err(e) => {
                 let _ = tx.send(Err(e.code()));

@@ -219,6 +219,11 @@ impl TxnCoordinatorCore {
         }
     }
 
+    /// The leader epoch of the state partition this core was loaded at (markers carry it).
+    pub fn coordinator_epoch(&self) -> i32 {
+        self.config.coordinator_epoch
+    }
+
     pub fn get(&self, transactional_id: &str) -> Option<&TxnMetadata> {
         self.txns.get(transactional_id)
     }
@@ -412,7 +417,8 @@ impl TxnCoordinatorCore {
             .collect())
     }
 
-    /// EndTxn (Kafka's `endTransaction`). `Ok(None)`: a retry of a finished end, answer NONE.
+    /// EndTxn (Kafka's `endTransaction`) under the transaction version the id was initialised
+    /// with. `Ok(None)`: a retry of a finished end, answer NONE.
     pub fn end_txn(
         &mut self,
         transactional_id: &str,
@@ -421,12 +427,35 @@ impl TxnCoordinatorCore {
         commit: bool,
         now_ms: i64,
     ) -> Result<Option<Transit>, TxnError> {
+        self.end_txn_versioned(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            commit,
+            None,
+            now_ms,
+        )
+    }
+
+    /// EndTxn with the client's transaction version when the request tells it (Kafka: EndTxn
+    /// v5+ means KIP-890 transactions, TV2, whatever the id was initialised with); the version
+    /// is persisted with the end.
+    pub fn end_txn_versioned(
+        &mut self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        client_transaction_version: Option<i16>,
+        now_ms: i64,
+    ) -> Result<Option<Transit>, TxnError> {
         self.check_free(transactional_id)?;
         let m = self
             .txns
             .get(transactional_id)
             .ok_or(TxnError::InvalidProducerIdMapping)?;
-        let tv2 = m.client_transaction_version >= 2;
+        let version = client_transaction_version.unwrap_or(m.client_transaction_version);
+        let tv2 = version >= 2;
         if m.producer_id != producer_id {
             return Err(TxnError::InvalidProducerIdMapping);
         }
@@ -439,6 +468,7 @@ impl TxnCoordinatorCore {
         match (m.state, commit) {
             (TxnState::Ongoing, _) if !is_retry_epoch => {
                 let mut target = m.clone();
+                target.client_transaction_version = version;
                 if tv2 {
                     target.last_producer_epoch = target.producer_epoch;
                     target.producer_epoch += 1;
@@ -454,6 +484,7 @@ impl TxnCoordinatorCore {
             (TxnState::Empty, false) if tv2 && !is_retry_epoch => {
                 // TV2 lets a producer abort with nothing added; the epoch still moves on.
                 let mut target = m.clone();
+                target.client_transaction_version = version;
                 target.last_producer_epoch = target.producer_epoch;
                 target.producer_epoch += 1;
                 target.state = TxnState::PrepareAbort;

@@ -1,14 +1,19 @@
 //! The transaction coordinator side (Kafka's `TransactionCoordinator`, `ProducerIdManager`):
-//! producer ids handed out by InitProducerId from blocks the controller allocates.
+//! producer ids handed out by InitProducerId from blocks the controller allocates, and one
+//! `TransactionCoordinatorActor` shard per `__transaction_state` partition led.
 //!
-//! Wiring (topology): start [`actor::ProducerIdManagerActor::new(node_id, controller
-//! recipient of AllocateProducerIds, metadata image watch)`](actor::ProducerIdManagerActor),
-//! then [`apis::register`] with its address.
+//! Wiring (topology): [`actor::start_producer_id_manager`]; a
+//! [`manager::TransactionCoordinatorManagerActor`] over the partition table (its
+//! `shard_table()` goes into [`apis::TxnCoordinatorApis`]); [`apis::register_coordinator`],
+//! [`apis::register_admin`], [`apis::register_write_txn_markers_with`] and, after the group
+//! APIs, [`apis::wrap_find_coordinator`] (creates `__transaction_state` on demand).
 
 pub mod actor;
 pub mod apis;
 pub mod coordinator;
 pub mod core;
 pub mod log;
+pub mod manager;
 pub mod messages;
+pub mod metrics;
 pub mod producer_ids;
