@@ -27,7 +27,8 @@ use kactor_actors::partition::apis as partition_apis;
 use kactor_actors::partition::startup::{start_partitions, PartitionLayer, PartitionLayerConfig};
 use kactor_actors::runtime::ArbiterPools;
 use kactor_actors::txn::actor::start_producer_id_manager;
-use kactor_actors::txn::apis::{self as txn_apis, TxnApis};
+use kactor_actors::txn::apis::{self as txn_apis, TxnCoordinatorApis, TxnStateTopicCreator};
+use kactor_actors::txn::manager::{TransactionCoordinatorManagerActor, TxnManagerConfig};
 use kactor_protocol::metadata::register_broker_record::BrokerEndpoint;
 use kactor_protocol::Uuid;
 
@@ -282,20 +283,6 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     }
     partition_apis::register(&mut router, partitions.apis.clone());
 
-    // Producer ids for InitProducerId come from blocks the controller allocates
-    // (ProducerIdsRecord), so they never repeat across restarts.
-    if let Some(controller) = &kraft.controller {
-        let producer_ids = start_producer_id_manager(
-            &pools.controller(),
-            node_id,
-            controller.addr().clone().recipient(),
-            kraft.image.clone(),
-        );
-        txn_apis::register(&mut router, TxnApis { producer_ids });
-    }
-    txn_apis::register_write_txn_markers(&mut router, partitions.apis.partitions.clone());
-    txn_apis::register_describe_producers(&mut router, partitions.apis.partitions.clone());
-
     // Group coordinator shards follow `__consumer_offsets` leadership in the partition table.
     let props = broker_properties(cfg);
     let partition_table = partitions.apis.partitions.clone();
@@ -319,6 +306,60 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
             }),
         },
     );
+
+    // Transactions: producer ids come from blocks the controller allocates (ProducerIdsRecord,
+    // so they never repeat across restarts); coordinator shards follow `__transaction_state`
+    // leadership; FindCoordinator(TRANSACTION) creates that topic on demand, so this block
+    // comes after the group APIs (it wraps their FindCoordinator handler).
+    {
+        let table = partitions.apis.partitions.clone();
+        let props = broker_properties(cfg);
+        // TODO(lead): complete group transactions once the group shard table exposes
+        // `Recipient<CompleteGroupTransaction>` per partition (see the txn report).
+        let group_completion: Option<kactor_actors::txn::coordinator::GroupTxnCompletion> = None;
+        if let Some(controller) = &kraft.controller {
+            let producer_ids = start_producer_id_manager(
+                &pools.controller(),
+                node_id,
+                controller.addr().clone().recipient(),
+                kraft.image.clone(),
+            );
+            let config = TxnManagerConfig::from_properties(&props);
+            let num_partitions = config.num_partitions;
+            let mut manager = TransactionCoordinatorManagerActor::new(
+                node_id,
+                config,
+                table.clone(),
+                producer_ids.clone(),
+            );
+            if let Some(c) = &group_completion {
+                manager = manager.with_group_completion(c.clone());
+            }
+            let shards = manager.shard_table();
+            TransactionCoordinatorManagerActor::start_in_arbiter(&pools.controller(), move |_| {
+                manager
+            });
+            let apis = TxnCoordinatorApis {
+                producer_ids,
+                shards,
+                num_partitions,
+                offsets_partitions: GroupCoordinatorConfig::from_properties(&props)
+                    .offsets_topic_num_partitions,
+            };
+            txn_apis::register_coordinator(&mut router, apis.clone());
+            txn_apis::register_admin(&mut router, apis);
+            txn_apis::wrap_find_coordinator(
+                &mut router,
+                table.clone(),
+                TxnStateTopicCreator::from_properties(
+                    controller.addr().clone().recipient(),
+                    &props,
+                ),
+            );
+        }
+        txn_apis::register_write_txn_markers_with(&mut router, table.clone(), group_completion);
+        txn_apis::register_describe_producers(&mut router, table);
+    }
     let router: Arc<RequestRouter> = router.build(features);
 
     let http: SocketAddr = cfg

@@ -45,12 +45,17 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DeleteGroups,
     ApiKey::ConsumerGroupHeartbeat,
     ApiKey::ConsumerGroupDescribe,
-    // Producer APIs (actors/src/txn/apis.rs). The transaction coordinator's APIs
-    // (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions)
-    // join this list once its shards are started by the topology.
+    // Producer and transaction APIs (actors/src/txn/apis.rs; TxnOffsetCommit is served by the
+    // group coordinator, actors/src/group/apis.rs).
     ApiKey::InitProducerId,
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::EndTxn,
+    ApiKey::TxnOffsetCommit,
     ApiKey::WriteTxnMarkers,
     ApiKey::DescribeProducers,
+    ApiKey::DescribeTransactions,
+    ApiKey::ListTransactions,
 ];
 
 /// The (min, max) version advertised for `api_key`, or None if this build does not serve it.
