@@ -221,8 +221,31 @@ impl GroupCoordinatorShard {
             now_ms,
             &mut scratch,
         ) {
-            Ok(member) => {
+            Ok((member, replaced)) => {
                 out.merge(scratch);
+                // Kafka's step 4: a classic instance replacing the last KIP-848 (static)
+                // member turns the group back into a classic group, rebalancing only if the
+                // subscription changed.
+                let downgraded = replaced.is_some_and(|old| {
+                    let mut old_topics = old.subscribed_topic_names.clone();
+                    old_topics.sort();
+                    let changed = old_topics != member.subscribed_topic_names;
+                    self.downgrade_to_classic(&group_id, None, changed, now_ms, out)
+                });
+                let response = JoinGroupOutput {
+                    error_code: NONE,
+                    generation_id: member.member_epoch,
+                    protocol_type: Some(CONSUMER_PROTOCOL_TYPE.to_string()),
+                    protocol_name: member.classic_protocol_name().map(str::to_string),
+                    leader: String::new(),
+                    skip_assignment: false,
+                    member_id: member.member_id.clone(),
+                    members: Vec::new(),
+                };
+                if downgraded {
+                    out.respond(id, GroupResponse::JoinGroup(response));
+                    return;
+                }
                 self.timers.cancel(&join_key(&group_id, &member.member_id));
                 self.schedule_consumer_session(&group_id, &member.member_id, now_ms);
                 // The member must now collect its assignment with SyncGroup.
@@ -231,19 +254,7 @@ impl GroupCoordinatorShard {
                     now_ms + req.rebalance_timeout_ms.max(0) as i64,
                     TimerAction::ConsumerClassicMemberExpired,
                 );
-                out.respond(
-                    id,
-                    GroupResponse::JoinGroup(JoinGroupOutput {
-                        error_code: NONE,
-                        generation_id: member.member_epoch,
-                        protocol_type: Some(CONSUMER_PROTOCOL_TYPE.to_string()),
-                        protocol_name: member.classic_protocol_name().map(str::to_string),
-                        leader: String::new(),
-                        skip_assignment: false,
-                        member_id: member.member_id.clone(),
-                        members: Vec::new(),
-                    }),
-                );
+                out.respond(id, GroupResponse::JoinGroup(response));
             }
             Err(code) => {
                 if let Some(g) = snapshot {
@@ -262,9 +273,11 @@ impl GroupCoordinatorShard {
         subscription: &super::consumer_protocol::ConsumerSubscription,
         now_ms: i64,
         out: &mut Output,
-    ) -> Result<ConsumerMember, i16> {
+    ) -> Result<(ConsumerMember, Option<ConsumerMember>), i16> {
         let group_id = req.group_id.clone();
         let group = self.consumer_group(&group_id).expect("consumer group");
+        // A KIP-848 static member this classic instance replaces.
+        let mut replaced = None;
         let old_member = match &req.group_instance_id {
             None => group
                 .members
@@ -277,6 +290,9 @@ impl GroupCoordinatorShard {
                 // A classic static member never leaves explicitly: a new instance with the
                 // same id takes the old one's place (and assignment) at once.
                 Some(existing) if unknown => {
+                    if !existing.uses_classic_protocol() {
+                        replaced = Some(existing.clone());
+                    }
                     self.replace_static_member(&group_id, &existing, member_id, out)
                 }
                 Some(existing) if existing.member_id != member_id => {
@@ -333,6 +349,7 @@ impl GroupCoordinatorShard {
             now_ms,
             out,
         )
+        .map(|member| (member, replaced))
         .map_err(|e| e.error_code)
     }
 
@@ -709,13 +726,27 @@ impl GroupCoordinatorShard {
         now_ms: i64,
         out: &mut Output,
     ) -> bool {
+        self.downgrade_to_classic(group_id, Some(leaving_member_id), true, now_ms, out)
+    }
+
+    /// The conversion itself: the group without `leaving` becomes classic if every member
+    /// left uses the classic protocol and the policy allows it; `rebalance` starts a new
+    /// generation (a member left, or a replacing member changed the subscription).
+    fn downgrade_to_classic(
+        &mut self,
+        group_id: &str,
+        leaving: Option<&str>,
+        rebalance: bool,
+        now_ms: i64,
+        out: &mut Output,
+    ) -> bool {
         let Some(group) = self.consumer_group(group_id) else {
             return false;
         };
         let remaining: Vec<&ConsumerMember> = group
             .members
             .values()
-            .filter(|m| m.member_id != leaving_member_id)
+            .filter(|m| Some(m.member_id.as_str()) != leaving)
             .collect();
         if remaining.is_empty()
             || !remaining.iter().all(|m| m.uses_classic_protocol())
@@ -778,7 +809,9 @@ impl GroupCoordinatorShard {
                 TimerAction::ClassicHeartbeatExpired,
             );
         }
-        self.prepare_rebalance(group_id, now_ms, out);
+        if rebalance {
+            self.prepare_rebalance(group_id, now_ms, out);
+        }
         true
     }
 }

@@ -440,3 +440,28 @@ fn a_restarted_static_classic_member_takes_over_its_old_assignment() {
         FENCED_INSTANCE_ID
     );
 }
+
+#[test]
+fn a_classic_instance_replacing_the_last_kip848_static_member_downgrades_the_group() {
+    let mut h = Harness::new();
+    h.cg(ConsumerGroupHeartbeatInput {
+        instance_id: Some("inst".into()),
+        ..cg_join_req("cg", "m1", &["t1"])
+    });
+    let other = classic_join_new(&mut h, "cg").member_id;
+    let epoch = h.consumer("cg").group_epoch;
+
+    // The static KIP-848 instance restarts as a classic consumer (same subscription).
+    let sub = subscription(&["t1"], &[]);
+    let id = h.join("cg", "", Some("inst"), &[("range", &sub)]);
+    let j = h.join_resp(id);
+    assert_eq!(j.error_code, NONE);
+    let c = h.classic("cg");
+    assert_eq!(c.generation_id, epoch);
+    // No rebalance: the subscription did not change.
+    assert_eq!(c.state, ClassicGroupState::Stable);
+    assert_eq!(c.static_members["inst"], j.member_id);
+    let ids: Vec<&String> = c.members.keys().collect();
+    assert_eq!(ids.len(), 2);
+    assert!(c.members.contains_key(&other) && c.members.contains_key(&j.member_id));
+}
