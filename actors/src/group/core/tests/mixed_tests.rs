@@ -288,6 +288,11 @@ fn kip848_member_upgrades_a_classic_group_and_its_leave_downgrades_it() {
     // The newcomer waits for the classic member to release its half.
     assert_eq!(r.member_epoch, 2);
     assert_eq!(count(&r.assignment), 0);
+    // The converted group is exactly what its records rebuild.
+    match h.replayed().group("g") {
+        Some(Group::Consumer(g)) => assert_eq!(g, h.consumer("g")),
+        other => panic!("{other:?}"),
+    }
 
     // The classic member is told to rejoin; as an eager member it owns nothing when it does.
     assert_eq!(
