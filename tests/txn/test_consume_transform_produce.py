@@ -19,8 +19,8 @@ OUT_PARTS = 2
 KILLS = 4
 
 
-@pytest.mark.kactor_pending("transaction coordinator shards not started yet "
-                            "(InitProducerId with a transactional.id, TxnOffsetCommit)")
+@pytest.mark.kactor_pending("TxnOffsetCommit answers COORDINATOR_NOT_AVAILABLE "
+                            "(bugs.md, txn-tests 23:00)")
 def test_killed_and_restarted_worker_outputs_every_input_exactly_once(broker, topic_name,
                                                                       tmp_path):
     rng = random.Random()
