@@ -32,26 +32,25 @@ fn read_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64, R
     read_unsigned_multi_byte(buf, pos, max_bytes)
 }
 
-#[inline(never)]
 fn read_unsigned_multi_byte(
     buf: &[u8],
     pos: &mut usize,
     max_bytes: usize,
 ) -> Result<u64, RecordError> {
+    let rest = buf.get(*pos..).unwrap_or_default();
     let mut value: u64 = 0;
-    for i in 0..max_bytes {
-        let Some(&b) = buf.get(*pos) else {
-            return Err(RecordError::InvalidRecord(
-                "varint runs past the end of the buffer".into(),
-            ));
-        };
-        *pos += 1;
+    for (i, &b) in rest.iter().take(max_bytes).enumerate() {
         value |= u64::from(b & 0x7f) << (7 * i);
         if b & 0x80 == 0 {
+            *pos += i + 1;
             return Ok(value);
         }
     }
-    Err(RecordError::InvalidRecord("varint is too long".into()))
+    Err(RecordError::InvalidRecord(if rest.len() < max_bytes {
+        "varint runs past the end of the buffer".into()
+    } else {
+        "varint is too long".into()
+    }))
 }
 
 /// Reads a zig-zag varint (at most 5 bytes) at `*pos`, advancing it.
@@ -143,5 +142,12 @@ mod tests {
         assert!(read_varint(&[0x80], &mut pos).is_err());
         let mut pos = 0;
         assert!(read_varlong(&[0xff; 11], &mut pos).is_err());
+        let msg = |r: Result<i32, RecordError>| r.unwrap_err().to_string();
+        assert!(msg(read_varint(&[0xff; 6], &mut 0)).contains("too long"));
+        assert!(msg(read_varint(&[0x80, 0x80], &mut 0)).contains("past the end"));
+        // A multi-byte value ending exactly at the buffer's end, after an offset.
+        let mut pos = 1;
+        assert_eq!(read_varint(&[0x00, 0xd8, 0x04], &mut pos).unwrap(), 300);
+        assert_eq!(pos, 3);
     }
 }
