@@ -24,6 +24,7 @@ use kactor_actors::network::{
     ListenerSpec, NetworkConfig, RequestRouter, SocketServerActor, StopAccepting,
 };
 use kactor_actors::partition::apis as partition_apis;
+use kactor_actors::partition::messages::MarkStrayLogs;
 use kactor_actors::partition::startup::{start_partitions, PartitionLayer, PartitionLayerConfig};
 use kactor_actors::runtime::ArbiterPools;
 use kactor_actors::txn::actor::start_producer_id_manager;
@@ -387,10 +388,17 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     // Ready once this broker is registered and unfenced (its metadata caught up).
     if let Some(mut state) = kraft.broker_state.clone() {
         let socket_server = socket_server.clone();
+        let registry = partitions.registry.addr().clone();
+        let image = kraft.image.clone();
         actix_rt::spawn(async move {
             loop {
                 if *state.borrow() == BrokerLifecycleState::Running {
                     socket_server.do_send(EnableBrokerListeners);
+                    // Running means caught up with the metadata log: only now is a log the
+                    // image doesn't know really a stray.
+                    registry.do_send(MarkStrayLogs {
+                        image: image.borrow().clone(),
+                    });
                     metrics::readiness().set("metadata", true);
                     break;
                 }

@@ -433,4 +433,10 @@ impl LogFactory for LogDirsFactory {
             }
         }
     }
+    fn mark_strays(
+        &mut self,
+        is_stray: &dyn Fn(&TopicPartition, Option<Uuid>) -> bool,
+    ) -> Result<Vec<PathBuf>, String> {
+        LogDirsFactory::mark_strays(self, is_stray)
+    }
 }

@@ -229,6 +229,16 @@ pub struct UpdateBrokerLogConfig {
 #[rtype(result = "super::registry::PartitionTableReader")]
 pub struct SubscribePartitionTable;
 
+/// Topology → registry, once the broker is Running (registered and caught up with the metadata
+/// log, so the image is complete): logs on disk for partitions the image does not assign to
+/// this node are renamed `-stray` instead of lingering (KIP-858). Lost: they stay until the
+/// next start.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct MarkStrayLogs {
+    pub image: std::sync::Arc<crate::metadata::core::MetadataImage>,
+}
+
 /// Process shutdown → registry: stop every replica and close every log cleanly (clean-shutdown
 /// marker written by the log factory). Lost: the next start recovers the logs.
 #[derive(Message)]

@@ -45,6 +45,14 @@ pub trait LogFactory: Send + 'static {
     fn shutdown(&mut self, logs: Vec<Box<dyn PartitionLog>>) -> Result<(), String>;
     /// Removes logs the previous run renamed for deletion (after `file.delete.delay.ms`).
     fn purge_deleted(&mut self) {}
+    /// Renames the logs on disk that nobody opened and `is_stray` picks to their `-stray` name
+    /// (Kafka's `LogManager.findStrayReplicas`); returns the new paths.
+    fn mark_strays(
+        &mut self,
+        _is_stray: &dyn Fn(&TopicPartition, Option<Uuid>) -> bool,
+    ) -> Result<Vec<std::path::PathBuf>, String> {
+        Ok(Vec::new())
+    }
 }
 
 /// Logs in memory: tests, and a broker started without storage.
@@ -470,6 +478,35 @@ impl Handler<UpdateBrokerLogConfig> for ReplicaManagerActor {
         self.broker_config = msg.broker_config;
         let table = self.table.clone();
         self.push_configs(table.partitions.iter());
+    }
+}
+
+impl Handler<MarkStrayLogs> for ReplicaManagerActor {
+    type Result = ();
+    fn handle(&mut self, msg: MarkStrayLogs, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let node = self.broker_id;
+        // Stray: the caught-up image doesn't place the partition on this node, or the log
+        // belongs to an earlier topic of the same name (deleted and re-created while down).
+        let is_stray = |tp: &TopicPartition, log_topic_id: Option<Uuid>| {
+            let Some(topic) = msg.image.topics.get_by_name(&tp.topic) else {
+                return true;
+            };
+            let hosted = topic
+                .partitions
+                .get(&tp.partition)
+                .is_some_and(|p| p.replicas.contains(&node));
+            !hosted || log_topic_id.is_some_and(|id| id != topic.id)
+        };
+        match self.factory.mark_strays(&is_stray) {
+            Ok(paths) => {
+                for p in paths {
+                    tracing::warn!(path = %p.display(), "log not assigned to this broker renamed as stray");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "stray logs not marked"),
+        }
     }
 }
 
