@@ -24,6 +24,34 @@ struct IndexFile {
     entry_size: usize,
     entries: usize,
     max_entries: usize,
+    /// Bytes from the start known to have disk blocks behind them (see [`IndexFile::push`]).
+    reserved: u64,
+}
+
+/// Granularity of block reservation: one page of the mapping.
+const RESERVE_CHUNK: u64 = 4096;
+
+/// Allocates disk blocks for `[offset, offset + len)` of `file` without changing its length.
+/// File systems without fallocate keep the sparse behaviour.
+fn reserve_blocks(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain syscall on an open descriptor we own; no memory is passed.
+    let rc = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_KEEP_SIZE,
+            offset as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(()),
+        _ => Err(err),
+    }
 }
 
 fn round_down(n: u64, multiple: usize) -> u64 {
@@ -42,7 +70,8 @@ impl IndexFile {
             .truncate(false)
             .open(path)?;
         let mut len = file.metadata()?.len();
-        if len == 0 {
+        let created = len == 0;
+        if created {
             len = round_down(max_index_bytes.max(0) as u64, entry_size);
             file.set_len(len)?;
         }
@@ -51,8 +80,14 @@ impl IndexFile {
             file: Arc::new(file),
             mmap: None,
             entry_size,
-            entries: (len / entry_size as u64) as usize,
+            // A new file holds no entries: not even a scan of its (sparse) pages is needed.
+            entries: if created {
+                0
+            } else {
+                (len / entry_size as u64) as usize
+            },
             max_entries: 0,
+            reserved: 0,
         };
         index.remap(len)?;
         Ok(index)
@@ -78,12 +113,24 @@ impl IndexFile {
         &m[i * self.entry_size..(i + 1) * self.entry_size]
     }
 
-    fn push(&mut self, bytes: &[u8]) {
+    /// Writes the next entry through the mapping. The file is sparse, and a store into a page
+    /// with no disk block behind it raises SIGBUS when the file system is full, so each page
+    /// gets its blocks reserved (fallocate) before its first entry: a full disk is then an
+    /// ENOSPC error here, once per page, instead of a signal that kills the broker.
+    fn push(&mut self, bytes: &[u8]) -> io::Result<()> {
         debug_assert_eq!(bytes.len(), self.entry_size);
         let at = self.entries * self.entry_size;
+        let end = (at + self.entry_size) as u64;
+        if end > self.reserved {
+            let from = round_down(at as u64, RESERVE_CHUNK as usize);
+            let to = end.div_ceil(RESERVE_CHUNK) * RESERVE_CHUNK;
+            reserve_blocks(&self.file, from, to - from)?;
+            self.reserved = to;
+        }
         let m = self.mmap.as_mut().expect("index not full");
         m[at..at + self.entry_size].copy_from_slice(bytes);
         self.entries += 1;
+        Ok(())
     }
 
     fn is_full(&self) -> bool {
@@ -100,6 +147,8 @@ impl IndexFile {
         }
         self.mmap = None;
         self.file.set_len(new_len)?;
+        // Shrinking frees the blocks past the new end; growing adds holes.
+        self.reserved = self.reserved.min(new_len);
         self.remap(new_len)
     }
 
@@ -294,8 +343,7 @@ impl OffsetIndex {
         let mut e = [0u8; OFFSET_ENTRY_SIZE];
         e[..4].copy_from_slice(&(rel as u32).to_be_bytes());
         e[4..].copy_from_slice(&position.to_be_bytes());
-        self.inner.push(&e);
-        Ok(())
+        self.inner.push(&e)
     }
 
     /// Removes every entry with offset >= `offset`.
@@ -451,7 +499,7 @@ impl TimeIndex {
             let mut e = [0u8; TIME_ENTRY_SIZE];
             e[..8].copy_from_slice(&timestamp.to_be_bytes());
             e[8..].copy_from_slice(&(rel as u32).to_be_bytes());
-            self.inner.push(&e);
+            self.inner.push(&e)?;
         }
         Ok(())
     }
