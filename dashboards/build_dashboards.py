@@ -54,6 +54,10 @@ PARTITION_PANELS = True
 # The group coordinator's families (kactor_groups, kactor_group_*).
 GROUP_PANELS = True
 
+# The transaction coordinator's and producer-id manager's families (kactor_transaction*,
+# kactor_producer_id*).
+TXN_PANELS = True
+
 CLUSTER_VAR = variable("cluster", "Cluster",
                        'label_values(kactor_network_bytes_in_total{job="kactor"}, cluster)')
 INSTANCE_VAR = variable("instance", "Broker",
@@ -237,11 +241,12 @@ def overview():
         ], unit="cps", description="Refused: max.connections reached. Closed: the broker "
                                    "closed the connection for a protocol violation."),
         text("Coming with the broker's next metric families",
-             ("ISR shrinks/expands, the active controller and "
+             ("ISR shrinks/expands, the active controller"
               if PARTITION_PANELS else
               "Partitions, log size, under-replicated / offline partitions, ISR changes, the "
-              "active controller and ")
-             + "transactions get their panels when the broker exports them (see "
+              "active controller")
+             + (", the last stable offset" if TXN_PANELS else " and transactions")
+             + " get their panels when the broker exports them (see "
              "`dashboards/build_dashboards.py`). Panels only ever query families a running "
              "broker exports; `tests/ops` checks it."),
     ]
@@ -254,6 +259,9 @@ def overview():
         at = next(i for i, p in enumerate(panels) if p.get("title") == "Connections")
         panels[at:at] = group_overview_panels()
         variables.append(GROUP_VAR)
+    if TXN_PANELS:
+        at = next(i for i, p in enumerate(panels) if p.get("title") == "Connections")
+        panels[at:at] = transaction_overview_panels()
     return dashboard("kactor-overview", "kactor / Broker overview",
                      "Throughput, requests, latency, errors, partitions and connections of "
                      "kactor brokers.", panels, variables, ["overview"])
@@ -366,6 +374,64 @@ def group_overview_panels():
         timeseries("Top 10 lagging partitions", [target(
             f"topk(10, max by (group, topic, partition) (kactor_group_consumer_lag{{{lag}}}))",
             "{{group}} {{topic}}-{{partition}}")], w=24),
+    ]
+
+
+def transaction_overview_panels():
+    """Transactions (kactor_transaction*, kactor_producer_id*): Kafka's transaction coordinator
+    and producer-id manager. Each broker reports the `__transaction_state` partitions it
+    coordinates, so sums over brokers are cluster totals."""
+    s = SEL
+    return [
+        row("Transactions"),
+        stat("Open transactions", f"sum(kactor_transactions_open{{{s}}})",
+             description="Begun and not yet complete: Ongoing, PrepareCommit, PrepareAbort, "
+                         "PrepareEpochFence. Each holds back the last stable offset of the "
+                         "partitions it wrote to, so read_committed consumers wait on it."),
+        stat("Commits / s", f"sum(rate(kactor_transaction_commits_total{{{s}}}[{RATE}]))",
+             unit="ops"),
+        stat("Aborts / s", f"sum(rate(kactor_transaction_aborts_total{{{s}}}[{RATE}]))"
+             " or vector(0)", unit="ops",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
+        stat("Producer ids / s", f"sum(rate(kactor_producer_ids_generated_total{{{s}}}"
+             f"[{RATE}]))", unit="ops",
+             description="InitProducerId answers: idempotent producers starting and "
+                         "transactional ids initialising. A high steady rate is producers "
+                         "being re-created."),
+        stat("Failed marker appends (range)", "sum(increase(kactor_transaction_markers_total"
+             f'{{{s}, result="failed"}}[$__range])) or vector(0)',
+             description="Commit/abort markers the coordinator could not append yet (retried); "
+                         "a transaction stays in PrepareCommit/PrepareAbort until they land.",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
+        stat("Coordinator partitions", f"sum(kactor_transaction_coordinator_partitions{{{s}}})",
+             description="__transaction_state partitions whose coordinator is loaded "
+                         "(transaction.state.log.num.partitions across the cluster when all "
+                         "are up)."),
+        timeseries("Commits and aborts / s", [
+            target(f"sum(rate(kactor_transaction_commits_total{{{s}}}[{RATE}]))", "commits",
+                   "A"),
+            target(f"sum by (reason) (rate(kactor_transaction_aborts_total{{{s}}}[{RATE}]))",
+                   "aborts: {{reason}}", "B"),
+        ], unit="ops", w=8,
+            description="Aborts by reason: client (EndTxn abort), timeout "
+                        "(transaction.timeout.ms), fenced (a new producer instance took the "
+                        "transactional id)."),
+        timeseries("Open transactions by broker", [target(
+            f"sum by (instance) (kactor_transactions_open{{{s}}})", "{{instance}}")], w=8),
+        timeseries("Transactional ids by state", [target(
+            f"sum by (state) (kactor_transaction_ids{{{s}}})", "{{state}}")], stack=True, w=8,
+            description="Transactional ids the coordinators hold, by Kafka's state name "
+                        "(Empty, Ongoing, PrepareCommit, CompleteCommit, ...)."),
+        timeseries("Transaction markers / s by result", [target(
+            f"sum by (result) (rate(kactor_transaction_markers_total{{{s}}}[{RATE}]))",
+            "{{result}}")], unit="ops", w=12),
+        timeseries("Producer ids and id blocks", [
+            target(f"sum by (instance) (rate(kactor_producer_ids_generated_total{{{s}}}"
+                   f"[{RATE}]))", "{{instance}} ids / s", "A"),
+            target(f"sum by (instance) (increase(kactor_producer_id_blocks_total{{{s}}}"
+                   "[1h]))", "{{instance}} blocks / h", "B"),
+        ], w=12, description="Producer ids handed out, and the id blocks (1000 ids each) "
+                             "each broker had to ask the controller for."),
     ]
 
 

@@ -279,6 +279,21 @@ def _client_traffic(broker, seconds):
     except Exception:
         pass
     try:
+        # A transactional producer that commits one transaction and aborts another: the
+        # transaction coordinator then exports its ids by state, commits, aborts, markers and
+        # the producer ids it handed out.
+        p = Producer({**common, "transactional.id": f"{topic}-tx",
+                      "transaction.timeout.ms": 10000})
+        p.init_transactions(seconds * 2)
+        for commit in (True, False):
+            p.begin_transaction()
+            p.produce(topic, value=b"ops-tx")
+            # Delivered first: librdkafka skips EndTxn for a transaction with nothing sent.
+            p.flush(seconds)
+            (p.commit_transaction if commit else p.abort_transaction)(seconds * 2)
+    except Exception as e:  # noqa: BLE001 - a broker without transactions still gets traffic
+        print(f"ops traffic: transactions failed: {e}")
+    try:
         # A subscribed consumer in a group that commits: the group coordinator then exports
         # the group's count, members, rebalance, commit, committed-offset and lag series.
         c = Consumer({**common, "group.id": f"{topic}-sub", "auto.offset.reset": "earliest",

@@ -106,6 +106,37 @@ def test_actors_dashboard_covers_the_actor_view():
     assert "actor" in {v["name"] for v in d["templating"]["list"]}
 
 
+def row_exprs(dashboard, title):
+    """The query text of every panel below row `title`, up to the next row."""
+    exprs, inside = [], False
+    for p in opslib.iter_panels(dashboard["panels"]):
+        if p["type"] == "row":
+            inside = p["title"] == title
+        elif inside:
+            exprs += [t["expr"] for t in p.get("targets", [])]
+    return " ".join(exprs)
+
+
+def test_overview_partitions_row_uses_the_lint_clean_gauges():
+    exprs = row_exprs(opslib.load_dashboards()["kactor-overview.json"], "Partitions")
+    for family in ["kactor_partitions{", "kactor_partitions_leader{",
+                   "kactor_partitions_under_replicated{", "kactor_partitions_offline{"]:
+        assert family in exprs
+    assert not re.search(r"kactor_\w+_count\{", exprs), "gauges are not named *_count"
+
+
+def test_overview_covers_the_transaction_coordinator():
+    """A Transactions row: open transactions, commit and abort rates (aborts by reason),
+    transactional ids by state, marker appends by result, producer ids handed out."""
+    exprs = row_exprs(opslib.load_dashboards()["kactor-overview.json"], "Transactions")
+    for family in ["kactor_transactions_open", "kactor_transaction_commits_total",
+                   "kactor_transaction_aborts_total", "kactor_transaction_ids",
+                   "kactor_transaction_markers_total", "kactor_transaction_coordinator_partitions",
+                   "kactor_producer_ids_generated_total", "kactor_producer_id_blocks_total"]:
+        assert family in exprs, family
+    assert "by (reason)" in exprs and "by (state)" in exprs and "by (result)" in exprs
+
+
 def test_promtool_check_rules():
     assert opslib.RULE_FILES
     out = subprocess.run(["promtool", "check", "rules", *map(str, opslib.RULE_FILES)],
@@ -119,7 +150,8 @@ def test_rules_cover_the_required_alerts():
     for name in ["KactorBrokerDown", "KactorActorMailboxSaturated",
                  "KactorRequestLatencySLOFastBurn", "KactorRequestLatencySLOSlowBurn",
                  "KactorLogDirDiskFilling", "KactorBrokerRestartLoop", "KactorActorRestartLoop",
-                 "KactorUnderReplicatedPartitions", "KactorOfflinePartitions"]:
+                 "KactorUnderReplicatedPartitions", "KactorOfflinePartitions",
+                 "KactorTransactionMarkersFailing"]:
         assert name in alerts, name
     for a in alerts.values():
         assert a["labels"]["severity"] in ("warning", "critical")

@@ -33,8 +33,10 @@ def scraped(tmp_path_factory, target):
     try:
         opslib.wait_readyz(b)
         opslib.drive_traffic(b)
-        # The group coordinator refreshes its gauges every 5 s; lag is the last step.
-        for family in ("kactor_group_consumer_lag{", "kactor_group_rebalances_total{"):
+        # The group and transaction coordinators refresh their gauges every 5 s; lag is the
+        # last step.
+        for family in ("kactor_group_consumer_lag{", "kactor_group_rebalances_total{",
+                       "kactor_transaction_aborts_total{"):
             opslib.wait_for_series(b, family)
         # Let the clients' connections close and a checkpoint pass, then go past
         # max.connections once.
@@ -99,7 +101,8 @@ def test_dashboards_and_rules_use_only_exported_series(scraped):
 # here once its panels exist, so a component adding metrics doesn't fail this suite before the
 # dashboards catch up (they're reported by the test below instead).
 COVERED_PREFIXES = ("kactor_actor_", "kactor_group_", "kactor_groups", "kactor_network_",
-                    "kactor_partition_", "kactor_partitions", "kactor_purgatory_")
+                    "kactor_partition_", "kactor_partitions", "kactor_purgatory_",
+                    "kactor_transaction", "kactor_producer_id")
 
 
 def _family(series):
