@@ -4,7 +4,9 @@
 //! Ranges come from the schemas' validVersions (Kafka 4.4.0's), with two of Kafka's rules:
 //! versions marked `latestVersionUnstable` are not advertised, and Produce is advertised from
 //! v0 although v0–v2 cannot be decoded (Kafka does the same so librdkafka keeps compression on;
-//! such requests get UNSUPPORTED_VERSION). Only APIs in [`IMPLEMENTED`] are advertised.
+//! a request at such a version, like any outside an API's range except ApiVersions, closes
+//! the connection without a response, as Kafka 4.4 does). Only APIs in [`IMPLEMENTED`] are
+//! advertised.
 
 use crate::messages::ApiKey;
 
