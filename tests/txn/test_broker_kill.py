@@ -10,8 +10,6 @@ import random
 import time
 import uuid
 
-import pytest
-
 from harness.clients import create_topic
 from harness.txn import Script, read_partitions, txn_producer, values, wait_stable
 
@@ -23,7 +21,6 @@ PER = 3
 TIMEOUT_MS = 20000
 
 
-@pytest.mark.kactor_pending("transaction coordinator shards not started yet")
 def test_open_transactions_end_consistently_after_broker_kill9(broker_factory, topic_name,
                                                                tmp_path):
     rng = random.Random()

@@ -1,10 +1,10 @@
 """Idempotent producers (#6): producer ids from InitProducerId, the broker deduplicating retried
 batches. A confluent-kafka producer with enable.idempotence=true talks to the broker through a
 CuttingProxy that drops every connection after a few KiB: in-flight batches are retried on new
-connections, and the log must still hold every record exactly once, in order, with no gaps."""
+connections, and the log must still hold every record exactly once, in order, with no gaps. The
+transactional variant does the same with commits in between."""
 import uuid
 
-import pytest
 from confluent_kafka import KafkaException, Producer
 
 from harness.clients import consume_all, create_topic
@@ -13,7 +13,6 @@ from harness.txn import read_partitions, txn_producer
 from harness.wire import api_versions
 
 N = 3000
-
 
 
 def test_init_producer_id_is_advertised(broker):
@@ -72,7 +71,6 @@ def test_retries_through_cut_connections_leave_no_duplicates_and_no_gaps(broker_
     assert [m.offset() for m in msgs] == list(range(N)), "gaps in the log"
 
 
-@pytest.mark.kactor_pending("transaction coordinator shards not started yet")
 def test_transactions_through_cut_connections_commit_every_record_once(broker_factory,
                                                                        topic_name):
     """The transactional variant: AddPartitionsToTxn, Produce and EndTxn all cross connections

@@ -29,9 +29,6 @@ def test_describe_producers_lists_the_idempotent_producer(broker, cli, topic_nam
     assert row[5] == "None", "no open transaction"
 
 
-PENDING = "transaction coordinator shards not started yet"
-
-
 def table(out):
     """The tool's tab-separated table: (header, [row, ...]) with cells stripped."""
     lines = [l for l in out.splitlines() if l.strip()]
@@ -43,7 +40,6 @@ def tid(prefix):
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-@pytest.mark.kactor_pending(PENDING)
 def test_list_and_describe_show_committed_and_open_transactions(broker, cli, topic_name):
     create_topic(broker, topic_name, partitions=2)
     done_id, open_id = tid("cli-done"), tid("cli-open")
@@ -86,7 +82,6 @@ def test_list_and_describe_show_committed_and_open_transactions(broker, cli, top
     assert "could not be found" in r.stderr, r.stderr
 
 
-@pytest.mark.kactor_pending(PENDING)
 def test_abort_ends_the_open_transaction_of_a_killed_producer(broker, cli, topic_name, tmp_path):
     create_topic(broker, topic_name)
     # A long transaction timeout: the coordinator must not abort it before the tool does.
@@ -123,7 +118,6 @@ def test_abort_ends_the_open_transaction_of_a_killed_producer(broker, cli, topic
     assert len(read_partitions(broker, topic_name, 1, "read_uncommitted")[0]) == 7
 
 
-@pytest.mark.kactor_pending(PENDING)
 def test_find_hanging_reports_a_transaction_unknown_to_the_coordinator(broker_factory,
                                                                       topic_name):
     # Verification off: the broker accepts a transactional batch for a partition that was never

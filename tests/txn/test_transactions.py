@@ -11,14 +11,11 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from harness.clients import create_topic
 from harness.txn import list_offsets, read_partitions, txn_producer, values, wait_stable
 
-PENDING = "transaction coordinator shards not started yet (InitProducerId with a transactional.id)"
-
 
 def tid(prefix):
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-@pytest.mark.kactor_pending(PENDING)
 def test_committed_transaction_is_visible_to_both_isolation_levels(broker, topic_name):
     create_topic(broker, topic_name)
     p = txn_producer(broker, tid("commit"))
@@ -37,7 +34,6 @@ def test_committed_transaction_is_visible_to_both_isolation_levels(broker, topic
     assert list_offsets(broker, topic_name, 1, "read_committed") == {0: 11}
 
 
-@pytest.mark.kactor_pending(PENDING)
 def test_aborted_transaction_is_invisible_to_read_committed(broker, topic_name):
     create_topic(broker, topic_name)
     p = txn_producer(broker, tid("abort"))
@@ -59,7 +55,6 @@ def test_aborted_transaction_is_invisible_to_read_committed(broker, topic_name):
     assert list_offsets(broker, topic_name, 1, "read_committed") == {0: 13}
 
 
-@pytest.mark.kactor_pending(PENDING)
 def test_mixed_commits_and_aborts_over_three_partitions(broker, topic_name):
     """Six transactions, each writing 7 records to each of 3 partitions; every other one aborted.
     Per partition the log is then [7 records, marker] x 6, so transaction t's record i sits at
@@ -96,7 +91,6 @@ def test_mixed_commits_and_aborts_over_three_partitions(broker, topic_name):
     assert list_offsets(broker, topic_name, parts, "read_committed") == {q: end for q in range(parts)}
 
 
-@pytest.mark.kactor_pending(PENDING)
 def test_read_committed_stops_at_the_last_stable_offset_while_a_transaction_is_open(
         broker, topic_name):
     create_topic(broker, topic_name, partitions=2)
@@ -141,7 +135,6 @@ def test_read_committed_stops_at_the_last_stable_offset_while_a_transaction_is_o
         1: [f"open{i}".encode() for i in range(5)]}
 
 
-@pytest.mark.kactor_pending(PENDING)
 def test_a_second_producer_with_the_same_transactional_id_fences_the_first(broker, topic_name):
     create_topic(broker, topic_name)
     txn_id = tid("fence")
