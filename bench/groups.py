@@ -11,7 +11,8 @@ Measures, per broker:
      OffsetCommit calls (confluent-kafka `Consumer.commit(asynchronous=False)`) against ONE
      group id (so one `__consumer_offsets` partition, one coordinator shard), from 1 client
      and from 8 concurrent clients (one Consumer each, simple commits with generation -1,
-     each on its own partition), each commit carrying 1 partition.
+     each on its own partition), each commit carrying 1 partition; and from 1 client with
+     up to 64 asynchronous commits in flight (the coordinator's throughput, not one RTT).
   2. Rebalance time of a 10-member group, both protocols (`group.protocol=classic`, range
      assignor, eager; `=consumer`, KIP-848 with the broker's uniform assignor): 9 members are
      stable on a 20-partition topic, a 10th member subscribes, and the clock runs from its
@@ -80,6 +81,41 @@ def commit_loop(bootstrap, group, topic, partition, seconds, counts, idx, start_
             n += 1
             offset += 1
         counts[idx] = n
+    finally:
+        c.close()
+
+
+def bench_pipelined_commits(broker, topic, seconds, window=64):
+    """One client, asynchronous commits with at most `window` outstanding (completions counted
+    by the on_commit callback): the coordinator's throughput rather than one round trip."""
+    done = [0, 0]  # completed, failed
+
+    def on_commit(err, _parts):
+        done[0] += 1
+        if err is not None:
+            done[1] += 1
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench-commits-pipelined",
+                  "enable.auto.commit": False, "on_commit": on_commit})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+        base = done[0]
+        issued, offset = 0, 1
+        t0 = time.monotonic()
+        end = t0 + seconds
+        while time.monotonic() < end:
+            if issued - (done[0] - base) < window:
+                c.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=True)
+                issued += 1
+                offset += 1
+            else:
+                c.poll(0.001)
+        while done[0] - base < issued and time.monotonic() < end + PHASE_LIMIT_S:
+            c.poll(0.01)
+        elapsed = time.monotonic() - t0
+        if done[1]:
+            log(f"  {done[1]} pipelined commits failed")
+        return (done[0] - base - done[1]) / elapsed
     finally:
         c.close()
 
@@ -205,6 +241,9 @@ def run_target(target, args):
             rate = bench_commits(b, topic, n, args.seconds)
             res[f"commits/s, {n} client{'s' if n > 1 else ''}"] = rate
             log(f"{target}: {n} client(s): {rate:.0f} commits/s")
+        rate = bench_pipelined_commits(b, topic, args.seconds)
+        res["commits/s, 1 client pipelined (64 in flight)"] = rate
+        log(f"{target}: pipelined: {rate:.0f} commits/s")
         for protocol in ("classic", "consumer"):
             times = bench_rebalance(b, topic, 20, protocol, args.members, args.rounds)
             res[f"{protocol}: join -> stable, median ms"] = statistics.median(times) * 1000
