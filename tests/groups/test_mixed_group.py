@@ -56,9 +56,13 @@ def test_classic_and_consumer_members_share_a_group(broker_factory, topic_name):
         # kafka-consumer-groups lists both members of the consumer group, 3 partitions each,
         # and every partition's offset committed at the log end.
         cli = KafkaCli(b)
-        out = cli.run("consumer-groups", "--describe", "--members", "--group", group).stdout
+        out = cli.run("consumer-groups", "--describe", "--members", "--verbose",
+                      "--group", group).stdout
         rows = [r for r in table(out) if r["GROUP"] == group]
         assert sorted(int(r["#PARTITIONS"]) for r in rows) == [3, 3], out
+        # UPGRADED: whether the member uses the consumer protocol (KIP-1099 MemberType).
+        assert sorted(r["UPGRADED"] for r in rows) == ["false", "true"], out
+        assert len({r["CURRENT-EPOCH"] for r in rows}) == 1, out
         out = cli.run("consumer-groups", "--describe", "--group", group).stdout
         rows = [r for r in table(out) if r["GROUP"] == group]
         assert sorted((int(r["PARTITION"]), int(r["CURRENT-OFFSET"]), int(r["LAG"]))
