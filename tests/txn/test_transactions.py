@@ -1,15 +1,17 @@
 """Transactions with a real client (#6): a confluent-kafka (librdkafka) transactional producer
 commits and aborts; read_committed consumers see exactly the committed records in order,
 read_uncommitted consumers see everything, every transaction ends with one control marker per
-partition it touched, and ListOffsets under read_committed stops at the last stable offset while
-a transaction is open."""
+partition it touched, ListOffsets under read_committed stops at the last stable offset while
+a transaction is open (also with transactions interleaved on one partition), and a dead
+producer's transaction is aborted by the coordinator after transaction.timeout.ms."""
+import time
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from harness.clients import create_topic
-from harness.txn import list_offsets, read_partitions, txn_producer, values, wait_stable
+from harness.txn import Script, list_offsets, read_partitions, txn_producer, values, wait_stable
 
 
 def tid(prefix):
@@ -151,3 +153,62 @@ def test_a_second_producer_with_the_same_transactional_id_fences_the_first(broke
         old.commit_transaction(30)
     assert e.value.args[0].fatal() or e.value.args[0].txn_requires_abort(), e.value
     assert values(read_partitions(broker, topic_name, 1, "read_committed")[0]) == [b"fresh"]
+
+
+def test_interleaved_transactions_on_one_partition(broker, topic_name):
+    """Two producers' transactions interleave on one partition; A's is aborted, B's two are
+    committed. read_committed must skip exactly A's records wherever they sit, and the LSO stays
+    at A's first offset until A ends, even though B's later transactions have committed."""
+    create_topic(broker, topic_name)
+    a = txn_producer(broker, tid("inter-a"))
+    b = txn_producer(broker, tid("inter-b"))
+    a.begin_transaction()
+    b.begin_transaction()
+    for i in range(3):
+        a.produce(topic_name, value=f"a{i}".encode(), partition=0)
+        a.flush(30)
+        b.produce(topic_name, value=f"b{i}".encode(), partition=0)
+        b.flush(30)
+    b.commit_transaction(30)  # marker at 6
+    b.begin_transaction()
+    b.produce(topic_name, value=b"b3", partition=0)
+    b.commit_transaction(30)  # b3 at 7, marker at 8
+    assert list_offsets(broker, topic_name, 1, "read_committed") == {0: 0}, \
+        "A's open transaction (first offset 0) must hold the LSO"
+    assert read_partitions(broker, topic_name, 1, "read_committed")[0] == []
+    a.produce(topic_name, value=b"a3", partition=0)  # offset 9
+    a.flush(30)
+    a.abort_transaction(30)  # marker at 10
+    assert wait_stable(broker, topic_name, 1, timeout=30) == {0: 11}
+    got = read_partitions(broker, topic_name, 1, "read_committed")[0]
+    assert [(o, v) for o, _, v in got] == [(1, b"b0"), (3, b"b1"), (5, b"b2"), (7, b"b3")]
+    everything = read_partitions(broker, topic_name, 1, "read_uncommitted")[0]
+    assert [(o, v) for o, _, v in everything] == [
+        (0, b"a0"), (1, b"b0"), (2, b"a1"), (3, b"b1"), (4, b"a2"), (5, b"b2"), (7, b"b3"),
+        (9, b"a3")]
+
+
+def test_killed_producers_transaction_is_aborted_after_its_timeout(broker_factory, topic_name,
+                                                                   tmp_path):
+    # The coordinator looks for expired transactions every second instead of every 10 s.
+    b = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"})
+    create_topic(b, topic_name, partitions=2)
+    txn_id = tid("expire")
+    with Script("txn_hanger.py", b.bootstrap, topic_name, 2, txn_id, 3, 4000,
+                log_path=tmp_path / "hanger.stderr") as hanger:
+        hanger.wait_line("open", timeout=60)
+        started = time.monotonic()
+        hanger.kill9()
+    assert list_offsets(b, topic_name, 2, "read_committed") == {0: 0, 1: 0}
+    # Aborted by the coordinator: a marker after the 3 records on each partition.
+    assert wait_stable(b, topic_name, 2, timeout=40) == {0: 4, 1: 4}
+    assert time.monotonic() - started >= 2, "aborted long before transaction.timeout.ms"
+    assert read_partitions(b, topic_name, 2, "read_committed") == {0: [], 1: []}
+    assert [len(v) for v in read_partitions(b, topic_name, 2, "read_uncommitted").values()] \
+        == [3, 3]
+    # The transactional.id carries on: the next producer initialises and commits.
+    p = txn_producer(b, txn_id)
+    p.begin_transaction()
+    p.produce(topic_name, value=b"next", partition=1)
+    p.commit_transaction(30)
+    assert values(read_partitions(b, topic_name, 2, "read_committed")) == {0: [], 1: [b"next"]}
