@@ -126,6 +126,17 @@ impl GroupApis {
 // ---------------------------------------------------------------------------------------------
 // Conversions (pure)
 
+/// `value` when the field exists at `version` (it was added in version `first`), else
+/// `absent`: what an older request means by the missing field, or what an older response
+/// carries instead.
+fn since<T>(version: i16, first: i16, value: T, absent: T) -> T {
+    if version >= first {
+        value
+    } else {
+        absent
+    }
+}
+
 pub fn join_group_input(
     version: i16,
     r: &JoinGroupRequest,
@@ -161,7 +172,7 @@ pub fn join_group_response(version: i16, o: JoinGroupOutput) -> JoinGroupRespons
         error_code: o.error_code,
         generation_id: o.generation_id,
         // Nullable only from v7.
-        protocol_type: if version >= 7 { o.protocol_type } else { None },
+        protocol_type: since(version, 7, o.protocol_type, None),
         protocol_name: if version >= 7 {
             o.protocol_name
         } else {
@@ -175,11 +186,7 @@ pub fn join_group_response(version: i16, o: JoinGroupOutput) -> JoinGroupRespons
             .into_iter()
             .map(|m| jgr::JoinGroupResponseMember {
                 member_id: m.member_id,
-                group_instance_id: if version >= 5 {
-                    m.group_instance_id
-                } else {
-                    None
-                },
+                group_instance_id: since(version, 5, m.group_instance_id, None),
                 metadata: m.metadata,
                 ..Default::default()
             })
@@ -208,8 +215,8 @@ pub fn sync_group_input(version: i16, r: &SyncGroupRequest) -> SyncGroupInput {
 pub fn sync_group_response(version: i16, o: SyncGroupOutput) -> SyncGroupResponse {
     SyncGroupResponse {
         error_code: o.error_code,
-        protocol_type: if version >= 5 { o.protocol_type } else { None },
-        protocol_name: if version >= 5 { o.protocol_name } else { None },
+        protocol_type: since(version, 5, o.protocol_type, None),
+        protocol_name: since(version, 5, o.protocol_name, None),
         assignment: o.assignment,
         ..Default::default()
     }
@@ -321,11 +328,7 @@ pub fn offset_commit_input(
                 .map(|p| CommitPartitionInput {
                     partition_index: p.partition_index,
                     committed_offset: p.committed_offset,
-                    committed_leader_epoch: if version >= 6 {
-                        p.committed_leader_epoch
-                    } else {
-                        -1
-                    },
+                    committed_leader_epoch: since(version, 6, p.committed_leader_epoch, -1),
                     committed_metadata: p.committed_metadata.clone(),
                 })
                 .collect(),
@@ -358,11 +361,7 @@ pub fn offset_commit_response(
             .into_iter()
             .map(|t| ocr::OffsetCommitResponseTopic {
                 name: if version >= 10 { String::new() } else { t.name },
-                topic_id: if version >= 10 {
-                    t.topic_id
-                } else {
-                    Uuid::ZERO
-                },
+                topic_id: since(version, 10, t.topic_id, Uuid::ZERO),
                 partitions: t
                     .partitions
                     .into_iter()
@@ -493,11 +492,7 @@ pub fn offset_fetch_response(
                         .map(|p| ofr::OffsetFetchResponsePartition {
                             partition_index: p.partition_index,
                             committed_offset: p.committed_offset,
-                            committed_leader_epoch: if version >= 5 {
-                                p.committed_leader_epoch
-                            } else {
-                                -1
-                            },
+                            committed_leader_epoch: since(version, 5, p.committed_leader_epoch, -1),
                             metadata: Some(p.metadata),
                             // Before v2 a group error can only be told per partition.
                             error_code: if version < 2 && error_code != NONE {
@@ -528,11 +523,7 @@ pub fn offset_fetch_response(
                     .topics
                     .into_iter()
                     .map(|(name, ps)| ofr::OffsetFetchResponseTopics {
-                        topic_id: if version >= 10 {
-                            id_of(&name)
-                        } else {
-                            Uuid::ZERO
-                        },
+                        topic_id: since(version, 10, id_of(&name), Uuid::ZERO),
                         name: if version >= 10 { String::new() } else { name },
                         partitions: ps
                             .into_iter()
@@ -770,7 +761,7 @@ pub fn find_coordinator_response(
     listener: &str,
     image: Option<&crate::metadata::core::MetadataImage>,
 ) -> FindCoordinatorResponse {
-    let key_type = if version >= 1 { r.key_type } else { 0 };
+    let key_type = since(version, 1, r.key_type, 0);
     let partitions = if key_type == 1 {
         transaction_partitions
     } else {
@@ -780,7 +771,7 @@ pub fn find_coordinator_response(
         let c = find_coordinator(&r.key, key_type, partitions, listener, image);
         return FindCoordinatorResponse {
             error_code: c.error_code,
-            error_message: if version >= 1 { c.error_message } else { None },
+            error_message: since(version, 1, c.error_message, None),
             node_id: c.node_id,
             host: c.host,
             port: c.port,
@@ -1095,16 +1086,8 @@ async fn handle_list_groups(
     let r = request_body!(body, ListGroups);
     let shards: Vec<_> = a.shards.borrow().shards.values().cloned().collect();
     let request = GroupRequest::ListGroups {
-        states_filter: if ctx.api_version >= 4 {
-            r.states_filter.clone()
-        } else {
-            Vec::new()
-        },
-        types_filter: if ctx.api_version >= 5 {
-            r.types_filter.clone()
-        } else {
-            Vec::new()
-        },
+        states_filter: since(ctx.api_version, 4, r.states_filter.clone(), Vec::new()),
+        types_filter: since(ctx.api_version, 5, r.types_filter.clone(), Vec::new()),
     };
     let calls = shards.into_iter().map(|s| {
         let request = request.clone();
