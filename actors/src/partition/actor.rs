@@ -85,7 +85,7 @@ impl PartitionActor {
         let Some(core) = self.core.as_mut() else {
             return;
         };
-        let work = match core.log_mut().take_roll_flush() {
+        let work = match core.take_roll_flush() {
             Some(rolled_at) => core.log_mut().prepare_flush(rolled_at).map(Ok),
             None => None,
         };
@@ -157,7 +157,7 @@ impl Handler<AppendRecords> for PartitionActor {
         let now = now_ms();
         let result = self
             .core()
-            .and_then(|c| c.append_as_leader(&msg.records, msg.required_acks, now));
+            .and_then(|c| c.append_owned_as_leader(msg.records, msg.required_acks, now));
         if result.is_ok() {
             // flush.messages is checked on the append path, as Kafka does; rolled segments are
             // flushed right away. Both run on the blocking pool.

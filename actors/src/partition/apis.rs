@@ -61,17 +61,13 @@ pub fn register(router: &mut RequestRouter, apis: PartitionApis) {
     let a = apis.clone();
     router.register(ApiKey::Produce, move |ctx, body| {
         let a = a.clone();
-        // Run detached from the connection: a produce is carried out even if the client hangs
-        // up right after sending it (acks=0 producers do), as Kafka does.
-        let task = actix_rt::spawn(async move {
+        // The connection runs every handler as its own task, so a produce is carried out even
+        // if the client hangs up right after sending it (acks=0 producers do), as Kafka does.
+        Box::pin(async move {
             let RequestBody::Produce(req) = body else {
                 return wrong_body();
             };
             handle_produce(&a, &ctx, req).await
-        });
-        Box::pin(async move {
-            task.await
-                .unwrap_or_else(|e| HandlerOutcome::Close(format!("produce handler failed: {e}")))
         })
     });
     let a = apis.clone();
@@ -256,7 +252,9 @@ async fn handle_produce(
                 if version >= 5 {
                     pr.log_start_offset = out.log_start_offset;
                 }
-                if acks == -1 {
+                // With ISR = {leader} the append already moved the high watermark past the
+                // batch: nothing to wait for, so no round trip through the purgatory.
+                if acks == -1 && out.high_watermark <= out.last_offset {
                     watches.push(ProduceWatch {
                         tp: p.tp.clone(),
                         required_offset: out.last_offset + 1,

@@ -161,6 +161,8 @@ pub struct Partition<L: PartitionLog> {
     last_flush_ms: i64,
     /// Idempotence and transaction state (`crate::producer`).
     producers: crate::producer::ProducerStateManager,
+    /// A segment rolled at this offset and still needs its flush (taken by the actor).
+    roll_flush: Option<i64>,
 }
 
 impl<L: PartitionLog> Partition<L> {
@@ -197,6 +199,7 @@ impl<L: PartitionLog> Partition<L> {
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             producers,
+            roll_flush: None,
         }
     }
 
@@ -230,6 +233,37 @@ impl<L: PartitionLog> Partition<L> {
         let leo = self.log.log_end_offset();
         crate::producer::partition::write_snapshot(&mut self.producers, &dir, leo)
     }
+    /// After every append: if the log rolled a segment, take the producer-state snapshot
+    /// named by the new segment's base offset (Kafka's `UnifiedLog.roll` →
+    /// `ProducerStateManager.takeSnapshot`), so recovery after a crash replays at most one
+    /// segment of producer state; and remember the roll for the flush. Call it before the
+    /// appended batch's producer update is applied: the snapshot then holds exactly the state
+    /// up to the roll offset.
+    fn after_log_append(&mut self) {
+        let Some(rolled_at) = self.log.take_roll_flush() else {
+            return;
+        };
+        self.roll_flush = Some(self.roll_flush.map_or(rolled_at, |r| r.max(rolled_at)));
+        let Some(dir) = self.log.producer_snapshot_dir() else {
+            return;
+        };
+        if let Err(e) =
+            crate::producer::partition::write_snapshot(&mut self.producers, &dir, rolled_at)
+        {
+            // Only recovery time depends on it: it replays from the previous snapshot instead.
+            tracing::warn!(
+                tp = %self.tp, rolled_at, error = %e,
+                "producer snapshot at roll not written"
+            );
+        }
+    }
+
+    /// The newest segment roll whose flush has not been scheduled yet (Kafka flushes a rolled
+    /// segment right away, off the append path).
+    pub fn take_roll_flush(&mut self) -> Option<i64> {
+        self.roll_flush.take()
+    }
+
     pub fn isr(&self) -> &[i32] {
         &self.isr
     }
@@ -364,6 +398,18 @@ impl<L: PartitionLog> Partition<L> {
         required_acks: i16,
         now_ms: i64,
     ) -> Result<AppendOutcome, PartitionError> {
+        self.append_owned_as_leader(records.clone(), required_acks, now_ms)
+    }
+
+    /// [`Partition::append_as_leader`] taking the payload by value: when nothing else holds its
+    /// buffer (a produce request for one partition), the offsets and epoch are written into it
+    /// in place instead of into a copy.
+    pub fn append_owned_as_leader(
+        &mut self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: i64,
+    ) -> Result<AppendOutcome, PartitionError> {
         self.check_leader()?;
         if !matches!(required_acks, -1..=1) {
             return Err(PartitionError::InvalidRequiredAcks(required_acks));
@@ -407,6 +453,7 @@ impl<L: PartitionLog> Partition<L> {
                 },
             )
             .map_err(PartitionError::Storage)?;
+        self.after_log_append();
         if let Some(done) = self.producers.apply(producer_update) {
             if done.is_aborted {
                 self.log
@@ -458,6 +505,7 @@ impl<L: PartitionLog> Partition<L> {
                 },
             )
             .map_err(PartitionError::Storage)?;
+        self.after_log_append();
         if let Some(done) = self.producers.apply(update) {
             if done.is_aborted {
                 self.log

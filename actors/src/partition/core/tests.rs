@@ -498,3 +498,164 @@ fn compacted_topic_requires_keys() {
         .unwrap_err();
     assert_eq!(e.code(), codes::INVALID_RECORD);
 }
+
+/// A [`MemoryLog`] that rolls a "segment" at the next append when told to, and keeps producer
+/// snapshots in a directory, like the disk log does.
+struct RollingLog {
+    inner: MemoryLog,
+    dir: std::path::PathBuf,
+    roll_next: bool,
+    rolled: Option<i64>,
+}
+
+impl PartitionLog for RollingLog {
+    fn log_start_offset(&self) -> i64 {
+        self.inner.log_start_offset()
+    }
+    fn log_end_offset(&self) -> i64 {
+        self.inner.log_end_offset()
+    }
+    fn append(&mut self, batches: Bytes, info: &AppendedBatches) -> log::LogResult<()> {
+        if std::mem::take(&mut self.roll_next) {
+            self.rolled = Some(info.first_offset);
+        }
+        self.inner.append(batches, info)
+    }
+    fn read(
+        &self,
+        start: i64,
+        max: usize,
+        max_offset: i64,
+        min_one: bool,
+    ) -> log::LogResult<LogRead> {
+        self.inner.read(start, max, max_offset, min_one)
+    }
+    fn offset_for_timestamp(&self, ts: i64) -> log::LogResult<Option<TimestampOffset>> {
+        self.inner.offset_for_timestamp(ts)
+    }
+    fn max_timestamp_offset(&self) -> log::LogResult<Option<TimestampOffset>> {
+        self.inner.max_timestamp_offset()
+    }
+    fn advance_log_start_offset(&mut self, offset: i64) -> log::LogResult<()> {
+        self.inner.advance_log_start_offset(offset)
+    }
+    fn assign_epoch_start_offset(&mut self, epoch: i32, start: i64) -> log::LogResult<()> {
+        self.inner.assign_epoch_start_offset(epoch, start)
+    }
+    fn epoch_entries(&self) -> Vec<(i32, i64)> {
+        self.inner.epoch_entries()
+    }
+    fn flush(&mut self) -> log::LogResult<()> {
+        self.inner.flush()
+    }
+    fn recovery_point(&self) -> i64 {
+        self.inner.recovery_point()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn delete(&mut self) -> log::LogResult<()> {
+        self.inner.delete()
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
+    fn take_roll_flush(&mut self) -> Option<i64> {
+        self.rolled.take()
+    }
+    fn producer_snapshot_dir(&self) -> Option<std::path::PathBuf> {
+        Some(self.dir.clone())
+    }
+}
+
+/// An idempotent producer's batch: producer id / epoch / base sequence set, CRC redone.
+fn idempotent_batch(values: &[&[u8]], producer_id: i64, base_sequence: i32) -> Bytes {
+    let mut b = BytesMut::from(&batch(values, NOW)[..]);
+    b[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    b[51..53].copy_from_slice(&0i16.to_be_bytes());
+    b[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b.freeze()
+}
+
+fn rolling_leader(log: RollingLog) -> Partition<RollingLog> {
+    let mut p = Partition::new(
+        TopicPartition::new("t", 0),
+        1,
+        log,
+        PartitionConfig::default(),
+        NOW,
+    );
+    p.become_leader(&PartitionAssignment {
+        leader: 1,
+        leader_epoch: 5,
+        partition_epoch: 0,
+        replicas: vec![1],
+        isr: vec![1],
+    })
+    .unwrap();
+    p
+}
+
+#[test]
+fn a_segment_roll_writes_a_producer_snapshot_named_by_the_roll_offset_and_recovery_uses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = rolling_leader(RollingLog {
+        inner: MemoryLog::new(),
+        dir: dir.path().to_path_buf(),
+        roll_next: false,
+        rolled: None,
+    });
+    p.append_as_leader(&idempotent_batch(&[b"a", b"b", b"c"], 7, 0), 1, NOW)
+        .unwrap();
+    let snapshot = dir.path().join("00000000000000000003.snapshot");
+    assert!(!snapshot.exists());
+    p.log_mut().roll_next = true;
+    let out = p
+        .append_as_leader(&idempotent_batch(&[b"d"], 8, 0), 1, NOW)
+        .unwrap();
+    assert_eq!(out.base_offset, 3);
+    assert!(snapshot.exists(), "snapshot at the roll offset");
+    // The roll's flush is handed to the actor once.
+    assert_eq!(p.take_roll_flush(), Some(3));
+    assert_eq!(p.take_roll_flush(), None);
+
+    // Recovery: the log lost everything below the roll (as if that segment were deleted), so
+    // only the snapshot still knows producer 7; producer 8 is replayed from the log after it.
+    let mut log = p.into_log();
+    log.advance_log_start_offset(3).unwrap();
+    let reopened = Partition::new(
+        TopicPartition::new("t", 0),
+        1,
+        log,
+        PartitionConfig::default(),
+        NOW,
+    );
+    let mut known: Vec<i64> = reopened
+        .producer_state()
+        .entries()
+        .iter()
+        .map(|e| e.producer_id)
+        .collect();
+    known.sort();
+    assert_eq!(known, vec![7, 8]);
+
+    // Without the snapshot nothing would know it.
+    let log = reopened.into_log();
+    std::fs::remove_file(&snapshot).unwrap();
+    let without = Partition::new(
+        TopicPartition::new("t", 0),
+        1,
+        log,
+        PartitionConfig::default(),
+        NOW,
+    );
+    let known: Vec<i64> = without
+        .producer_state()
+        .entries()
+        .iter()
+        .map(|e| e.producer_id)
+        .collect();
+    assert_eq!(known, vec![8]);
+}

@@ -86,13 +86,13 @@ pub fn needs_recompression(
 
 /// Validates one partition's produce payload and assigns offsets from `next_offset`.
 pub fn validate_and_assign(
-    records: &Bytes,
+    records: Bytes,
     next_offset: i64,
     leader_epoch: i32,
     cfg: &PartitionConfig,
     now_ms: i64,
 ) -> Result<ValidatedAppend, PartitionError> {
-    single_batch(records)?;
+    single_batch(&records)?;
     let opts = ValidationOptions {
         origin: AppendOrigin::Client,
         max_batch_size: cfg.max_message_bytes,
@@ -104,12 +104,17 @@ pub fn validate_and_assign(
         compacted: cfg.cleanup_compact,
         inspect_compressed: None,
     };
-    let v = validate_batch_with(records, &opts).map_err(from_record_error)?;
+    let v = validate_batch_with(&records, &opts).map_err(from_record_error)?;
 
     let mut buf = match needs_recompression(cfg.compression, v.compression) {
-        None => BytesMut::from(&records[..]),
+        // The header is rewritten below: in place when this payload is the only user of its
+        // buffer (the request frame), else in a copy, since other partitions' payloads in the
+        // same frame may still be read.
+        None => records
+            .try_into_mut()
+            .unwrap_or_else(|shared| BytesMut::from(&shared[..])),
         Some(target) => {
-            BytesMut::from(&recompress(records, target).map_err(from_record_error)?[..])
+            BytesMut::from(&recompress(&records, target).map_err(from_record_error)?[..])
         }
     };
     set_base_offset(&mut buf, next_offset);
