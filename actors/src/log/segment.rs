@@ -89,7 +89,16 @@ impl LogSegment {
             .create(true)
             .truncate(false)
             .open(&log_path)?;
-        let size = file.metadata()?.len();
+        let mut size = file.metadata()?.len();
+        if size == 0 && config.preallocate {
+            // Kafka's `preallocate`: a new segment file gets its full `segment.bytes` length up
+            // front (sparse, as Kafka's `setLength`), so appends never extend the file; the
+            // logical size stays 0 and the file is trimmed when the segment rolls or closes.
+            // An untrimmed file found after a crash is as long as it was preallocated, and
+            // recovery cuts the zeros after the last valid batch.
+            file.set_len(config.segment_bytes.max(0) as u64)?;
+            size = 0;
+        }
         let missing_index = size > 0
             && !(segment_file(dir, base_offset, INDEX_SUFFIX).exists()
                 && segment_file(dir, base_offset, TIME_INDEX_SUFFIX).exists());
@@ -552,7 +561,16 @@ impl LogSegment {
             true,
         )?;
         self.offset_index.trim_to_valid_size()?;
-        self.time_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()?;
+        self.trim_log_file()
+    }
+
+    /// Cuts a preallocated log file back to the bytes written (Kafka's `FileRecords.trim`).
+    fn trim_log_file(&mut self) -> io::Result<()> {
+        if self.file.metadata()?.len() > self.size {
+            self.file.set_len(self.size)?;
+        }
+        Ok(())
     }
 
     /// Preallocates the indexes again (the segment became, or stays, the active one).

@@ -674,3 +674,69 @@ fn corrupt_index_below_recovery_point_is_rebuilt_not_trusted() {
     assert_eq!(fs::read(&idx_path).unwrap(), good[..n].to_vec());
     assert_eq!(read_all(&log, 0).len(), 20);
 }
+
+#[test]
+fn preallocate_sizes_new_segments_up_front_and_trims_them_on_roll_close_and_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 4000,
+        preallocate: true,
+        ..small_config()
+    };
+    let mut log = open(dir.path(), config.clone());
+    let len = |p: &Path| fs::metadata(p).unwrap().len();
+    let first = log.active_segment().log_path().to_path_buf();
+    assert_eq!(len(&first), 4000, "a new segment file has segment.bytes");
+    assert_eq!(log.size(), 0);
+    fill(&mut log, 40, 3, 0);
+    let segs: Vec<_> = log.segments().collect();
+    assert!(segs.len() > 3);
+    // Rolled segments were cut back to their data; the active one is still preallocated.
+    for s in &segs[..segs.len() - 1] {
+        assert_eq!(len(s.log_path()), s.size());
+    }
+    let active = segs.last().unwrap();
+    assert_eq!(len(active.log_path()), 4000);
+    assert!(active.size() < 4000);
+    assert_eq!(read_all(&log, 0).len(), 40);
+    let leo = log.log_end_offset();
+    let active_path = active.log_path().to_path_buf();
+
+    // A crash leaves the active file preallocated: recovery cuts the zeros after the data.
+    drop(log);
+    let mut log = open(dir.path(), config.clone());
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(len(&active_path), log.active_segment().size());
+    assert_eq!(read_all(&log, 0).len(), 40);
+    fill(&mut log, 2, 3, 0);
+    log.close().unwrap();
+
+    // A clean close trims the active segment too, and the log reopens as written.
+    let log = Log::open(&dir.path().join("t-0"), config, 0, leo + 6, true, 0).unwrap();
+    for s in log.segments() {
+        assert_eq!(len(s.log_path()), s.size());
+    }
+    assert_eq!(log.log_end_offset(), leo + 6);
+    assert_eq!(read_all(&log, 0).len(), 42);
+}
+
+#[test]
+fn assign_epoch_start_offset_records_the_epoch_before_any_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config());
+    fill(&mut log, 2, 3, 0);
+    log.assign_epoch_start_offset(3, log.log_end_offset())
+        .unwrap();
+    assert_eq!(log.latest_epoch(), Some(3));
+    let entries: Vec<_> = log
+        .leader_epoch_cache()
+        .entries()
+        .iter()
+        .map(|e| (e.epoch, e.start_offset))
+        .collect();
+    assert_eq!(entries, vec![(0, 0), (3, 6)]);
+    // It is checkpointed at once (a reopen then drops it while no batch of the epoch exists,
+    // as Kafka's loader truncates the cache to the log end, until the leader assigns it again).
+    let checkpoint = fs::read_to_string(log.dir().join("leader-epoch-checkpoint")).unwrap();
+    assert!(checkpoint.lines().any(|l| l == "3 6"), "{checkpoint}");
+}

@@ -567,6 +567,14 @@ impl Log {
         })
     }
 
+    /// Records that leader `epoch` starts at `start_offset` (Kafka's
+    /// `UnifiedLog.assignEpochStartOffset`, called on becoming leader): the epoch is in the
+    /// cache, and OffsetForLeaderEpoch answers for it, before its first batch is appended.
+    pub fn assign_epoch_start_offset(&mut self, epoch: i32, start_offset: i64) -> Result<()> {
+        self.epoch_cache.assign(epoch, start_offset)?;
+        Ok(())
+    }
+
     /// Records an aborted transaction in the `.txnindex` of the segment holding its last offset
     /// (called by the partition when it writes an ABORT marker).
     pub fn append_aborted_txn(&mut self, txn: AbortedTxn) -> Result<()> {
