@@ -4,14 +4,16 @@ open transactions must then end: the looping producer's by its own commit/abort 
 restart, the dead producer's by the coordinator's abort on `transaction.timeout.ms`. Afterwards
 every partition is stable (LSO = high watermark), read_committed shows every transaction the
 client saw committed, whole on every partition, never one it saw aborted nor the one left open,
-and a new producer with the dead one's transactional.id can init and commit."""
+and a new producer with the dead one's transactional.id can init and commit. After a clean
+restart an open transaction is still there (rebuilt from __transaction_state) and commits."""
 import collections
 import random
 import time
 import uuid
 
+from harness.cli import KafkaCli
 from harness.clients import create_topic
-from harness.txn import Script, read_partitions, txn_producer, values, wait_stable
+from harness.txn import Script, list_offsets, read_partitions, txn_producer, values, wait_stable
 
 PARTS = 3
 PER = 3
@@ -99,3 +101,46 @@ def test_open_transactions_end_consistently_after_broker_kill9(broker_factory, t
     for part in range(PARTS):
         assert values(committed[part])[-1] == f"again:{part}".encode()
     wait_stable(b, topic_name, PARTS, timeout=30)
+
+
+def test_open_transaction_survives_a_clean_restart_and_commits(broker_factory, topic_name):
+    """The coordinator's state is rebuilt from __transaction_state: after a SIGTERM restart the
+    open transaction is still Ongoing with its partitions, and the same producer commits it."""
+    b = broker_factory()
+    cli = KafkaCli(b)
+    create_topic(b, topic_name, partitions=2)
+    txn_id = f"restart-{uuid.uuid4().hex[:6]}"
+    p = txn_producer(b, txn_id, conf={"transaction.timeout.ms": 120000,
+                                      "message.timeout.ms": 120000})
+    p.begin_transaction()
+    for part in range(2):
+        for i in range(5):
+            p.produce(topic_name, value=f"r{part}-{i}".encode(), partition=part)
+    p.flush(30)
+    b.stop()  # SIGTERM: a clean shutdown (Kafka's JVM exits 143, kactor 0)
+    b.start()
+
+    def describe():
+        lines = cli.run("transactions", "describe", "--transactional-id", txn_id).stdout
+        rows = [[c.strip() for c in l.rstrip("\t").split("\t")] for l in lines.splitlines()
+                if l.strip()]
+        return dict(zip(rows[0], rows[1]))
+
+    # The coordinator may still be loading right after start-up: give it a few tries.
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            d = describe()
+            break
+        except AssertionError:
+            assert time.monotonic() < deadline, "describe kept failing after the restart"
+            time.sleep(1)
+    assert d["TransactionState"] == "Ongoing", d
+    assert sorted(d["TopicPartitions"].split(",")) == [f"{topic_name}-0", f"{topic_name}-1"]
+    assert list_offsets(b, topic_name, 2, "read_committed") == {0: 0, 1: 0}
+
+    p.commit_transaction(60)
+    assert wait_stable(b, topic_name, 2, timeout=30) == {0: 6, 1: 6}
+    got = read_partitions(b, topic_name, 2, "read_committed")
+    assert values(got) == {q: [f"r{q}-{i}".encode() for i in range(5)] for q in range(2)}
+    assert describe()["TransactionState"] == "CompleteCommit"
