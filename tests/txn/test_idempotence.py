@@ -3,13 +3,15 @@ batches. A confluent-kafka producer with enable.idempotence=true talks to the br
 CuttingProxy that drops every connection after a few KiB: in-flight batches are retried on new
 connections, and the log must still hold every record exactly once, in order, with no gaps. The
 transactional variant does the same with commits in between."""
+import time
 import uuid
 
 from confluent_kafka import KafkaException, Producer
 
 from harness.clients import consume_all, create_topic
 from harness.proxy import CuttingProxy
-from harness.txn import read_partitions, txn_producer
+from harness.txn import (init_producer_id, produce_v3, producer_batch, read_partitions,
+                         txn_producer)
 from harness.wire import api_versions
 
 N = 3000
@@ -105,3 +107,30 @@ def test_transactions_through_cut_connections_commit_every_record_once(broker_fa
     ids = [int(v[:6]) for _, _, v in got]
     assert len(ids) == n, f"{len(ids)} records for {n} committed: duplicates or losses"
     assert ids == list(range(n)), "records out of order or duplicated"
+
+
+def test_broker_deduplicates_and_orders_raw_idempotent_batches(broker, topic_name):
+    """The producer-state rules at the wire (Produce v3, one idempotent batch per request): a
+    duplicate of a recent batch is answered with its original offset and not appended again, a
+    sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER, a new epoch starts again at sequence 0, and a
+    batch from the old epoch is then refused."""
+    create_topic(broker, topic_name)
+    err, pid, epoch = init_producer_id(broker.port)
+    assert err == 0 and pid >= 0 and epoch == 0
+    now = int(time.time() * 1000)
+
+    def send(seq, vals, ep=0):
+        return produce_v3(broker.port, topic_name, 0,
+                          producer_batch(vals, pid, ep, seq, now, transactional=False))
+
+    assert send(0, [b"a", b"b", b"c"]) == (0, 0)
+    assert send(0, [b"a", b"b", b"c"]) == (0, 0), "a retried batch gets its original offset"
+    assert send(3, [b"d"]) == (0, 3)
+    assert send(0, [b"a", b"b", b"c"]) == (0, 0), "still one of the last 5 batches"
+    assert send(6, [b"x"])[0] == 45, "sequence 4-5 missing: OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert send(4, [b"e", b"f"]) == (0, 4)
+    assert send(0, [b"g"], ep=1) == (0, 6), "a bumped epoch starts at sequence 0"
+    assert send(6, [b"late"], ep=0)[0] == 47, "the old epoch is fenced: INVALID_PRODUCER_EPOCH"
+    got = read_partitions(broker, topic_name, 1, "read_uncommitted")[0]
+    assert [(o, v) for o, _, v in got] == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d"),
+                                           (4, b"e"), (5, b"f"), (6, b"g")]
