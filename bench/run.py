@@ -651,7 +651,9 @@ def main(argv=None):
     ceilings = ({"tcp": {}, "mock": {}} if args.no_ceilings
                 else run_ceilings(prods, durations, tcp_sizes))
     e2e_rates = {k: args.e2e_rate for k in e2es} if args.e2e_rate else {}
-    datadir = ROOT / ".cache" / "bench-data"
+    # KACTOR_BENCH_DATA puts the brokers' data elsewhere (e.g. /tmp), so two runs on one
+    # machine (with different --port-base) do not share a directory.
+    datadir = Path(os.environ.get("KACTOR_BENCH_DATA", ROOT / ".cache" / "bench-data"))
     res = {}
     for target in [t.strip() for t in args.brokers.split(",") if t.strip()]:
         log(f"==== {target}")
