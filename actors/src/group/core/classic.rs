@@ -788,7 +788,7 @@ impl GroupCoordinatorShard {
             };
         }
         if matches!(self.groups.get(&req.group_id), Some(Group::Consumer(_))) {
-            return self.classic_leave_to_consumer_group(req, now_ms, out);
+            return self.classic_leave_to_consumer_group(req, out);
         }
         let Some(group) = self.classic_group_mut(&req.group_id) else {
             return LeaveGroupOutput {

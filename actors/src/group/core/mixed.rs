@@ -458,7 +458,6 @@ impl GroupCoordinatorShard {
     pub(super) fn classic_leave_to_consumer_group(
         &mut self,
         req: LeaveGroupInput,
-        now_ms: i64,
         out: &mut Output,
     ) -> LeaveGroupOutput {
         let group_id = req.group_id.clone();
@@ -517,7 +516,6 @@ impl GroupCoordinatorShard {
                 },
             );
         }
-        let _ = now_ms;
         LeaveGroupOutput {
             error_code: NONE,
             members,
