@@ -319,3 +319,43 @@ fn replaying_the_log_rebuilds_the_same_state() {
     assert_eq!(aborted[0].first_offset, 2);
     assert_eq!(aborted[0].last_offset, 4);
 }
+
+#[test]
+fn coordinator_writes_without_sequences_join_the_transaction_and_are_never_duplicates() {
+    // The group coordinator appends a transactional producer's offset commits to
+    // __consumer_offsets with the producer's id/epoch and no sequence (-1), origin Coordinator:
+    // each is appended (never taken for a retry of the previous one) and the marker ends them.
+    let mut m = ProducerStateManager::default();
+    let coordinator = |m: &mut ProducerStateManager, bytes: &Bytes| {
+        match kactor_actors::producer::partition::check_leader_append_from(
+            m,
+            bytes,
+            AppendOrigin::Coordinator,
+        ) {
+            Ok(AppendCheck::Append(u)) => {
+                m.apply(u);
+                Ok(())
+            }
+            Ok(AppendCheck::Duplicate(_)) => Err("taken for a duplicate"),
+            Err(_) => Err("refused"),
+        }
+    };
+    assert_eq!(
+        coordinator(&mut m, &batch(9, 0, -1, 0, 1, true, 10)),
+        Ok(())
+    );
+    assert_eq!(
+        coordinator(&mut m, &batch(9, 0, -1, 1, 1, true, 11)),
+        Ok(())
+    );
+    assert_eq!(m.ongoing_txns().collect::<Vec<_>>(), vec![(0, 9)]);
+    let done = marker(&mut m, 9, 0, 2, false, 0).unwrap().unwrap();
+    assert!(done.is_aborted);
+    assert_eq!((done.first_offset, done.last_offset), (0, 2));
+    // The next transaction of the same producer starts again without sequences.
+    assert_eq!(
+        coordinator(&mut m, &batch(9, 0, -1, 3, 1, true, 12)),
+        Ok(())
+    );
+    assert_eq!(m.ongoing_txns().collect::<Vec<_>>(), vec![(3, 9)]);
+}

@@ -70,9 +70,6 @@ def test_committed_transactions_are_read_at_both_isolation_levels(broker, topic_
     assert end_offset(broker, topic_name) == 15
 
 
-@pytest.mark.kactor_pending("read_committed fetches carry no AbortedTransactions: "
-                            "Box<dyn PartitionLog> does not forward append_aborted_txn / "
-                            "collect_aborted_transactions (bugs.md, txn 22:50)")
 def test_aborted_records_are_skipped_by_read_committed(broker, topic_name):
     create_topic(broker, topic_name)
     p = txn_producer(broker, f"txn-{topic_name}")
@@ -185,9 +182,11 @@ def _committed(broker, group, topic):
         c.close()
 
 
-@pytest.mark.kactor_pending("the group shard is not told when a marker lands in "
-                            "__consumer_offsets until the topology wires GroupTxnCompletion "
-                            "(needs Recipient<CompleteGroupTransaction> in the group shard table)")
+@pytest.mark.kactor_pending("TxnOffsetCommit: the group shard's transactional batch (pid, no "
+                            "sequence) is refused as a client append (needs an append origin "
+                            "Coordinator on AppendRecords), and the group shard is not told when "
+                            "a marker lands in __consumer_offsets (needs "
+                            "Recipient<CompleteGroupTransaction> in its shard table): bugs.md")
 def test_send_offsets_to_transaction_commits_offsets_only_with_the_transaction(broker,
                                                                                  topic_name):
     src, dst = f"{topic_name}-in", f"{topic_name}-out"

@@ -77,8 +77,20 @@ pub fn check_leader_append(
     m: &ProducerStateManager,
     records: &Bytes,
 ) -> Result<AppendCheck, ProducerStateError> {
+    check_leader_append_from(m, records, AppendOrigin::Client)
+}
+
+/// [`check_leader_append`] for an append of the given origin: `Coordinator` for records a
+/// coordinator writes on a producer's behalf (the group coordinator's TxnOffsetCommit records,
+/// Kafka's `AppendOrigin.COORDINATOR`), which carry the producer's id and epoch but no
+/// sequence, so they are neither sequence-checked nor deduplicated.
+pub fn check_leader_append_from(
+    m: &ProducerStateManager,
+    records: &Bytes,
+    origin: AppendOrigin,
+) -> Result<AppendCheck, ProducerStateError> {
     match BatchHeader::parse(records) {
-        Ok(h) => m.check_append(&ProducerBatch::from_header(&h), AppendOrigin::Client),
+        Ok(h) => m.check_append(&ProducerBatch::from_header(&h), origin),
         // Validation already parsed this header; nothing to track if it somehow can't be.
         Err(_) => Ok(AppendCheck::Append(ProducerAppend::none(-1))),
     }

@@ -40,6 +40,8 @@ const MARKER_RETRY: Duration = Duration::from_millis(200);
 const WRITE_COMMIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Poll period while a state write waits for the high watermark (replicated state partitions).
 const WRITE_COMMIT_POLL: Duration = Duration::from_millis(5);
+/// Pause before a failed load is tried again.
+const LOAD_RETRY: Duration = Duration::from_secs(1);
 /// How often the shard's transaction gauges are refreshed.
 const METRICS_INTERVAL: Duration = Duration::from_secs(1);
 /// The group coordinator's topic: a marker there completes the group's transactional offsets.
@@ -348,6 +350,41 @@ impl TransactionCoordinatorActor {
         }));
     }
 
+    /// Loads the partition by replay, holding every other message until done (they would
+    /// only get COORDINATOR_LOAD_IN_PROGRESS). A failed read is retried: the shard must not
+    /// stay unloaded while it still leads the partition.
+    fn load(&mut self, ctx: &mut Context<Self>) {
+        let log = self.log.clone();
+        ctx.wait(Self::read_all(log).into_actor(self).map(|records, act, ctx| {
+            match records {
+                Ok(records) => {
+                    act.core = TxnCoordinatorCore::new(act.core.config());
+                    for (k, v) in records {
+                        match decode(&k, v.as_ref()) {
+                            Ok((id, m)) => act.core.replay(&id, m),
+                            Err(e) => tracing::warn!(error = %e, "skipping transaction log record"),
+                        }
+                    }
+                    act.loaded = true;
+                    tracing::info!(
+                        partition = act.partition_index,
+                        transactional_ids = act.core.transactions().count(),
+                        "transaction coordinator shard loaded"
+                    );
+                    // Transactions loaded mid-end get their markers again.
+                    for job in act.core.pending_marker_jobs() {
+                        act.start_markers(job, ctx);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(partition = act.partition_index, error = %e,
+                        "cannot load __transaction_state; retrying");
+                    ctx.run_later(LOAD_RETRY, |act, ctx| act.load(ctx));
+                }
+            }
+        }));
+    }
+
     /// Counts a transaction that reached CompleteCommit / CompleteAbort.
     fn count_completion(&mut self, transit: &Transit) {
         let id = &transit.target.transactional_id;
@@ -539,29 +576,7 @@ impl Actor for TransactionCoordinatorActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let log = self.log.clone();
-        ctx.wait(
-            Self::read_all(log)
-                .into_actor(self)
-                .map(|records, act, ctx| {
-                    match records {
-                        Ok(records) => {
-                            for (k, v) in records {
-                                match decode(&k, v.as_ref()) {
-                                    Ok((id, m)) => act.core.replay(&id, m),
-                                    Err(e) => tracing::warn!(error = %e, "skipping transaction log record"),
-                                }
-                            }
-                            act.loaded = true;
-                            // Transactions loaded mid-end get their markers again.
-                            for job in act.core.pending_marker_jobs() {
-                                act.start_markers(job, ctx);
-                            }
-                        }
-                        Err(e) => tracing::error!(error = %e, "cannot load __transaction_state"),
-                    }
-                }),
-        );
+        self.load(ctx);
         ctx.run_interval(self.abort_interval, |_, ctx| {
             ctx.notify(AbortTimedOutTick);
         });

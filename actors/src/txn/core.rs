@@ -219,6 +219,10 @@ impl TxnCoordinatorCore {
         }
     }
 
+    pub fn config(&self) -> TxnCoordinatorConfig {
+        self.config
+    }
+
     /// The leader epoch of the state partition this core was loaded at (markers carry it).
     pub fn coordinator_epoch(&self) -> i32 {
         self.config.coordinator_epoch
