@@ -3,7 +3,8 @@
 //! 100 M offsets, and recovery time of a 1 GiB log after an unclean stop.
 //!
 //! `cargo bench -p kactor-actors --bench log_bench` (set `LOG_BENCH_DIR` to choose the disk;
-//! `LOG_BENCH_APPEND_GIB` for the append volume, default 2).
+//! `LOG_BENCH_APPEND_GIB` for the append volume, default 2; `LOG_BENCH_APPEND_ONLY=1` stops
+//! after the append and read figures).
 
 use std::path::Path;
 use std::time::Instant;
@@ -46,15 +47,39 @@ fn fill(log: &mut Log, template: &[u8], total_bytes: u64, offsets_per_batch: i64
     secs
 }
 
-fn bench_append_and_read(root: &Path) {
-    let gib: f64 = std::env::var("LOG_BENCH_APPEND_GIB")
+fn append_gib() -> f64 {
+    std::env::var("LOG_BENCH_APPEND_GIB")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2.0);
+        .unwrap_or(2.0)
+}
+
+/// The same append with `preallocate=true` (segment files sized up front, as Kafka's option).
+fn bench_append_preallocated(root: &Path) {
+    let dir = root.join("append-prealloc-0");
+    let config = LogConfig {
+        preallocate: true,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(&dir, config, 0, 0, true, 0).unwrap();
+    let template = batch_16k();
+    let secs = fill(&mut log, &template, (append_gib() * GIB) as u64, 16);
+    let bytes = log.size() as f64;
+    println!(
+        "append (preallocate=true): {:.2} GiB in 16 KiB batches, {:.3} s -> {:.2} GB/s",
+        bytes / GIB,
+        secs,
+        bytes / secs / 1e9,
+    );
+    log.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn bench_append_and_read(root: &Path) {
     let dir = root.join("append-0");
     let mut log = Log::open(&dir, LogConfig::default(), 0, 0, true, 0).unwrap();
     let template = batch_16k();
-    let total = (gib * GIB) as u64;
+    let total = (append_gib() * GIB) as u64;
     let secs = fill(&mut log, &template, total, 16);
     let bytes = log.size() as f64;
     println!(
@@ -187,6 +212,10 @@ fn main() {
         .unwrap_or_else(|_| std::env::temp_dir());
     let root = tempfile::tempdir_in(base).unwrap();
     bench_append_and_read(root.path());
+    bench_append_preallocated(root.path());
+    if std::env::var_os("LOG_BENCH_APPEND_ONLY").is_some() {
+        return;
+    }
     bench_lookup(root.path(), 1_000_000);
     bench_lookup(root.path(), 100_000_000);
     bench_recovery(root.path());
