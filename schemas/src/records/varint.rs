@@ -37,20 +37,20 @@ fn read_unsigned_multi_byte(
     pos: &mut usize,
     max_bytes: usize,
 ) -> Result<u64, RecordError> {
-    let rest = buf.get(*pos..).unwrap_or_default();
     let mut value: u64 = 0;
-    for (i, &b) in rest.iter().take(max_bytes).enumerate() {
+    for i in 0..max_bytes {
+        let Some(&b) = buf.get(*pos) else {
+            return Err(RecordError::InvalidRecord(
+                "varint runs past the end of the buffer".into(),
+            ));
+        };
+        *pos += 1;
         value |= u64::from(b & 0x7f) << (7 * i);
         if b & 0x80 == 0 {
-            *pos += i + 1;
             return Ok(value);
         }
     }
-    Err(RecordError::InvalidRecord(if rest.len() < max_bytes {
-        "varint runs past the end of the buffer".into()
-    } else {
-        "varint is too long".into()
-    }))
+    Err(RecordError::InvalidRecord("varint is too long".into()))
 }
 
 /// Reads a zig-zag varint (at most 5 bytes) at `*pos`, advancing it.
