@@ -14,6 +14,7 @@ use kactor_actors::controller::core::ControllerConfig;
 use kactor_actors::controller::startup::{start_kraft, KraftConfig, KraftHandles};
 use kactor_actors::group::apis::{self as group_apis, GroupApis, OffsetsTopicCreator};
 use kactor_actors::group::core::GroupCoordinatorConfig;
+use kactor_actors::group::messages::CompleteGroupTransaction;
 use kactor_actors::group::GroupCoordinatorManagerActor;
 use kactor_actors::metadata::lifecycle::{BrokerLifecycleConfig, BrokerLifecycleState};
 use kactor_actors::metadata::messages::{SubscribeBrokerConfigChanges, SubscribePartitionChanges};
@@ -293,6 +294,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         partition_table.clone(),
     );
     let group_shards = group_manager.shard_table();
+    let group_shards_for_txn = group_shards.clone();
     GroupCoordinatorManagerActor::start_in_arbiter(&pools.controller(), move |_| group_manager);
     group_apis::register(
         &mut router,
@@ -315,9 +317,22 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     {
         let table = partitions.apis.partitions.clone();
         let props = broker_properties(cfg);
-        // TODO(lead): complete group transactions once the group shard table exposes
-        // `Recipient<CompleteGroupTransaction>` per partition (see the txn report).
-        let group_completion: Option<kactor_actors::txn::coordinator::GroupTxnCompletion> = None;
+        // A marker written to `__consumer_offsets-N` (by a coordinator shard or through
+        // WriteTxnMarkers) makes shard N apply or drop the producer's pending offsets.
+        let group_completion: Option<kactor_actors::txn::coordinator::GroupTxnCompletion> = Some(
+            Arc::new(move |partition: i32, producer_id: i64, committed: bool| {
+                if let Some(shard) = group_shards_for_txn
+                    .borrow()
+                    .txn_completions
+                    .get(&partition)
+                {
+                    shard.do_send(CompleteGroupTransaction {
+                        producer_id,
+                        committed,
+                    });
+                }
+            }),
+        );
         if let Some(controller) = &kraft.controller {
             let producer_ids = start_producer_id_manager(
                 &pools.controller(),

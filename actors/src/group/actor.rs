@@ -21,7 +21,7 @@ use super::log::{records_batch, replay_batches, TxnProducer};
 use super::messages::*;
 use super::metrics::{group_metrics, ShardMetrics};
 use crate::partition::core::{IsolationLevel, PartitionError, ReadParams};
-use crate::partition::messages::{AppendRecords, DescribeReplica, ReadRecords};
+use crate::partition::messages::{AppendCoordinatorRecords, DescribeReplica, ReadRecords};
 use crate::partition::registry::PartitionTableReader;
 use crate::runtime::ActorMetrics;
 
@@ -268,7 +268,7 @@ impl GroupCoordinatorActor {
             state: WriteState::Appending,
             responses: out.responses,
         });
-        let append = self.partition.append.send(AppendRecords {
+        let append = self.partition.append.send(AppendCoordinatorRecords {
             records: batch,
             required_acks: -1,
         });

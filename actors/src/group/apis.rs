@@ -40,6 +40,8 @@ use crate::partition::registry::PartitionTableReader;
 pub struct GroupShardTable {
     pub offsets_topic_num_partitions: i32,
     pub shards: HashMap<i32, Recipient<HandleGroupRequest>>,
+    /// The same shards, told when a transaction marker lands in their partition.
+    pub txn_completions: HashMap<i32, Recipient<super::messages::CompleteGroupTransaction>>,
 }
 
 pub type GroupShardTableReader = watch::Receiver<Arc<GroupShardTable>>;

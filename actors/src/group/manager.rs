@@ -47,6 +47,7 @@ impl GroupCoordinatorManagerActor {
         let (publisher, _) = watch::channel(Arc::new(GroupShardTable {
             offsets_topic_num_partitions: config.offsets_topic_num_partitions,
             shards: HashMap::new(),
+            txn_completions: HashMap::new(),
         }));
         GroupCoordinatorManagerActor {
             broker_id,
@@ -135,6 +136,11 @@ impl GroupCoordinatorManagerActor {
                 .iter()
                 .map(|(p, s)| (*p, s.addr.clone().recipient()))
                 .collect(),
+            txn_completions: self
+                .shards
+                .iter()
+                .map(|(p, s)| (*p, s.addr.clone().recipient()))
+                .collect(),
         }));
     }
 }
@@ -185,6 +191,7 @@ impl Handler<StopGroupCoordinators> for GroupCoordinatorManagerActor {
         self.publisher.send_replace(Arc::new(GroupShardTable {
             offsets_topic_num_partitions: self.config.offsets_topic_num_partitions,
             shards: HashMap::new(),
+            txn_completions: HashMap::new(),
         }));
     }
 }

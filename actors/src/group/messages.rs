@@ -3,7 +3,7 @@
 use actix::{Message, Recipient};
 
 use super::core::{GroupRequest, GroupResponse, TopicsView};
-use crate::partition::messages::{AppendRecords, DescribeReplica, ReadRecords};
+use crate::partition::messages::{AppendCoordinatorRecords, DescribeReplica, ReadRecords};
 
 /// Group API handler → shard: one group request (converted from any wire version). The
 /// answer comes once its records are committed; a JoinGroup or SyncGroup may be parked for a
@@ -56,7 +56,7 @@ pub struct GroupCoordinatorStatus {
 /// The shard's `__consumer_offsets` partition leader, as the shard uses it.
 #[derive(Clone)]
 pub struct CoordinatorPartition {
-    pub append: Recipient<AppendRecords>,
+    pub append: Recipient<AppendCoordinatorRecords>,
     pub read: Recipient<ReadRecords>,
     pub describe: Recipient<DescribeReplica>,
 }

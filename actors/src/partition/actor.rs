@@ -7,10 +7,12 @@ use actix::{
     WrapFuture,
 };
 
-use super::core::{Partition, PartitionLog, Role, TopicPartition};
+use super::core::{AppendOutcome, Partition, PartitionError, PartitionLog, Role, TopicPartition};
 use super::messages::*;
 use crate::purgatory::{HighWatermarkAdvanced, LeadershipLost};
 use crate::runtime::{ActorMetrics, SupervisedActor};
+use bytes::Bytes;
+use kactor_protocol::records::AppendOrigin;
 
 /// Wall-clock milliseconds, the only clock the partition paths need.
 pub fn now_ms() -> i64 {
@@ -149,15 +151,18 @@ impl SupervisedActor for PartitionActor {
     }
 }
 
-impl Handler<AppendRecords> for PartitionActor {
-    type Result = MessageResult<AppendRecords>;
-    fn handle(&mut self, msg: AppendRecords, ctx: &mut Context<Self>) -> Self::Result {
-        let metrics = self.metrics.clone();
-        let _m = metrics.handle();
+impl PartitionActor {
+    fn append(
+        &mut self,
+        records: Bytes,
+        required_acks: i16,
+        origin: AppendOrigin,
+        ctx: &mut Context<Self>,
+    ) -> Result<AppendOutcome, PartitionError> {
         let now = now_ms();
         let result = self
             .core()
-            .and_then(|c| c.append_owned_as_leader(msg.records, msg.required_acks, now));
+            .and_then(|c| c.append_from(records, required_acks, now, origin));
         if result.is_ok() {
             // flush.messages is checked on the append path, as Kafka does; rolled segments are
             // flushed right away. Both run on the blocking pool.
@@ -175,7 +180,30 @@ impl Handler<AppendRecords> for PartitionActor {
                 self.hw_advanced(out.high_watermark, out.bytes as usize);
             }
         }
-        MessageResult(result)
+        result
+    }
+}
+
+impl Handler<AppendRecords> for PartitionActor {
+    type Result = MessageResult<AppendRecords>;
+    fn handle(&mut self, msg: AppendRecords, ctx: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        MessageResult(self.append(msg.records, msg.required_acks, AppendOrigin::Client, ctx))
+    }
+}
+
+impl Handler<AppendCoordinatorRecords> for PartitionActor {
+    type Result = MessageResult<AppendCoordinatorRecords>;
+    fn handle(&mut self, msg: AppendCoordinatorRecords, ctx: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        MessageResult(self.append(
+            msg.records,
+            msg.required_acks,
+            AppendOrigin::Coordinator,
+            ctx,
+        ))
     }
 }
 

@@ -20,6 +20,17 @@ pub struct AppendRecords {
     pub required_acks: i16,
 }
 
+/// Group / transaction coordinator → partition leader: append records the coordinator writes
+/// itself (Kafka's `AppendOrigin.COORDINATOR`). A TxnOffsetCommit's records carry the
+/// producer's id and epoch but no sequence, so they are neither sequence-checked nor
+/// deduplicated. Lost: the coordinator's write times out and its request fails retriably.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<AppendOutcome, PartitionError>")]
+pub struct AppendCoordinatorRecords {
+    pub records: Bytes,
+    pub required_acks: i16,
+}
+
 /// WriteTxnMarkers handler (or the transaction coordinator) → partition leader: append one
 /// commit/abort marker. Lost: the coordinator retries the marker.
 #[derive(Message, Debug, Clone, Copy)]

@@ -77,14 +77,9 @@ impl ProducerStateError {
     }
 }
 
-/// Who is appending (Kafka's `AppendOrigin`): only clients get sequence checks and duplicate
-/// detection; replication and recovery take the log as the truth.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AppendOrigin {
-    Client,
-    Coordinator,
-    Replication,
-}
+/// Who is appending (Kafka's `AppendOrigin`), the same type validation uses: only clients get
+/// sequence checks and duplicate detection; replication and recovery take the log as the truth.
+pub use kactor_protocol::records::AppendOrigin;
 
 /// One remembered batch (Kafka's `BatchMetadata`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

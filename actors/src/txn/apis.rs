@@ -36,6 +36,7 @@ use super::coordinator::{
 };
 use super::core::{TxnMetadata, TxnPartition, TxnState};
 use super::messages::GenerateProducerId;
+use crate::group::core::hashing::coordinator_partition;
 use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
 use crate::partition::messages::{AppendTxnMarker, DescribeProducerState};
 use crate::partition::registry::PartitionTableReader;
@@ -194,16 +195,11 @@ pub async fn handle_write_txn_markers_with(
     }
 }
 
-/// Java's `String.hashCode` over UTF-16 units, as Kafka's `partitionFor` uses it.
-fn java_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
-}
-
-/// The coordinator partition of a transactional id or group (Kafka's
-/// `Utils.abs(key.hashCode) % numPartitions`).
+/// The coordinator partition of a transactional id or group: the group coordinator's
+/// [`coordinator_partition`] (Kafka's `Utils.abs(key.hashCode) % numPartitions`), so markers
+/// for a group's offsets land on the partition whose shard holds them.
 pub fn partition_for(key: &str, num_partitions: i32) -> i32 {
-    (java_hash(key) & 0x7fff_ffff) % num_partitions.max(1)
+    coordinator_partition(key, num_partitions.max(1))
 }
 
 /// The shards this broker runs, by `__transaction_state` partition (published by whoever starts
@@ -802,12 +798,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn partition_for_matches_javas_string_hash() {
-        // "hello".hashCode() = 99162322; "polygenelubricants".hashCode() = Integer.MIN_VALUE.
-        assert_eq!(java_hash("hello"), 99_162_322);
+    fn partition_for_matches_kafkas_utils_abs() {
         assert_eq!(partition_for("hello", 50), 22);
-        assert_eq!(java_hash("polygenelubricants"), i32::MIN);
         assert_eq!(partition_for("polygenelubricants", 50), 0);
-        assert_eq!(partition_for("a", 50), 47);
+        // "txn-abc".hashCode() = -885233025: Utils.abs gives 25, where `& 0x7fffffff` (the
+        // partitioner's toPositive) would give 23, a different coordinator.
+        assert_eq!(partition_for("txn-abc", 50), 25);
     }
 }

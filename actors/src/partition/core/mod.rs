@@ -11,6 +11,7 @@ pub mod validate;
 use std::collections::HashMap;
 
 use bytes::Bytes;
+use kactor_protocol::records::AppendOrigin;
 
 pub use self::config::{PartitionConfig, TopicCompression};
 pub use self::error::{codes, PartitionError, RecordErrorDetail};
@@ -410,6 +411,18 @@ impl<L: PartitionLog> Partition<L> {
         required_acks: i16,
         now_ms: i64,
     ) -> Result<AppendOutcome, PartitionError> {
+        self.append_from(records, required_acks, now_ms, AppendOrigin::Client)
+    }
+
+    /// A leader append on behalf of `origin`: a producer's request (`Client`), or records a
+    /// coordinator writes itself (`Coordinator`: no sequence rules, no dedup).
+    pub fn append_from(
+        &mut self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<AppendOutcome, PartitionError> {
         self.check_leader()?;
         if !matches!(required_acks, -1..=1) {
             return Err(PartitionError::InvalidRequiredAcks(required_acks));
@@ -426,20 +439,24 @@ impl<L: PartitionLog> Partition<L> {
             self.leader_epoch,
             &self.config,
             now_ms,
+            origin,
         )?;
         self.producers.maybe_remove_expired(now_ms);
-        let producer_update =
-            match crate::producer::partition::check_leader_append(&self.producers, &v.records)? {
-                crate::producer::AppendCheck::Duplicate(d) => {
-                    return Ok(crate::producer::partition::duplicate_outcome(
-                        &d,
-                        v.log_append_time_ms >= 0,
-                        self.log.log_start_offset(),
-                        self.high_watermark,
-                    ))
-                }
-                crate::producer::AppendCheck::Append(u) => u,
-            };
+        let producer_update = match crate::producer::partition::check_leader_append_from(
+            &self.producers,
+            &v.records,
+            origin,
+        )? {
+            crate::producer::AppendCheck::Duplicate(d) => {
+                return Ok(crate::producer::partition::duplicate_outcome(
+                    &d,
+                    v.log_append_time_ms >= 0,
+                    self.log.log_start_offset(),
+                    self.high_watermark,
+                ))
+            }
+            crate::producer::AppendCheck::Append(u) => u,
+        };
         let bytes = v.records.len() as u64;
         self.log
             .append(

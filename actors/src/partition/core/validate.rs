@@ -91,10 +91,11 @@ pub fn validate_and_assign(
     leader_epoch: i32,
     cfg: &PartitionConfig,
     now_ms: i64,
+    origin: AppendOrigin,
 ) -> Result<ValidatedAppend, PartitionError> {
     single_batch(&records)?;
     let opts = ValidationOptions {
-        origin: AppendOrigin::Client,
+        origin,
         max_batch_size: cfg.max_message_bytes,
         topic_timestamp_type: cfg.timestamp_type,
         timestamp_bounds: Some((
