@@ -7,7 +7,6 @@ import random
 import time
 import uuid
 
-import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer
 
 from harness.clients import admin, create_topic
@@ -19,8 +18,6 @@ OUT_PARTS = 2
 KILLS = 4
 
 
-@pytest.mark.kactor_pending("TxnOffsetCommit answers COORDINATOR_NOT_AVAILABLE "
-                            "(bugs.md, txn-tests 23:00)")
 def test_killed_and_restarted_worker_outputs_every_input_exactly_once(broker, topic_name,
                                                                       tmp_path):
     rng = random.Random()
