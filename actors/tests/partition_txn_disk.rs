@@ -129,3 +129,79 @@ async fn aborted_transactions_reach_the_txn_index_and_read_committed_reads() {
         "a producer snapshot at the log end offset"
     );
 }
+
+#[actix_rt::test]
+async fn a_segment_roll_writes_a_producer_snapshot_and_leadership_records_its_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = vec![dir.path().to_path_buf()];
+    let factory = DiskLogFactory::load(&dirs, &BTreeMap::new()).unwrap();
+    let registry =
+        ReplicaManagerActor::new(1, BTreeMap::new(), Box::new(factory), None, None).start();
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![PartitionChange {
+                kind: PartitionChangeKind::BecomeLeader,
+                topic: "r".into(),
+                topic_id: Uuid([5; 16]),
+                partition: 0,
+                leader: 1,
+                leader_epoch: 3,
+                partition_epoch: 0,
+                replicas: vec![1],
+                isr: vec![1],
+                config_overrides: BTreeMap::new(),
+            }],
+        })
+        .await
+        .unwrap();
+    let part_dir = dir.path().join("r-0");
+    // The new leader epoch is checkpointed before any batch (OffsetForLeaderEpoch needs it).
+    let checkpoint = std::fs::read_to_string(part_dir.join("leader-epoch-checkpoint")).unwrap();
+    assert_eq!(
+        checkpoint.lines().collect::<Vec<_>>(),
+        vec!["0", "1", "3 0"]
+    );
+
+    let table = registry.send(SubscribePartitionTable).await.unwrap();
+    let addr = table.borrow().get("r", 0).unwrap().addr.clone();
+    // Idempotent batches: the first stamped in 2023, the next now, more than segment.ms (7
+    // days) after it, so the segment rolls at the second (Kafka's time-based roll compares
+    // the incoming batch's timestamp with the segment's first).
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for seq in 0..3 {
+        let ts = if seq == 0 { 1_700_000_000_000 } else { now_ms };
+        let mut b = BatchBuilder::new(0).producer(11, 0, seq);
+        b.append(ts, None, Some(&[b'x'; 60]), &[]).unwrap();
+        addr.send(AppendRecords {
+            records: b.build().unwrap(),
+            required_acks: 1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    }
+    let logs = files_with_suffix(&part_dir, ".log");
+    assert!(logs.len() >= 2, "segment.ms rolled: {logs:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while files_with_suffix(&part_dir, ".snapshot").is_empty()
+        && std::time::Instant::now() < deadline
+    {
+        actix_rt::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let snapshots = files_with_suffix(&part_dir, ".snapshot");
+    assert!(
+        !snapshots.is_empty(),
+        "a roll takes a producer snapshot named by the roll offset: {snapshots:?}"
+    );
+    let mut roll_offsets: Vec<String> = logs.iter().map(|l| l.replace(".log", "")).collect();
+    roll_offsets.sort();
+    for s in &snapshots {
+        assert!(
+            roll_offsets.contains(&s.replace(".snapshot", "")),
+            "{s} is named by a segment base offset {roll_offsets:?}"
+        );
+    }
+}

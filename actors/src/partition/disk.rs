@@ -89,10 +89,10 @@ impl PartitionLog for DiskLog {
             .append(&batches, now)
             .map_err(|e| e.to_string())?;
         if let Some(rolled_at) = info.rolled_at {
-            // Kafka flushes a rolled segment right away; the segment is closed, so this is short.
-            self.log_mut()
-                .flush(rolled_at, now)
-                .map_err(|e| e.to_string())?;
+            // Kafka flushes a rolled segment right away, but off the append path: the partition
+            // takes this and runs the fsync (up to a whole segment) on the blocking pool, and
+            // writes the producer snapshot named by the roll offset.
+            self.roll_flush = Some(self.roll_flush.map_or(rolled_at, |r| r.max(rolled_at)));
         }
         Ok(())
     }
@@ -141,10 +141,12 @@ impl PartitionLog for DiskLog {
             .map(|_| ())
             .map_err(|e| e.to_string())
     }
-    fn assign_epoch_start_offset(&mut self, _epoch: i32, _start_offset: i64) -> LogResult<()> {
-        // The storage engine records epochs from the batches it appends (every batch carries the
-        // leader epoch the partition stamped), so nothing is lost by waiting for the first one.
-        Ok(())
+    fn assign_epoch_start_offset(&mut self, epoch: i32, start_offset: i64) -> LogResult<()> {
+        // Kafka records a new leader epoch when the replica becomes leader, before any batch,
+        // so OffsetForLeaderEpoch answers for an epoch that has not written yet.
+        self.log_mut()
+            .assign_epoch_start_offset(epoch, start_offset)
+            .map_err(|e| e.to_string())
     }
     fn epoch_entries(&self) -> Vec<(i32, i64)> {
         self.log()
