@@ -849,12 +849,17 @@ async fn handle_describe_log_dirs(
     let mut results: Vec<DescribeLogDirsResult> = t
         .log_dirs
         .iter()
-        .map(|d| DescribeLogDirsResult {
-            log_dir: d.clone(),
-            // Kafka's UNKNOWN_VOLUME_BYTES: we don't report volume sizes.
-            total_bytes: -1,
-            usable_bytes: -1,
-            ..Default::default()
+        .map(|d| {
+            // The file system's size and free space (statvfs), as Kafka reports its
+            // FileStore's; -1 (UNKNOWN_VOLUME_BYTES) only if it cannot be read.
+            let (total_bytes, usable_bytes) =
+                super::log_dirs::volume_bytes(std::path::Path::new(d)).unwrap_or((-1, -1));
+            DescribeLogDirsResult {
+                log_dir: d.clone(),
+                total_bytes,
+                usable_bytes,
+                ..Default::default()
+            }
         })
         .collect();
     for ((tp, replica), info) in hosted.into_iter().zip(infos) {
