@@ -5,31 +5,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use actix::Actor;
 use kactor_actors::metadata::core::image::{PartitionRegistration, TopicImage};
 use kactor_actors::metadata::MetadataImage;
 use kactor_actors::partition::messages::*;
-use kactor_actors::partition::testing::batch;
-use kactor_actors::partition::{DiskLogFactory, ReplicaManagerActor};
+use kactor_actors::partition::testing::{batch, disk_registry, leader_change};
 use kactor_protocol::Uuid;
 
 const KEPT: Uuid = Uuid([1; 16]);
 const GONE: Uuid = Uuid([2; 16]);
-
-fn leader(topic: &str, topic_id: Uuid) -> PartitionChange {
-    PartitionChange {
-        kind: PartitionChangeKind::BecomeLeader,
-        topic: topic.into(),
-        topic_id,
-        partition: 0,
-        leader: 1,
-        leader_epoch: 0,
-        partition_epoch: 0,
-        replicas: vec![1],
-        isr: vec![1],
-        config_overrides: BTreeMap::new(),
-    }
-}
 
 fn image_with(topic: &str, id: Uuid) -> MetadataImage {
     let mut image = MetadataImage::default();
@@ -78,12 +61,13 @@ async fn unassigned_logs_become_strays_once_caught_up() {
     let dirs = vec![dir.path().to_path_buf()];
     // First run: both topics hosted, one batch each, clean shutdown.
     {
-        let factory = DiskLogFactory::load(&dirs, &BTreeMap::new()).unwrap();
-        let registry =
-            ReplicaManagerActor::new(1, BTreeMap::new(), Box::new(factory), None, None).start();
+        let registry = disk_registry(&dirs);
         registry
             .send(ApplyPartitionChanges {
-                changes: vec![leader("kept", KEPT), leader("gone", GONE)],
+                changes: vec![
+                    leader_change("kept", KEPT, 0, 0),
+                    leader_change("gone", GONE, 0, 0),
+                ],
             })
             .await
             .unwrap();
@@ -103,9 +87,7 @@ async fn unassigned_logs_become_strays_once_caught_up() {
     assert_eq!(dir_names(dir.path()), vec!["gone-0", "kept-0"]);
 
     // Second run: the caught-up image only knows "kept" ("gone" was deleted while down).
-    let factory = DiskLogFactory::load(&dirs, &BTreeMap::new()).unwrap();
-    let registry =
-        ReplicaManagerActor::new(1, BTreeMap::new(), Box::new(factory), None, None).start();
+    let registry = disk_registry(&dirs);
     registry
         .send(MarkStrayLogs {
             image: Arc::new(image_with("kept", KEPT)),
@@ -122,7 +104,7 @@ async fn unassigned_logs_become_strays_once_caught_up() {
     // The kept log still opens with its data.
     registry
         .send(ApplyPartitionChanges {
-            changes: vec![leader("kept", KEPT)],
+            changes: vec![leader_change("kept", KEPT, 0, 0)],
         })
         .await
         .unwrap();

@@ -3,12 +3,9 @@
 //! reads report it, and a clean shutdown leaves a producer-state snapshot. (A version of this
 //! path over `MemoryLog` passed while the boxed disk log dropped all three on the floor.)
 
-use std::collections::BTreeMap;
-
-use actix::Actor;
 use kactor_actors::partition::core::{IsolationLevel, ReadParams};
 use kactor_actors::partition::messages::*;
-use kactor_actors::partition::{DiskLogFactory, ReplicaManagerActor};
+use kactor_actors::partition::testing::{disk_registry, leader_change, now_ms};
 use kactor_actors::producer::partition::TxnMarker;
 use kactor_protocol::records::BatchBuilder;
 use kactor_protocol::Uuid;
@@ -18,11 +15,7 @@ fn txn_batch(pid: i64, epoch: i16, seq: i32) -> bytes::Bytes {
         .producer(pid, epoch, seq)
         .transactional(true);
     // Now: a timestamp older than segment.ms would roll a segment before the marker.
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    b.append(now_ms, None, Some(b"v"), &[]).unwrap();
+    b.append(now_ms(), None, Some(b"v"), &[]).unwrap();
     b.build().unwrap()
 }
 
@@ -52,23 +45,10 @@ fn files_with_suffix(dir: &std::path::Path, suffix: &str) -> Vec<String> {
 async fn aborted_transactions_reach_the_txn_index_and_read_committed_reads() {
     let dir = tempfile::tempdir().unwrap();
     let dirs = vec![dir.path().to_path_buf()];
-    let factory = DiskLogFactory::load(&dirs, &BTreeMap::new()).unwrap();
-    let registry =
-        ReplicaManagerActor::new(1, BTreeMap::new(), Box::new(factory), None, None).start();
+    let registry = disk_registry(&dirs);
     registry
         .send(ApplyPartitionChanges {
-            changes: vec![PartitionChange {
-                kind: PartitionChangeKind::BecomeLeader,
-                topic: "t".into(),
-                topic_id: Uuid([4; 16]),
-                partition: 0,
-                leader: 1,
-                leader_epoch: 0,
-                partition_epoch: 0,
-                replicas: vec![1],
-                isr: vec![1],
-                config_overrides: BTreeMap::new(),
-            }],
+            changes: vec![leader_change("t", Uuid([4; 16]), 0, 0)],
         })
         .await
         .unwrap();
@@ -134,23 +114,10 @@ async fn aborted_transactions_reach_the_txn_index_and_read_committed_reads() {
 async fn a_segment_roll_writes_a_producer_snapshot_and_leadership_records_its_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let dirs = vec![dir.path().to_path_buf()];
-    let factory = DiskLogFactory::load(&dirs, &BTreeMap::new()).unwrap();
-    let registry =
-        ReplicaManagerActor::new(1, BTreeMap::new(), Box::new(factory), None, None).start();
+    let registry = disk_registry(&dirs);
     registry
         .send(ApplyPartitionChanges {
-            changes: vec![PartitionChange {
-                kind: PartitionChangeKind::BecomeLeader,
-                topic: "r".into(),
-                topic_id: Uuid([5; 16]),
-                partition: 0,
-                leader: 1,
-                leader_epoch: 3,
-                partition_epoch: 0,
-                replicas: vec![1],
-                isr: vec![1],
-                config_overrides: BTreeMap::new(),
-            }],
+            changes: vec![leader_change("r", Uuid([5; 16]), 0, 3)],
         })
         .await
         .unwrap();
@@ -167,12 +134,9 @@ async fn a_segment_roll_writes_a_producer_snapshot_and_leadership_records_its_ep
     // Idempotent batches: the first stamped in 2023, the next now, more than segment.ms (7
     // days) after it, so the segment rolls at the second (Kafka's time-based roll compares
     // the incoming batch's timestamp with the segment's first).
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now = now_ms();
     for seq in 0..3 {
-        let ts = if seq == 0 { 1_700_000_000_000 } else { now_ms };
+        let ts = if seq == 0 { 1_700_000_000_000 } else { now };
         let mut b = BatchBuilder::new(0).producer(11, 0, seq);
         b.append(ts, None, Some(&[b'x'; 60]), &[]).unwrap();
         addr.send(AppendRecords {

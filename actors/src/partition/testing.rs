@@ -53,3 +53,40 @@ pub fn batch_with(values: &[&[u8]], base_timestamp: i64, attributes: i16) -> Byt
     b[17..21].copy_from_slice(&crc.to_be_bytes());
     b.freeze()
 }
+
+/// A BecomeLeader change for node 1, the only replica and ISR member, without overrides.
+pub fn leader_change(
+    topic: &str,
+    topic_id: kactor_protocol::Uuid,
+    partition: i32,
+    leader_epoch: i32,
+) -> super::messages::PartitionChange {
+    super::messages::PartitionChange {
+        kind: super::messages::PartitionChangeKind::BecomeLeader,
+        topic: topic.into(),
+        topic_id,
+        partition,
+        leader: 1,
+        leader_epoch,
+        partition_epoch: 0,
+        replicas: vec![1],
+        isr: vec![1],
+        config_overrides: std::collections::BTreeMap::new(),
+    }
+}
+
+/// Node 1's ReplicaManagerActor over disk logs in `dirs` (what the broker runs), started.
+pub fn disk_registry(dirs: &[std::path::PathBuf]) -> actix::Addr<super::ReplicaManagerActor> {
+    use actix::Actor;
+    let empty = std::collections::BTreeMap::new();
+    let factory = super::DiskLogFactory::load(dirs, &empty).expect("log dirs load");
+    super::ReplicaManagerActor::new(1, empty, Box::new(factory), None, None).start()
+}
+
+/// Wall-clock milliseconds since the epoch (batch timestamps that don't trigger time rolls).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
