@@ -182,11 +182,6 @@ def _committed(broker, group, topic):
         c.close()
 
 
-@pytest.mark.kactor_pending("TxnOffsetCommit: the group shard's transactional batch (pid, no "
-                            "sequence) is refused as a client append (needs an append origin "
-                            "Coordinator on AppendRecords), and the group shard is not told when "
-                            "a marker lands in __consumer_offsets (needs "
-                            "Recipient<CompleteGroupTransaction> in its shard table): bugs.md")
 def test_send_offsets_to_transaction_commits_offsets_only_with_the_transaction(broker,
                                                                                  topic_name):
     src, dst = f"{topic_name}-in", f"{topic_name}-out"

@@ -468,6 +468,7 @@ pub async fn handle_add_partitions(
 }
 
 pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
 
 fn wire_state(m: &TxnMetadata) -> describe_transactions_response::TransactionState {
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
@@ -546,6 +547,21 @@ pub async fn handle_list_transactions(
         .filter(|s| !known.contains(s))
         .cloned()
         .collect();
+    // v2 (KIP-1152): only ids the whole of which match the pattern (Java's `Matcher.matches`);
+    // null or empty lists every id.
+    let pattern = match req.transactional_id_pattern.as_deref() {
+        None | Some("") => None,
+        Some(p) => match crate::group::core::regex::TopicRegex::new(p) {
+            Ok(r) => Some(r),
+            Err(_) => {
+                return ListTransactionsResponse {
+                    error_code: INVALID_REGULAR_EXPRESSION,
+                    unknown_state_filters: unknown,
+                    ..Default::default()
+                }
+            }
+        },
+    };
     let shards: Vec<_> = a.shards.borrow().values().cloned().collect();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -566,6 +582,12 @@ pub async fn handle_list_transactions(
                     continue;
                 }
                 for m in core.list(&known, &req.producer_id_filters, req.duration_filter, now) {
+                    if pattern
+                        .as_ref()
+                        .is_some_and(|r| !r.full_match(&m.transactional_id))
+                    {
+                        continue;
+                    }
                     out.push(list_transactions_response::TransactionState {
                         transactional_id: m.transactional_id.clone(),
                         producer_id: m.producer_id,

@@ -1,7 +1,8 @@
 //! `__transaction_state` record framing (Kafka's `TransactionLog`): key = int16 version (0) +
 //! TransactionLogKey; value = int16 version + TransactionLogValue at that version (Kafka 4.4
-//! writes v1, with the tagged KIP-890 fields, for transaction version 2 clients, else v0); a
-//! null value is a tombstone (the transactional id expired).
+//! picks it from the finalized `transaction.version`: v0 at level 0, v1 with the tagged KIP-890
+//! fields from level 1; kactor always finalizes level 1 or more, so it writes v1); a null
+//! value is a tombstone (the transactional id expired). Both versions are read.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -46,11 +47,8 @@ pub fn encode_key(transactional_id: &str) -> Result<Bytes, TxnLogError> {
 }
 
 pub fn encode_value(m: &TxnMetadata) -> Result<Bytes, TxnLogError> {
-    let version = if m.client_transaction_version >= 2 {
-        1
-    } else {
-        0
-    };
+    // The finalized transaction.version is never 0 on kactor (see the module doc).
+    let version = 1;
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for (t, p) in &m.partitions {
         by_topic.entry(t.as_str()).or_default().push(*p);
