@@ -2,7 +2,6 @@
 import time
 import uuid
 
-import pytest
 from confluent_kafka import Producer
 
 from harness.cli import KafkaCli
@@ -157,7 +156,6 @@ def test_find_hanging_reports_a_transaction_unknown_to_the_coordinator(broker_fa
     assert values(read_partitions(b, topic_name, 1, "read_committed")[0]) == [b"after"]
 
 
-@pytest.mark.kactor_pending("ListTransactions v2 TransactionalIdPattern is ignored (bugs.md)")
 def test_list_filters_by_transactional_id_pattern(broker, cli, topic_name):
     create_topic(broker, topic_name)
     tag = uuid.uuid4().hex[:8]

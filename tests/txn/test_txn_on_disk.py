@@ -6,8 +6,6 @@ import json
 import re
 import uuid
 
-import pytest
-
 from harness.clients import create_topic
 from harness.txn import txn_producer
 
@@ -67,8 +65,6 @@ def test_control_batches_and_txnindex_are_kafka_format(broker, cli, topic_name):
     assert entries == [(pid, "3", "4", "5")], out
 
 
-@pytest.mark.kactor_pending("__transaction_state values written at version 0; Kafka 4.4 with "
-                            "transaction.version 2 writes version 1 (bugs.md)")
 def test_transaction_state_records_are_kafka_format(broker, cli, topic_name):
     # An id with a negative hash, where abs and a 0x7fffffff mask pick different partitions.
     while True:
