@@ -19,6 +19,7 @@ MAIN_CLASSES = {
     "dump-log": "org.apache.kafka.tools.DumpLogSegments",
     "consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "features": "org.apache.kafka.tools.FeatureCommand",
     "producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "storage": "kafka.tools.StorageTool",

@@ -2,6 +2,7 @@
 Kafka 4.4.0 jars with --transactional-id (kafka-clients 4.4: transaction version 2 when the
 broker offers it: an epoch bump per transaction, EndTxn v5), read back by the Java console
 consumer under read_committed and read_uncommitted and by librdkafka."""
+import re
 import uuid
 
 import pytest
@@ -13,8 +14,6 @@ from harness.txn import read_partitions, txn_producer, values
 N = 3000
 
 
-@pytest.mark.kactor_pending("TV2: a transactional Produce does not add its partition to the "
-                            "transaction, EndTxn v5 answers INVALID_TXN_STATE (bugs.md)")
 def test_producer_perf_test_transactions_read_back_exactly_once(broker, cli, topic_name):
     create_topic(broker, topic_name, partitions=2)
     txn_id = f"perf-{uuid.uuid4().hex[:8]}"
@@ -51,6 +50,14 @@ def test_producer_perf_test_transactions_read_back_exactly_once(broker, cli, top
     lines = cli.run("transactions", "describe", "--transactional-id", txn_id).stdout.splitlines()
     d = dict(zip(*[[c.strip() for c in l.rstrip("\t").split("\t")] for l in lines[:2]]))
     assert d["TransactionState"] == "CompleteCommit", d
-    # Throttled to ~0.5 s: about five 100 ms transactions. kafka-clients 4.4 uses transaction
-    # version 2 against a 4.4 broker (KIP-890): every EndTxn bumps the producer epoch.
-    assert int(d["ProducerEpoch"]) >= 2, f"no epoch bump per transaction (TV2): {d}"
+    # Throttled to ~0.5 s: about five 100 ms transactions. kafka-clients 4.4 uses the
+    # transaction version the broker finalized: at 2 (Kafka 4.4's default, KIP-890) every
+    # EndTxn bumps the producer epoch; at 1 (kactor, which lacks KIP-890 part 2) only
+    # InitProducerId does.
+    features = cli.run("features", "describe").stdout
+    level = int(re.search(r"Feature: transaction.version\s.*?FinalizedVersionLevel: (\d+)",
+                          features).group(1))
+    if level >= 2:
+        assert int(d["ProducerEpoch"]) >= 2, f"no epoch bump per transaction (TV2): {d}"
+    else:
+        assert int(d["ProducerEpoch"]) == 0, f"TV1 bumps the epoch only at init: {d}"
