@@ -44,7 +44,10 @@ KAFKA_JVM_DEFAULTS = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCP
                       "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"]
 # Fixed, so both brokers serve on the same ports; away from 9092/19092, which tests and
 # other engineers' brokers use on a shared machine (--port-base moves them).
-PORTS = {"client": 39092, "controller": 39093, "http": 39094}
+# Below Linux's ephemeral range (32768-60999): a port in it can be taken by any outgoing
+# connection's local end (Kafka's own controller clients included), and the broker then fails
+# to bind.
+PORTS = {"client": 29092, "controller": 29093, "http": 29094}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIB = 1 << 20
 
