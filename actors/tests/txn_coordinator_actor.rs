@@ -3,15 +3,13 @@
 //! on every partition, CompleteCommit persisted), an abort, and a new shard loading
 //! `__transaction_state` by replay to the same state.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use kactor_actors::controller::core::errors::ApiError;
-use kactor_actors::controller::core::requests::AllocateProducerIdsReply;
-use kactor_actors::controller::messages::{AllocateProducerIds, Committed, ControllerReply};
-use kactor_actors::metadata::core::{BrokerRegistration, MetadataImage};
 use kactor_actors::partition::core::{IsolationLevel, ReadParams};
 use kactor_actors::partition::messages::*;
 use kactor_actors::partition::{MemoryLogFactory, ReplicaManagerActor};
@@ -22,27 +20,7 @@ use kactor_actors::txn::core::{TxnCoordinatorConfig, TxnState};
 use kactor_protocol::records::BatchBuilder;
 use kactor_protocol::Uuid;
 
-/// A controller that hands out blocks of 1000 from 5000.
-struct FakeController(i64);
-impl Actor for FakeController {
-    type Context = Context<Self>;
-}
-impl Handler<AllocateProducerIds> for FakeController {
-    type Result = MessageResult<AllocateProducerIds>;
-    fn handle(&mut self, _: AllocateProducerIds, _: &mut Context<Self>) -> Self::Result {
-        let start = self.0;
-        self.0 += 1000;
-        let r: ControllerReply<AllocateProducerIdsReply> = Ok(Committed {
-            response: AllocateProducerIdsReply {
-                error: ApiError::NONE,
-                producer_id_start: start,
-                producer_id_len: 1000,
-            },
-            offset: 0,
-        });
-        MessageResult(r)
-    }
-}
+use common::txn::{image_with_broker, FakeController};
 
 fn leader(topic: &str, partition: i32) -> PartitionChange {
     PartitionChange {
@@ -117,22 +95,7 @@ async fn commit_and_abort_end_to_end_then_reload() {
         .clone();
     let t0 = table.borrow().get("t", 0).unwrap().addr.clone();
 
-    let mut image = MetadataImage::default();
-    image.brokers.insert(
-        1,
-        BrokerRegistration {
-            id: 1,
-            epoch: 7,
-            incarnation_id: Uuid([1; 16]),
-            listeners: vec![],
-            supported_features: vec![],
-            rack: None,
-            fenced: false,
-            in_controlled_shutdown: false,
-            log_dirs: vec![],
-        },
-    );
-    let (_image_tx, image_rx) = tokio::sync::watch::channel(Arc::new(image));
+    let (_image_tx, image_rx) = tokio::sync::watch::channel(image_with_broker(7));
     let controller = FakeController(5000).start();
     let ids = start_producer_id_manager(&Arbiter::current(), 1, controller.recipient(), image_rx);
     let start = |ids: MeteredAddr<_>| {
@@ -297,22 +260,7 @@ async fn add_partitions_handler_serves_clients_and_verification() {
         .unwrap()
         .addr
         .clone();
-    let mut image = MetadataImage::default();
-    image.brokers.insert(
-        1,
-        BrokerRegistration {
-            id: 1,
-            epoch: 7,
-            incarnation_id: Uuid([1; 16]),
-            listeners: vec![],
-            supported_features: vec![],
-            rack: None,
-            fenced: false,
-            in_controlled_shutdown: false,
-            log_dirs: vec![],
-        },
-    );
-    let (_image_tx, image_rx) = tokio::sync::watch::channel(Arc::new(image));
+    let (_image_tx, image_rx) = tokio::sync::watch::channel(image_with_broker(7));
     let ids = start_producer_id_manager(
         &Arbiter::current(),
         1,

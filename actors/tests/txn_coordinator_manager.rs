@@ -3,15 +3,13 @@
 //! at a new leader epoch, unload on resignation), transactional ids route to them by hash, and
 //! a marker written to a `__consumer_offsets` partition completes the group's transaction.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
-use kactor_actors::controller::core::errors::ApiError;
-use kactor_actors::controller::core::requests::AllocateProducerIdsReply;
-use kactor_actors::controller::messages::{AllocateProducerIds, Committed, ControllerReply};
-use kactor_actors::metadata::core::{BrokerRegistration, MetadataImage};
 use kactor_actors::partition::messages::*;
 use kactor_actors::partition::{MemoryLogFactory, ReplicaManagerActor};
 use kactor_actors::txn::actor::start_producer_id_manager;
@@ -21,29 +19,10 @@ use kactor_actors::txn::core::{TxnMetadata, TxnState};
 use kactor_actors::txn::manager::{TransactionCoordinatorManagerActor, TxnManagerConfig};
 use kactor_protocol::Uuid;
 
-const PARTITIONS: i32 = 3;
+use common::txn::{image_with_broker, FakeController};
+use kactor_actors::metadata::core::MetadataImage;
 
-/// A controller that hands out blocks of 1000 from 7000.
-struct FakeController(i64);
-impl Actor for FakeController {
-    type Context = Context<Self>;
-}
-impl Handler<AllocateProducerIds> for FakeController {
-    type Result = MessageResult<AllocateProducerIds>;
-    fn handle(&mut self, _: AllocateProducerIds, _: &mut Context<Self>) -> Self::Result {
-        let start = self.0;
-        self.0 += 1000;
-        let r: ControllerReply<AllocateProducerIdsReply> = Ok(Committed {
-            response: AllocateProducerIdsReply {
-                error: ApiError::NONE,
-                producer_id_start: start,
-                producer_id_len: 1000,
-            },
-            offset: 0,
-        });
-        MessageResult(r)
-    }
-}
+const PARTITIONS: i32 = 3;
 
 fn change(
     kind: PartitionChangeKind,
@@ -68,22 +47,7 @@ fn change(
 }
 
 fn image() -> tokio::sync::watch::Receiver<Arc<MetadataImage>> {
-    let mut image = MetadataImage::default();
-    image.brokers.insert(
-        1,
-        BrokerRegistration {
-            id: 1,
-            epoch: 3,
-            incarnation_id: Uuid([1; 16]),
-            listeners: vec![],
-            supported_features: vec![],
-            rack: None,
-            fenced: false,
-            in_controlled_shutdown: false,
-            log_dirs: vec![],
-        },
-    );
-    let (tx, rx) = tokio::sync::watch::channel(Arc::new(image));
+    let (tx, rx) = tokio::sync::watch::channel(image_with_broker(3));
     // Keep the sender alive for the whole test process: the manager reads the image.
     std::mem::forget(tx);
     rx

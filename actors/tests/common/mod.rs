@@ -2,3 +2,4 @@
 //! and uses what it needs).
 
 pub mod kraft;
+pub mod txn;
