@@ -1,0 +1,334 @@
+//! The Fetch handler (Kafka's `KafkaApis.handleFetchRequest` with `ReplicaManager.fetchMessages`):
+//! resolves the fetch session, reads every partition against one byte budget, and parks a
+//! fetch that has too little data in the purgatory (long polling).
+
+use super::*;
+
+/// One partition a fetch reads, in request (or session) order.
+#[derive(Debug, Clone)]
+pub struct FetchTarget {
+    pub topic: Option<String>,
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub fetch_offset: i64,
+    pub partition_max_bytes: i32,
+    pub current_leader_epoch: i32,
+    pub last_fetched_epoch: i32,
+}
+
+struct FetchRead {
+    target: FetchTarget,
+    result: Result<ReadOutcome, i16>,
+}
+
+async fn read_all(
+    t: &PartitionTable,
+    targets: &[FetchTarget],
+    max_bytes: i32,
+    isolation: IsolationLevel,
+    replica_id: i32,
+) -> Vec<FetchRead> {
+    let mut out = Vec::with_capacity(targets.len());
+    // Kafka reads partitions in order against one byte budget; the first partition that returns
+    // data may exceed it (so a large batch can't stall a consumer), later ones may not.
+    let mut remaining = max_bytes.max(0) as usize;
+    let mut min_one = true;
+    for target in targets {
+        let result = match &target.topic {
+            None => Err(codes::UNKNOWN_TOPIC_ID),
+            Some(topic) => match lookup(t, topic, target.partition) {
+                Err(code) => Err(code),
+                Ok(replica) => {
+                    let params = ReadParams {
+                        fetch_offset: target.fetch_offset,
+                        max_bytes: (target.partition_max_bytes.max(0) as usize).min(remaining),
+                        min_one_batch: min_one,
+                        isolation,
+                        current_leader_epoch: target.current_leader_epoch,
+                        last_fetched_epoch: target.last_fetched_epoch,
+                        replica_id,
+                    };
+                    mailbox(replica.addr.send(ReadRecords { params }).await).map_err(|e| e.code())
+                }
+            },
+        };
+        if let Ok(r) = &result {
+            let n = r.records.len();
+            if n > 0 {
+                min_one = false;
+                remaining = remaining.saturating_sub(n);
+            }
+        }
+        out.push(FetchRead {
+            target: target.clone(),
+            result,
+        });
+    }
+    out
+}
+
+fn to_records(slice: LogSlice) -> Records {
+    match slice {
+        LogSlice::Memory(b) => Records::Memory(b),
+        LogSlice::File {
+            file,
+            position,
+            len,
+        } => Records::File(FileSlice {
+            file,
+            position,
+            len,
+        }),
+    }
+}
+
+fn fetch_response_topics(
+    reads: Vec<FetchRead>,
+    isolation: IsolationLevel,
+    t: &PartitionTable,
+    version: i16,
+) -> Vec<FetchableTopicResponse> {
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    for r in reads {
+        let mut pd = PartitionData {
+            partition_index: r.target.partition,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            preferred_read_replica: -1,
+            ..Default::default()
+        };
+        match r.result {
+            Ok(out) => {
+                pd.high_watermark = out.high_watermark;
+                pd.last_stable_offset = out.last_stable_offset;
+                // Fields a version lacks must keep their defaults to encode.
+                if version >= 5 {
+                    pd.log_start_offset = out.log_start_offset;
+                }
+                pd.preferred_read_replica = out.preferred_read_replica;
+                if let Some(d) = out.diverging_epoch {
+                    pd.diverging_epoch = fetch_response::EpochEndOffset {
+                        epoch: d.epoch,
+                        end_offset: d.end_offset,
+                        ..Default::default()
+                    };
+                }
+                pd.aborted_transactions = (isolation == IsolationLevel::ReadCommitted).then(|| {
+                    out.aborted_transactions
+                        .iter()
+                        .map(|a| fetch_response::AbortedTransaction {
+                            producer_id: a.producer_id,
+                            first_offset: a.first_offset,
+                            ..Default::default()
+                        })
+                        .collect()
+                });
+                pd.records = Some(to_records(out.records));
+            }
+            Err(code) => {
+                pd.error_code = code;
+                pd.records = Some(Records::default());
+                if version >= 12
+                    && (code == codes::NOT_LEADER_OR_FOLLOWER || code == codes::FENCED_LEADER_EPOCH)
+                {
+                    if let Some(h) = r
+                        .target
+                        .topic
+                        .as_deref()
+                        .and_then(|n| t.get(n, r.target.partition))
+                    {
+                        pd.current_leader = fetch_response::LeaderIdAndEpoch {
+                            leader_id: h.leader,
+                            leader_epoch: h.leader_epoch,
+                            ..Default::default()
+                        };
+                    }
+                }
+            }
+        }
+        let same_topic = topics.last().is_some_and(|last| {
+            last.topic_id == r.target.topic_id && Some(&last.topic) == r.target.topic.as_ref()
+        });
+        if !same_topic {
+            topics.push(FetchableTopicResponse {
+                topic: r.target.topic.clone().unwrap_or_default(),
+                topic_id: r.target.topic_id,
+                ..Default::default()
+            });
+        }
+        topics.last_mut().expect("pushed").partitions.push(pd);
+    }
+    topics
+}
+
+pub(super) async fn handle_fetch(
+    a: &PartitionApis,
+    ctx: &RequestContext,
+    req: FetchRequest,
+) -> FetchResponse {
+    let version = ctx.api_version;
+    let t = table(a);
+    let replica_id = if version >= 15 {
+        req.replica_state.replica_id
+    } else {
+        req.replica_id
+    };
+    let isolation = if version >= 4 {
+        IsolationLevel::from_wire(req.isolation_level)
+    } else {
+        IsolationLevel::ReadUncommitted
+    };
+    let max_bytes = if version >= 3 {
+        req.max_bytes
+    } else {
+        i32::MAX
+    };
+
+    let requested: Vec<FetchTarget> = req
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            let name = if version >= 13 {
+                t.topic_name(&topic.topic_id)
+            } else {
+                Some(topic.topic.clone())
+            };
+            topic.partitions.iter().map(move |p| FetchTarget {
+                topic: name.clone(),
+                topic_id: topic.topic_id,
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                partition_max_bytes: p.partition_max_bytes,
+                current_leader_epoch: if version >= 9 {
+                    p.current_leader_epoch
+                } else {
+                    -1
+                },
+                last_fetched_epoch: if version >= 12 {
+                    p.last_fetched_epoch
+                } else {
+                    -1
+                },
+            })
+        })
+        .collect();
+
+    // KIP-227: the session cache decides which partitions this request covers.
+    let (session_id, targets) = if version >= 7 {
+        let forgotten: Vec<SessionPartition> = req
+            .forgotten_topics_data
+            .iter()
+            .flat_map(|f| {
+                let name = if version >= 13 {
+                    t.topic_name(&f.topic_id)
+                } else {
+                    Some(f.topic.clone())
+                };
+                f.partitions.iter().map(move |p| SessionPartition {
+                    topic: name.clone(),
+                    topic_id: f.topic_id,
+                    partition: *p,
+                })
+            })
+            .collect();
+        let outcome = a
+            .fetch_sessions
+            .send(GetFetchSession {
+                session_id: req.session_id,
+                session_epoch: req.session_epoch,
+                requested: requested.clone(),
+                forgotten,
+                uses_topic_ids: version >= 13,
+            })
+            .await
+            .unwrap_or(SessionOutcome::Error(codes::UNKNOWN_SERVER_ERROR));
+        match outcome {
+            SessionOutcome::Error(code) => {
+                ctx.record_error(code);
+                return FetchResponse {
+                    error_code: code,
+                    ..Default::default()
+                };
+            }
+            SessionOutcome::Sessionless => (0, requested),
+            SessionOutcome::Session { id, partitions } => (id, partitions),
+        }
+    } else {
+        (0, requested)
+    };
+
+    let mut reads = read_all(&t, &targets, max_bytes, isolation, replica_id).await;
+    let bytes: usize = reads
+        .iter()
+        .filter_map(|r| r.result.as_ref().ok())
+        .map(|o| o.records.len())
+        .sum();
+    let any_error = reads.iter().any(|r| r.result.is_err());
+    let min_bytes = req.min_bytes.max(0) as usize;
+    if req.max_wait_ms > 0 && !targets.is_empty() && !any_error && bytes < min_bytes {
+        // Long poll: park until enough bytes arrive, leadership moves, or max wait.
+        let watches = reads
+            .iter()
+            .filter_map(|r| {
+                let out = r.result.as_ref().ok()?;
+                Some(FetchWatch {
+                    tp: TopicPartition::new(r.target.topic.clone()?, r.target.partition),
+                    observed_high_watermark: out.high_watermark,
+                })
+            })
+            .collect();
+        let (tx, rx) = oneshot::channel();
+        a.purgatory.do_send(WatchFetch {
+            watches,
+            min_bytes,
+            accumulated_bytes: bytes,
+            max_wait_ms: req.max_wait_ms as u64,
+            done: tx,
+        });
+        // If the purgatory is gone, answer at the deadline anyway.
+        let _ =
+            tokio::time::timeout(Duration::from_millis(req.max_wait_ms as u64 + 1000), rx).await;
+        let t = table(a);
+        reads = read_all(&t, &targets, max_bytes, isolation, replica_id).await;
+    }
+    // In a session the cache remembers what each response said; an incremental response
+    // lists only partitions with news (KIP-227), a full one lists all.
+    let reads = if session_id != 0 {
+        let full = req.session_epoch == INITIAL_EPOCH;
+        let results = reads
+            .iter()
+            .map(|r| {
+                let (snapshot, news) = snapshot_of(&r.result);
+                (r.target.clone(), snapshot, news)
+            })
+            .collect();
+        let include = a
+            .fetch_sessions
+            .send(RecordFetchResults {
+                session_id,
+                results,
+                full,
+            })
+            .await
+            .unwrap_or_else(|_| vec![true; reads.len()]);
+        reads
+            .into_iter()
+            .zip(include)
+            .filter(|(_, keep)| *keep)
+            .map(|(r, _)| r)
+            .collect()
+    } else {
+        reads
+    };
+    for r in &reads {
+        if let Err(code) = r.result {
+            ctx.record_error(code);
+        }
+    }
+    FetchResponse {
+        session_id,
+        responses: fetch_response_topics(reads, isolation, &t, version),
+        ..Default::default()
+    }
+}
