@@ -363,6 +363,15 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
                     .offsets_topic_num_partitions,
             };
             txn_apis::register_coordinator(&mut router, apis.clone());
+            // KIP-890: transactional Produce / TxnOffsetCommit add or verify their partition
+            // with the local coordinator shard before they are appended.
+            let verifier = kactor_actors::txn::leader_verify::LeaderVerifier {
+                coordinator: apis.clone(),
+                partitions: table.clone(),
+                verification_enable: cfg.get_bool("transaction.partition.verification.enable"),
+            };
+            kactor_actors::txn::leader_verify::wrap_produce(&mut router, verifier.clone());
+            kactor_actors::txn::leader_verify::wrap_txn_offset_commit(&mut router, verifier);
             txn_apis::register_admin(&mut router, apis);
             txn_apis::wrap_find_coordinator(
                 &mut router,

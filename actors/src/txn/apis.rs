@@ -219,7 +219,8 @@ pub struct TxnCoordinatorApis {
 }
 
 impl TxnCoordinatorApis {
-    fn shard(&self, transactional_id: &str) -> Option<Addr<TransactionCoordinatorActor>> {
+    /// The local shard of `transactional_id`'s `__transaction_state` partition, if led here.
+    pub fn shard(&self, transactional_id: &str) -> Option<Addr<TransactionCoordinatorActor>> {
         let p = partition_for(transactional_id, self.num_partitions);
         self.shards.borrow().get(&p).cloned()
     }

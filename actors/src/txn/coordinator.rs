@@ -75,6 +75,20 @@ pub struct AddTxnPartitions {
     pub partitions: Vec<TxnPartition>,
 }
 
+/// Partition leader (KIP-890 part 2: a TV2 transactional Produce or TxnOffsetCommit v5 for a
+/// partition not yet in the transaction) → shard: add the partitions. Unlike a client's
+/// AddPartitionsToTxn, a request arriving while another write of the same id is in flight
+/// waits for it instead of failing with CONCURRENT_TRANSACTIONS: a producer's pipelined
+/// produce requests each add their partitions (Kafka's `AddPartitionsToTxnManager` sends one
+/// request per coordinator at a time, which serialises them the same way). Lost: the produce
+/// times out.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), i16>")]
+pub struct LeaderAddTxnPartitions(pub AddTxnPartitions);
+
+/// Adds waiting for a write of their id, per id (beyond it they fail as a client's would).
+const MAX_DEFERRED_ADDS_PER_ID: usize = 1024;
+
 /// EndTxn: answered after the Prepare state is written (markers follow) with the producer id
 /// and epoch the client continues with (changed only by a KIP-890 end). Lost: client retries.
 #[derive(Debug, Message)]
@@ -169,6 +183,8 @@ pub struct TransactionCoordinatorActor {
     owed: BTreeMap<String, (MarkerJob, Vec<TxnPartition>)>,
     /// Why each transaction now in PrepareAbort is aborted (for the abort counter).
     abort_reasons: HashMap<String, AbortReason>,
+    /// Leader adds waiting for the in-flight write of their id ([`LeaderAddTxnPartitions`]).
+    deferred_adds: HashMap<String, Vec<(AddTxnPartitions, Reply<()>)>>,
     partition_index: i32,
     abort_interval: Duration,
     group_completion: Option<GroupTxnCompletion>,
@@ -191,6 +207,7 @@ impl TransactionCoordinatorActor {
             partitions,
             owed: BTreeMap::new(),
             abort_reasons: HashMap::new(),
+            deferred_adds: HashMap::new(),
             partition_index: -1,
             abort_interval: ABORT_TIMED_OUT_INTERVAL,
             group_completion: None,
@@ -326,6 +343,7 @@ impl TransactionCoordinatorActor {
             if !ok {
                 tracing::warn!(txn = %id, "transaction state write failed");
                 answer_err(answer, NOT_COORDINATOR);
+                act.run_deferred_adds(id, ctx);
                 return;
             }
             act.count_completion(&transit);
@@ -347,7 +365,62 @@ impl TransactionCoordinatorActor {
             if let Some(job) = job {
                 act.start_markers(job, ctx);
             }
+            act.run_deferred_adds(id, ctx);
         }));
+    }
+
+    /// AddPartitionsToTxn (client or leader): write if the transaction changes, answer now if
+    /// not. `defer`: a request that only collides with an in-flight write of its id waits.
+    fn add_partitions(
+        &mut self,
+        msg: AddTxnPartitions,
+        tx: Reply<()>,
+        defer: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        match self.core.add_partitions(
+            &msg.transactional_id,
+            msg.producer_id,
+            msg.producer_epoch,
+            &msg.partitions,
+            now_ms(),
+        ) {
+            Ok(Some(t)) => self.write(t, Answer::Unit(tx), ctx),
+            Ok(None) => {
+                let _ = tx.send(Ok(()));
+            }
+            Err(super::core::TxnError::ConcurrentTransactions)
+                if defer && self.core.is_pending(&msg.transactional_id) =>
+            {
+                let waiting = self
+                    .deferred_adds
+                    .entry(msg.transactional_id.clone())
+                    .or_default();
+                if waiting.len() >= MAX_DEFERRED_ADDS_PER_ID {
+                    let _ = tx.send(Err(super::core::codes::CONCURRENT_TRANSACTIONS));
+                } else {
+                    waiting.push((msg, tx));
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e.code()));
+            }
+        }
+    }
+
+    /// The write of `id` finished: the adds waiting for it run now, in arrival order (the
+    /// first may start a new write; the rest then wait for that one).
+    fn run_deferred_adds(&mut self, id: &str, ctx: &mut Context<Self>) {
+        let Some(waiting) = self.deferred_adds.remove(id) else {
+            return;
+        };
+        for (msg, tx) in waiting {
+            if !self.loaded {
+                let _ = tx.send(Err(NOT_COORDINATOR));
+                continue;
+            }
+            self.add_partitions(msg, tx, true, ctx);
+        }
     }
 
     /// Loads the partition by replay, holding every other message until done (they would
@@ -663,21 +736,22 @@ impl Handler<AddTxnPartitions> for TransactionCoordinatorActor {
             let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
             return reply(rx);
         }
-        match self.core.add_partitions(
-            &msg.transactional_id,
-            msg.producer_id,
-            msg.producer_epoch,
-            &msg.partitions,
-            now_ms(),
-        ) {
-            Ok(Some(t)) => self.write(t, Answer::Unit(tx), ctx),
-            Ok(None) => {
-                let _ = tx.send(Ok(()));
-            }
-            Err(e) => {
-                let _ = tx.send(Err(e.code()));
-            }
+        self.add_partitions(msg, tx, false, ctx);
+        reply(rx)
+    }
+}
+
+impl Handler<LeaderAddTxnPartitions> for TransactionCoordinatorActor {
+    type Result = ResponseFuture<Result<(), i16>>;
+    fn handle(&mut self, msg: LeaderAddTxnPartitions, ctx: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let (tx, rx) = oneshot::channel();
+        if !self.loaded {
+            let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
+            return reply(rx);
         }
+        self.add_partitions(msg.0, tx, true, ctx);
         reply(rx)
     }
 }

@@ -240,6 +240,12 @@ impl TxnCoordinatorCore {
         Transit { target }
     }
 
+    /// Whether `id` has a `__transaction_state` write in flight (its requests answer
+    /// CONCURRENT_TRANSACTIONS until the write finishes).
+    pub fn is_pending(&self, id: &str) -> bool {
+        self.pending.contains(id)
+    }
+
     fn check_free(&self, id: &str) -> Result<(), TxnError> {
         if self.pending.contains(id) {
             Err(TxnError::ConcurrentTransactions)

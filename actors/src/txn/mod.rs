@@ -12,6 +12,7 @@ pub mod actor;
 pub mod apis;
 pub mod coordinator;
 pub mod core;
+pub mod leader_verify;
 pub mod log;
 pub mod manager;
 pub mod messages;

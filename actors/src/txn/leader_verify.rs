@@ -1,0 +1,741 @@
+//! KIP-890 on the partition leader's side (Kafka's
+//! `ReplicaManager.maybeSendPartitionsToTransactionCoordinator`, `AddPartitionsToTxnManager`
+//! and `UnifiedLog.maybeStartTransactionVerification`): before a transactional Produce or
+//! TxnOffsetCommit is appended, the leader makes sure the partition is in the producer's
+//! transaction. Produce v12+ / TxnOffsetCommit v5+ (transaction version 2 clients, which send
+//! no AddPartitionsToTxn / AddOffsetsToTxn) have the coordinator add it; older versions only
+//! verify it was added (part 1, `transaction.partition.verification.enable`). A partition whose
+//! producer state already holds an open transaction of that producer id and epoch needs
+//! neither, so a long transaction asks the coordinator once per partition.
+//!
+//! The check runs in front of the Produce and TxnOffsetCommit handlers ([`wrap_produce`],
+//! [`wrap_txn_offset_commit`]): refused partitions are taken out of the request, answered with
+//! the mapped error, and the rest goes to the wrapped handler unchanged. The shard is called
+//! directly (single node: the coordinator of every transactional id this broker can verify
+//! runs here), with [`LeaderAddTxnPartitions`] / [`VerifyTxnPartitions`].
+//!
+//! Not (yet) as Kafka: no verification guard in the partition's producer state, so an abort
+//! that completes between the coordinator's answer and the append is not detected at append.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use futures_util::future::join_all;
+use kactor_protocol::messages::produce_response::PartitionProduceResponse;
+use kactor_protocol::messages::txn_offset_commit_response as tcr;
+use kactor_protocol::messages::{
+    ProduceRequest, ProduceResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+};
+use kactor_protocol::records::BatchHeader;
+use kactor_protocol::{ApiKey, Records, RequestBody, ResponseBody};
+
+use super::apis::{partition_for, TxnCoordinatorApis};
+use super::coordinator::{AddTxnPartitions, LeaderAddTxnPartitions, VerifyTxnPartitions};
+use super::core::TxnPartition;
+use crate::network::{HandlerOutcome, RequestRouter};
+use crate::partition::messages::DescribeProducerState;
+use crate::partition::registry::PartitionTableReader;
+use crate::producer::ProducerStateEntry;
+
+/// Wire codes (Kafka's `Errors`) this module produces or maps.
+pub mod codes {
+    pub const NONE: i16 = 0;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const NETWORK_EXCEPTION: i16 = 13;
+    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    pub const NOT_COORDINATOR: i16 = 16;
+    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+    pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const INVALID_TXN_STATE: i16 = 48;
+    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const PRODUCER_FENCED: i16 = 90;
+    pub const TRANSACTION_ABORTABLE: i16 = 120;
+}
+
+/// What a request version lets the leader do about a partition not yet in the transaction
+/// (Kafka's `TransactionSupportedOperation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnOperation {
+    /// Verify only; the client knows no TRANSACTION_ABORTABLE.
+    DefaultError,
+    /// Verify only; the client handles TRANSACTION_ABORTABLE.
+    GenericErrorSupported,
+    /// Add the partition to the transaction (transaction version 2 clients).
+    AddPartition,
+}
+
+impl TxnOperation {
+    /// Kafka's `produceRequestVersionToTransactionSupportedOperation`: v12+ add, v11 generic
+    /// errors, older the default errors.
+    pub fn for_produce(version: i16) -> Self {
+        match version {
+            v if v > 11 => TxnOperation::AddPartition,
+            v if v > 10 => TxnOperation::GenericErrorSupported,
+            _ => TxnOperation::DefaultError,
+        }
+    }
+
+    /// Kafka's `txnOffsetCommitRequestVersionToTransactionSupportedOperation`: v5+ add, v4
+    /// generic errors, older the default errors.
+    pub fn for_txn_offset_commit(version: i16) -> Self {
+        match version {
+            v if v > 4 => TxnOperation::AddPartition,
+            v if v > 3 => TxnOperation::GenericErrorSupported,
+            _ => TxnOperation::DefaultError,
+        }
+    }
+
+    /// Transaction version 2 semantics (the epoch is bumped at every transaction end).
+    pub fn supports_epoch_bump(self) -> bool {
+        self == TxnOperation::AddPartition
+    }
+}
+
+/// Whether the coordinator must be asked about a transactional batch of (`producer_id`,
+/// `producer_epoch`) on a partition whose producer state holds `entry` for that producer
+/// (Kafka: verification is skipped when disabled for a verify-only client, and
+/// `UnifiedLog.hasOngoingTransaction` skips it for an open transaction of the same epoch).
+pub fn needs_coordinator(
+    op: TxnOperation,
+    verification_enable: bool,
+    entry: Option<&ProducerStateEntry>,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> bool {
+    if !op.supports_epoch_bump() && !verification_enable {
+        return false;
+    }
+    let ongoing = entry.is_some_and(|e| {
+        e.producer_id == producer_id
+            && e.producer_epoch == producer_epoch
+            && e.current_txn_first_offset.is_some()
+    });
+    !ongoing
+}
+
+/// The coordinator's answer as the leader sees it (Kafka's `AddPartitionsToTxnManager`):
+/// a fenced producer is an invalid epoch to the partition; TRANSACTION_ABORTABLE is unknown to
+/// default-error clients, which get INVALID_TXN_STATE; an authorization failure of the
+/// broker's own request must not reach the client either.
+pub fn coordinator_error_for_leader(op: TxnOperation, code: i16) -> i16 {
+    match code {
+        codes::PRODUCER_FENCED => codes::INVALID_PRODUCER_EPOCH,
+        codes::TRANSACTION_ABORTABLE if op == TxnOperation::DefaultError => {
+            codes::INVALID_TXN_STATE
+        }
+        codes::CLUSTER_AUTHORIZATION_FAILED => codes::INVALID_TXN_STATE,
+        other => other,
+    }
+}
+
+fn error_name(code: i16) -> &'static str {
+    match code {
+        codes::NETWORK_EXCEPTION => "NETWORK_EXCEPTION",
+        codes::COORDINATOR_LOAD_IN_PROGRESS => "COORDINATOR_LOAD_IN_PROGRESS",
+        codes::COORDINATOR_NOT_AVAILABLE => "COORDINATOR_NOT_AVAILABLE",
+        codes::NOT_COORDINATOR => "NOT_COORDINATOR",
+        codes::CONCURRENT_TRANSACTIONS => "CONCURRENT_TRANSACTIONS",
+        _ => "UNKNOWN",
+    }
+}
+
+/// The Produce partition error for a refused verification / add (Kafka's `ReplicaManager`
+/// translation of coordinator errors, after [`coordinator_error_for_leader`]): retriable
+/// coordinator trouble becomes NOT_ENOUGH_REPLICAS (retried by every client without a metadata
+/// refresh), except CONCURRENT_TRANSACTIONS for transaction version 2 clients, which retry it
+/// themselves. Returns the code and the error message Kafka sets.
+pub fn produce_error(op: TxnOperation, coordinator_code: i16) -> (i16, Option<String>) {
+    let code = coordinator_error_for_leader(op, coordinator_code);
+    let retriable = match code {
+        codes::NETWORK_EXCEPTION
+        | codes::COORDINATOR_LOAD_IN_PROGRESS
+        | codes::COORDINATOR_NOT_AVAILABLE
+        | codes::NOT_COORDINATOR => true,
+        codes::CONCURRENT_TRANSACTIONS => !op.supports_epoch_bump(),
+        _ => false,
+    };
+    if retriable {
+        return (
+            codes::NOT_ENOUGH_REPLICAS,
+            Some(format!(
+                "Unable to verify the partition has been added to the transaction. Underlying error: {}",
+                error_name(code)
+            )),
+        );
+    }
+    if code == codes::INVALID_TXN_STATE {
+        return (
+            code,
+            Some("Partition was not added to the transaction".to_string()),
+        );
+    }
+    (code, None)
+}
+
+/// The TxnOffsetCommit error for a refused verification / add: the group coordinator's
+/// `handleOperationException` translation of the leader's error.
+pub fn txn_offset_commit_error(op: TxnOperation, coordinator_code: i16) -> i16 {
+    match coordinator_error_for_leader(op, coordinator_code) {
+        codes::NOT_ENOUGH_REPLICAS
+        | codes::UNKNOWN_TOPIC_OR_PARTITION
+        | codes::REQUEST_TIMED_OUT => codes::COORDINATOR_NOT_AVAILABLE,
+        codes::NOT_LEADER_OR_FOLLOWER | codes::KAFKA_STORAGE_ERROR => codes::NOT_COORDINATOR,
+        other => other,
+    }
+}
+
+/// The producer of a transactional batch set (its first batch decides, as Kafka's
+/// `ProduceRequest` analysis does): (producer id, epoch), or None for anything else.
+pub fn transactional_producer(records: &[u8]) -> Option<(i64, i16)> {
+    let h = BatchHeader::parse(records).ok()?;
+    (h.is_transactional() && h.has_producer_id()).then_some((h.producer_id, h.producer_epoch))
+}
+
+/// What the wrappers need: the coordinator shards and the partition table.
+#[derive(Clone)]
+pub struct LeaderVerifier {
+    pub coordinator: TxnCoordinatorApis,
+    pub partitions: PartitionTableReader,
+    /// `transaction.partition.verification.enable`
+    pub verification_enable: bool,
+}
+
+/// One transactional partition of a request: its place, its leader, its producer.
+struct Candidate {
+    tp: TxnPartition,
+    producer_id: i64,
+    producer_epoch: i16,
+}
+
+impl LeaderVerifier {
+    /// Asks the coordinator about the `candidates` whose partition has no open transaction of
+    /// their producer yet. Returns the coordinator code per refused partition (codes as the
+    /// shard answers them; the caller maps them for its API).
+    async fn check(
+        &self,
+        op: TxnOperation,
+        transactional_id: &str,
+        candidates: Vec<Candidate>,
+    ) -> BTreeMap<TxnPartition, i16> {
+        let mut refused = BTreeMap::new();
+        if candidates.is_empty() || (!op.supports_epoch_bump() && !self.verification_enable) {
+            return refused;
+        }
+        let table = self.partitions.borrow().clone();
+        let states = join_all(candidates.iter().map(|c| {
+            let addr = table.get(&c.tp.0, c.tp.1).map(|h| h.addr.clone());
+            async move {
+                match addr {
+                    // Not hosted: the wrapped handler answers the partition's error.
+                    None => None,
+                    Some(a) => a.send(DescribeProducerState).await.ok()?.ok(),
+                }
+            }
+        }))
+        .await;
+        let mut ask: Vec<&Candidate> = Vec::new();
+        for (c, entries) in candidates.iter().zip(states) {
+            let Some(entries) = entries else { continue };
+            let entry = entries.iter().find(|e| e.producer_id == c.producer_id);
+            if needs_coordinator(
+                op,
+                self.verification_enable,
+                entry,
+                c.producer_id,
+                c.producer_epoch,
+            ) {
+                ask.push(c);
+            }
+        }
+        let Some(first) = ask.first() else {
+            return refused;
+        };
+        let (producer_id, producer_epoch) = (first.producer_id, first.producer_epoch);
+        let partitions: Vec<TxnPartition> = ask.iter().map(|c| c.tp.clone()).collect();
+        let Some(shard) = self.coordinator.shard(transactional_id) else {
+            for p in partitions {
+                refused.insert(p, codes::NOT_COORDINATOR);
+            }
+            return refused;
+        };
+        if op.supports_epoch_bump() {
+            let r = shard
+                .send(LeaderAddTxnPartitions(AddTxnPartitions {
+                    transactional_id: transactional_id.to_string(),
+                    producer_id,
+                    producer_epoch,
+                    partitions: partitions.clone(),
+                }))
+                .await
+                .unwrap_or(Err(codes::NETWORK_EXCEPTION));
+            if let Err(code) = r {
+                for p in partitions {
+                    refused.insert(p, code);
+                }
+            }
+        } else {
+            let r = shard
+                .send(VerifyTxnPartitions {
+                    transactional_id: transactional_id.to_string(),
+                    producer_id,
+                    producer_epoch,
+                    partitions: partitions.clone(),
+                })
+                .await
+                .unwrap_or(Err(codes::NETWORK_EXCEPTION));
+            match r {
+                Ok(per_partition) => {
+                    for (p, code) in per_partition {
+                        if code != codes::NONE {
+                            refused.insert(p, code);
+                        }
+                    }
+                }
+                Err(code) => {
+                    for p in partitions {
+                        refused.insert(p, code);
+                    }
+                }
+            }
+        }
+        refused
+    }
+
+    /// The refused partitions of a transactional Produce, by (topic index in the request,
+    /// partition index): the partition's response (error code and message).
+    async fn check_produce(
+        &self,
+        version: i16,
+        transactional_id: &str,
+        req: &ProduceRequest,
+    ) -> BTreeMap<(usize, i32), (i16, Option<String>)> {
+        let op = TxnOperation::for_produce(version);
+        let table = self.partitions.borrow().clone();
+        let mut candidates = Vec::new();
+        let mut places: BTreeMap<TxnPartition, Vec<(usize, i32)>> = BTreeMap::new();
+        for (ti, topic) in req.topic_data.iter().enumerate() {
+            // v13+ names topics by id only.
+            let name = if version >= 13 {
+                table.topic_name(&topic.topic_id)
+            } else {
+                Some(topic.name.clone())
+            };
+            let Some(name) = name else { continue };
+            for p in &topic.partition_data {
+                let Some(Records::Memory(bytes)) = &p.records else {
+                    continue;
+                };
+                let Some((producer_id, producer_epoch)) = transactional_producer(bytes) else {
+                    continue;
+                };
+                let tp = (name.clone(), p.index);
+                places.entry(tp.clone()).or_default().push((ti, p.index));
+                candidates.push(Candidate {
+                    tp,
+                    producer_id,
+                    producer_epoch,
+                });
+            }
+        }
+        self.check(op, transactional_id, candidates)
+            .await
+            .into_iter()
+            .flat_map(|(tp, code)| {
+                let answer = produce_error(op, code);
+                places
+                    .remove(&tp)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(move |place| (place, answer.clone()))
+            })
+            .collect()
+    }
+}
+
+/// Puts the verification in front of the registered Produce handler (call after
+/// `partition::apis::register`). Non-transactional produces go straight through.
+pub fn wrap_produce(router: &mut RequestRouter, verifier: LeaderVerifier) -> bool {
+    let Some(inner) = router.route(ApiKey::Produce).cloned() else {
+        return false;
+    };
+    let responder = inner.on_unsupported_version;
+    let inner = inner.handler;
+    router.register(ApiKey::Produce, move |ctx, body| {
+        let transactional_id = match &body {
+            RequestBody::Produce(req) => req.transactional_id.clone(),
+            _ => None,
+        };
+        let Some(transactional_id) = transactional_id else {
+            return inner(ctx, body);
+        };
+        let RequestBody::Produce(mut req) = body else {
+            return inner(ctx, body);
+        };
+        let inner = inner.clone();
+        let verifier = verifier.clone();
+        Box::pin(async move {
+            let version = ctx.api_version;
+            let refused = verifier
+                .check_produce(version, &transactional_id, &req)
+                .await;
+            if refused.is_empty() {
+                return inner(ctx, RequestBody::Produce(req)).await;
+            }
+            for (code, _) in refused.values() {
+                ctx.record_error(*code);
+            }
+            // The wrapped handler appends the rest; refused partitions are put back into its
+            // answer in request order.
+            let mut order: Vec<Vec<i32>> = Vec::with_capacity(req.topic_data.len());
+            for (ti, topic) in req.topic_data.iter_mut().enumerate() {
+                order.push(topic.partition_data.iter().map(|p| p.index).collect());
+                topic
+                    .partition_data
+                    .retain(|p| !refused.contains_key(&(ti, p.index)));
+            }
+            let acks = req.acks;
+            let outcome = inner(ctx, RequestBody::Produce(req)).await;
+            if acks == 0 {
+                // Kafka cannot answer an acks=0 produce: an error closes the connection.
+                return HandlerOutcome::Close(
+                    "acks=0 transactional produce refused by transaction verification".into(),
+                );
+            }
+            match outcome {
+                HandlerOutcome::Respond(ResponseBody::Produce(resp)) => HandlerOutcome::Respond(
+                    ResponseBody::Produce(merge_produce(version, resp, &order, &refused)),
+                ),
+                other => other,
+            }
+        })
+    });
+    if let Some(r) = responder {
+        router.on_unsupported_version(ApiKey::Produce, r);
+    }
+    true
+}
+
+/// The wrapped handler's answer with the refused partitions put back in request order.
+fn merge_produce(
+    version: i16,
+    mut resp: ProduceResponse,
+    order: &[Vec<i32>],
+    refused: &BTreeMap<(usize, i32), (i16, Option<String>)>,
+) -> ProduceResponse {
+    for (ti, indexes) in order.iter().enumerate() {
+        let Some(topic) = resp.responses.get_mut(ti) else {
+            continue;
+        };
+        let mut appended = std::mem::take(&mut topic.partition_responses).into_iter();
+        let mut merged = Vec::with_capacity(indexes.len());
+        for &index in indexes {
+            match refused.get(&(ti, index)) {
+                Some((code, message)) => merged.push(PartitionProduceResponse {
+                    index,
+                    error_code: *code,
+                    base_offset: -1,
+                    log_append_time_ms: -1,
+                    log_start_offset: -1,
+                    // ErrorMessage exists from v8.
+                    error_message: message.clone().filter(|_| version >= 8),
+                    ..Default::default()
+                }),
+                None => merged.extend(appended.next()),
+            }
+        }
+        merged.extend(appended);
+        topic.partition_responses = merged;
+    }
+    resp
+}
+
+/// Puts the add / verification of the group's `__consumer_offsets` partition in front of the
+/// registered TxnOffsetCommit handler (Kafka 4.4 does it in the group coordinator's
+/// transactional write; v5+ clients sent no AddOffsetsToTxn). Call after the group APIs.
+pub fn wrap_txn_offset_commit(router: &mut RequestRouter, verifier: LeaderVerifier) -> bool {
+    let Some(inner) = router.route(ApiKey::TxnOffsetCommit).cloned() else {
+        return false;
+    };
+    let responder = inner.on_unsupported_version;
+    let inner = inner.handler;
+    router.register(ApiKey::TxnOffsetCommit, move |ctx, body| {
+        let RequestBody::TxnOffsetCommit(req) = body else {
+            return inner(ctx, body);
+        };
+        let inner = inner.clone();
+        let verifier = verifier.clone();
+        Box::pin(async move {
+            let op = TxnOperation::for_txn_offset_commit(ctx.api_version);
+            let tp = (
+                crate::txn::coordinator::OFFSETS_TOPIC.to_string(),
+                partition_for(&req.group_id, verifier.coordinator.offsets_partitions),
+            );
+            let refused = verifier
+                .check(
+                    op,
+                    &req.transactional_id,
+                    vec![Candidate {
+                        tp: tp.clone(),
+                        producer_id: req.producer_id,
+                        producer_epoch: req.producer_epoch,
+                    }],
+                )
+                .await;
+            match refused.get(&tp) {
+                None => inner(ctx, RequestBody::TxnOffsetCommit(req)).await,
+                Some(&code) => {
+                    let code = txn_offset_commit_error(op, code);
+                    ctx.record_error(code);
+                    HandlerOutcome::Respond(ResponseBody::TxnOffsetCommit(
+                        txn_offset_commit_refused(&req, code),
+                    ))
+                }
+            }
+        })
+    });
+    if let Some(r) = responder {
+        router.on_unsupported_version(ApiKey::TxnOffsetCommit, r);
+    }
+    true
+}
+
+/// Every partition of the request answered with `code` (Kafka's
+/// `TxnOffsetCommitRequest.getErrorResponse`).
+pub fn txn_offset_commit_refused(
+    req: &TxnOffsetCommitRequest,
+    code: i16,
+) -> TxnOffsetCommitResponse {
+    let mut seen = BTreeSet::new();
+    TxnOffsetCommitResponse {
+        topics: req
+            .topics
+            .iter()
+            .map(|t| tcr::TxnOffsetCommitResponseTopic {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .filter(|p| seen.insert((t.name.clone(), p.partition_index)))
+                    .map(|p| tcr::TxnOffsetCommitResponsePartition {
+                        partition_index: p.partition_index,
+                        error_code: code,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    fn entry(producer_id: i64, epoch: i16, open: Option<i64>) -> ProducerStateEntry {
+        ProducerStateEntry {
+            producer_id,
+            producer_epoch: epoch,
+            batches: VecDeque::new(),
+            coordinator_epoch: -1,
+            last_timestamp: 0,
+            current_txn_first_offset: open,
+        }
+    }
+
+    #[test]
+    fn request_versions_pick_kafkas_operation() {
+        assert_eq!(TxnOperation::for_produce(3), TxnOperation::DefaultError);
+        assert_eq!(TxnOperation::for_produce(10), TxnOperation::DefaultError);
+        assert_eq!(
+            TxnOperation::for_produce(11),
+            TxnOperation::GenericErrorSupported
+        );
+        assert_eq!(TxnOperation::for_produce(12), TxnOperation::AddPartition);
+        assert_eq!(TxnOperation::for_produce(13), TxnOperation::AddPartition);
+        assert_eq!(
+            TxnOperation::for_txn_offset_commit(3),
+            TxnOperation::DefaultError
+        );
+        assert_eq!(
+            TxnOperation::for_txn_offset_commit(4),
+            TxnOperation::GenericErrorSupported
+        );
+        assert_eq!(
+            TxnOperation::for_txn_offset_commit(5),
+            TxnOperation::AddPartition
+        );
+    }
+
+    #[test]
+    fn an_open_transaction_of_the_same_epoch_skips_the_coordinator() {
+        let add = TxnOperation::AddPartition;
+        let verify = TxnOperation::DefaultError;
+        // Nothing known about the producer: ask.
+        assert!(needs_coordinator(add, true, None, 7, 0));
+        assert!(needs_coordinator(verify, true, None, 7, 0));
+        // Open transaction, same epoch: no round trip.
+        let open = entry(7, 3, Some(100));
+        assert!(!needs_coordinator(add, true, Some(&open), 7, 3));
+        assert!(!needs_coordinator(verify, true, Some(&open), 7, 3));
+        // Same producer, transaction finished (marker written): ask again.
+        let done = entry(7, 3, None);
+        assert!(needs_coordinator(add, true, Some(&done), 7, 3));
+        // TV2 bumped the epoch: the old epoch's open transaction does not count.
+        assert!(needs_coordinator(add, true, Some(&open), 7, 4));
+        // Verification disabled: old clients are not checked, TV2 clients still add.
+        assert!(!needs_coordinator(verify, false, None, 7, 0));
+        assert!(!needs_coordinator(
+            TxnOperation::GenericErrorSupported,
+            false,
+            None,
+            7,
+            0
+        ));
+        assert!(needs_coordinator(add, false, None, 7, 0));
+    }
+
+    #[test]
+    fn produce_errors_map_as_kafka() {
+        let add = TxnOperation::AddPartition;
+        let generic = TxnOperation::GenericErrorSupported;
+        let default = TxnOperation::DefaultError;
+        let nerr = codes::NOT_ENOUGH_REPLICAS;
+        for code in [
+            codes::NOT_COORDINATOR,
+            codes::COORDINATOR_NOT_AVAILABLE,
+            codes::COORDINATOR_LOAD_IN_PROGRESS,
+            codes::NETWORK_EXCEPTION,
+        ] {
+            for op in [add, generic, default] {
+                let (c, m) = produce_error(op, code);
+                assert_eq!(c, nerr);
+                assert!(m.unwrap().ends_with(error_name(code)));
+            }
+        }
+        // CONCURRENT_TRANSACTIONS reaches TV2 clients as is, older ones retry via NER.
+        assert_eq!(
+            produce_error(add, codes::CONCURRENT_TRANSACTIONS).0,
+            codes::CONCURRENT_TRANSACTIONS
+        );
+        assert_eq!(
+            produce_error(default, codes::CONCURRENT_TRANSACTIONS).0,
+            nerr
+        );
+        assert_eq!(
+            produce_error(generic, codes::CONCURRENT_TRANSACTIONS).0,
+            nerr
+        );
+        // A fenced producer is an invalid epoch to the partition.
+        assert_eq!(
+            produce_error(add, codes::PRODUCER_FENCED),
+            (codes::INVALID_PRODUCER_EPOCH, None)
+        );
+        // Not in the transaction.
+        assert_eq!(
+            produce_error(default, codes::INVALID_TXN_STATE),
+            (
+                codes::INVALID_TXN_STATE,
+                Some("Partition was not added to the transaction".into())
+            )
+        );
+        // TRANSACTION_ABORTABLE only for clients that know it.
+        assert_eq!(
+            produce_error(default, codes::TRANSACTION_ABORTABLE).0,
+            codes::INVALID_TXN_STATE
+        );
+        assert_eq!(
+            produce_error(generic, codes::TRANSACTION_ABORTABLE).0,
+            codes::TRANSACTION_ABORTABLE
+        );
+        assert_eq!(
+            produce_error(add, codes::CLUSTER_AUTHORIZATION_FAILED).0,
+            codes::INVALID_TXN_STATE
+        );
+        // Anything else passes through.
+        assert_eq!(produce_error(add, 49), (49, None));
+    }
+
+    #[test]
+    fn txn_offset_commit_errors_map_as_the_group_coordinator() {
+        let add = TxnOperation::AddPartition;
+        assert_eq!(
+            txn_offset_commit_error(add, codes::PRODUCER_FENCED),
+            codes::INVALID_PRODUCER_EPOCH
+        );
+        assert_eq!(
+            txn_offset_commit_error(add, codes::NOT_COORDINATOR),
+            codes::NOT_COORDINATOR
+        );
+        assert_eq!(
+            txn_offset_commit_error(add, codes::CONCURRENT_TRANSACTIONS),
+            codes::CONCURRENT_TRANSACTIONS
+        );
+        assert_eq!(
+            txn_offset_commit_error(add, codes::NOT_LEADER_OR_FOLLOWER),
+            codes::NOT_COORDINATOR
+        );
+        assert_eq!(
+            txn_offset_commit_error(TxnOperation::DefaultError, codes::INVALID_TXN_STATE),
+            codes::INVALID_TXN_STATE
+        );
+    }
+
+    #[test]
+    fn only_transactional_batches_name_a_producer() {
+        use kactor_protocol::records::BatchBuilder;
+        let mut b = BatchBuilder::new(0);
+        b.append(0, None, Some(b"v"), &[]).unwrap();
+        let plain = b.build().unwrap();
+        assert_eq!(transactional_producer(&plain), None);
+        assert_eq!(transactional_producer(b"short"), None);
+    }
+
+    #[test]
+    fn refused_partitions_go_back_in_request_order() {
+        use kactor_protocol::messages::produce_response::TopicProduceResponse;
+        let resp = ProduceResponse {
+            responses: vec![TopicProduceResponse {
+                name: "t".into(),
+                partition_responses: vec![
+                    PartitionProduceResponse {
+                        index: 0,
+                        base_offset: 5,
+                        ..Default::default()
+                    },
+                    PartitionProduceResponse {
+                        index: 2,
+                        base_offset: 9,
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let refused = BTreeMap::from([(
+            (0, 1),
+            (
+                codes::INVALID_TXN_STATE,
+                Some("Partition was not added".into()),
+            ),
+        )]);
+        let merged = merge_produce(7, resp, &[vec![0, 1, 2]], &refused);
+        let ps = &merged.responses[0].partition_responses;
+        assert_eq!(
+            ps.iter()
+                .map(|p| (p.index, p.error_code))
+                .collect::<Vec<_>>(),
+            vec![(0, 0), (1, codes::INVALID_TXN_STATE), (2, 0)]
+        );
+        // v7 has no ErrorMessage field.
+        assert_eq!(ps[1].error_message, None);
+        assert_eq!(ps[1].base_offset, -1);
+    }
+}
