@@ -285,7 +285,7 @@ fn api_versions_v0_v3_v4() {
         // KIP-1022: a range starting at 0 is reported from 1 before v4.
         let min0 = if version >= 4 { 0 } else { 1 };
         assert_eq!(feature("kraft.version"), Some((min0, 1)));
-        assert_eq!(feature("transaction.version"), Some((min0, 1)));
+        assert_eq!(feature("transaction.version"), Some((min0, 2)));
         assert_eq!(feature("group.version"), Some((min0, 1)));
         let mv = p
             .finalized

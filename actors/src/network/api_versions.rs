@@ -58,10 +58,8 @@ pub fn supported_features() -> Vec<SupportedFeature> {
             METADATA_VERSION_MAX,
         ),
         ("kraft.version", 0, 1),
-        // Level 2 (KIP-890 part 2: the partition leader adds a transactional produce's
-        // partition to the transaction itself) is not implemented: clients must keep sending
-        // AddPartitionsToTxn, which they do only while level 1 is the highest.
-        ("transaction.version", 0, 1),
+        // Level 2: KIP-890 part 2 (txn::leader_verify adds a transactional produce's partition).
+        ("transaction.version", 0, 2),
         ("group.version", 0, 1),
     ]
     .into_iter()
@@ -81,7 +79,7 @@ pub fn bootstrap_finalized_features() -> FinalizedFeatures {
         epoch: -1,
         levels: BTreeMap::from([
             ("metadata.version".to_string(), METADATA_VERSION_MAX),
-            ("transaction.version".to_string(), 1),
+            ("transaction.version".to_string(), 2),
             ("group.version".to_string(), 1),
         ]),
     }

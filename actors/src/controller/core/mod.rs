@@ -55,8 +55,7 @@ pub const SUPPORTED_FEATURES: &[(&str, i16, i16, i16)] = &[
         LATEST_METADATA_VERSION,
         LATEST_METADATA_VERSION,
     ),
-    // 1, not Kafka 4.4's 2: see the supported range in network/api_versions.rs.
-    ("transaction.version", 0, 1, 1),
+    ("transaction.version", 0, 2, 2),
 ];
 
 /// Producer ids are handed to brokers in blocks of this size (Kafka's

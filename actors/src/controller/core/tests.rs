@@ -96,7 +96,7 @@ fn bootstrap_matches_kafka_4_4_format() {
         vec![
             ("metadata.version".to_string(), 33),
             ("group.version".to_string(), 1),
-            ("transaction.version".to_string(), 1),
+            ("transaction.version".to_string(), 2),
         ]
     );
     assert!(matches!(
