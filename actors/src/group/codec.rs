@@ -57,37 +57,26 @@ fn framed<M: Encode>(prefix: i16, message: &M, version: i16) -> Result<Bytes, En
     Ok(w.into_bytes())
 }
 
-/// The tagged `ClassicMemberMetadata` as our generated struct holds it. Kafka's field defaults
-/// to null and is then not written; our schema's generated default is an empty struct, which
-/// is likewise not written, so a member of the consumer protocol is encoded with no tag at all,
-/// byte for byte as Kafka does.
+/// The tagged `ClassicMemberMetadata`: null (no tag written, as Kafka) for a member of the
+/// consumer protocol.
 fn classic_out(classic: Option<&ClassicMemberMetadata>) -> Option<mm_value::ClassicMemberMetadata> {
-    match classic {
-        None => Some(mm_value::ClassicMemberMetadata::default()),
-        Some(c) => Some(mm_value::ClassicMemberMetadata {
-            session_timeout_ms: c.session_timeout_ms,
-            supported_protocols: c
-                .supported_protocols
-                .iter()
-                .map(|(name, metadata)| mm_value::ClassicProtocol {
-                    name: name.clone(),
-                    metadata: metadata.clone(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }),
-    }
+    classic.map(|c| mm_value::ClassicMemberMetadata {
+        session_timeout_ms: c.session_timeout_ms,
+        supported_protocols: c
+            .supported_protocols
+            .iter()
+            .map(|(name, metadata)| mm_value::ClassicProtocol {
+                name: name.clone(),
+                metadata: metadata.clone(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    })
 }
 
-/// The inverse of `classic_out`: an absent tag decodes as the generated (empty) default, which
-/// means "not a classic member" (a real classic member always offers a protocol).
 fn classic_in(classic: Option<mm_value::ClassicMemberMetadata>) -> Option<ClassicMemberMetadata> {
-    let c = classic?;
-    if c.supported_protocols.is_empty() && c.session_timeout_ms == 0 {
-        return None;
-    }
-    Some(ClassicMemberMetadata {
+    classic.map(|c| ClassicMemberMetadata {
         session_timeout_ms: c.session_timeout_ms,
         supported_protocols: c
             .supported_protocols
