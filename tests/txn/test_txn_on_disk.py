@@ -4,8 +4,10 @@ segment's `.txnindex` lists the aborted transaction, and `__transaction_state` h
 coordinator's records (decoded with --transaction-log-decoder) in Kafka's state sequence."""
 import json
 import re
+import time
 import uuid
 
+from harness.cli import KafkaCli
 from harness.clients import create_topic
 from harness.txn import txn_producer
 
@@ -97,3 +99,34 @@ def test_transaction_state_records_are_kafka_format(broker, cli, topic_name):
                 if r["transactionStatus"] in ("Ongoing", "PrepareCommit", "PrepareAbort") else [])
         # Kafka writes no partition list (null) for Empty, an empty one after completion.
         assert (r.get("transactionPartitions") or []) == want, r
+
+
+def test_idle_transactional_id_expires_with_a_tombstone(broker_factory, topic_name):
+    # Small transactional.id.expiration.ms, checked twice a second: a finished id goes away
+    # (kafka-transactions list no longer shows it) and __transaction_state gets its tombstone.
+    b = broker_factory({"transactional.id.expiration.ms": "3000",
+                        "transaction.remove.expired.transaction.cleanup.interval.ms": "500"})
+    cli = KafkaCli(b)
+    create_topic(b, topic_name)
+    txn_id = f"expire-{uuid.uuid4().hex[:8]}"
+    p = txn_producer(b, txn_id)
+    p.begin_transaction()
+    p.produce(topic_name, value=b"v", partition=0)
+    p.commit_transaction(30)
+
+    def listed():
+        out = cli.run("transactions", "list").stdout
+        return any(l.split("\t")[0].strip() == txn_id for l in out.splitlines()[1:])
+
+    assert listed(), "the id is listed while fresh"
+    deadline = time.monotonic() + 30
+    while listed():
+        assert time.monotonic() < deadline, f"{txn_id} never expired"
+        time.sleep(0.5)
+    state_seg = b.partition_dir("__transaction_state", state_partition(txn_id)) \
+        / "00000000000000000000.log"
+    out = cli.run("dump-log", "--files", state_seg, "--transaction-log-decoder").stdout
+    mine = [l for l in out.splitlines() if f'"transactionalId":"{txn_id}"' in l]
+    assert mine, out
+    assert "payload: <DELETE>" in mine[-1], mine[-1]
+    assert all("<DELETE>" not in l for l in mine[:-1])
