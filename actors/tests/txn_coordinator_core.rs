@@ -359,3 +359,45 @@ fn end_txn_v5_makes_a_transaction_version_2_end_whatever_init_said() {
         .unwrap();
     assert_eq!(t.target.producer_epoch, epoch);
 }
+
+#[test]
+fn idle_finished_ids_expire_and_open_ones_do_not() {
+    let mut h = Harness::new();
+    let expiration = 1_000;
+    let (pid, epoch, _) = h.init("idle", (-1, -1), 0).unwrap();
+    let (pid2, epoch2, _) = h.init("open", (-1, -1), 0).unwrap();
+    h.add("open", pid2, epoch2, &[("t", 0)]).unwrap();
+    // Not idle long enough yet.
+    assert!(h
+        .core
+        .begin_expiration(T + expiration - 1, expiration)
+        .is_empty());
+    // Empty and idle: expires; Ongoing never does (Kafka's isExpirationAllowed).
+    let ids = h.core.begin_expiration(T + expiration, expiration);
+    assert_eq!(ids, vec!["idle".to_string()]);
+    // While the tombstone is being written the id is busy.
+    assert_eq!(
+        h.core
+            .add_partitions("idle", pid, epoch, &[("t".into(), 0)], T + expiration)
+            .unwrap_err()
+            .code(),
+        codes::CONCURRENT_TRANSACTIONS
+    );
+    // A failed tombstone write keeps the id.
+    h.core.complete_expiration("idle", false);
+    assert!(h.core.get("idle").is_some());
+    let ids = h.core.begin_expiration(T + expiration, expiration);
+    assert_eq!(ids, vec!["idle".to_string()]);
+    h.core.complete_expiration("idle", true);
+    assert!(h.core.get("idle").is_none());
+    assert!(h.core.get("open").is_some());
+    // A tombstone replayed removes the id as well.
+    let mut replayed = TxnCoordinatorCore::new(TxnCoordinatorConfig::default());
+    for (k, v) in &h.log {
+        let (id, m) = decode(k, v.as_ref()).unwrap();
+        replayed.replay(&id, m);
+    }
+    replayed.replay("idle", None);
+    assert!(replayed.get("idle").is_none());
+    assert!(replayed.get("open").is_some());
+}

@@ -263,11 +263,11 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     // --- transactions and producer ids ---
     def("transaction.max.timeout.ms", Int, Some("900000"), AtLeast(1), "Largest transaction timeout a producer may ask for."),
     def("transaction.abort.timed.out.transaction.cleanup.interval.ms", Int, Some("10000"), AtLeast(1), "Timed-out transaction abort check period."),
-    def("transaction.remove.expired.transaction.cleanup.interval.ms", Int, Some("3600000"), AtLeast(1), "Expired transactional id removal period (not used by kactor)."),
-    def("transactional.id.expiration.ms", Int, Some("604800000"), AtLeast(1), "Idle time before a transactional id expires (not used by kactor)."),
+    def("transaction.remove.expired.transaction.cleanup.interval.ms", Int, Some("3600000"), AtLeast(1), "How often transactional ids idle past transactional.id.expiration.ms are removed."),
+    def("transactional.id.expiration.ms", Int, Some("604800000"), AtLeast(1), "Idle time after which a finished transactional id is removed (tombstone in __transaction_state)."),
     def("transaction.state.log.segment.bytes", Int, Some("104857600"), AtLeast(1), "__transaction_state segment size."),
     def("transaction.state.log.load.buffer.size", Int, Some("5242880"), AtLeast(1), "Read size when loading transactions (not used by kactor)."),
-    dynamic("transaction.partition.verification.enable", Boolean, Some("true"), Any, "Verify partitions are in the transaction before appending (not used by kactor)."),
+    dynamic("transaction.partition.verification.enable", Boolean, Some("true"), Any, "Verify partitions are in the transaction before appending (Produce < v12, TxnOffsetCommit < v5; read at start-up)."),
     def("transaction.two.phase.commit.enable", Boolean, Some("false"), Any, "KIP-939 two-phase commit (not used by kactor)."),
     dynamic("producer.id.expiration.ms", Int, Some("86400000"), AtLeast(1), "Idle time before a producer id's state expires (not used by kactor)."),
     // --- kactor's own keys ---

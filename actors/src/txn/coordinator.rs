@@ -29,6 +29,11 @@ use crate::partition::PartitionActor;
 use crate::producer::partition::TxnMarker;
 use crate::runtime::{ActorMetrics, MeteredAddr};
 
+/// `transactional.id.expiration.ms` default (7 days).
+pub const DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS: i64 = 604_800_000;
+/// `transaction.remove.expired.transaction.cleanup.interval.ms` default (1 hour).
+pub const DEFAULT_REMOVE_EXPIRED_INTERVAL_MS: u64 = 3_600_000;
+
 /// `transaction.abort.timed.out.transaction.cleanup.interval.ms` default.
 pub const ABORT_TIMED_OUT_INTERVAL: Duration = Duration::from_secs(10);
 /// Wire code while loading or when the partition write fails (clients retry / rediscover).
@@ -147,6 +152,11 @@ pub struct TxnCoordinatorStatus {
 #[rtype(result = "()")]
 struct AbortTimedOutTick;
 
+/// Internal: the periodic scan for transactional ids idle past `transactional.id.expiration.ms`.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct RemoveExpiredTick;
+
 enum Answer {
     Init(Reply<InitResult>, InitResult),
     Unit(Reply<()>),
@@ -187,6 +197,10 @@ pub struct TransactionCoordinatorActor {
     deferred_adds: HashMap<String, Vec<(AddTxnPartitions, Reply<()>)>>,
     partition_index: i32,
     abort_interval: Duration,
+    /// `transactional.id.expiration.ms`
+    expiration_ms: i64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`
+    remove_expired_interval: Duration,
     group_completion: Option<GroupTxnCompletion>,
     shard_metrics: ShardMetrics,
     metrics: ActorMetrics,
@@ -210,6 +224,8 @@ impl TransactionCoordinatorActor {
             deferred_adds: HashMap::new(),
             partition_index: -1,
             abort_interval: ABORT_TIMED_OUT_INTERVAL,
+            expiration_ms: DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+            remove_expired_interval: Duration::from_millis(DEFAULT_REMOVE_EXPIRED_INTERVAL_MS),
             group_completion: None,
             shard_metrics: ShardMetrics::default(),
             metrics: ActorMetrics::new("TransactionCoordinatorActor"),
@@ -225,6 +241,14 @@ impl TransactionCoordinatorActor {
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`
     pub fn with_abort_interval(mut self, interval: Duration) -> Self {
         self.abort_interval = interval;
+        self
+    }
+
+    /// `transactional.id.expiration.ms` and how often idle ids are looked for
+    /// (`transaction.remove.expired.transaction.cleanup.interval.ms`).
+    pub fn with_expiration(mut self, expiration_ms: i64, interval: Duration) -> Self {
+        self.expiration_ms = expiration_ms;
+        self.remove_expired_interval = interval;
         self
     }
 
@@ -421,6 +445,52 @@ impl TransactionCoordinatorActor {
             }
             self.add_partitions(msg, tx, true, ctx);
         }
+    }
+
+    /// Writes one tombstone per expired id (one batch), then forgets the ids (Kafka's
+    /// `removeExpiredTransactionalIds`: the ids leave the cache only once the write succeeded).
+    fn write_tombstones(&mut self, ids: Vec<String>, ctx: &mut Context<Self>) {
+        let records = (|| {
+            let mut b = BatchBuilder::new(0);
+            let now = now_ms();
+            for id in &ids {
+                let key = encode_key(id).ok()?;
+                b.append(now, Some(&key), None, &[]).ok()?;
+            }
+            b.build().ok()
+        })();
+        let Some(records) = records else {
+            for id in &ids {
+                self.core.complete_expiration(id, false);
+            }
+            return;
+        };
+        let log = self.log.clone();
+        let send = async move {
+            match log
+                .send(AppendRecords {
+                    records,
+                    required_acks: -1,
+                })
+                .await
+            {
+                Ok(Ok(out)) if out.high_watermark > out.last_offset => true,
+                Ok(Ok(out)) => Self::await_committed(log, out.last_offset).await,
+                _ => false,
+            }
+        };
+        ctx.spawn(send.into_actor(self).map(move |ok, act, ctx| {
+            for id in &ids {
+                act.core.complete_expiration(id, ok);
+                if ok {
+                    tracing::info!(txn = %id, "transactional id expired");
+                }
+                act.run_deferred_adds(id, ctx);
+            }
+            if !ok {
+                tracing::warn!(ids = ids.len(), "transactional id tombstone write failed");
+            }
+        }));
     }
 
     /// Loads the partition by replay, holding every other message until done (they would
@@ -653,6 +723,9 @@ impl Actor for TransactionCoordinatorActor {
         ctx.run_interval(self.abort_interval, |_, ctx| {
             ctx.notify(AbortTimedOutTick);
         });
+        ctx.run_interval(self.remove_expired_interval, |_, ctx| {
+            ctx.notify(RemoveExpiredTick);
+        });
         txn_metrics().coordinator_partitions.inc();
         ctx.run_interval(METRICS_INTERVAL, |act, _| {
             if act.loaded {
@@ -707,6 +780,21 @@ impl Handler<AbortTimedOutTick> for TransactionCoordinatorActor {
             self.abort_reasons
                 .insert(t.target.transactional_id.clone(), AbortReason::Timeout);
             self.write(t, Answer::None, ctx);
+        }
+    }
+}
+
+impl Handler<RemoveExpiredTick> for TransactionCoordinatorActor {
+    type Result = ();
+    fn handle(&mut self, _: RemoveExpiredTick, ctx: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        if !self.loaded {
+            return;
+        }
+        let ids = self.core.begin_expiration(now_ms(), self.expiration_ms);
+        if !ids.is_empty() {
+            self.write_tombstones(ids, ctx);
         }
     }
 }

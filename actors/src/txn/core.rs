@@ -617,6 +617,25 @@ impl TxnCoordinatorCore {
             .collect()
     }
 
+    /// Starts the removal of the ids [`Self::expired_transactional_ids`] finds: each is busy
+    /// (requests get CONCURRENT_TRANSACTIONS) until [`Self::complete_expiration`] tells how
+    /// its tombstone write went (Kafka's `prepareDead` before the tombstone append).
+    pub fn begin_expiration(&mut self, now_ms: i64, expiration_ms: i64) -> Vec<String> {
+        let ids = self.expired_transactional_ids(now_ms, expiration_ms);
+        for id in &ids {
+            self.pending.insert(id.clone());
+        }
+        ids
+    }
+
+    /// The tombstone of `id` was written (`success`): the id is gone; else it stays as it was.
+    pub fn complete_expiration(&mut self, id: &str, success: bool) {
+        self.pending.remove(id);
+        if success {
+            self.txns.remove(id);
+        }
+    }
+
     /// ListTransactions filters: states (names, empty = all), producer ids (empty = all), and
     /// a minimum running duration (-1 = none).
     pub fn list(

@@ -31,6 +31,10 @@ pub struct TxnManagerConfig {
     pub transaction_max_timeout_ms: i32,
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`
     pub abort_timed_out_interval_ms: u64,
+    /// `transactional.id.expiration.ms`
+    pub transactional_id_expiration_ms: i64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`
+    pub remove_expired_interval_ms: u64,
 }
 
 impl Default for TxnManagerConfig {
@@ -39,6 +43,9 @@ impl Default for TxnManagerConfig {
             num_partitions: 50,
             transaction_max_timeout_ms: DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
             abort_timed_out_interval_ms: 10_000,
+            transactional_id_expiration_ms:
+                super::coordinator::DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
+            remove_expired_interval_ms: super::coordinator::DEFAULT_REMOVE_EXPIRED_INTERVAL_MS,
         }
     }
 }
@@ -66,6 +73,16 @@ impl TxnManagerConfig {
             props,
             "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             &mut c.abort_timed_out_interval_ms,
+        );
+        get(
+            props,
+            "transactional.id.expiration.ms",
+            &mut c.transactional_id_expiration_ms,
+        );
+        get(
+            props,
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            &mut c.remove_expired_interval_ms,
         );
         c
     }
@@ -154,7 +171,11 @@ impl TransactionCoordinatorManagerActor {
                     .with_partition_index(p)
                     .with_abort_interval(Duration::from_millis(
                         self.config.abort_timed_out_interval_ms.max(1),
-                    ));
+                    ))
+                    .with_expiration(
+                        self.config.transactional_id_expiration_ms,
+                        Duration::from_millis(self.config.remove_expired_interval_ms.max(1)),
+                    );
                     if let Some(c) = &self.group_completion {
                         shard = shard.with_group_completion(c.clone());
                     }
