@@ -166,6 +166,35 @@ class Produce:
         return f"bench-{self.size}-acks{self.acks}-p{self.partitions}-x{self.producers}"
 
 
+def is_consumed(p):
+    """The consumer scenarios: one per record size and partition count of the single acks=1
+    producer scenarios."""
+    return p.producers == 1 and p.acks == "1"
+
+
+# Bytes of values each consume scenario reads (the same on both brokers).
+CONSUME_MIB = {"smoke": 64, "quick": 512, "full": 1024}
+# The consume data set is written with linger.ms=1000, so every batch closes full (librdkafka's
+# batch.size, 1,000,000 B: 9,082 records of 100 B) whatever the broker's ack speed, and both
+# brokers' logs hold the same batches (checked: 592 batches of ~998 KB on each for 512 MiB of
+# 100 B values). A producer scenario's own data is not used: its record count follows the
+# broker's speed (in 4 s kactor wrote 3.7 M records of 100 B, Kafka 1.0 M on a busy machine,
+# so the two consumers read different amounts), and its batching follows the ack timing.
+FILL_LINGER_MS = 1000
+
+
+def consume_records(mib, size):
+    return mib * MIB // size
+
+
+def consume_topic(p):
+    return f"bench-read-{p.size}-p{p.partitions}"
+
+
+def consume_name(p):
+    return p.name.replace("produce", "consume")
+
+
 def plan(mode, only):
     if mode == "smoke":
         prods = [Produce(1024, "1", 1, 1), Produce(100, "all", 1, 1)]
@@ -178,11 +207,14 @@ def plan(mode, only):
             durations = {"produce": 4.0, "consume": 30.0, "e2e": 6.0, "mock": 2.0, "tcp": 1.0}
         else:
             durations = {"produce": 8.0, "consume": 60.0, "e2e": 12.0, "mock": 3.0, "tcp": 2.0}
+    consumes = [p for p in prods if is_consumed(p)]
+    durations["consume_mib"] = CONSUME_MIB[mode]
     if only:
         rx = re.compile(only)
         prods = [p for p in prods if rx.search(p.name)]
-    # Consumer throughput reads back what a single acks=1 producer wrote.
-    consumes = [p for p in prods if p.producers == 1 and p.acks == "1"]
+        # A consume scenario writes its own data set first, so it needs no producer
+        # scenario; a filter naming its producer ('100B acks=1 p=1') still selects it.
+        consumes = [p for p in consumes if rx.search(p.name) or rx.search(consume_name(p))]
     e2e = [(1024, a) for a in ("1", "all")
            if any(p.size == 1024 and p.acks == a and p.partitions == 1 and p.producers == 1
                   for p in prods)] or ([(prods[0].size, prods[0].acks)] if prods else [])
@@ -293,15 +325,22 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
                 f"{r.get('mib_per_s')} MiB/s, cpu {cpu:.1f}s")
         res["cpu_s_per_gb"] = round(cpu_total / (bytes_total / 1e9), 3) if bytes_total else None
         for p in consumes:
-            written = res["produce"].get(p.name, {}).get("records")
-            if not written:
+            n, topic = consume_records(durations["consume_mib"], p.size), consume_topic(p)
+            fill = tool("produce", "--bootstrap", b.bootstrap, "--topic", topic,
+                        "--partitions", p.partitions, "--record-size", p.size, "--acks", "1",
+                        "--producers", 1, "--duration-s", 600, "--max-records", n,
+                        "-X", f"linger.ms={FILL_LINGER_MS}", timeout=700)
+            if fill.get("records") != n:
+                res["consume"][consume_name(p)] = {
+                    "error": f"writing the data set: {fill.get('error') or fill.get('records')}"
+                             f" of {n} records"}
                 continue
             c0 = b.cpu_seconds()
-            r = tool("consume", "--bootstrap", b.bootstrap, "--topic", p.topic,
-                     "--expect", written, "--duration-s", durations["consume"])
+            r = tool("consume", "--bootstrap", b.bootstrap, "--topic", topic,
+                     "--expect", n, "--duration-s", durations["consume"])
             r["broker_cpu_s"] = round(b.cpu_seconds() - c0, 3)
-            res["consume"][p.name.replace("produce", "consume")] = r
-            log(f"{target} consume {p.topic}: {r.get('records_per_s', r.get('error'))} rec/s")
+            res["consume"][consume_name(p)] = r
+            log(f"{target} consume {topic}: {r.get('records_per_s', r.get('error'))} rec/s")
         for size, acks in e2es:
             rate = e2e_rates.get((size, acks))
             if not rate:
@@ -410,7 +449,11 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
       f"`{' '.join(KAFKA_JVM_DEFAULTS[:2])}` G1 (kafka-server-start.sh defaults).")
     w("- Load: kactor-bench (librdkafka 2.12.1 via rdkafka 0.38), linger.ms=5, no compression, "
       "no idempotence, records without keys spread round-robin over the partitions; "
-      f"{args.durations['produce']:.0f} s per producer scenario. Ratios are kactor / Kafka "
+      f"{args.durations['produce']:.0f} s per producer scenario; consumers with librdkafka's "
+      "defaults except `fetch.queue.backoff.ms=10` (default 1000: librdkafka stops fetching a "
+      "partition for 1 s whenever its local queue holds 100,000 records, which at 100 B is "
+      "~50 ms of work for the application; with the default, 100 B consumer figures mostly "
+      "counted those pauses, for either broker). Ratios are kactor / Kafka "
       "(for latency, CPU and memory lower is better, so the ratio shown is kactor / Kafka too).")
     for t, r in (("kactor", R), ("Apache Kafka", K)):
         if pending(r):
@@ -429,9 +472,15 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
           f"{ms(get(k, 'latency', 'p99_us'))} | {ms(get(r, 'latency', 'p99_us'))} |")
     w("")
     if consumes:
-        w("## Consumer throughput (reading back what one acks=1 producer wrote)\n")
-        w("Timed from assignment (no consumer group) to the last record; the wait for the "
-          "first record (connect, ListOffsets, first Fetch) is included and also shown apart.\n")
+        w("## Consumer throughput (one consumer reading a prepared data set)\n")
+        w(f"Each broker first gets the same data set: {args.durations['consume_mib']} MiB of "
+          "values (e.g. "
+          f"{consume_records(args.durations['consume_mib'], 100):,} records of 100 B) written "
+          f"by one acks=1 producer with linger.ms={FILL_LINGER_MS}, so every batch closes full "
+          "and both logs hold the same batches. "
+          "Timed from assignment (no consumer group) to the last record; the wait for the "
+          "first record (connect, ListOffsets, first Fetch) is included and also shown apart. "
+          "`fetch.queue.backoff.ms=10`: see Load above.\n")
         w("| scenario | Apache Kafka | kactor | kactor / Kafka | first record ms Kafka | "
           "first record ms kactor |")
         w("|---|---|---|---|---|---|")

@@ -21,6 +21,19 @@ def test_smoke_is_small_and_filters_apply():
     assert [p.name for p in prods] == ["produce 1KiB acks=all p=8 x1", "produce 1KiB acks=all p=8 x4"]
 
 
+def test_a_consumer_filter_needs_no_producer_scenario():
+    prods, consumes, e2es, d = run.plan("quick", "consume 100B")
+    assert prods == [] and e2es == []
+    assert [run.consume_name(p) for p in consumes] == [
+        "consume 100B acks=1 p=1 x1", "consume 100B acks=1 p=8 x1"]
+    # Both brokers read the same number of records: half a GiB of values in quick mode.
+    assert run.consume_records(d["consume_mib"], 100) == 5_368_709
+    # A filter naming the producer scenario selects its consumer as before.
+    prods, consumes, _, _ = run.plan("quick", "1KiB acks=1 p=1")
+    assert [p.name for p in prods] == ["produce 1KiB acks=1 p=1 x1"]
+    assert [run.consume_name(p) for p in consumes] == ["consume 1KiB acks=1 p=1 x1"]
+
+
 def test_every_scenario_is_bounded_in_bytes():
     assert run.max_records(100) * 100 <= 1 << 30
     assert run.max_records(1024) * 1024 <= 1 << 30

@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::{json, Value};
 
@@ -31,7 +33,12 @@ pub struct Args {
 }
 
 /// Assigns every partition of `topic` from the beginning.
-pub fn assign_all(c: &BaseConsumer, target: &Target, topic: &str, from: Offset) -> Result<i32> {
+pub fn assign_all<C: ConsumerContext>(
+    c: &BaseConsumer<C>,
+    target: &Target,
+    topic: &str,
+    from: Offset,
+) -> Result<i32> {
     let n = target.partitions(topic)?;
     let mut tpl = TopicPartitionList::new();
     for p in 0..n {
@@ -47,13 +54,43 @@ pub fn consumer_config(target: &Target) -> rdkafka::config::ClientConfig {
     c.set("group.id", "kactor-bench")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "false");
+        .set("enable.partition.eof", "false")
+        // librdkafka stops fetching a partition whose local queue holds queued.min.messages
+        // (100,000) and then waits fetch.queue.backoff.ms (1 s by default) before it looks
+        // again, however fast the application drains the queue. At 100 B records the
+        // application drains 100,000 in ~50 ms, so a broker that answers fetches quickly
+        // enough to fill the queue was measured as mostly idle 1 s pauses (`-X debug=fetch`:
+        // "Fetch backoff for 1000ms: Local: Queue full", 10-90 of them per 1 GiB read, on
+        // kactor and on Kafka alike, depending on timing). 10 ms keeps the queue bound and
+        // takes the pause out of the figure for both brokers; Kafka's Java consumer has no such
+        // pause.
+        .set("fetch.queue.backoff.ms", "10");
     c
 }
 
+/// Writes librdkafka's log lines to stderr with the time since start, so that
+/// `-X debug=fetch,protocol` shows each fetch's timing (the tool has no `log` backend).
+pub struct StderrLog(Instant);
+
+impl ClientContext for StderrLog {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        let t = self.0.elapsed().as_secs_f64();
+        eprintln!("{t:.6} {level:?} {fac} {log_message}");
+    }
+}
+
+impl ConsumerContext for StderrLog {}
+
 pub fn run(a: &Args) -> Result<Value> {
     let target = Target::new(&a.conn)?;
-    let consumer: BaseConsumer = target.finish(consumer_config(&target)).create()?;
+    let mut config = target.finish(consumer_config(&target));
+    // The crate caps librdkafka's log level at the `log` crate's (off here): `-X debug=...`
+    // needs debug-level lines to show anything.
+    if config.get("debug").is_some() {
+        config.set_log_level(RDKafkaLogLevel::Debug);
+    }
+    let consumer: BaseConsumer<StderrLog> =
+        config.create_with_context(StderrLog(Instant::now()))?;
     let partitions = assign_all(&consumer, &target, &a.topic, Offset::Beginning)?;
     let counters = Counters::default();
     let start = Instant::now();
@@ -90,4 +127,31 @@ pub fn run(a: &Args) -> Result<Value> {
         json!({"topic": a.topic, "partitions": partitions, "expected": a.expect,
                "complete": n >= a.expect, "ms_to_first_record": to_first_ms}),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(extra: &[(&str, &str)]) -> Conn {
+        Conn {
+            bootstrap: "127.0.0.1:9092".into(),
+            mock: false,
+            extra: extra
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn consumers_do_not_pause_a_second_on_a_full_local_queue() {
+        let target = Target::new(&conn(&[])).unwrap();
+        let c = target.finish(consumer_config(&target));
+        assert_eq!(c.get("fetch.queue.backoff.ms"), Some("10"));
+        // ...unless the user asks for it with -X.
+        let target = Target::new(&conn(&[("fetch.queue.backoff.ms", "1000")])).unwrap();
+        let c = target.finish(consumer_config(&target));
+        assert_eq!(c.get("fetch.queue.backoff.ms"), Some("1000"));
+    }
 }
