@@ -8,6 +8,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
+from harness.cli import KafkaCli
 from harness.clients import create_topic
 from harness.txn import read_partitions, txn_producer, values
 
@@ -51,9 +52,8 @@ def test_producer_perf_test_transactions_read_back_exactly_once(broker, cli, top
     d = dict(zip(*[[c.strip() for c in l.rstrip("\t").split("\t")] for l in lines[:2]]))
     assert d["TransactionState"] == "CompleteCommit", d
     # Throttled to ~0.5 s: about five 100 ms transactions. kafka-clients 4.4 uses the
-    # transaction version the broker finalized: at 2 (Kafka 4.4's default, KIP-890) every
-    # EndTxn bumps the producer epoch; at 1 (kactor, which lacks KIP-890 part 2) only
-    # InitProducerId does.
+    # transaction version the broker finalized: at 2 (the default of Kafka 4.4 and kactor,
+    # KIP-890) every EndTxn bumps the producer epoch; at 1 only InitProducerId does.
     features = cli.run("features", "describe").stdout
     level = int(re.search(r"Feature: transaction.version\s.*?FinalizedVersionLevel: (\d+)",
                           features).group(1))
@@ -61,3 +61,43 @@ def test_producer_perf_test_transactions_read_back_exactly_once(broker, cli, top
         assert int(d["ProducerEpoch"]) >= 2, f"no epoch bump per transaction (TV2): {d}"
     else:
         assert int(d["ProducerEpoch"]) == 0, f"TV1 bumps the epoch only at init: {d}"
+
+
+def finalized_transaction_version(cli):
+    features = cli.run("features", "describe").stdout
+    return int(re.search(r"Feature: transaction.version\s.*?FinalizedVersionLevel: (\d+)",
+                         features).group(1))
+
+
+def perf_test_epoch(broker, cli, topic, n=300):
+    """A throttled transactional producer-perf-test (a few 100 ms transactions); returns the
+    producer epoch its transactional id ends at."""
+    txn_id = f"perf-{uuid.uuid4().hex[:8]}"
+    out = cli.run("producer-perf-test", "--bootstrap-server", broker.bootstrap,
+                  "--topic", topic, "--num-records", n, "--throughput", 1000,
+                  "--payload-monotonic", "--transactional-id", txn_id,
+                  "--transaction-duration-ms", 100, timeout=180).stdout
+    assert f"{n} records sent" in out, out
+    lines = cli.run("transactions", "describe", "--transactional-id", txn_id).stdout.splitlines()
+    d = dict(zip(*[[c.strip() for c in l.rstrip("\t").split("\t")] for l in lines[:2]]))
+    assert d["TransactionState"] == "CompleteCommit", d
+    return int(d["ProducerEpoch"])
+
+
+def test_transaction_version_downgrade_and_upgrade(broker_factory, topic_name):
+    # kafka-features: a cluster at transaction.version 1 serves TV1 clients (epoch fixed across
+    # transactions, explicit AddPartitionsToTxn); back at 2 they bump the epoch per transaction.
+    b = broker_factory()
+    cli = KafkaCli(b)
+    create_topic(b, topic_name, partitions=2)
+    assert finalized_transaction_version(cli) == 2
+    out = cli.run("features", "downgrade", "--feature", "transaction.version=1").stdout
+    assert "transaction.version was downgraded to 1" in out, out
+    assert finalized_transaction_version(cli) == 1
+    assert perf_test_epoch(b, cli, topic_name) == 0
+    out = cli.run("features", "upgrade", "--feature", "transaction.version=2").stdout
+    assert "transaction.version was upgraded to 2" in out, out
+    assert finalized_transaction_version(cli) == 2
+    assert perf_test_epoch(b, cli, topic_name) >= 2
+    committed = read_partitions(b, topic_name, 2, "read_committed", timeout=60)
+    assert len([v for vs in values(committed).values() for v in vs]) == 600
