@@ -91,6 +91,13 @@ pub fn run(a: &Args) -> Result<Value> {
     }
     let consumer: BaseConsumer<StderrLog> =
         config.create_with_context(StderrLog(Instant::now()))?;
+    // librdkafka opens the partition leader's connection lazily, 0.5-1 s after its bootstrap
+    // metadata (`-X debug=protocol`, against either broker): a client-side pause of varying
+    // length inside a few-second measurement. Asking each leader for its watermarks first
+    // brings the connection up before the clock starts.
+    for p in 0..target.partitions(&a.topic)? {
+        consumer.fetch_watermarks(&a.topic, p, Duration::from_secs(10))?;
+    }
     let partitions = assign_all(&consumer, &target, &a.topic, Offset::Beginning)?;
     let counters = Counters::default();
     let start = Instant::now();
