@@ -375,3 +375,80 @@ async fn add_partitions_handler_serves_clients_and_verification() {
     assert_eq!(l.transaction_states.len(), 1);
     assert_eq!(l.transaction_states[0].transactional_id, "tx");
 }
+
+/// KIP-890 leader adds (`LeaderAddTxnPartitions`) sent at once for one transactional id, as a
+/// producer's pipelined Produce requests do: each waits for the write before it instead of
+/// failing with CONCURRENT_TRANSACTIONS, and the transaction ends up with every partition.
+/// A client's AddPartitionsToTxn colliding with a write still gets CONCURRENT_TRANSACTIONS.
+#[actix_rt::test]
+async fn leader_adds_wait_for_the_write_in_flight() {
+    let registry = ReplicaManagerActor::new(
+        1,
+        BTreeMap::new(),
+        Box::new(MemoryLogFactory::default()),
+        None,
+        None,
+    )
+    .start();
+    let mut changes = vec![leader("__transaction_state", 0)];
+    changes.extend((0..4).map(|p| leader("t", p)));
+    registry
+        .send(ApplyPartitionChanges { changes })
+        .await
+        .unwrap();
+    let table = registry.send(SubscribePartitionTable).await.unwrap();
+    let state_log = table
+        .borrow()
+        .get("__transaction_state", 0)
+        .unwrap()
+        .addr
+        .clone();
+    let (_image_tx, image_rx) = tokio::sync::watch::channel(image_with_broker(7));
+    let controller = FakeController(9000).start();
+    let ids = start_producer_id_manager(&Arbiter::current(), 1, controller.recipient(), image_rx);
+    let c = TransactionCoordinatorActor::new(
+        TxnCoordinatorConfig::default(),
+        state_log,
+        ids,
+        table.clone(),
+    )
+    .start();
+    let init = c
+        .send(InitTxnProducer {
+            transactional_id: "lx".into(),
+            txn_timeout_ms: 60_000,
+            expected: (-1, -1),
+            client_transaction_version: 2,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let add = |p: i32| AddTxnPartitions {
+        transactional_id: "lx".into(),
+        producer_id: init.producer_id,
+        producer_epoch: init.producer_epoch,
+        partitions: vec![("t".into(), p)],
+    };
+    // Queued in this order in the shard's mailbox: the first starts a write, the client add
+    // collides with it, the other leader adds wait.
+    let first = c.send(LeaderAddTxnPartitions(add(0)));
+    let client = c.send(add(1));
+    let second = c.send(LeaderAddTxnPartitions(add(2)));
+    let third = c.send(LeaderAddTxnPartitions(add(3)));
+    let (first, client, second, third) = (first.await, client.await, second.await, third.await);
+    assert_eq!(first.unwrap(), Ok(()));
+    assert_eq!(
+        client.unwrap(),
+        Err(51),
+        "CONCURRENT_TRANSACTIONS for a client add"
+    );
+    assert_eq!(second.unwrap(), Ok(()));
+    assert_eq!(third.unwrap(), Ok(()));
+    let txns = c.send(GetTransactions).await.unwrap().unwrap();
+    let m = txns.iter().find(|m| m.transactional_id == "lx").unwrap();
+    assert_eq!(m.state, TxnState::Ongoing);
+    assert_eq!(
+        m.partitions.iter().map(|(_, p)| *p).collect::<Vec<_>>(),
+        vec![0, 2, 3]
+    );
+}
