@@ -245,3 +245,62 @@ async fn topic_config_changes_reach_the_partition() {
         .unwrap_err();
     assert_eq!(e.code(), codes::MESSAGE_TOO_LARGE);
 }
+
+#[actix_rt::test]
+async fn per_topic_counters_count_appends_and_consumer_reads_only() {
+    // The actor caches its topic's counter series; they must still count every append and
+    // every consumer read (never a follower's), and no other topic's.
+    let registry = ReplicaManagerActor::new(
+        1,
+        BTreeMap::new(),
+        Box::new(MemoryLogFactory::default()),
+        None,
+        None,
+    )
+    .start();
+    let mut reader = registry.send(SubscribePartitionTable).await.unwrap();
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![change(
+                PartitionChangeKind::BecomeLeader,
+                "metered-topic",
+                0,
+                1,
+            )],
+        })
+        .await
+        .unwrap();
+    reader.changed().await.unwrap();
+    let p = reader.borrow().get("metered-topic", 0).unwrap().clone();
+    let m = kactor_actors::partition::metrics::partition_metrics();
+    let series = |f: &prometheus::IntCounterVec| f.with_label_values(&["metered-topic"]).get();
+
+    let mut appended = 0;
+    for values in [&[b"a" as &[u8], b"bb"][..], &[&[7u8; 300][..]][..]] {
+        let records = batch(values, 0);
+        appended += records.len() as u64;
+        p.addr
+            .send(AppendRecords {
+                records,
+                required_acks: 1,
+            })
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(series(&m.bytes_in_total), appended);
+    assert_eq!(series(&m.messages_in_total), 3);
+
+    let consumer = p.addr.send(read(0)).await.unwrap().unwrap();
+    assert_eq!(series(&m.bytes_out_total), consumer.records.len() as u64);
+    let mut follower = read(0);
+    follower.params.replica_id = 2;
+    p.addr.send(follower).await.unwrap().unwrap();
+    assert_eq!(series(&m.bytes_out_total), consumer.records.len() as u64);
+    assert_eq!(
+        m.bytes_in_total
+            .with_label_values(&["some-other-topic"])
+            .get(),
+        0
+    );
+}

@@ -13,6 +13,7 @@ use crate::purgatory::{HighWatermarkAdvanced, LeadershipLost};
 use crate::runtime::{ActorMetrics, SupervisedActor};
 use bytes::Bytes;
 use kactor_protocol::records::AppendOrigin;
+use prometheus::IntCounter;
 
 /// Wall-clock milliseconds, the only clock the partition paths need.
 pub fn now_ms() -> i64 {
@@ -36,6 +37,27 @@ pub struct PartitionActor {
     purgatory: Option<PurgatoryLink>,
     flush_in_flight: bool,
     metrics: ActorMetrics,
+    /// This topic's series of the per-topic counters, looked up on first use (so a topic's
+    /// series still appear only once it has traffic) instead of by label on every append.
+    topic_counters: Option<TopicCounters>,
+}
+
+/// One topic's `kactor_partition_{bytes,messages}_in_total` / `bytes_out_total` series.
+struct TopicCounters {
+    bytes_in: IntCounter,
+    messages_in: IntCounter,
+    bytes_out: IntCounter,
+}
+
+impl TopicCounters {
+    fn of(topic: &str) -> Self {
+        let m = super::metrics::partition_metrics();
+        TopicCounters {
+            bytes_in: m.bytes_in_total.with_label_values(&[topic]),
+            messages_in: m.messages_in_total.with_label_values(&[topic]),
+            bytes_out: m.bytes_out_total.with_label_values(&[topic]),
+        }
+    }
 }
 
 impl PartitionActor {
@@ -46,7 +68,14 @@ impl PartitionActor {
             purgatory,
             flush_in_flight: false,
             metrics: ActorMetrics::new("PartitionActor"),
+            topic_counters: None,
         }
+    }
+
+    fn topic_counters(&mut self) -> &TopicCounters {
+        let topic = &self.tp.topic;
+        self.topic_counters
+            .get_or_insert_with(|| TopicCounters::of(topic))
     }
 
     fn core(
@@ -169,13 +198,9 @@ impl PartitionActor {
             self.schedule_flush(ctx, false);
         }
         if let Ok(out) = &result {
-            let m = super::metrics::partition_metrics();
-            m.bytes_in_total
-                .with_label_values(&[&self.tp.topic])
-                .inc_by(out.bytes);
-            m.messages_in_total
-                .with_label_values(&[&self.tp.topic])
-                .inc_by(out.records_count);
+            let c = self.topic_counters();
+            c.bytes_in.inc_by(out.bytes);
+            c.messages_in.inc_by(out.records_count);
             if out.high_watermark_advanced {
                 self.hw_advanced(out.high_watermark, out.bytes as usize);
             }
@@ -249,10 +274,8 @@ impl Handler<ReadRecords> for PartitionActor {
         let result = self.core().and_then(|c| c.read(&msg.params));
         if let Ok(r) = &result {
             if msg.params.replica_id < 0 && !r.records.is_empty() {
-                super::metrics::partition_metrics()
-                    .bytes_out_total
-                    .with_label_values(&[&self.tp.topic])
-                    .inc_by(r.records.len() as u64);
+                let n = r.records.len() as u64;
+                self.topic_counters().bytes_out.inc_by(n);
             }
         }
         // A follower's fetch can move the high watermark (replication, later issues).
