@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use rand::RngCore;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
 use super::core::{ControllerConfig, ControllerResult, QuorumControllerCore};
@@ -39,6 +39,10 @@ pub struct QuorumControllerActor {
     register: Recipient<RegisterRaftListener>,
     committed_offset: i64,
     pending: VecDeque<Pending>,
+    /// `true` while this controller is active: a co-located BrokerLifecycleActor registers
+    /// the moment it turns true (Kafka's broker learns the active controller from the Raft
+    /// leader the same way) instead of polling with NOT_CONTROLLER answers.
+    active_tx: watch::Sender<bool>,
     metrics: ActorMetrics,
 }
 
@@ -58,8 +62,20 @@ impl QuorumControllerActor {
             register,
             committed_offset: -1,
             pending: VecDeque::new(),
+            active_tx: watch::channel(false).0,
             metrics,
         }
+    }
+
+    /// Whether this controller is active, as a watch (true from the activation on, until
+    /// leadership or the core is lost). Take it before starting the actor.
+    pub fn active_watch(&self) -> watch::Receiver<bool> {
+        self.active_tx.subscribe()
+    }
+
+    fn set_active(&self, active: bool) {
+        self.active_tx
+            .send_if_modified(|a| std::mem::replace(a, active) != active);
     }
 
     /// Sends records to Raft; a failure means leadership is gone (or the log broke), so every
@@ -116,6 +132,7 @@ impl QuorumControllerActor {
 
     /// Drops uncommitted state: a fresh core replays the committed log from Raft.
     fn resign(&mut self, ctx: &mut Context<Self>) {
+        self.set_active(false);
         self.core = QuorumControllerCore::new(self.cfg.clone(), rand::thread_rng().next_u64());
         self.committed_offset = -1;
         self.register_with_raft(ctx);
@@ -187,6 +204,7 @@ impl Actor for QuorumControllerActor {
     }
 
     fn stopping(&mut self, _: &mut Context<Self>) -> Running {
+        self.set_active(false);
         self.fail_all(ControllerError::NotController);
         Running::Stop
     }
@@ -269,6 +287,9 @@ impl Handler<RaftLeaderChanged> for QuorumControllerActor {
                     info!(records = bootstrap.len(), "writing bootstrap metadata");
                 }
                 self.write(bootstrap, ctx);
+                // Requests sent from now on queue behind the bootstrap write (`write` holds the
+                // mailbox until Raft has appended it), so they see an active, bootstrapped core.
+                self.set_active(true);
             }
             _ => {
                 if self.core.is_active() {

@@ -27,6 +27,7 @@ use super::messages::{self as cm, ControllerError, ControllerReply};
 use crate::metadata::actor::{wait_for_offset, MetadataImageWatch};
 use crate::metadata::core::{ConfigResource, MetadataImage, TopicImage};
 use crate::network::router::{HandlerOutcome, ListenerKind, RequestContext, RequestRouter};
+use crate::partition::registry::{PartitionTable, PartitionTableReader};
 use crate::raft::actor::RaftActor;
 use crate::raft::messages::DescribeQuorumState;
 use crate::runtime::MeteredAddr;
@@ -163,6 +164,39 @@ fn record_errors(ctx: &RequestContext, codes: impl IntoIterator<Item = i16>) {
 
 /// Registers every API of this module on `router`.
 pub fn register(router: &mut RequestRouter, apis: MetadataApis) {
+    register_with_partitions(router, apis, None, AUTO_CREATE_WAIT);
+}
+
+/// As [`register`], with `auto_create_wait` instead of [`AUTO_CREATE_WAIT`]; with `hosted`
+/// (this broker's partition table), a Metadata request that auto-creates a topic also waits
+/// for this broker to host the partitions it leads, so that the Produce the answer invites
+/// does not arrive first.
+pub fn register_with_partitions(
+    router: &mut RequestRouter,
+    apis: MetadataApis,
+    hosted: Option<PartitionTableReader>,
+    auto_create_wait: Duration,
+) {
+    {
+        let apis = apis.clone();
+        router.register(ApiKey::Metadata, move |ctx, body| {
+            let apis = apis.clone();
+            let hosted = hosted.clone();
+            Box::pin(async move {
+                let RequestBody::Metadata(req) = body else {
+                    return HandlerOutcome::Close(format!(
+                        "{:?} body for {:?}",
+                        "unexpected", ctx.api_key
+                    ));
+                };
+                let auto_create = AutoCreate {
+                    hosted,
+                    wait: auto_create_wait,
+                };
+                handle_metadata(&apis, auto_create, &ctx, req).await
+            })
+        });
+    }
     macro_rules! route {
         ($key:expr, $variant:ident, $f:ident) => {{
             let apis = apis.clone();
@@ -180,7 +214,6 @@ pub fn register(router: &mut RequestRouter, apis: MetadataApis) {
             });
         }};
     }
-    route!(ApiKey::Metadata, Metadata, handle_metadata);
     route!(ApiKey::CreateTopics, CreateTopics, handle_create_topics);
     route!(ApiKey::DeleteTopics, DeleteTopics, handle_delete_topics);
     route!(
@@ -291,8 +324,106 @@ fn metadata_topic(
     }
 }
 
+/// How long a Metadata request that auto-creates topics waits for the creation before
+/// answering. Kafka answers LEADER_NOT_AVAILABLE at once and the client asks again after its
+/// back-off (`retry.backoff.ms` / librdkafka's fast leader query: 100 ms by default, growing);
+/// a single node commits a creation in one metadata-log fsync plus the new log's files (1-3 ms
+/// idle, up to a few tens of ms on a loaded disk), so waiting lets the first answer already
+/// carry the leader: the same answer Kafka gives a Metadata request arriving a moment later.
+/// Kept well under the clients' back-off, so that a creation slower than this costs a client
+/// little more than Kafka's immediate answer would. Past the bound the answer is Kafka's
+/// LEADER_NOT_AVAILABLE and the creation goes on in the background.
+pub const AUTO_CREATE_WAIT: Duration = Duration::from_millis(50);
+
+/// Asks the controller to create `names` with the broker defaults and waits (at most
+/// `auto.wait`) until the local image holds the result and, with `auto.hosted`, until this
+/// broker hosts the new partitions it leads; returns that image, or None if the wait ran out
+/// or the creation failed.
+async fn auto_create(
+    apis: &MetadataApis,
+    auto: AutoCreate,
+    names: Vec<String>,
+) -> Option<Arc<MetadataImage>> {
+    let AutoCreate {
+        hosted,
+        wait: bound,
+    } = auto;
+    let node_id = apis.node_id;
+    let controller = apis.controller.clone();
+    let request_names = names.clone();
+    let request = cm::CreateTopics {
+        topics: names
+            .into_iter()
+            .map(|name| cr::CreatableTopic {
+                name,
+                num_partitions: -1,
+                replication_factor: -1,
+                ..Default::default()
+            })
+            .collect(),
+        validate_only: false,
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    // Spawned, so the creation completes (and its result is dropped) even when this request
+    // stops waiting for it.
+    actix::spawn(async move {
+        let _ = tx.send(controller.send(request).await);
+    });
+    let mut image = apis.image.clone();
+    let wait = async move {
+        let Ok(Ok(Ok(committed))) = rx.await else {
+            return None;
+        };
+        if committed.offset >= 0 && !wait_for_offset(&mut image, committed.offset).await {
+            return None;
+        }
+        let snapshot = image.borrow().clone();
+        if let Some(mut table) = hosted {
+            // The metadata publisher tells the partition layer before it publishes the image,
+            // but creating the log takes a few fsyncs: a Produce sent on this answer could
+            // otherwise find no partition yet (NOT_LEADER_OR_FOLLOWER, and a client retry).
+            let led: Vec<(String, i32, i32)> = names_created(&snapshot, &request_names)
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .filter(|(_, p)| p.leader == node_id)
+                        .map(|(i, p)| (t.name.clone(), *i, p.leader_epoch))
+                })
+                .collect();
+            let ready = |t: &Arc<PartitionTable>| {
+                led.iter().all(|(topic, index, epoch)| {
+                    t.get(topic, *index)
+                        .is_some_and(|r| r.leader_epoch >= *epoch)
+                })
+            };
+            if table.wait_for(ready).await.is_err() {
+                return None;
+            }
+        }
+        Some(snapshot)
+    };
+    tokio::time::timeout(bound, wait).await.ok().flatten()
+}
+
+/// The topics among `names` that `image` holds.
+fn names_created<'a>(
+    image: &'a MetadataImage,
+    names: &'a [String],
+) -> impl Iterator<Item = &'a TopicImage> + 'a {
+    names
+        .iter()
+        .filter_map(|n| image.topics.get_by_name(n).map(|t| &**t))
+}
+
+/// How a Metadata request waits for the topics it auto-creates (see [`auto_create`]).
+struct AutoCreate {
+    hosted: Option<PartitionTableReader>,
+    wait: Duration,
+}
+
 async fn handle_metadata(
     apis: &MetadataApis,
+    auto: AutoCreate,
     ctx: &RequestContext,
     req: MetadataRequest,
 ) -> HandlerOutcome {
@@ -367,25 +498,19 @@ async fn handle_metadata(
             });
         }
         if !to_create.is_empty() {
-            // Kafka answers LEADER_NOT_AVAILABLE at once and lets the client retry; the
-            // creation goes on in the background.
-            let controller = apis.controller.clone();
-            actix::spawn(async move {
-                let _ = controller
-                    .send(cm::CreateTopics {
-                        topics: to_create
-                            .into_iter()
-                            .map(|name| cr::CreatableTopic {
-                                name,
-                                num_partitions: -1,
-                                replication_factor: -1,
-                                ..Default::default()
-                            })
-                            .collect(),
-                        validate_only: false,
-                    })
-                    .await;
-            });
+            if let Some(created) = auto_create(apis, auto, to_create).await {
+                // The topics are in the image now: answer as a Metadata request arriving a
+                // moment later would be answered (a partition may still lack a live leader).
+                for t in topics.iter_mut() {
+                    let found = t
+                        .name
+                        .as_deref()
+                        .and_then(|n| created.topics.get_by_name(n));
+                    if let (LEADER_NOT_AVAILABLE, Some(found)) = (t.error_code, found) {
+                        *t = metadata_topic(found, &created, v, with_ops);
+                    }
+                }
+            }
         }
     }
     respond(ResponseBody::Metadata(MetadataResponse {

@@ -76,14 +76,14 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
         leader_changes: Some(publisher.addr().clone().recipient()),
     });
 
+    let mut controller_active = None;
     let controller = cfg.controller.map(|ccfg| {
         let metrics = ActorMetrics::new("QuorumControllerActor");
         let append = raft.addr().clone().recipient();
         let register = raft.addr().clone().recipient();
-        let m = metrics.clone();
-        start_supervised(arbiter, metrics, move |_| {
-            QuorumControllerActor::new(ccfg, append, register, m)
-        })
+        let actor = QuorumControllerActor::new(ccfg, append, register, metrics.clone());
+        controller_active = Some(actor.active_watch());
+        start_supervised(arbiter, metrics, move |_| actor)
     });
 
     let (lifecycle, broker_state) = match (cfg.broker, &controller) {
@@ -96,6 +96,10 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
                 image.clone(),
                 metrics.clone(),
             );
+            let actor = match controller_active {
+                Some(active) => actor.with_controller_active(active),
+                None => actor,
+            };
             (
                 Some(start_supervised(arbiter, metrics, move |_| actor)),
                 Some(state),

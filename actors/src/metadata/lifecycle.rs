@@ -20,9 +20,11 @@ use crate::controller::core::SUPPORTED_FEATURES;
 use crate::controller::messages::{ProcessBrokerHeartbeat, RegisterBroker};
 use crate::runtime::{ActorMetrics, SupervisedActor};
 
-/// While not yet running, heartbeats go out this often so start-up is quick (Kafka also
-/// heartbeats eagerly until the broker is unfenced).
+/// While not yet running, a heartbeat goes out as soon as the image has caught up with what
+/// the controller is waiting for, and at the latest this long after the previous one (Kafka
+/// also heartbeats eagerly until the broker is unfenced).
 const EAGER_HEARTBEAT: Duration = Duration::from_millis(100);
+/// Retry of a refused registration when no controller-activity watch says when to retry.
 const RETRY_REGISTRATION: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone)]
@@ -65,6 +67,9 @@ pub struct BrokerLifecycleActor {
     register: Recipient<RegisterBroker>,
     heartbeat: Recipient<ProcessBrokerHeartbeat>,
     image: MetadataImageWatch,
+    /// The co-located controller's `QuorumControllerActor::active_watch`, if any: registration
+    /// waits for it instead of polling a controller that is still activating.
+    controller_active: Option<watch::Receiver<bool>>,
     state_tx: watch::Sender<BrokerLifecycleState>,
     broker_epoch: Option<i64>,
     want_shut_down: bool,
@@ -87,6 +92,7 @@ impl BrokerLifecycleActor {
                 register,
                 heartbeat,
                 image,
+                controller_active: None,
                 state_tx,
                 broker_epoch: None,
                 want_shut_down: false,
@@ -95,6 +101,12 @@ impl BrokerLifecycleActor {
             },
             rx,
         )
+    }
+
+    /// Registers as soon as `active` (the co-located controller's activity watch) turns true.
+    pub fn with_controller_active(mut self, active: watch::Receiver<bool>) -> Self {
+        self.controller_active = Some(active);
+        self
     }
 
     fn state(&self) -> BrokerLifecycleState {
@@ -120,7 +132,32 @@ impl BrokerLifecycleActor {
             .collect()
     }
 
+    /// Registers now if the controller is known to be active (or nothing tells), else once it
+    /// is: with controller and broker started together, the first registration would otherwise
+    /// race the controller's activation and wait out a retry.
     fn try_register(&mut self, ctx: &mut Context<Self>) {
+        match &self.controller_active {
+            Some(active) if !*active.borrow() => {
+                let mut active = active.clone();
+                ctx.spawn(
+                    async move { active.wait_for(|a| *a).await.is_ok() }
+                        .into_actor(self)
+                        .map(|ok, act, ctx| {
+                            if ok {
+                                act.send_registration(ctx);
+                            } else {
+                                // The controller is gone; poll as a remote broker would.
+                                act.controller_active = None;
+                                ctx.run_later(RETRY_REGISTRATION, |act, ctx| act.try_register(ctx));
+                            }
+                        }),
+                );
+            }
+            _ => self.send_registration(ctx),
+        }
+    }
+
+    fn send_registration(&mut self, ctx: &mut Context<Self>) {
         let msg = RegisterBroker {
             registration: BrokerRegistration {
                 broker_id: self.cfg.node_id,
@@ -138,9 +175,12 @@ impl BrokerLifecycleActor {
             .into_actor(self)
             .map(|res, act, ctx| match res {
                 Ok(Ok(c)) if c.response.error.is_ok() => {
-                    act.broker_epoch = Some(c.response.broker_epoch);
+                    let epoch = c.response.broker_epoch;
+                    act.broker_epoch = Some(epoch);
                     act.set_state(BrokerLifecycleState::Recovery);
-                    act.schedule_heartbeat(ctx, Duration::ZERO);
+                    // The broker epoch is the offset of its registration record: the controller
+                    // unfences on the first heartbeat whose metadata offset reaches it.
+                    act.heartbeat_when_caught_up(ctx, epoch);
                 }
                 other => {
                     // Typically NOT_CONTROLLER while the controller is still activating.
@@ -152,10 +192,35 @@ impl BrokerLifecycleActor {
                             warn!(error = ?c.response.error, "broker registration refused; retrying");
                         }
                     }
-                    ctx.run_later(RETRY_REGISTRATION, |act, ctx| act.try_register(ctx));
+                    match &act.controller_active {
+                        // Still activating: register the moment it is active.
+                        Some(active) if !*active.borrow() => act.try_register(ctx),
+                        // No watch, or refused by a controller that says it is active (it may
+                        // just have lost leadership): ask again after a pause.
+                        _ => {
+                            ctx.run_later(RETRY_REGISTRATION, |act, ctx| act.try_register(ctx));
+                        }
+                    }
                 }
             })
             .spawn(ctx);
+    }
+
+    /// Sends the next heartbeat once the published image has reached `offset`, or after
+    /// [`EAGER_HEARTBEAT`] at the latest.
+    fn heartbeat_when_caught_up(&mut self, ctx: &mut Context<Self>, offset: i64) {
+        let mut image = self.image.clone();
+        ctx.spawn(
+            async move {
+                let _ = tokio::time::timeout(
+                    EAGER_HEARTBEAT,
+                    image.wait_for(|i| i.provenance.last_offset >= offset),
+                )
+                .await;
+            }
+            .into_actor(self)
+            .map(|_, act, ctx| act.send_heartbeat(ctx)),
+        );
     }
 
     fn schedule_heartbeat(&mut self, ctx: &mut Context<Self>, after: Duration) {
@@ -170,11 +235,12 @@ impl BrokerLifecycleActor {
             return;
         }
         self.heartbeat_in_flight = true;
+        let sent_offset = self.image.borrow().provenance.last_offset;
         let msg = ProcessBrokerHeartbeat {
             heartbeat: BrokerHeartbeat {
                 broker_id: self.cfg.node_id,
                 broker_epoch: epoch,
-                current_metadata_offset: self.image.borrow().provenance.last_offset,
+                current_metadata_offset: sent_offset,
                 want_fence: false,
                 want_shut_down: self.want_shut_down,
             },
@@ -182,7 +248,7 @@ impl BrokerLifecycleActor {
         self.heartbeat
             .send(msg)
             .into_actor(self)
-            .map(|res, act, ctx| {
+            .map(move |res, act, ctx| {
                 act.heartbeat_in_flight = false;
                 match res {
                     Ok(Ok(c)) if c.response.error.is_ok() => {
@@ -197,6 +263,10 @@ impl BrokerLifecycleActor {
                             act.set_state(BrokerLifecycleState::Running);
                         } else {
                             act.set_state(BrokerLifecycleState::Recovery);
+                            // Still fenced: typically the image had not caught up. Ask again
+                            // as soon as it has moved on.
+                            act.heartbeat_when_caught_up(ctx, sent_offset + 1);
+                            return;
                         }
                     }
                     Ok(Ok(c))
