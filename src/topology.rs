@@ -269,7 +269,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
 
     let mut router = RequestRouter::new();
     if let Some(controller) = &kraft.controller {
-        controller_apis::register(
+        controller_apis::register_with_partitions(
             &mut router,
             MetadataApis {
                 node_id,
@@ -281,6 +281,8 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
                 broker_configs: Arc::new(broker_config_entries(cfg)),
                 controller_listeners,
             },
+            Some(partitions.apis.partitions.clone()),
+            controller_apis::AUTO_CREATE_WAIT,
         );
     }
     partition_apis::register(&mut router, partitions.apis.clone());
