@@ -460,17 +460,20 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
             w(f"- **{t}: {pending(r)}**")
     w("")
 
-    w("## Producer throughput (records/s, MiB/s of values)\n")
-    w("| scenario | Apache Kafka | kactor | kactor / Kafka | mock broker (ceiling) | "
-      "kactor / mock | p99 ms Kafka | p99 ms kactor |")
-    w("|---|---|---|---|---|---|---|---|")
-    for p in prods:
-        k, r, m = get(K, "produce", p.name), get(R, "produce", p.name), ceilings["mock"].get(p.name)
-        w(f"| {p.name} | {fmt_rate(k)} | {fmt_rate(r)} | "
-          f"{ratio(get(r, 'records_per_s'), get(k, 'records_per_s'))} | {fmt_rate(m)} | "
-          f"{ratio(get(r, 'records_per_s'), get(m, 'records_per_s'))} | "
-          f"{ms(get(k, 'latency', 'p99_us'))} | {ms(get(r, 'latency', 'p99_us'))} |")
-    w("")
+    # --only 'consume ...' runs no producer scenario.
+    if prods:
+        w("## Producer throughput (records/s, MiB/s of values)\n")
+        w("| scenario | Apache Kafka | kactor | kactor / Kafka | mock broker (ceiling) | "
+          "kactor / mock | p99 ms Kafka | p99 ms kactor |")
+        w("|---|---|---|---|---|---|---|---|")
+        for p in prods:
+            k, r = get(K, "produce", p.name), get(R, "produce", p.name)
+            m = ceilings["mock"].get(p.name)
+            w(f"| {p.name} | {fmt_rate(k)} | {fmt_rate(r)} | "
+              f"{ratio(get(r, 'records_per_s'), get(k, 'records_per_s'))} | {fmt_rate(m)} | "
+              f"{ratio(get(r, 'records_per_s'), get(m, 'records_per_s'))} | "
+              f"{ms(get(k, 'latency', 'p99_us'))} | {ms(get(r, 'latency', 'p99_us'))} |")
+        w("")
     if consumes:
         w("## Consumer throughput (one consumer reading a prepared data set)\n")
         w(f"Each broker first gets the same data set: {args.durations['consume_mib']} MiB of "
