@@ -4,6 +4,9 @@ test).
     .venv/bin/python bench/txn.py --target kactor   [--records N] [--size BYTES]
     .venv/bin/python bench/txn.py --target kafka    (Apache Kafka 4.4.0 from .cache/kafka-libs)
     .venv/bin/python bench/txn.py --bootstrap HOST:PORT   (a broker that is already running)
+    ... --java   also the Java producer (kafka-producer-perf-test from the 4.4.0 jars, which
+                 uses transaction version 2: no AddPartitionsToTxn, the leader adds the
+                 partition, an epoch bump per transaction) with 10 ms and 100 ms transactions
 
 With --target it starts a fresh single-node broker through the test harness (KACTOR_BIN picks
 the kactor binary), on 127.0.0.1 only, and stops it afterwards.
@@ -87,6 +90,29 @@ def measure(bootstrap, records, size):
         print(f"{label:>14}: {rps:10.0f} records/s {mbps:8.2f} MB/s", flush=True)
 
 
+def measure_java(broker, records, size):
+    """kafka-producer-perf-test (kafka-clients 4.4, TV2 when the broker finalizes it):
+    idempotent, then transactions of 10 ms and 100 ms (--transaction-duration-ms)."""
+    import re
+    from harness.cli import KafkaCli
+
+    cli = KafkaCli(broker)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for label, duration in (("java idempotent", None), ("java txn 10ms", 10),
+                            ("java txn 100ms", 100)):
+        name = topic(admin, f"txnbench-java-{uuid.uuid4().hex[:8]}")
+        args = ["--bootstrap-server", broker.bootstrap, "--topic", name, "--num-records",
+                records, "--record-size", size, "--throughput", -1,
+                "--command-property", "linger.ms=5", "--command-property", "acks=all"]
+        if duration:
+            args += ["--transactional-id", f"bench-{uuid.uuid4().hex[:8]}",
+                     "--transaction-duration-ms", duration]
+        out = cli.run("producer-perf-test", *args, timeout=600).stdout
+        m = re.findall(r"records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)", out)
+        rps, mbps = map(float, m[-1])
+        print(f"{label:>16}: {rps:10.0f} records/s {mbps:8.2f} MB/s", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     where = ap.add_mutually_exclusive_group(required=True)
@@ -94,6 +120,7 @@ def main():
     where.add_argument("--target", choices=["kactor", "kafka"])
     ap.add_argument("--records", type=int, default=100000)
     ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--java", action="store_true")
     a = ap.parse_args()
     if a.bootstrap:
         measure(a.bootstrap, a.records, a.size)
@@ -106,6 +133,8 @@ def main():
     try:
         print(f"{a.target} at {b.bootstrap}", flush=True)
         measure(b.bootstrap, a.records, a.size)
+        if a.java:
+            measure_java(b, a.records, a.size)
     finally:
         b.stop()
 

@@ -14,10 +14,19 @@
 //! directly (single node: the coordinator of every transactional id this broker can verify
 //! runs here), with [`LeaderAddTxnPartitions`] / [`VerifyTxnPartitions`].
 //!
+//! Kafka handles one request per connection at a time; kactor pipelines them, so a
+//! producer's transactional Produce requests on one connection are dispatched to the wrapped
+//! handler in arrival order ([`DispatchOrder`]): one waiting for the coordinator must not be
+//! overtaken by a later one that needs no round trip (its batches would arrive out of
+//! sequence).
+//!
 //! Not (yet) as Kafka: no verification guard in the partition's producer state, so an abort
 //! that completes between the coordinator's answer and the append is not detected at append.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
 use futures_util::future::join_all;
 use kactor_protocol::messages::produce_response::PartitionProduceResponse;
@@ -27,6 +36,7 @@ use kactor_protocol::messages::{
 };
 use kactor_protocol::records::BatchHeader;
 use kactor_protocol::{ApiKey, Records, RequestBody, ResponseBody};
+use tokio::sync::oneshot;
 
 use super::apis::{partition_for, TxnCoordinatorApis};
 use super::coordinator::{AddTxnPartitions, LeaderAddTxnPartitions, VerifyTxnPartitions};
@@ -356,6 +366,94 @@ impl LeaderVerifier {
     }
 }
 
+/// Per connection, the transactional Produce requests not yet handed to the wrapped handler:
+/// each waits for the one before it (a chain of oneshots; the map holds each connection's
+/// last link). A plain mutex: it is held only to swap a link, never across an await, and the
+/// handlers of one connection run on different tasks.
+#[derive(Default)]
+pub struct DispatchOrder {
+    tails: Mutex<HashMap<u64, (u64, oneshot::Receiver<()>)>>,
+    next_ticket: std::sync::atomic::AtomicU64,
+}
+
+/// A request's place in its connection's [`DispatchOrder`]: `previous` resolves once the
+/// request before it was dispatched; dropping the ticket (after dispatch, or when the request
+/// is abandoned) lets the next one go.
+pub struct DispatchTicket {
+    order: Arc<DispatchOrder>,
+    connection_id: u64,
+    ticket: u64,
+    previous: Option<oneshot::Receiver<()>>,
+    dispatched: Option<oneshot::Sender<()>>,
+}
+
+impl DispatchOrder {
+    /// Takes the next place on `connection_id` (call in arrival order).
+    pub fn enqueue(self: &Arc<Self>, connection_id: u64) -> DispatchTicket {
+        let ticket = self
+            .next_ticket
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let previous = self
+            .tails
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(connection_id, (ticket, rx))
+            .map(|(_, rx)| rx);
+        DispatchTicket {
+            order: self.clone(),
+            connection_id,
+            ticket,
+            previous,
+            dispatched: Some(tx),
+        }
+    }
+
+    /// Connections with a transactional Produce not yet dispatched (tests).
+    pub fn waiting_connections(&self) -> usize {
+        self.tails.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+impl DispatchTicket {
+    /// Waits until the previous request of the connection was dispatched (or abandoned).
+    pub async fn turn(&mut self) {
+        if let Some(previous) = self.previous.take() {
+            let _ = previous.await;
+        }
+    }
+}
+
+impl Drop for DispatchTicket {
+    fn drop(&mut self) {
+        if let Some(tx) = self.dispatched.take() {
+            let _ = tx.send(());
+        }
+        // The last link of its connection: nothing follows, forget the connection.
+        let mut tails = self.order.tails.lock().unwrap_or_else(|e| e.into_inner());
+        if tails
+            .get(&self.connection_id)
+            .is_some_and(|(t, _)| *t == self.ticket)
+        {
+            tails.remove(&self.connection_id);
+        }
+    }
+}
+
+/// Polls `fut` once (the wrapped Produce handler sends its AppendRecords on its first poll),
+/// drops `ticket` so the next request may go, then finishes `fut`.
+async fn dispatch<F: Future<Output = HandlerOutcome> + Unpin>(
+    mut fut: F,
+    ticket: DispatchTicket,
+) -> HandlerOutcome {
+    let first = std::future::poll_fn(|cx| Poll::Ready(std::pin::Pin::new(&mut fut).poll(cx))).await;
+    drop(ticket);
+    match first {
+        Poll::Ready(outcome) => outcome,
+        Poll::Pending => fut.await,
+    }
+}
+
 /// Puts the verification in front of the registered Produce handler (call after
 /// `partition::apis::register`). Non-transactional produces go straight through.
 pub fn wrap_produce(router: &mut RequestRouter, verifier: LeaderVerifier) -> bool {
@@ -364,6 +462,7 @@ pub fn wrap_produce(router: &mut RequestRouter, verifier: LeaderVerifier) -> boo
     };
     let responder = inner.on_unsupported_version;
     let inner = inner.handler;
+    let order = Arc::new(DispatchOrder::default());
     router.register(ApiKey::Produce, move |ctx, body| {
         let transactional_id = match &body {
             RequestBody::Produce(req) => req.transactional_id.clone(),
@@ -377,13 +476,15 @@ pub fn wrap_produce(router: &mut RequestRouter, verifier: LeaderVerifier) -> boo
         };
         let inner = inner.clone();
         let verifier = verifier.clone();
+        let mut ticket = order.enqueue(ctx.connection.connection_id);
         Box::pin(async move {
+            ticket.turn().await;
             let version = ctx.api_version;
             let refused = verifier
                 .check_produce(version, &transactional_id, &req)
                 .await;
             if refused.is_empty() {
-                return inner(ctx, RequestBody::Produce(req)).await;
+                return dispatch(inner(ctx, RequestBody::Produce(req)), ticket).await;
             }
             for (code, _) in refused.values() {
                 ctx.record_error(*code);
@@ -398,7 +499,7 @@ pub fn wrap_produce(router: &mut RequestRouter, verifier: LeaderVerifier) -> boo
                     .retain(|p| !refused.contains_key(&(ti, p.index)));
             }
             let acks = req.acks;
-            let outcome = inner(ctx, RequestBody::Produce(req)).await;
+            let outcome = dispatch(inner(ctx, RequestBody::Produce(req)), ticket).await;
             if acks == 0 {
                 // Kafka cannot answer an acks=0 produce: an error closes the connection.
                 return HandlerOutcome::Close(
@@ -695,6 +796,34 @@ mod tests {
         let plain = b.build().unwrap();
         assert_eq!(transactional_producer(&plain), None);
         assert_eq!(transactional_producer(b"short"), None);
+    }
+
+    #[actix_rt::test]
+    async fn transactional_produces_of_a_connection_dispatch_in_arrival_order() {
+        let order = Arc::new(DispatchOrder::default());
+        let mut first = order.enqueue(1);
+        let mut second = order.enqueue(1);
+        let mut other = order.enqueue(2);
+        // Another connection does not wait.
+        other.turn().await;
+        first.turn().await;
+        // The second waits until the first is dispatched.
+        let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), second.turn());
+        assert!(waiting.await.is_err());
+        drop(first);
+        second.turn().await;
+        drop(second);
+        drop(other);
+        assert_eq!(
+            order.waiting_connections(),
+            0,
+            "finished connections are forgotten"
+        );
+        // An abandoned request (dropped before dispatch) does not block the next one.
+        let abandoned = order.enqueue(3);
+        let mut next = order.enqueue(3);
+        drop(abandoned);
+        next.turn().await;
     }
 
     #[test]
