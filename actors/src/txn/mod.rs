@@ -6,7 +6,9 @@
 //! [`manager::TransactionCoordinatorManagerActor`] over the partition table (its
 //! `shard_table()` goes into [`apis::TxnCoordinatorApis`]); [`apis::register_coordinator`],
 //! [`apis::register_admin`], [`apis::register_write_txn_markers_with`] and, after the group
-//! APIs, [`apis::wrap_find_coordinator`] (creates `__transaction_state` on demand).
+//! APIs, [`apis::wrap_find_coordinator`] (creates `__transaction_state` on demand), and
+//! [`leader_verify::wrap_produce`] / [`leader_verify::wrap_txn_offset_commit`] (KIP-890: the
+//! leader adds or verifies a transactional append's partition with the coordinator).
 
 pub mod actor;
 pub mod apis;
