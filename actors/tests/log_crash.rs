@@ -70,7 +70,7 @@ fn read_all(log: &Log) -> Vec<(i64, i64)> {
 
 fn check_indexes(log: &Log) {
     for seg in log.segments() {
-        let idx = seg.offset_index();
+        let idx = seg.offset_index().unwrap();
         for i in 0..idx.entries() {
             let e = idx.entry(i);
             let b = seg
@@ -82,7 +82,7 @@ fn check_indexes(log: &Log) {
                 (e.offset, e.position as u64)
             );
         }
-        let t = seg.time_index();
+        let t = seg.time_index().unwrap();
         for i in 0..t.entries() {
             let e = t.entry(i);
             assert!(e.offset >= seg.base_offset() && e.offset < log.log_end_offset());
@@ -231,7 +231,10 @@ fn half_written_missing_and_garbage_indexes_are_rebuilt() {
         assert_eq!(log.log_end_offset(), end);
         check_indexes(&log);
         for seg in log.segments() {
-            assert!(seg.offset_index().path().exists() && seg.time_index().path().exists());
+            assert!(
+                seg.offset_index().unwrap().path().exists()
+                    && seg.time_index().unwrap().path().exists()
+            );
         }
     }
 }

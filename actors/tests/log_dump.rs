@@ -115,11 +115,11 @@ fn kafka_dump_log_reads_our_segments_and_indexes() {
     let index_entries: Vec<Vec<(i64, u32)>> = log
         .segments()
         .map(|s| {
-            (0..s.offset_index().entries())
+            (0..s.offset_index().unwrap().entries())
                 .map(|i| {
                     (
-                        s.offset_index().entry(i).offset,
-                        s.offset_index().entry(i).position,
+                        s.offset_index().unwrap().entry(i).offset,
+                        s.offset_index().unwrap().entry(i).position,
                     )
                 })
                 .collect()
@@ -128,11 +128,11 @@ fn kafka_dump_log_reads_our_segments_and_indexes() {
     let time_entries: Vec<Vec<(i64, i64)>> = log
         .segments()
         .map(|s| {
-            (0..s.time_index().entries())
+            (0..s.time_index().unwrap().entries())
                 .map(|i| {
                     (
-                        s.time_index().entry(i).timestamp,
-                        s.time_index().entry(i).offset,
+                        s.time_index().unwrap().entry(i).timestamp,
+                        s.time_index().unwrap().entry(i).offset,
                     )
                 })
                 .collect()

@@ -101,7 +101,7 @@ fn check_all(log: &Log, model: &Model, ctx: &str) {
     }
     // Indexes agree with the data.
     for seg in log.segments() {
-        let idx = seg.offset_index();
+        let idx = seg.offset_index().unwrap();
         for i in 0..idx.entries() {
             let e = idx.entry(i);
             let b = seg

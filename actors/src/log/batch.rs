@@ -35,7 +35,8 @@ pub struct HeaderScanner<'a> {
     buf_len: usize,
 }
 
-const SCAN_CHUNK: usize = 4096;
+/// Bytes read per header `pread`: one page, a few small batches' headers.
+pub const SCAN_CHUNK: usize = 4096;
 
 impl<'a> HeaderScanner<'a> {
     pub fn new(file: &'a File, start: u64, end: u64) -> Self {
@@ -62,6 +63,7 @@ impl<'a> HeaderScanner<'a> {
         if !in_buf {
             let want = SCAN_CHUNK.min((self.end - pos) as usize);
             self.file.read_exact_at(&mut self.buf[..want], pos)?;
+            super::stats::add_log_bytes_read(want);
             self.buf_start = pos;
             self.buf_len = want;
         }

@@ -26,6 +26,9 @@ struct IndexFile {
     max_entries: usize,
     /// Bytes from the start known to have disk blocks behind them (see [`IndexFile::push`]).
     reserved: u64,
+    /// The file's length was not a whole number of entries when opened (a torn write or a
+    /// damaged file: Kafka's sanity check rejects such an index).
+    partial_entry: bool,
 }
 
 /// Granularity of block reservation: one page of the mapping.
@@ -59,10 +62,11 @@ fn round_down(n: u64, multiple: usize) -> u64 {
 }
 
 impl IndexFile {
-    /// Opens or creates. A new (or empty) file is preallocated to `max_index_bytes`; an existing
-    /// one keeps its length, and every whole entry in it is counted (the caller trims the count to
-    /// the valid prefix).
-    fn open(path: &Path, entry_size: usize, max_index_bytes: i32) -> io::Result<Self> {
+    /// Opens or creates. A new (or empty) file is preallocated to `preallocate` bytes when given
+    /// (an active segment's index) and stays empty otherwise (an inactive segment's, opened
+    /// lazily); an existing one keeps its length, and every whole entry in it is counted (the
+    /// caller trims the count to the valid prefix).
+    fn open(path: &Path, entry_size: usize, preallocate: Option<i32>) -> io::Result<Self> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -70,8 +74,9 @@ impl IndexFile {
             .truncate(false)
             .open(path)?;
         let mut len = file.metadata()?.len();
+        let partial_entry = len % entry_size as u64 != 0;
         let created = len == 0;
-        if created {
+        if let (true, Some(max_index_bytes)) = (created, preallocate) {
             len = round_down(max_index_bytes.max(0) as u64, entry_size);
             file.set_len(len)?;
         }
@@ -88,6 +93,7 @@ impl IndexFile {
             },
             max_entries: 0,
             reserved: 0,
+            partial_entry,
         };
         index.remap(len)?;
         Ok(index)
@@ -147,6 +153,7 @@ impl IndexFile {
         }
         self.mmap = None;
         self.file.set_len(new_len)?;
+        self.partial_entry = false;
         // Shrinking frees the blocks past the new end; growing adds holes.
         self.reserved = self.reserved.min(new_len);
         self.remap(new_len)
@@ -174,8 +181,10 @@ impl IndexFile {
         if self.entries == 0 || key(self.entry(0)) > target {
             return None;
         }
+        super::stats::add_index_probe();
         let (mut lo, mut hi) = (0usize, self.entries - 1);
         while lo < hi {
+            super::stats::add_index_probe();
             let mid = lo + (hi - lo).div_ceil(2);
             if key(self.entry(mid)) <= target {
                 lo = mid;
@@ -219,13 +228,29 @@ pub const OFFSET_ENTRY_SIZE: usize = 8;
 pub const TIME_ENTRY_SIZE: usize = 12;
 
 impl OffsetIndex {
+    /// Opens or creates, preallocating a new file to `max_index_bytes` (an active segment's).
     pub fn open(path: &Path, base_offset: i64, max_index_bytes: i32) -> io::Result<Self> {
+        Self::open_with(path, base_offset, Some(max_index_bytes))
+    }
+
+    /// Opens at the length found (an inactive segment's index, mapped on first use); a missing
+    /// file is created empty.
+    pub fn open_existing(path: &Path, base_offset: i64) -> io::Result<Self> {
+        Self::open_with(path, base_offset, None)
+    }
+
+    fn open_with(path: &Path, base_offset: i64, preallocate: Option<i32>) -> io::Result<Self> {
         let mut index = OffsetIndex {
             base_offset,
-            inner: IndexFile::open(path, OFFSET_ENTRY_SIZE, max_index_bytes)?,
+            inner: IndexFile::open(path, OFFSET_ENTRY_SIZE, preallocate)?,
         };
         index.inner.entries = index.valid_prefix();
         Ok(index)
+    }
+
+    /// The file held bytes after its last whole entry when opened.
+    pub fn has_partial_entry(&self) -> bool {
+        self.inner.partial_entry
     }
 
     /// Entries up to the first that breaks the invariants (strictly increasing offsets and
@@ -325,14 +350,14 @@ impl OffsetIndex {
                 format!("offset {offset} out of index range"),
             ));
         }
-        if self.inner.entries > 0 && offset <= self.last_entry().offset {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "offset {offset} not above the last index entry {}",
-                    self.last_entry().offset
-                ),
-            ));
+        if self.inner.entries > 0 {
+            let last = self.last_entry().offset;
+            if offset <= last {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("offset {offset} not above the last index entry {last}"),
+                ));
+            }
         }
         if self.is_full() {
             return Err(io::Error::new(
@@ -388,13 +413,29 @@ pub struct TimeIndex {
 }
 
 impl TimeIndex {
+    /// Opens or creates, preallocating a new file to `max_index_bytes` (an active segment's).
     pub fn open(path: &Path, base_offset: i64, max_index_bytes: i32) -> io::Result<Self> {
+        Self::open_with(path, base_offset, Some(max_index_bytes))
+    }
+
+    /// Opens at the length found (an inactive segment's index, mapped on first use); a missing
+    /// file is created empty.
+    pub fn open_existing(path: &Path, base_offset: i64) -> io::Result<Self> {
+        Self::open_with(path, base_offset, None)
+    }
+
+    fn open_with(path: &Path, base_offset: i64, preallocate: Option<i32>) -> io::Result<Self> {
         let mut index = TimeIndex {
             base_offset,
-            inner: IndexFile::open(path, TIME_ENTRY_SIZE, max_index_bytes)?,
+            inner: IndexFile::open(path, TIME_ENTRY_SIZE, preallocate)?,
         };
         index.inner.entries = index.valid_prefix();
         Ok(index)
+    }
+
+    /// The file held bytes after its last whole entry when opened.
+    pub fn has_partial_entry(&self) -> bool {
+        self.inner.partial_entry
     }
 
     /// Entries while timestamps strictly increase and offsets do not decrease; preallocated zeros

@@ -71,6 +71,7 @@ pub mod error;
 pub mod index;
 pub mod manager;
 pub mod segment;
+pub mod stats;
 pub mod testing;
 #[cfg(test)]
 mod tests;
@@ -80,7 +81,7 @@ pub mod unified;
 use std::io;
 use std::os::unix::fs::FileExt;
 
-pub use batch::{BatchInfo, InvalidTail};
+pub use batch::{BatchInfo, InvalidTail, SCAN_CHUNK};
 pub use checkpoint::{MetaProperties, TopicPartition};
 pub use config::{CleanupPolicy, LogConfig, MessageTimestampType, LOG_CONFIG_NAMES};
 pub use epoch::{EpochEntry, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
@@ -91,6 +92,7 @@ pub use kactor_protocol::Uuid;
 pub use kactor_protocol::Uuid as Uuid16;
 pub use manager::LogDir;
 pub use segment::{LogSegment, TimestampAndOffset};
+pub use stats::LookupStats;
 pub use txn_index::AbortedTxn;
 pub use unified::{
     delete_dir_name, remove_log_dir, AppendInfo, FetchDataInfo, FlushTask, Log, LogOffsetMetadata,

@@ -6,7 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::UNIX_EPOCH;
 
 use super::batch::{
@@ -51,19 +51,101 @@ pub struct TimestampAndOffset {
     pub leader_epoch: Option<i32>,
 }
 
+/// A segment's two sparse indexes and what they imply, mapped together (Kafka keeps a
+/// `LazyIndex` per file; one lazy unit is enough here: every lookup needs the offset index and
+/// every timestamp question needs both).
+#[derive(Debug)]
+struct SegmentIndexes {
+    offset: OffsetIndex,
+    time: TimeIndex,
+    index_interval_bytes: u64,
+    bytes_since_last_index_entry: u64,
+    max_timestamp_so_far: i64,
+    offset_of_max_timestamp_so_far: i64,
+}
+
+impl SegmentIndexes {
+    fn new(offset: OffsetIndex, time: TimeIndex, index_interval_bytes: u64) -> Self {
+        let last_time = time.last_entry();
+        SegmentIndexes {
+            offset,
+            time,
+            index_interval_bytes,
+            bytes_since_last_index_entry: 0,
+            max_timestamp_so_far: last_time.timestamp,
+            offset_of_max_timestamp_so_far: last_time.offset,
+        }
+    }
+
+    fn reset(&mut self, base_offset: i64) {
+        self.offset.reset();
+        self.time.reset();
+        self.bytes_since_last_index_entry = 0;
+        self.max_timestamp_so_far = NO_TIMESTAMP;
+        self.offset_of_max_timestamp_so_far = base_offset;
+    }
+
+    /// Kafka 4's per-batch index step, shared by append, recovery and rebuild.
+    #[inline]
+    fn index_batch(&mut self, position: u64, b: &BatchInfo) -> io::Result<()> {
+        let last_offset = b.header.last_offset();
+        if b.header.max_timestamp > self.max_timestamp_so_far {
+            self.max_timestamp_so_far = b.header.max_timestamp;
+            self.offset_of_max_timestamp_so_far = last_offset;
+        }
+        // A full index only makes lookups scan further: a rebuild can need more entries than the
+        // appends did (after a reopen the interval restarts), and must not fail because of it.
+        if self.bytes_since_last_index_entry > self.index_interval_bytes
+            && !self.offset.is_full()
+            && !self.time.is_full()
+        {
+            self.offset.append(last_offset, position as u32)?;
+            self.time.maybe_append(
+                self.max_timestamp_so_far,
+                self.offset_of_max_timestamp_so_far,
+                false,
+            )?;
+            self.bytes_since_last_index_entry = 0;
+        }
+        self.bytes_since_last_index_entry += b.size as u64;
+        Ok(())
+    }
+
+    /// Kafka's `onBecomeInactiveSegment` for the indexes: the final max timestamp entry, then
+    /// both files trimmed to their entries.
+    fn finish_inactive(&mut self) -> io::Result<()> {
+        // A trimmed (or rebuilt-full) time index gets one slot for the final entry.
+        let needed = (self.time.entries() + 1) * super::index::TIME_ENTRY_SIZE;
+        if self.time.file_len() < needed {
+            self.time.resize(needed as i32)?;
+        }
+        self.time.maybe_append(
+            self.max_timestamp_so_far,
+            self.offset_of_max_timestamp_so_far,
+            true,
+        )?;
+        self.offset.trim_to_valid_size()?;
+        self.time.trim_to_valid_size()
+    }
+}
+
 #[derive(Debug)]
 pub struct LogSegment {
     base_offset: i64,
     log_path: PathBuf,
     file: Arc<File>,
     size: u64,
-    offset_index: OffsetIndex,
-    time_index: TimeIndex,
-    txn_index: TransactionIndex,
+    offset_index_path: PathBuf,
+    time_index_path: PathBuf,
+    /// Kafka's `LazyIndex`: an inactive segment found at open maps its indexes on the first
+    /// lookup that needs them, so opening a log of thousands of segments maps nothing but the
+    /// active segment's. `OnceLock` lets `&self` lookups load them; every change to them goes
+    /// through `&mut self` (`get_mut`), so no reader can hold a mapping while it is replaced or
+    /// dropped.
+    indexes: OnceLock<SegmentIndexes>,
+    max_index_bytes: i32,
     index_interval_bytes: u64,
-    bytes_since_last_index_entry: u64,
-    max_timestamp_so_far: i64,
-    offset_of_max_timestamp_so_far: i64,
+    txn_index: TransactionIndex,
     /// Max timestamp of the segment's first batch: `segment.ms` counts from it (or from
     /// `created_ms` when batches carry no timestamps).
     rolling_based_timestamp: Option<i64>,
@@ -77,11 +159,81 @@ fn invalid_data(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
 
+/// `pwritev(2)` of every byte of `parts` at `position`, retrying short writes: one syscall per
+/// append in practice, with no copy to join a rewritten header to its body.
+fn write_all_vectored_at(file: &File, parts: &[&[u8]], mut position: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    const MAX_PARTS: usize = 4;
+    assert!(parts.len() <= MAX_PARTS, "at most {MAX_PARTS} parts");
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_PARTS];
+    let mut n = 0;
+    for p in parts.iter().filter(|p| !p.is_empty()) {
+        iov[n] = libc::iovec {
+            iov_base: p.as_ptr() as *mut libc::c_void,
+            iov_len: p.len(),
+        };
+        n += 1;
+    }
+    let mut first = 0;
+    while first < n {
+        // SAFETY: `iov[first..n]` describe live, initialized slices borrowed from `parts` for
+        // the duration of the call; pwritev only reads them.
+        let written = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                iov[first..n].as_ptr(),
+                (n - first) as libc::c_int,
+                position as libc::off_t,
+            )
+        };
+        if written < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        let mut left = written as usize;
+        position += left as u64;
+        while first < n && left >= iov[first].iov_len {
+            left -= iov[first].iov_len;
+            first += 1;
+        }
+        if left > 0 {
+            // SAFETY: `left < iov_len`, so the advanced pointer stays inside the same slice.
+            iov[first].iov_base = unsafe { (iov[first].iov_base as *mut u8).add(left) } as *mut _;
+            iov[first].iov_len -= left;
+        }
+    }
+    Ok(())
+}
+
 impl LogSegment {
-    /// Opens (or creates) the segment's files. Index contents are taken as found (valid prefix);
-    /// call [`LogSegment::indexes_look_valid`] / [`LogSegment::recover`] to decide whether to
-    /// trust them.
+    /// Opens (or creates) the segment's files with its indexes mapped now, preallocated to
+    /// `segment.index.bytes` if new: for a new or the active segment. Index contents are taken
+    /// as found (valid prefix); call [`LogSegment::indexes_look_valid`] /
+    /// [`LogSegment::recover`] to decide whether to trust them.
     pub fn open(dir: &Path, base_offset: i64, config: &LogConfig, now_ms: i64) -> io::Result<Self> {
+        let seg = Self::open_lazy(dir, base_offset, config, now_ms)?;
+        let ix = seg.open_indexes(true)?;
+        let _ = seg.indexes.set(ix);
+        Ok(seg)
+    }
+
+    /// Opens an existing segment without touching its index files beyond checking that they
+    /// exist (Kafka's `LazyIndex`): they are mapped, and checked, by the first lookup.
+    pub fn open_lazy(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> io::Result<Self> {
         let log_path = segment_file(dir, base_offset, LOG_SUFFIX);
         let file = OpenOptions::new()
             .read(true)
@@ -99,38 +251,100 @@ impl LogSegment {
             file.set_len(config.segment_bytes.max(0) as u64)?;
             size = 0;
         }
-        let missing_index = size > 0
-            && !(segment_file(dir, base_offset, INDEX_SUFFIX).exists()
-                && segment_file(dir, base_offset, TIME_INDEX_SUFFIX).exists());
-        let offset_index = OffsetIndex::open(
-            &segment_file(dir, base_offset, INDEX_SUFFIX),
-            base_offset,
-            config.segment_index_bytes,
-        )?;
-        let time_index = TimeIndex::open(
-            &segment_file(dir, base_offset, TIME_INDEX_SUFFIX),
-            base_offset,
-            config.segment_index_bytes,
-        )?;
+        let offset_index_path = segment_file(dir, base_offset, INDEX_SUFFIX);
+        let time_index_path = segment_file(dir, base_offset, TIME_INDEX_SUFFIX);
+        let missing_index = size > 0 && !(offset_index_path.exists() && time_index_path.exists());
         let txn_index = TransactionIndex::open(&segment_file(dir, base_offset, TXN_INDEX_SUFFIX))?;
-        let last_time = time_index.last_entry();
         Ok(LogSegment {
             base_offset,
             log_path,
             file: Arc::new(file),
             size,
-            offset_index,
-            time_index,
-            txn_index,
+            offset_index_path,
+            time_index_path,
+            indexes: OnceLock::new(),
+            max_index_bytes: config.segment_index_bytes,
             index_interval_bytes: config.index_interval_bytes.max(0) as u64,
-            bytes_since_last_index_entry: 0,
-            max_timestamp_so_far: last_time.timestamp,
-            offset_of_max_timestamp_so_far: last_time.offset,
+            txn_index,
             rolling_based_timestamp: None,
             created_ms: now_ms,
             roll_jitter_ms: config.random_segment_jitter(),
             missing_index,
         })
+    }
+
+    /// Opens and maps both index files as they are (valid prefix), preallocating new files for
+    /// an active segment.
+    fn open_indexes(&self, preallocate: bool) -> io::Result<SegmentIndexes> {
+        let (offset, time) = if preallocate {
+            (
+                OffsetIndex::open(
+                    &self.offset_index_path,
+                    self.base_offset,
+                    self.max_index_bytes,
+                )?,
+                TimeIndex::open(
+                    &self.time_index_path,
+                    self.base_offset,
+                    self.max_index_bytes,
+                )?,
+            )
+        } else {
+            (
+                OffsetIndex::open_existing(&self.offset_index_path, self.base_offset)?,
+                TimeIndex::open_existing(&self.time_index_path, self.base_offset)?,
+            )
+        };
+        Ok(SegmentIndexes::new(offset, time, self.index_interval_bytes))
+    }
+
+    /// The lazy load: maps the indexes found on disk, and if they fail the sanity check (a
+    /// missing file, a partial entry, a last entry that points nowhere) rebuilds them from the
+    /// batch headers instead of trusting them.
+    fn load_indexes(&self) -> io::Result<SegmentIndexes> {
+        let mut ix = self.open_indexes(false)?;
+        if self.missing_index || !self.indexes_sane(&ix, None) {
+            tracing::warn!(
+                segment = %self.log_path.display(),
+                "index failed its sanity check on first use, rebuilding it"
+            );
+            self.rebuild_into(&mut ix)?;
+            ix.finish_inactive()?;
+        }
+        Ok(ix)
+    }
+
+    /// The indexes, mapped on first use.
+    fn indexes(&self) -> io::Result<&SegmentIndexes> {
+        if let Some(ix) = self.indexes.get() {
+            return Ok(ix);
+        }
+        let ix = self.load_indexes()?;
+        // A concurrent first use may have won: its mapping stays, ours is dropped unused.
+        Ok(self.indexes.get_or_init(|| ix))
+    }
+
+    fn indexes_mut(&mut self) -> io::Result<&mut SegmentIndexes> {
+        if self.indexes.get().is_none() {
+            let ix = self.load_indexes()?;
+            let _ = self.indexes.set(ix);
+        }
+        Ok(self.indexes.get_mut().expect("loaded above"))
+    }
+
+    /// Whether the indexes are mapped (tests; an inactive segment found at open is not until
+    /// its first lookup).
+    pub fn indexes_loaded(&self) -> bool {
+        self.indexes.get().is_some()
+    }
+
+    /// Unmaps an inactive segment's indexes (they were trimmed and stay valid on disk); the next
+    /// lookup maps them again. `&mut self`: no lookup can be using the mapping.
+    pub fn unload_indexes(&mut self) {
+        if self.indexes.take().is_some() {
+            // Mapping them created or rebuilt any missing file.
+            self.missing_index = false;
+        }
     }
 
     pub fn base_offset(&self) -> i64 {
@@ -145,35 +359,47 @@ impl LogSegment {
     pub fn file(&self) -> &Arc<File> {
         &self.file
     }
-    pub fn offset_index(&self) -> &OffsetIndex {
-        &self.offset_index
+    /// The offset index (mapped now if it was not yet).
+    pub fn offset_index(&self) -> io::Result<&OffsetIndex> {
+        Ok(&self.indexes()?.offset)
     }
-    pub fn time_index(&self) -> &TimeIndex {
-        &self.time_index
+    /// The time index (mapped now if it was not yet).
+    pub fn time_index(&self) -> io::Result<&TimeIndex> {
+        Ok(&self.indexes()?.time)
+    }
+    pub fn offset_index_path(&self) -> &Path {
+        &self.offset_index_path
+    }
+    pub fn time_index_path(&self) -> &Path {
+        &self.time_index_path
     }
     pub fn txn_index(&self) -> &TransactionIndex {
         &self.txn_index
     }
-    pub fn max_timestamp_so_far(&self) -> i64 {
-        self.max_timestamp_so_far
+    /// The largest record timestamp (from the time index's last entry for an inactive segment,
+    /// which maps its indexes, as Kafka's `maxTimestampSoFar` loads its lazy time index).
+    pub fn max_timestamp_so_far(&self) -> io::Result<i64> {
+        Ok(self.indexes()?.max_timestamp_so_far)
     }
-    pub fn offset_of_max_timestamp_so_far(&self) -> i64 {
-        self.offset_of_max_timestamp_so_far
+    pub fn offset_of_max_timestamp_so_far(&self) -> io::Result<i64> {
+        Ok(self.indexes()?.offset_of_max_timestamp_so_far)
     }
 
     /// Kafka's `largestTimestamp`: the max record timestamp, or the file's mtime when no batch
     /// carries a timestamp (retention.ms then counts from the last write).
-    pub fn largest_timestamp(&self) -> i64 {
-        if self.max_timestamp_so_far >= 0 {
-            return self.max_timestamp_so_far;
+    pub fn largest_timestamp(&self) -> io::Result<i64> {
+        let max = self.max_timestamp_so_far()?;
+        if max >= 0 {
+            return Ok(max);
         }
-        self.file
+        Ok(self
+            .file
             .metadata()
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
             .map(|d| d.as_millis() as i64)
-            .unwrap_or(0)
+            .unwrap_or(0))
     }
 
     pub fn can_convert_to_relative_offset(&self, offset: i64) -> bool {
@@ -189,7 +415,19 @@ impl LogSegment {
         batches: &[BatchInfo],
         records: &[u8],
     ) -> io::Result<()> {
-        if records.is_empty() {
+        self.append_parts(largest_offset, batches, &[records])
+    }
+
+    /// [`LogSegment::append`] of the concatenation of `parts` (at most 4), written with one
+    /// `pwritev`: the batches' bytes on disk are exactly those of the joined parts.
+    pub fn append_parts(
+        &mut self,
+        largest_offset: i64,
+        batches: &[BatchInfo],
+        parts: &[&[u8]],
+    ) -> io::Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len == 0 {
             return Ok(());
         }
         if !self.can_convert_to_relative_offset(largest_offset) {
@@ -199,52 +437,33 @@ impl LogSegment {
             )));
         }
         let start = self.size;
-        self.file.write_all_at(records, start)?;
+        match parts {
+            [one] => self.file.write_all_at(one, start)?,
+            _ => write_all_vectored_at(&self.file, parts, start)?,
+        }
         if start == 0 && self.rolling_based_timestamp.is_none() {
             self.rolling_based_timestamp = batches.first().map(|b| b.header.max_timestamp);
         }
+        let ix = self.indexes_mut()?;
         for b in batches {
-            self.index_batch(start + b.position, b)?;
+            ix.index_batch(start + b.position, b)?;
         }
-        self.size = start + records.len() as u64;
-        Ok(())
-    }
-
-    /// Kafka 4's per-batch index step, shared by append, recovery and rebuild.
-    fn index_batch(&mut self, position: u64, b: &BatchInfo) -> io::Result<()> {
-        let last_offset = b.header.last_offset();
-        if b.header.max_timestamp > self.max_timestamp_so_far {
-            self.max_timestamp_so_far = b.header.max_timestamp;
-            self.offset_of_max_timestamp_so_far = last_offset;
-        }
-        // A full index only makes lookups scan further: a rebuild can need more entries than the
-        // appends did (after a reopen the interval restarts), and must not fail because of it.
-        let room = !self.offset_index.is_full() && !self.time_index.is_full();
-        if self.bytes_since_last_index_entry > self.index_interval_bytes && room {
-            self.offset_index.append(last_offset, position as u32)?;
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far,
-                self.offset_of_max_timestamp_so_far,
-                false,
-            )?;
-            self.bytes_since_last_index_entry = 0;
-        }
-        self.bytes_since_last_index_entry += b.size as u64;
+        self.size = start + len as u64;
         Ok(())
     }
 
     /// Kafka's `shouldRoll`: size, time (with this segment's jitter), either index full, or an
     /// offset the index could not store relative to the base.
     pub fn should_roll(&mut self, p: &RollParams) -> io::Result<bool> {
+        if self.size > (p.max_segment_bytes as i64 - p.messages_size as i64).max(0) as u64
+            || !self.can_convert_to_relative_offset(p.max_offset_in_messages)
+        {
+            return Ok(true);
+        }
         let reached_roll_ms = self.time_waited_for_roll(p.now_ms, p.max_timestamp_in_messages)?
             > p.max_segment_ms - self.roll_jitter_ms;
-        Ok(
-            self.size > (p.max_segment_bytes as i64 - p.messages_size as i64).max(0) as u64
-                || (self.size > 0 && reached_roll_ms)
-                || self.offset_index.is_full()
-                || self.time_index.is_full()
-                || !self.can_convert_to_relative_offset(p.max_offset_in_messages),
-        )
+        let ix = self.indexes()?;
+        Ok((self.size > 0 && reached_roll_ms) || ix.offset.is_full() || ix.time.is_full())
     }
 
     fn time_waited_for_roll(&mut self, now_ms: i64, message_timestamp: i64) -> io::Result<i64> {
@@ -258,13 +477,14 @@ impl LogSegment {
         }
     }
 
-    /// The first batch whose last offset is >= `offset`, scanning from the index entry below it.
+    /// The first batch whose last offset is >= `offset`, scanning from the index entry below it:
+    /// a binary search of the index, then at most one index interval of batch headers.
     pub fn translate_offset(
         &self,
         offset: i64,
         starting_position: u64,
     ) -> io::Result<Option<BatchInfo>> {
-        let from = (self.offset_index.lookup(offset).position as u64).max(starting_position);
+        let from = (self.indexes()?.offset.lookup(offset).position as u64).max(starting_position);
         let mut scan = HeaderScanner::new(&self.file, from, self.size);
         while let Some(b) = scan.next_batch()? {
             if b.header.last_offset() >= offset {
@@ -316,7 +536,7 @@ impl LogSegment {
         // Every batch between `start` and an indexed position at or below `limit` is whole, so
         // only the stretch after that index entry needs scanning.
         let mut end =
-            (self.offset_index.lookup_by_position(limit).position as u64).max(first.end());
+            (self.indexes()?.offset.lookup_by_position(limit).position as u64).max(first.end());
         let mut scan = HeaderScanner::new(&self.file, end, limit);
         while let Some(b) = scan.next_batch()? {
             end = b.end();
@@ -326,7 +546,7 @@ impl LogSegment {
 
     /// The offset after the last batch (the base offset when empty).
     pub fn read_next_offset(&self) -> io::Result<i64> {
-        let from = self.offset_index.last_entry().position as u64;
+        let from = self.indexes()?.offset.last_entry().position as u64;
         let mut scan = HeaderScanner::new(&self.file, from, self.size);
         let mut next = self.base_offset;
         while let Some(b) = scan.next_batch()? {
@@ -341,13 +561,14 @@ impl LogSegment {
         Ok(next)
     }
 
-    /// Cheap consistency check of indexes found on disk against this segment and its successor's
-    /// base offset (or `None` for the last segment). A `false` means: rebuild them.
-    pub fn indexes_look_valid(&self, next_segment_base: Option<i64>) -> bool {
-        if self.missing_index {
+    /// Kafka's index sanity check, plus the successor's base offset when known: whole entries
+    /// only, the last offset entry pointing at a batch that ends at its offset, time entries
+    /// inside the segment's range.
+    fn indexes_sane(&self, ix: &SegmentIndexes, next_segment_base: Option<i64>) -> bool {
+        if ix.offset.has_partial_entry() || ix.time.has_partial_entry() {
             return false;
         }
-        let oi = &self.offset_index;
+        let oi = &ix.offset;
         if oi.entries() > 0 {
             let last = oi.last_entry();
             if last.position as u64 >= self.size
@@ -362,7 +583,7 @@ impl LogSegment {
                 _ => return false,
             }
         }
-        let ti = &self.time_index;
+        let ti = &ix.time;
         if ti.entries() > 0 {
             let last = ti.last_entry();
             if next_segment_base.is_some_and(|n| last.offset >= n) || last.offset < self.base_offset
@@ -373,15 +594,28 @@ impl LogSegment {
         true
     }
 
-    /// Rebuilds `.index`/`.timeindex` from the batch headers, trusting the data (used for
-    /// segments below the recovery point whose indexes are missing or inconsistent).
-    pub fn rebuild_indexes(&mut self) -> io::Result<()> {
-        self.missing_index = false;
-        self.offset_index.reset();
-        self.time_index.reset();
-        self.reset_index_state();
-        let file = self.file.clone();
-        let mut scan = HeaderScanner::new(&file, 0, self.size);
+    /// Consistency check of the indexes found on disk against this segment and its successor's
+    /// base offset (or `None` for the last segment), for segments below the recovery point after
+    /// an unclean shutdown. Maps the indexes as found; a `false` means: recover from here.
+    pub fn indexes_look_valid(&mut self, next_segment_base: Option<i64>) -> io::Result<bool> {
+        if self.missing_index {
+            return Ok(false);
+        }
+        if self.indexes.get().is_none() {
+            let ix = self.open_indexes(false)?;
+            let _ = self.indexes.set(ix);
+        }
+        let ix = self.indexes.get().expect("set above");
+        Ok(self.indexes_sane(ix, next_segment_base))
+    }
+
+    /// Resets `ix` and fills it from the batch headers, trusting the data (bytes below the
+    /// recovery point). The files are grown to `segment.index.bytes` for the rebuild.
+    fn rebuild_into(&self, ix: &mut SegmentIndexes) -> io::Result<()> {
+        ix.reset(self.base_offset);
+        ix.offset.resize(self.max_index_bytes)?;
+        ix.time.resize(self.max_index_bytes)?;
+        let mut scan = HeaderScanner::new(&self.file, 0, self.size);
         let mut prev_next = self.base_offset;
         let mut valid_end = 0;
         while let Some(b) = scan.next_batch()? {
@@ -391,7 +625,7 @@ impl LogSegment {
                 break;
             }
             prev_next = b.header.next_offset();
-            self.index_batch(b.position, &b)?;
+            ix.index_batch(b.position, &b)?;
             valid_end = b.end();
         }
         if valid_end != self.size {
@@ -404,25 +638,42 @@ impl LogSegment {
         Ok(())
     }
 
-    fn reset_index_state(&mut self) {
-        self.bytes_since_last_index_entry = 0;
-        self.max_timestamp_so_far = NO_TIMESTAMP;
-        self.offset_of_max_timestamp_so_far = self.base_offset;
+    /// Rebuilds `.index`/`.timeindex` from the batch headers, trusting the data (used for
+    /// segments below the recovery point whose indexes are missing or inconsistent).
+    pub fn rebuild_indexes(&mut self) -> io::Result<()> {
+        let mut ix = match self.indexes.take() {
+            Some(ix) => ix,
+            None => self.open_indexes(true)?,
+        };
+        self.missing_index = false;
+        let rebuilt = self.rebuild_into(&mut ix);
+        let _ = self.indexes.set(ix);
+        rebuilt
     }
 
     /// Kafka's `LogSegment.recover`: validates every batch (size, magic, CRC, offsets), rebuilds
     /// both indexes, truncates the file after the last valid batch. Returns the bytes cut.
     pub fn recover(&mut self) -> io::Result<(u64, Option<InvalidTail>)> {
         self.missing_index = false;
-        self.offset_index.reset();
-        self.time_index.reset();
-        self.reset_index_state();
+        let mut ix = match self.indexes.take() {
+            Some(ix) => ix,
+            None => self.open_indexes(true)?,
+        };
+        ix.reset(self.base_offset);
+        // Room for every entry the data needs (an inactive segment's files were trimmed); the
+        // caller trims again if the segment stays inactive.
+        ix.offset.resize(self.max_index_bytes)?;
+        ix.time.resize(self.max_index_bytes)?;
+        let ix = {
+            let _ = self.indexes.set(ix);
+            self.indexes.get_mut().expect("set above")
+        };
         let file = self.file.clone();
         let mut batches = Vec::new();
         let (valid_bytes, why) =
             validate_batches(&file, self.size, self.base_offset, |b| batches.push(*b))?;
         for b in &batches {
-            self.index_batch(b.position, b)?;
+            ix.index_batch(b.position, b)?;
         }
         let next_offset = batches
             .last()
@@ -443,8 +694,14 @@ impl LogSegment {
     /// straddling `offset` goes entirely). Returns the bytes removed.
     pub fn truncate_to(&mut self, offset: i64) -> io::Result<u64> {
         let position = self.position_of(offset)?;
-        self.offset_index.truncate_to(offset);
-        self.time_index.truncate_to(offset);
+        let ix = self.indexes_mut()?;
+        ix.offset.truncate_to(offset);
+        ix.time.truncate_to(offset);
+        ix.bytes_since_last_index_entry = 0;
+        // The max timestamp: the last time index entry, raised by any batch after it.
+        let last = ix.time.last_entry();
+        ix.max_timestamp_so_far = last.timestamp;
+        ix.offset_of_max_timestamp_so_far = last.offset;
         self.txn_index.truncate_to(offset)?;
         let removed = self.size - position;
         if removed > 0 {
@@ -454,11 +711,6 @@ impl LogSegment {
         if self.size == 0 {
             self.rolling_based_timestamp = None;
         }
-        self.bytes_since_last_index_entry = 0;
-        // The max timestamp: the last time index entry, raised by any batch after it.
-        let last = self.time_index.last_entry();
-        self.max_timestamp_so_far = last.timestamp;
-        self.offset_of_max_timestamp_so_far = last.offset;
         self.load_max_timestamp()?;
         Ok(removed)
     }
@@ -469,12 +721,15 @@ impl LogSegment {
         // Every index point also recorded the max timestamp so far in the time index, so only
         // the batches after the last offset index entry can raise it (a bounded scan, even when
         // all batches share one timestamp and the time index holds a single entry).
-        let from = self.offset_index.last_entry().position as u64;
-        let mut scan = HeaderScanner::new(&self.file, from, self.size);
+        let file = self.file.clone();
+        let size = self.size;
+        let ix = self.indexes_mut()?;
+        let from = ix.offset.last_entry().position as u64;
+        let mut scan = HeaderScanner::new(&file, from, size);
         while let Some(b) = scan.next_batch()? {
-            if b.header.max_timestamp > self.max_timestamp_so_far {
-                self.max_timestamp_so_far = b.header.max_timestamp;
-                self.offset_of_max_timestamp_so_far = b.header.last_offset();
+            if b.header.max_timestamp > ix.max_timestamp_so_far {
+                ix.max_timestamp_so_far = b.header.max_timestamp;
+                ix.offset_of_max_timestamp_so_far = b.header.last_offset();
             }
         }
         Ok(())
@@ -487,11 +742,9 @@ impl LogSegment {
         timestamp: i64,
         starting_offset: i64,
     ) -> io::Result<Option<TimestampAndOffset>> {
-        let TimestampOffset { offset, .. } = self.time_index.lookup(timestamp);
-        let position = self
-            .offset_index
-            .lookup(offset.max(starting_offset))
-            .position as u64;
+        let ix = self.indexes()?;
+        let TimestampOffset { offset, .. } = ix.time.lookup(timestamp);
+        let position = ix.offset.lookup(offset.max(starting_offset)).position as u64;
         let mut scan = HeaderScanner::new(&self.file, position, self.size);
         while let Some(b) = scan.next_batch()? {
             if b.header.max_timestamp < timestamp || b.header.last_offset() < starting_offset {
@@ -512,7 +765,7 @@ impl LogSegment {
 
     /// The record holding this segment's max timestamp (ListOffsets MAX_TIMESTAMP, KIP-734).
     pub fn find_max_timestamp_record(&self) -> io::Result<Option<TimestampAndOffset>> {
-        let max = self.max_timestamp_so_far;
+        let max = self.max_timestamp_so_far()?;
         if max < 0 {
             return Ok(None);
         }
@@ -549,19 +802,11 @@ impl LogSegment {
     }
 
     /// Kafka's `onBecomeInactiveSegment`: records the final max timestamp and trims the indexes.
+    /// Indexes never mapped were finished when their segment rolled or closed: nothing to do.
     pub fn on_become_inactive(&mut self) -> io::Result<()> {
-        // A trimmed (or rebuilt-full) time index gets one slot for the final entry.
-        let needed = (self.time_index.entries() + 1) * super::index::TIME_ENTRY_SIZE;
-        if self.time_index.file_len() < needed {
-            self.time_index.resize(needed as i32)?;
+        if let Some(ix) = self.indexes.get_mut() {
+            ix.finish_inactive()?;
         }
-        self.time_index.maybe_append(
-            self.max_timestamp_so_far,
-            self.offset_of_max_timestamp_so_far,
-            true,
-        )?;
-        self.offset_index.trim_to_valid_size()?;
-        self.time_index.trim_to_valid_size()?;
         self.trim_log_file()
     }
 
@@ -575,34 +820,42 @@ impl LogSegment {
 
     /// Preallocates the indexes again (the segment became, or stays, the active one).
     pub fn resize_indexes(&mut self, max_index_bytes: i32) -> io::Result<()> {
-        self.offset_index.resize(max_index_bytes)?;
-        self.time_index.resize(max_index_bytes)
+        let ix = self.indexes_mut()?;
+        ix.offset.resize(max_index_bytes)?;
+        ix.time.resize(max_index_bytes)
     }
 
     pub fn trim_indexes(&mut self) -> io::Result<()> {
-        self.offset_index.trim_to_valid_size()?;
-        self.time_index.trim_to_valid_size()
+        if let Some(ix) = self.indexes.get_mut() {
+            ix.offset.trim_to_valid_size()?;
+            ix.time.trim_to_valid_size()?;
+        }
+        Ok(())
     }
 
     /// fsync of data and indexes (on the caller's thread: run it on a blocking pool).
     pub fn flush(&mut self) -> io::Result<()> {
         self.file.sync_data()?;
-        self.offset_index.flush()?;
-        self.time_index.flush()?;
+        if let Some(ix) = self.indexes.get() {
+            ix.offset.flush()?;
+            ix.time.flush()?;
+        }
         self.txn_index.flush()
     }
 
-    /// The files to fsync for this segment, for a flush on another thread.
+    /// The files to fsync for this segment, for a flush on another thread. Indexes never mapped
+    /// were not written by this process: only their segment's data can need the fsync.
     pub fn flush_handles(&self) -> Vec<Arc<File>> {
-        vec![
-            self.file.clone(),
-            self.offset_index.file().clone(),
-            self.time_index.file().clone(),
-        ]
+        let mut v = vec![self.file.clone()];
+        if let Some(ix) = self.indexes.get() {
+            v.push(ix.offset.file().clone());
+            v.push(ix.time.file().clone());
+        }
+        v
     }
 
     /// Renames every file of the segment, e.g. adding `.deleted`. Open handles stay valid, so
-    /// in-flight zero-copy reads finish.
+    /// in-flight zero-copy reads finish. Index files never mapped are renamed by path.
     pub fn change_file_suffixes(&mut self, old_suffix: &str, new_suffix: &str) -> io::Result<()> {
         let rename = |p: &Path| -> PathBuf {
             let s = p.to_string_lossy();
@@ -612,23 +865,42 @@ impl LogSegment {
         let to = rename(&self.log_path);
         std::fs::rename(&self.log_path, &to)?;
         self.log_path = to;
-        let to = rename(self.offset_index.path());
-        self.offset_index.rename(&to)?;
-        let to = rename(self.time_index.path());
-        self.time_index.rename(&to)?;
+        let offset_to = rename(&self.offset_index_path);
+        let time_to = rename(&self.time_index_path);
+        match self.indexes.get_mut() {
+            Some(ix) => {
+                ix.offset.rename(&offset_to)?;
+                ix.time.rename(&time_to)?;
+            }
+            None => {
+                for (from, to) in [
+                    (&self.offset_index_path, &offset_to),
+                    (&self.time_index_path, &time_to),
+                ] {
+                    match std::fs::rename(from, to) {
+                        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        self.offset_index_path = offset_to;
+        self.time_index_path = time_to;
         let to = rename(self.txn_index.path());
         self.txn_index.rename(&to)
     }
 
     /// Paths of every file the segment has on disk.
     pub fn paths(&self) -> Vec<PathBuf> {
-        let mut v = vec![
-            self.log_path.clone(),
-            self.offset_index.path().to_path_buf(),
-            self.time_index.path().to_path_buf(),
-        ];
-        if self.txn_index.path().exists() {
-            v.push(self.txn_index.path().to_path_buf());
+        let mut v = vec![self.log_path.clone()];
+        for p in [
+            &self.offset_index_path,
+            &self.time_index_path,
+            self.txn_index.path(),
+        ] {
+            if p.exists() {
+                v.push(p.to_path_buf());
+            }
         }
         v
     }

@@ -100,3 +100,13 @@ pub fn simple_batch(
         .collect();
     build_batch(base_offset, leader_epoch, &records, false)
 }
+
+/// One small record in a batch claiming `offsets` offsets (lastOffsetDelta = offsets - 1, as a
+/// compacted batch can), padded to about `size` bytes: a log spanning 100 M offsets cheaply.
+pub fn wide_batch(base_offset: i64, offsets: i32, size: usize) -> Vec<u8> {
+    let mut b = simple_batch(base_offset, 0, 1, size.saturating_sub(80), 0);
+    b[23..27].copy_from_slice(&(offsets - 1).to_be_bytes());
+    let crc = crc32c::crc32c(&b[CRC_OFFSET + 4..]);
+    b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    b
+}

@@ -82,7 +82,7 @@ fn append_read_and_sparse_index() {
     assert_eq!(read_all_bounded(&log, 0, 30).last().unwrap().1, 29);
     // Index: one entry per ~1 KiB of batches, offsets = batch last offsets.
     let seg = log.active_segment();
-    let idx = seg.offset_index();
+    let idx = seg.offset_index().unwrap();
     assert!(idx.entries() > 5);
     for i in 0..idx.entries() {
         let e = idx.entry(i);
@@ -163,12 +163,14 @@ fn rolls_on_segment_bytes_and_reads_across_segments() {
     let segs: Vec<_> = log.segments().collect();
     for s in &segs[..segs.len() - 1] {
         assert_eq!(
-            fs::metadata(s.offset_index().path()).unwrap().len() as usize,
-            s.offset_index().entries() * 8
+            fs::metadata(s.offset_index().unwrap().path())
+                .unwrap()
+                .len() as usize,
+            s.offset_index().unwrap().entries() * 8
         );
     }
     assert_eq!(
-        fs::metadata(segs.last().unwrap().offset_index().path())
+        fs::metadata(segs.last().unwrap().offset_index().unwrap().path())
             .unwrap()
             .len(),
         4096
@@ -246,7 +248,7 @@ fn time_index_full_rolls() {
     );
     fill(&mut log, 4, 1, 0);
     let first = log.segments().next().unwrap();
-    assert!(first.time_index().entries() <= 3);
+    assert!(first.time_index().unwrap().entries() <= 3);
     assert!(log.number_of_segments() >= 2);
 }
 
@@ -658,8 +660,7 @@ fn corrupt_index_below_recovery_point_is_rebuilt_not_trusted() {
         .segments()
         .next()
         .unwrap()
-        .offset_index()
-        .path()
+        .offset_index_path()
         .to_path_buf();
     let good = fs::read(&idx_path).unwrap();
     log.flush(i64::MAX, 0).unwrap();

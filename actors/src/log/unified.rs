@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kactor_protocol::records::BatchHeader;
+use kactor_protocol::records::{BatchHeader, RecordError, BATCH_HEADER_LEN};
 use tracing::{info, warn};
 
 use super::batch::BatchInfo;
@@ -130,6 +130,9 @@ pub struct Log {
     topic_id: Option<Uuid>,
     pending_deletions: Vec<PendingDeletion>,
     recovery_report: RecoveryReport,
+    /// The batches of the append in progress, kept between appends so the append path does not
+    /// allocate.
+    scratch: Vec<BatchInfo>,
 }
 
 fn parse_base_offset(name: &str, suffix: &str) -> Option<i64> {
@@ -168,7 +171,9 @@ impl Log {
         names.sort();
         for name in &names {
             if let Some(base) = parse_base_offset(name, LOG_SUFFIX) {
-                segments.insert(base, LogSegment::open(dir, base, &config, now_ms)?);
+                // Indexes are mapped on first use (Kafka's LazyIndex); the active segment's, and
+                // those recovery checks, are mapped below.
+                segments.insert(base, LogSegment::open_lazy(dir, base, &config, now_ms)?);
             }
         }
         // Index files without a log are leftovers of a deletion that did not finish.
@@ -196,6 +201,7 @@ impl Log {
             topic_id: read_partition_metadata(dir)?,
             pending_deletions: Vec::new(),
             recovery_report: RecoveryReport::default(),
+            scratch: Vec::new(),
         };
         log.load(had_clean_shutdown, now_ms, &mut report)?;
         if report != RecoveryReport::default() {
@@ -298,18 +304,25 @@ impl Log {
                 .next_back()
                 .map_or(i64::MIN, |(b, _)| *b)
         };
+        // After a clean shutdown the indexes were trimmed and flushed by close: each is checked
+        // when first mapped (and rebuilt then if it fails). After an unclean one, those below
+        // the recovery point are checked now, and unmapped again once they pass.
         for (i, base) in bases.iter().enumerate() {
-            if *base >= recover_from {
+            if had_clean_shutdown || *base >= recover_from {
                 break;
             }
             let next = bases.get(i + 1).copied();
             let seg = self.segments.get_mut(base).expect("listed");
-            if !seg.indexes_look_valid(next) {
+            if !seg.indexes_look_valid(next)? {
                 // Never trust an inconsistent index: re-validate from this segment on, which
                 // rebuilds its indexes and cuts whatever does not check out.
                 warn!(partition = %self.topic_partition, base, "inconsistent or missing index, recovering from here");
                 recover_from = *base;
                 break;
+            }
+            if next.is_some() {
+                seg.on_become_inactive()?;
+                seg.unload_indexes();
             }
         }
         // Unflushed segments: full validation; the first invalid byte ends the log.
@@ -471,29 +484,80 @@ impl Log {
     /// meets any of Kafka's roll conditions. Every batch's partition leader epoch is recorded in
     /// the leader epoch cache.
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo> {
-        let mut batches = Vec::new();
+        let mut batches = std::mem::take(&mut self.scratch);
+        batches.clear();
+        let result = self.append_parts(&mut batches, records, &[records], now_ms);
+        self.scratch = batches;
+        result
+    }
+
+    /// [`Log::append`] of one batch given as its 61-byte header and the rest, written with one
+    /// `pwritev(2)`: the file holds exactly the bytes of `header` followed by `body`. For the
+    /// leader's produce path: it rewrites the base offset and partition leader epoch in a copy
+    /// of the header (both lie before the CRC'd range, so the CRC stays valid) and passes the
+    /// request's bytes after the header as `body`, instead of copying the whole batch to patch
+    /// 12 bytes of it.
+    ///
+    /// `header` must parse as a v2 batch header whose length field makes the batch exactly
+    /// `BATCH_HEADER_LEN + body.len()` bytes; every check of [`Log::append`] applies.
+    pub fn append_vectored(
+        &mut self,
+        header: &[u8; BATCH_HEADER_LEN],
+        body: &[u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        let h = BatchHeader::parse(header)?;
+        if h.total_size() != BATCH_HEADER_LEN + body.len() {
+            return Err(LogError::CorruptRecord(RecordError::InvalidRecord(
+                format!(
+                    "batch header says {} bytes, header and body hold {}",
+                    h.total_size(),
+                    BATCH_HEADER_LEN + body.len()
+                ),
+            )));
+        }
+        let mut batches = std::mem::take(&mut self.scratch);
+        batches.clear();
+        let result = self.append_parts(&mut batches, header, &[header, body], now_ms);
+        self.scratch = batches;
+        result
+    }
+
+    /// Checks and appends the batches of `parts` joined. `first` holds at least the first
+    /// batch's header; with more than one part, `parts` is exactly one batch (its header in
+    /// `first == parts[0]`), otherwise `first` is the whole of `parts[0]`.
+    fn append_parts(
+        &mut self,
+        batches: &mut Vec<BatchInfo>,
+        first: &[u8],
+        parts: &[&[u8]],
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        let total_len: usize = parts.iter().map(|p| p.len()).sum();
         let mut pos = 0usize;
         let mut expected = self.log_end_offset;
         let mut max_timestamp = -1i64;
         let mut offset_of_max = -1i64;
-        while pos < records.len() {
-            let header = BatchHeader::parse(&records[pos..])?;
+        let max_message_bytes = self.config.max_message_bytes.max(0) as usize;
+        let segment_bytes = self.config.segment_bytes.max(0) as usize;
+        while pos < total_len {
+            // Multi-part appends are one batch: its header is `first`. A single part holds the
+            // batches back to back.
+            let header = BatchHeader::parse(if pos == 0 { first } else { &first[pos..] })?;
             let size = header.total_size();
-            if pos + size > records.len() {
-                return Err(LogError::CorruptRecord(
-                    kactor_protocol::records::RecordError::Truncated {
-                        needed: size,
-                        available: records.len() - pos,
-                    },
-                ));
+            if pos + size > total_len {
+                return Err(LogError::CorruptRecord(RecordError::Truncated {
+                    needed: size,
+                    available: total_len - pos,
+                }));
             }
-            if size > self.config.max_message_bytes.max(0) as usize {
+            if size > max_message_bytes {
                 return Err(LogError::RecordTooLarge {
                     size,
                     max: self.config.max_message_bytes,
                 });
             }
-            if size > self.config.segment_bytes.max(0) as usize {
+            if size > segment_bytes {
                 return Err(LogError::RecordBatchTooLarge {
                     size,
                     segment_bytes: self.config.segment_bytes,
@@ -518,18 +582,18 @@ impl Log {
             });
             pos += size;
         }
-        let (Some(first), Some(last)) = (batches.first(), batches.last()) else {
+        let (Some(first_batch), Some(last_batch)) = (batches.first(), batches.last()) else {
             return Err(LogError::InvalidOffset("no batches to append".into()));
         };
-        let first_offset = first.header.base_offset;
-        let last_offset = last.header.last_offset();
+        let first_offset = first_batch.header.base_offset;
+        let last_offset = last_batch.header.last_offset();
 
         let params = RollParams {
             max_segment_ms: self.config.segment_ms,
             max_segment_bytes: self.config.segment_bytes,
             max_timestamp_in_messages: max_timestamp,
             max_offset_in_messages: last_offset,
-            messages_size: records.len() as u64,
+            messages_size: total_len as u64,
             now_ms,
         };
         let mut rolled_at = None;
@@ -537,18 +601,15 @@ impl Log {
             // Kafka rolls at the batch's first offset, unless that is below the log end offset.
             rolled_at = Some(self.roll_at(first_offset, now_ms)?);
         }
-        if !self
-            .active_segment()
-            .can_convert_to_relative_offset(last_offset)
-        {
+        let active = self.active_segment_mut();
+        if !active.can_convert_to_relative_offset(last_offset) {
             return Err(LogError::InvalidOffset(format!(
                 "append of [{first_offset}, {last_offset}] spans more than 2^31 offsets"
             )));
         }
-        self.active_segment_mut()
-            .append(last_offset, &batches, records)?;
+        active.append_parts(last_offset, batches, parts)?;
         self.log_end_offset = last_offset + 1;
-        for b in &batches {
+        for b in batches.iter() {
             if b.header.partition_leader_epoch >= 0 {
                 self.epoch_cache
                     .assign(b.header.partition_leader_epoch, b.header.base_offset)?;
@@ -560,7 +621,7 @@ impl Log {
             max_timestamp,
             offset_of_max_timestamp: offset_of_max,
             batch_count: batches.len(),
-            valid_bytes: records.len(),
+            valid_bytes: total_len,
             log_end_offset: self.log_end_offset,
             rolled_at,
             flush_needed: self.unflushed_messages() >= self.config.flush_messages,
@@ -763,23 +824,24 @@ impl Log {
                 leader_epoch: self.epoch_cache.latest_epoch(),
             })),
             MAX_TIMESTAMP => {
-                let best = self
-                    .segments
-                    .values()
-                    .filter(|s| s.max_timestamp_so_far() >= 0)
-                    .fold(None::<&LogSegment>, |best, s| match best {
-                        Some(b) if b.max_timestamp_so_far() >= s.max_timestamp_so_far() => Some(b),
-                        _ => Some(s),
-                    });
+                // The first segment holding the largest timestamp (maps every segment's
+                // indexes, as Kafka's lazy time indexes are loaded by this query too).
+                let mut best: Option<(&LogSegment, i64)> = None;
+                for seg in self.segments.values() {
+                    let max = seg.max_timestamp_so_far()?;
+                    if max >= 0 && best.is_none_or(|(_, b)| max > b) {
+                        best = Some((seg, max));
+                    }
+                }
                 match best {
-                    Some(seg) => Ok(seg.find_max_timestamp_record()?),
+                    Some((seg, _)) => Ok(seg.find_max_timestamp_record()?),
                     None => Ok(None),
                 }
             }
             ts if ts < 0 => Ok(None),
             ts => {
                 for seg in self.segments.values() {
-                    if seg.max_timestamp_so_far() < ts {
+                    if seg.max_timestamp_so_far()? < ts {
                         continue;
                     }
                     if let Some(found) = seg.find_offset_by_timestamp(ts, self.log_start_offset)? {
@@ -897,7 +959,7 @@ impl Log {
             let retention_ms = self.config.retention_ms;
             if retention_ms >= 0 {
                 deleted += self.delete_segments_while(now_ms, high_watermark, |seg, _, _| {
-                    now_ms - seg.largest_timestamp() > retention_ms
+                    Ok(now_ms - seg.largest_timestamp()? > retention_ms)
                 })?;
             }
             let retention_bytes = self.config.retention_bytes;
@@ -907,16 +969,16 @@ impl Log {
                 deleted += self.delete_segments_while(now_ms, high_watermark, |seg, _, _| {
                     if diff - seg.size() as i64 >= 0 {
                         diff -= seg.size() as i64;
-                        true
+                        Ok(true)
                     } else {
-                        false
+                        Ok(false)
                     }
                 })?;
             }
         }
         let lso = self.log_start_offset;
         deleted += self.delete_segments_while(now_ms, high_watermark, |_, next, _| {
-            next.is_some_and(|n| n <= lso)
+            Ok(next.is_some_and(|n| n <= lso))
         })?;
         Ok(deleted)
     }
@@ -927,7 +989,7 @@ impl Log {
         &mut self,
         now_ms: i64,
         high_watermark: i64,
-        mut predicate: impl FnMut(&LogSegment, Option<i64>, i64) -> bool,
+        mut predicate: impl FnMut(&LogSegment, Option<i64>, i64) -> io::Result<bool>,
     ) -> Result<usize> {
         let bases: Vec<i64> = self.segments.keys().copied().collect();
         let mut doomed = Vec::new();
@@ -936,7 +998,7 @@ impl Log {
             let next = bases.get(i + 1).copied();
             let upper = next.unwrap_or(self.log_end_offset);
             let last_and_empty = next.is_none() && seg.size() == 0;
-            if high_watermark >= upper && !last_and_empty && predicate(seg, next, now_ms) {
+            if high_watermark >= upper && !last_and_empty && predicate(seg, next, now_ms)? {
                 doomed.push(*base);
             } else {
                 break;
