@@ -101,3 +101,19 @@ def test_transaction_version_downgrade_and_upgrade(broker_factory, topic_name):
     assert perf_test_epoch(b, cli, topic_name) >= 2
     committed = read_partitions(b, topic_name, 2, "read_committed", timeout=60)
     assert len([v for vs in values(committed).values() for v in vs]) == 600
+
+
+def test_unthrottled_transactional_producer_keeps_sequence_order(broker, cli, topic_name):
+    # Five produce requests in flight per connection, short transactions: a request waiting
+    # for the leader's add-partition round trip must not be overtaken by the next one of the
+    # same producer (OUT_OF_ORDER_SEQUENCE_NUMBER would end the producer).
+    create_topic(broker, topic_name, partitions=2)
+    n = 50000
+    out = cli.run("producer-perf-test", "--bootstrap-server", broker.bootstrap,
+                  "--topic", topic_name, "--num-records", n, "--throughput", -1,
+                  "--record-size", 100, "--transactional-id", f"fast-{uuid.uuid4().hex[:8]}",
+                  "--transaction-duration-ms", 10, "--command-property", "linger.ms=1",
+                  timeout=300).stdout
+    assert f"{n} records sent" in out, out
+    committed = read_partitions(broker, topic_name, 2, "read_committed", timeout=120)
+    assert sum(len(vs) for vs in values(committed).values()) == n
