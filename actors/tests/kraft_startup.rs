@@ -205,7 +205,7 @@ fn auto_created_topic_metadata_has_leader_and_first_produce_is_acked() {
             },
             Some(layer.apis.partitions.clone()),
             // Generous, so that a slow disk cannot turn this into Kafka's (also valid)
-            // LEADER_NOT_AVAILABLE answer.
+            // UNKNOWN_TOPIC_OR_PARTITION answer.
             Duration::from_secs(10),
         );
         register_partitions(&mut router, layer.apis.clone());

@@ -325,14 +325,15 @@ fn metadata_topic(
 }
 
 /// How long a Metadata request that auto-creates topics waits for the creation before
-/// answering. Kafka answers LEADER_NOT_AVAILABLE at once and the client asks again after its
-/// back-off (`retry.backoff.ms` / librdkafka's fast leader query: 100 ms by default, growing);
+/// answering. Kafka 4.4 answers UNKNOWN_TOPIC_OR_PARTITION at once (checked against the
+/// reference broker) and the client asks again after its back-off (`retry.backoff.ms` /
+/// librdkafka's fast leader query: 100 ms by default, growing);
 /// a single node commits a creation in one metadata-log fsync plus the new log's files (1-3 ms
 /// idle, up to a few tens of ms on a loaded disk), so waiting lets the first answer already
 /// carry the leader: the same answer Kafka gives a Metadata request arriving a moment later.
 /// Kept well under the clients' back-off, so that a creation slower than this costs a client
 /// little more than Kafka's immediate answer would. Past the bound the answer is Kafka's
-/// LEADER_NOT_AVAILABLE and the creation goes on in the background.
+/// UNKNOWN_TOPIC_OR_PARTITION and the creation goes on in the background.
 pub const AUTO_CREATE_WAIT: Duration = Duration::from_millis(50);
 
 /// Asks the controller to create `names` with the broker defaults and waits (at most
@@ -480,8 +481,11 @@ async fn handle_metadata(
                 if validate_topic_name(&name).is_err() {
                     (INVALID_TOPIC_EXCEPTION, Some(name))
                 } else if allow_auto_create {
+                    // Kafka 4.4 (KRaft) answers an auto-created topic UNKNOWN_TOPIC_OR_PARTITION
+                    // while the creation is in flight (LEADER_NOT_AVAILABLE was ZooKeeper mode's
+                    // answer); clients retry either way.
                     to_create.push(name.clone());
-                    (LEADER_NOT_AVAILABLE, Some(name))
+                    (UNKNOWN_TOPIC_OR_PARTITION, Some(name))
                 } else {
                     (UNKNOWN_TOPIC_OR_PARTITION, Some(name))
                 }
@@ -498,15 +502,19 @@ async fn handle_metadata(
             });
         }
         if !to_create.is_empty() {
+            let requested = to_create.clone();
             if let Some(created) = auto_create(apis, auto, to_create).await {
                 // The topics are in the image now: answer as a Metadata request arriving a
                 // moment later would be answered (a partition may still lack a live leader).
                 for t in topics.iter_mut() {
-                    let found = t
+                    let Some(name) = t
                         .name
                         .as_deref()
-                        .and_then(|n| created.topics.get_by_name(n));
-                    if let (LEADER_NOT_AVAILABLE, Some(found)) = (t.error_code, found) {
+                        .filter(|n| requested.iter().any(|r| r == n))
+                    else {
+                        continue;
+                    };
+                    if let Some(found) = created.topics.get_by_name(name) {
                         *t = metadata_topic(found, &created, v, with_ops);
                     }
                 }
