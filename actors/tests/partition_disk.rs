@@ -307,3 +307,93 @@ async fn flush_messages_fsyncs_off_the_actor_and_advances_the_recovery_point() {
         1
     );
 }
+
+/// Two partitions' batches in one buffer, as a multi-partition produce request decodes: each
+/// partition's slice shares the buffer with the other, so the leader writes a rewritten copy
+/// of the 61-byte header and the request's own bytes after it (one vectored write). On disk
+/// each batch must be exactly the producer's batch with the assigned base offset and leader
+/// epoch, CRC still valid, and the request buffer itself left untouched.
+#[actix_rt::test]
+async fn batches_sharing_one_request_buffer_are_written_with_assigned_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = vec![dir.path().to_path_buf()];
+    let factory = DiskLogFactory::load(&dirs, &BTreeMap::new()).unwrap();
+    let registry =
+        ReplicaManagerActor::new(1, BTreeMap::new(), Box::new(factory), None, None).start();
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![leader("multi", 0, 4), leader("multi", 1, 4)],
+        })
+        .await
+        .unwrap();
+    let reader = registry.send(SubscribePartitionTable).await.unwrap();
+    let p0 = reader.borrow().get("multi", 0).unwrap().clone();
+    let p1 = reader.borrow().get("multi", 1).unwrap().clone();
+    // Partition 0 already holds 3 records, so its next batch starts at offset 3.
+    p0.addr
+        .send(AppendRecords {
+            records: batch(&[b"x", b"y", b"z"], 10),
+            required_acks: 1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+
+    let a = batch(&[b"first", b"second"], 1000);
+    let b = batch(&[&[5u8; 2000][..]], 2000);
+    let mut frame = a.to_vec();
+    frame.extend_from_slice(&b);
+    let frame = bytes::Bytes::from(frame);
+    let (sa, sb) = (frame.slice(..a.len()), frame.slice(a.len()..));
+    let (r0, r1) = futures_util::future::join(
+        p0.addr.send(AppendRecords {
+            records: sa,
+            required_acks: -1,
+        }),
+        p1.addr.send(AppendRecords {
+            records: sb,
+            required_acks: -1,
+        }),
+    )
+    .await;
+    assert_eq!(r0.unwrap().unwrap().base_offset, 3);
+    assert_eq!(r1.unwrap().unwrap().base_offset, 0);
+    assert_eq!(
+        &frame[..a.len()],
+        &a[..],
+        "the request buffer is not written to"
+    );
+    assert_eq!(&frame[a.len()..], &b[..]);
+
+    let expect = |original: &bytes::Bytes, base_offset: i64| {
+        let mut e = original.to_vec();
+        e[0..8].copy_from_slice(&base_offset.to_be_bytes());
+        e[12..16].copy_from_slice(&4i32.to_be_bytes());
+        e
+    };
+    let on_disk = |p: &kactor_actors::partition::HostedReplica| {
+        let p = p.addr.clone();
+        async move {
+            let r = p.send(read_all()).await.unwrap().unwrap();
+            r.records.to_bytes().unwrap()
+        }
+    };
+    let all0 = on_disk(&p0).await;
+    let first_len = BatchHeader::parse(&all0).unwrap().total_size();
+    assert_eq!(&all0[first_len..], &expect(&a, 3)[..]);
+    kactor_protocol::records::verify_crc(&all0[first_len..]).unwrap();
+    let all1 = on_disk(&p1).await;
+    assert_eq!(&all1[..], &expect(&b, 0)[..]);
+    kactor_protocol::records::verify_crc(&all1).unwrap();
+    let e = p1
+        .addr
+        .send(GetEndOffsetForEpoch {
+            current_leader_epoch: -1,
+            leader_epoch: 4,
+            fetch_only_from_leader: true,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((e.epoch, e.end_offset), (4, 1));
+}

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kactor_protocol::records::BATCH_HEADER_LEN;
 
 use super::actor::now_ms;
 use super::core::log::{
@@ -73,6 +74,14 @@ impl DiskLog {
     pub fn into_log(self) -> Option<Log> {
         self.log
     }
+    fn note_roll(&mut self, rolled_at: Option<i64>) {
+        if let Some(rolled_at) = rolled_at {
+            // Kafka flushes a rolled segment right away, but off the append path: the partition
+            // takes this and runs the fsync (up to a whole segment) on the blocking pool, and
+            // writes the producer snapshot named by the roll offset.
+            self.roll_flush = Some(self.roll_flush.map_or(rolled_at, |r| r.max(rolled_at)));
+        }
+    }
 }
 
 impl PartitionLog for DiskLog {
@@ -88,12 +97,23 @@ impl PartitionLog for DiskLog {
             .log_mut()
             .append(&batches, now)
             .map_err(|e| e.to_string())?;
-        if let Some(rolled_at) = info.rolled_at {
-            // Kafka flushes a rolled segment right away, but off the append path: the partition
-            // takes this and runs the fsync (up to a whole segment) on the blocking pool, and
-            // writes the producer snapshot named by the roll offset.
-            self.roll_flush = Some(self.roll_flush.map_or(rolled_at, |r| r.max(rolled_at)));
-        }
+        self.note_roll(info.rolled_at);
+        Ok(())
+    }
+    fn append_split(
+        &mut self,
+        header: &[u8; BATCH_HEADER_LEN],
+        body: Bytes,
+        _info: &AppendedBatches,
+    ) -> LogResult<()> {
+        let now = now_ms();
+        // One pwritev of the header copy and the request's own bytes (storage's vectored
+        // append), instead of joining them into a copy of the batch.
+        let info = self
+            .log_mut()
+            .append_vectored(header, &body, now)
+            .map_err(|e| e.to_string())?;
+        self.note_roll(info.rolled_at);
         Ok(())
     }
     fn read(

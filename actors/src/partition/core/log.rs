@@ -7,7 +7,7 @@ use std::fs::File;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use kactor_protocol::records::BatchHeader;
+use kactor_protocol::records::{BatchHeader, BATCH_HEADER_LEN};
 
 /// Batches read from a log: in memory, or a range of a segment file the network layer sends
 /// with `sendfile` (maps 1:1 onto `kactor_protocol::codec::Records`).
@@ -95,6 +95,21 @@ pub trait PartitionLog: Send + 'static {
     fn log_end_offset(&self) -> i64;
     /// Appends batches whose offsets and leader epochs are already assigned.
     fn append(&mut self, batches: Bytes, info: &AppendedBatches) -> LogResult<()>;
+    /// Appends one batch given as its (rewritten) 61-byte header and the bytes after it, so a
+    /// produce request carrying several partitions' batches in one buffer needs no copy of the
+    /// batch to patch its header. The default joins the two (a copy); a disk log writes them
+    /// with one vectored write.
+    fn append_split(
+        &mut self,
+        header: &[u8; BATCH_HEADER_LEN],
+        body: Bytes,
+        info: &AppendedBatches,
+    ) -> LogResult<()> {
+        let mut joined = Vec::with_capacity(BATCH_HEADER_LEN + body.len());
+        joined.extend_from_slice(header);
+        joined.extend_from_slice(&body);
+        self.append(Bytes::from(joined), info)
+    }
     /// Reads whole batches from the batch containing `start_offset`, at most `max_bytes` unless
     /// `min_one_batch` (then the first batch even if larger), never including a batch that
     /// reaches `max_offset` (exclusive) or beyond.
@@ -311,6 +326,14 @@ impl PartitionLog for Box<dyn PartitionLog> {
     }
     fn append(&mut self, batches: Bytes, info: &AppendedBatches) -> LogResult<()> {
         (**self).append(batches, info)
+    }
+    fn append_split(
+        &mut self,
+        header: &[u8; BATCH_HEADER_LEN],
+        body: Bytes,
+        info: &AppendedBatches,
+    ) -> LogResult<()> {
+        (**self).append_split(header, body, info)
     }
     fn read(
         &self,

@@ -18,7 +18,7 @@ pub use self::error::{codes, PartitionError, RecordErrorDetail};
 pub use self::log::{
     AppendedBatches, FlushWork, LogRead, LogSlice, MemoryLog, PartitionLog, TimestampOffset,
 };
-use self::validate::validate_and_assign;
+use self::validate::{validate_and_assign, AppendPayload};
 
 /// ListOffsets special timestamps (Kafka's `ListOffsetsRequest`).
 pub const LATEST_TIMESTAMP: i64 = -1;
@@ -442,9 +442,14 @@ impl<L: PartitionLog> Partition<L> {
             origin,
         )?;
         self.producers.maybe_remove_expired(now_ms);
+        // The producer checks read the batch header only.
+        let header = match &v.records {
+            AppendPayload::Whole(b) => b.clone(),
+            AppendPayload::Split { header, .. } => Bytes::copy_from_slice(header),
+        };
         let producer_update = match crate::producer::partition::check_leader_append_from(
             &self.producers,
-            &v.records,
+            &header,
             origin,
         )? {
             crate::producer::AppendCheck::Duplicate(d) => {
@@ -458,18 +463,18 @@ impl<L: PartitionLog> Partition<L> {
             crate::producer::AppendCheck::Append(u) => u,
         };
         let bytes = v.records.len() as u64;
-        self.log
-            .append(
-                v.records,
-                &AppendedBatches {
-                    first_offset: v.first_offset,
-                    last_offset: v.last_offset,
-                    max_timestamp: v.max_timestamp,
-                    offset_of_max_timestamp: v.offset_of_max_timestamp,
-                    records_count: v.records_count,
-                },
-            )
-            .map_err(PartitionError::Storage)?;
+        let info = AppendedBatches {
+            first_offset: v.first_offset,
+            last_offset: v.last_offset,
+            max_timestamp: v.max_timestamp,
+            offset_of_max_timestamp: v.offset_of_max_timestamp,
+            records_count: v.records_count,
+        };
+        match v.records {
+            AppendPayload::Whole(records) => self.log.append(records, &info),
+            AppendPayload::Split { header, body } => self.log.append_split(&header, body, &info),
+        }
+        .map_err(PartitionError::Storage)?;
         self.after_log_append();
         if let Some(done) = self.producers.apply(producer_update) {
             if done.is_aborted {

@@ -7,16 +7,61 @@ use bytes::{Bytes, BytesMut};
 use kactor_protocol::records::{
     recompress, set_base_offset, set_log_append_time, set_max_timestamp,
     set_partition_leader_epoch, validate_batch_with, AppendOrigin, BatchHeader, Compression,
-    RecordError, TimestampType, ValidationOptions, LOG_OVERHEAD, MAGIC_V2,
+    RecordError, TimestampType, ValidationOptions, BATCH_HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
 };
 
 use super::config::{PartitionConfig, TopicCompression};
 use super::error::PartitionError;
 
+/// The bytes of a validated batch, ready to append.
+#[derive(Debug, Clone)]
+pub enum AppendPayload {
+    /// The batch in one buffer: the request's own (its only user) or a rewritten copy.
+    Whole(Bytes),
+    /// The batch's rewritten header and the untouched rest, still in the request buffer that
+    /// other partitions' batches share (a produce request for several partitions): only the
+    /// 61 header bytes were copied.
+    Split {
+        header: [u8; BATCH_HEADER_LEN],
+        body: Bytes,
+    },
+}
+
+impl AppendPayload {
+    pub fn len(&self) -> usize {
+        match self {
+            AppendPayload::Whole(b) => b.len(),
+            AppendPayload::Split { body, .. } => BATCH_HEADER_LEN + body.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The batch's (rewritten) header bytes.
+    pub fn header(&self) -> &[u8] {
+        match self {
+            AppendPayload::Whole(b) => &b[..BATCH_HEADER_LEN.min(b.len())],
+            AppendPayload::Split { header, .. } => header,
+        }
+    }
+    /// The batch in one buffer (joins a split one: a copy; for tests and callers that need it).
+    pub fn to_bytes(&self) -> Bytes {
+        match self {
+            AppendPayload::Whole(b) => b.clone(),
+            AppendPayload::Split { header, body } => {
+                let mut joined = BytesMut::with_capacity(BATCH_HEADER_LEN + body.len());
+                joined.extend_from_slice(header);
+                joined.extend_from_slice(body);
+                joined.freeze()
+            }
+        }
+    }
+}
+
 /// One produce payload after validation: ready to append.
 #[derive(Debug, Clone)]
 pub struct ValidatedAppend {
-    pub records: Bytes,
+    pub records: AppendPayload,
     pub first_offset: i64,
     pub last_offset: i64,
     pub max_timestamp: i64,
@@ -93,7 +138,7 @@ pub fn validate_and_assign(
     now_ms: i64,
     origin: AppendOrigin,
 ) -> Result<ValidatedAppend, PartitionError> {
-    single_batch(&records)?;
+    let header = single_batch(&records)?;
     let opts = ValidationOptions {
         origin,
         max_batch_size: cfg.max_message_bytes,
@@ -107,21 +152,49 @@ pub fn validate_and_assign(
     };
     let v = validate_batch_with(&records, &opts).map_err(from_record_error)?;
 
+    let log_append_time = cfg.timestamp_type == TimestampType::LogAppendTime;
+    // Base offset and leader epoch lie before the CRC'd range; stamping LogAppendTime or
+    // correcting the max timestamp changes bytes inside it, and the new CRC needs the batch in
+    // one buffer.
+    let header_only = !log_append_time
+        && (!v.records_checked
+            || (header.timestamp_type() == TimestampType::CreateTime
+                && header.max_timestamp == v.max_timestamp));
     let mut buf = match needs_recompression(cfg.compression, v.compression) {
         // The header is rewritten below: in place when this payload is the only user of its
-        // buffer (the request frame), else in a copy, since other partitions' payloads in the
-        // same frame may still be read.
-        None => records
-            .try_into_mut()
-            .unwrap_or_else(|shared| BytesMut::from(&shared[..])),
+        // buffer (the request frame); else other partitions' payloads in the same frame may
+        // still be read, so the rewrite goes into a copy of the header alone when it stays
+        // there, or of the whole batch.
+        None => match records.try_into_mut() {
+            Ok(unique) => unique,
+            Err(shared) if header_only => {
+                let mut h = [0u8; BATCH_HEADER_LEN];
+                h.copy_from_slice(&shared[..BATCH_HEADER_LEN]);
+                set_base_offset(&mut h, next_offset);
+                set_partition_leader_epoch(&mut h, leader_epoch);
+                let last_offset = next_offset + v.last_offset_delta as i64;
+                return Ok(ValidatedAppend {
+                    records: AppendPayload::Split {
+                        header: h,
+                        body: shared.slice(BATCH_HEADER_LEN..),
+                    },
+                    first_offset: next_offset,
+                    last_offset,
+                    max_timestamp: v.max_timestamp,
+                    offset_of_max_timestamp: last_offset,
+                    records_count: v.records_count as u64,
+                    log_append_time_ms: -1,
+                });
+            }
+            Err(shared) => BytesMut::from(&shared[..]),
+        },
         Some(target) => {
             BytesMut::from(&recompress(&records, target).map_err(from_record_error)?[..])
         }
     };
     set_base_offset(&mut buf, next_offset);
     set_partition_leader_epoch(&mut buf, leader_epoch);
-    let (log_append_time_ms, max_timestamp) = if cfg.timestamp_type == TimestampType::LogAppendTime
-    {
+    let (log_append_time_ms, max_timestamp) = if log_append_time {
         set_log_append_time(&mut buf, now_ms).map_err(from_record_error)?;
         (now_ms, now_ms)
     } else {
@@ -134,7 +207,7 @@ pub fn validate_and_assign(
     };
     let last_offset = next_offset + v.last_offset_delta as i64;
     Ok(ValidatedAppend {
-        records: buf.freeze(),
+        records: AppendPayload::Whole(buf.freeze()),
         first_offset: next_offset,
         last_offset,
         max_timestamp,
@@ -142,4 +215,64 @@ pub fn validate_and_assign(
         records_count: v.records_count as u64,
         log_append_time_ms,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::partition::testing::batch;
+    use kactor_protocol::records::verify_crc;
+
+    fn assign(records: Bytes, cfg: &PartitionConfig) -> ValidatedAppend {
+        validate_and_assign(records, 40, 7, cfg, 1_000, AppendOrigin::Client).unwrap()
+    }
+
+    #[test]
+    fn a_shared_request_buffer_is_split_not_copied() {
+        let original = batch(&[b"a", b"bc"], 1_000);
+        let frame = Bytes::from([original.to_vec(), original.to_vec()].concat());
+        let slice = frame.slice(..original.len());
+        let v = assign(slice, &PartitionConfig::default());
+        let AppendPayload::Split { header, body } = &v.records else {
+            panic!("expected a split payload, got {:?}", v.records);
+        };
+        // The body is the request's own memory, not a copy.
+        assert_eq!(body.as_ptr(), frame[BATCH_HEADER_LEN..].as_ptr());
+        assert_eq!(&header[8..12], &original[8..12]);
+        let joined = v.records.to_bytes();
+        let h = BatchHeader::parse(&joined).unwrap();
+        assert_eq!((h.base_offset, h.partition_leader_epoch), (40, 7));
+        assert_eq!(&joined[16..], &original[16..]);
+        verify_crc(&joined).unwrap();
+        assert_eq!(v.records.len(), original.len());
+        assert_eq!((v.first_offset, v.last_offset), (40, 41));
+    }
+
+    #[test]
+    fn a_unique_buffer_is_rewritten_in_place() {
+        let v = assign(batch(&[b"a"], 1_000), &PartitionConfig::default());
+        assert!(matches!(v.records, AppendPayload::Whole(_)));
+        assert_eq!(
+            BatchHeader::parse(v.records.header()).unwrap().base_offset,
+            40
+        );
+    }
+
+    #[test]
+    fn rewrites_inside_the_crc_range_still_copy_the_whole_batch() {
+        // LogAppendTime changes attributes and max timestamp, which the CRC covers.
+        let cfg = PartitionConfig {
+            timestamp_type: TimestampType::LogAppendTime,
+            ..PartitionConfig::default()
+        };
+        let original = batch(&[b"a"], 1_000);
+        let _frame_holder = original.clone();
+        let v = assign(original, &cfg);
+        let AppendPayload::Whole(b) = &v.records else {
+            panic!("expected a whole payload");
+        };
+        assert_eq!(BatchHeader::parse(b).unwrap().max_timestamp, 1_000);
+        assert_eq!(v.log_append_time_ms, 1_000);
+        verify_crc(b).unwrap();
+    }
 }
