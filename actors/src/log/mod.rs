@@ -23,6 +23,10 @@
 //! `AppendInfo::rolled_at` asks the caller to schedule `flush(rolled_at)`, and
 //! `AppendInfo::flush_needed` reports `flush.messages` reached. Every batch's leader epoch goes
 //! into the leader epoch cache (`leader-epoch-checkpoint`). `log.roll(now_ms)` forces a roll.
+//! `log.append_vectored(&header, body, now_ms)` appends one batch given as its rewritten 61-byte
+//! header (`[u8; BATCH_HEADER_LEN]`) and the rest of the request's bytes, in one `pwritev`, so
+//! the leader need not copy a batch to patch its base offset / epoch. Either way, one write
+//! syscall per append and no allocation.
 //!
 //! **Read.** `log.read(start_offset, max_bytes, max_offset, min_one_message) -> FetchDataInfo`
 //! returns `records: Option<FileSlice>` (file, position, len) of whole batches, starting with
@@ -31,6 +35,13 @@
 //! read_committed, `None` for followers (log end). High watermark bookkeeping is the caller's.
 //! Out of `[log_start_offset, log_end_offset]`: `LogError::OffsetOutOfRange`.
 //! `log.collect_aborted_transactions(start, upper)` for read_committed; `log.append_aborted_txn`.
+//!
+//! **Indexes.** Only the active segment's indexes are mapped at open; an inactive segment's are
+//! mapped by the first lookup that needs them (Kafka's `LazyIndex`), sanity-checked then, and
+//! rebuilt from the batch headers if they fail. `LogSegment::offset_index()` /
+//! `time_index()` / `max_timestamp_so_far()` return `io::Result` for that reason. A lookup is a
+//! binary search of the index plus at most one `index.interval.bytes` of `.log` headers read;
+//! [`LookupStats`] counts both per thread.
 //!
 //! **Lookups.** `log.fetch_offset_by_timestamp(ts)` for ListOffsets (`EARLIEST_TIMESTAMP`,
 //! `LATEST_TIMESTAMP`, `MAX_TIMESTAMP`, `EARLIEST_LOCAL_TIMESTAMP` or a timestamp);
