@@ -181,8 +181,8 @@ pub fn first_produce(
             topic,
             deadline.saturating_duration_since(Instant::now()),
         ) {
-            Ok(()) => {
-                let ms = unix_us().saturating_sub(since_unix_us) as f64 / 1000.0;
+            Ok(acked_at) => {
+                let ms = acked_at.saturating_sub(since_unix_us) as f64 / 1000.0;
                 return Ok(
                     json!({"start_to_first_produce_ms": ms, "attempts": attempts,
                            "start_to_listening_ms": listening_ms, "failed_attempts": failures}),
@@ -207,7 +207,9 @@ pub fn first_produce(
 /// One acks=all record to `topic`, created by the broker on first use
 /// (`auto.create.topics.enable`, as a fresh client would find it); librdkafka re-asks for the
 /// topic's metadata every 10 ms until it has a leader.
-fn try_produce_one(target: &Target, topic: &str, timeout: Duration) -> Result<()> {
+/// Returns the wall-clock time (µs since the epoch) at which the delivery report arrived, taken
+/// before the producer is shut down.
+fn try_produce_one(target: &Target, topic: &str, timeout: Duration) -> Result<u64> {
     let counters = std::sync::Arc::new(Counters::default());
     let mut cfg = target.config();
     cfg.set("acks", "all")
@@ -222,9 +224,16 @@ fn try_produce_one(target: &Target, topic: &str, timeout: Duration) -> Result<()
     let rec = rdkafka::producer::BaseRecord::<(), [u8], usize>::with_opaque_to(topic, 0)
         .payload(&b"first"[..]);
     producer.send(rec).map_err(|(e, _)| anyhow!("send: {e}"))?;
-    let _ = rdkafka::producer::Producer::flush(&producer, timeout + Duration::from_secs(1));
+    // Poll in 1 ms steps and stop at the delivery report. `Producer::flush` (rdkafka 0.38)
+    // polls in 100 ms slices that run to their end even after the report arrived, which
+    // rounded every start-to-first-produce figure up by up to 100 ms, on either broker.
+    let deadline = Instant::now() + timeout + Duration::from_secs(1);
+    while counters.delivered() + counters.errors() == 0 && Instant::now() < deadline {
+        producer.poll(Duration::from_millis(1));
+    }
+    let acked_at = unix_us();
     if counters.delivered() == 1 {
-        Ok(())
+        Ok(acked_at)
     } else {
         bail!(
             "not acknowledged: {}",
