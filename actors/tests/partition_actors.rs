@@ -13,6 +13,7 @@ use kactor_actors::partition::testing::batch;
 use kactor_actors::partition::{MemoryLogFactory, PurgatoryLink, ReplicaManagerActor};
 use kactor_actors::purgatory::core::{FetchWatch, ProduceWatch};
 use kactor_actors::purgatory::{DescribePurgatory, PurgatoryActor, WatchFetch, WatchProduce};
+use kactor_actors::runtime::{ActorMetrics, MeteredAddr};
 use kactor_protocol::Uuid;
 use tokio::sync::oneshot;
 
@@ -47,10 +48,13 @@ fn read(offset: i64) -> ReadRecords {
 
 #[actix_rt::test]
 async fn registry_publishes_leaders_and_partitions_serve_appends_and_reads() {
-    let purgatory = PurgatoryActor::new().start();
+    let purgatory = MeteredAddr::new(
+        PurgatoryActor::new().start(),
+        ActorMetrics::new("PurgatoryActor"),
+    );
     let link = PurgatoryLink {
-        high_watermark: purgatory.clone().recipient(),
-        leadership_lost: purgatory.clone().recipient(),
+        high_watermark: purgatory.recipient(),
+        leadership_lost: purgatory.recipient(),
     };
     let registry = ReplicaManagerActor::new(
         1,
@@ -179,6 +183,14 @@ async fn registry_publishes_leaders_and_partitions_serve_appends_and_reads() {
 
     registry.send(ShutdownReplicas).await.unwrap().unwrap();
     assert!(reader.borrow().partitions.is_empty());
+    // Every message the partitions sent the purgatory (high watermark moves, leadership lost)
+    // was counted into its mailbox as its handlers counted it out: the depth never goes negative.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(
+        ActorMetrics::new("PurgatoryActor").mailbox_depth() >= 0,
+        "purgatory mailbox depth {}",
+        ActorMetrics::new("PurgatoryActor").mailbox_depth()
+    );
 }
 
 #[actix_rt::test]

@@ -40,10 +40,13 @@ struct Broker {
 
 impl Broker {
     async fn start(partitions: i32) -> Self {
-        let purgatory = PurgatoryActor::new().start();
+        let purgatory = MeteredAddr::new(
+            PurgatoryActor::new().start(),
+            ActorMetrics::new("PurgatoryActor"),
+        );
         let link = PurgatoryLink {
-            high_watermark: purgatory.clone().recipient(),
-            leadership_lost: purgatory.clone().recipient(),
+            high_watermark: purgatory.recipient(),
+            leadership_lost: purgatory.recipient(),
         };
         let registry = ReplicaManagerActor::new(
             1,
@@ -73,7 +76,7 @@ impl Broker {
             .unwrap();
         let apis = PartitionApis {
             partitions: registry.send(SubscribePartitionTable).await.unwrap(),
-            purgatory: MeteredAddr::new(purgatory, ActorMetrics::new("PurgatoryActor")),
+            purgatory,
             fetch_sessions: MeteredAddr::new(
                 FetchSessionCacheActor::new(10).start(),
                 ActorMetrics::new("FetchSessionCacheActor"),

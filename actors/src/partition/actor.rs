@@ -3,14 +3,13 @@
 //! hash(topic-partition); tells the purgatory when its high watermark moves.
 
 use actix::{
-    Actor, ActorFutureExt, AsyncContext, Context, Handler, MessageResult, Recipient, Supervised,
-    WrapFuture,
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, MessageResult, Supervised, WrapFuture,
 };
 
 use super::core::{AppendOutcome, Partition, PartitionError, PartitionLog, Role, TopicPartition};
 use super::messages::*;
 use crate::purgatory::{HighWatermarkAdvanced, LeadershipLost};
-use crate::runtime::{ActorMetrics, SupervisedActor};
+use crate::runtime::{ActorMetrics, MeteredRecipient, SupervisedActor};
 use bytes::Bytes;
 use kactor_protocol::records::AppendOrigin;
 use prometheus::IntCounter;
@@ -26,8 +25,10 @@ pub fn now_ms() -> i64 {
 /// Where a partition reports high watermark moves and leadership loss (the purgatory).
 #[derive(Clone)]
 pub struct PurgatoryLink {
-    pub high_watermark: Recipient<HighWatermarkAdvanced>,
-    pub leadership_lost: Recipient<LeadershipLost>,
+    // Metered, so the purgatory's mailbox depth counts these sends as its handlers count
+    // their dequeues (unmetered, the gauge went negative).
+    pub high_watermark: MeteredRecipient<HighWatermarkAdvanced>,
+    pub leadership_lost: MeteredRecipient<LeadershipLost>,
 }
 
 pub struct PartitionActor {

@@ -106,8 +106,8 @@ pub fn start_with_factory(
         ),
     };
     let link = PurgatoryLink {
-        high_watermark: purgatory.addr().clone().recipient(),
-        leadership_lost: purgatory.addr().clone().recipient(),
+        high_watermark: purgatory.recipient(),
+        leadership_lost: purgatory.recipient(),
     };
     let registry_actor = ReplicaManagerActor::new(
         cfg.broker_id,
