@@ -266,6 +266,20 @@ impl Handler<DescribeProducerState> for PartitionActor {
     }
 }
 
+impl Handler<DescribeProducer> for PartitionActor {
+    type Result = MessageResult<DescribeProducer>;
+    fn handle(&mut self, msg: DescribeProducer, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        MessageResult(self.core().and_then(|c| {
+            if c.role() != super::core::Role::Leader {
+                return Err(super::core::PartitionError::NotLeaderOrFollower);
+            }
+            Ok(c.producer_state().producer(msg.producer_id).cloned())
+        }))
+    }
+}
+
 impl Handler<ReadRecords> for PartitionActor {
     type Result = MessageResult<ReadRecords>;
     fn handle(&mut self, msg: ReadRecords, _: &mut Context<Self>) -> Self::Result {

@@ -45,6 +45,15 @@ pub struct AppendTxnMarker {
 #[rtype(result = "Result<Vec<crate::producer::ProducerStateEntry>, PartitionError>")]
 pub struct DescribeProducerState;
 
+/// Transaction verification (KIP-890) → partition leader: one producer's state, to see whether
+/// it already has a transaction open here (no coordinator round trip then). Lost: the produce
+/// request times out.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<Option<crate::producer::ProducerStateEntry>, PartitionError>")]
+pub struct DescribeProducer {
+    pub producer_id: i64,
+}
+
 /// Fetch handler → partition: read from an offset. Lost: the fetch times out.
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "Result<ReadOutcome, PartitionError>")]

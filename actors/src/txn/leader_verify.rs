@@ -42,7 +42,7 @@ use super::apis::{partition_for, TxnCoordinatorApis};
 use super::coordinator::{AddTxnPartitions, LeaderAddTxnPartitions, VerifyTxnPartitions};
 use super::core::TxnPartition;
 use crate::network::{HandlerOutcome, RequestRouter};
-use crate::partition::messages::DescribeProducerState;
+use crate::partition::messages::DescribeProducer;
 use crate::partition::registry::PartitionTableReader;
 use crate::producer::ProducerStateEntry;
 
@@ -242,19 +242,24 @@ impl LeaderVerifier {
                 match addr {
                     // Not hosted: the wrapped handler answers the partition's error.
                     None => None,
-                    Some(a) => a.send(DescribeProducerState).await.ok()?.ok(),
+                    Some(a) => a
+                        .send(DescribeProducer {
+                            producer_id: c.producer_id,
+                        })
+                        .await
+                        .ok()?
+                        .ok(),
                 }
             }
         }))
         .await;
         let mut ask: Vec<&Candidate> = Vec::new();
-        for (c, entries) in candidates.iter().zip(states) {
-            let Some(entries) = entries else { continue };
-            let entry = entries.iter().find(|e| e.producer_id == c.producer_id);
+        for (c, entry) in candidates.iter().zip(states) {
+            let Some(entry) = entry else { continue };
             if needs_coordinator(
                 op,
                 self.verification_enable,
-                entry,
+                entry.as_ref(),
                 c.producer_id,
                 c.producer_epoch,
             ) {
