@@ -489,6 +489,29 @@ fn flush_advances_the_recovery_point_only_past_flushed_data() {
 }
 
 #[test]
+fn flush_syncs_the_directory_only_when_a_new_segment_is_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config());
+    log.append(&simple_batch(0, 0, 4, 10, 0), 0).unwrap();
+    // The first segment's files are new since the recovery point (0).
+    let task = log.prepare_flush(i64::MAX).unwrap();
+    assert!(task.syncs_dir());
+    task.run().unwrap();
+    log.complete_flush(&task, 0);
+    // More data in the same segment: only its files, not the directory (Kafka's LocalLog.flush).
+    log.append(&simple_batch(4, 0, 4, 10, 0), 0).unwrap();
+    let task = log.prepare_flush(i64::MAX).unwrap();
+    assert!(!task.syncs_dir());
+    task.run().unwrap();
+    log.complete_flush(&task, 0);
+    // A rolled segment is a new directory entry: the directory is synced again.
+    log.roll(0).unwrap();
+    log.append(&simple_batch(8, 0, 2, 10, 0), 0).unwrap();
+    let task = log.prepare_flush(i64::MAX).unwrap();
+    assert!(task.syncs_dir());
+}
+
+#[test]
 fn unclean_reopen_recovers_from_the_recovery_point_and_cuts_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = open(

@@ -91,17 +91,27 @@ pub struct PendingDeletion {
 pub struct FlushTask {
     pub up_to: i64,
     files: Vec<Arc<fs::File>>,
-    dir: PathBuf,
+    /// The log directory, when a segment created since the recovery point is flushed (its
+    /// directory entry must be durable too); `None` otherwise, as Kafka's `LocalLog.flush`.
+    dir: Option<PathBuf>,
 }
 
 impl FlushTask {
     /// fsyncs the data and index files of the segments covering `[recovery point, up_to)`, then
-    /// the directory (new segment files). Call [`Log::complete_flush`] with the task afterwards.
+    /// the directory if any of them is new. Call [`Log::complete_flush`] with the task afterwards.
     pub fn run(&self) -> io::Result<()> {
         for f in &self.files {
             f.sync_data()?;
         }
-        fsync_dir(&self.dir)
+        match &self.dir {
+            Some(dir) => fsync_dir(dir),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the task fsyncs the log directory (a new segment is among its files).
+    pub fn syncs_dir(&self) -> bool {
+        self.dir.is_some()
     }
 }
 
@@ -1092,13 +1102,15 @@ impl Log {
             .next_back()
             .map_or(i64::MIN, |(b, _)| *b);
         let mut files = Vec::new();
-        for (_, seg) in self.segments.range(from..up_to) {
+        let mut new_segment = false;
+        for (base, seg) in self.segments.range(from..up_to) {
             files.extend(seg.flush_handles());
+            new_segment |= *base >= self.recovery_point;
         }
         Some(FlushTask {
             up_to,
             files,
-            dir: self.dir.clone(),
+            dir: new_segment.then(|| self.dir.clone()),
         })
     }
 
