@@ -284,6 +284,15 @@ def java_perf(b, topic, records, timeout=180):
     return out
 
 
+def settle():
+    """Writes back every dirty page (sync(2)) before a timed scenario, outside its window: the
+    kernel starts background writeback, and then throttles writers, once enough of the page
+    cache is dirty, so without it a scenario's figure depended on how many GiB the scenarios
+    before it had written (the same acks=all scenario measured 586k rec/s in third place and
+    941k alone), for either broker."""
+    os.sync()
+
+
 def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, java_tools,
                e2e_linger):
     """Everything measured against one broker; returns a dict of results (never raises for a
@@ -308,6 +317,7 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
         for p in prods:
             if not b.is_running():
                 raise BrokerError(f"{target} died:\n{b.log_tail(20)}")
+            settle()
             c0 = b.cpu_seconds()
             r = tool("produce", "--bootstrap", b.bootstrap, "--topic", p.topic,
                      "--partitions", p.partitions, "--record-size", p.size, "--acks", p.acks,
@@ -335,6 +345,7 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
                     "error": f"writing the data set: {fill.get('error') or fill.get('records')}"
                              f" of {n} records"}
                 continue
+            settle()
             c0 = b.cpu_seconds()
             r = tool("consume", "--bootstrap", b.bootstrap, "--topic", topic,
                      "--expect", n, "--duration-s", durations["consume"])
@@ -346,6 +357,7 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
             if not rate:
                 mx = res["produce"].get(Produce(size, acks, 1, 1).name, {}).get("records_per_s")
                 rate = e2e_rates[(size, acks)] = round(mx * 0.5) if mx else 1000
+            settle()
             r = tool("e2e", "--bootstrap", b.bootstrap, "--topic", f"bench-e2e-{size}-{acks}",
                      "--record-size", size, "--acks", acks, "--rate", rate,
                      "--duration-s", durations["e2e"], "--linger-ms", e2e_linger,
@@ -445,7 +457,9 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
       + (" — **the machine was shared with other work: absolute figures are noisy**"
          if load_start[0] >= 3 else ""))
     w("- Both brokers: single node, combined mode (broker+controller), same data dir and ports, "
-      "`log.flush.interval.messages=Long.MAX` (no fsync per request). Kafka: "
+      "`log.flush.interval.messages=Long.MAX` (no fsync per request); every timed scenario "
+      "starts after a sync(2), so none inherits the page-cache writeback of the ones before it. "
+      "Kafka: "
       f"`{' '.join(KAFKA_JVM_DEFAULTS[:2])}` G1 (kafka-server-start.sh defaults).")
     w("- Load: kactor-bench (librdkafka 2.12.1 via rdkafka 0.38), linger.ms=5, no compression, "
       "no idempotence, records without keys spread round-robin over the partitions; "
