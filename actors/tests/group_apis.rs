@@ -16,7 +16,7 @@ use kactor_actors::network::{
     ConnectionInfo, HandlerOutcome, ListenerKind, RequestContext, RequestRouter,
 };
 use kactor_actors::partition::messages::*;
-use kactor_actors::partition::{MemoryLogFactory, ReplicaManagerActor};
+use kactor_actors::partition::testing::memory_registry;
 use kactor_protocol::messages::*;
 use kactor_protocol::{ApiKey, Message, RequestBody, ResponseBody, Uuid, Writer};
 
@@ -64,14 +64,7 @@ async fn call(
 
 #[actix_rt::test]
 async fn every_version_of_every_group_api_answers() {
-    let registry = ReplicaManagerActor::new(
-        1,
-        BTreeMap::new(),
-        Box::new(MemoryLogFactory::default()),
-        None,
-        None,
-    )
-    .start();
+    let registry = memory_registry(None);
     let partitions = registry.send(SubscribePartitionTable).await.unwrap();
     registry
         .send(ApplyPartitionChanges {

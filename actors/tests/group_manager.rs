@@ -14,7 +14,7 @@ use kactor_actors::group::core::{
 use kactor_actors::group::messages::HandleGroupRequest;
 use kactor_actors::group::GroupCoordinatorManagerActor;
 use kactor_actors::partition::messages::*;
-use kactor_actors::partition::{MemoryLogFactory, ReplicaManagerActor};
+use kactor_actors::partition::testing::memory_registry;
 use kactor_protocol::Uuid;
 
 fn change(kind: PartitionChangeKind, partition: i32, leader: i32, epoch: i32) -> PartitionChange {
@@ -48,14 +48,7 @@ async fn wait_for(table: &GroupShardTableReader, shards: usize) {
 
 #[actix_rt::test]
 async fn shards_follow_offsets_topic_leadership() {
-    let registry = ReplicaManagerActor::new(
-        1,
-        BTreeMap::new(),
-        Box::new(MemoryLogFactory::default()),
-        None,
-        None,
-    )
-    .start();
+    let registry = memory_registry(None);
     let partitions = registry.send(SubscribePartitionTable).await.unwrap();
     let config = GroupCoordinatorConfig {
         offsets_topic_num_partitions: 3,

@@ -5,7 +5,6 @@
 //! topic is answered with the topic's leader once this broker hosts it, so that the Produce
 //! the answer invites is acknowledged on the first try.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,12 +18,9 @@ use kactor_actors::controller::messages::{
 use kactor_actors::controller::start_kraft;
 use kactor_actors::metadata::core::MetadataImage;
 use kactor_actors::metadata::lifecycle::BrokerLifecycleActor;
-use kactor_actors::metadata::{
-    BrokerLifecycleState, SubscribeBrokerConfigChanges, SubscribePartitionChanges,
-};
+use kactor_actors::metadata::BrokerLifecycleState;
 use kactor_actors::network::router::RequestRouter;
 use kactor_actors::partition::apis::register as register_partitions;
-use kactor_actors::partition::startup::{start_partitions, PartitionLayerConfig};
 use kactor_actors::partition::testing::batch;
 use kactor_actors::runtime::ActorMetrics;
 use kactor_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -33,7 +29,7 @@ use kactor_protocol::{ApiKey, Records, RequestBody, ResponseBody};
 use tokio::sync::watch;
 
 mod common;
-use common::kraft::{call, kraft_config, until_running, CLUSTER};
+use common::kraft::{call, kraft_config, start_partition_layer, until_running, CLUSTER};
 
 /// What the stand-in controller saw, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,18 +174,7 @@ fn auto_created_topic_metadata_has_leader_and_first_produce_is_acked() {
     System::new().block_on(async move {
         let h = start_kraft(&Arbiter::current(), kraft_config(meta_dir.path())).unwrap();
         until_running(&h).await;
-        let layer = start_partitions(
-            PartitionLayerConfig::new(1, vec![data_dir.path().to_path_buf()], BTreeMap::new()),
-            None,
-        )
-        .unwrap();
-        let registry = layer.registry.addr().clone();
-        h.publisher.do_send(SubscribePartitionChanges {
-            subscriber: registry.clone().recipient(),
-        });
-        h.publisher.do_send(SubscribeBrokerConfigChanges {
-            subscriber: registry.recipient(),
-        });
+        let layer = start_partition_layer(&h, data_dir.path());
         let mut router = RequestRouter::new();
         register_with_partitions(
             &mut router,

@@ -9,8 +9,8 @@ use actix::Actor;
 use kactor_actors::partition::core::{codes, IsolationLevel, ReadParams};
 use kactor_actors::partition::messages::*;
 use kactor_actors::partition::registry::GetLogDirs;
-use kactor_actors::partition::testing::batch;
-use kactor_actors::partition::{MemoryLogFactory, PurgatoryLink, ReplicaManagerActor};
+use kactor_actors::partition::testing::{batch, memory_registry};
+use kactor_actors::partition::PurgatoryLink;
 use kactor_actors::purgatory::core::{FetchWatch, ProduceWatch};
 use kactor_actors::purgatory::{DescribePurgatory, PurgatoryActor, WatchFetch, WatchProduce};
 use kactor_actors::runtime::{ActorMetrics, MeteredAddr};
@@ -56,14 +56,7 @@ async fn registry_publishes_leaders_and_partitions_serve_appends_and_reads() {
         high_watermark: purgatory.recipient(),
         leadership_lost: purgatory.recipient(),
     };
-    let registry = ReplicaManagerActor::new(
-        1,
-        BTreeMap::new(),
-        Box::new(MemoryLogFactory::default()),
-        None,
-        Some(link),
-    )
-    .start();
+    let registry = memory_registry(Some(link));
     let mut reader = registry.send(SubscribePartitionTable).await.unwrap();
     registry
         .send(ApplyPartitionChanges {
@@ -215,14 +208,7 @@ async fn acks_all_times_out_when_the_high_watermark_does_not_move() {
 
 #[actix_rt::test]
 async fn topic_config_changes_reach_the_partition() {
-    let registry = ReplicaManagerActor::new(
-        1,
-        BTreeMap::new(),
-        Box::new(MemoryLogFactory::default()),
-        None,
-        None,
-    )
-    .start();
+    let registry = memory_registry(None);
     let reader = registry.send(SubscribePartitionTable).await.unwrap();
     registry
         .send(ApplyPartitionChanges {
@@ -262,14 +248,7 @@ async fn topic_config_changes_reach_the_partition() {
 async fn per_topic_counters_count_appends_and_consumer_reads_only() {
     // The actor caches its topic's counter series; they must still count every append and
     // every consumer read (never a follower's), and no other topic's.
-    let registry = ReplicaManagerActor::new(
-        1,
-        BTreeMap::new(),
-        Box::new(MemoryLogFactory::default()),
-        None,
-        None,
-    )
-    .start();
+    let registry = memory_registry(None);
     let mut reader = registry.send(SubscribePartitionTable).await.unwrap();
     registry
         .send(ApplyPartitionChanges {

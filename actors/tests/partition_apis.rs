@@ -14,8 +14,8 @@ use kactor_actors::partition::apis::{register, PartitionApis};
 use kactor_actors::partition::core::codes;
 use kactor_actors::partition::fetch_session::FetchSessionCacheActor;
 use kactor_actors::partition::messages::*;
-use kactor_actors::partition::testing::batch;
-use kactor_actors::partition::{MemoryLogFactory, PurgatoryLink, ReplicaManagerActor};
+use kactor_actors::partition::testing::{batch, memory_registry};
+use kactor_actors::partition::PurgatoryLink;
 use kactor_actors::purgatory::PurgatoryActor;
 use kactor_actors::runtime::{ActorMetrics, MeteredAddr};
 use kactor_protocol::messages::delete_records_request::{
@@ -48,14 +48,7 @@ impl Broker {
             high_watermark: purgatory.recipient(),
             leadership_lost: purgatory.recipient(),
         };
-        let registry = ReplicaManagerActor::new(
-            1,
-            BTreeMap::new(),
-            Box::new(MemoryLogFactory::default()),
-            None,
-            Some(link),
-        )
-        .start();
+        let registry = memory_registry(Some(link));
         let changes = (0..partitions)
             .map(|p| PartitionChange {
                 kind: PartitionChangeKind::BecomeLeader,

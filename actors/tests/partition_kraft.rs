@@ -3,17 +3,14 @@
 //! and Produce / Fetch / ListOffsets through the router work at real versions, every response
 //! encoding at its request's version (fetch data as a file slice).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
 use kactor_actors::controller::apis::{register as register_admin, MetadataApis};
 use kactor_actors::controller::start_kraft;
-use kactor_actors::metadata::{SubscribeBrokerConfigChanges, SubscribePartitionChanges};
 use kactor_actors::network::router::RequestRouter;
 use kactor_actors::partition::apis::register as register_partitions;
-use kactor_actors::partition::startup::{start_partitions, PartitionLayerConfig};
 use kactor_actors::partition::testing::batch;
 use kactor_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kactor_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -22,7 +19,7 @@ use kactor_protocol::records::BatchHeader;
 use kactor_protocol::{ApiKey, Records, RequestBody, ResponseBody};
 
 mod common;
-use common::kraft::{call, kraft_config, until_running, CLUSTER};
+use common::kraft::{call, kraft_config, start_partition_layer, until_running, CLUSTER};
 
 #[test]
 fn create_topic_then_produce_and_fetch() {
@@ -31,18 +28,7 @@ fn create_topic_then_produce_and_fetch() {
     System::new().block_on(async move {
         let h = start_kraft(&Arbiter::current(), kraft_config(meta_dir.path())).unwrap();
         until_running(&h).await;
-        let layer = start_partitions(
-            PartitionLayerConfig::new(1, vec![data_dir.path().to_path_buf()], BTreeMap::new()),
-            None,
-        )
-        .unwrap();
-        let registry = layer.registry.addr().clone();
-        h.publisher.do_send(SubscribePartitionChanges {
-            subscriber: registry.clone().recipient(),
-        });
-        h.publisher.do_send(SubscribeBrokerConfigChanges {
-            subscriber: registry.recipient(),
-        });
+        let layer = start_partition_layer(&h, data_dir.path());
 
         let mut router = RequestRouter::new();
         register_admin(

@@ -12,7 +12,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use kactor_actors::partition::core::{IsolationLevel, ReadParams};
 use kactor_actors::partition::messages::*;
-use kactor_actors::partition::{MemoryLogFactory, ReplicaManagerActor};
+use kactor_actors::partition::testing::memory_registry;
 use kactor_actors::runtime::MeteredAddr;
 use kactor_actors::txn::actor::start_producer_id_manager;
 use kactor_actors::txn::coordinator::*;
@@ -68,14 +68,7 @@ async fn until<F: Fn(&[kactor_actors::txn::core::TxnMetadata]) -> bool>(
 
 #[actix_rt::test]
 async fn commit_and_abort_end_to_end_then_reload() {
-    let registry = ReplicaManagerActor::new(
-        1,
-        BTreeMap::new(),
-        Box::new(MemoryLogFactory::default()),
-        None,
-        None,
-    )
-    .start();
+    let registry = memory_registry(None);
     registry
         .send(ApplyPartitionChanges {
             changes: vec![
@@ -235,14 +228,7 @@ async fn add_partitions_handler_serves_clients_and_verification() {
     };
     use kactor_protocol::messages::AddPartitionsToTxnRequest;
 
-    let registry = ReplicaManagerActor::new(
-        1,
-        BTreeMap::new(),
-        Box::new(MemoryLogFactory::default()),
-        None,
-        None,
-    )
-    .start();
+    let registry = memory_registry(None);
     let shard_partition = partition_for("tx", 50);
     registry
         .send(ApplyPartitionChanges {
@@ -382,14 +368,7 @@ async fn add_partitions_handler_serves_clients_and_verification() {
 /// A client's AddPartitionsToTxn colliding with a write still gets CONCURRENT_TRANSACTIONS.
 #[actix_rt::test]
 async fn leader_adds_wait_for_the_write_in_flight() {
-    let registry = ReplicaManagerActor::new(
-        1,
-        BTreeMap::new(),
-        Box::new(MemoryLogFactory::default()),
-        None,
-        None,
-    )
-    .start();
+    let registry = memory_registry(None);
     let mut changes = vec![leader("__transaction_state", 0)];
     changes.extend((0..4).map(|p| leader("t", p)));
     registry

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use kactor_actors::partition::messages::*;
-use kactor_actors::partition::{MemoryLogFactory, ReplicaManagerActor};
+use kactor_actors::partition::testing::memory_registry;
 use kactor_actors::txn::actor::start_producer_id_manager;
 use kactor_actors::txn::apis::{partition_for, TxnShards};
 use kactor_actors::txn::coordinator::*;
@@ -86,14 +86,7 @@ async fn wait_txn(
 
 #[actix_rt::test]
 async fn shards_follow_transaction_state_leadership_and_reload_by_replay() {
-    let registry = ReplicaManagerActor::new(
-        1,
-        BTreeMap::new(),
-        Box::new(MemoryLogFactory::default()),
-        None,
-        None,
-    )
-    .start();
+    let registry = memory_registry(None);
     let partitions = registry.send(SubscribePartitionTable).await.unwrap();
     let ids = start_producer_id_manager(
         &Arbiter::current(),

@@ -5,10 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use actix::Actor;
 use kactor_actors::partition::core::{IsolationLevel, ReadParams};
 use kactor_actors::partition::messages::*;
-use kactor_actors::partition::{MemoryLogFactory, ReplicaManagerActor};
+use kactor_actors::partition::testing::memory_registry;
 use kactor_actors::txn::apis::handle_write_txn_markers;
 use kactor_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
@@ -45,14 +44,7 @@ fn request(pid: i64, epoch: i16, commit: bool, partitions: Vec<i32>) -> WriteTxn
 
 #[actix_rt::test]
 async fn markers_complete_transactions_on_the_partition_leader() {
-    let registry = ReplicaManagerActor::new(
-        1,
-        BTreeMap::new(),
-        Box::new(MemoryLogFactory::default()),
-        None,
-        None,
-    )
-    .start();
+    let registry = memory_registry(None);
     registry
         .send(ApplyPartitionChanges {
             changes: vec![PartitionChange {

@@ -83,6 +83,17 @@ pub fn disk_registry(dirs: &[std::path::PathBuf]) -> actix::Addr<super::ReplicaM
     super::ReplicaManagerActor::new(1, empty, Box::new(factory), None, None).start()
 }
 
+/// Node 1's ReplicaManagerActor over in-memory logs, started; `purgatory` gets its partitions'
+/// high-watermark and leadership notices.
+pub fn memory_registry(
+    purgatory: Option<super::PurgatoryLink>,
+) -> actix::Addr<super::ReplicaManagerActor> {
+    use actix::Actor;
+    let factory = super::MemoryLogFactory::default();
+    super::ReplicaManagerActor::new(1, Default::default(), Box::new(factory), None, purgatory)
+        .start()
+}
+
 /// Wall-clock milliseconds since the epoch (batch timestamps that don't trigger time rolls).
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

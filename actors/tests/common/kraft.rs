@@ -3,7 +3,7 @@
 //! in one place for every test that needs a controller, a metadata log and a broker lifecycle.
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -11,10 +11,13 @@ use std::time::{Duration, Instant};
 
 use kactor_actors::controller::{ControllerConfig, KraftConfig, KraftHandles};
 use kactor_actors::metadata::lifecycle::BrokerLifecycleConfig;
-use kactor_actors::metadata::BrokerLifecycleState;
+use kactor_actors::metadata::{
+    BrokerLifecycleState, SubscribeBrokerConfigChanges, SubscribePartitionChanges,
+};
 use kactor_actors::network::router::{
     ConnectionInfo, HandlerOutcome, ListenerKind, RequestContext, RequestRouter,
 };
+use kactor_actors::partition::startup::{start_partitions, PartitionLayer, PartitionLayerConfig};
 use kactor_protocol::metadata::register_broker_record::BrokerEndpoint;
 use kactor_protocol::{ApiKey, RequestBody, ResponseBody, Uuid, Writer};
 
@@ -63,6 +66,24 @@ pub async fn until_running(h: &KraftHandles) {
     .await
     .expect("broker unfenced in time")
     .expect("lifecycle alive");
+}
+
+/// Node 1's partition layer over disk logs in `data_dir`, following `h`'s metadata publisher
+/// (partition and broker-config changes) as the topology wires it.
+pub fn start_partition_layer(h: &KraftHandles, data_dir: &Path) -> PartitionLayer {
+    let layer = start_partitions(
+        PartitionLayerConfig::new(1, vec![data_dir.to_path_buf()], BTreeMap::new()),
+        None,
+    )
+    .expect("partition layer starts");
+    let registry = layer.registry.addr().clone();
+    h.publisher.do_send(SubscribePartitionChanges {
+        subscriber: registry.clone().recipient(),
+    });
+    h.publisher.do_send(SubscribeBrokerConfigChanges {
+        subscriber: registry.recipient(),
+    });
+    layer
 }
 
 /// Runs `key`'s handler on a broker listener named PLAINTEXT.
