@@ -169,3 +169,49 @@ async fn a_segment_roll_writes_a_producer_snapshot_and_leadership_records_its_ep
         );
     }
 }
+
+#[actix_rt::test]
+async fn last_stable_offset_lag_and_producer_gauges_follow_open_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = disk_registry(&[dir.path().to_path_buf()]);
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![leader_change("lso-gauges", Uuid([6; 16]), 0, 0)],
+        })
+        .await
+        .unwrap();
+    let table = registry.send(SubscribePartitionTable).await.unwrap();
+    let addr = table.borrow().get("lso-gauges", 0).unwrap().addr.clone();
+    let m = kactor_actors::partition::metrics::partition_metrics();
+    let lag = || {
+        m.last_stable_offset_lag
+            .with_label_values(&["lso-gauges", "0"])
+            .get()
+    };
+    let producers = || m.producers.with_label_values(&["lso-gauges", "0"]).get();
+
+    // Two producers' open transactions (offsets 0 and 1): read_committed is held at 0.
+    for pid in [11, 12] {
+        addr.send(AppendRecords {
+            records: txn_batch(pid, 0, 0),
+            required_acks: -1,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    }
+    assert_eq!((lag(), producers()), (2, 2));
+    // Producer 11 commits (marker at 2): the LSO moves to producer 12's first offset.
+    let marker = |producer_id| AppendTxnMarker {
+        marker: TxnMarker {
+            producer_id,
+            producer_epoch: 0,
+            commit: true,
+            coordinator_epoch: 0,
+        },
+    };
+    addr.send(marker(11)).await.unwrap().unwrap();
+    assert_eq!(lag(), 2, "high watermark 3, LSO 1");
+    addr.send(marker(12)).await.unwrap().unwrap();
+    assert_eq!((lag(), producers()), (0, 2));
+}

@@ -12,7 +12,7 @@ use crate::purgatory::{HighWatermarkAdvanced, LeadershipLost};
 use crate::runtime::{ActorMetrics, MeteredRecipient, SupervisedActor};
 use bytes::Bytes;
 use kactor_protocol::records::AppendOrigin;
-use prometheus::IntCounter;
+use prometheus::{IntCounter, IntGauge};
 
 /// Wall-clock milliseconds, the only clock the partition paths need.
 pub fn now_ms() -> i64 {
@@ -43,20 +43,27 @@ pub struct PartitionActor {
     topic_counters: Option<TopicCounters>,
 }
 
-/// One topic's `kactor_partition_{bytes,messages}_in_total` / `bytes_out_total` series.
+/// One topic's `kactor_partition_{bytes,messages}_in_total` / `bytes_out_total` series, and
+/// this partition's transaction gauges.
 struct TopicCounters {
     bytes_in: IntCounter,
     messages_in: IntCounter,
     bytes_out: IntCounter,
+    last_stable_offset_lag: IntGauge,
+    producers: IntGauge,
 }
 
 impl TopicCounters {
-    fn of(topic: &str) -> Self {
+    fn of(tp: &TopicPartition) -> Self {
         let m = super::metrics::partition_metrics();
+        let topic = tp.topic.as_str();
+        let partition = [topic, &tp.partition.to_string()];
         TopicCounters {
             bytes_in: m.bytes_in_total.with_label_values(&[topic]),
             messages_in: m.messages_in_total.with_label_values(&[topic]),
             bytes_out: m.bytes_out_total.with_label_values(&[topic]),
+            last_stable_offset_lag: m.last_stable_offset_lag.with_label_values(&partition),
+            producers: m.producers.with_label_values(&partition),
         }
     }
 }
@@ -74,9 +81,22 @@ impl PartitionActor {
     }
 
     fn topic_counters(&mut self) -> &TopicCounters {
-        let topic = &self.tp.topic;
+        let tp = &self.tp;
         self.topic_counters
-            .get_or_insert_with(|| TopicCounters::of(topic))
+            .get_or_insert_with(|| TopicCounters::of(tp))
+    }
+
+    /// Refreshes the partition's LSO lag and producer gauges after a write that may have
+    /// opened or closed a transaction or added a producer (two atomic stores).
+    fn update_txn_gauges(&mut self) {
+        let Some(c) = self.core.as_ref() else {
+            return;
+        };
+        let lag = c.high_watermark() - c.last_stable_offset();
+        let producers = c.producer_state().producer_count() as i64;
+        let g = self.topic_counters();
+        g.last_stable_offset_lag.set(lag);
+        g.producers.set(producers);
     }
 
     fn core(
@@ -205,6 +225,7 @@ impl PartitionActor {
             if out.high_watermark_advanced {
                 self.hw_advanced(out.high_watermark, out.bytes as usize);
             }
+            self.update_txn_gauges();
         }
         result
     }
@@ -247,6 +268,7 @@ impl Handler<AppendTxnMarker> for PartitionActor {
             if out.high_watermark_advanced {
                 self.hw_advanced(out.high_watermark, out.bytes as usize);
             }
+            self.update_txn_gauges();
         }
         MessageResult(result)
     }
@@ -297,6 +319,7 @@ impl Handler<ReadRecords> for PartitionActor {
         if let (Some(before), Some(c)) = (before, self.core.as_ref()) {
             if c.high_watermark() > before {
                 self.hw_advanced(c.high_watermark(), 1);
+                self.update_txn_gauges();
             }
         }
         MessageResult(result)

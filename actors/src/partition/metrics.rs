@@ -28,6 +28,13 @@ pub struct PartitionMetrics {
     pub log_size_bytes: IntGaugeVec,
     /// `kactor_purgatory_size{operation}`: waiting DelayedProduce / DelayedFetch operations.
     pub purgatory_size: IntGaugeVec,
+    /// `kactor_partition_last_stable_offset_lag{topic,partition}`: high watermark minus last
+    /// stable offset of a led partition (Kafka's `LastStableOffsetLag`): how far open
+    /// transactions hold read_committed consumers back.
+    pub last_stable_offset_lag: IntGaugeVec,
+    /// `kactor_partition_producers{topic,partition}`: producer ids with state in a led
+    /// partition (idempotent and transactional producers not yet expired).
+    pub producers: IntGaugeVec,
 }
 
 pub fn partition_metrics() -> &'static PartitionMetrics {
@@ -38,6 +45,12 @@ pub fn partition_metrics() -> &'static PartitionMetrics {
         };
         let gauge =
             |name: &str, help: &str| register(IntGauge::new(name, help).expect("valid family"));
+        let per_partition = |name: &str, help: &str| {
+            register(
+                IntGaugeVec::new(Opts::new(name, help), &["topic", "partition"])
+                    .expect("valid family"),
+            )
+        };
         PartitionMetrics {
             bytes_in_total: counter(
                 "kactor_partition_bytes_in_total",
@@ -64,15 +77,17 @@ pub fn partition_metrics() -> &'static PartitionMetrics {
                 "kactor_partitions_offline",
                 "Assigned replicas whose log could not be opened.",
             ),
-            log_size_bytes: register(
-                IntGaugeVec::new(
-                    Opts::new(
-                        "kactor_partition_log_size_bytes",
-                        "Bytes of a partition's log on disk.",
-                    ),
-                    &["topic", "partition"],
-                )
-                .expect("valid family"),
+            log_size_bytes: per_partition(
+                "kactor_partition_log_size_bytes",
+                "Bytes of a partition's log on disk.",
+            ),
+            last_stable_offset_lag: per_partition(
+                "kactor_partition_last_stable_offset_lag",
+                "High watermark minus last stable offset of a led partition (open transactions).",
+            ),
+            producers: per_partition(
+                "kactor_partition_producers",
+                "Producer ids with state in a led partition.",
             ),
             purgatory_size: register(
                 IntGaugeVec::new(
