@@ -432,6 +432,18 @@ def transaction_overview_panels():
                    "[1h]))", "{{instance}} blocks / h", "B"),
         ], w=12, description="Producer ids handed out, and the id blocks (1000 ids each) "
                              "each broker had to ask the controller for."),
+        timeseries("Last stable offset lag (top 10 partitions)", [target(
+            f"topk(10, max by (topic, partition) "
+            f"(kactor_partition_last_stable_offset_lag{{{s}}}))", "{{topic}}-{{partition}}")],
+            w=12, description="High watermark minus last stable offset of led partitions "
+                              "(Kafka's LastStableOffsetLag): records read_committed consumers "
+                              "cannot see yet because a transaction is still open. A lag that "
+                              "keeps growing is a hanging transaction (kafka-transactions "
+                              "find-hanging)."),
+        timeseries("Producers with state by topic", [target(
+            f"sum by (topic) (kactor_partition_producers{{{s}}})", "{{topic}}")], w=12,
+            description="Producer ids the led partitions keep sequence state for, until "
+                        "producer.id.expiration.ms after their last write."),
     ]
 
 
