@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
-use kactor_actors::controller::apis::{register_with_partitions, MetadataApis};
+use kactor_actors::controller::apis::register_with_partitions;
 use kactor_actors::controller::core::errors::ApiError;
 use kactor_actors::controller::core::requests::{BrokerHeartbeatReply, BrokerRegistrationReply};
 use kactor_actors::controller::messages::{
@@ -29,7 +29,7 @@ use kactor_protocol::{ApiKey, Records, RequestBody, ResponseBody};
 use tokio::sync::watch;
 
 mod common;
-use common::kraft::{call, kraft_config, start_partition_layer, until_running, CLUSTER};
+use common::kraft::{call, kraft_config, metadata_apis, start_partition_layer, until_running};
 
 /// What the stand-in controller saw, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,16 +178,7 @@ fn auto_created_topic_metadata_has_leader_and_first_produce_is_acked() {
         let mut router = RequestRouter::new();
         register_with_partitions(
             &mut router,
-            MetadataApis {
-                node_id: 1,
-                cluster_id: CLUSTER.into(),
-                controller: h.controller.clone().unwrap(),
-                raft: h.raft.clone(),
-                image: h.image.clone(),
-                auto_create_topics_enable: true,
-                broker_configs: Arc::new(vec![]),
-                controller_listeners: vec![],
-            },
+            metadata_apis(&h),
             Some(layer.apis.partitions.clone()),
             // Generous, so that a slow disk cannot turn this into Kafka's (also valid)
             // UNKNOWN_TOPIC_OR_PARTITION answer.

@@ -3,11 +3,10 @@
 //! and Produce / Fetch / ListOffsets through the router work at real versions, every response
 //! encoding at its request's version (fetch data as a file slice).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use kactor_actors::controller::apis::{register as register_admin, MetadataApis};
+use kactor_actors::controller::apis::register as register_admin;
 use kactor_actors::controller::start_kraft;
 use kactor_actors::network::router::RequestRouter;
 use kactor_actors::partition::apis::register as register_partitions;
@@ -19,7 +18,7 @@ use kactor_protocol::records::BatchHeader;
 use kactor_protocol::{ApiKey, Records, RequestBody, ResponseBody};
 
 mod common;
-use common::kraft::{call, kraft_config, start_partition_layer, until_running, CLUSTER};
+use common::kraft::{call, kraft_config, metadata_apis, start_partition_layer, until_running};
 
 #[test]
 fn create_topic_then_produce_and_fetch() {
@@ -31,19 +30,7 @@ fn create_topic_then_produce_and_fetch() {
         let layer = start_partition_layer(&h, data_dir.path());
 
         let mut router = RequestRouter::new();
-        register_admin(
-            &mut router,
-            MetadataApis {
-                node_id: 1,
-                cluster_id: CLUSTER.into(),
-                controller: h.controller.clone().unwrap(),
-                raft: h.raft.clone(),
-                image: h.image.clone(),
-                auto_create_topics_enable: true,
-                broker_configs: Arc::new(vec![]),
-                controller_listeners: vec![],
-            },
-        );
+        register_admin(&mut router, metadata_apis(&h));
         register_partitions(&mut router, layer.apis.clone());
 
         let ResponseBody::CreateTopics(r) = call(

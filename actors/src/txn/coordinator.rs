@@ -258,6 +258,22 @@ impl TransactionCoordinatorActor {
         self
     }
 
+    /// Appends `records` to the state partition; true once the write is committed (the high
+    /// watermark passed it), false if it failed or timed out.
+    async fn write_committed(log: MeteredAddr<PartitionActor>, records: Bytes) -> bool {
+        match log
+            .send(AppendRecords {
+                records,
+                required_acks: -1,
+            })
+            .await
+        {
+            Ok(Ok(out)) if out.high_watermark > out.last_offset => true,
+            Ok(Ok(out)) => Self::await_committed(log, out.last_offset).await,
+            _ => false,
+        }
+    }
+
     /// Waits until the state partition's high watermark passes `last_offset` (write-then-respond
     /// on a replicated `__transaction_state`): the write is only durable once the ISR has it.
     async fn await_committed(log: MeteredAddr<PartitionActor>, last_offset: i64) -> bool {
@@ -347,20 +363,7 @@ impl TransactionCoordinatorActor {
             answer_err(answer, COORDINATOR_LOAD_IN_PROGRESS);
             return;
         };
-        let log = self.log.clone();
-        let send = async move {
-            match log
-                .send(AppendRecords {
-                    records,
-                    required_acks: -1,
-                })
-                .await
-            {
-                Ok(Ok(out)) if out.high_watermark > out.last_offset => true,
-                Ok(Ok(out)) => Self::await_committed(log, out.last_offset).await,
-                _ => false,
-            }
-        };
+        let send = Self::write_committed(self.log.clone(), records);
         ctx.spawn(send.into_actor(self).map(move |ok, act, ctx| {
             let job = act.core.complete_write(&transit, ok);
             let id = &transit.target.transactional_id;
@@ -465,20 +468,7 @@ impl TransactionCoordinatorActor {
             }
             return;
         };
-        let log = self.log.clone();
-        let send = async move {
-            match log
-                .send(AppendRecords {
-                    records,
-                    required_acks: -1,
-                })
-                .await
-            {
-                Ok(Ok(out)) if out.high_watermark > out.last_offset => true,
-                Ok(Ok(out)) => Self::await_committed(log, out.last_offset).await,
-                _ => false,
-            }
-        };
+        let send = Self::write_committed(self.log.clone(), records);
         ctx.spawn(send.into_actor(self).map(move |ok, act, ctx| {
             for id in &ids {
                 act.core.complete_expiration(id, ok);

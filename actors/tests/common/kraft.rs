@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kactor_actors::controller::apis::MetadataApis;
 use kactor_actors::controller::{ControllerConfig, KraftConfig, KraftHandles};
 use kactor_actors::metadata::lifecycle::BrokerLifecycleConfig;
 use kactor_actors::metadata::{
@@ -66,6 +67,21 @@ pub async fn until_running(h: &KraftHandles) {
     .await
     .expect("broker unfenced in time")
     .expect("lifecycle alive");
+}
+
+/// The metadata APIs of `h`'s node 1 (auto-creation on, no broker configs or controller
+/// listeners).
+pub fn metadata_apis(h: &KraftHandles) -> MetadataApis {
+    MetadataApis {
+        node_id: 1,
+        cluster_id: CLUSTER.into(),
+        controller: h.controller.clone().expect("controller role"),
+        raft: h.raft.clone(),
+        image: h.image.clone(),
+        auto_create_topics_enable: true,
+        broker_configs: Arc::new(vec![]),
+        controller_listeners: vec![],
+    }
 }
 
 /// Node 1's partition layer over disk logs in `data_dir`, following `h`'s metadata publisher
