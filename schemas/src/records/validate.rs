@@ -7,7 +7,7 @@
 use bytes::Bytes;
 
 use super::compression::{compress, decompress, DEFAULT_DECOMPRESSION_LIMIT};
-use super::record::parse_raw_record;
+use super::record::{parse_raw_record, skim_record};
 use super::{
     verify_crc, write_crc, BatchHeader, Compression, RecordError, TimestampType, ATTRIBUTES_OFFSET,
     BATCH_HEADER_LEN, COMPRESSION_CODEC_MASK, LOG_OVERHEAD, MAX_TIMESTAMP_OFFSET,
@@ -222,7 +222,61 @@ fn check_timestamp(timestamp: i64, (min, max): (i64, i64)) -> Result<(), RecordE
 /// Checks every record of an uncompressed records section: offset deltas exactly 0..count-1,
 /// each record's length consistent with its fields, nothing left over, plus the topic's key and
 /// timestamp rules. Returns the max record timestamp.
+///
+/// Two passes only for a bad batch: [`walk_records_fast`] accepts or refuses without detail,
+/// and a refusal is walked again by [`walk_records_detailed`], which names the fault. The
+/// detailed walk decides; the fast one only spares valid batches its cost.
 fn walk_records(
+    payload: &[u8],
+    header: &BatchHeader,
+    opts: &ValidationOptions,
+) -> Result<i64, RecordError> {
+    match walk_records_fast(payload, header, opts) {
+        Some(max_timestamp) => Ok(max_timestamp),
+        None => walk_records_detailed(payload, header, opts),
+    }
+}
+
+/// [`walk_records_detailed`]'s rules, answering only valid (`Some(max timestamp)`) or not.
+fn walk_records_fast(
+    payload: &[u8],
+    header: &BatchHeader,
+    opts: &ValidationOptions,
+) -> Option<i64> {
+    let bounds = match opts.topic_timestamp_type {
+        TimestampType::CreateTime => opts.timestamp_bounds,
+        TimestampType::LogAppendTime => None,
+    };
+    let log_append_time = header.timestamp_type() == TimestampType::LogAppendTime;
+    let mut pos = 0;
+    let mut max_timestamp = i64::MIN;
+    for expected in 0..header.records_count {
+        let r = skim_record(payload, &mut pos)?;
+        if r.offset_delta != expected || (opts.compacted && !r.has_key) {
+            return None;
+        }
+        let timestamp = header.base_timestamp.wrapping_add(r.timestamp_delta);
+        if timestamp == super::NO_TIMESTAMP && log_append_time {
+            return None;
+        }
+        if let Some((min, max)) = bounds {
+            if timestamp != super::NO_TIMESTAMP && (timestamp < min || timestamp > max) {
+                return None;
+            }
+        }
+        max_timestamp = max_timestamp.max(timestamp);
+    }
+    if pos != payload.len() {
+        return None;
+    }
+    Some(if header.records_count > 0 {
+        max_timestamp
+    } else {
+        header.max_timestamp
+    })
+}
+
+fn walk_records_detailed(
     payload: &[u8],
     header: &BatchHeader,
     opts: &ValidationOptions,
@@ -366,4 +420,129 @@ pub fn recompress_with_limit(
     out.extend_from_slice(&payload);
     write_crc(&mut out)?;
     Ok(Bytes::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::varint::{write_varint, write_varlong};
+    use crate::records::BatchBuilder;
+    use rand::{Rng, SeedableRng};
+
+    /// One record written field by field, each field possibly wrong in one of the ways the
+    /// record format can be: a lying length, a null or negative count where none is allowed,
+    /// bytes left inside the record, a wrong offset delta.
+    fn raw_record(rng: &mut impl Rng, out: &mut Vec<u8>, offset_delta: i32) {
+        let fault = |rng: &mut dyn rand::RngCore| rng.gen_ratio(1, 40);
+        let mut body = vec![0u8]; // attributes
+        write_varlong(&mut body, rng.gen_range(-5..400));
+        let od = if fault(rng) {
+            offset_delta + rng.gen_range(-2..3)
+        } else {
+            offset_delta
+        };
+        write_varint(&mut body, od);
+        let field = |rng: &mut dyn rand::RngCore, body: &mut Vec<u8>, nullable: bool| {
+            if nullable && rng.gen_bool(0.3) {
+                write_varint(body, if rng.gen_bool(0.8) { -1 } else { -7 });
+            } else {
+                let len = rng.gen_range(0..90);
+                let claimed = if fault(rng) {
+                    len + rng.gen_range(1..4)
+                } else {
+                    len
+                };
+                write_varint(body, claimed);
+                body.extend(std::iter::repeat_n(b'x', len as usize));
+            }
+        };
+        field(rng, &mut body, true); // key
+        field(rng, &mut body, true); // value
+        let headers = rng.gen_range(0..3);
+        let claimed = match rng.gen_range(0..60) {
+            0 => -1,
+            1 => headers + 1,
+            2 => 1_000,
+            _ => headers,
+        };
+        write_varint(&mut body, claimed);
+        for _ in 0..headers {
+            // A null header key is invalid; a null header value is fine.
+            let null_key = fault(rng);
+            field(rng, &mut body, null_key);
+            field(rng, &mut body, true);
+        }
+        if fault(rng) {
+            body.push(0); // a byte the record's fields do not account for
+        }
+        let len = body.len() as i32;
+        write_varint(
+            out,
+            if fault(rng) {
+                len + rng.gen_range(-2..3)
+            } else {
+                len
+            },
+        );
+        out.extend(body);
+    }
+
+    /// The fast walk must accept exactly what the detailed walk accepts, with the same max
+    /// timestamp, under every option it looks at.
+    #[test]
+    fn fast_walk_agrees_with_the_detailed_walk() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+        let options = [
+            ValidationOptions::default(),
+            ValidationOptions {
+                compacted: true,
+                ..Default::default()
+            },
+            ValidationOptions {
+                timestamp_bounds: Some((1_000, 1_200)),
+                ..Default::default()
+            },
+            ValidationOptions {
+                topic_timestamp_type: TimestampType::LogAppendTime,
+                timestamp_bounds: Some((0, 1)),
+                ..Default::default()
+            },
+        ];
+        let mut template = BatchBuilder::new(0);
+        template.append(1_000, None, Some(b"v"), &[]).unwrap();
+        let template = BatchHeader::parse(&template.build().unwrap()).unwrap();
+        let (mut accepted, mut refused) = (0, 0);
+        for round in 0..50_000 {
+            let n = rng.gen_range(0..6);
+            let mut records = Vec::new();
+            for i in 0..n {
+                raw_record(&mut rng, &mut records, i);
+            }
+            if rng.gen_ratio(1, 30) {
+                records.push(rng.gen()); // trailing garbage after the last record
+            }
+            let header = BatchHeader {
+                records_count: if rng.gen_ratio(1, 30) { n + 1 } else { n },
+                ..template
+            };
+            let opts = &options[rng.gen_range(0..options.len())];
+            let detailed = walk_records_detailed(&records, &header, opts);
+            let fast = walk_records_fast(&records, &header, opts);
+            assert_eq!(
+                fast,
+                detailed.as_ref().ok().copied(),
+                "round {round}: {detailed:?}"
+            );
+            if fast.is_some() {
+                accepted += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        // Both outcomes were exercised, many times.
+        assert!(
+            accepted > 5_000 && refused > 5_000,
+            "{accepted} / {refused}"
+        );
+    }
 }

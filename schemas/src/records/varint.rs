@@ -42,6 +42,24 @@ fn read_unsigned(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64, R
     read_unsigned_multi_byte(buf, pos, max_bytes)
 }
 
+/// [`read_unsigned`] for a caller that only needs to know whether the bytes are valid (the
+/// produce validation's first pass): `None` carries no message, so nothing goes through memory.
+#[inline(always)]
+pub(crate) fn read_unsigned_checked(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Option<u64> {
+    let p = *pos;
+    let b0 = *buf.get(p)?;
+    if b0 & 0x80 == 0 {
+        *pos = p + 1;
+        return Some(u64::from(b0));
+    }
+    let b1 = *buf.get(p + 1)?;
+    if b1 & 0x80 == 0 {
+        *pos = p + 2;
+        return Some(u64::from(b0 & 0x7f) | (u64::from(b1) << 7));
+    }
+    read_unsigned_multi_byte(buf, pos, max_bytes).ok()
+}
+
 fn read_unsigned_multi_byte(
     buf: &[u8],
     pos: &mut usize,
