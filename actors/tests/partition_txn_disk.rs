@@ -10,6 +10,30 @@ use kactor_actors::producer::partition::TxnMarker;
 use kactor_protocol::records::BatchBuilder;
 use kactor_protocol::Uuid;
 
+/// The leader's KIP-890 steps before a transactional append: start the producer's
+/// verification, then confirm its guard (the coordinator's OK).
+async fn verify_txn(
+    addr: &kactor_actors::runtime::MeteredAddr<kactor_actors::partition::PartitionActor>,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) {
+    let guard = addr
+        .send(StartTxnVerification {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            supports_epoch_bump: false,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    addr.send(ConfirmTxnVerification { producer_id, guard })
+        .await
+        .unwrap()
+        .unwrap();
+}
+
 fn txn_batch(pid: i64, epoch: i16, seq: i32) -> bytes::Bytes {
     let mut b = BatchBuilder::new(0)
         .producer(pid, epoch, seq)
@@ -56,6 +80,7 @@ async fn aborted_transactions_reach_the_txn_index_and_read_committed_reads() {
     let addr = table.borrow().get("t", 0).unwrap().addr.clone();
 
     // Offset 0: producer 7's transactional batch; offset 1: its abort marker.
+    verify_txn(&addr, 7, 0, 0).await;
     addr.send(AppendRecords {
         records: txn_batch(7, 0, 0),
         required_acks: -1,
@@ -192,6 +217,7 @@ async fn last_stable_offset_lag_and_producer_gauges_follow_open_transactions() {
 
     // Two producers' open transactions (offsets 0 and 1): read_committed is held at 0.
     for pid in [11, 12] {
+        verify_txn(&addr, pid, 0, 0).await;
         addr.send(AppendRecords {
             records: txn_batch(pid, 0, 0),
             required_acks: -1,

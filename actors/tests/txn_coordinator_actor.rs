@@ -20,7 +20,7 @@ use kactor_actors::txn::core::{TxnCoordinatorConfig, TxnState};
 use kactor_protocol::records::BatchBuilder;
 use kactor_protocol::Uuid;
 
-use common::txn::{image_with_broker, FakeController};
+use common::txn::{image_with_broker, verify_txn, FakeController};
 
 fn leader(topic: &str, partition: i32) -> PartitionChange {
     PartitionChange {
@@ -132,6 +132,8 @@ async fn commit_and_abort_end_to_end_then_reload() {
         .transactional(true);
     b.append(1_700_000_000_000, None, Some(b"in-txn"), &[])
         .unwrap();
+    // The partition leader verifies the partition is in the transaction (KIP-890).
+    verify_txn(&t0, pid, epoch, 0).await;
     t0.send(AppendRecords {
         records: b.build().unwrap(),
         required_acks: -1,

@@ -45,8 +45,21 @@ fn leader<L: PartitionLog>(log: L) -> Partition<L> {
     p
 }
 
-/// (base offset, last offset) or the error code.
+/// (base offset, last offset) or the error code. A transactional batch is verified first
+/// (KIP-890), as the leader's Produce path does.
 fn produce<L: PartitionLog>(p: &mut Partition<L>, b: &Bytes) -> Result<(i64, i64), i16> {
+    let h = BatchHeader::parse(b).unwrap();
+    if h.is_transactional() {
+        if let Ok(guard) = p.maybe_start_transaction_verification(
+            h.producer_id,
+            h.base_sequence,
+            h.producer_epoch,
+            false,
+            NOW,
+        ) {
+            let _ = p.confirm_transaction_verification(h.producer_id, guard);
+        }
+    }
     p.append_as_leader(b, -1, NOW)
         .map(|o| (o.base_offset, o.last_offset))
         .map_err(|e| e.code())

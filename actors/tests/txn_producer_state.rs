@@ -25,9 +25,22 @@ fn desc(bytes: &Bytes) -> ProducerBatch {
     ProducerBatch::from_batch(bytes).unwrap().unwrap()
 }
 
-/// Checks and applies as the leader does; returns the duplicate's offsets if any.
+/// Checks and applies as the leader does; returns the duplicate's offsets if any. A
+/// transactional batch is verified first (KIP-890), as the leader's Produce path does.
 fn append(m: &mut ProducerStateManager, bytes: &Bytes) -> Result<Option<(i64, i64)>, i16> {
-    match m.check_append(&desc(bytes), AppendOrigin::Client) {
+    let b = desc(bytes);
+    if b.is_transactional {
+        if let Ok(guard) = m.maybe_start_transaction_verification(
+            b.producer_id,
+            b.base_sequence,
+            b.producer_epoch,
+            false,
+            0,
+        ) {
+            let _ = m.confirm_verification(b.producer_id, guard);
+        }
+    }
+    match m.check_append(&b, AppendOrigin::Client) {
         Ok(AppendCheck::Duplicate(d)) => Ok(Some((d.first_offset(), d.last_offset))),
         Ok(AppendCheck::Append(u)) => {
             m.apply(u);
@@ -222,6 +235,7 @@ fn transaction_version_2_marker_bumps_the_epoch() {
 fn idle_producers_expire_unless_in_a_transaction() {
     let mut m = ProducerStateManager::new(ProducerStateConfig {
         producer_id_expiration_ms: 1000,
+        ..Default::default()
     });
     append(&mut m, &batch(1, 0, 0, 0, 1, false, 100)).unwrap();
     append(&mut m, &batch(2, 0, 0, 1, 1, true, 100)).unwrap();

@@ -16,6 +16,30 @@ use kactor_protocol::messages::WriteTxnMarkersRequest;
 use kactor_protocol::records::BatchBuilder;
 use kactor_protocol::Uuid;
 
+/// The leader's KIP-890 steps before a transactional append: start the producer's
+/// verification, then confirm its guard (the coordinator's OK).
+async fn verify_txn(
+    addr: &kactor_actors::runtime::MeteredAddr<kactor_actors::partition::PartitionActor>,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) {
+    let guard = addr
+        .send(StartTxnVerification {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            supports_epoch_bump: false,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    addr.send(ConfirmTxnVerification { producer_id, guard })
+        .await
+        .unwrap()
+        .unwrap();
+}
+
 fn txn_batch(pid: i64, epoch: i16) -> bytes::Bytes {
     let mut b = BatchBuilder::new(0)
         .producer(pid, epoch, 0)
@@ -64,6 +88,7 @@ async fn markers_complete_transactions_on_the_partition_leader() {
         .unwrap();
     let table = registry.send(SubscribePartitionTable).await.unwrap();
     let addr = table.borrow().get("t", 0).unwrap().addr.clone();
+    verify_txn(&addr, 5, 2, 0).await;
     addr.send(AppendRecords {
         records: txn_batch(5, 2),
         required_acks: -1,

@@ -302,6 +302,36 @@ impl Handler<DescribeProducer> for PartitionActor {
     }
 }
 
+impl Handler<StartTxnVerification> for PartitionActor {
+    type Result = MessageResult<StartTxnVerification>;
+    fn handle(&mut self, msg: StartTxnVerification, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let now = now_ms();
+        MessageResult(self.core().and_then(|c| {
+            c.maybe_start_transaction_verification(
+                msg.producer_id,
+                msg.base_sequence,
+                msg.producer_epoch,
+                msg.supports_epoch_bump,
+                now,
+            )
+        }))
+    }
+}
+
+impl Handler<ConfirmTxnVerification> for PartitionActor {
+    type Result = MessageResult<ConfirmTxnVerification>;
+    fn handle(&mut self, msg: ConfirmTxnVerification, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        MessageResult(
+            self.core()
+                .and_then(|c| c.confirm_transaction_verification(msg.producer_id, msg.guard)),
+        )
+    }
+}
+
 impl Handler<ReadRecords> for PartitionActor {
     type Result = MessageResult<ReadRecords>;
     fn handle(&mut self, msg: ReadRecords, _: &mut Context<Self>) -> Self::Result {

@@ -54,6 +54,34 @@ pub struct DescribeProducer {
     pub producer_id: i64,
 }
 
+/// Transaction verification (KIP-890) → partition leader, before asking the coordinator about
+/// a transactional batch (Kafka's `Partition.maybeStartTransactionVerification`): the
+/// producer's verification guard, or the sentinel when a transaction of `producer_epoch` is
+/// already open here (no coordinator round trip then). An older epoch answers
+/// INVALID_PRODUCER_EPOCH. Lost: the produce request times out.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<crate::producer::VerificationGuard, PartitionError>")]
+pub struct StartTxnVerification {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    /// Transaction version 2 (Produce v12+ / TxnOffsetCommit v5+).
+    pub supports_epoch_bump: bool,
+}
+
+/// Transaction verification → partition leader, after the coordinator's OK and just before the
+/// request's append is sent: `guard` may start the producer's transaction here. Kafka passes
+/// the guard inside the append; kactor's Produce handler is shared with non-transactional
+/// traffic, so it travels in this message, ahead of the append in the same mailbox.
+/// INVALID_TXN_STATE if the guard was cleared meanwhile (the transaction ended). Lost: the
+/// produce request times out.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<(), PartitionError>")]
+pub struct ConfirmTxnVerification {
+    pub producer_id: i64,
+    pub guard: crate::producer::VerificationGuard,
+}
+
 /// Fetch handler → partition: read from an offset. Lost: the fetch times out.
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "Result<ReadOutcome, PartitionError>")]

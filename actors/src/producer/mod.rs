@@ -13,6 +13,14 @@
 //! [`ProducerAppend`]) or an error ([`ProducerStateError::code`] is the wire code). Batches
 //! without a producer id give `AppendCheck::Append` with nothing to apply.
 //!
+//! **Transaction verification (KIP-890).** Before the coordinator is asked about a
+//! transactional batch, [`ProducerStateManager::maybe_start_transaction_verification`] gives
+//! the producer's [`VerificationGuard`] (the sentinel if a transaction of its epoch is already
+//! open here); after the coordinator's OK, [`ProducerStateManager::confirm_verification`]; the
+//! append then presents the guard ([`ProducerStateManager::check_append_verified`]). A
+//! transactional batch or marker appended for the producer clears the entry, so an abort that
+//! lands in between fails the append with INVALID_TXN_STATE.
+//!
 //! **Markers.** The control batch a partition appends for WriteTxnMarkers goes through the same
 //! two calls with [`AppendOrigin::Coordinator`]; `apply` then returns the [`CompletedTxn`]. For an
 //! aborted one, append `complete.aborted_txn(lso)` to the `.txnindex`
@@ -34,5 +42,6 @@ pub mod state;
 pub use state::{
     AppendCheck, AppendOrigin, BatchMetadata, CompletedTxn, ProducerAppend, ProducerBatch,
     ProducerStateConfig, ProducerStateEntry, ProducerStateError, ProducerStateManager,
-    DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
+    VerificationGuard, VerificationStateEntry, DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    NUM_BATCHES_TO_RETAIN,
 };

@@ -12,9 +12,14 @@
 //! - an unknown producer (never seen, expired, or its batches deleted) is accepted at any
 //!   sequence: since KIP-360 the broker no longer answers UNKNOWN_PRODUCER_ID on Produce;
 //! - a non-transactional batch while the producer has a transaction open: INVALID_TXN_STATE;
-//! - a marker from an older coordinator epoch: TRANSACTION_COORDINATOR_FENCED.
+//! - a marker from an older coordinator epoch: TRANSACTION_COORDINATOR_FENCED;
+//! - with `transaction.partition.verification.enable`, a client's transactional batch that
+//!   does not continue a transaction already open here needs the producer's current, confirmed
+//!   [`VerificationGuard`] (KIP-890): else INVALID_TXN_STATE "Record was not part of an ongoing
+//!   transaction" (Kafka's `UnifiedLog.batchMissingRequiredVerification`).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use kactor_protocol::records::{
@@ -121,6 +126,64 @@ pub fn decrement_sequence(seq: i32, decrement: i32) -> i32 {
 
 fn in_sequence(last_seq: i32, next_seq: i32) -> bool {
     next_seq as i64 == last_seq as i64 + 1 || (next_seq == 0 && last_seq == i32::MAX)
+}
+
+/// Proof that a transactional append was verified with the transaction coordinator (Kafka's
+/// `VerificationGuard`): a process-wide unique number, so a guard handed out before an entry
+/// was cleared never matches the entry created after it. [`VerificationGuard::SENTINEL`] is
+/// "no verification" and matches nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct VerificationGuard(u64);
+
+impl VerificationGuard {
+    pub const SENTINEL: VerificationGuard = VerificationGuard(0);
+
+    /// A guard no other guard of this process equals.
+    pub fn fresh() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        VerificationGuard(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Whether `presented` is this guard (Kafka's `VerificationGuard.verify`): the sentinel
+    /// never verifies.
+    pub fn verify(self, presented: VerificationGuard) -> bool {
+        presented != Self::SENTINEL && presented == self
+    }
+}
+
+/// A verification in flight for one producer on this partition (Kafka's
+/// `VerificationStateEntry`): created before the coordinator is asked, cleared once a
+/// transactional batch or marker of the producer is appended, expired after
+/// `producer.id.expiration.ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerificationStateEntry {
+    /// When the entry was created (expiry counts from it; reuse does not renew it).
+    pub timestamp: i64,
+    pub guard: VerificationGuard,
+    pub lowest_sequence: i32,
+    pub epoch: i16,
+    /// Transaction version 2: the end marker carries the bumped epoch the next transaction
+    /// uses, so a marker of the entry's epoch does not clear it.
+    pub supports_epoch_bump: bool,
+    /// kactor: the coordinator answered OK for this guard
+    /// ([`ProducerStateManager::confirm_verification`]). Kafka hands the guard to the append
+    /// inside the request; kactor's Produce handler is shared with non-transactional traffic,
+    /// so the guard reaches the partition in a message queued just before the append instead.
+    pub confirmed: bool,
+}
+
+impl VerificationStateEntry {
+    /// Kafka's `maybeUpdateLowestSequenceAndEpoch`: a lower sequence of the same epoch, or a
+    /// newer epoch with its sequence, replaces the remembered one.
+    fn maybe_update_lowest_sequence_and_epoch(&mut self, sequence: i32, epoch: i16) {
+        if epoch == self.epoch && sequence < self.lowest_sequence {
+            self.lowest_sequence = sequence;
+        }
+        if epoch > self.epoch {
+            self.epoch = epoch;
+            self.lowest_sequence = sequence;
+        }
+    }
 }
 
 /// What the table knows about one producer (Kafka's `ProducerStateEntry`).
@@ -293,6 +356,8 @@ pub struct ProducerAppend {
     started_txn_at: Option<i64>,
     completed: Option<(i64, i64, bool)>,
     end_offset: i64,
+    /// The batch ends the producer's pending verification (Kafka's `updateProducers`).
+    clear_verification: bool,
 }
 
 impl ProducerAppend {
@@ -303,6 +368,7 @@ impl ProducerAppend {
             started_txn_at: None,
             completed: None,
             end_offset: last_offset + 1,
+            clear_verification: false,
         }
     }
 }
@@ -311,12 +377,16 @@ impl ProducerAppend {
 pub struct ProducerStateConfig {
     /// `producer.id.expiration.ms`.
     pub producer_id_expiration_ms: i64,
+    /// `transaction.partition.verification.enable` (default true): transactional client
+    /// batches that start a transaction here need a confirmed [`VerificationGuard`].
+    pub transaction_verification_enabled: bool,
 }
 
 impl Default for ProducerStateConfig {
     fn default() -> Self {
         ProducerStateConfig {
             producer_id_expiration_ms: DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+            transaction_verification_enabled: true,
         }
     }
 }
@@ -334,6 +404,8 @@ pub struct ProducerStateManager {
     /// Offset after the last batch applied (Kafka's `lastMapOffset + 1`): snapshots are named by it.
     map_end_offset: i64,
     last_expiry_check_ms: i64,
+    /// Pending KIP-890 verifications by producer id (Kafka's `verificationStates`).
+    verification_states: BTreeMap<i64, VerificationStateEntry>,
 }
 
 impl ProducerStateManager {
@@ -369,10 +441,38 @@ impl ProducerStateManager {
 
     /// Validates one batch against the table (Kafka's `UnifiedLog.analyzeAndValidateProducerState`
     /// + `ProducerAppendInfo.append`) without changing it.
+    ///
+    /// A client's transactional batch presents the producer's confirmed [`VerificationGuard`]
+    /// if it has one (see [`Self::confirm_verification`]).
     pub fn check_append(
         &self,
         b: &ProducerBatch,
         origin: AppendOrigin,
+    ) -> Result<AppendCheck, ProducerStateError> {
+        self.check_append_with(b, origin, None)
+    }
+
+    /// [`Self::check_append`] for an append that carries its own [`VerificationGuard`], as
+    /// Kafka's `appendAsLeader` does: it must be the producer's current guard.
+    pub fn check_append_verified(
+        &self,
+        b: &ProducerBatch,
+        origin: AppendOrigin,
+        guard: VerificationGuard,
+    ) -> Result<AppendCheck, ProducerStateError> {
+        self.check_append_with(b, origin, Some(guard))
+    }
+
+    /// A transactional data batch from a client that does not continue a transaction of its
+    /// epoch already open here must present the current guard when verification is enabled
+    /// (Kafka's `analyzeAndValidateProducerState`; the epoch is checked first). Only `Client`
+    /// appends are held to it: kactor's group coordinator passes no guard with its
+    /// TxnOffsetCommit records.
+    fn check_append_with(
+        &self,
+        b: &ProducerBatch,
+        origin: AppendOrigin,
+        guard: Option<VerificationGuard>,
     ) -> Result<AppendCheck, ProducerStateError> {
         if b.producer_id < 0 {
             return Ok(AppendCheck::Append(ProducerAppend::none(b.last_offset)));
@@ -416,6 +516,15 @@ impl ProducerStateManager {
             }
             None => {
                 check_epoch(&entry, b, origin)?;
+                if origin == AppendOrigin::Client
+                    && b.is_transactional
+                    && self.batch_missing_required_verification(b, guard)
+                {
+                    return Err(ProducerStateError::InvalidTxnState {
+                        producer_id: b.producer_id,
+                        message: "Record was not part of an ongoing transaction".into(),
+                    });
+                }
                 if origin == AppendOrigin::Client {
                     check_sequence(&entry, b)?;
                 }
@@ -441,12 +550,154 @@ impl ProducerStateManager {
                 );
             }
         }
+        // Kafka's `updateProducers`: a transactional batch ends the pending verification,
+        // except a TV2 marker of the verified epoch (the next transaction's verification).
+        let clear_verification = b.is_transactional
+            && !self
+                .verification_states
+                .get(&b.producer_id)
+                .is_some_and(|v| {
+                    v.supports_epoch_bump && b.marker.is_some() && b.producer_epoch == v.epoch
+                });
         Ok(AppendCheck::Append(ProducerAppend {
             entry: Some(entry),
             started_txn_at,
             completed,
             end_offset: b.last_offset + 1,
+            clear_verification,
         }))
+    }
+
+    /// Kafka's `batchMissingRequiredVerification` for a transactional data batch: verification
+    /// is on, the batch does not continue an open transaction of its epoch, and `presented`
+    /// is not the producer's current confirmed guard.
+    /// `presented`: the append's own guard, or `None` for the one confirmed at the partition.
+    fn batch_missing_required_verification(
+        &self,
+        b: &ProducerBatch,
+        presented: Option<VerificationGuard>,
+    ) -> bool {
+        if !self.config.transaction_verification_enabled
+            || self.has_ongoing_transaction(b.producer_id, b.producer_epoch)
+        {
+            return false;
+        }
+        let current = self.verification_states.get(&b.producer_id);
+        let presented = presented.unwrap_or_else(|| {
+            current
+                .filter(|v| v.confirmed)
+                .map_or(VerificationGuard::SENTINEL, |v| v.guard)
+        });
+        !current.is_some_and(|v| v.guard.verify(presented))
+    }
+
+    /// Whether the producer has a transaction of `epoch` open here (Kafka's
+    /// `UnifiedLog.hasOngoingTransaction`): its batches need no verification.
+    pub fn has_ongoing_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.current_txn_first_offset.is_some() && e.producer_epoch == epoch)
+    }
+
+    /// Before the coordinator is asked about a transactional batch (Kafka's
+    /// `UnifiedLog.maybeStartTransactionVerification`): an epoch older than the producer's is
+    /// fenced (INVALID_PRODUCER_EPOCH); a transaction of this epoch already open here needs no
+    /// verification ([`VerificationGuard::SENTINEL`]); else the producer's verification entry is
+    /// created or reused and its guard returned.
+    pub fn maybe_start_transaction_verification(
+        &mut self,
+        producer_id: i64,
+        sequence: i32,
+        epoch: i16,
+        supports_epoch_bump: bool,
+        now_ms: i64,
+    ) -> Result<VerificationGuard, ProducerStateError> {
+        if let Some(e) = self.producers.get(&producer_id) {
+            if epoch < e.producer_epoch {
+                return Err(ProducerStateError::InvalidProducerEpoch {
+                    producer_id,
+                    epoch,
+                    current: e.producer_epoch,
+                });
+            }
+        }
+        if self.has_ongoing_transaction(producer_id, epoch) {
+            return Ok(VerificationGuard::SENTINEL);
+        }
+        Ok(self
+            .maybe_create_verification_state_entry(
+                producer_id,
+                sequence,
+                epoch,
+                supports_epoch_bump,
+                now_ms,
+            )
+            .guard)
+    }
+
+    /// The producer's verification entry, created with a fresh guard if it has none (Kafka's
+    /// `maybeCreateVerificationStateEntry`); an existing one keeps its guard and timestamp.
+    pub fn maybe_create_verification_state_entry(
+        &mut self,
+        producer_id: i64,
+        sequence: i32,
+        epoch: i16,
+        supports_epoch_bump: bool,
+        now_ms: i64,
+    ) -> &VerificationStateEntry {
+        let entry = self
+            .verification_states
+            .entry(producer_id)
+            .or_insert_with(|| VerificationStateEntry {
+                timestamp: now_ms,
+                guard: VerificationGuard::fresh(),
+                lowest_sequence: sequence,
+                epoch,
+                supports_epoch_bump,
+                confirmed: false,
+            });
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch);
+        entry
+    }
+
+    /// The coordinator said `guard`'s verification is good: appends may now present it. An
+    /// error (INVALID_TXN_STATE) if the entry was cleared or replaced meanwhile (e.g. the
+    /// transaction's abort marker was written while the coordinator was being asked).
+    pub fn confirm_verification(
+        &mut self,
+        producer_id: i64,
+        guard: VerificationGuard,
+    ) -> Result<(), ProducerStateError> {
+        match self.verification_states.get_mut(&producer_id) {
+            Some(v) if v.guard.verify(guard) => {
+                v.confirmed = true;
+                Ok(())
+            }
+            _ => Err(ProducerStateError::InvalidTxnState {
+                producer_id,
+                message: "Record was not part of an ongoing transaction".into(),
+            }),
+        }
+    }
+
+    pub fn verification_state_entry(&self, producer_id: i64) -> Option<&VerificationStateEntry> {
+        self.verification_states.get(&producer_id)
+    }
+
+    /// The producer's current guard, or the sentinel (Kafka's `UnifiedLog.verificationGuard`).
+    pub fn verification_guard(&self, producer_id: i64) -> VerificationGuard {
+        self.verification_states
+            .get(&producer_id)
+            .map_or(VerificationGuard::SENTINEL, |v| v.guard)
+    }
+
+    pub fn clear_verification_state_entry(&mut self, producer_id: i64) {
+        self.verification_states.remove(&producer_id);
+    }
+
+    /// Pending verifications (tests, metrics).
+    pub fn verification_state_count(&self) -> usize {
+        self.verification_states.len()
     }
 
     /// Records an appended batch. Returns the transaction its marker completed, if any (append
@@ -455,6 +706,9 @@ impl ProducerStateManager {
         self.map_end_offset = self.map_end_offset.max(update.end_offset);
         let entry = update.entry?;
         let pid = entry.producer_id;
+        if update.clear_verification {
+            self.verification_states.remove(&pid);
+        }
         self.producers.insert(pid, entry);
         if let Some(first) = update.started_txn_at {
             self.ongoing_txns.insert(first, pid);
@@ -513,9 +767,9 @@ impl ProducerStateManager {
             .retain(|_, t| t.last_offset >= high_watermark);
     }
 
-    /// Forgets producers idle for `producer.id.expiration.ms` with no open transaction (Kafka's
-    /// `removeExpiredProducers`, run every `producer.id.expiration.check.interval.ms`). Returns
-    /// how many were removed.
+    /// Forgets producers idle for `producer.id.expiration.ms` with no open transaction, and
+    /// verification entries created that long ago (Kafka's `removeExpiredProducers`, run every
+    /// `producer.id.expiration.check.interval.ms`). Returns how many producers were removed.
     pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
         let before = self.producers.len();
         let expiration = self.config.producer_id_expiration_ms;
@@ -523,6 +777,8 @@ impl ProducerStateManager {
             e.current_txn_first_offset.is_some()
                 || now_ms.saturating_sub(e.last_timestamp) < expiration
         });
+        self.verification_states
+            .retain(|_, v| now_ms.saturating_sub(v.timestamp) < expiration);
         before - self.producers.len()
     }
 
@@ -623,4 +879,213 @@ fn check_sequence(entry: &ProducerStateEntry, b: &ProducerBatch) -> Result<(), P
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kactor_protocol::records::ControlRecordType;
+
+    const PID: i64 = 7;
+
+    fn data(epoch: i16, seq: i32, offset: i64, transactional: bool) -> ProducerBatch {
+        ProducerBatch {
+            producer_id: PID,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            last_sequence: seq,
+            first_offset: offset,
+            last_offset: offset,
+            max_timestamp: 1000,
+            is_transactional: transactional,
+            marker: None,
+        }
+    }
+
+    fn marker(epoch: i16, offset: i64, commit: bool) -> ProducerBatch {
+        ProducerBatch {
+            base_sequence: NO_SEQUENCE,
+            last_sequence: NO_SEQUENCE,
+            is_transactional: true,
+            marker: Some(EndTransactionMarker {
+                control_type: if commit {
+                    ControlRecordType::Commit
+                } else {
+                    ControlRecordType::Abort
+                },
+                coordinator_epoch: 0,
+            }),
+            ..data(epoch, 0, offset, true)
+        }
+    }
+
+    fn append(m: &mut ProducerStateManager, b: &ProducerBatch) -> Result<(), i16> {
+        match m.check_append(b, AppendOrigin::Client) {
+            Ok(AppendCheck::Append(u)) => {
+                m.apply(u);
+                Ok(())
+            }
+            Ok(AppendCheck::Duplicate(_)) => panic!("not a retry"),
+            Err(e) => Err(e.code()),
+        }
+    }
+
+    fn write_marker(m: &mut ProducerStateManager, b: &ProducerBatch) {
+        match m.check_append(b, AppendOrigin::Coordinator).unwrap() {
+            AppendCheck::Append(u) => {
+                m.apply(u);
+            }
+            AppendCheck::Duplicate(_) => panic!("markers are never duplicates"),
+        }
+    }
+
+    fn start(m: &mut ProducerStateManager, epoch: i16, seq: i32, now: i64) -> VerificationGuard {
+        m.maybe_start_transaction_verification(PID, seq, epoch, false, now)
+            .unwrap()
+    }
+
+    #[test]
+    fn guards_are_unique_and_the_sentinel_verifies_nothing() {
+        let (a, b) = (VerificationGuard::fresh(), VerificationGuard::fresh());
+        assert_ne!(a, b);
+        assert!(a.verify(a));
+        assert!(!a.verify(b));
+        assert!(!a.verify(VerificationGuard::SENTINEL));
+        assert!(!VerificationGuard::SENTINEL.verify(VerificationGuard::SENTINEL));
+    }
+
+    #[test]
+    fn a_verification_entry_is_created_once_and_reused() {
+        let mut m = ProducerStateManager::default();
+        let g = start(&mut m, 0, 5, 100);
+        assert_ne!(g, VerificationGuard::SENTINEL);
+        assert_eq!(m.verification_guard(PID), g);
+        // Reused with the same guard; a lower sequence of the same epoch is remembered, the
+        // creation time is not renewed.
+        assert_eq!(start(&mut m, 0, 3, 200), g);
+        let e = *m.verification_state_entry(PID).unwrap();
+        assert_eq!((e.lowest_sequence, e.epoch, e.timestamp), (3, 0, 100));
+        // A newer epoch replaces epoch and sequence.
+        assert_eq!(start(&mut m, 1, 9, 300), g);
+        let e = *m.verification_state_entry(PID).unwrap();
+        assert_eq!((e.lowest_sequence, e.epoch), (9, 1));
+    }
+
+    #[test]
+    fn a_transactional_batch_must_present_the_current_guard() {
+        let mut m = ProducerStateManager::default();
+        let b = data(0, 0, 0, true);
+        let missing = |r: Result<AppendCheck, ProducerStateError>| match r {
+            Err(e @ ProducerStateError::InvalidTxnState { .. }) => {
+                assert!(e.to_string().contains("not part of an ongoing transaction"));
+                true
+            }
+            _ => false,
+        };
+        // No verification at all.
+        assert!(missing(m.check_append(&b, AppendOrigin::Client)));
+        let g = start(&mut m, 0, 0, 0);
+        // Started but not confirmed: the partition does not present it.
+        assert!(missing(m.check_append(&b, AppendOrigin::Client)));
+        // An explicit guard must be the current one.
+        assert!(missing(m.check_append_verified(
+            &b,
+            AppendOrigin::Client,
+            VerificationGuard::fresh()
+        )));
+        assert!(missing(m.check_append_verified(
+            &b,
+            AppendOrigin::Client,
+            VerificationGuard::SENTINEL
+        )));
+        assert!(m.check_append_verified(&b, AppendOrigin::Client, g).is_ok());
+        // Confirmed: the append goes through and clears the entry.
+        m.confirm_verification(PID, g).unwrap();
+        append(&mut m, &b).unwrap();
+        assert!(m.verification_state_entry(PID).is_none());
+        // The transaction is open: no guard needed, and no new verification.
+        append(&mut m, &data(0, 1, 1, true)).unwrap();
+        assert_eq!(start(&mut m, 0, 2, 0), VerificationGuard::SENTINEL);
+        // Non-transactional and replicated batches are not held to it.
+        let mut other = ProducerStateManager::default();
+        append(&mut other, &data(0, 0, 0, false)).unwrap();
+        assert!(other
+            .check_append(&data(0, 0, 0, true), AppendOrigin::Replication)
+            .is_ok());
+    }
+
+    #[test]
+    fn the_transactions_marker_clears_the_guard() {
+        let mut m = ProducerStateManager::default();
+        let g = start(&mut m, 0, 0, 0);
+        m.confirm_verification(PID, g).unwrap();
+        // The coordinator aborted before the append arrived.
+        write_marker(&mut m, &marker(0, 0, false));
+        assert!(m.verification_state_entry(PID).is_none());
+        assert_eq!(
+            append(&mut m, &data(0, 0, 1, true)),
+            Err(codes::INVALID_TXN_STATE)
+        );
+        assert!(m.producer(PID).unwrap().current_txn_first_offset.is_none());
+        // The old guard cannot be confirmed again either.
+        assert_eq!(
+            m.confirm_verification(PID, g).map_err(|e| e.code()),
+            Err(codes::INVALID_TXN_STATE)
+        );
+        // A fresh verification works, with a new guard.
+        let g2 = start(&mut m, 0, 0, 0);
+        assert_ne!(g2, g);
+    }
+
+    #[test]
+    fn a_tv2_marker_of_the_verified_epoch_keeps_the_guard() {
+        let mut m = ProducerStateManager::default();
+        // Transaction version 2: the verification for the next transaction (epoch 1) may be
+        // under way while the previous transaction's marker, carrying epoch 1, is written.
+        let g = m
+            .maybe_start_transaction_verification(PID, 0, 1, true, 0)
+            .unwrap();
+        write_marker(&mut m, &marker(1, 0, true));
+        assert_eq!(m.verification_guard(PID), g);
+        // A marker of another epoch clears it.
+        write_marker(&mut m, &marker(2, 1, true));
+        assert_eq!(m.verification_guard(PID), VerificationGuard::SENTINEL);
+    }
+
+    #[test]
+    fn an_older_epoch_is_fenced_before_verification() {
+        let mut m = ProducerStateManager::default();
+        append(&mut m, &data(3, 0, 0, false)).unwrap();
+        assert_eq!(
+            m.maybe_start_transaction_verification(PID, 0, 2, false, 0)
+                .map_err(|e| e.code()),
+            Err(codes::INVALID_PRODUCER_EPOCH)
+        );
+        assert_eq!(m.verification_state_count(), 0);
+    }
+
+    #[test]
+    fn verification_entries_expire_after_the_producer_id_expiration() {
+        let mut m = ProducerStateManager::new(ProducerStateConfig {
+            producer_id_expiration_ms: 1000,
+            ..Default::default()
+        });
+        start(&mut m, 0, 0, 100);
+        // Reuse does not renew it: expiry counts from creation.
+        start(&mut m, 0, 0, 900);
+        m.remove_expired_producers(1099);
+        assert_eq!(m.verification_state_count(), 1);
+        m.remove_expired_producers(1100);
+        assert_eq!(m.verification_state_count(), 0);
+    }
+
+    #[test]
+    fn with_verification_disabled_no_guard_is_needed() {
+        let mut m = ProducerStateManager::new(ProducerStateConfig {
+            transaction_verification_enabled: false,
+            ..Default::default()
+        });
+        append(&mut m, &data(0, 0, 0, true)).unwrap();
+        assert!(m.producer(PID).unwrap().current_txn_first_offset.is_some());
+    }
 }

@@ -20,8 +20,15 @@
 //! overtaken by a later one that needs no round trip (its batches would arrive out of
 //! sequence).
 //!
-//! Not (yet) as Kafka: no verification guard in the partition's producer state, so an abort
-//! that completes between the coordinator's answer and the append is not detected at append.
+//! Verification guard (Kafka's `VerificationGuard` / `VerificationStateEntry`): before the
+//! coordinator is asked, each partition creates (or reuses) the producer's verification entry
+//! ([`StartTxnVerification`]); after the coordinator's OK the guard is confirmed at the
+//! partition ([`ConfirmTxnVerification`]), ahead of the append in the same mailbox. The
+//! transaction's marker clears the entry, so an abort that completes between the
+//! coordinator's answer and the append fails the append with INVALID_TXN_STATE instead of
+//! leaving a hanging transaction. A request whose transactional batches carry more than one
+//! producer id (or epoch) is refused whole with INVALID_PRODUCER_ID_MAPPING, as Kafka's
+//! `ReplicaManager.handleProduceAppend` does.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
@@ -42,9 +49,10 @@ use super::apis::{partition_for, TxnCoordinatorApis};
 use super::coordinator::{AddTxnPartitions, LeaderAddTxnPartitions, VerifyTxnPartitions};
 use super::core::TxnPartition;
 use crate::network::{HandlerOutcome, RequestRouter};
-use crate::partition::messages::DescribeProducer;
+use crate::partition::core::PartitionError;
+use crate::partition::messages::{ConfirmTxnVerification, StartTxnVerification};
 use crate::partition::registry::PartitionTableReader;
-use crate::producer::ProducerStateEntry;
+use crate::producer::VerificationGuard;
 
 /// Wire codes (Kafka's `Errors`) this module produces or maps.
 pub mod codes {
@@ -60,6 +68,7 @@ pub mod codes {
     pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
     pub const INVALID_TXN_STATE: i16 = 48;
+    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
     pub const CONCURRENT_TRANSACTIONS: i16 = 51;
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
     pub const PRODUCER_FENCED: i16 = 90;
@@ -103,28 +112,6 @@ impl TxnOperation {
     pub fn supports_epoch_bump(self) -> bool {
         self == TxnOperation::AddPartition
     }
-}
-
-/// Whether the coordinator must be asked about a transactional batch of (`producer_id`,
-/// `producer_epoch`) on a partition whose producer state holds `entry` for that producer
-/// (Kafka: verification is skipped when disabled for a verify-only client, and
-/// `UnifiedLog.hasOngoingTransaction` skips it for an open transaction of the same epoch).
-pub fn needs_coordinator(
-    op: TxnOperation,
-    verification_enable: bool,
-    entry: Option<&ProducerStateEntry>,
-    producer_id: i64,
-    producer_epoch: i16,
-) -> bool {
-    if !op.supports_epoch_bump() && !verification_enable {
-        return false;
-    }
-    let ongoing = entry.is_some_and(|e| {
-        e.producer_id == producer_id
-            && e.producer_epoch == producer_epoch
-            && e.current_txn_first_offset.is_some()
-    });
-    !ongoing
 }
 
 /// The coordinator's answer as the leader sees it (Kafka's `AddPartitionsToTxnManager`):
@@ -199,10 +186,84 @@ pub fn txn_offset_commit_error(op: TxnOperation, coordinator_code: i16) -> i16 {
 }
 
 /// The producer of a transactional batch set (its first batch decides, as Kafka's
-/// `ProduceRequest` analysis does): (producer id, epoch), or None for anything else.
-pub fn transactional_producer(records: &[u8]) -> Option<(i64, i16)> {
+/// `ProduceRequest` analysis does): (producer id, epoch, base sequence), or None for anything
+/// else.
+pub fn transactional_producer(records: &[u8]) -> Option<(i64, i16, i32)> {
     let h = BatchHeader::parse(records).ok()?;
-    (h.is_transactional() && h.has_producer_id()).then_some((h.producer_id, h.producer_epoch))
+    (h.is_transactional() && h.has_producer_id()).then_some((
+        h.producer_id,
+        h.producer_epoch,
+        h.base_sequence,
+    ))
+}
+
+/// Kafka's `ReplicaManager.handleProduceAppend` refuses a Produce whose transactional batches
+/// (every batch of every partition) name more than one (producer id, epoch).
+const MORE_THAN_ONE_PRODUCER: &str = "Transactional records contained more than one producer ID";
+
+/// Whether the request's transactional batches carry more than one (producer id, epoch).
+pub fn mixes_transactional_producers(req: &ProduceRequest) -> bool {
+    let mut seen: Option<(i64, i16)> = None;
+    for topic in &req.topic_data {
+        for p in &topic.partition_data {
+            let Some(Records::Memory(bytes)) = &p.records else {
+                continue;
+            };
+            let mut rest: &[u8] = bytes;
+            while let Ok(h) = BatchHeader::parse(rest) {
+                if h.is_transactional() && h.has_producer_id() {
+                    let producer = (h.producer_id, h.producer_epoch);
+                    if *seen.get_or_insert(producer) != producer {
+                        return true;
+                    }
+                }
+                if h.batch_length <= 0 {
+                    break;
+                }
+                let size = h.total_size();
+                if size > rest.len() {
+                    break;
+                }
+                rest = &rest[size..];
+            }
+        }
+    }
+    false
+}
+
+/// Every partition of `req` answered with `code` (Kafka's `ProduceRequest.getErrorResponse`).
+fn produce_refused(
+    version: i16,
+    req: &ProduceRequest,
+    code: i16,
+    message: &str,
+) -> ProduceResponse {
+    use kactor_protocol::messages::produce_response::TopicProduceResponse;
+    ProduceResponse {
+        responses: req
+            .topic_data
+            .iter()
+            .map(|t| TopicProduceResponse {
+                name: t.name.clone(),
+                topic_id: t.topic_id,
+                partition_responses: t
+                    .partition_data
+                    .iter()
+                    .map(|p| PartitionProduceResponse {
+                        index: p.index,
+                        error_code: code,
+                        base_offset: -1,
+                        log_append_time_ms: -1,
+                        log_start_offset: -1,
+                        error_message: (version >= 8).then(|| message.to_string()),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
 }
 
 /// What the wrappers need: the coordinator shards and the partition table.
@@ -219,12 +280,14 @@ struct Candidate {
     tp: TxnPartition,
     producer_id: i64,
     producer_epoch: i16,
+    base_sequence: i32,
 }
 
 impl LeaderVerifier {
     /// Asks the coordinator about the `candidates` whose partition has no open transaction of
-    /// their producer yet. Returns the coordinator code per refused partition (codes as the
-    /// shard answers them; the caller maps them for its API).
+    /// their producer yet, then confirms each verified partition's guard. Returns the
+    /// coordinator code per refused partition (codes as the shard answers them; the caller
+    /// maps them for its API).
     async fn check(
         &self,
         op: TxnOperation,
@@ -236,34 +299,43 @@ impl LeaderVerifier {
             return refused;
         }
         let table = self.partitions.borrow().clone();
-        let states = join_all(candidates.iter().map(|c| {
-            let addr = table.get(&c.tp.0, c.tp.1).map(|h| h.addr.clone());
+        let addrs: Vec<_> = candidates
+            .iter()
+            .map(|c| table.get(&c.tp.0, c.tp.1).map(|h| h.addr.clone()))
+            .collect();
+        let starts = join_all(candidates.iter().zip(&addrs).map(|(c, addr)| {
+            let addr = addr.clone();
+            let msg = StartTxnVerification {
+                producer_id: c.producer_id,
+                producer_epoch: c.producer_epoch,
+                base_sequence: c.base_sequence,
+                supports_epoch_bump: op.supports_epoch_bump(),
+            };
             async move {
                 match addr {
                     // Not hosted: the wrapped handler answers the partition's error.
                     None => None,
-                    Some(a) => a
-                        .send(DescribeProducer {
-                            producer_id: c.producer_id,
-                        })
-                        .await
-                        .ok()?
-                        .ok(),
+                    Some(a) => a.send(msg).await.ok(),
                 }
             }
         }))
         .await;
         let mut ask: Vec<&Candidate> = Vec::new();
-        for (c, entry) in candidates.iter().zip(states) {
-            let Some(entry) = entry else { continue };
-            if needs_coordinator(
-                op,
-                self.verification_enable,
-                entry.as_ref(),
-                c.producer_id,
-                c.producer_epoch,
-            ) {
-                ask.push(c);
+        let mut guards: Vec<(usize, VerificationGuard)> = Vec::new();
+        for (i, (c, start)) in candidates.iter().zip(starts).enumerate() {
+            match start {
+                // A transaction of this epoch is already open here: no round trip.
+                Some(Ok(guard)) if guard == VerificationGuard::SENTINEL => {}
+                Some(Ok(guard)) => {
+                    ask.push(c);
+                    guards.push((i, guard));
+                }
+                // Fenced epoch (Kafka's maybeStartTransactionVerification throws it).
+                Some(Err(PartitionError::ProducerState(e))) => {
+                    refused.insert(c.tp.clone(), e.code());
+                }
+                // Not leader, gone, ...: the wrapped handler answers the partition's error.
+                _ => {}
             }
         }
         let Some(first) = ask.first() else {
@@ -317,6 +389,22 @@ impl LeaderVerifier {
                 }
             }
         }
+        // The guards of the verified partitions go to their partitions before the append
+        // does (same mailbox, so ahead of it). A failed confirmation is left to the append,
+        // which then answers INVALID_TXN_STATE itself (the transaction ended meanwhile).
+        join_all(guards.into_iter().filter_map(|(i, guard)| {
+            let c = &candidates[i];
+            if refused.contains_key(&c.tp) {
+                return None;
+            }
+            let addr = addrs[i].clone()?;
+            let msg = ConfirmTxnVerification {
+                producer_id: c.producer_id,
+                guard,
+            };
+            Some(async move { addr.send(msg).await })
+        }))
+        .await;
         refused
     }
 
@@ -344,7 +432,9 @@ impl LeaderVerifier {
                 let Some(Records::Memory(bytes)) = &p.records else {
                     continue;
                 };
-                let Some((producer_id, producer_epoch)) = transactional_producer(bytes) else {
+                let Some((producer_id, producer_epoch, base_sequence)) =
+                    transactional_producer(bytes)
+                else {
                     continue;
                 };
                 let tp = (name.clone(), p.index);
@@ -353,6 +443,7 @@ impl LeaderVerifier {
                     tp,
                     producer_id,
                     producer_epoch,
+                    base_sequence,
                 });
             }
         }
@@ -485,6 +576,20 @@ pub fn wrap_produce(router: &mut RequestRouter, verifier: LeaderVerifier) -> boo
         Box::pin(async move {
             ticket.turn().await;
             let version = ctx.api_version;
+            if mixes_transactional_producers(&req) {
+                drop(ticket);
+                if req.acks == 0 {
+                    return HandlerOutcome::Close(MORE_THAN_ONE_PRODUCER.into());
+                }
+                let code = codes::INVALID_PRODUCER_ID_MAPPING;
+                ctx.record_error(code);
+                return HandlerOutcome::Respond(ResponseBody::Produce(produce_refused(
+                    version,
+                    &req,
+                    code,
+                    MORE_THAN_ONE_PRODUCER,
+                )));
+            }
             let refused = verifier
                 .check_produce(version, &transactional_id, &req)
                 .await;
@@ -588,6 +693,8 @@ pub fn wrap_txn_offset_commit(router: &mut RequestRouter, verifier: LeaderVerifi
                         tp: tp.clone(),
                         producer_id: req.producer_id,
                         producer_epoch: req.producer_epoch,
+                        // Offset commits carry no sequence.
+                        base_sequence: -1,
                     }],
                 )
                 .await;
@@ -642,18 +749,6 @@ pub fn txn_offset_commit_refused(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::VecDeque;
-
-    fn entry(producer_id: i64, epoch: i16, open: Option<i64>) -> ProducerStateEntry {
-        ProducerStateEntry {
-            producer_id,
-            producer_epoch: epoch,
-            batches: VecDeque::new(),
-            coordinator_epoch: -1,
-            last_timestamp: 0,
-            current_txn_first_offset: open,
-        }
-    }
 
     #[test]
     fn request_versions_pick_kafkas_operation() {
@@ -677,34 +772,6 @@ mod tests {
             TxnOperation::for_txn_offset_commit(5),
             TxnOperation::AddPartition
         );
-    }
-
-    #[test]
-    fn an_open_transaction_of_the_same_epoch_skips_the_coordinator() {
-        let add = TxnOperation::AddPartition;
-        let verify = TxnOperation::DefaultError;
-        // Nothing known about the producer: ask.
-        assert!(needs_coordinator(add, true, None, 7, 0));
-        assert!(needs_coordinator(verify, true, None, 7, 0));
-        // Open transaction, same epoch: no round trip.
-        let open = entry(7, 3, Some(100));
-        assert!(!needs_coordinator(add, true, Some(&open), 7, 3));
-        assert!(!needs_coordinator(verify, true, Some(&open), 7, 3));
-        // Same producer, transaction finished (marker written): ask again.
-        let done = entry(7, 3, None);
-        assert!(needs_coordinator(add, true, Some(&done), 7, 3));
-        // TV2 bumped the epoch: the old epoch's open transaction does not count.
-        assert!(needs_coordinator(add, true, Some(&open), 7, 4));
-        // Verification disabled: old clients are not checked, TV2 clients still add.
-        assert!(!needs_coordinator(verify, false, None, 7, 0));
-        assert!(!needs_coordinator(
-            TxnOperation::GenericErrorSupported,
-            false,
-            None,
-            7,
-            0
-        ));
-        assert!(needs_coordinator(add, false, None, 7, 0));
     }
 
     #[test]
@@ -801,6 +868,76 @@ mod tests {
         let plain = b.build().unwrap();
         assert_eq!(transactional_producer(&plain), None);
         assert_eq!(transactional_producer(b"short"), None);
+    }
+
+    fn produce_of(partitions: Vec<Vec<bytes::Bytes>>) -> ProduceRequest {
+        use kactor_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        ProduceRequest {
+            transactional_id: Some("tx".into()),
+            acks: -1,
+            topic_data: vec![TopicProduceData {
+                name: "t".into(),
+                partition_data: partitions
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, batches)| PartitionProduceData {
+                        index: i as i32,
+                        records: Some(Records::Memory(batches.concat().into())),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn batch(pid: i64, epoch: i16, transactional: bool) -> bytes::Bytes {
+        let mut b = kactor_protocol::records::BatchBuilder::new(0)
+            .producer(pid, epoch, 0)
+            .transactional(transactional);
+        b.append(0, None, Some(b"v"), &[]).unwrap();
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn transactional_batches_of_more_than_one_producer_are_refused() {
+        let one = produce_of(vec![vec![batch(1, 0, true)], vec![batch(1, 0, true)]]);
+        assert!(!mixes_transactional_producers(&one));
+        // Another producer's idempotent batch does not count (Kafka looks at transactional
+        // batches only).
+        let idempotent = produce_of(vec![vec![batch(1, 0, true)], vec![batch(2, 0, false)]]);
+        assert!(!mixes_transactional_producers(&idempotent));
+        let two = produce_of(vec![vec![batch(1, 0, true)], vec![batch(2, 0, true)]]);
+        assert!(mixes_transactional_producers(&two));
+        // Same id, another epoch: Kafka collects (id, epoch) pairs.
+        let epochs = produce_of(vec![vec![batch(1, 0, true)], vec![batch(1, 1, true)]]);
+        assert!(mixes_transactional_producers(&epochs));
+        // Every batch of a partition counts, not just the first.
+        let within = produce_of(vec![vec![batch(1, 0, true), batch(2, 0, true)]]);
+        assert!(mixes_transactional_producers(&within));
+
+        let resp = produce_refused(
+            8,
+            &two,
+            codes::INVALID_PRODUCER_ID_MAPPING,
+            MORE_THAN_ONE_PRODUCER,
+        );
+        let ps = &resp.responses[0].partition_responses;
+        assert_eq!(
+            ps.iter()
+                .map(|p| (p.index, p.error_code))
+                .collect::<Vec<_>>(),
+            vec![(0, 49), (1, 49)]
+        );
+        assert_eq!(
+            ps[0].error_message.as_deref(),
+            Some("Transactional records contained more than one producer ID")
+        );
+        assert_eq!(ps[0].base_offset, -1);
+        // No ErrorMessage before v8.
+        let v7 = produce_refused(7, &two, 49, MORE_THAN_ONE_PRODUCER);
+        assert_eq!(v7.responses[0].partition_responses[0].error_message, None);
     }
 
     #[actix_rt::test]

@@ -55,3 +55,30 @@ pub fn image_with_broker(broker_epoch: i64) -> Arc<MetadataImage> {
     );
     Arc::new(image)
 }
+
+/// The partition leader's KIP-890 steps before a transactional append (what
+/// `txn::leader_verify` does around the coordinator's answer): start the producer's
+/// verification on the partition, then confirm its guard. Returns the guard.
+pub async fn verify_txn(
+    addr: &kactor_actors::runtime::MeteredAddr<kactor_actors::partition::PartitionActor>,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> kactor_actors::producer::VerificationGuard {
+    use kactor_actors::partition::messages::{ConfirmTxnVerification, StartTxnVerification};
+    let guard = addr
+        .send(StartTxnVerification {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            supports_epoch_bump: false,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    addr.send(ConfirmTxnVerification { producer_id, guard })
+        .await
+        .unwrap()
+        .unwrap();
+    guard
+}

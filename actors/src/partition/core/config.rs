@@ -55,6 +55,9 @@ pub struct PartitionConfig {
     pub flush_ms: i64,
     /// `file.delete.delay.ms` (broker `log.segment.delete.delay.ms`).
     pub file_delete_delay_ms: i64,
+    /// The broker's `transaction.partition.verification.enable` (not a topic config): a
+    /// transactional batch starting a transaction needs the producer's verification guard.
+    pub transaction_verification_enable: bool,
     /// Every topic-level setting in force, by Kafka's topic config name (the log's own
     /// configuration is built from these).
     pub effective: BTreeMap<String, String>,
@@ -76,6 +79,7 @@ impl Default for PartitionConfig {
             flush_messages: i64::MAX,
             flush_ms: i64::MAX,
             file_delete_delay_ms: 60_000,
+            transaction_verification_enable: true,
             effective: BTreeMap::new(),
         }
     }
@@ -195,7 +199,11 @@ impl PartitionConfig {
     /// Resolves each setting from the topic's overrides, then the broker config, then Kafka's
     /// default. Unparseable values fall back too: the controller validated them on the way in.
     pub fn resolve(broker: &BTreeMap<String, String>, topic: &BTreeMap<String, String>) -> Self {
-        Self::from_effective(effective_topic_config(broker, topic))
+        let mut c = Self::from_effective(effective_topic_config(broker, topic));
+        if let Some(v) = broker.get("transaction.partition.verification.enable") {
+            c.transaction_verification_enable = !v.trim().eq_ignore_ascii_case("false");
+        }
+        c
     }
 
     /// Builds the config from topic-level names (see [`effective_topic_config`]).
@@ -238,6 +246,7 @@ impl PartitionConfig {
             flush_messages: int("flush.messages", d.flush_messages),
             flush_ms: int("flush.ms", d.flush_ms),
             file_delete_delay_ms: int("file.delete.delay.ms", d.file_delete_delay_ms),
+            transaction_verification_enable: d.transaction_verification_enable,
             effective,
         }
     }

@@ -182,7 +182,7 @@ impl<L: PartitionLog> Partition<L> {
         let producers = crate::producer::partition::rebuild_from_log(
             &log,
             log.producer_snapshot_dir().as_deref(),
-            Default::default(),
+            producer_state_config(&config),
             now_ms,
         );
         Partition {
@@ -286,7 +286,43 @@ impl<L: PartitionLog> Partition<L> {
     }
     pub fn set_config(&mut self, config: PartitionConfig) {
         self.log.update_config(&config.effective);
+        self.producers.set_config(producer_state_config(&config));
         self.config = config;
+    }
+
+    /// Before the coordinator is asked about a transactional batch of `producer_id` (Kafka's
+    /// `Partition.maybeStartTransactionVerification`): the producer's [`VerificationGuard`],
+    /// or the sentinel when a transaction of `epoch` is already open here (no need to ask).
+    ///
+    /// [`VerificationGuard`]: crate::producer::VerificationGuard
+    pub fn maybe_start_transaction_verification(
+        &mut self,
+        producer_id: i64,
+        sequence: i32,
+        epoch: i16,
+        supports_epoch_bump: bool,
+        now_ms: i64,
+    ) -> Result<crate::producer::VerificationGuard, PartitionError> {
+        self.check_leader()?;
+        Ok(self.producers.maybe_start_transaction_verification(
+            producer_id,
+            sequence,
+            epoch,
+            supports_epoch_bump,
+            now_ms,
+        )?)
+    }
+
+    /// The coordinator confirmed the verification `guard` stands for: the producer's next
+    /// append may start its transaction here. INVALID_TXN_STATE if the guard was cleared
+    /// meanwhile (the transaction ended).
+    pub fn confirm_transaction_verification(
+        &mut self,
+        producer_id: i64,
+        guard: crate::producer::VerificationGuard,
+    ) -> Result<(), PartitionError> {
+        self.check_leader()?;
+        Ok(self.producers.confirm_verification(producer_id, guard)?)
     }
 
     /// Takes leadership for `assignment.leader_epoch` (Kafka's `Partition.makeLeader`): the new
@@ -850,3 +886,11 @@ impl<L: PartitionLog> Partition<L> {
 
 #[cfg(test)]
 mod tests;
+
+/// The producer-state settings a partition's config carries.
+fn producer_state_config(config: &PartitionConfig) -> crate::producer::ProducerStateConfig {
+    crate::producer::ProducerStateConfig {
+        transaction_verification_enabled: config.transaction_verification_enable,
+        ..Default::default()
+    }
+}
