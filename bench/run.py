@@ -173,7 +173,9 @@ def is_consumed(p):
 
 
 # Bytes of values each consume scenario reads (the same on both brokers).
-CONSUME_MIB = {"smoke": 64, "quick": 512, "full": 1024}
+# 2 GiB in quick mode: with the batch consume API a read of 512 MiB took 0.4-1.2 s, short
+# enough for a scheduling hiccup to move the figure by a third.
+CONSUME_MIB = {"smoke": 64, "quick": 2048, "full": 4096}
 # The consume data set is written with linger.ms=1000, so every batch closes full (librdkafka's
 # batch.size, 1,000,000 B: 9,082 records of 100 B) whatever the broker's ack speed, and both
 # brokers' logs hold the same batches (checked: 592 batches of ~998 KB on each for 512 MiB of
@@ -463,7 +465,10 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
       f"`{' '.join(KAFKA_JVM_DEFAULTS[:2])}` G1 (kafka-server-start.sh defaults).")
     w("- Load: kactor-bench (librdkafka 2.12.1 via rdkafka 0.38), linger.ms=5, no compression, "
       "no idempotence, records without keys spread round-robin over the partitions; "
-      f"{args.durations['produce']:.0f} s per producer scenario; consumers with librdkafka's "
+      f"{args.durations['produce']:.0f} s per producer scenario, one record in 16 timed for "
+      "the latency columns (a clock read per record cost the client a fifth of its CPU on this "
+      "VM); consumers take records in batches (`rd_kafka_consume_batch_queue`, what "
+      "confluent-kafka-python's `consume(n)` calls) with librdkafka's "
       "defaults except `fetch.queue.backoff.ms=10` (default 1000: librdkafka stops fetching a "
       "partition for 1 s whenever its local queue holds 100,000 records, which at 100 B is "
       "~50 ms of work for the application; with the default, 100 B consumer figures mostly "

@@ -8,6 +8,7 @@
 //! together into the report. Human-readable progress and librdkafka's logs go to stderr.
 
 mod admin;
+mod batch;
 mod consume;
 mod e2e;
 mod produce;
