@@ -370,7 +370,6 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
             let verifier = kactor_actors::txn::leader_verify::LeaderVerifier {
                 coordinator: apis.clone(),
                 partitions: table.clone(),
-                verification_enable: cfg.get_bool("transaction.partition.verification.enable"),
             };
             kactor_actors::txn::leader_verify::wrap_produce(&mut router, verifier.clone());
             kactor_actors::txn::leader_verify::wrap_txn_offset_commit(&mut router, verifier);

@@ -267,7 +267,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     def("transactional.id.expiration.ms", Int, Some("604800000"), AtLeast(1), "Idle time after which a finished transactional id is removed (tombstone in __transaction_state)."),
     def("transaction.state.log.segment.bytes", Int, Some("104857600"), AtLeast(1), "__transaction_state segment size."),
     def("transaction.state.log.load.buffer.size", Int, Some("5242880"), AtLeast(1), "Read size when loading transactions (not used by kactor)."),
-    dynamic("transaction.partition.verification.enable", Boolean, Some("true"), Any, "Verify partitions are in the transaction before appending (Produce < v12, TxnOffsetCommit < v5; read at start-up)."),
+    dynamic("transaction.partition.verification.enable", Boolean, Some("true"), Any, "Verify partitions are in the transaction before appending (Produce < v12, TxnOffsetCommit < v5)."),
     def("transaction.two.phase.commit.enable", Boolean, Some("false"), Any, "KIP-939 two-phase commit (not used by kactor)."),
     dynamic("producer.id.expiration.ms", Int, Some("86400000"), AtLeast(1), "Idle time before a producer id's state expires (not used by kactor)."),
     // --- kactor's own keys ---

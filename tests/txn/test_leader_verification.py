@@ -91,3 +91,34 @@ def test_v12_produce_adds_the_partition_to_the_transaction(broker, cli, topic_na
                                producer_batch([b"z"], pid, epoch + 1, 0, now), tid)
     assert (err, base) == (INVALID_PRODUCER_EPOCH, -1)
     assert describe(cli, tid)["TopicPartitions"] == f"{topic_name}-1"
+
+
+def _produce_until(broker, topic, tid, pid, epoch, want, timeout=15):
+    """Sends the same Produce v3 until it is answered `want`: a dynamic config change reaches
+    the partitions through the metadata log, a moment after kafka-configs returns."""
+    deadline = time.time() + timeout
+    while True:
+        batch = producer_batch([b"d0"], pid, epoch, 0, int(time.time() * 1000))
+        got = produce_v3(broker.port, topic, 0, batch, transactional_id=tid)
+        if got[0] == want[0] or time.time() > deadline:
+            return got
+        time.sleep(0.2)
+
+
+def test_verification_follows_the_dynamic_broker_config(broker, cli, topic_name):
+    """`transaction.partition.verification.enable` is a dynamic broker config: switched off
+    with kafka-configs, a verify-only (v3) Produce for a partition never added is appended
+    unverified, as Kafka does; switched back on, it is refused again."""
+    create_topic(broker, topic_name)
+    create_topic(broker, topic_name + "-b")
+    tid, pid, epoch = new_transactional_id(broker, "dyn-off")
+    alter = ["configs", "--alter", "--entity-type", "brokers", "--entity-default"]
+    cli.run(*alter, "--add-config", "transaction.partition.verification.enable=false")
+    try:
+        assert _produce_until(broker, topic_name, tid, pid, epoch, (0, 0)) == (0, 0)
+    finally:
+        cli.run(*alter, "--delete-config", "transaction.partition.verification.enable")
+    tid, pid, epoch = new_transactional_id(broker, "dyn-on")
+    got = _produce_until(broker, topic_name + "-b", tid, pid, epoch, (INVALID_TXN_STATE, -1))
+    assert got == (INVALID_TXN_STATE, -1)
+    assert describe(cli, tid)["TransactionState"] == "Empty"

@@ -602,8 +602,9 @@ impl ProducerStateManager {
     /// Before the coordinator is asked about a transactional batch (Kafka's
     /// `UnifiedLog.maybeStartTransactionVerification`): an epoch older than the producer's is
     /// fenced (INVALID_PRODUCER_EPOCH); a transaction of this epoch already open here needs no
-    /// verification ([`VerificationGuard::SENTINEL`]); else the producer's verification entry is
-    /// created or reused and its guard returned.
+    /// verification ([`VerificationGuard::SENTINEL`]), nor does a verify-only client (one that
+    /// cannot bump its epoch) while `transaction.partition.verification.enable` is off; else
+    /// the producer's verification entry is created or reused and its guard returned.
     pub fn maybe_start_transaction_verification(
         &mut self,
         producer_id: i64,
@@ -621,7 +622,11 @@ impl ProducerStateManager {
                 });
             }
         }
-        if self.has_ongoing_transaction(producer_id, epoch) {
+        // The switch is read here, from the partition's config, which follows dynamic broker
+        // config changes, so the leader's check and the append's check never disagree.
+        if self.has_ongoing_transaction(producer_id, epoch)
+            || (!supports_epoch_bump && !self.config.transaction_verification_enabled)
+        {
             return Ok(VerificationGuard::SENTINEL);
         }
         Ok(self
@@ -1087,5 +1092,26 @@ mod tests {
         });
         append(&mut m, &data(0, 0, 0, true)).unwrap();
         assert!(m.producer(PID).unwrap().current_txn_first_offset.is_some());
+    }
+
+    /// The leader asks the partition whether to verify: with the switch off a verify-only
+    /// client is waved through (no entry, so no round trip to the coordinator), while a
+    /// transaction version 2 client still has its partition added.
+    #[test]
+    fn with_verification_disabled_only_epoch_bumping_clients_start_verification() {
+        let mut m = ProducerStateManager::new(ProducerStateConfig {
+            transaction_verification_enabled: false,
+            ..Default::default()
+        });
+        assert_eq!(start(&mut m, 0, 0, 1), VerificationGuard::SENTINEL);
+        assert_eq!(m.verification_state_count(), 0);
+        let g = m
+            .maybe_start_transaction_verification(PID, 0, 0, true, 1)
+            .unwrap();
+        assert_ne!(g, VerificationGuard::SENTINEL);
+        // Switched back on (a dynamic broker config change reaches the partition's config):
+        // a verify-only client is verified again.
+        m.set_config(ProducerStateConfig::default());
+        assert_ne!(start(&mut m, 0, 0, 2), VerificationGuard::SENTINEL);
     }
 }

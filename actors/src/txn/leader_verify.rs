@@ -270,9 +270,9 @@ fn produce_refused(
 #[derive(Clone)]
 pub struct LeaderVerifier {
     pub coordinator: TxnCoordinatorApis,
+    /// Each partition answers for `transaction.partition.verification.enable` itself (a
+    /// dynamic broker config its config follows): SENTINEL for a verify-only client while off.
     pub partitions: PartitionTableReader,
-    /// `transaction.partition.verification.enable`
-    pub verification_enable: bool,
 }
 
 /// One transactional partition of a request: its place, its leader, its producer.
@@ -295,7 +295,7 @@ impl LeaderVerifier {
         candidates: Vec<Candidate>,
     ) -> BTreeMap<TxnPartition, i16> {
         let mut refused = BTreeMap::new();
-        if candidates.is_empty() || (!op.supports_epoch_bump() && !self.verification_enable) {
+        if candidates.is_empty() {
             return refused;
         }
         let table = self.partitions.borrow().clone();
