@@ -200,15 +200,18 @@ def consume_name(p):
 def plan(mode, only):
     if mode == "smoke":
         prods = [Produce(1024, "1", 1, 1), Produce(100, "all", 1, 1)]
-        durations = {"produce": 2.0, "consume": 10.0, "e2e": 3.0, "mock": 1.0, "tcp": 0.5}
+        durations = {"produce": 2.0, "consume": 10.0, "e2e": 3.0, "mock": 1.0, "tcp": 0.5,
+                     "warmup": 0}
     else:
         prods = [Produce(s, a, p, x) for s in (100, 1024) for a in ("1", "all")
                  for p in (1, 8) for x in (1, 4)]
         if mode == "quick":
             prods = [p for p in prods if p.producers == 1 and (p.partitions == 1 or p.acks == "1")]
-            durations = {"produce": 4.0, "consume": 30.0, "e2e": 6.0, "mock": 2.0, "tcp": 1.0}
+            durations = {"produce": 4.0, "consume": 30.0, "e2e": 6.0, "mock": 2.0, "tcp": 1.0,
+                         "warmup": 5.0}
         else:
-            durations = {"produce": 8.0, "consume": 60.0, "e2e": 12.0, "mock": 3.0, "tcp": 2.0}
+            durations = {"produce": 8.0, "consume": 60.0, "e2e": 12.0, "mock": 3.0, "tcp": 2.0,
+                         "warmup": 10.0}
     consumes = [p for p in prods if is_consumed(p)]
     durations["consume_mib"] = CONSUME_MIB[mode]
     if only:
@@ -295,6 +298,29 @@ def settle():
     os.sync()
 
 
+def warm_up(b, seconds):
+    """Untimed load before the first scenario: 100 B and 1 KiB records produced for `seconds`
+    each over 8 partitions, then read back. Kafka's JVM interprets the produce and fetch paths
+    until the JIT has compiled them, so without it the first scenarios measured a cold Kafka
+    (its 100 B acks=1 run, first in line, came out slower than the acks=all run after it).
+    kactor gets the same, so both start the timed scenarios having done the same work."""
+    done = {}
+    if not seconds:
+        return done
+    for size in (100, 1024):
+        topic = f"bench-warmup-{size}"
+        w = tool("produce", "--bootstrap", b.bootstrap, "--topic", topic, "--partitions", 8,
+                 "--record-size", size, "--acks", "1", "--producers", 1,
+                 "--duration-s", seconds, "--max-records", max_records(size) // 4)
+        n = w.get("records") or 0
+        if n:
+            tool("consume", "--bootstrap", b.bootstrap, "--topic", topic, "--expect", n,
+                 "--duration-s", 60)
+        done[size] = n
+    log(f"{b.name}: warmed up with {done} records")
+    return done
+
+
 def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, java_tools,
                e2e_linger):
     """Everything measured against one broker; returns a dict of results (never raises for a
@@ -315,6 +341,7 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
         log(f"{target}: first produce after {fp['start_to_first_produce_ms']:.0f} ms")
         time.sleep(3)
         res["idle_rss"] = b.proc_status("VmRSS")
+        res["warmup"] = warm_up(b, durations["warmup"])
         cpu_total, bytes_total = 0.0, 0
         for p in prods:
             if not b.is_running():
@@ -461,6 +488,10 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
     w("- Both brokers: single node, combined mode (broker+controller), same data dir and ports, "
       "`log.flush.interval.messages=Long.MAX` (no fsync per request); every timed scenario "
       "starts after a sync(2), so none inherits the page-cache writeback of the ones before it. "
+      + (f"Before the first scenario each broker is warmed up alike "
+         f"({args.durations['warmup']:.0f} s of 100 B and of 1 KiB records over 8 partitions, "
+         "read back), so Kafka's JIT has compiled its produce and fetch paths. "
+         if args.durations.get("warmup") else "") +
       "Kafka: "
       f"`{' '.join(KAFKA_JVM_DEFAULTS[:2])}` G1 (kafka-server-start.sh defaults).")
     w("- Load: kactor-bench (librdkafka 2.12.1 via rdkafka 0.38), linger.ms=5, no compression, "
