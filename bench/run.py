@@ -289,13 +289,32 @@ def java_perf(b, topic, records, timeout=180):
     return out
 
 
-def settle():
+def settle(datadir=None, will_write=0):
     """Writes back every dirty page (sync(2)) before a timed scenario, outside its window: the
     kernel starts background writeback, and then throttles writers, once enough of the page
     cache is dirty, so without it a scenario's figure depended on how many GiB the scenarios
     before it had written (the same acks=all scenario measured 586k rec/s in third place and
-    941k alone), for either broker."""
+    941k alone), for either broker.
+
+    Then, for a scenario that writes, primes guest memory: on this VM a page the guest has not
+    touched for a while is no longer backed by the host, and the first write into it costs
+    several times more (`dd` of 3 GiB into the page cache: 650-680 MB/s with the guest's
+    memory idle for 30 s, 2.6-4.5 GB/s right after another 3 GiB file was deleted; perf showed
+    the broker's copy into the page cache at 3x its usual cost per byte). Which scenario met
+    cold memory depended on timing, so figures swung by 2-3x between runs, for either broker.
+    Writing and deleting `will_write` bytes just before the clock starts gives every scenario
+    backed pages, as a dedicated broker host has."""
     os.sync()
+    if datadir is None or will_write <= 0:
+        return
+    scratch = Path(datadir).parent / ".bench-prime"
+    block = b"\0" * MIB
+    try:
+        with open(scratch, "wb") as f:
+            for _ in range(will_write // MIB + 1):
+                f.write(block)
+    finally:
+        scratch.unlink(missing_ok=True)
 
 
 def warm_up(b, seconds):
@@ -346,7 +365,8 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
         for p in prods:
             if not b.is_running():
                 raise BrokerError(f"{target} died:\n{b.log_tail(20)}")
-            settle()
+            # What the scenario may write at most, plus its indexes and batch overhead.
+            settle(datadir, max_records(p.size) * (p.size + 80))
             c0 = b.cpu_seconds()
             r = tool("produce", "--bootstrap", b.bootstrap, "--topic", p.topic,
                      "--partitions", p.partitions, "--record-size", p.size, "--acks", p.acks,
@@ -386,7 +406,7 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
             if not rate:
                 mx = res["produce"].get(Produce(size, acks, 1, 1).name, {}).get("records_per_s")
                 rate = e2e_rates[(size, acks)] = round(mx * 0.5) if mx else 1000
-            settle()
+            settle(datadir, min(int(rate * durations["e2e"] * (size + 80)), 3 << 30))
             r = tool("e2e", "--bootstrap", b.bootstrap, "--topic", f"bench-e2e-{size}-{acks}",
                      "--record-size", size, "--acks", acks, "--rate", rate,
                      "--duration-s", durations["e2e"], "--linger-ms", e2e_linger,
@@ -487,7 +507,11 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
          if load_start[0] >= 3 else ""))
     w("- Both brokers: single node, combined mode (broker+controller), same data dir and ports, "
       "`log.flush.interval.messages=Long.MAX` (no fsync per request); every timed scenario "
-      "starts after a sync(2), so none inherits the page-cache writeback of the ones before it. "
+      "starts after a sync(2), so none inherits the page-cache writeback of the ones before it, "
+      "and one that writes starts right after a scratch file of its size was written and "
+      "deleted: on this VM, page-cache writes into guest memory left idle for a while run "
+      "several times slower (host backing; `dd` of 3 GiB: 650 MB/s cold, 2.6-4.5 GB/s right "
+      "after a delete), which otherwise hit whichever scenario met cold memory. "
       + (f"Before the first scenario each broker is warmed up alike "
          f"({args.durations['warmup']:.0f} s of 100 B and of 1 KiB records over 8 partitions, "
          "read back), so Kafka's JIT has compiled its produce and fetch paths. "

@@ -65,3 +65,11 @@ def test_report_shows_ratios_and_pending_kactor():
     assert "| CPU per GB ≤ 0.5× Kafka | 0.40× | yes |" in text
     assert "| idle RSS ≤ 30 MiB | 10.0 MiB | yes |" in text
     assert "shared with other work" in text
+
+
+def test_settle_primes_memory_and_leaves_nothing_behind(tmp_path):
+    datadir = tmp_path / "data"
+    datadir.mkdir()
+    run.settle(datadir, 3 * run.MIB)
+    run.settle()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
