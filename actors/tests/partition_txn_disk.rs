@@ -3,36 +3,15 @@
 //! reads report it, and a clean shutdown leaves a producer-state snapshot. (A version of this
 //! path over `MemoryLog` passed while the boxed disk log dropped all three on the floor.)
 
+mod common;
+
+use common::txn::verify_txn;
 use kactor_actors::partition::core::{IsolationLevel, ReadParams};
 use kactor_actors::partition::messages::*;
 use kactor_actors::partition::testing::{disk_registry, leader_change, now_ms};
 use kactor_actors::producer::partition::TxnMarker;
 use kactor_protocol::records::BatchBuilder;
 use kactor_protocol::Uuid;
-
-/// The leader's KIP-890 steps before a transactional append: start the producer's
-/// verification, then confirm its guard (the coordinator's OK).
-async fn verify_txn(
-    addr: &kactor_actors::runtime::MeteredAddr<kactor_actors::partition::PartitionActor>,
-    producer_id: i64,
-    producer_epoch: i16,
-    base_sequence: i32,
-) {
-    let guard = addr
-        .send(StartTxnVerification {
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            supports_epoch_bump: false,
-        })
-        .await
-        .unwrap()
-        .unwrap();
-    addr.send(ConfirmTxnVerification { producer_id, guard })
-        .await
-        .unwrap()
-        .unwrap();
-}
 
 fn txn_batch(pid: i64, epoch: i16, seq: i32) -> bytes::Bytes {
     let mut b = BatchBuilder::new(0)

@@ -3,6 +3,9 @@
 //! fenced epoch is refused, and partitions this broker does not host answer
 //! UNKNOWN_TOPIC_OR_PARTITION.
 
+mod common;
+
+use common::txn::verify_txn;
 use std::collections::BTreeMap;
 
 use kactor_actors::partition::core::{IsolationLevel, ReadParams};
@@ -15,30 +18,6 @@ use kactor_protocol::messages::write_txn_markers_request::{
 use kactor_protocol::messages::WriteTxnMarkersRequest;
 use kactor_protocol::records::BatchBuilder;
 use kactor_protocol::Uuid;
-
-/// The leader's KIP-890 steps before a transactional append: start the producer's
-/// verification, then confirm its guard (the coordinator's OK).
-async fn verify_txn(
-    addr: &kactor_actors::runtime::MeteredAddr<kactor_actors::partition::PartitionActor>,
-    producer_id: i64,
-    producer_epoch: i16,
-    base_sequence: i32,
-) {
-    let guard = addr
-        .send(StartTxnVerification {
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            supports_epoch_bump: false,
-        })
-        .await
-        .unwrap()
-        .unwrap();
-    addr.send(ConfirmTxnVerification { producer_id, guard })
-        .await
-        .unwrap()
-        .unwrap();
-}
 
 fn txn_batch(pid: i64, epoch: i16) -> bytes::Bytes {
     let mut b = BatchBuilder::new(0)
