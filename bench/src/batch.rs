@@ -32,11 +32,15 @@ impl<'a, C: ConsumerContext + 'static> BatchReader<'a, C> {
         }
     }
 
-    /// Waits up to `timeout` for records and calls `each` with every record's value length
-    /// (or its error). Returns how many came back.
+    /// Waits up to `timeout` for up to `limit` records (at most the reader's capacity) and
+    /// calls `each` with every record's value length (or its error). Returns how many came
+    /// back. librdkafka returns early only once it has `limit` records, so a caller that knows
+    /// how many remain asks for no more than that: otherwise the last call waits out the
+    /// timeout.
     pub fn read(
         &mut self,
         timeout: Duration,
+        limit: usize,
         mut each: impl FnMut(Result<usize, String>),
     ) -> usize {
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
@@ -47,7 +51,7 @@ impl<'a, C: ConsumerContext + 'static> BatchReader<'a, C> {
                 self.queue,
                 ms,
                 self.slots.as_mut_ptr(),
-                self.slots.len(),
+                limit.clamp(1, self.slots.len()),
             )
         };
         let n = usize::try_from(n).unwrap_or(0);

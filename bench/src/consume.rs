@@ -117,7 +117,8 @@ fn run_on(target: &Target, a: &Args) -> Result<Value> {
     let mut reader = BatchReader::new(&consumer, 4096);
     let mut now = start;
     while n < a.expect && now < deadline && now.duration_since(last) < idle {
-        let got = reader.read(Duration::from_millis(100), |r| match r {
+        let remaining = usize::try_from(a.expect - n).unwrap_or(usize::MAX);
+        let got = reader.read(Duration::from_millis(100), remaining, |r| match r {
             Ok(len) => {
                 n += 1;
                 bytes += len as u64;
