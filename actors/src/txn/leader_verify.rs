@@ -41,7 +41,7 @@ use kactor_protocol::messages::txn_offset_commit_response as tcr;
 use kactor_protocol::messages::{
     ProduceRequest, ProduceResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
-use kactor_protocol::records::BatchHeader;
+use kactor_protocol::records::{batches, BatchHeader};
 use kactor_protocol::{ApiKey, Records, RequestBody, ResponseBody};
 use tokio::sync::oneshot;
 
@@ -204,31 +204,39 @@ const MORE_THAN_ONE_PRODUCER: &str = "Transactional records contained more than 
 /// Whether the request's transactional batches carry more than one (producer id, epoch).
 pub fn mixes_transactional_producers(req: &ProduceRequest) -> bool {
     let mut seen: Option<(i64, i16)> = None;
-    for topic in &req.topic_data {
-        for p in &topic.partition_data {
-            let Some(Records::Memory(bytes)) = &p.records else {
-                continue;
-            };
-            let mut rest: &[u8] = bytes;
-            while let Ok(h) = BatchHeader::parse(rest) {
-                if h.is_transactional() && h.has_producer_id() {
-                    let producer = (h.producer_id, h.producer_epoch);
-                    if *seen.get_or_insert(producer) != producer {
-                        return true;
-                    }
-                }
-                if h.batch_length <= 0 {
-                    break;
-                }
-                let size = h.total_size();
-                if size > rest.len() {
-                    break;
-                }
-                rest = &rest[size..];
-            }
-        }
+    req.topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|p| match &p.records {
+            Some(Records::Memory(bytes)) => Some(batches(bytes.clone())),
+            _ => None,
+        })
+        // A malformed batch ends its partition's walk; validation answers it at append.
+        .flat_map(|it| it.map_while(Result::ok))
+        .filter(|b| b.header.is_transactional() && b.header.has_producer_id())
+        .any(|b| {
+            let producer = (b.header.producer_id, b.header.producer_epoch);
+            *seen.get_or_insert(producer) != producer
+        })
+}
+
+/// A partition answered `code` without an append (no offsets), with `message` where the
+/// version has ErrorMessage (v8+).
+fn refused_partition(
+    version: i16,
+    index: i32,
+    code: i16,
+    message: Option<String>,
+) -> PartitionProduceResponse {
+    PartitionProduceResponse {
+        index,
+        error_code: code,
+        base_offset: -1,
+        log_append_time_ms: -1,
+        log_start_offset: -1,
+        error_message: message.filter(|_| version >= 8),
+        ..Default::default()
     }
-    false
 }
 
 /// Every partition of `req` answered with `code` (Kafka's `ProduceRequest.getErrorResponse`).
@@ -249,15 +257,7 @@ fn produce_refused(
                 partition_responses: t
                     .partition_data
                     .iter()
-                    .map(|p| PartitionProduceResponse {
-                        index: p.index,
-                        error_code: code,
-                        base_offset: -1,
-                        log_append_time_ms: -1,
-                        log_start_offset: -1,
-                        error_message: (version >= 8).then(|| message.to_string()),
-                        ..Default::default()
-                    })
+                    .map(|p| refused_partition(version, p.index, code, Some(message.into())))
                     .collect(),
                 ..Default::default()
             })
@@ -645,16 +645,9 @@ fn merge_produce(
         let mut merged = Vec::with_capacity(indexes.len());
         for &index in indexes {
             match refused.get(&(ti, index)) {
-                Some((code, message)) => merged.push(PartitionProduceResponse {
-                    index,
-                    error_code: *code,
-                    base_offset: -1,
-                    log_append_time_ms: -1,
-                    log_start_offset: -1,
-                    // ErrorMessage exists from v8.
-                    error_message: message.clone().filter(|_| version >= 8),
-                    ..Default::default()
-                }),
+                Some((code, message)) => {
+                    merged.push(refused_partition(version, index, *code, message.clone()))
+                }
                 None => merged.extend(appended.next()),
             }
         }

@@ -210,8 +210,14 @@ fn lat_from_producer() -> RecordError {
     RecordError::InvalidTimestamp("producer should not set timestamp type to LogAppendTime".into())
 }
 
+/// Whether a record timestamp is acceptable under the topic's bounds (no timestamp always is).
+#[inline]
+fn within(timestamp: i64, (min, max): (i64, i64)) -> bool {
+    timestamp == super::NO_TIMESTAMP || (min..=max).contains(&timestamp)
+}
+
 fn check_timestamp(timestamp: i64, (min, max): (i64, i64)) -> Result<(), RecordError> {
-    if timestamp != super::NO_TIMESTAMP && (timestamp < min || timestamp > max) {
+    if !within(timestamp, (min, max)) {
         return Err(RecordError::InvalidTimestamp(format!(
             "timestamp {timestamp} is out of range; it should be within [{min}, {max}]"
         )));
@@ -259,10 +265,8 @@ fn walk_records_fast(
         if timestamp == super::NO_TIMESTAMP && log_append_time {
             return None;
         }
-        if let Some((min, max)) = bounds {
-            if timestamp != super::NO_TIMESTAMP && (timestamp < min || timestamp > max) {
-                return None;
-            }
+        if bounds.is_some_and(|b| !within(timestamp, b)) {
+            return None;
         }
         max_timestamp = max_timestamp.max(timestamp);
     }
