@@ -237,16 +237,23 @@ def max_records(size):
 # ---------------------------------------------------------------------------------------------
 # Runs
 # ---------------------------------------------------------------------------------------------
-def run_ceilings(prods, durations, tcp_sizes):
-    res = {"tcp": {}, "mock": {}}
+def run_tcp(durations, tcp_sizes):
+    res = {}
     for ws in tcp_sizes:
-        res["tcp"][ws] = tool("tcp", "--write-size", ws, "--duration-s", durations["tcp"])
-        log(f"tcp {ws} B writes: {res['tcp'][ws].get('mib_per_s')} MiB/s")
+        res[ws] = tool("tcp", "--write-size", ws, "--duration-s", durations["tcp"])
+        log(f"tcp {ws} B writes: {res[ws].get('mib_per_s')} MiB/s")
+    return res
+
+
+def run_mock(prods, durations):
+    """librdkafka's mock broker for every producer scenario: once per round, so the ceiling
+    meets the same machine weather as the brokers it bounds."""
+    res = {}
     for p in prods:
         r = tool("produce", "--mock", "--topic", p.topic, "--partitions", p.partitions,
                  "--record-size", p.size, "--acks", p.acks, "--producers", p.producers,
                  "--duration-s", durations["mock"], "--max-records", max_records(p.size))
-        res["mock"][p.name] = r
+        res[p.name] = r
         log(f"mock {p.name}: {r.get('records_per_s', r.get('error'))} rec/s")
     return res
 
@@ -431,6 +438,65 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
     return res
 
 
+def median_pick(results, *key):
+    """Of one scenario's results over the rounds, the one whose `key` is the median (the lower
+    one for an even count), with every round's value under "rounds" in round order (None for
+    a round that failed), so the report can show the spread and pair the brokers' rounds."""
+    ok = [r for r in results if r and "error" not in r and get(r, *key) is not None]
+    if not ok:
+        return next((r for r in reversed(results) if r), None)
+    ok.sort(key=lambda r: get(r, *key))
+    pick = dict(ok[(len(ok) - 1) // 2])
+    pick["rounds"] = [get(r, *key) if r and "error" not in r else None for r in results]
+    return pick
+
+
+def median_low(values):
+    vals = sorted(v for v in values if v is not None)
+    return vals[(len(vals) - 1) // 2] if vals else None
+
+
+def merge_rounds(runs):
+    """One broker's rounds folded into the shape of a single run: each scenario is its median
+    round; each e2e percentile is the median of that percentile over the rounds."""
+    m = {"target": runs[0]["target"], "rounds": len(runs),
+         "loadavg_start": runs[0].get("loadavg_start")}
+    for sect in ("produce", "consume"):
+        names = list(dict.fromkeys(n for r in runs for n in r.get(sect, {})))
+        m[sect] = {n: median_pick([get(r, sect, n) for r in runs], "records_per_s")
+                   for n in names}
+    m["e2e"] = {}
+    for key in dict.fromkeys(k for r in runs for k in r.get("e2e", {})):
+        rs = [get(r, "e2e", key) for r in runs]
+        pick = median_pick(rs, "latency", "p99_us")
+        if pick and "error" not in pick:
+            ok = [r for r in rs if r and "error" not in r]
+            for part in ("latency", "produce_latency"):
+                pick[part] = {k: median_low(get(r, part, k) for r in ok)
+                              for k in (get(pick, part) or {})}
+        m["e2e"][key] = pick
+    m["cpu_s_per_gb"] = median_low(r.get("cpu_s_per_gb") for r in runs)
+    m["idle_rss"] = median_low(r.get("idle_rss") for r in runs)
+    m["peak_rss"] = max((r["peak_rss"] for r in runs if r.get("peak_rss")), default=None)
+    fp = median_pick([r.get("first_produce") for r in runs], "start_to_first_produce_ms")
+    if fp:
+        m["first_produce"] = fp
+    java = next((r["java"] for r in runs if r.get("java")), None)
+    if java:
+        m["java"] = java
+    failed = [f"round {i + 1}: {r['fatal']}" for i, r in enumerate(runs) if "fatal" in r]
+    if failed and len(failed) == len(runs):
+        m["fatal"] = failed[-1]
+    elif failed:
+        m["round_failures"] = failed
+    return m
+
+
+def merge_mock(rounds):
+    names = dict.fromkeys(n for r in rounds for n in r)
+    return {n: median_pick([r.get(n) for r in rounds], "records_per_s") for n in names}
+
+
 # ---------------------------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------------------------
@@ -529,24 +595,37 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
       "~50 ms of work for the application; with the default, 100 B consumer figures mostly "
       "counted those pauses, for either broker). Ratios are kactor / Kafka "
       "(for latency, CPU and memory lower is better, so the ratio shown is kactor / Kafka too).")
+    if args.rounds > 1:
+        w(f"- {args.rounds} rounds: every scenario ran {args.rounds} times on each broker, the "
+          "brokers alternating (Kafka then kactor, kactor then Kafka, ...), each run on a "
+          "freshly started broker with an empty data dir, and the mock broker once per round. "
+          "A cell shows the broker's median round (for e2e, each percentile's median over the "
+          "rounds); the ratio is of the medians, and 'per round' pairs each round's kactor "
+          "figure with the same round's Kafka figure, so the spread is there to see.")
+    w("- client cores: CPU seconds the load tool used in the timed window per second (this "
+      "machine has 2 cores; near 2 minus the broker's share, the client is the limit).")
     for t, r in (("kactor", R), ("Apache Kafka", K)):
         if pending(r):
             w(f"- **{t}: {pending(r)}**")
+        for f in r.get("round_failures", []):
+            w(f"- **{t}, {f[:160]}**")
     w("")
 
     # --only 'consume ...' runs no producer scenario.
     if prods:
         w("## Producer throughput (records/s, MiB/s of values)\n")
-        w("| scenario | Apache Kafka | kactor | kactor / Kafka | mock broker (ceiling) | "
-          "kactor / mock | p99 ms Kafka | p99 ms kactor |")
-        w("|---|---|---|---|---|---|---|---|")
+        w("| scenario | Apache Kafka | kactor | kactor / Kafka | per round | "
+          "mock broker (ceiling) | kactor / mock | p99 ms Kafka | p99 ms kactor | "
+          "client cores Kafka / kactor / mock |")
+        w("|---|---|---|---|---|---|---|---|---|---|")
         for p in prods:
             k, r = get(K, "produce", p.name), get(R, "produce", p.name)
             m = ceilings["mock"].get(p.name)
             w(f"| {p.name} | {fmt_rate(k)} | {fmt_rate(r)} | "
-              f"{ratio(get(r, 'records_per_s'), get(k, 'records_per_s'))} | {fmt_rate(m)} | "
-              f"{ratio(get(r, 'records_per_s'), get(m, 'records_per_s'))} | "
-              f"{ms(get(k, 'latency', 'p99_us'))} | {ms(get(r, 'latency', 'p99_us'))} |")
+              f"{ratio(get(r, 'records_per_s'), get(k, 'records_per_s'))} | {per_round(k, r)} | "
+              f"{fmt_rate(m)} | {ratio(get(r, 'records_per_s'), get(m, 'records_per_s'))} | "
+              f"{ms(get(k, 'latency', 'p99_us'))} | {ms(get(r, 'latency', 'p99_us'))} | "
+              f"{cores(k, r, m)} |")
         w("")
     if consumes:
         w("## Consumer throughput (one consumer reading a prepared data set)\n")
@@ -560,16 +639,18 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
           "the bootstrap metadata whatever the broker; a watermark query before the clock "
           "starts opens it); the wait for the first record (ListOffsets, first Fetch) is "
           "included and also shown apart. `fetch.queue.backoff.ms=10`: see Load above.\n")
-        w("| scenario | Apache Kafka | kactor | kactor / Kafka | first record ms Kafka | "
-          "first record ms kactor |")
-        w("|---|---|---|---|---|---|")
+        w("| scenario | Apache Kafka | kactor | kactor / Kafka | per round | "
+          "first record ms Kafka | first record ms kactor | client cores Kafka / kactor |")
+        w("|---|---|---|---|---|---|---|---|")
         for p in consumes:
             n = p.name.replace("produce", "consume")
             k, r = get(K, "consume", n), get(R, "consume", n)
             fk, fr = get(k, "ms_to_first_record"), get(r, "ms_to_first_record")
             w(f"| {n} | {fmt_rate(k)}{incomplete(k)} | {fmt_rate(r)}{incomplete(r)} | "
               f"{ratio(get(r, 'records_per_s'), get(k, 'records_per_s'))} | "
-              f"{f'{fk:.0f}' if fk else '–'} | {f'{fr:.0f}' if fr else '–'} |")
+              f"{per_round(k, r)} | "
+              f"{f'{fk:.0f}' if fk else '–'} | {f'{fr:.0f}' if fr else '–'} | "
+              f"{cores(k, r)} |")
         w("")
     if e2es:
         w("## End-to-end latency at a fixed rate (50% of Kafka's max; µs from scheduled send "
@@ -694,6 +775,19 @@ def targets(K, R, prods, consumes, e2es, ceilings):
     return "\n".join(lines)
 
 
+def per_round(k, r):
+    """kactor / Kafka for each round, from the two brokers' runs of the same round."""
+    kv, rv = get(k, "rounds"), get(r, "rounds")
+    if not kv or not rv or len(kv) < 2:
+        return "–"
+    return " · ".join(f"{b / a:.2f}" if a and b else "–" for a, b in zip(kv, rv))
+
+
+def cores(*results):
+    return " / ".join(f"{c:.2f}" if (c := get(x, "client_cores")) is not None else "–"
+                      for x in results)
+
+
 def ms(v):
     return f"{v / 1000:.1f}" if v is not None else "–"
 
@@ -757,6 +851,9 @@ def main(argv=None):
     ap.add_argument("--out", help="where to write the report ('-' for nowhere; default "
                     "bench/RESULTS.md, except --smoke, which only prints)")
     ap.add_argument("--json", help="also dump the raw results here")
+    ap.add_argument("--rounds", type=int,
+                    help="times each broker runs every scenario, alternating brokers; the "
+                         "report shows the median round (default: 3, --smoke 1)")
     ap.add_argument("--port-base", type=int, default=PORTS["client"],
                     help="client port; controller and HTTP take the next two")
     args = ap.parse_args(argv)
@@ -769,6 +866,9 @@ def main(argv=None):
     if not ports_free():
         sys.exit(f"ports {sorted(PORTS.values())} are in use on 127.0.0.1")
     prods, consumes, e2es, durations = plan(args.mode, args.only)
+    if args.rounds is None:
+        args.rounds = 1 if args.mode == "smoke" else 3
+    args.rounds = max(1, args.rounds)
     args.durations = durations
     if args.mode == "smoke" or args.no_java_tools:
         java_tools = False
@@ -779,17 +879,29 @@ def main(argv=None):
     log(f"mode {args.mode}: {len(prods)} producer, {len(consumes)} consumer, {len(e2es)} e2e "
         f"scenarios; load average {load_start[0]:.2f}")
     tcp_sizes = sorted({p.size for p in prods} | {65536})
-    ceilings = ({"tcp": {}, "mock": {}} if args.no_ceilings
-                else run_ceilings(prods, durations, tcp_sizes))
+    ceilings = {"tcp": {} if args.no_ceilings else run_tcp(durations, tcp_sizes), "mock": {}}
     e2e_rates = {k: args.e2e_rate for k in e2es} if args.e2e_rate else {}
     # KACTOR_BENCH_DATA puts the brokers' data elsewhere (e.g. /tmp), so two runs on one
     # machine (with different --port-base) do not share a directory.
     datadir = Path(os.environ.get("KACTOR_BENCH_DATA", ROOT / ".cache" / "bench-data"))
-    res = {}
-    for target in [t.strip() for t in args.brokers.split(",") if t.strip()]:
-        log(f"==== {target}")
-        res[target] = run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates,
-                                 java_tools, args.e2e_linger_ms)
+    order = [t.strip() for t in args.brokers.split(",") if t.strip()]
+    runs = {t: [] for t in order}
+    mocks = []
+    for i in range(args.rounds):
+        # Alternating order (A B, B A, A B, ...): a drift in the machine over the run (memory
+        # backing, another guest's load) then weighs on both brokers alike, where running all
+        # of Kafka and then all of kactor charged it to one side. The same scenario swung by up
+        # to 2-3x between single runs on this VM, for either broker.
+        for target in (order if i % 2 == 0 else order[::-1]):
+            log(f"==== round {i + 1}/{args.rounds}: {target}")
+            # Kafka's own perf tools are a reference only: the first round runs them.
+            runs[target].append(run_broker(target, prods, consumes, e2es, durations, datadir,
+                                           e2e_rates, java_tools and i == 0,
+                                           args.e2e_linger_ms))
+        if not args.no_ceilings:
+            mocks.append(run_mock(prods, durations))
+    res = {t: merge_rounds(rs) for t, rs in runs.items()}
+    ceilings["mock"] = merge_mock(mocks)
     shutil.rmtree(datadir, ignore_errors=True)
     text = report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_start)
     print(text)
@@ -802,7 +914,8 @@ def main(argv=None):
                 return {("-".join(map(str, k)) if isinstance(k, tuple) else str(k)): keys(v)
                         for k, v in o.items()}
             return o
-        Path(args.json).write_text(json.dumps(keys({"results": res, "ceilings": ceilings}),
+        Path(args.json).write_text(json.dumps(keys({"results": res, "rounds": runs,
+                                                    "ceilings": ceilings}),
                                               default=str, indent=1))
     bad = [t for t in res if "fatal" in res[t]]
     return 1 if bad and args.mode == "smoke" else 0

@@ -46,7 +46,8 @@ def fake(rps, p99=1000):
 
 def test_report_shows_ratios_and_pending_kactor():
     prods, consumes, e2es, d = run.plan("smoke", None)
-    args = argparse.Namespace(argv=["--smoke"], mode="smoke", durations=d, e2e_linger_ms=1)
+    args = argparse.Namespace(argv=["--smoke"], mode="smoke", durations=d, e2e_linger_ms=1,
+                              rounds=1)
     kafka = {"produce": {p.name: fake(100_000) for p in prods}, "consume": {}, "e2e": {},
              "loadavg_start": (0.5, 0.5, 0.5), "cpu_s_per_gb": 10.0, "idle_rss": 400 << 20}
     kactor = {"fatal": "no first produce: timed out", "loadavg_start": (0.5, 0.5, 0.5)}
@@ -73,3 +74,44 @@ def test_settle_primes_memory_and_leaves_nothing_behind(tmp_path):
     run.settle(datadir, 3 * run.MIB)
     run.settle()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_rounds_fold_into_the_median_round_with_each_round_paired():
+    prods, consumes, e2es, d = run.plan("smoke", None)
+    name = prods[0].name
+
+    def broker(target, rates, p99s, cpu):
+        return [{"target": target, "produce": {name: fake(r)}, "consume": {},
+                 "e2e": {(1024, "1"): {"latency": {"p99_us": p, "p50_us": p // 10},
+                                       "produce_latency": {"p50_us": 5},
+                                       "received": 10, "sent": 10}},
+                 "cpu_s_per_gb": c, "idle_rss": 8 << 20, "peak_rss": (100 + i) << 20,
+                 "first_produce": {"start_to_first_produce_ms": 30 + i},
+                 "loadavg_start": (0.5, 0.5, 0.5)}
+                for i, (r, p, c) in enumerate(zip(rates, p99s, cpu))]
+
+    kafka = run.merge_rounds(broker("kafka", [300, 100, 200], [9000, 7000, 8000], [3, 2, 1]))
+    kactor_runs = broker("kactor", [600, 900, 100], [100, 300, 200], [1, 1, 2])
+    kactor_runs[2]["produce"][name] = {"error": "broker died"}
+    kactor_runs[2]["fatal"] = "died"
+    kactor = run.merge_rounds(kactor_runs)
+    # The median round, and every round's figure in round order (None where it failed).
+    assert kafka["produce"][name]["records_per_s"] == 200
+    assert kafka["produce"][name]["rounds"] == [300, 100, 200]
+    assert kactor["produce"][name]["records_per_s"] == 600  # lower median of 600 and 900
+    assert kactor["produce"][name]["rounds"] == [600, 900, None]
+    assert kactor["round_failures"] == ["round 3: died"] and "fatal" not in kactor
+    # Each e2e percentile is its own median over the rounds.
+    assert kafka["e2e"][(1024, "1")]["latency"] == {"p99_us": 8000, "p50_us": 800}
+    assert kafka["cpu_s_per_gb"] == 2 and kafka["peak_rss"] == 102 << 20
+    assert kafka["first_produce"]["start_to_first_produce_ms"] == 31
+    assert run.per_round(kafka["produce"][name], kactor["produce"][name]) == "2.00 · 9.00 · –"
+
+    args = argparse.Namespace(argv=["--quick"], mode="quick", durations=d, e2e_linger_ms=1,
+                              rounds=3)
+    text = run.report(args, {"kafka": kafka, "kactor": kactor},
+                      {"tcp": {}, "mock": run.merge_mock([{name: fake(1000)}])}, prods, consumes,
+                      [(1024, "1")], {(1024, "1"): 100}, datetime.datetime(2026, 1, 1),
+                      (0.5, 0.5, 0.5))
+    assert f"| {name} | 200 (0.2 MiB/s) | 600 (0.6 MiB/s) | 3.00× | 2.00 · 9.00 · – |" in text
+    assert "kactor, round 3: died" in text

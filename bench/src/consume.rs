@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use crate::admin::Target;
 use crate::batch::BatchReader;
 use crate::produce::{throughput_json, Counters};
+use crate::stats;
 use crate::{secs, Conn};
 
 #[derive(clap::Args)]
@@ -104,6 +105,7 @@ fn run_on(target: &Target, a: &Args) -> Result<Value> {
     }
     let partitions = assign_all(&consumer, target, &a.topic, Offset::Beginning)?;
     let counters = Counters::default();
+    let cpu0 = stats::process_cpu_seconds();
     let start = Instant::now();
     let deadline = start + secs(a.duration_s);
     let idle = secs(a.idle_s);
@@ -143,7 +145,8 @@ fn run_on(target: &Target, a: &Args) -> Result<Value> {
         &counters,
         elapsed,
         json!({"topic": a.topic, "partitions": partitions, "expected": a.expect,
-               "complete": n >= a.expect, "ms_to_first_record": to_first_ms}),
+               "complete": n >= a.expect, "ms_to_first_record": to_first_ms,
+               "client_cores": stats::cores_busy(cpu0, elapsed)}),
     ))
 }
 

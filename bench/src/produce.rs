@@ -182,6 +182,7 @@ pub fn run(a: &Args) -> Result<Value> {
     target.create_topic(&a.topic, a.partitions, Duration::from_secs(60))?;
     let partitions = target.partitions(&a.topic)?.max(1);
     let counters = Arc::new(Counters::default());
+    let cpu0 = stats::process_cpu_seconds();
     let start = Instant::now();
     let deadline = start + secs(a.duration_s);
     let producers = a.producers.max(1);
@@ -222,6 +223,8 @@ pub fn run(a: &Args) -> Result<Value> {
             "topic": a.topic, "partitions": partitions, "record_size": a.record_size,
             "acks": a.acks, "producers": producers, "mock": target.is_mock(),
             "latency": stats::summary(&hist),
+            // With --mock this includes the mock broker, which runs in this process.
+            "client_cores": stats::cores_busy(cpu0, elapsed),
         }),
     ))
 }
