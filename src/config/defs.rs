@@ -269,7 +269,8 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     def("transaction.state.log.load.buffer.size", Int, Some("5242880"), AtLeast(1), "Read size when loading transactions (not used by kactor)."),
     dynamic("transaction.partition.verification.enable", Boolean, Some("true"), Any, "Verify partitions are in the transaction before appending (Produce < v12, TxnOffsetCommit < v5)."),
     def("transaction.two.phase.commit.enable", Boolean, Some("false"), Any, "KIP-939 two-phase commit (not used by kactor)."),
-    dynamic("producer.id.expiration.ms", Int, Some("86400000"), AtLeast(1), "Idle time before a producer id's state expires (not used by kactor)."),
+    dynamic("producer.id.expiration.ms", Int, Some("86400000"), AtLeast(1), "Idle time after which a producer id's state (and a pending transaction verification) is removed from a partition; an open transaction keeps it."),
+    def("producer.id.expiration.check.interval.ms", Int, Some("600000"), AtLeast(1), "How often partitions remove producer ids idle past producer.id.expiration.ms (an internal key in Kafka, whose DescribeConfigs lists it only when set; kactor always lists it)."),
     // --- kactor's own keys ---
     def("kactor.http.address", String, Some("127.0.0.1:9464"), NonEmpty, "host:port of /metrics, /healthz, /readyz."),
     def("kactor.log.format", String, Some("text"), OneOf(&["text", "json"]), "Log line format."),

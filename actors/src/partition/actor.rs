@@ -514,6 +514,18 @@ impl Handler<FlushTick> for PartitionActor {
     }
 }
 
+impl Handler<ProducerExpirationTick> for PartitionActor {
+    type Result = usize;
+    fn handle(&mut self, _: ProducerExpirationTick, _: &mut Context<Self>) -> usize {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let now = now_ms();
+        self.core()
+            .map(|c| c.remove_expired_producers(now))
+            .unwrap_or(0)
+    }
+}
+
 impl Handler<RetentionTick> for PartitionActor {
     type Result = usize;
     fn handle(&mut self, _: RetentionTick, _: &mut Context<Self>) -> usize {

@@ -1,5 +1,7 @@
 //! `LogManagerActor` (the scheduled half of Kafka's `LogManager`): periodic retention
 //! (`log.retention.check.interval.ms`), time-based flush checks (`log.flush.scheduler.interval.ms`),
+//! producer-id expiry (`producer.id.expiration.check.interval.ms`, Kafka's per-log
+//! `PeriodicProducerExpirationCheck`),
 //! recovery-point / log-start-offset checkpoints (`log.flush.offset.checkpoint.interval.ms`),
 //! removal of logs left renamed for deletion (`log.segment.delete.delay.ms`), and the clean
 //! shutdown that writes `.kafka_cleanshutdown`. The work itself happens in the partition actors
@@ -12,7 +14,7 @@ use actix::{
     WrapFuture,
 };
 
-use super::messages::{FlushTick, RetentionTick, ShutdownReplicas};
+use super::messages::{FlushTick, ProducerExpirationTick, RetentionTick, ShutdownReplicas};
 use super::registry::{
     CheckpointLogDirs, PartitionTableReader, PurgeDeletedLogs, ReplicaManagerActor,
 };
@@ -25,6 +27,9 @@ pub struct LogManagerConfig {
     pub flush_scheduler_interval_ms: i64,
     pub flush_offset_checkpoint_interval_ms: i64,
     pub segment_delete_delay_ms: i64,
+    /// How often every partition forgets producers idle past `producer.id.expiration.ms`
+    /// (that value itself is per partition: it follows dynamic broker config changes).
+    pub producer_id_expiration_check_interval_ms: i64,
 }
 
 impl Default for LogManagerConfig {
@@ -34,6 +39,8 @@ impl Default for LogManagerConfig {
             flush_scheduler_interval_ms: i64::MAX,
             flush_offset_checkpoint_interval_ms: 60_000,
             segment_delete_delay_ms: 60_000,
+            producer_id_expiration_check_interval_ms:
+                crate::producer::DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
         }
     }
 }
@@ -61,6 +68,10 @@ impl LogManagerConfig {
                 d.flush_offset_checkpoint_interval_ms,
             ),
             segment_delete_delay_ms: get("log.segment.delete.delay.ms", d.segment_delete_delay_ms),
+            producer_id_expiration_check_interval_ms: get(
+                "producer.id.expiration.check.interval.ms",
+                d.producer_id_expiration_check_interval_ms,
+            ),
         }
     }
 }
@@ -103,6 +114,16 @@ impl LogManagerActor {
         }
     }
 
+    fn expire_producers(&mut self) {
+        if self.shut_down {
+            return;
+        }
+        let table = self.partitions.borrow().clone();
+        for r in table.partitions.values() {
+            r.addr.do_send(ProducerExpirationTick);
+        }
+    }
+
     fn flush(&mut self) {
         if self.shut_down {
             return;
@@ -123,6 +144,13 @@ impl Actor for LogManagerActor {
                 let metrics = act.metrics.clone();
                 let _m = metrics.handle();
                 act.retention();
+            });
+        }
+        if let Some(every) = interval(self.config.producer_id_expiration_check_interval_ms) {
+            ctx.run_interval(every, |act, _| {
+                let metrics = act.metrics.clone();
+                let _m = metrics.handle();
+                act.expire_producers();
             });
         }
         if let Some(every) = interval(self.config.flush_scheduler_interval_ms) {

@@ -187,6 +187,13 @@ pub struct FlushTick {
 #[rtype(result = "usize")]
 pub struct RetentionTick;
 
+/// Log manager → partition: forget producers idle past `producer.id.expiration.ms`
+/// (`producer.id.expiration.check.interval.ms`). Lost: they stay until the next tick. Answers
+/// how many were removed.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "usize")]
+pub struct ProducerExpirationTick;
+
 /// One local replica's new state from the metadata log (the registry's input; mirrors the
 /// metadata publisher's `LocalPartitionChange`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,6 +30,12 @@
 //! is `min(first_unstable_offset, high_watermark)`. Call
 //! [`ProducerStateManager::on_high_watermark_updated`] when the high watermark moves.
 //!
+//! **Expiry.** [`ProducerStateManager::remove_expired_producers`] forgets producers idle for
+//! `producer.id.expiration.ms` (from [`ProducerStateConfig`], which follows the dynamic broker
+//! config) unless they have a transaction open, and verification entries that old; the
+//! partition runs it on the log manager's timer (`producer.id.expiration.check.interval.ms`),
+//! as Kafka's per-log `PeriodicProducerExpirationCheck` task does.
+//!
 //! **Recovery and snapshots.** [`snapshot::write_snapshot`] at segment roll and clean shutdown
 //! (file `<map end offset, 20 digits>.snapshot`); on open, [`snapshot::latest_snapshot`] then
 //! [`ProducerStateManager::load_snapshot`] and replay the log from the snapshot's offset with
@@ -42,6 +48,6 @@ pub mod state;
 pub use state::{
     AppendCheck, AppendOrigin, BatchMetadata, CompletedTxn, ProducerAppend, ProducerBatch,
     ProducerStateConfig, ProducerStateEntry, ProducerStateError, ProducerStateManager,
-    VerificationGuard, VerificationStateEntry, DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    NUM_BATCHES_TO_RETAIN,
+    VerificationGuard, VerificationStateEntry, DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
 };

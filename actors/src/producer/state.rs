@@ -35,8 +35,9 @@ use crate::log::AbortedTxn;
 pub const NUM_BATCHES_TO_RETAIN: usize = 5;
 /// `producer.id.expiration.ms` default (1 day).
 pub const DEFAULT_PRODUCER_ID_EXPIRATION_MS: i64 = 86_400_000;
-/// `producer.id.expiration.check.interval.ms` default (10 minutes).
-pub const PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: i64 = 600_000;
+/// `producer.id.expiration.check.interval.ms` default (10 minutes): how often the log manager
+/// has every partition run [`ProducerStateManager::remove_expired_producers`].
+pub const DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: i64 = 600_000;
 
 /// Wire error codes this module produces (Kafka's `Errors`).
 pub mod codes {
@@ -403,7 +404,6 @@ pub struct ProducerStateManager {
     unreplicated_txns: BTreeMap<i64, CompletedTxn>,
     /// Offset after the last batch applied (Kafka's `lastMapOffset + 1`): snapshots are named by it.
     map_end_offset: i64,
-    last_expiry_check_ms: i64,
     /// Pending KIP-890 verifications by producer id (Kafka's `verificationStates`).
     verification_states: BTreeMap<i64, VerificationStateEntry>,
 }
@@ -774,7 +774,8 @@ impl ProducerStateManager {
 
     /// Forgets producers idle for `producer.id.expiration.ms` with no open transaction, and
     /// verification entries created that long ago (Kafka's `removeExpiredProducers`, run every
-    /// `producer.id.expiration.check.interval.ms`). Returns how many producers were removed.
+    /// `producer.id.expiration.check.interval.ms`: the log manager's `ProducerExpirationTick`).
+    /// Returns how many producers were removed.
     pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
         let before = self.producers.len();
         let expiration = self.config.producer_id_expiration_ms;
@@ -785,18 +786,6 @@ impl ProducerStateManager {
         self.verification_states
             .retain(|_, v| now_ms.saturating_sub(v.timestamp) < expiration);
         before - self.producers.len()
-    }
-
-    /// [`Self::remove_expired_producers`] at most every `producer.id.expiration.check.interval.ms`
-    /// (10 minutes), driven by the caller's appends instead of a timer.
-    pub fn maybe_remove_expired(&mut self, now_ms: i64) -> usize {
-        if now_ms.saturating_sub(self.last_expiry_check_ms)
-            < PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS
-        {
-            return 0;
-        }
-        self.last_expiry_check_ms = now_ms;
-        self.remove_expired_producers(now_ms)
     }
 
     /// Empties the table, e.g. before rebuilding it after a truncation (Kafka's

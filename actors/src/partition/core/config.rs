@@ -58,6 +58,9 @@ pub struct PartitionConfig {
     /// The broker's `transaction.partition.verification.enable` (not a topic config): a
     /// transactional batch starting a transaction needs the producer's verification guard.
     pub transaction_verification_enable: bool,
+    /// The broker's `producer.id.expiration.ms` (not a topic config; dynamic cluster-wide):
+    /// how long an idle producer's state, and a pending verification, stays in the partition.
+    pub producer_id_expiration_ms: i64,
     /// Every topic-level setting in force, by Kafka's topic config name (the log's own
     /// configuration is built from these).
     pub effective: BTreeMap<String, String>,
@@ -80,6 +83,7 @@ impl Default for PartitionConfig {
             flush_ms: i64::MAX,
             file_delete_delay_ms: 60_000,
             transaction_verification_enable: true,
+            producer_id_expiration_ms: crate::producer::DEFAULT_PRODUCER_ID_EXPIRATION_MS,
             effective: BTreeMap::new(),
         }
     }
@@ -203,6 +207,15 @@ impl PartitionConfig {
         if let Some(v) = broker.get("transaction.partition.verification.enable") {
             c.transaction_verification_enable = !v.trim().eq_ignore_ascii_case("false");
         }
+        // Kafka's `ProducerStateManagerConfig` keeps these two broker-wide switches, updated in
+        // place on a dynamic change; here every config push carries them to the partitions.
+        if let Some(ms) = broker
+            .get("producer.id.expiration.ms")
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .filter(|ms| *ms >= 1)
+        {
+            c.producer_id_expiration_ms = ms;
+        }
         c
     }
 
@@ -247,6 +260,7 @@ impl PartitionConfig {
             flush_ms: int("flush.ms", d.flush_ms),
             file_delete_delay_ms: int("file.delete.delay.ms", d.file_delete_delay_ms),
             transaction_verification_enable: d.transaction_verification_enable,
+            producer_id_expiration_ms: d.producer_id_expiration_ms,
             effective,
         }
     }
@@ -273,6 +287,15 @@ mod tests {
         let c = PartitionConfig::resolve(&broker, &map(&[("max.message.bytes", "10")]));
         assert_eq!(c.max_message_bytes, 10);
         assert_eq!(c.compression, TopicCompression::Producer);
+    }
+
+    #[test]
+    fn producer_id_expiration_comes_from_the_broker() {
+        let c = PartitionConfig::resolve(&BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(c.producer_id_expiration_ms, 86_400_000);
+        let broker = map(&[("producer.id.expiration.ms", "2000")]);
+        let c = PartitionConfig::resolve(&broker, &BTreeMap::new());
+        assert_eq!(c.producer_id_expiration_ms, 2000);
     }
 
     #[test]

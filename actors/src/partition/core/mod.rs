@@ -477,7 +477,6 @@ impl<L: PartitionLog> Partition<L> {
             now_ms,
             origin,
         )?;
-        self.producers.maybe_remove_expired(now_ms);
         // The producer checks read the batch header only.
         let header = match &v.records {
             AppendPayload::Whole(b) => b.clone(),
@@ -882,6 +881,13 @@ impl<L: PartitionLog> Partition<L> {
             .enforce_retention(now_ms, hw, ms, bytes)
             .map_err(PartitionError::Storage)
     }
+
+    /// Forgets producers idle past `producer.id.expiration.ms` (the log manager's periodic
+    /// check, Kafka's per-log `PeriodicProducerExpirationCheck`): leader and follower alike,
+    /// as every Kafka log runs it. Returns how many were removed.
+    pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
+        self.producers.remove_expired_producers(now_ms)
+    }
 }
 
 #[cfg(test)]
@@ -891,6 +897,6 @@ mod tests;
 fn producer_state_config(config: &PartitionConfig) -> crate::producer::ProducerStateConfig {
     crate::producer::ProducerStateConfig {
         transaction_verification_enabled: config.transaction_verification_enable,
-        ..Default::default()
+        producer_id_expiration_ms: config.producer_id_expiration_ms,
     }
 }
