@@ -339,7 +339,15 @@ fn coordinator_writes_without_sequences_join_the_transaction_and_are_never_dupli
     // The group coordinator appends a transactional producer's offset commits to
     // __consumer_offsets with the producer's id/epoch and no sequence (-1), origin Coordinator:
     // each is appended (never taken for a retry of the previous one) and the marker ends them.
+    // The first one of each transaction needs the verification TxnOffsetCommit's leader check
+    // confirmed (KIP-890, as Kafka holds AppendOrigin.COORDINATOR to it).
     let mut m = ProducerStateManager::default();
+    let verify = |m: &mut ProducerStateManager| {
+        let guard = m
+            .maybe_start_transaction_verification(9, -1, 0, false, 0)
+            .unwrap();
+        m.confirm_verification(9, guard).unwrap();
+    };
     let coordinator = |m: &mut ProducerStateManager, bytes: &Bytes| {
         match kactor_actors::producer::partition::check_leader_append_from(
             m,
@@ -351,9 +359,15 @@ fn coordinator_writes_without_sequences_join_the_transaction_and_are_never_dupli
                 Ok(())
             }
             Ok(AppendCheck::Duplicate(_)) => Err("taken for a duplicate"),
+            Err(e) if e.code() == codes::INVALID_TXN_STATE => Err("not verified"),
             Err(_) => Err("refused"),
         }
     };
+    assert_eq!(
+        coordinator(&mut m, &batch(9, 0, -1, 0, 1, true, 10)),
+        Err("not verified")
+    );
+    verify(&mut m);
     assert_eq!(
         coordinator(&mut m, &batch(9, 0, -1, 0, 1, true, 10)),
         Ok(())
@@ -366,7 +380,13 @@ fn coordinator_writes_without_sequences_join_the_transaction_and_are_never_dupli
     let done = marker(&mut m, 9, 0, 2, false, 0).unwrap().unwrap();
     assert!(done.is_aborted);
     assert_eq!((done.first_offset, done.last_offset), (0, 2));
-    // The next transaction of the same producer starts again without sequences.
+    // The next transaction of the same producer starts again without sequences, verified again:
+    // the marker cleared the first one's guard.
+    assert_eq!(
+        coordinator(&mut m, &batch(9, 0, -1, 3, 1, true, 12)),
+        Err("not verified")
+    );
+    verify(&mut m);
     assert_eq!(
         coordinator(&mut m, &batch(9, 0, -1, 3, 1, true, 12)),
         Ok(())

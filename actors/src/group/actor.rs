@@ -46,8 +46,25 @@ fn write_error_code(e: &PartitionError) -> i16 {
         | PartitionError::UnknownLeaderEpoch { .. } => errors::NOT_COORDINATOR,
         PartitionError::NotEnoughReplicas { .. } => errors::COORDINATOR_NOT_AVAILABLE,
         PartitionError::MessageTooLarge { .. } => errors::UNKNOWN_SERVER_ERROR,
+        // A TxnOffsetCommit's records refused by the producer state (verification guard voided
+        // by an abort: INVALID_TXN_STATE; fenced epoch: INVALID_PRODUCER_EPOCH) answer that
+        // error, as Kafka's `handleOperationException` passes it through.
+        PartitionError::ProducerState(e) => e.code(),
         _ => errors::COORDINATOR_NOT_AVAILABLE,
     }
+}
+
+/// Whether a failed write's code concerns that write's own producer rather than the shard:
+/// the writes queued behind it are then not at fault and get a retriable code instead.
+fn is_producer_state_code(code: i16) -> bool {
+    use crate::producer::state::codes;
+    matches!(
+        code,
+        codes::OUT_OF_ORDER_SEQUENCE_NUMBER
+            | codes::INVALID_PRODUCER_EPOCH
+            | codes::INVALID_TXN_STATE
+            | codes::TRANSACTION_COORDINATOR_FENCED
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -358,8 +375,17 @@ impl GroupCoordinatorActor {
     /// `code`, and the shard reloads from the log to drop the state they produced.
     fn fail_from(&mut self, seq: u64, code: i16, ctx: &mut Context<Self>) {
         let mut failed = Vec::new();
+        // Kafka writes a transactional write in a batch of its own, so its refusal fails no
+        // other request; here the later writes' state was built on it and is dropped with the
+        // reload, so they fail too, but retriably.
+        let later_code = if is_producer_state_code(code) {
+            errors::COORDINATOR_NOT_AVAILABLE
+        } else {
+            code
+        };
         self.writes.retain_mut(|w| {
             if w.seq >= seq {
+                let code = if w.seq == seq { code } else { later_code };
                 failed.extend(fail_all(std::mem::take(&mut w.responses), code));
                 false
             } else {
@@ -368,7 +394,7 @@ impl GroupCoordinatorActor {
         });
         // Parked requests belong to the state being dropped too.
         let parked = self.shard.unload();
-        failed.extend(fail_all(parked.responses, code));
+        failed.extend(fail_all(parked.responses, later_code));
         self.deliver(failed);
         self.release(ctx);
         if self.phase != Phase::Reloading {

@@ -23,7 +23,10 @@ pub struct AppendRecords {
 /// Group / transaction coordinator → partition leader: append records the coordinator writes
 /// itself (Kafka's `AppendOrigin.COORDINATOR`). A TxnOffsetCommit's records carry the
 /// producer's id and epoch but no sequence, so they are neither sequence-checked nor
-/// deduplicated. Lost: the coordinator's write times out and its request fails retriably.
+/// deduplicated; being transactional, they need the producer's verification guard confirmed
+/// here ([`ConfirmTxnVerification`], sent by `txn::leader_verify` ahead of them) unless its
+/// transaction is already open here, else INVALID_TXN_STATE and nothing is appended. Lost: the
+/// coordinator's write times out and its request fails retriably.
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "Result<AppendOutcome, PartitionError>")]
 pub struct AppendCoordinatorRecords {

@@ -465,9 +465,12 @@ impl ProducerStateManager {
 
     /// A transactional data batch from a client that does not continue a transaction of its
     /// epoch already open here must present the current guard when verification is enabled
-    /// (Kafka's `analyzeAndValidateProducerState`; the epoch is checked first). Only `Client`
-    /// appends are held to it: kactor's group coordinator passes no guard with its
-    /// TxnOffsetCommit records.
+    /// (Kafka's `analyzeAndValidateProducerState`; the epoch is checked first). `Client` and
+    /// `Coordinator` appends are held to it, as in Kafka: the group coordinator's TxnOffsetCommit
+    /// records need the guard `txn::leader_verify` confirmed on the `__consumer_offsets`
+    /// partition, so an abort marker written between the coordinator's OK and the offsets'
+    /// append voids it instead of letting the append open a transaction nobody will end.
+    /// Replication and recovery take the log as the truth.
     fn check_append_with(
         &self,
         b: &ProducerBatch,
@@ -516,7 +519,7 @@ impl ProducerStateManager {
             }
             None => {
                 check_epoch(&entry, b, origin)?;
-                if origin == AppendOrigin::Client
+                if matches!(origin, AppendOrigin::Client | AppendOrigin::Coordinator)
                     && b.is_transactional
                     && self.batch_missing_required_verification(b, guard)
                 {

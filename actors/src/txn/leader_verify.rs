@@ -25,8 +25,9 @@
 //! ([`StartTxnVerification`]); after the coordinator's OK the guard is confirmed at the
 //! partition ([`ConfirmTxnVerification`]), ahead of the append in the same mailbox. The
 //! transaction's marker clears the entry, so an abort that completes between the
-//! coordinator's answer and the append fails the append with INVALID_TXN_STATE instead of
-//! leaving a hanging transaction. A request whose transactional batches carry more than one
+//! coordinator's answer and the append (the Produce's, or the group coordinator's append of the
+//! TxnOffsetCommit offsets to `__consumer_offsets`) fails the append with INVALID_TXN_STATE
+//! instead of leaving a hanging transaction. A request whose transactional batches carry more than one
 //! producer id (or epoch) is refused whole with INVALID_PRODUCER_ID_MAPPING, as Kafka's
 //! `ReplicaManager.handleProduceAppend` does.
 
