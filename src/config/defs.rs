@@ -147,7 +147,9 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     dynamic("max.connections.per.ip.overrides", String, Some(""), Any, "host:limit overrides."),
     def("connections.max.idle.ms", Long, Some("600000"), Any, "Idle connections are closed after this."),
     def("queued.max.requests", Int, Some("500"), AtLeast(1), "In-flight requests per connection before reading pauses."),
-    def("queued.max.request.bytes", Long, Some("-1"), Any, "Bytes of queued requests; -1 = unbounded (not used by kactor: queued.max.requests bounds each connection)."),
+    // Any value, as in Kafka (no validator there): ≤ 0 is no bound; the cross-key rule in
+    // config::validate_cross asks a bound to hold the largest request.
+    def("queued.max.request.bytes", Long, Some("-1"), Any, "Bytes of requests read and not yet handled, shared by all broker listeners' connections (controller listeners get a pool of the same size); a connection stops reading while the pool is empty. -1 (any value ≤ 0) = unbounded; else at least socket.request.max.bytes."),
     def("request.timeout.ms", Int, Some("30000"), AtLeast(0), "Broker-side request timeout."),
     dynamic("max.connection.creation.rate", Int, Some(INT_MAX), AtLeast(0), "New connections per second (not used by kactor)."),
     def("socket.connection.setup.timeout.ms", Long, Some("10000"), Any, "Outgoing connection set-up timeout (not used by kactor)."),

@@ -755,6 +755,16 @@ impl BrokerConfig {
                 ));
             }
         }
+        // Kafka's KafkaConfig rule: a bounded pool must fit the largest request, so every
+        // request can be read once the pool is free (its SimpleMemoryPool refuses a smaller
+        // size), and no request ever waits for more bytes than the pool has.
+        let pool_bytes = self.get_i64("queued.max.request.bytes");
+        if pool_bytes > 0 && pool_bytes < self.get_i64("socket.request.max.bytes") {
+            return Err(self.invalid(
+                "queued.max.request.bytes",
+                "must be larger or equal to socket.request.max.bytes",
+            ));
+        }
         let http = self.get_str("kactor.http.address").unwrap_or_default();
         if http.parse::<std::net::SocketAddr>().is_err() {
             return Err(self.invalid(
@@ -877,6 +887,7 @@ mod tests {
         assert_eq!(c.get_str("kactor.http.address"), Some("127.0.0.1:9464"));
         assert_eq!(c.get_i32("socket.request.max.bytes"), 104857600);
         assert_eq!(c.get_i32("queued.max.requests"), 500);
+        assert_eq!(c.get_i64("queued.max.request.bytes"), -1);
         assert_eq!(c.log_retention_ms(), 168 * 3_600_000);
         assert_eq!(c.entry("log.retention.ms").unwrap().value, None);
         assert_eq!(
@@ -999,6 +1010,31 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("auto.create.topics.enable"), "{err}");
+        let err = load(
+            None,
+            &[],
+            &[
+                "queued.max.request.bytes=1048576",
+                "socket.request.max.bytes=1048577",
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("queued.max.request.bytes") && err.contains("socket.request.max.bytes"),
+            "{err}"
+        );
+        // As in Kafka, any value ≤ 0 means no pool, and a pool may equal the largest request.
+        load(None, &[], &["queued.max.request.bytes=0"]).unwrap();
+        load(
+            None,
+            &[],
+            &[
+                "queued.max.request.bytes=1048576",
+                "socket.request.max.bytes=1048576",
+            ],
+        )
+        .unwrap();
         let err = load(None, &[], &["nokey"]).unwrap_err().to_string();
         assert!(err.contains("key=value"), "{err}");
         let err = load(
