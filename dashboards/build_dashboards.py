@@ -240,6 +240,20 @@ def overview():
                    f"[{RATE}]))", "closed: {{reason}}", "C"),
         ], unit="cps", description="Refused: max.connections reached. Closed: the broker "
                                    "closed the connection for a protocol violation."),
+        timeseries("Request memory pool (queued.max.request.bytes)", [
+            target(f"sum by (instance, listeners) "
+                   f"(kactor_network_request_memory_pool_used_bytes{{{s}}})",
+                   "{{instance}} {{listeners}} used", "A"),
+            # An unbounded pool reports 2^63-1 available (Kafka's Long.MAX_VALUE); leave it out.
+            target(f"sum by (instance, listeners) "
+                   f"(kactor_network_request_memory_pool_available_bytes{{{s}}} < 2^62)",
+                   "{{instance}} {{listeners}} available", "B"),
+        ], unit="bytes", description="Request bytes read and not yet handled, out of "
+                                     "queued.max.request.bytes (Kafka's MemoryPoolUsed / "
+                                     "MemoryPoolAvailable). While available is at or below 0 "
+                                     "no connection reads a new request. Broker and controller "
+                                     "listeners have a pool each; nothing is counted when the "
+                                     "pool is unbounded (the default)."),
         text("Coming with the broker's next metric families",
              ("ISR shrinks/expands, the active controller"
               if PARTITION_PANELS else

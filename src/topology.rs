@@ -80,6 +80,7 @@ pub fn network_config(cfg: &BrokerConfig) -> NetworkConfig {
         max_connections: cfg.get_i32("max.connections") as usize,
         max_connections_per_ip: cfg.get_i32("max.connections.per.ip") as usize,
         max_connections_per_ip_overrides: per_ip_overrides(cfg),
+        queued_max_request_bytes: cfg.get_i64("queued.max.request.bytes"),
         limits: ConnectionLimits {
             socket_request_max_bytes: cfg.get_i32("socket.request.max.bytes") as usize,
             queued_max_requests: cfg.get_i32("queued.max.requests") as usize,

@@ -109,6 +109,7 @@ fn produce_then_fetch_over_tcp() {
             max_connections: 100,
             max_connections_per_ip: 100,
             max_connections_per_ip_overrides: Default::default(),
+            queued_max_request_bytes: -1,
             limits: ConnectionLimits {
                 socket_request_max_bytes: 100 << 20,
                 queued_max_requests: 16,

@@ -5,7 +5,9 @@
 //! Reading and writing are futures spawned in the actor's context that own the socket halves
 //! while they run and hand them back when done, so the actor state is only touched between
 //! awaits. At most `queued.max.requests` requests are in flight (read, not yet answered);
-//! at that point reading pauses, which pushes back on the client through TCP.
+//! at that point reading pauses, which pushes back on the client through TCP. With
+//! `queued.max.request.bytes` set, reading also pauses while the broker-wide [`MemoryPool`]
+//! cannot give a request's bytes (Kafka's memory mute), until another request releases some.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use tokio::net::TcpStream;
 
 use super::api_versions;
 use super::frame::{read_frame, FrameError, RequestPrefix};
+use super::memory_pool::{MemoryPool, PoolLease};
 use super::router::{
     record_error, ConnectionInfo, HandlerOutcome, RequestContext, RequestRouter,
     UNSUPPORTED_VERSION,
@@ -65,6 +68,8 @@ pub struct ConnectionActor {
     info: ConnectionInfo,
     router: Arc<RequestRouter>,
     limits: ConnectionLimits,
+    /// Shared with every connection of the same listener kind.
+    memory_pool: MemoryPool,
     on_closed: MeteredRecipient<ConnectionClosed>,
     metrics: ActorMetrics,
     stream: Option<std::net::TcpStream>,
@@ -91,12 +96,14 @@ impl ConnectionActor {
         info: ConnectionInfo,
         router: Arc<RequestRouter>,
         limits: ConnectionLimits,
+        memory_pool: MemoryPool,
         on_closed: MeteredRecipient<ConnectionClosed>,
     ) -> Self {
         ConnectionActor {
             info,
             router,
             limits,
+            memory_pool,
             on_closed,
             metrics: ActorMetrics::new("ConnectionActor"),
             stream: Some(stream),
@@ -142,8 +149,10 @@ impl ConnectionActor {
         };
         self.reading = true;
         let max = self.limits.socket_request_max_bytes;
+        // Unbounded (the default) clones a `None`: no reference count touched per request.
+        let pool = self.memory_pool.clone();
         let fut = async move {
-            let r = read_frame(&mut reader, max).await;
+            let r = read_frame(&mut reader, max, &pool).await;
             (reader, r)
         };
         ctx.spawn(fut.into_actor(self).map(|(reader, result), act, ctx| {
@@ -153,8 +162,12 @@ impl ConnectionActor {
         }));
     }
 
-    fn on_frame(&mut self, result: Result<Bytes, FrameError>, ctx: &mut Context<Self>) {
-        let frame = match result {
+    fn on_frame(
+        &mut self,
+        result: Result<(Bytes, Option<Arc<PoolLease>>), FrameError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let (frame, lease) = match result {
             Ok(f) => f,
             Err(FrameError::Closed) => {
                 tracing::debug!(connection = self.info.connection_id, peer = %self.info.peer, "peer closed");
@@ -176,12 +189,27 @@ impl ConnectionActor {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.in_flight += 1;
-        self.dispatch(seq, frame, ctx);
+        self.dispatch(seq, frame, lease, ctx);
         self.maybe_read(ctx);
     }
 
     /// Decodes and routes one request; the response (or closing) happens in [`Self::finish`].
-    fn dispatch(&mut self, seq: u64, frame: Bytes, ctx: &mut Context<Self>) {
+    ///
+    /// `lease` holds the frame's pool bytes (bounded pool only). They go back as soon as
+    /// either nothing points into the frame any more or the handler has finished: a request
+    /// whose decoded body does not refer to its buffer frees its bytes when this returns, as
+    /// Kafka releases a parsed request's buffer at once; Produce's records are referred to
+    /// until the partitions have appended them (Kafka releases them when `KafkaApis.handle`
+    /// returns, before an acks=all produce waits for replicas); and a handler that keeps a
+    /// slice of its request (a group's member metadata) cannot pin the bytes past its end.
+    /// Every early return below (refused, malformed, closing) drops both, releasing them.
+    fn dispatch(
+        &mut self,
+        seq: u64,
+        frame: Bytes,
+        lease: Option<Arc<PoolLease>>,
+        ctx: &mut Context<Self>,
+    ) {
         let received_at = Instant::now();
         let Some(prefix) = RequestPrefix::peek(&frame) else {
             return self.close(ctx, "malformed", "request shorter than a header");
@@ -255,7 +283,18 @@ impl ConnectionActor {
         // only the response is dropped. A future spawned in the context would be dropped with
         // the actor, and actix skips messages whose reply receiver is gone, so the partition
         // would never see the records.
-        let task = actix_rt::spawn((route.handler)(rctx, body));
+        let handler = (route.handler)(rctx, body);
+        let task = match lease {
+            // The default: the handler future as it is, nothing added per request.
+            None => actix_rt::spawn(handler),
+            // The lease's end is tied to the handler task, not to this actor's context, so it
+            // is released even if the connection closes while the handler runs.
+            Some(lease) => actix_rt::spawn(async move {
+                let outcome = handler.await;
+                lease.release();
+                outcome
+            }),
+        };
         ctx.spawn(task.into_actor(self).map(move |joined, act, ctx| {
             let outcome = match joined {
                 Ok(outcome) => outcome,
@@ -569,6 +608,15 @@ mod tests {
         router: Arc<RequestRouter>,
         queued_max_requests: usize,
     ) -> tokio::net::TcpStream {
+        connect_pooled(router, queued_max_requests, MemoryPool::unbounded()).await
+    }
+
+    /// [`connect`] with the request memory pool the connection shares.
+    async fn connect_pooled(
+        router: Arc<RequestRouter>,
+        queued_max_requests: usize,
+        pool: MemoryPool,
+    ) -> tokio::net::TcpStream {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
             .await
@@ -590,7 +638,7 @@ mod tests {
         };
         let sink =
             MeteredRecipient::new(Sink.start().recipient(), ActorMetrics::new("SinkTestActor"));
-        ConnectionActor::new(server, info, router, limits, sink).start();
+        ConnectionActor::new(server, info, router, limits, pool, sink).start();
         client
     }
 
@@ -665,5 +713,80 @@ mod tests {
         client.write_all(&1025i32.to_be_bytes()).await.unwrap();
         let mut buf = [0u8; 1];
         assert_eq!(client.read(&mut buf).await.unwrap_or(0), 0);
+    }
+
+    /// ApiVersions v0 whose frame body is `size` bytes (the v0 body is empty; the rest is
+    /// padding the decoder leaves unread).
+    fn padded_request(correlation_id: i32, size: usize) -> Vec<u8> {
+        let mut f = request(correlation_id);
+        f[..4].copy_from_slice(&(size as i32).to_be_bytes());
+        f.resize(4 + size, 0);
+        f
+    }
+
+    async fn wait_for_available(pool: &MemoryPool, bytes: i64) {
+        for _ in 0..500 {
+            if pool.available_bytes() == Some(bytes) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("pool never reached {bytes} available: {pool:?}");
+    }
+
+    #[actix_rt::test]
+    async fn an_empty_memory_pool_stops_other_connections_reading_until_bytes_come_back() {
+        let (_, features) = features_channel(supported_features(), bootstrap_finalized_features());
+        let router = RequestRouter::new().build(features);
+        // The pool holds exactly one largest request (socket.request.max.bytes = 1024).
+        let pool = MemoryPool::new(1024, "test");
+        let mut a = connect_pooled(router.clone(), 10, pool.clone()).await;
+        let mut b = connect_pooled(router, 10, pool.clone()).await;
+
+        // A announces a 1024-byte request and stalls half-way: the pool is empty.
+        let big = padded_request(7, 1024);
+        a.write_all(&big[..600]).await.unwrap();
+        wait_for_available(&pool, 0).await;
+
+        // B's small request is not read (no bytes left for it), so it is not answered.
+        b.write_all(&request(8)).await.unwrap();
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), b.read_i32())
+                .await
+                .is_err(),
+            "answered while the pool was empty"
+        );
+
+        // A's request completes and is handled; its bytes come back and B is read.
+        a.write_all(&big[600..]).await.unwrap();
+        let deadline = Duration::from_secs(5);
+        let got_a = tokio::time::timeout(deadline, read_correlation_ids(&mut a, 1));
+        assert_eq!(got_a.await.expect("A answered"), vec![7]);
+        let got_b = tokio::time::timeout(deadline, read_correlation_ids(&mut b, 1));
+        assert_eq!(got_b.await.expect("B answered"), vec![8]);
+        wait_for_available(&pool, 1024).await;
+    }
+
+    #[actix_rt::test]
+    async fn pool_bytes_come_back_when_the_peer_closes_mid_frame_or_sends_a_bad_request() {
+        let (_, features) = features_channel(supported_features(), bootstrap_finalized_features());
+        let router = RequestRouter::new().build(features);
+        let pool = MemoryPool::new(1024, "test");
+
+        // Closed mid-frame.
+        let mut a = connect_pooled(router.clone(), 10, pool.clone()).await;
+        a.write_all(&padded_request(1, 1000)[..500]).await.unwrap();
+        wait_for_available(&pool, 24).await;
+        drop(a);
+        wait_for_available(&pool, 1024).await;
+
+        // An unknown API key closes the connection after the whole frame was read.
+        let mut b = connect_pooled(router, 10, pool.clone()).await;
+        let mut bad = padded_request(2, 1000);
+        bad[4..6].copy_from_slice(&999i16.to_be_bytes());
+        b.write_all(&bad).await.unwrap();
+        let mut buf = [0u8; 1];
+        assert_eq!(b.read(&mut buf).await.unwrap_or(0), 0, "closed");
+        wait_for_available(&pool, 1024).await;
     }
 }

@@ -2,11 +2,16 @@
 //! The size is checked against `socket.request.max.bytes` before a single byte of the body is
 //! buffered; frames up to 2 MiB get their buffer at once, larger ones grow only as bytes
 //! actually arrive, so a lying length prefix costs at most 2 MiB of (untouched) allocation
-//! (DESIGN.md §1.5).
+//! (DESIGN.md §1.5). With `queued.max.request.bytes` set, the frame's size is taken from the
+//! broker's [`MemoryPool`] before its body is read, as Kafka's `NetworkReceive` does.
+
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::memory_pool::{MemoryPool, PoolLease};
 
 /// api_key (2) + api_version (2) + correlation_id (4): the part every header version shares.
 pub const MIN_REQUEST_BYTES: usize = 8;
@@ -41,11 +46,34 @@ pub fn check_size(size: i32, max_bytes: usize) -> Result<usize, FrameError> {
     Ok(size as usize)
 }
 
-/// Reads one frame body (without its prefix). Cancel-safe only between frames.
+/// A frame body that holds pool bytes: they go back when the last slice of the body is
+/// dropped (unless the lease's other holder released them first).
+struct PooledBody {
+    body: BytesMut,
+    lease: Arc<PoolLease>,
+}
+
+impl AsRef<[u8]> for PooledBody {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+impl Drop for PooledBody {
+    fn drop(&mut self) {
+        self.lease.release();
+    }
+}
+
+/// Reads one frame body (without its prefix), with the pool bytes it holds (`None` when the
+/// pool is unbounded). The bytes go back when both the body (every slice of it) and the
+/// returned lease are gone, or at [`PoolLease::release`]. Cancel-safe only between frames; a
+/// frame abandoned half-read (error, cancel) gives its pool bytes back with the dropped lease.
 pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max_bytes: usize,
-) -> Result<Bytes, FrameError> {
+    pool: &MemoryPool,
+) -> Result<(Bytes, Option<Arc<PoolLease>>), FrameError> {
     let mut prefix = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -61,6 +89,14 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         }
     }
     let size = check_size(i32::from_be_bytes(prefix), max_bytes)?;
+    // Kafka's NetworkReceive asks the pool for the body's size once it knows it, and reads on
+    // only when given it; waiting here leaves the body in the socket buffer, so the client is
+    // pushed back through TCP. The check keeps the unbounded default to a branch.
+    let lease = if pool.is_bounded() {
+        pool.allocate(size).await
+    } else {
+        None
+    };
     // Frames up to EAGER_BYTES (every produce a default-configured client sends) get their
     // whole buffer at once: growing it as bytes arrive moved the frame with every `realloc`,
     // a full extra copy of each produce request. Larger claims still grow only with the data,
@@ -81,7 +117,20 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             });
         }
     }
-    Ok(body.freeze())
+    match lease {
+        None => Ok((body.freeze(), None)),
+        Some(lease) => {
+            // Tying the lease to the buffer frees the bytes as soon as nothing points into it
+            // (Kafka frees a parsed request's buffer at once unless the request still refers
+            // to it, as Produce's records do).
+            let lease = Arc::new(lease);
+            let body = Bytes::from_owner(PooledBody {
+                body,
+                lease: lease.clone(),
+            });
+            Ok((body, Some(lease)))
+        }
+    }
 }
 
 /// The fixed start of every request header, readable before knowing the header version.
@@ -108,6 +157,13 @@ impl RequestPrefix {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `read_frame` without a pool, for the framing tests.
+    async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Bytes, FrameError> {
+        super::read_frame(r, max, &MemoryPool::unbounded())
+            .await
+            .map(|(body, _)| body)
+    }
 
     fn framed(body: &[u8]) -> Vec<u8> {
         let mut v = (body.len() as i32).to_be_bytes().to_vec();

@@ -1,6 +1,7 @@
 //! The network layer (Kafka's `SocketServer`, `Processor`, `RequestChannel` and the dispatch
 //! half of `KafkaApis`): [`SocketServerActor`] accepts, [`ConnectionActor`] frames and orders,
-//! [`RequestRouter`] maps API keys to handlers, [`api_versions`] answers ApiVersions.
+//! [`RequestRouter`] maps API keys to handlers, [`api_versions`] answers ApiVersions,
+//! [`MemoryPool`] bounds the request bytes read and not yet handled across connections.
 //!
 //! Plugging an API in (in the topology, before `build`):
 //!
@@ -21,12 +22,14 @@
 pub mod api_versions;
 pub mod connection;
 pub mod frame;
+pub mod memory_pool;
 pub mod router;
 pub mod socket_server;
 pub mod writer;
 
 pub use api_versions::{features_channel, FeaturesHandle, FinalizedFeatures, SupportedFeature};
 pub use connection::{ConnectionActor, ConnectionLimits};
+pub use memory_pool::MemoryPool;
 pub use router::{
     ConnectionInfo, Handler, HandlerFuture, HandlerOutcome, ListenerKind, RequestContext,
     RequestRouter,

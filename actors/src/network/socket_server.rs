@@ -1,6 +1,7 @@
 //! The acceptor (Kafka's `SocketServer` + `Acceptor`): binds every listener with
 //! `socket.listen.backlog.size`, enforces `max.connections`, and starts one
-//! [`ConnectionActor`] per accepted socket on the network arbiters, round-robin.
+//! [`ConnectionActor`] per accepted socket on the network arbiters, round-robin, and owns the
+//! request [`MemoryPool`]s (`queued.max.request.bytes`) those connections share.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -12,6 +13,7 @@ use futures_util::stream::{self, StreamExt};
 use tokio::net::{TcpListener, TcpSocket};
 
 use super::connection::{CloseConnection, ConnectionActor, ConnectionClosed, ConnectionLimits};
+use super::memory_pool::MemoryPool;
 use super::router::{ConnectionInfo, ListenerKind, RequestRouter};
 use crate::metrics;
 use crate::runtime::{ActorMetrics, ArbiterPools, MeteredAddr, MeteredRecipient};
@@ -43,6 +45,8 @@ pub struct NetworkConfig {
     pub max_connections_per_ip: usize,
     /// `max.connections.per.ip.overrides`, parsed: host address → limit.
     pub max_connections_per_ip_overrides: HashMap<IpAddr, usize>,
+    /// `queued.max.request.bytes`; ≤ 0 = no bound.
+    pub queued_max_request_bytes: i64,
     pub limits: ConnectionLimits,
 }
 
@@ -96,6 +100,12 @@ pub struct SocketServerActor {
     accept_streams: Vec<SpawnHandle>,
     metrics: ActorMetrics,
     connection_metrics: ActorMetrics,
+    /// Shared by every connection of every broker listener. Controller listeners get a pool of
+    /// their own of the same size: in Kafka's combined mode the broker and the controller each
+    /// run a SocketServer with its own pool, so clients filling theirs cannot stop the quorum's
+    /// and the broker's own heartbeats from being read.
+    broker_pool: MemoryPool,
+    controller_pool: MemoryPool,
 }
 
 fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {
@@ -155,6 +165,8 @@ impl SocketServerActor {
             pending.push((bound, listener));
         }
         let bound = pending.iter().map(|(b, _)| b.clone()).collect();
+        let broker_pool = MemoryPool::new(config.queued_max_request_bytes, "broker");
+        let controller_pool = MemoryPool::new(config.queued_max_request_bytes, "controller");
         Ok(SocketServerActor {
             config,
             router,
@@ -170,6 +182,8 @@ impl SocketServerActor {
             accept_streams: Vec::new(),
             metrics: ActorMetrics::new("SocketServerActor"),
             connection_metrics: ActorMetrics::new("ConnectionActor"),
+            broker_pool,
+            controller_pool,
         })
     }
 
@@ -283,10 +297,14 @@ impl SocketServerActor {
         };
         let router = self.router.clone();
         let limits = self.config.limits;
+        let pool = match bound.kind {
+            ListenerKind::Broker => self.broker_pool.clone(),
+            ListenerKind::Controller => self.controller_pool.clone(),
+        };
         let on_closed = MeteredRecipient::new(ctx.address().recipient(), self.metrics.clone());
         let arbiter = self.pools.next_network();
         let addr = ConnectionActor::start_in_arbiter(&arbiter, move |_| {
-            ConnectionActor::new(std_stream, info, router, limits, on_closed)
+            ConnectionActor::new(std_stream, info, router, limits, pool, on_closed)
         });
         tracing::debug!(connection = id, peer = %peer, listener = %bound.name, "accepted connection");
         let addr = MeteredAddr::new(addr, self.connection_metrics.clone());
@@ -399,6 +417,7 @@ mod tests {
             max_connections: 100,
             max_connections_per_ip: 100,
             max_connections_per_ip_overrides: HashMap::new(),
+            queued_max_request_bytes: -1,
             limits: ConnectionLimits {
                 socket_request_max_bytes: 1 << 20,
                 queued_max_requests: 16,
