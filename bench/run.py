@@ -913,6 +913,8 @@ def main(argv=None):
             if isinstance(o, dict):
                 return {("-".join(map(str, k)) if isinstance(k, tuple) else str(k)): keys(v)
                         for k, v in o.items()}
+            if isinstance(o, list):
+                return [keys(v) for v in o]
             return o
         Path(args.json).write_text(json.dumps(keys({"results": res, "rounds": runs,
                                                     "ceilings": ceilings}),
