@@ -14,42 +14,13 @@ use kactor_actors::group::core::{
 };
 use kactor_actors::group::messages::*;
 use kactor_actors::group::GroupCoordinatorActor;
-use kactor_actors::partition::core::{
-    MemoryLog, Partition, PartitionAssignment, PartitionConfig, PartitionLog, TopicPartition,
-};
-use kactor_actors::partition::messages::{BecomeFollower, BecomeLeader, DescribeReplica};
+use kactor_actors::partition::core::PartitionConfig;
+use kactor_actors::partition::messages::{BecomeFollower, DescribeReplica};
 use kactor_actors::partition::PartitionActor;
 use kactor_protocol::Uuid;
 
-fn assignment(leader: i32) -> PartitionAssignment {
-    PartitionAssignment {
-        leader,
-        leader_epoch: 0,
-        partition_epoch: 0,
-        replicas: vec![1],
-        isr: vec![1],
-    }
-}
-
-async fn offsets_partition() -> Addr<PartitionActor> {
-    let log: Box<dyn PartitionLog> = Box::new(MemoryLog::new());
-    let core = Partition::new(
-        TopicPartition::new("__consumer_offsets", 0),
-        1,
-        log,
-        PartitionConfig::default(),
-        0,
-    );
-    let addr = PartitionActor::new(core, None).start();
-    addr.send(BecomeLeader {
-        assignment: assignment(1),
-        config: PartitionConfig::default(),
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    addr
-}
+mod common;
+use common::group::{assignment, offsets_partition};
 
 fn topics() -> TopicsView {
     let mut t = TopicsView::new();

@@ -16,11 +16,8 @@ use kactor_actors::group::core::{
 };
 use kactor_actors::group::messages::*;
 use kactor_actors::group::GroupCoordinatorActor;
-use kactor_actors::partition::core::{
-    MemoryLog, Partition, PartitionAssignment, PartitionConfig, PartitionLog, TopicPartition,
-};
 use kactor_actors::partition::messages::{
-    AppendTxnMarker, BecomeLeader, ConfirmTxnVerification, DescribeProducer, DescribeReplica,
+    AppendTxnMarker, ConfirmTxnVerification, DescribeProducer, DescribeReplica,
     StartTxnVerification,
 };
 use kactor_actors::partition::PartitionActor;
@@ -28,34 +25,11 @@ use kactor_actors::producer::partition::TxnMarker;
 use kactor_actors::producer::VerificationGuard;
 use kactor_protocol::Uuid;
 
+mod common;
+use common::group::offsets_partition;
+
 const PID: i64 = 7;
 const INVALID_TXN_STATE: i16 = 48;
-
-async fn offsets_partition() -> Addr<PartitionActor> {
-    let log: Box<dyn PartitionLog> = Box::new(MemoryLog::new());
-    let core = Partition::new(
-        TopicPartition::new("__consumer_offsets", 0),
-        1,
-        log,
-        PartitionConfig::default(),
-        0,
-    );
-    let addr = PartitionActor::new(core, None).start();
-    addr.send(BecomeLeader {
-        assignment: PartitionAssignment {
-            leader: 1,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            replicas: vec![1],
-            isr: vec![1],
-        },
-        config: PartitionConfig::default(),
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    addr
-}
 
 async fn coordinator(partition: &Addr<PartitionActor>) -> Addr<GroupCoordinatorActor> {
     let mut topics = TopicsView::new();
