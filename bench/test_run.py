@@ -115,3 +115,6 @@ def test_rounds_fold_into_the_median_round_with_each_round_paired():
                       (0.5, 0.5, 0.5))
     assert f"| {name} | 200 (0.2 MiB/s) | 600 (0.6 MiB/s) | 3.00× | 2.00 · 9.00 · – |" in text
     assert "kactor, round 3: died" in text
+    # The mock's lead over Kafka bounds what the producer targets can show.
+    assert "| (ceiling) mock broker / Kafka at 1024 B: the most any broker could show | " \
+           "5.00–5.00× | – |" in text
