@@ -46,6 +46,9 @@ pub struct Args {
     pub linger_ms: u32,
 }
 
+/// The timeline's window, by scheduled send time.
+const WINDOW_US: u64 = 100_000;
+
 /// The i-th record's scheduled send time, in µs from the start, at `rate` records/s.
 pub fn scheduled_us(i: u64, rate: f64) -> u64 {
     (i as f64 * 1_000_000.0 / rate) as u64
@@ -84,6 +87,10 @@ pub fn run(a: &Args) -> Result<Value> {
             .create_with_context(Ctx::at(counters.clone(), start, warmup_us))?;
 
     let mut hist = stats::new_histogram();
+    // The worst latency (ms) of the records scheduled in each window of WINDOW_US, so a tail
+    // can be told apart from a stall and lined up with what the broker did at that moment
+    // (with one partition, record i is offset i, scheduled at i / rate).
+    let mut timeline = vec![0u32; (secs(a.duration_s).as_micros() as u64 / WINDOW_US + 1) as usize];
     let mut received = 0u64;
     let mut late_errors = 0u64;
     std::thread::scope(|s| -> Result<()> {
@@ -110,8 +117,12 @@ pub fn run(a: &Args) -> Result<Value> {
                         .and_then(|p| p.get(..8))
                         .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
                         .unwrap_or(0);
+                    let latency = now.saturating_sub(ts);
                     if ts >= warmup_us {
-                        stats::record(&mut hist, now.saturating_sub(ts));
+                        stats::record(&mut hist, latency);
+                    }
+                    if let Some(w) = timeline.get_mut((ts / WINDOW_US) as usize) {
+                        *w = (*w).max((latency / 1000) as u32);
                     }
                 }
                 Some(Err(_)) => late_errors += 1,
@@ -136,6 +147,8 @@ pub fn run(a: &Args) -> Result<Value> {
         "elapsed_s": (elapsed * 1000.0).round() / 1000.0,
         "latency": stats::summary(&hist),
         "produce_latency": stats::summary(&producer.context().take_histogram()),
+        "timeline_window_ms": WINDOW_US / 1000,
+        "timeline_max_ms": timeline,
     }))
 }
 
