@@ -281,6 +281,35 @@ fn snapshot_round_trips_in_kafkas_layout_and_restores_open_transactions() {
     assert_eq!(append(&mut r, &batch(1, 3, 4, 6, 1, false, 700)), Ok(None));
 }
 
+/// A roll's snapshot is written without its fsync (the roll's flush syncs it later): it holds
+/// the same bytes as a synced one, a torn one (a crash before that flush) is passed over for
+/// the previous snapshot, and syncing one that a newer roll's retention already deleted is no
+/// error.
+#[test]
+fn a_roll_snapshot_is_the_same_file_unsynced_and_a_torn_one_is_passed_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = ProducerStateManager::default();
+    append(&mut m, &batch(1, 0, 0, 0, 3, false, 1)).unwrap();
+    let synced = snapshot::write_snapshot(dir.path(), 3, &m.entries()).unwrap();
+    let unsynced = snapshot::write_snapshot_unsynced(dir.path(), 9, &m.entries()).unwrap();
+    assert_eq!(unsynced, snapshot_file(dir.path(), 9));
+    assert_eq!(
+        std::fs::read(&synced).unwrap(),
+        std::fs::read(&unsynced).unwrap()
+    );
+    snapshot::sync_snapshot(&unsynced).unwrap();
+
+    let raw = std::fs::read(&unsynced).unwrap();
+    std::fs::write(&unsynced, &raw[..raw.len() / 2]).unwrap();
+    let (offset, _) = snapshot::latest_snapshot(dir.path(), 10).unwrap().unwrap();
+    assert_eq!(
+        offset, 3,
+        "the torn roll snapshot gives way to the previous one"
+    );
+    assert!(!unsynced.exists());
+    snapshot::sync_snapshot(&unsynced).unwrap();
+}
+
 #[test]
 fn corrupt_snapshots_are_skipped_for_the_previous_one() {
     let dir = tempfile::tempdir().unwrap();

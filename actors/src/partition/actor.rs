@@ -156,10 +156,19 @@ impl PartitionActor {
                 return;
             }
         };
+        // The roll's producer snapshot goes first, as Kafka's scheduled flush does it: the
+        // recovery point must not pass a roll whose snapshot may still be torn.
+        let snapshot = core.take_roll_snapshot();
         self.flush_in_flight = true;
         let fut = async move {
             tokio::task::spawn_blocking(move || {
-                let r = work.run();
+                let r = match snapshot
+                    .as_deref()
+                    .map(crate::producer::snapshot::sync_snapshot)
+                {
+                    Some(Err(e)) => Err(format!("producer snapshot fsync: {e}")),
+                    _ => work.run(),
+                };
                 (work, r)
             })
             .await

@@ -2,7 +2,7 @@
 //! `UnifiedLog.append`, `loadProducerState` and `close`), as functions the partition core calls
 //! so its own code only gains one call per path.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use kactor_protocol::records::{
@@ -190,4 +190,19 @@ pub fn write_snapshot(
     m.update_map_end_offset(log_end_offset);
     snapshot::write_snapshot(dir, m.map_end_offset(), &m.entries()).map_err(|e| e.to_string())?;
     snapshot::retain_newest(dir, SNAPSHOTS_KEPT).map_err(|e| e.to_string())
+}
+
+/// The snapshot of a segment roll, written on the append path without its fsync; returns the
+/// file, which the rolled segment's flush fsyncs first (Kafka's `roll`: `takeSnapshot(false)`,
+/// then `flushProducerStateSnapshot` in the scheduled flush).
+pub fn write_roll_snapshot(
+    m: &mut ProducerStateManager,
+    dir: &Path,
+    rolled_at: i64,
+) -> Result<PathBuf, String> {
+    m.update_map_end_offset(rolled_at);
+    let path = snapshot::write_snapshot_unsynced(dir, m.map_end_offset(), &m.entries())
+        .map_err(|e| e.to_string())?;
+    snapshot::retain_newest(dir, SNAPSHOTS_KEPT).map_err(|e| e.to_string())?;
+    Ok(path)
 }

@@ -120,12 +120,45 @@ pub fn write_snapshot(
     offset: i64,
     entries: &[ProducerStateEntry],
 ) -> Result<PathBuf, SnapshotError> {
+    write(dir, offset, entries, true)
+}
+
+/// [`write_snapshot`] without the fsync, for the snapshot a segment roll takes on the append
+/// path (Kafka's `takeSnapshot(false)`): the caller fsyncs it with [`sync_snapshot`] off that
+/// path, before the rolled segment's flush moves the recovery point. Until then a crash can
+/// leave it torn; its CRC then fails and recovery deletes it and uses an older one.
+pub fn write_snapshot_unsynced(
+    dir: &Path,
+    offset: i64,
+    entries: &[ProducerStateEntry],
+) -> Result<PathBuf, SnapshotError> {
+    write(dir, offset, entries, false)
+}
+
+/// fsyncs a snapshot written by [`write_snapshot_unsynced`]; one deleted meanwhile (a newer
+/// roll's retention) needs nothing.
+pub fn sync_snapshot(path: &Path) -> io::Result<()> {
+    match fs::File::open(path) {
+        Ok(f) => f.sync_all(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn write(
+    dir: &Path,
+    offset: i64,
+    entries: &[ProducerStateEntry],
+    sync: bool,
+) -> Result<PathBuf, SnapshotError> {
     let path = snapshot_file(dir, offset);
     let tmp = path.with_extension("snapshot.tmp");
     {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(&encode(entries))?;
-        f.sync_all()?;
+        if sync {
+            f.sync_all()?;
+        }
     }
     fs::rename(&tmp, &path)?;
     Ok(path)
