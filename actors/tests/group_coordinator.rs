@@ -4,53 +4,22 @@
 
 use std::time::Duration;
 
-use actix::{Actor, Addr};
+use actix::Addr;
 use bytes::Bytes;
 use kactor_actors::group::core::errors::*;
 use kactor_actors::group::core::{
     CommitPartitionInput, CommitTopicInput, ConsumerGroupHeartbeatInput, GroupCoordinatorConfig,
     GroupRequest, GroupResponse, JoinGroupInput, OffsetCommitInput, OffsetFetchGroupInput,
-    SyncGroupInput, TopicsView,
+    SyncGroupInput,
 };
 use kactor_actors::group::messages::*;
 use kactor_actors::group::GroupCoordinatorActor;
 use kactor_actors::partition::core::PartitionConfig;
 use kactor_actors::partition::messages::{BecomeFollower, DescribeReplica};
-use kactor_actors::partition::PartitionActor;
 use kactor_protocol::Uuid;
 
 mod common;
-use common::group::{assignment, offsets_partition};
-
-fn topics() -> TopicsView {
-    let mut t = TopicsView::new();
-    t.upsert("orders", Uuid([1; 16]), 4);
-    t
-}
-
-async fn coordinator(
-    partition: &Addr<PartitionActor>,
-    config: GroupCoordinatorConfig,
-) -> Addr<GroupCoordinatorActor> {
-    let addr = GroupCoordinatorActor::new(
-        0,
-        config,
-        CoordinatorPartition {
-            append: partition.clone().recipient(),
-            read: partition.clone().recipient(),
-            describe: partition.clone().recipient(),
-        },
-        topics(),
-    )
-    .start();
-    for _ in 0..200 {
-        if addr.send(DescribeGroupCoordinator).await.unwrap().loaded {
-            return addr;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("coordinator never loaded");
-}
+use common::group::{assignment, coordinator, offsets_partition};
 
 async fn call(addr: &Addr<GroupCoordinatorActor>, request: GroupRequest) -> GroupResponse {
     addr.send(HandleGroupRequest { request }).await.unwrap()

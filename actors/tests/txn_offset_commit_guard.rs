@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use actix::{Actor, Addr};
+use actix::Addr;
 use kactor_actors::group::core::errors::NONE;
 use kactor_actors::group::core::{
     CommitPartitionInput, CommitTopicInput, GroupCoordinatorConfig, GroupRequest, GroupResponse,
-    OffsetFetchGroupInput, TopicsView, TxnOffsetCommitInput,
+    OffsetFetchGroupInput, TxnOffsetCommitInput,
 };
 use kactor_actors::group::messages::*;
 use kactor_actors::group::GroupCoordinatorActor;
@@ -26,33 +26,10 @@ use kactor_actors::producer::VerificationGuard;
 use kactor_protocol::Uuid;
 
 mod common;
-use common::group::offsets_partition;
+use common::group::{coordinator, offsets_partition};
 
 const PID: i64 = 7;
 const INVALID_TXN_STATE: i16 = 48;
-
-async fn coordinator(partition: &Addr<PartitionActor>) -> Addr<GroupCoordinatorActor> {
-    let mut topics = TopicsView::new();
-    topics.upsert("orders", Uuid([1; 16]), 4);
-    let addr = GroupCoordinatorActor::new(
-        0,
-        GroupCoordinatorConfig::default(),
-        CoordinatorPartition {
-            append: partition.clone().recipient(),
-            read: partition.clone().recipient(),
-            describe: partition.clone().recipient(),
-        },
-        topics,
-    )
-    .start();
-    for _ in 0..200 {
-        if addr.send(DescribeGroupCoordinator).await.unwrap().loaded {
-            return addr;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("coordinator never loaded");
-}
 
 /// What `txn::leader_verify` does for a TxnOffsetCommit (v4 and older: verify only) before the
 /// group coordinator sees it: start the verification on the `__consumer_offsets` partition,
@@ -166,7 +143,7 @@ async fn open_txn_first_offset(partition: &Addr<PartitionActor>) -> Option<i64> 
 #[actix_rt::test]
 async fn an_abort_between_the_coordinators_ok_and_the_offsets_append_refuses_the_commit() {
     let partition = offsets_partition().await;
-    let group = coordinator(&partition).await;
+    let group = coordinator(&partition, GroupCoordinatorConfig::default()).await;
     // The leader check verified __consumer_offsets-0 for the producer ...
     verify(&partition).await;
     // ... then the transaction was aborted before the group coordinator's append: the
@@ -196,7 +173,7 @@ async fn an_abort_between_the_coordinators_ok_and_the_offsets_append_refuses_the
 #[actix_rt::test]
 async fn a_verified_commit_opens_the_transaction_and_the_next_one_continues_it() {
     let partition = offsets_partition().await;
-    let group = coordinator(&partition).await;
+    let group = coordinator(&partition, GroupCoordinatorConfig::default()).await;
     let start = log_end(&partition).await;
 
     verify(&partition).await;

@@ -1,13 +1,19 @@
 //! Group-coordinator test helpers: the `__consumer_offsets` partition a coordinator shard writes
-//! to, led by broker 1 on an in-memory log.
+//! to, led by broker 1 on an in-memory log, and a loaded shard over it.
 #![allow(dead_code)]
 
+use std::time::Duration;
+
 use actix::{Actor, Addr};
+use kactor_actors::group::core::{GroupCoordinatorConfig, TopicsView};
+use kactor_actors::group::messages::{CoordinatorPartition, DescribeGroupCoordinator};
+use kactor_actors::group::GroupCoordinatorActor;
 use kactor_actors::partition::core::{
     MemoryLog, Partition, PartitionAssignment, PartitionConfig, PartitionLog, TopicPartition,
 };
 use kactor_actors::partition::messages::BecomeLeader;
 use kactor_actors::partition::PartitionActor;
+use kactor_protocol::Uuid;
 
 /// One replica on broker 1, led by `leader`, epoch 0.
 pub fn assignment(leader: i32) -> PartitionAssignment {
@@ -39,4 +45,36 @@ pub async fn offsets_partition() -> Addr<PartitionActor> {
     .unwrap()
     .unwrap();
     addr
+}
+
+/// The topics the shard knows: `orders`, 4 partitions.
+pub fn topics() -> TopicsView {
+    let mut t = TopicsView::new();
+    t.upsert("orders", Uuid([1; 16]), 4);
+    t
+}
+
+/// Shard 0 of the group coordinator over `partition`, once it has loaded (replayed) it.
+pub async fn coordinator(
+    partition: &Addr<PartitionActor>,
+    config: GroupCoordinatorConfig,
+) -> Addr<GroupCoordinatorActor> {
+    let addr = GroupCoordinatorActor::new(
+        0,
+        config,
+        CoordinatorPartition {
+            append: partition.clone().recipient(),
+            read: partition.clone().recipient(),
+            describe: partition.clone().recipient(),
+        },
+        topics(),
+    )
+    .start();
+    for _ in 0..200 {
+        if addr.send(DescribeGroupCoordinator).await.unwrap().loaded {
+            return addr;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("coordinator never loaded");
 }
