@@ -121,11 +121,15 @@ def load_bin():
     return Path(os.environ.get("KACTOR_BENCH_BIN", target_dir / "release" / "kactor-bench"))
 
 
-def tool(*args, timeout=300):
-    """Runs kactor-bench; returns its JSON result, or {"error": ...} if it failed."""
+def tool(*args, timeout=300, stderr_to=None):
+    """Runs kactor-bench; returns its JSON result, or {"error": ...} if it failed. With
+    `stderr_to`, the tool's stderr (librdkafka's log lines under `-X debug=...`) is also saved
+    there."""
     cmd = [str(load_bin())] + [str(a) for a in args]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if stderr_to is not None:
+            Path(stderr_to).write_text(out.stderr)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout}s"}
     if out.returncode != 0:
@@ -347,6 +351,24 @@ def warm_up(b, seconds):
     return done
 
 
+# `--e2e-debug`: librdkafka debug contexts for the e2e tool's producer and consumer, and the
+# directory their logs go to.
+E2E_DEBUG = {"contexts": None, "dir": None}
+
+
+def e2e_debug_args(target, size, acks):
+    """The e2e tool's extra arguments and its log file under `--e2e-debug` (else none). The log
+    lines carry the Unix time and the e2e result its `start_unix_s`, so a stall in the
+    timeline can be matched to the Produce and Fetch requests around it."""
+    if not E2E_DEBUG["contexts"]:
+        return [], None
+    d = Path(E2E_DEBUG["dir"])
+    d.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%H%M%S")
+    return (["-X", f"debug={E2E_DEBUG['contexts']}"],
+            d / f"e2e-{target}-{size}B-acks{acks}-{stamp}.log")
+
+
 def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, java_tools,
                e2e_linger):
     """Everything measured against one broker; returns a dict of results (never raises for a
@@ -414,10 +436,11 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
                 mx = res["produce"].get(Produce(size, acks, 1, 1).name, {}).get("records_per_s")
                 rate = e2e_rates[(size, acks)] = round(mx * 0.5) if mx else 1000
             settle(datadir, min(int(rate * durations["e2e"] * (size + 80)), 3 << 30))
+            debug, log_to = e2e_debug_args(target, size, acks)
             r = tool("e2e", "--bootstrap", b.bootstrap, "--topic", f"bench-e2e-{size}-{acks}",
                      "--record-size", size, "--acks", acks, "--rate", rate,
-                     "--duration-s", durations["e2e"], "--linger-ms", e2e_linger,
-                     timeout=durations["e2e"] + 120)
+                     "--duration-s", durations["e2e"], "--linger-ms", e2e_linger, *debug,
+                     timeout=durations["e2e"] + 120, stderr_to=log_to)
             res["e2e"][(size, acks)] = r
             log(f"{target} e2e {size}B acks={acks} @ {rate}/s: {r.get('latency', r.get('error'))}")
         if java_tools and prods:
@@ -859,6 +882,12 @@ def main(argv=None):
     ap.add_argument("--e2e-linger-ms", type=int, default=1,
                     help="producer linger in the e2e scenario (0 falls behind 50%% of the max "
                          "rate on 2 cores: the client, not the broker, would set the latency)")
+    ap.add_argument("--e2e-debug", metavar="CONTEXTS",
+                    help="librdkafka debug contexts for the e2e clients (e.g. fetch,protocol: "
+                         "each Produce and Fetch request's send time and rtt); the logs go to "
+                         "--e2e-debug-dir")
+    ap.add_argument("--e2e-debug-dir", default=str(ROOT / ".cache" / "bench-e2e-logs"),
+                    help="where --e2e-debug writes one log per e2e run")
     ap.add_argument("--out", help="where to write the report ('-' for nowhere; default "
                     "bench/RESULTS.md, except --smoke, which only prints)")
     ap.add_argument("--json", help="also dump the raw results here")
@@ -870,6 +899,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     PORTS.update(client=args.port_base, controller=args.port_base + 1, http=args.port_base + 2)
     args.argv = argv
+    E2E_DEBUG.update(contexts=args.e2e_debug, dir=args.e2e_debug_dir)
     if args.out is None:
         args.out = "-" if args.mode == "smoke" else str(ROOT / "bench" / "RESULTS.md")
     if not load_bin().exists():

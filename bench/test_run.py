@@ -118,3 +118,14 @@ def test_rounds_fold_into_the_median_round_with_each_round_paired():
     # The mock's lead over Kafka bounds what the producer targets can show.
     assert "| (ceiling) mock broker / Kafka at 1024 B: the most any broker could show | " \
            "5.00–5.00× | – |" in text
+
+
+def test_e2e_debug_passes_the_contexts_and_names_one_log_per_run(tmp_path, monkeypatch):
+    monkeypatch.setitem(run.E2E_DEBUG, "contexts", None)
+    assert run.e2e_debug_args("kactor", 1024, "1") == ([], None)
+    monkeypatch.setitem(run.E2E_DEBUG, "contexts", "fetch,protocol")
+    monkeypatch.setitem(run.E2E_DEBUG, "dir", str(tmp_path / "logs"))
+    args, log_to = run.e2e_debug_args("kafka", 1024, "all")
+    assert args == ["-X", "debug=fetch,protocol"]
+    assert log_to.parent == tmp_path / "logs" and log_to.parent.is_dir()
+    assert log_to.name.startswith("e2e-kafka-1024B-acksall-") and log_to.suffix == ".log"

@@ -70,32 +70,31 @@ pub fn consumer_config(target: &Target) -> rdkafka::config::ClientConfig {
     c
 }
 
-/// Writes librdkafka's log lines to stderr with the time since start, so that
-/// `-X debug=fetch,protocol` shows each fetch's timing (the tool has no `log` backend).
-pub struct StderrLog(Instant);
+/// Writes librdkafka's log lines to stderr with the Unix time, so that
+/// `-X debug=fetch,protocol` shows each fetch's timing (the tool has no `log` backend) and the
+/// lines can be lined up with the broker's log and the e2e timeline (`start_unix_s`).
+pub struct StderrLog;
 
 impl ClientContext for StderrLog {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        let t = self.0.elapsed().as_secs_f64();
-        eprintln!("{t:.6} {level:?} {fac} {log_message}");
+        stats::stderr_log(level, fac, log_message);
     }
 }
 
 impl ConsumerContext for StderrLog {}
+
+/// A consumer with [`consumer_config`] whose librdkafka log lines reach stderr.
+pub fn create_consumer(target: &Target) -> Result<BaseConsumer<StderrLog>> {
+    let config = stats::debug_logging(target.finish(consumer_config(target)));
+    Ok(config.create_with_context(StderrLog)?)
+}
 
 pub fn run(a: &Args) -> Result<Value> {
     run_on(&Target::new(&a.conn)?, a)
 }
 
 fn run_on(target: &Target, a: &Args) -> Result<Value> {
-    let mut config = target.finish(consumer_config(target));
-    // The crate caps librdkafka's log level at the `log` crate's (off here): `-X debug=...`
-    // needs debug-level lines to show anything.
-    if config.get("debug").is_some() {
-        config.set_log_level(RDKafkaLogLevel::Debug);
-    }
-    let consumer: BaseConsumer<StderrLog> =
-        config.create_with_context(StderrLog(Instant::now()))?;
+    let consumer = create_consumer(target)?;
     // librdkafka opens the partition leader's connection lazily, 0.5-1 s after its bootstrap
     // metadata (`-X debug=protocol`, against either broker): a client-side pause of varying
     // length inside a few-second measurement. Asking each leader for its watermarks first

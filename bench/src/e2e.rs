@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
-use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -17,7 +16,7 @@ use rdkafka::Offset;
 use serde_json::{json, Value};
 
 use crate::admin::Target;
-use crate::consume::{assign_all, consumer_config};
+use crate::consume::{assign_all, create_consumer};
 use crate::produce::{payload, producer_config, Counters, Ctx};
 use crate::{secs, stats, Conn};
 
@@ -63,7 +62,7 @@ pub fn run(a: &Args) -> Result<Value> {
     }
     let target = Target::new(&a.conn)?;
     target.create_topic(&a.topic, a.partitions, Duration::from_secs(60))?;
-    let consumer: BaseConsumer = target.finish(consumer_config(&target)).create()?;
+    let consumer = create_consumer(&target)?;
     let partitions = assign_all(&consumer, &target, &a.topic, Offset::Beginning)?;
     // Let the consumer connect and start fetching before the clock starts.
     let warm_until = Instant::now() + Duration::from_millis(1500);
@@ -75,16 +74,15 @@ pub fn run(a: &Args) -> Result<Value> {
 
     let max_records = (a.rate * a.duration_s).ceil() as u64;
     let start = Instant::now();
+    let start_unix_s = stats::unix_s();
     let warmup_us = secs(a.warmup_s).as_micros() as u64;
     let sent = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(Counters::default());
     let mut cfg = producer_config(&target, &a.acks);
     cfg.set("linger.ms", a.linger_ms.to_string());
-    let producer: BaseProducer<Ctx> =
-        target
-            .finish(cfg)
-            .create_with_context(Ctx::at(counters.clone(), start, warmup_us))?;
+    let producer: BaseProducer<Ctx> = stats::debug_logging(target.finish(cfg))
+        .create_with_context(Ctx::at(counters.clone(), start, warmup_us))?;
 
     let mut hist = stats::new_histogram();
     // The worst latency (ms) of the records scheduled in each window of WINDOW_US, so a tail
@@ -147,6 +145,7 @@ pub fn run(a: &Args) -> Result<Value> {
         "elapsed_s": (elapsed * 1000.0).round() / 1000.0,
         "latency": stats::summary(&hist),
         "produce_latency": stats::summary(&producer.context().take_histogram()),
+        "start_unix_s": (start_unix_s * 1000.0).round() / 1000.0,
         "timeline_window_ms": WINDOW_US / 1000,
         "timeline_max_ms": timeline,
     }))

@@ -116,7 +116,11 @@ impl Ctx {
     }
 }
 
-impl ClientContext for Ctx {}
+impl ClientContext for Ctx {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        stats::stderr_log(level, fac, log_message);
+    }
+}
 
 impl ProducerContext for Ctx {
     type DeliveryOpaque = usize;
@@ -187,7 +191,7 @@ pub fn run(a: &Args) -> Result<Value> {
     let deadline = start + secs(a.duration_s);
     let producers = a.producers.max(1);
     let payload = payload(a.record_size);
-    let cfg = target.finish(producer_config(&target, &a.acks));
+    let cfg = stats::debug_logging(target.finish(producer_config(&target, &a.acks)));
 
     let hists: Vec<Histogram<u64>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..producers)

@@ -33,6 +33,29 @@ pub fn summary(h: &Histogram<u64>) -> Value {
 /// /proc/self/stat. The report divides the window's share by its length to show how many of
 /// the machine's cores the client itself kept busy: at 2 cores, a client near 1.5 leaves the
 /// broker little, whichever broker it is.
+/// Writes a librdkafka log line to stderr with the Unix time (see [`debug_logging`]).
+pub fn stderr_log(level: rdkafka::config::RDKafkaLogLevel, fac: &str, msg: &str) {
+    eprintln!("{:.6} {level:?} {fac} {msg}", unix_s());
+}
+
+/// The crate caps librdkafka's log level at the `log` crate's (off here), so `-X debug=...`
+/// needs debug-level lines to show anything: with it, each fetch and produce request's
+/// timing reaches stderr through the client contexts' `log`.
+pub fn debug_logging(mut c: rdkafka::config::ClientConfig) -> rdkafka::config::ClientConfig {
+    if c.get("debug").is_some() {
+        c.set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
+    }
+    c
+}
+
+/// Seconds since the Unix epoch, for lining up the tool's output with other logs.
+pub fn unix_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
 pub fn process_cpu_seconds() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // The command name (field 2) may hold spaces; the fields after its ')' are plain.
