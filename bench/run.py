@@ -328,6 +328,18 @@ def settle(datadir=None, will_write=0):
         scratch.unlink(missing_ok=True)
 
 
+def prime_bytes(log_bytes):
+    """How much guest memory `settle` primes for a scenario that writes `log_bytes` to the log.
+    The page cache is not the only taker of free memory during the scenario: the load tool's
+    buffers (VmHWM 143 MiB for a 1 KiB producer against kactor) and the index files draw from
+    it too, so a prime of the log's size alone left the end of a scenario on cold memory. The
+    full run at 3b07317 showed it: 5 of the 48 rounds of the 1 KiB producer scenarios (Kafka
+    2, kactor 3) spent 2.1-2.8 broker CPU seconds per GB, against 0.7-1.6 in the others, as
+    the copy into the page cache ran at this VM's cold-memory rate. Capped at 4 GiB (writing
+    the prime takes up to ~8 s on cold memory)."""
+    return min(int(log_bytes * 1.25) + (256 << 20), 4 << 30)
+
+
 def warm_up(b, seconds):
     """Untimed load before the first scenario: 100 B and 1 KiB records produced for `seconds`
     each over 8 partitions, then read back. Kafka's JVM interprets the produce and fetch paths
@@ -395,7 +407,7 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
             if not b.is_running():
                 raise BrokerError(f"{target} died:\n{b.log_tail(20)}")
             # What the scenario may write at most, plus its indexes and batch overhead.
-            settle(datadir, max_records(p.size) * (p.size + 80))
+            settle(datadir, prime_bytes(max_records(p.size) * (p.size + 80)))
             c0 = b.cpu_seconds()
             r = tool("produce", "--bootstrap", b.bootstrap, "--topic", p.topic,
                      "--partitions", p.partitions, "--record-size", p.size, "--acks", p.acks,
@@ -435,7 +447,7 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
             if not rate:
                 mx = res["produce"].get(Produce(size, acks, 1, 1).name, {}).get("records_per_s")
                 rate = e2e_rates[(size, acks)] = round(mx * 0.5) if mx else 1000
-            settle(datadir, min(int(rate * durations["e2e"] * (size + 80)), 3 << 30))
+            settle(datadir, prime_bytes(int(rate * durations["e2e"] * (size + 80))))
             debug, log_to = e2e_debug_args(target, size, acks)
             r = tool("e2e", "--bootstrap", b.bootstrap, "--topic", f"bench-e2e-{size}-{acks}",
                      "--record-size", size, "--acks", acks, "--rate", rate,
@@ -488,6 +500,9 @@ def merge_rounds(runs):
         names = list(dict.fromkeys(n for r in runs for n in r.get(sect, {})))
         m[sect] = {n: median_pick([get(r, sect, n) for r in runs], "records_per_s")
                    for n in names}
+    for n, cell in m["produce"].items():
+        if cell:
+            cell["cpu_rounds"] = [get(r, "produce", n, "cpu_s_per_gb") for r in runs]
     m["e2e"] = {}
     for key in dict.fromkeys(k for r in runs for k in r.get("e2e", {})):
         rs = [get(r, "e2e", key) for r in runs]
@@ -575,6 +590,13 @@ def col(res, target):
     return res.get(target) or {}
 
 
+def cpu_rounds(cell):
+    """A producer cell's broker CPU seconds per GB, each round (the median round's alone when
+    the cell has no rounds)."""
+    vals = (cell or {}).get("cpu_rounds") or [get(cell, "cpu_s_per_gb")]
+    return " · ".join("–" if v is None else f"{v:.2f}" for v in vals)
+
+
 def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_start):
     K, R = col(res, "kafka"), col(res, "kactor")
 
@@ -597,10 +619,12 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
     w("- Both brokers: single node, combined mode (broker+controller), same data dir and ports, "
       "`log.flush.interval.messages=Long.MAX` (no fsync per request); every timed scenario "
       "starts after a sync(2), so none inherits the page-cache writeback of the ones before it, "
-      "and one that writes starts right after a scratch file of its size was written and "
-      "deleted: on this VM, page-cache writes into guest memory left idle for a while run "
-      "several times slower (host backing; `dd` of 3 GiB: 650 MB/s cold, 2.6-4.5 GB/s right "
-      "after a delete), which otherwise hit whichever scenario met cold memory. "
+      "and one that writes starts right after a scratch file of its size (x1.25, plus 256 MiB "
+      "for the client's buffers) was written and deleted: on this VM, page-cache writes into "
+      "guest memory left idle for a while run several times slower (host backing; `dd` of "
+      "3 GiB: 650 MB/s cold, 2.6-4.5 GB/s right after a delete), which otherwise hit whichever "
+      "scenario met cold memory; it still happens now and then (see the CPU per GB by "
+      "scenario). "
       + (f"Before the first scenario each broker is warmed up alike "
          f"({args.durations['warmup']:.0f} s of 100 B and of 1 KiB records over 8 partitions, "
          "read back), so Kafka's JIT has compiled its produce and fetch paths. "
@@ -649,6 +673,22 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
               f"{fmt_rate(m)} | {ratio(get(r, 'records_per_s'), get(m, 'records_per_s'))} | "
               f"{ms(get(k, 'latency', 'p99_us'))} | {ms(get(r, 'latency', 'p99_us'))} | "
               f"{cores(k, r, m)} |")
+        w("")
+    if prods:
+        w("## Broker CPU seconds per GB written, by scenario\n")
+        w("Each round's figure, in round order. A round far above the broker's others is one "
+          "whose writes met slow guest memory: in such windows perf showed the broker's copy "
+          "into the page cache (`copy_folio_from_iter_atomic` under `pwrite64`) take 64-84% of "
+          "its partition thread, against 8-36% otherwise, and a 1 MiB `pwrite64` take 5-8 ms; "
+          "on this VM, writes into memory freed more than ~10 s earlier run at 0.4-0.7 GB/s, "
+          "against 4-5 GB/s into memory just freed. It hits either broker, whichever scenario "
+          "meets it, and slows that round's throughput with it.\n")
+        w("| scenario | Apache Kafka | kactor | kactor / Kafka (median rounds) |")
+        w("|---|---|---|---|")
+        for p in prods:
+            k, r = get(K, "produce", p.name), get(R, "produce", p.name)
+            kv, rv = get(k, "cpu_s_per_gb"), get(r, "cpu_s_per_gb")
+            w(f"| {p.name} | {cpu_rounds(k)} | {cpu_rounds(r)} | {ratio(rv, kv)} |")
         w("")
     if consumes:
         w("## Consumer throughput (one consumer reading a prepared data set)\n")
