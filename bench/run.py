@@ -313,8 +313,8 @@ def settle(datadir=None, will_write=0):
     memory idle for 30 s, 2.6-4.5 GB/s right after another 3 GiB file was deleted; perf showed
     the broker's copy into the page cache at 3x its usual cost per byte). Which scenario met
     cold memory depended on timing, so figures swung by 2-3x between runs, for either broker.
-    Writing and deleting `will_write` bytes just before the clock starts gives every scenario
-    backed pages, as a dedicated broker host has."""
+    Writing and deleting `will_write` bytes just before the clock starts gives a scenario backed
+    pages, as a dedicated broker host has, in most rounds (see `prime_bytes`)."""
     os.sync()
     if datadir is None or will_write <= 0:
         return
@@ -332,11 +332,12 @@ def prime_bytes(log_bytes):
     """How much guest memory `settle` primes for a scenario that writes `log_bytes` to the log.
     The page cache is not the only taker of free memory during the scenario: the load tool's
     buffers (VmHWM 143 MiB for a 1 KiB producer against kactor) and the index files draw from
-    it too, so a prime of the log's size alone left the end of a scenario on cold memory. The
-    full run at 3b07317 showed it: 5 of the 48 rounds of the 1 KiB producer scenarios (Kafka
-    2, kactor 3) spent 2.1-2.8 broker CPU seconds per GB, against 0.7-1.6 in the others, as
-    the copy into the page cache ran at this VM's cold-memory rate. Capped at 4 GiB (writing
-    the prime takes up to ~8 s on cold memory)."""
+    it too, so a prime of the log's size alone could leave the end of a scenario on cold
+    memory. It does not remove every slow round: of the 48 rounds of the 1 KiB producer
+    scenarios, those at 1.7x or more the broker CPU per GB of the same broker's best round of
+    the scenario were 6 in the full run at 3b07317 (prime = log bytes; Kafka 3, kactor 3) and
+    3 at 2db6c64 (this prime; all Kafka's). Capped at 4 GiB: writing it takes up to ~10 s on
+    cold memory."""
     return min(int(log_bytes * 1.25) + (256 << 20), 4 << 30)
 
 
