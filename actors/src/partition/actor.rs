@@ -162,12 +162,12 @@ impl PartitionActor {
         self.flush_in_flight = true;
         let fut = async move {
             tokio::task::spawn_blocking(move || {
-                let r = match snapshot
+                let synced = snapshot
                     .as_deref()
-                    .map(crate::producer::snapshot::sync_snapshot)
-                {
-                    Some(Err(e)) => Err(format!("producer snapshot fsync: {e}")),
-                    _ => work.run(),
+                    .map_or(Ok(()), crate::producer::snapshot::sync_snapshot);
+                let r = match synced {
+                    Ok(()) => work.run(),
+                    Err(e) => Err(format!("producer snapshot fsync: {e}")),
                 };
                 (work, r)
             })

@@ -36,8 +36,9 @@
 //! partition runs it on the log manager's timer (`producer.id.expiration.check.interval.ms`),
 //! as Kafka's per-log `PeriodicProducerExpirationCheck` task does.
 //!
-//! **Recovery and snapshots.** [`snapshot::write_snapshot`] at segment roll and clean shutdown
-//! (file `<map end offset, 20 digits>.snapshot`); on open, [`snapshot::latest_snapshot`] then
+//! **Recovery and snapshots.** [`snapshot::write_snapshot`] at clean shutdown and
+//! [`snapshot::write_snapshot_unsynced`] at segment roll, fsynced by the roll's flush (file
+//! `<map end offset, 20 digits>.snapshot`); on open, [`snapshot::latest_snapshot`] then
 //! [`ProducerStateManager::load_snapshot`] and replay the log from the snapshot's offset with
 //! [`ProducerStateManager::replay_batch`].
 

@@ -180,16 +180,14 @@ pub fn rebuild_from_log<L: PartitionLog + ?Sized>(
     m
 }
 
-/// Writes the snapshot Kafka takes on close and at segment roll, named by the table's end
-/// offset, and keeps only the newest few.
+/// Writes the snapshot Kafka takes on close (fsynced), named by the table's end offset, and
+/// keeps only the newest few.
 pub fn write_snapshot(
     m: &mut ProducerStateManager,
     dir: &Path,
     log_end_offset: i64,
 ) -> Result<(), String> {
-    m.update_map_end_offset(log_end_offset);
-    snapshot::write_snapshot(dir, m.map_end_offset(), &m.entries()).map_err(|e| e.to_string())?;
-    snapshot::retain_newest(dir, SNAPSHOTS_KEPT).map_err(|e| e.to_string())
+    take_snapshot(m, dir, log_end_offset, true).map(|_| ())
 }
 
 /// The snapshot of a segment roll, written on the append path without its fsync; returns the
@@ -200,9 +198,23 @@ pub fn write_roll_snapshot(
     dir: &Path,
     rolled_at: i64,
 ) -> Result<PathBuf, String> {
-    m.update_map_end_offset(rolled_at);
-    let path = snapshot::write_snapshot_unsynced(dir, m.map_end_offset(), &m.entries())
-        .map_err(|e| e.to_string())?;
+    take_snapshot(m, dir, rolled_at, false)
+}
+
+/// Kafka's `takeSnapshot(sync)`: the table as of `end_offset`, then the retention of old files.
+fn take_snapshot(
+    m: &mut ProducerStateManager,
+    dir: &Path,
+    end_offset: i64,
+    sync: bool,
+) -> Result<PathBuf, String> {
+    m.update_map_end_offset(end_offset);
+    let write = if sync {
+        snapshot::write_snapshot
+    } else {
+        snapshot::write_snapshot_unsynced
+    };
+    let path = write(dir, m.map_end_offset(), &m.entries()).map_err(|e| e.to_string())?;
     snapshot::retain_newest(dir, SNAPSHOTS_KEPT).map_err(|e| e.to_string())?;
     Ok(path)
 }
