@@ -143,3 +143,32 @@ def test_e2e_debug_passes_the_contexts_and_names_one_log_per_run(tmp_path, monke
     assert args == ["-X", "debug=fetch,protocol"]
     assert log_to.parent == tmp_path / "logs" and log_to.parent.is_dir()
     assert log_to.name.startswith("e2e-kafka-1024B-acksall-") and log_to.suffix == ".log"
+
+
+def test_the_e2e_section_says_what_its_rate_is_half_of():
+    maxima = {(1024, "1"): {"basis": "pipeline", "target": "kafka", "max": 402003.0},
+              (1024, "all"): {"basis": "pipeline", "target": "kafka", "max": None,
+                              "error": "timed out"}}
+    text = run.e2e_rate_text(None, maxima)
+    assert text.startswith("Each rate is 50% of Apache Kafka's end-to-end maximum")
+    assert "at most 8 MiB of records not yet consumed" in text
+    assert "1KiB acks=1: 402,003/s, 1KiB acks=all: not measured (timed out)" in text
+    text = run.e2e_rate_text(None, {(1024, "1"): {"basis": "producer", "target": "kafka",
+                                                  "max": 680156}})
+    assert "producer-only maximum" in text and "680,156/s" in text
+    assert run.e2e_rate_text(150000, {}) == "The rate is fixed by `--e2e-rate 150000`."
+    # The 1 KiB window is 8192 records: several 1 MB batches and fetches in flight.
+    assert run.E2E_MAX_UNCONSUMED_BYTES // 1024 == 8192
+
+
+def test_the_producer_basis_takes_half_of_the_producer_scenario():
+    res = {"produce": {"produce 1KiB acks=1 p=1 x1": fake(680_000)}}
+    maxima = {}
+    run.E2E_BASIS["basis"] = "producer"
+    try:
+        b = argparse.Namespace(name="kafka")
+        rate = run.e2e_rate(b, res, 1024, "1", {"e2e": 6.0}, None, 1, maxima)
+    finally:
+        run.E2E_BASIS["basis"] = "pipeline"
+    assert rate == 340_000
+    assert maxima == {(1024, "1"): {"basis": "producer", "target": "kafka", "max": 680_000}}
