@@ -308,6 +308,58 @@ async fn fetch_reads_below_max_bytes_with_the_first_batch_rule() {
     );
 }
 
+/// The partitions of a fetch are read at once, but the byte budget still applies in request
+/// order, with whole batches: an empty partition takes none of it, the first with data gets
+/// its batches, a later one gets what still fits, and one after the budget is spent gets none
+/// (not even a first batch over the limit).
+#[actix_rt::test]
+async fn fetch_budget_applies_in_request_order_across_partitions() {
+    let b = Broker::start(4).await;
+    for p in 1..4 {
+        for _ in 0..3 {
+            b.produce(9, 1, p, batch(&[&[1u8; 100]], 0)).await;
+        }
+    }
+    let one = b.fetch(fetch_req(&[(1, 2)], 0, 1, 1 << 20), 12).await;
+    let size = match &one.responses[0].partitions[0].records {
+        Some(Records::Memory(m)) => m.len(),
+        Some(Records::File(f)) => f.len as usize,
+        None => panic!("no batch"),
+    } as i32;
+    // Partition 0 is empty; 1 takes three batches, 2 the one and a half that are left
+    // (one whole batch), 3 nothing.
+    let r = b
+        .fetch(
+            fetch_req(&[(0, 0), (1, 0), (2, 0), (3, 0)], 0, 1, 4 * size + size / 2),
+            12,
+        )
+        .await;
+    let got: Vec<Vec<i64>> = r.responses[0]
+        .partitions
+        .iter()
+        .map(|p| batch_offsets(&p.records))
+        .collect();
+    assert_eq!(got, vec![vec![], vec![0, 1, 2], vec![0], vec![]]);
+    // The first partition with data gets its first batch even over the budget, and the
+    // budget is then spent.
+    let r = b
+        .fetch(fetch_req(&[(0, 0), (1, 0), (2, 0)], 0, 1, size / 2), 12)
+        .await;
+    let got: Vec<Vec<i64>> = r.responses[0]
+        .partitions
+        .iter()
+        .map(|p| batch_offsets(&p.records))
+        .collect();
+    assert_eq!(got, vec![vec![], vec![0], vec![]]);
+    // Every partition keeps its high watermark whatever the budget left it.
+    let hws: Vec<i64> = r.responses[0]
+        .partitions
+        .iter()
+        .map(|p| p.high_watermark)
+        .collect();
+    assert_eq!(hws, vec![0, 3, 3]);
+}
+
 #[actix_rt::test]
 async fn fetch_long_polls_until_data_arrives_or_max_wait() {
     let b = Arc::new(Broker::start(1).await);

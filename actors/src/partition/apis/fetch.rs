@@ -3,6 +3,7 @@
 //! fetch that has too little data in the purgatory (long polling).
 
 use super::*;
+use crate::partition::fetch_session::{FINAL_EPOCH, INVALID_SESSION_ID};
 
 /// One partition a fetch reads, in request (or session) order.
 #[derive(Debug, Clone)]
@@ -28,30 +29,49 @@ async fn read_all(
     isolation: IsolationLevel,
     replica_id: i32,
 ) -> Vec<FetchRead> {
-    let mut out = Vec::with_capacity(targets.len());
     // Kafka reads partitions in order against one byte budget; the first partition that returns
     // data may exceed it (so a large batch can't stall a consumer), later ones may not.
-    let mut remaining = max_bytes.max(0) as usize;
-    let mut min_one = true;
-    for target in targets {
-        let result = match &target.topic {
-            None => Err(codes::UNKNOWN_TOPIC_ID),
-            Some(topic) => match lookup(t, topic, target.partition) {
+    // Reading them one after another cost a mailbox round trip per partition, in series, on
+    // every fetch; so every partition is read at once as if it came first, and the budget is
+    // then applied in order. A read whose result the in-order rule would not have given (it
+    // no longer fits what is left of the budget, or it is a first batch over the partition's
+    // limit after another partition returned data) is read again with the in-order
+    // parameters: rare, since a response rarely reaches `fetch.max.bytes`.
+    let budget = max_bytes.max(0) as usize;
+    let params = |target: &FetchTarget, max_bytes: usize, min_one_batch: bool| ReadParams {
+        fetch_offset: target.fetch_offset,
+        max_bytes: (target.partition_max_bytes.max(0) as usize).min(max_bytes),
+        min_one_batch,
+        isolation,
+        current_leader_epoch: target.current_leader_epoch,
+        last_fetched_epoch: target.last_fetched_epoch,
+        replica_id,
+    };
+    let read = |target: &FetchTarget, p: ReadParams| {
+        let replica = target
+            .topic
+            .as_ref()
+            .ok_or(codes::UNKNOWN_TOPIC_ID)
+            .and_then(|topic| lookup(t, topic, target.partition));
+        async move {
+            match replica {
                 Err(code) => Err(code),
-                Ok(replica) => {
-                    let params = ReadParams {
-                        fetch_offset: target.fetch_offset,
-                        max_bytes: (target.partition_max_bytes.max(0) as usize).min(remaining),
-                        min_one_batch: min_one,
-                        isolation,
-                        current_leader_epoch: target.current_leader_epoch,
-                        last_fetched_epoch: target.last_fetched_epoch,
-                        replica_id,
-                    };
-                    mailbox(replica.addr.send(ReadRecords { params }).await).map_err(|e| e.code())
-                }
-            },
-        };
+                Ok(replica) => mailbox(replica.addr.send(ReadRecords { params: p }).await)
+                    .map_err(|e| e.code()),
+            }
+        }
+    };
+    let first_pass = join_all(targets.iter().map(|t| read(t, params(t, budget, true)))).await;
+    let mut out = Vec::with_capacity(targets.len());
+    let mut remaining = budget;
+    let mut min_one = true;
+    for (target, mut result) in targets.iter().zip(first_pass) {
+        if let (false, Ok(r)) = (min_one, &result) {
+            let n = r.records.len();
+            if n > remaining || n > params(target, budget, false).max_bytes {
+                result = read(target, params(target, remaining, false)).await;
+            }
+        }
         if let Ok(r) = &result {
             let n = r.records.len();
             if n > 0 {
@@ -214,8 +234,11 @@ pub(super) async fn handle_fetch(
         })
         .collect();
 
-    // KIP-227: the session cache decides which partitions this request covers.
-    let (session_id, targets) = if version >= 7 {
+    // KIP-227: the session cache decides which partitions this request covers. A sessionless
+    // fetch (id 0, final epoch: what librdkafka always sends) leaves the cache as it is, so
+    // it skips the cache's mailbox round trip.
+    let sessionless = req.session_id == INVALID_SESSION_ID && req.session_epoch == FINAL_EPOCH;
+    let (session_id, targets) = if version >= 7 && !sessionless {
         let forgotten: Vec<SessionPartition> = req
             .forgotten_topics_data
             .iter()
