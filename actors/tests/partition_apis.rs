@@ -12,7 +12,7 @@ use kactor_actors::network::{
 };
 use kactor_actors::partition::apis::{register, PartitionApis};
 use kactor_actors::partition::core::codes;
-use kactor_actors::partition::fetch_session::FetchSessionCacheActor;
+use kactor_actors::partition::fetch_session::FetchSessions;
 use kactor_actors::partition::messages::*;
 use kactor_actors::partition::testing::{batch, memory_registry};
 use kactor_actors::partition::PurgatoryLink;
@@ -70,10 +70,7 @@ impl Broker {
         let apis = PartitionApis {
             partitions: registry.send(SubscribePartitionTable).await.unwrap(),
             purgatory,
-            fetch_sessions: MeteredAddr::new(
-                FetchSessionCacheActor::new(10).start(),
-                ActorMetrics::new("FetchSessionCacheActor"),
-            ),
+            fetch_sessions: FetchSessions::new(10),
         };
         let mut router = RequestRouter::new();
         register(&mut router, apis);

@@ -37,8 +37,7 @@ use super::core::{
     codes, IsolationLevel, LogSlice, PartitionError, ReadOutcome, ReadParams, TopicPartition,
 };
 use super::fetch_session::{
-    snapshot_of, FetchSessionCacheActor, GetFetchSession, RecordFetchResults, SessionOutcome,
-    SessionPartition, INITIAL_EPOCH,
+    snapshot_of, FetchSessions, SessionOutcome, SessionPartition, INITIAL_EPOCH,
 };
 use super::messages::*;
 use super::registry::{HostedReplica, PartitionTable, PartitionTableReader};
@@ -56,7 +55,7 @@ pub use fetch::FetchTarget;
 pub struct PartitionApis {
     pub partitions: PartitionTableReader,
     pub purgatory: MeteredAddr<PurgatoryActor>,
-    pub fetch_sessions: MeteredAddr<FetchSessionCacheActor>,
+    pub fetch_sessions: FetchSessions,
 }
 
 /// Registers Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch and

@@ -1,17 +1,15 @@
 //! Incremental fetch sessions (KIP-227; Kafka's `FetchSessionCache` / `FetchManager` /
 //! `FullFetchContext` / `IncrementalFetchContext`): the broker remembers each consumer's partition
 //! set so later fetches send only changes, and answers only for partitions with news.
-//! [`FetchSessionCache`] is the pure core; [`FetchSessionCacheActor`] shares it between
-//! connections.
+//! [`FetchSessionCache`] is the pure core; [`FetchSessions`] shares it between connections.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use actix::{Actor, Context, Handler, Message, MessageResult};
 use kactor_protocol::Uuid;
 
 use super::apis::FetchTarget;
 use super::core::{codes, ReadOutcome};
-use crate::runtime::ActorMetrics;
 
 /// Fetch request session epochs (Kafka's `FetchMetadata`).
 pub const INVALID_SESSION_ID: i32 = 0;
@@ -242,71 +240,65 @@ pub fn snapshot_of(result: &Result<ReadOutcome, i16>) -> (Option<PartitionSnapsh
     }
 }
 
-/// Fetch handler → session cache: which partitions this fetch covers. Lost: the fetch fails.
-#[derive(Message)]
-#[rtype(result = "SessionOutcome")]
-pub struct GetFetchSession {
-    pub session_id: i32,
-    pub session_epoch: i32,
-    pub requested: Vec<FetchTarget>,
-    pub forgotten: Vec<SessionPartition>,
-    pub uses_topic_ids: bool,
+/// The session cache shared by every connection's Fetch handler
+/// (`max.incremental.fetch.session.cache.slots`), as Kafka's `FetchSessionCache` is a
+/// synchronized structure. It was an actor; but a sessioned fetch consults it twice, each
+/// time for a few map operations, and each consultation was a mailbox round trip (a thread
+/// wake-up each way) that cost far more than the work and sat in series with the reads.
+#[derive(Clone)]
+pub struct FetchSessions {
+    cache: Arc<Mutex<FetchSessionCache>>,
 }
 
-/// Fetch handler → session cache: what the response tells the client; returns which
-/// partitions an incremental response includes. Lost: the next response may repeat news.
-#[derive(Message)]
-#[rtype(result = "Vec<bool>")]
-pub struct RecordFetchResults {
-    pub session_id: i32,
-    pub results: Vec<(FetchTarget, Option<PartitionSnapshot>, bool)>,
-    pub full: bool,
-}
-
-/// The session cache shared by every connection (`max.incremental.fetch.session.cache.slots`).
-pub struct FetchSessionCacheActor {
-    cache: FetchSessionCache,
-    metrics: ActorMetrics,
-}
-
-impl FetchSessionCacheActor {
+impl FetchSessions {
     pub fn new(max_slots: usize) -> Self {
-        FetchSessionCacheActor {
-            cache: FetchSessionCache::new(max_slots),
-            metrics: ActorMetrics::new("FetchSessionCacheActor"),
+        FetchSessions {
+            cache: Arc::new(Mutex::new(FetchSessionCache::new(max_slots))),
         }
     }
-}
 
-impl Actor for FetchSessionCacheActor {
-    type Context = Context<Self>;
-}
-
-impl Handler<GetFetchSession> for FetchSessionCacheActor {
-    type Result = MessageResult<GetFetchSession>;
-    fn handle(&mut self, msg: GetFetchSession, _: &mut Context<Self>) -> Self::Result {
-        let metrics = self.metrics.clone();
-        let _m = metrics.handle();
-        MessageResult(self.cache.new_context(
-            msg.session_id,
-            msg.session_epoch,
-            msg.requested,
-            msg.forgotten,
-            msg.uses_topic_ids,
-            super::actor::now_ms(),
-        ))
+    /// A panic while the lock was held can at worst leave one session half-updated: its
+    /// client then gets a session error and starts a new one, so the cache stays usable.
+    fn lock(&self) -> MutexGuard<'_, FetchSessionCache> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
 
-impl Handler<RecordFetchResults> for FetchSessionCacheActor {
-    type Result = MessageResult<RecordFetchResults>;
-    fn handle(&mut self, msg: RecordFetchResults, _: &mut Context<Self>) -> Self::Result {
-        let metrics = self.metrics.clone();
-        let _m = metrics.handle();
-        MessageResult(
-            self.cache
-                .record_results(msg.session_id, &msg.results, msg.full),
+    /// Which partitions this fetch covers (see [`FetchSessionCache::new_context`]).
+    pub fn new_context(
+        &self,
+        session_id: i32,
+        epoch: i32,
+        requested: Vec<FetchTarget>,
+        forgotten: Vec<SessionPartition>,
+        uses_topic_ids: bool,
+    ) -> SessionOutcome {
+        self.lock().new_context(
+            session_id,
+            epoch,
+            requested,
+            forgotten,
+            uses_topic_ids,
+            super::actor::now_ms(),
         )
+    }
+
+    /// What the response tells the client (see [`FetchSessionCache::record_results`]).
+    pub fn record_results(
+        &self,
+        session_id: i32,
+        results: &[(FetchTarget, Option<PartitionSnapshot>, bool)],
+        full: bool,
+    ) -> Vec<bool> {
+        self.lock().record_results(session_id, results, full)
+    }
+
+    /// Sessions cached now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
     }
 }
 

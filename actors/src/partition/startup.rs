@@ -14,10 +14,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use actix::{Actor, Supervisor};
+use actix::Supervisor;
 
 use super::apis::PartitionApis;
-use super::fetch_session::FetchSessionCacheActor;
+use super::fetch_session::FetchSessions;
 use super::log_dirs::LogDirsFactory;
 use super::log_manager::{LogManagerActor, LogManagerConfig, ShutdownLogs};
 use super::registry::{LogFactory, ReplicaManagerActor};
@@ -122,17 +122,7 @@ pub fn start_with_factory(
         Some(p) => start_supervised(&p.controller(), registry_metrics, move |_| registry_actor),
         None => MeteredAddr::new(Supervisor::start(move |_| registry_actor), registry_metrics),
     };
-    let sessions_metrics = ActorMetrics::new("FetchSessionCacheActor");
-    let slots = cfg.fetch_session_cache_slots;
-    let fetch_sessions = match pools {
-        Some(p) => MeteredAddr::new(
-            FetchSessionCacheActor::start_in_arbiter(&p.io_for(&"fetch-sessions"), move |_| {
-                FetchSessionCacheActor::new(slots)
-            }),
-            sessions_metrics,
-        ),
-        None => MeteredAddr::new(FetchSessionCacheActor::new(slots).start(), sessions_metrics),
-    };
+    let fetch_sessions = FetchSessions::new(cfg.fetch_session_cache_slots);
     let lm_config = LogManagerConfig::from_broker_config(&cfg.broker_config);
     let lm_metrics = ActorMetrics::new("LogManagerActor");
     let (lm_registry, lm_reader) = (registry.clone(), reader.clone());

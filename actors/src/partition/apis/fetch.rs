@@ -255,17 +255,13 @@ pub(super) async fn handle_fetch(
                 })
             })
             .collect();
-        let outcome = a
-            .fetch_sessions
-            .send(GetFetchSession {
-                session_id: req.session_id,
-                session_epoch: req.session_epoch,
-                requested: requested.clone(),
-                forgotten,
-                uses_topic_ids: version >= 13,
-            })
-            .await
-            .unwrap_or(SessionOutcome::Error(codes::UNKNOWN_SERVER_ERROR));
+        let outcome = a.fetch_sessions.new_context(
+            req.session_id,
+            req.session_epoch,
+            requested.clone(),
+            forgotten,
+            version >= 13,
+        );
         match outcome {
             SessionOutcome::Error(code) => {
                 ctx.record_error(code);
@@ -319,22 +315,14 @@ pub(super) async fn handle_fetch(
     // lists only partitions with news (KIP-227), a full one lists all.
     let reads = if session_id != 0 {
         let full = req.session_epoch == INITIAL_EPOCH;
-        let results = reads
+        let results: Vec<_> = reads
             .iter()
             .map(|r| {
                 let (snapshot, news) = snapshot_of(&r.result);
                 (r.target.clone(), snapshot, news)
             })
             .collect();
-        let include = a
-            .fetch_sessions
-            .send(RecordFetchResults {
-                session_id,
-                results,
-                full,
-            })
-            .await
-            .unwrap_or_else(|_| vec![true; reads.len()]);
+        let include = a.fetch_sessions.record_results(session_id, &results, full);
         reads
             .into_iter()
             .zip(include)
