@@ -2,6 +2,8 @@
 //! open-loop: records are sent on a fixed schedule and each one's latency is measured from
 //! its scheduled send time to its arrival at the consumer, so a broker stall shows up in full
 //! in the tail instead of slowing the sender down (no coordinated omission).
+//! With `--max-unconsumed` it measures the rate to choose instead: the sender keeps at most
+//! that many records ahead of the consumer, and `received_rate` is the end-to-end maximum.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -105,9 +107,9 @@ pub fn run(a: &Args) -> Result<Value> {
     // (with one partition, record i is offset i, scheduled at i / rate).
     let mut timeline = vec![0u32; (secs(a.duration_s).as_micros() as u64 / WINDOW_US + 1) as usize];
     let received = Arc::new(AtomicU64::new(0));
-    // Records that reached the consumer while the schedule ran: over `duration_s`, the rate
-    // the whole pipeline (producer, broker, consumer) kept up with. Run flat out (a rate the
-    // producer cannot reach), it is the end-to-end maximum that run.py takes half of.
+    // Records that reached the consumer while the sender ran: over `duration_s`, the rate the
+    // whole pipeline (producer, broker, consumer) kept up with. Paced by `--max-unconsumed`,
+    // it is the end-to-end maximum that run.py takes half of.
     let mut received_in_window = 0u64;
     let window_us = secs(a.duration_s).as_micros() as u64;
     let mut late_errors = 0u64;
@@ -127,7 +129,7 @@ pub fn run(a: &Args) -> Result<Value> {
         let deadline = start + secs(a.duration_s) + Duration::from_secs(15);
         while Instant::now() < deadline {
             let finished = done.load(Ordering::Acquire);
-            if finished && received.load(Ordering::Relaxed) >= sent.load(Ordering::Acquire) {
+            if finished && received.load(Ordering::Acquire) >= sent.load(Ordering::Acquire) {
                 break;
             }
             match consumer.poll(Duration::from_millis(20)) {

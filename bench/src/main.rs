@@ -77,7 +77,8 @@ enum Cmd {
     /// Consumer throughput: read `expect` records from the beginning of every partition.
     Consume(consume::Args),
     /// End-to-end latency at a fixed rate: producer and consumer in this process, latency =
-    /// consume time - intended send time (so a stalled broker cannot hide its backlog).
+    /// consume time - intended send time (so a stalled broker cannot hide its backlog);
+    /// with `--max-unconsumed`, the end-to-end maximum rate instead.
     E2e(e2e::Args),
     /// Loopback TCP throughput with writes of a given size: the machine's ceiling.
     Tcp(tcp::Args),

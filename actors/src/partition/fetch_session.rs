@@ -291,15 +291,6 @@ impl FetchSessions {
     ) -> Vec<bool> {
         self.lock().record_results(session_id, results, full)
     }
-
-    /// Sessions cached now.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
-    }
 }
 
 #[cfg(test)]

@@ -236,7 +236,7 @@ pub(super) async fn handle_fetch(
 
     // KIP-227: the session cache decides which partitions this request covers. A sessionless
     // fetch (id 0, final epoch: what librdkafka always sends) leaves the cache as it is, so
-    // it skips the cache's mailbox round trip.
+    // it does not take the cache's lock.
     let sessionless = req.session_id == INVALID_SESSION_ID && req.session_epoch == FINAL_EPOCH;
     let (session_id, targets) = if version >= 7 && !sessionless {
         let forgotten: Vec<SessionPartition> = req
