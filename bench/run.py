@@ -238,6 +238,42 @@ def max_records(size):
     return min(20_000_000, (1 << 30) // size)
 
 
+# The fastest end-to-end maximum measured on this machine was 579k/s (1 KiB, kactor); the disk
+# estimate assumes it for the calibration run and half of it for each timed e2e run.
+E2E_DISK_RATE = 600_000
+
+
+def disk_need(prods, consumes, e2es, durations):
+    """An upper estimate of one broker run's data directory at its peak: each producer scenario
+    at its record bound, every consumer data set, the e2e runs at E2E_DISK_RATE, and the
+    largest memory prime (written next to the data directory, then deleted). Records are
+    counted with 20 bytes of framing besides the value (a v2 record without key or headers
+    takes 7-10, plus its share of the batch header). Each broker run starts on an empty
+    directory, so this is also the whole run's need."""
+    def on_disk(records, size):
+        return records * (size + 20)
+    need = sum(on_disk(max_records(p.size), p.size) for p in prods)
+    need += sum(on_disk(consume_records(durations["consume_mib"], p.size), p.size)
+                for p in consumes)
+    need += sum(on_disk(int(E2E_DISK_RATE * 1.5 * durations["e2e"]), size) for size, _ in e2es)
+    return need + (4 << 30)
+
+
+def disk_warning(datadir, need):
+    """A line for the log and the report when the data directory's file system has less free
+    space than `need`: a broker that hits ENOSPC fails the rest of its run (a full run with
+    the e2e calibration ran out of 43 GB free)."""
+    d = Path(datadir)
+    while not d.exists():
+        d = d.parent
+    free = shutil.disk_usage(d).free
+    if free >= need:
+        return None
+    return (f"{d} has {free / 1e9:.0f} GB free, and a run of this plan may write up to "
+            f"{need / 1e9:.0f} GB: a broker that runs out of space fails its remaining "
+            "scenarios (KACTOR_BENCH_DATA moves the data)")
+
+
 # ---------------------------------------------------------------------------------------------
 # Runs
 # ---------------------------------------------------------------------------------------------
@@ -714,6 +750,8 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
           "figure with the same round's Kafka figure, so the spread is there to see.")
     w("- client cores: CPU seconds the load tool used in the timed window per second (this "
       "machine has 2 cores; near 2 minus the broker's share, the client is the limit).")
+    if getattr(args, "disk_warning", None):
+        w(f"- **Disk: {args.disk_warning}.**")
     for t, r in (("kactor", R), ("Apache Kafka", K)):
         if pending(r):
             w(f"- **{t}: {pending(r)}**")
@@ -1037,6 +1075,9 @@ def main(argv=None):
     # KACTOR_BENCH_DATA puts the brokers' data elsewhere (e.g. /tmp), so two runs on one
     # machine (with different --port-base) do not share a directory.
     datadir = Path(os.environ.get("KACTOR_BENCH_DATA", ROOT / ".cache" / "bench-data"))
+    args.disk_warning = disk_warning(datadir, disk_need(prods, consumes, e2es, durations))
+    if args.disk_warning:
+        log(f"warning: {args.disk_warning}")
     order = [t.strip() for t in args.brokers.split(",") if t.strip()]
     runs = {t: [] for t in order}
     mocks = []

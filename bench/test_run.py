@@ -172,3 +172,17 @@ def test_the_producer_basis_takes_half_of_the_producer_scenario():
         run.E2E_BASIS["basis"] = "pipeline"
     assert rate == 340_000
     assert maxima == {(1024, "1"): {"basis": "producer", "target": "kafka", "max": 680_000}}
+
+
+def test_the_disk_estimate_covers_a_full_run_and_warns_when_short(tmp_path, monkeypatch):
+    prods, consumes, e2es, d = run.plan("full", None)
+    need = run.disk_need(prods, consumes, e2es, d)
+    # 16 producer scenarios at their bound (~19 GB), 4 consumer data sets of 4 GiB of values
+    # (~19 GB), two e2e scenarios with their calibration, and the 4 GiB prime.
+    assert 50e9 < need < 70e9
+    smoke = run.disk_need(*run.plan("smoke", None))
+    assert smoke < 10e9
+    monkeypatch.setattr(run.shutil, "disk_usage", lambda p: argparse.Namespace(free=int(40e9)))
+    text = run.disk_warning(tmp_path / "not" / "yet", need)
+    assert text.startswith(f"{tmp_path} has 40 GB free") and "KACTOR_BENCH_DATA" in text
+    assert run.disk_warning(tmp_path, int(39e9)) is None
