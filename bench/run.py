@@ -248,7 +248,7 @@ def disk_need(prods, consumes, e2es, durations):
     at its record bound, every consumer data set, the e2e runs at E2E_DISK_RATE, and the
     largest memory prime (written next to the data directory, then deleted). Records are
     counted with 20 bytes of framing besides the value (a v2 record without key or headers
-    takes 7-10, plus its share of the batch header). Each broker run starts on an empty
+    takes 7-11, plus its share of the batch header). Each broker run starts on an empty
     directory, so this is also the whole run's need."""
     def on_disk(records, size):
         return records * (size + 20)

@@ -305,6 +305,15 @@ async fn fetch_reads_below_max_bytes_with_the_first_batch_rule() {
     );
 }
 
+/// Each partition's batch base offsets, in response order.
+fn offsets_by_partition(r: &FetchResponse) -> Vec<Vec<i64>> {
+    r.responses[0]
+        .partitions
+        .iter()
+        .map(|p| batch_offsets(&p.records))
+        .collect()
+}
+
 /// The partitions of a fetch are read at once, but the byte budget still applies in request
 /// order, with whole batches: an empty partition takes none of it, the first with data gets
 /// its batches, a later one gets what still fits, and one after the budget is spent gets none
@@ -331,23 +340,16 @@ async fn fetch_budget_applies_in_request_order_across_partitions() {
             12,
         )
         .await;
-    let got: Vec<Vec<i64>> = r.responses[0]
-        .partitions
-        .iter()
-        .map(|p| batch_offsets(&p.records))
-        .collect();
-    assert_eq!(got, vec![vec![], vec![0, 1, 2], vec![0], vec![]]);
+    assert_eq!(
+        offsets_by_partition(&r),
+        vec![vec![], vec![0, 1, 2], vec![0], vec![]]
+    );
     // The first partition with data gets its first batch even over the budget, and the
     // budget is then spent.
     let r = b
         .fetch(fetch_req(&[(0, 0), (1, 0), (2, 0)], 0, 1, size / 2), 12)
         .await;
-    let got: Vec<Vec<i64>> = r.responses[0]
-        .partitions
-        .iter()
-        .map(|p| batch_offsets(&p.records))
-        .collect();
-    assert_eq!(got, vec![vec![], vec![0], vec![]]);
+    assert_eq!(offsets_by_partition(&r), vec![vec![], vec![0], vec![]]);
     // Every partition keeps its high watermark whatever the budget left it.
     let hws: Vec<i64> = r.responses[0]
         .partitions
