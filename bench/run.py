@@ -156,14 +156,19 @@ def log(msg):
 # ---------------------------------------------------------------------------------------------
 # Scenarios
 # ---------------------------------------------------------------------------------------------
+def size_label(size):
+    """A record size as scenario names spell it: 100B, 1KiB."""
+    return "1KiB" if size == 1024 else f"{size}B"
+
+
 class Produce:
     def __init__(self, size, acks, partitions, producers):
         self.size, self.acks, self.partitions, self.producers = size, acks, partitions, producers
 
     @property
     def name(self):
-        size = "1KiB" if self.size == 1024 else f"{self.size}B"
-        return f"produce {size} acks={self.acks} p={self.partitions} x{self.producers}"
+        return (f"produce {size_label(self.size)} acks={self.acks} p={self.partitions} "
+                f"x{self.producers}")
 
     @property
     def topic(self):
@@ -408,6 +413,11 @@ def warm_up(b, seconds):
 E2E_MAX_UNCONSUMED_BYTES = 8 << 20
 
 
+def e2e_prime(rate, size, durations):
+    """The memory prime before an e2e run at `rate` records/s (see `prime_bytes`)."""
+    return prime_bytes(int(rate * durations["e2e"] * (size + 80)))
+
+
 def e2e_rate(b, res, size, acks, durations, datadir, linger, e2e_max):
     """The e2e scenario's fixed rate: half of the first broker's (Kafka's) maximum, measured on
     it before its first e2e run. With `--e2e-basis pipeline` (the default) the maximum is the
@@ -421,7 +431,7 @@ def e2e_rate(b, res, size, acks, durations, datadir, linger, e2e_max):
     if E2E_BASIS["basis"] == "producer":
         e2e_max[(size, acks)] = {"basis": "producer", "target": b.name, "max": produced}
         return round(produced * 0.5) if produced else 1000
-    settle(datadir, prime_bytes(int((produced or 1e6) * durations["e2e"] * (size + 80))))
+    settle(datadir, e2e_prime(produced or 1e6, size, durations))
     r = tool("e2e", "--bootstrap", b.bootstrap, "--topic", f"bench-e2e-max-{size}-{acks}",
              "--record-size", size, "--acks", acks,
              "--max-unconsumed", max(1, E2E_MAX_UNCONSUMED_BYTES // size),
@@ -522,7 +532,7 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
             if not rate:
                 rate = e2e_rates[(size, acks)] = e2e_rate(
                     b, res, size, acks, durations, datadir, e2e_linger, e2e_max)
-            settle(datadir, prime_bytes(int(rate * durations["e2e"] * (size + 80))))
+            settle(datadir, e2e_prime(rate, size, durations))
             debug, log_to = e2e_debug_args(target, size, acks)
             r = tool("e2e", "--bootstrap", b.bootstrap, "--topic", f"bench-e2e-{size}-{acks}",
                      "--record-size", size, "--acks", acks, "--rate", rate,
@@ -681,7 +691,7 @@ def e2e_rate_text(fixed, maxima):
     first = next(iter(maxima.values()))
     who = "Apache Kafka" if first["target"] == "kafka" else first["target"]
     figures = ", ".join(
-        f"{'1KiB' if size == 1024 else f'{size}B'} acks={acks}: "
+        f"{size_label(size)} acks={acks}: "
         + (f"{m['max']:,.0f}/s" if m.get("max") else f"not measured ({m.get('error')})")
         for (size, acks), m in maxima.items())
     if first["basis"] == "producer":
@@ -826,7 +836,7 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
             size, acks = key
             k, r = get(K, "e2e", key), get(R, "e2e", key)
             rate = e2e_rates.get(key)
-            label = (f"{'1KiB' if size == 1024 else f'{size}B'} acks={acks} p=1 @ "
+            label = (f"{size_label(size)} acks={acks} p=1 @ "
                      + (f"{rate:,}/s" if rate else "?"))
             for metric, name in (("p50_us", "p50"), ("p99_us", "p99"), ("p999_us", "p99.9"),
                                  ("max_us", "max")):
