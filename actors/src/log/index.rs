@@ -36,7 +36,7 @@ const RESERVE_CHUNK: u64 = 4096;
 
 /// Allocates disk blocks for `[offset, offset + len)` of `file` without changing its length.
 /// File systems without fallocate keep the sparse behaviour.
-fn reserve_blocks(file: &File, offset: u64, len: u64) -> io::Result<()> {
+pub(super) fn reserve_blocks(file: &File, offset: u64, len: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: a plain syscall on an open descriptor we own; no memory is passed.
     let rc = unsafe {

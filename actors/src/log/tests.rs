@@ -764,3 +764,69 @@ fn assign_epoch_start_offset_records_the_epoch_before_any_batch() {
     let checkpoint = fs::read_to_string(log.dir().join("leader-epoch-checkpoint")).unwrap();
     assert!(checkpoint.lines().any(|l| l == "3 6"), "{checkpoint}");
 }
+
+#[test]
+fn appends_reserve_blocks_ahead_and_roll_close_and_recovery_free_them() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    // The reservation is best effort; on a file system without fallocate there is nothing to see.
+    let probe = fs::File::create(dir.path().join("probe")).unwrap();
+    index::reserve_blocks(&probe, 0, 1 << 20).unwrap();
+    if fs::metadata(dir.path().join("probe")).unwrap().blocks() == 0 {
+        eprintln!("skipped: this file system does not reserve blocks (no fallocate)");
+        return;
+    }
+    const CHUNK: u64 = 1 << 20;
+    let allocated = |p: &Path| fs::metadata(p).unwrap().blocks() * 512;
+    let len = |p: &Path| fs::metadata(p).unwrap().len();
+    let config = small_config();
+    let mut log = open(dir.path(), config.clone());
+    fill(&mut log, 3, 3, 0);
+    let active = log.active_segment();
+    assert!(active.size() > 0);
+    assert_eq!(
+        len(active.log_path()),
+        active.size(),
+        "the length stays the data"
+    );
+    assert!(
+        allocated(active.log_path()) >= CHUNK,
+        "blocks are reserved a chunk ahead: {} bytes",
+        allocated(active.log_path())
+    );
+
+    // 64 KiB segments: rolled ones give the reservation back, the active one keeps its own.
+    fill(&mut log, 600, 3, 0);
+    let segs: Vec<_> = log.segments().collect();
+    assert!(segs.len() > 3);
+    for s in &segs[..segs.len() - 1] {
+        assert_eq!(len(s.log_path()), s.size());
+        assert!(
+            allocated(s.log_path()) < CHUNK,
+            "rolled segment {} keeps {} bytes for {} of data",
+            s.base_offset(),
+            allocated(s.log_path()),
+            s.size()
+        );
+    }
+    let active_path = segs.last().unwrap().log_path().to_path_buf();
+    assert!(allocated(&active_path) >= CHUNK);
+    let leo = log.log_end_offset();
+
+    // A crash leaves the reservation past the end of the file, which readers never see.
+    drop(log);
+    let mut log = open(dir.path(), config.clone());
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(len(&active_path), log.active_segment().size());
+    assert_eq!(read_all(&log, 0).len(), 603);
+    fill(&mut log, 2, 3, 0);
+    log.close().unwrap();
+
+    // A clean close frees the active segment's reservation too.
+    let log = Log::open(&dir.path().join("t-0"), config, 0, leo + 6, true, 0).unwrap();
+    for s in log.segments() {
+        assert_eq!(len(s.log_path()), s.size());
+        assert!(allocated(s.log_path()) < CHUNK);
+    }
+    assert_eq!(read_all(&log, 0).len(), 605);
+}
