@@ -842,8 +842,16 @@ impl LogSegment {
     /// Cuts a preallocated log file back to the bytes written (Kafka's `FileRecords.trim`), and
     /// frees the blocks reserved past them (a truncate to the same length does that).
     fn trim_log_file(&mut self) -> io::Result<()> {
-        if self.reserved_to > self.size || self.file.metadata()?.len() > self.size {
+        let meta = self.file.metadata()?;
+        if self.reserved_to > self.size || meta.len() > self.size {
+            // A truncate stamps the file as modified now, even to the same length; retention
+            // of batches without timestamps goes by that time (Kafka's `lastModified`), so the
+            // segment keeps the time of its last write.
+            let modified = meta.modified();
             self.file.set_len(self.size)?;
+            if let Ok(t) = modified {
+                self.file.set_modified(t)?;
+            }
         }
         self.reserved_to = self.size;
         Ok(())

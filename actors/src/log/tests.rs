@@ -835,3 +835,40 @@ fn appends_reserve_blocks_ahead_and_roll_close_and_recovery_free_them() {
         assert!(allocated(s.log_path()) < CHUNK);
     }
 }
+
+#[test]
+fn freeing_the_reservation_keeps_the_segments_time_of_last_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config());
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let set_past = |p: &Path| {
+        fs::OpenOptions::new()
+            .write(true)
+            .open(p)
+            .unwrap()
+            .set_modified(past)
+            .unwrap()
+    };
+    let modified = |p: &Path| fs::metadata(p).unwrap().modified().unwrap();
+
+    fill(&mut log, 3, 3, 0);
+    let first = log.active_segment().log_path().to_path_buf();
+    set_past(&first);
+    log.roll(0).unwrap();
+    assert_eq!(
+        modified(&first),
+        past,
+        "a roll keeps the rolled segment's time"
+    );
+
+    fill(&mut log, 3, 3, 0);
+    let second = log.active_segment().log_path().to_path_buf();
+    assert_ne!(first, second);
+    set_past(&second);
+    log.close().unwrap();
+    assert_eq!(
+        modified(&second),
+        past,
+        "a close keeps the active segment's time"
+    );
+}
