@@ -13,7 +13,8 @@ use super::batch::{
     record_offsets_and_timestamps, validate_batches, BatchInfo, HeaderScanner, InvalidTail,
 };
 use super::config::LogConfig;
-use super::index::{reserve_blocks, OffsetIndex, TimeIndex, TimestampOffset, NO_TIMESTAMP};
+use super::index::{OffsetIndex, TimeIndex, TimestampOffset, NO_TIMESTAMP};
+use super::reserve::Reservation;
 use super::txn_index::{AbortedTxn, TransactionIndex};
 use super::FileSlice;
 
@@ -153,8 +154,8 @@ pub struct LogSegment {
     roll_jitter_ms: i64,
     /// An index file was missing when a non-empty segment was opened: it must be rebuilt.
     missing_index: bool,
-    /// The log file's blocks are reserved (fallocate, length unchanged) up to here.
-    reserved_to: u64,
+    /// How far the log file's blocks are reserved (fallocate, length unchanged).
+    reserved: Reservation,
 }
 
 /// How far ahead of the appends the log file's blocks are reserved. Appending into reserved
@@ -280,7 +281,7 @@ impl LogSegment {
             created_ms: now_ms,
             roll_jitter_ms: config.random_segment_jitter(),
             missing_index,
-            reserved_to: size,
+            reserved: Reservation::new(size, LOG_RESERVE_CHUNK),
         })
     }
 
@@ -449,8 +450,12 @@ impl LogSegment {
         }
         let start = self.size;
         let end = start + len as u64;
-        if end > self.reserved_to {
-            self.reserve_ahead(end);
+        // Best effort: a file system without fallocate, or a disk too full for the chunk, leaves
+        // the writes to allocate their own blocks, and to fail on their own if the disk cannot
+        // take them.
+        if let Err(e) = self.reserved.cover(&self.file, start, end) {
+            tracing::debug!(path = %self.log_path.display(), error = %e, "log block reservation failed");
+            self.reserved.skip_past(end);
         }
         match parts {
             [one] => self.file.write_all_at(one, start)?,
@@ -465,18 +470,6 @@ impl LogSegment {
         }
         self.size = end;
         Ok(())
-    }
-
-    /// Reserves the log file's blocks from what is reserved to the chunk boundary past `end`,
-    /// keeping the file's length (so recovery and readers see only written bytes). Best effort:
-    /// a file system without fallocate, or a disk too full for the chunk, leaves the write to
-    /// allocate its own blocks and to fail on its own if the disk cannot take it.
-    fn reserve_ahead(&mut self, end: u64) {
-        let to = end.div_ceil(LOG_RESERVE_CHUNK) * LOG_RESERVE_CHUNK;
-        if let Err(e) = reserve_blocks(&self.file, self.reserved_to, to - self.reserved_to) {
-            tracing::debug!(path = %self.log_path.display(), error = %e, "log block reservation failed");
-        }
-        self.reserved_to = to;
     }
 
     /// Kafka's `shouldRoll`: size, time (with this segment's jitter), either index full, or an
@@ -707,9 +700,7 @@ impl LogSegment {
             .map_or(self.base_offset, |b| b.header.next_offset());
         let truncated = self.size - valid_bytes;
         if truncated > 0 {
-            self.file.set_len(valid_bytes)?;
-            self.size = valid_bytes;
-            self.reserved_to = valid_bytes;
+            self.cut_file(valid_bytes)?;
         }
         // Kafka rebuilds the txn index from producer state; until that exists, keep the entries
         // that still lie inside the recovered data.
@@ -733,9 +724,7 @@ impl LogSegment {
         self.txn_index.truncate_to(offset)?;
         let removed = self.size - position;
         if removed > 0 {
-            self.file.set_len(position)?;
-            self.size = position;
-            self.reserved_to = position;
+            self.cut_file(position)?;
         }
         if self.size == 0 {
             self.rolling_based_timestamp = None;
@@ -843,7 +832,7 @@ impl LogSegment {
     /// frees the blocks reserved past them (a truncate to the same length does that).
     fn trim_log_file(&mut self) -> io::Result<()> {
         let meta = self.file.metadata()?;
-        if self.reserved_to > self.size || meta.len() > self.size {
+        if self.reserved.past(self.size) || meta.len() > self.size {
             // A truncate stamps the file as modified now, even to the same length; retention
             // of batches without timestamps goes by that time (Kafka's `lastModified`), so the
             // segment keeps the time of its last write.
@@ -853,7 +842,15 @@ impl LogSegment {
                 self.file.set_modified(t)?;
             }
         }
-        self.reserved_to = self.size;
+        self.reserved.cut(self.size);
+        Ok(())
+    }
+
+    /// Cuts the log file, and the segment's size, to `len` bytes (dropping the blocks past it).
+    fn cut_file(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)?;
+        self.size = len;
+        self.reserved.cut(len);
         Ok(())
     }
 

@@ -785,7 +785,7 @@ fn appends_reserve_blocks_ahead_and_roll_close_and_recovery_free_them() {
     let dir = tempfile::tempdir().unwrap();
     // The reservation is best effort; on a file system without fallocate there is nothing to see.
     let probe = fs::File::create(dir.path().join("probe")).unwrap();
-    index::reserve_blocks(&probe, 0, 1 << 20).unwrap();
+    reserve::reserve_blocks(&probe, 0, 1 << 20).unwrap();
     if fs::metadata(dir.path().join("probe")).unwrap().blocks() == 0 {
         eprintln!("skipped: this file system does not reserve blocks (no fallocate)");
         return;
