@@ -341,7 +341,40 @@ def java_perf(b, topic, records, timeout=180):
     return out
 
 
-def settle(datadir=None, will_write=0):
+# Where this VM's guest reports free pages to the host (free page reporting: the host takes
+# back their memory; see `settle`).
+PAGE_REPORTING = Path("/sys/module/page_reporting/parameters/reported_kib")
+
+
+def reporting_quiet():
+    """Waits until the guest has stopped reporting free memory to the host: no report for 3 s
+    (it reports in passes a second or two apart), at most 120 s. Returns what it saw, for the
+    log; without free page reporting it returns at once."""
+    if not PAGE_REPORTING.exists():
+        return "no free page reporting"
+    t0 = time.time()
+    first = last = int(PAGE_REPORTING.read_text())
+    quiet_since = t0
+    while time.time() - t0 < 120 and time.time() - quiet_since < 3.0:
+        time.sleep(0.1)
+        now = int(PAGE_REPORTING.read_text())
+        if now != last:
+            last, quiet_since = now, time.time()
+    return f"{(last - first) >> 10} MiB reported to the host, quiet after {time.time() - t0:.1f} s"
+
+
+def drop_page_cache():
+    """Empties the page cache of clean pages (`vm.drop_caches` = 1, after `settle`'s sync).
+    Returns what it did, for the log; without root it does nothing."""
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1")
+    except OSError as e:
+        return f"page cache not dropped ({e.strerror})"
+    return "page cache dropped"
+
+
+def settle(datadir=None, will_write=0, drop_cache=False):
     """Writes back every dirty page (sync(2)) before a timed scenario, outside its window: the
     kernel starts background writeback, and then throttles writers, once enough of the page
     cache is dirty, so without it a scenario's figure depended on how many GiB the scenarios
@@ -355,8 +388,21 @@ def settle(datadir=None, will_write=0):
     the broker's copy into the page cache at 3x its usual cost per byte). Which scenario met
     cold memory depended on timing, so figures swung by 2-3x between runs, for either broker.
     Writing and deleting `will_write` bytes just before the clock starts gives a scenario backed
-    pages, as a dedicated broker host has, in most rounds (see `prime_bytes`)."""
+    pages, as a dedicated broker host has, in most rounds (see `prime_bytes`).
+
+    `drop_cache` is for a scenario that writes for a while and measures latency. The guest
+    reports free memory to the host in bursts (128-190 MiB per 100 ms), and a burst during a
+    run can stall the run for 100-400 ms. The guest frees, and so reports, memory all the time
+    once the page cache has filled it with earlier scenarios' logs: each new page comes from
+    reclaiming an old one. In a kactor round after the full matrix, each of the e2e runs'
+    stalls began in a 100 ms window with a burst (5 of 6 bursts came with one), while a fresh
+    broker, on memory with nothing to reclaim, had none (p99 3-6 ms); a host without free page
+    reporting has no such stalls. So the clean page cache is dropped, the prime's memory is
+    written and freed, and after each the run waits until the guest has finished reporting
+    (`reporting_quiet`): the run starts with free memory and nothing left to report."""
     os.sync()
+    if drop_cache:
+        log(f"{drop_page_cache()}; {reporting_quiet()}")
     if datadir is None or will_write <= 0:
         return
     scratch = Path(datadir).parent / ".bench-prime"
@@ -367,6 +413,8 @@ def settle(datadir=None, will_write=0):
                 f.write(block)
     finally:
         scratch.unlink(missing_ok=True)
+    if drop_cache:
+        log(f"primed; {reporting_quiet()}")
 
 
 def prime_bytes(log_bytes):
@@ -431,7 +479,7 @@ def e2e_rate(b, res, size, acks, durations, datadir, linger, e2e_max):
     if E2E_BASIS["basis"] == "producer":
         e2e_max[(size, acks)] = {"basis": "producer", "target": b.name, "max": produced}
         return round(produced * 0.5) if produced else 1000
-    settle(datadir, e2e_prime(produced or 1e6, size, durations))
+    settle(datadir, e2e_prime(produced or 1e6, size, durations), drop_cache=True)
     r = tool("e2e", "--bootstrap", b.bootstrap, "--topic", f"bench-e2e-max-{size}-{acks}",
              "--record-size", size, "--acks", acks,
              "--max-unconsumed", max(1, E2E_MAX_UNCONSUMED_BYTES // size),
@@ -532,7 +580,7 @@ def run_broker(target, prods, consumes, e2es, durations, datadir, e2e_rates, jav
             if not rate:
                 rate = e2e_rates[(size, acks)] = e2e_rate(
                     b, res, size, acks, durations, datadir, e2e_linger, e2e_max)
-            settle(datadir, e2e_prime(rate, size, durations))
+            settle(datadir, e2e_prime(rate, size, durations), drop_cache=True)
             debug, log_to = e2e_debug_args(target, size, acks)
             r = tool("e2e", "--bootstrap", b.bootstrap, "--topic", f"bench-e2e-{size}-{acks}",
                      "--record-size", size, "--acks", acks, "--rate", rate,
@@ -733,7 +781,11 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
       "guest memory left idle for a while run several times slower (host backing; `dd` of "
       "3 GiB: 650 MB/s cold, 2.6-4.5 GB/s right after a delete), which otherwise hit whichever "
       "scenario met cold memory; it still happens now and then (see the CPU per GB by "
-      "scenario). "
+      "scenario). Before an e2e run the clean page cache is also dropped (as root), and after "
+      "the drop and after the scratch file the run waits until the guest has stopped "
+      "reporting freed memory to the host (free page reporting): a report burst during a run "
+      "stalled it for 100-400 ms, and once earlier scenarios' logs fill the page cache every "
+      "new page is a reclaimed one, so bursts came every few seconds. "
       + (f"Before the first scenario each broker is warmed up alike "
          f"({args.durations['warmup']:.0f} s of 100 B and of 1 KiB records over 8 partitions, "
          "read back), so Kafka's JIT has compiled its produce and fetch paths. "
