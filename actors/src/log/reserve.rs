@@ -1,7 +1,7 @@
 //! Disk blocks reserved ahead of writes: `fallocate` with the file's length kept, so the bytes
-//! a reader or recovery sees are only those written. The offset index needs it before a store
-//! through its mapping (a page with no block behind it raises SIGBUS on a full disk); the log
-//! file uses it to spare the file system its per-page block reservation on every write.
+//! a reader or recovery sees are only those written. The indexes need it before a store
+//! through their mapping (a page with no block behind it raises SIGBUS on a full disk). The log
+//! file does not use it: see `LogSegment::append_parts`.
 
 use std::fs::File;
 use std::io;
@@ -58,17 +58,6 @@ impl Reservation {
         reserve_blocks(file, from, to - from)?;
         self.to = to;
         Ok(())
-    }
-
-    /// Moves the mark past `end` without reserving, for a writer that goes on without the
-    /// blocks of a chunk it failed to reserve instead of asking again on every write.
-    pub(super) fn skip_past(&mut self, end: u64) {
-        self.to = self.to.max(self.boundary(end));
-    }
-
-    /// Whether blocks are reserved past `len`.
-    pub(super) fn past(&self, len: u64) -> bool {
-        self.to > len
     }
 
     /// The file was cut to `len`: the blocks past it are gone.

@@ -14,7 +14,6 @@ use super::batch::{
 };
 use super::config::LogConfig;
 use super::index::{OffsetIndex, TimeIndex, TimestampOffset, NO_TIMESTAMP};
-use super::reserve::Reservation;
 use super::txn_index::{AbortedTxn, TransactionIndex};
 use super::FileSlice;
 
@@ -154,17 +153,7 @@ pub struct LogSegment {
     roll_jitter_ms: i64,
     /// An index file was missing when a non-empty segment was opened: it must be rebuilt.
     missing_index: bool,
-    /// How far the log file's blocks are reserved (fallocate, length unchanged).
-    reserved: Reservation,
 }
-
-/// How far ahead of the appends the log file's blocks are reserved. Appending into reserved
-/// blocks spares the file system its per-page block reservation: under a 1 KiB producer, ext4's
-/// delayed-allocation bookkeeping took 16.5% of the broker's CPU, more than the copy into the
-/// page cache (14.7%), and with the blocks reserved 1 MiB writes cost 0.16 CPU s per GiB
-/// instead of 0.21, the reservation calls included. 1 MiB ahead already gets all of that, and
-/// is all an active segment holds beyond its data until it rolls or closes.
-const LOG_RESERVE_CHUNK: u64 = 1 << 20;
 
 fn invalid_data(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
@@ -281,7 +270,6 @@ impl LogSegment {
             created_ms: now_ms,
             roll_jitter_ms: config.random_segment_jitter(),
             missing_index,
-            reserved: Reservation::new(size, LOG_RESERVE_CHUNK),
         })
     }
 
@@ -450,13 +438,12 @@ impl LogSegment {
         }
         let start = self.size;
         let end = start + len as u64;
-        // Best effort: a file system without fallocate, or a disk too full for the chunk, leaves
-        // the writes to allocate their own blocks, and to fail on their own if the disk cannot
-        // take them.
-        if let Err(e) = self.reserved.cover(&self.file, start, end) {
-            tracing::debug!(path = %self.log_path.display(), error = %e, "log block reservation failed");
-            self.reserved.skip_past(end);
-        }
+        // The file system allocates the blocks at writeback, not here. Reserving them ahead
+        // (fallocate every 1 MiB) saved ext4's per-page bookkeeping, 0.16 against 0.21 CPU s
+        // per GiB written, but with it end-to-end latency stalled for 50-200 ms within a second
+        // of each segment roll, while the rolled segment's flush was writing it back, and
+        // without it it did not: an fallocate allocates blocks then and there, in the journal
+        // the flush is filling.
         match parts {
             [one] => self.file.write_all_at(one, start)?,
             _ => write_all_vectored_at(&self.file, parts, start)?,
@@ -828,29 +815,26 @@ impl LogSegment {
         self.trim_log_file()
     }
 
-    /// Cuts a preallocated log file back to the bytes written (Kafka's `FileRecords.trim`), and
-    /// frees the blocks reserved past them (a truncate to the same length does that).
+    /// Cuts a preallocated log file back to the bytes written (Kafka's `FileRecords.trim`).
     fn trim_log_file(&mut self) -> io::Result<()> {
         let meta = self.file.metadata()?;
-        if self.reserved.past(self.size) || meta.len() > self.size {
-            // A truncate stamps the file as modified now, even to the same length; retention
-            // of batches without timestamps goes by that time (Kafka's `lastModified`), so the
-            // segment keeps the time of its last write.
+        if meta.len() > self.size {
+            // A truncate stamps the file as modified now; retention of batches without
+            // timestamps goes by that time (Kafka's `lastModified`), so the segment keeps the
+            // time of its last write.
             let modified = meta.modified();
             self.file.set_len(self.size)?;
             if let Ok(t) = modified {
                 self.file.set_modified(t)?;
             }
         }
-        self.reserved.cut(self.size);
         Ok(())
     }
 
-    /// Cuts the log file, and the segment's size, to `len` bytes (dropping the blocks past it).
+    /// Cuts the log file, and the segment's size, to `len` bytes.
     fn cut_file(&mut self, len: u64) -> io::Result<()> {
         self.file.set_len(len)?;
         self.size = len;
-        self.reserved.cut(len);
         Ok(())
     }
 
