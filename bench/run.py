@@ -391,15 +391,16 @@ def settle(datadir=None, will_write=0, drop_cache=False):
     pages, as a dedicated broker host has, in most rounds (see `prime_bytes`).
 
     `drop_cache` is for a scenario that writes for a while and measures latency. The guest
-    reports free memory to the host in bursts (128-190 MiB per 100 ms), and a burst during a
+    reports free memory to the host in bursts (128-192 MiB per 100 ms), and a burst during a
     run can stall the run for 100-400 ms. The guest frees, and so reports, memory all the time
     once the page cache has filled it with earlier scenarios' logs: each new page comes from
-    reclaiming an old one. In a kactor round after the full matrix, each of the e2e runs'
-    stalls began in a 100 ms window with a burst (5 of 6 bursts came with one), while a fresh
-    broker, on memory with nothing to reclaim, had none (p99 3-6 ms); a host without free page
-    reporting has no such stalls. So the clean page cache is dropped, the prime's memory is
-    written and freed, and after each the run waits until the guest has finished reporting
-    (`reporting_quiet`): the run starts with free memory and nothing left to report."""
+    reclaiming an old one. In a kactor round after the full matrix, every e2e stall over
+    100 ms overlapped a burst, and 5 of the 6 bursts came with a stall, while a fresh broker,
+    on memory with nothing to reclaim, had none (p99 3-6 ms). A broker host that does not give
+    memory back to a hypervisor has no such bursts. So the clean page cache is dropped, the
+    prime's memory is written and freed, and after each the run waits until the guest has
+    finished reporting (`reporting_quiet`): the run starts with free memory and nothing left
+    to report."""
     os.sync()
     if drop_cache:
         log(f"{drop_page_cache()}; {reporting_quiet()}")

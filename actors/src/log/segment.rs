@@ -440,7 +440,7 @@ impl LogSegment {
         let end = start + len as u64;
         // The file system allocates the blocks at writeback, not here. Reserving them ahead
         // (fallocate every 1 MiB) saved ext4's per-page bookkeeping, 0.16 against 0.21 CPU s
-        // per GiB written, but with it end-to-end latency stalled for 50-200 ms within a second
+        // per GiB written, but with it end-to-end latency stalled for 50-370 ms within a second
         // of each segment roll, while the rolled segment's flush was writing it back, and
         // without it it did not: an fallocate allocates blocks then and there, in the journal
         // the flush is filling.

@@ -782,7 +782,7 @@ fn assign_epoch_start_offset_records_the_epoch_before_any_batch() {
 #[test]
 fn appends_allocate_no_blocks_past_the_data() {
     use std::os::unix::fs::MetadataExt;
-    // Blocks reserved ahead of the appends (fallocate) stalled appends for 50-200 ms while a
+    // Blocks reserved ahead of the appends (fallocate) stalled appends for 50-370 ms while a
     // rolled segment's flush ran (see `LogSegment::append_parts`), so the log file only ever
     // holds blocks for what was written: its data rounded up to a few file-system blocks.
     const SLACK: u64 = 64 << 10;
