@@ -12,8 +12,6 @@ use std::sync::Arc;
 
 use memmap2::{Advice, MmapMut, MmapOptions};
 
-use super::reserve::Reservation;
-
 /// Timestamp of "no entry" (Kafka's `RecordBatch.NO_TIMESTAMP`).
 pub const NO_TIMESTAMP: i64 = -1;
 
@@ -26,8 +24,8 @@ struct IndexFile {
     entry_size: usize,
     entries: usize,
     max_entries: usize,
-    /// Disk blocks known to be behind the file (see [`IndexFile::push`]).
-    reserved: Reservation,
+    /// Bytes from the start known to have disk blocks behind them (see [`IndexFile::push`]).
+    reserved: u64,
     /// The file's length was not a whole number of entries when opened (a torn write or a
     /// damaged file: Kafka's sanity check rejects such an index).
     partial_entry: bool,
@@ -35,6 +33,30 @@ struct IndexFile {
 
 /// Granularity of block reservation: one page of the mapping.
 const RESERVE_CHUNK: u64 = 4096;
+
+/// Allocates disk blocks for `[offset, offset + len)` of `file` without changing its length
+/// (`fallocate` with `FALLOC_FL_KEEP_SIZE`), so readers and recovery see only written entries.
+/// File systems without fallocate keep the sparse behaviour.
+fn reserve_blocks(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain syscall on an open descriptor we own; no memory is passed.
+    let rc = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_KEEP_SIZE,
+            offset as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(()),
+        _ => Err(err),
+    }
+}
 
 fn round_down(n: u64, multiple: usize) -> u64 {
     n - n % multiple as u64
@@ -71,7 +93,7 @@ impl IndexFile {
                 (len / entry_size as u64) as usize
             },
             max_entries: 0,
-            reserved: Reservation::new(0, RESERVE_CHUNK),
+            reserved: 0,
             partial_entry,
         };
         index.remap(len)?;
@@ -113,7 +135,16 @@ impl IndexFile {
         debug_assert_eq!(bytes.len(), self.entry_size);
         let at = self.entries * self.entry_size;
         let end = (at + self.entry_size) as u64;
-        self.reserved.cover(&self.file, at as u64, end)?;
+        if end > self.reserved {
+            // From the mark, or the page holding the entry if the mark is behind it, to the
+            // page boundary past the entry. A failure leaves the mark: the next push asks again.
+            let from = self
+                .reserved
+                .max(round_down(at as u64, RESERVE_CHUNK as usize));
+            let to = end.div_ceil(RESERVE_CHUNK) * RESERVE_CHUNK;
+            reserve_blocks(&self.file, from, to - from)?;
+            self.reserved = to;
+        }
         let m = self.mmap.as_mut().expect("index not full");
         m[at..at + self.entry_size].copy_from_slice(bytes);
         self.entries += 1;
@@ -136,7 +167,7 @@ impl IndexFile {
         self.file.set_len(new_len)?;
         self.partial_entry = false;
         // Shrinking frees the blocks past the new end; growing adds holes.
-        self.reserved.cut(new_len);
+        self.reserved = self.reserved.min(new_len);
         self.remap(new_len)
     }
 

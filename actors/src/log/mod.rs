@@ -81,7 +81,6 @@ pub mod epoch;
 pub mod error;
 pub mod index;
 pub mod manager;
-mod reserve;
 pub mod segment;
 pub mod stats;
 pub mod testing;
