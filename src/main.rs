@@ -283,8 +283,8 @@ async fn wait_for_shutdown_signal() -> anyhow::Result<Option<String>> {
 
 #[cfg(test)]
 mod tests {
-    /// mallopt refuses values past its limits (an mmap threshold above 32 MiB on 64-bit) and
-    /// then leaves the default in place, silently but for the start-up line.
+    /// mallopt returns 0 for a value it refuses and keeps its default, which only the start-up
+    /// line would show.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]
     fn malloc_accepts_the_thresholds() {
