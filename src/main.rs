@@ -58,17 +58,17 @@ enum Command {
     Version,
 }
 
-/// glibc malloc's thresholds, fixed before any thread starts. By default a freed block above
-/// 128 KiB raises the mmap threshold to its size and the trim threshold to twice that, and each
-/// thread's arena gives back its free top once it passes the trim threshold. A produce request
-/// (up to 1 MB from librdkafka) is allocated on a network thread and freed on a partition
-/// thread after the append, so arenas kept trimming and the next request faulted in and
-/// zeroed fresh pages while the socket was read into them: page faults were 18% of the
-/// broker's CPU samples producing 1 KiB records to one partition, 0.5% with fixed thresholds
-/// (the broker's CPU per GB fell by 7%). Fixed thresholds
-/// stop both: blocks below 32 MiB come from the arenas, and an arena keeps its free memory
-/// (never more than the peak the broker's own bounds allow, `queued.max.requests` and the
-/// request size cap) for the next request.
+/// glibc malloc's thresholds, fixed before any thread starts. By default they move: freeing a
+/// block that was mmapped (above 128 KiB at first) raises the mmap threshold to its size and
+/// the trim threshold to twice that, and each thread's arena gives its free top back to the
+/// kernel once it passes the trim threshold. A produce request (up to 1 MB from librdkafka) is
+/// allocated on a network thread and freed on a partition thread after the append, so the
+/// arenas kept giving memory back and the next request faulted in and zeroed fresh pages while
+/// the socket was read into them: producing 1 KiB records to one partition, page faults were
+/// 18% of the broker's CPU samples, and 0.5% with fixed thresholds (CPU per GB -7%). Fixed,
+/// blocks below 32 MiB come from the arenas, and an arena keeps its free memory for the next
+/// request; what it keeps is at most the peak that the broker's own bounds
+/// (`queued.max.requests`, the request size cap) allow.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn tune_allocator() -> bool {
     const MMAP_THRESHOLD_BYTES: libc::c_int = 32 << 20;
