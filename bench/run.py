@@ -400,7 +400,11 @@ def settle(datadir=None, will_write=0, drop_cache=False):
     memory back to a hypervisor has no such bursts. So the clean page cache is dropped, the
     prime's memory is written and freed, and after each the run waits until the guest has
     finished reporting (`reporting_quiet`): the run starts with free memory and nothing left
-    to report."""
+    to report. The price: the guest reports the prime's own memory too (3.3-3.5 GiB after a
+    4 GiB prime), so an e2e run writes into pages the host must back again, and later in a run
+    both brokers meet stalls of that kind (40 ms to 2.5 s, 8-12 s into a 12 s run, on a VM where
+    1 MiB page-cache writes at 250 MiB/s took over 5 ms 89 times in 3,000 with no broker
+    running). Not waiting after the prime brought the reporting bursts back into the runs."""
     os.sync()
     if drop_cache:
         log(f"{drop_page_cache()}; {reporting_quiet()}")

@@ -73,7 +73,8 @@ enum Command {
 fn tune_allocator() -> bool {
     const MMAP_THRESHOLD_BYTES: libc::c_int = 32 << 20;
     const TRIM_THRESHOLD_BYTES: libc::c_int = 1 << 30;
-    // SAFETY: mallopt only sets allocator parameters; called before any other thread exists.
+    // SAFETY: mallopt only sets allocator parameters, under glibc's own lock. `main` calls it
+    // before any other thread exists, so every arena is created with them.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
             && libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1
