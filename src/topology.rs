@@ -34,7 +34,7 @@ use kactor_actors::txn::manager::{TransactionCoordinatorManagerActor, TxnManager
 use kactor_protocol::metadata::register_broker_record::BrokerEndpoint;
 use kactor_protocol::Uuid;
 
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, KafkaConfigSource};
 
 /// What a started node holds on to until shutdown.
 pub struct Node {
@@ -126,6 +126,17 @@ fn read_log_dir_identity(cfg: &BrokerConfig) -> anyhow::Result<(String, Vec<Uuid
 /// config defaults from broker settings.
 fn broker_properties(cfg: &BrokerConfig) -> BTreeMap<String, String> {
     cfg.entries()
+        .filter_map(|(k, e)| Some((k.to_string(), e.value.clone()?)))
+        .collect()
+}
+
+/// The keys this node was started with (file, environment, `--override`, the single-node
+/// values): the layer Kafka calls STATIC_BROKER_CONFIG when it resolves a topic's configs. A key
+/// left at its default is not in it, so a topic config that falls back to the built-in default
+/// reports DEFAULT_CONFIG, as Kafka's CreateTopics response and DescribeConfigs do.
+fn static_broker_properties(cfg: &BrokerConfig) -> BTreeMap<String, String> {
+    cfg.entries()
+        .filter(|(_, e)| e.origin.kafka_source() == KafkaConfigSource::StaticBrokerConfig)
         .filter_map(|(k, e)| Some((k.to_string(), e.value.clone()?)))
         .collect()
 }
@@ -229,7 +240,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         min_insync_replicas: cfg.get_i32("min.insync.replicas"),
         broker_session_timeout_ms: cfg.get_i64("broker.session.timeout.ms"),
         delete_topic_enable: cfg.get_bool("delete.topic.enable"),
-        static_broker_configs: broker_properties(cfg),
+        static_broker_configs: static_broker_properties(cfg),
     });
     let broker_cfg = cfg.is_broker().then(|| BrokerLifecycleConfig {
         node_id,

@@ -112,6 +112,9 @@ pub struct GroupCoordinatorActor {
     group_metrics: ShardMetrics,
     /// A lag refresh is in flight (skip the next tick rather than pile up).
     refreshing: bool,
+    /// Topics deleted while the shard was (re)loading: their offsets are tombstoned once the
+    /// log has been replayed, since before that the shard does not know them.
+    deleted_while_loading: Vec<String>,
 }
 
 impl GroupCoordinatorActor {
@@ -142,6 +145,7 @@ impl GroupCoordinatorActor {
             partitions: None,
             group_metrics: ShardMetrics::default(),
             refreshing: false,
+            deleted_while_loading: Vec::new(),
         }
     }
 
@@ -239,11 +243,18 @@ impl GroupCoordinatorActor {
         ctx.spawn(fut.into_actor(self).map(|result, act, ctx| match result {
             Ok((mut shard, next)) => {
                 shard.on_loaded(now_ms());
+                // Topic changes that arrived during the load went to the shard being replaced.
+                shard.set_topics(act.shard.topics().clone());
                 act.shard = shard;
                 act.next_offset = next;
                 act.phase = Phase::Active;
                 act.refresh_metrics(ctx);
                 tracing::info!(partition = act.partition_index, groups = act.shard.groups().count(), next_offset = next, "group coordinator loaded");
+                let deleted = std::mem::take(&mut act.deleted_while_loading);
+                if !deleted.is_empty() {
+                    let out = act.shard.on_topics_deleted(&deleted);
+                    act.process(out, None, ctx);
+                }
                 act.reschedule_timer(ctx);
             }
             Err(e) => {
@@ -512,6 +523,23 @@ impl Handler<UpdateGroupTopics> for GroupCoordinatorActor {
     type Result = ();
     fn handle(&mut self, msg: UpdateGroupTopics, _: &mut Context<Self>) {
         self.shard.set_topics(msg.topics);
+    }
+}
+
+impl Handler<TopicsDeleted> for GroupCoordinatorActor {
+    type Result = ();
+    fn handle(&mut self, msg: TopicsDeleted, ctx: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        if self.phase != Phase::Active {
+            self.deleted_while_loading.extend(msg.topics);
+            return;
+        }
+        let out = self.shard.on_topics_deleted(&msg.topics);
+        if !out.records.is_empty() {
+            tracing::info!(partition = self.partition_index, topics = ?msg.topics, offsets = out.records.len(), "deleting the offsets of deleted topics");
+        }
+        self.process(out, None, ctx);
     }
 }
 

@@ -5,17 +5,20 @@
 //! leads, keeps their view of the cluster's topics current, and publishes the shard table the
 //! group API handlers route by.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::{Actor, Addr, AsyncContext, Context, Handler, Message};
+use kactor_protocol::Uuid;
 use tokio::sync::watch;
 
 use super::actor::GroupCoordinatorActor;
 use super::apis::{GroupShardTable, GroupShardTableReader, OFFSETS_TOPIC};
 use super::core::{GroupCoordinatorConfig, TopicsView};
-use super::messages::{CoordinatorPartition, ResignGroupCoordinator, UpdateGroupTopics};
+use super::messages::{
+    CoordinatorPartition, ResignGroupCoordinator, TopicsDeleted, UpdateGroupTopics,
+};
 use crate::partition::registry::{PartitionTable, PartitionTableReader};
 use crate::runtime::ActorMetrics;
 
@@ -33,6 +36,8 @@ pub struct GroupCoordinatorManagerActor {
     partitions: PartitionTableReader,
     shards: HashMap<i32, Shard>,
     topics: TopicsView,
+    /// The topic ids of the last metadata image seen, to tell which topics a new image deleted.
+    image_topics: Option<BTreeMap<Uuid, String>>,
     last_version: Option<u64>,
     publisher: watch::Sender<Arc<GroupShardTable>>,
     metrics: ActorMetrics,
@@ -55,6 +60,7 @@ impl GroupCoordinatorManagerActor {
             partitions,
             shards: HashMap::new(),
             topics: TopicsView::default(),
+            image_topics: None,
             last_version: None,
             publisher,
             metrics: ActorMetrics::new("GroupCoordinatorManagerActor"),
@@ -129,6 +135,15 @@ impl GroupCoordinatorManagerActor {
                 });
             }
         }
+        let deleted = self.deleted_topics(&table);
+        if !deleted.is_empty() {
+            // Shards started in this sync get it too: they stash it until they have loaded.
+            for s in self.shards.values() {
+                s.addr.do_send(TopicsDeleted {
+                    topics: deleted.clone(),
+                });
+            }
+        }
         self.publisher.send_replace(Arc::new(GroupShardTable {
             offsets_topic_num_partitions: self.config.offsets_topic_num_partitions,
             shards: self
@@ -142,6 +157,35 @@ impl GroupCoordinatorManagerActor {
                 .map(|(p, s)| (*p, s.addr.clone().recipient()))
                 .collect(),
         }));
+    }
+}
+
+impl GroupCoordinatorManagerActor {
+    /// Names of the topics whose ids were in the previous metadata image and are not in this
+    /// one. Only images count: the view from hosted partitions alone (no image yet) lacks
+    /// every topic this broker does not host, which is not a deletion. A topic deleted and
+    /// created again between two images is caught by its id too.
+    fn deleted_topics(&mut self, table: &PartitionTable) -> Vec<String> {
+        let Some(image) = &table.image else {
+            return Vec::new();
+        };
+        let now: BTreeMap<Uuid, String> = image
+            .topics
+            .by_id
+            .values()
+            .map(|t| (t.id, t.name.clone()))
+            .collect();
+        let before = self.image_topics.replace(now);
+        let now = self.image_topics.as_ref().expect("just set");
+        let mut deleted: Vec<String> = before
+            .into_iter()
+            .flatten()
+            .filter(|(id, _)| !now.contains_key(id))
+            .map(|(_, name)| name)
+            .collect();
+        deleted.sort();
+        deleted.dedup();
+        deleted
     }
 }
 

@@ -22,6 +22,15 @@ pub struct UpdateGroupTopics {
     pub topics: TopicsView,
 }
 
+/// Manager → shard: these topics were deleted from the metadata image (their ids are gone);
+/// the shard tombstones every group's offsets for them. Lost: the offsets stay until they
+/// expire, and a topic re-created under the name resumes its groups at the old positions.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct TopicsDeleted {
+    pub topics: Vec<String>,
+}
+
 /// WriteTxnMarkers path → shard, after a commit/abort marker for `producer_id` was appended to
 /// this shard's partition: its pending transactional offsets are committed or dropped. Lost:
 /// they stay pending (UNSTABLE_OFFSET_COMMIT for require_stable fetches) until a reload.

@@ -34,6 +34,7 @@ use super::coordinator::{
     AddTxnPartitions, EndTransaction, GroupTxnCompletion, InitTxnProducer,
     TransactionCoordinatorActor, VerifyTxnPartitions, OFFSETS_TOPIC,
 };
+use super::core::codes::{INVALID_PRODUCER_EPOCH, PRODUCER_FENCED};
 use super::core::{TxnMetadata, TxnPartition, TxnState};
 use super::messages::GenerateProducerId;
 use crate::group::core::hashing::coordinator_partition;
@@ -276,8 +277,9 @@ pub fn register_coordinator(router: &mut RequestRouter, apis: TxnCoordinatorApis
         })
     });
     let a = apis.clone();
-    router.register(ApiKey::AddOffsetsToTxn, move |_ctx, body| {
+    router.register(ApiKey::AddOffsetsToTxn, move |ctx, body| {
         let a = a.clone();
+        let version = ctx.api_version;
         Box::pin(async move {
             let RequestBody::AddOffsetsToTxn(req) = body else {
                 return wrong_body();
@@ -295,7 +297,7 @@ pub fn register_coordinator(router: &mut RequestRouter, apis: TxnCoordinatorApis
             )
             .await;
             HandlerOutcome::Respond(ResponseBody::AddOffsetsToTxn(AddOffsetsToTxnResponse {
-                error_code: code,
+                error_code: fenced_for_version(code, version),
                 ..Default::default()
             }))
         })
@@ -321,9 +323,22 @@ pub fn register_coordinator(router: &mut RequestRouter, apis: TxnCoordinatorApis
                     .await
                     .unwrap_or(Err(NOT_COORDINATOR)),
             };
+            let result = result.map_err(|code| fenced_for_version(code, ctx.api_version));
             HandlerOutcome::Respond(ResponseBody::EndTxn(end_txn_response(result)))
         })
     });
+}
+
+/// PRODUCER_FENCED (KIP-588) as a client of EndTxn, AddPartitionsToTxn or AddOffsetsToTxn
+/// below v2 knows it: those versions predate the code, and their clients (kafkajs, older Java
+/// ones) treat INVALID_PRODUCER_EPOCH as the fence; an unknown code would be a generic error
+/// to them. Kafka answers the same way.
+fn fenced_for_version(code: i16, version: i16) -> i16 {
+    if version < 2 && code == PRODUCER_FENCED {
+        INVALID_PRODUCER_EPOCH
+    } else {
+        code
+    }
 }
 
 /// EndTxn's answer: v5+ carries the producer id and epoch the client continues with (the
@@ -416,6 +431,7 @@ pub async fn handle_add_partitions(
             flatten(&req.v3_and_below_topics),
         )
         .await;
+        let code = fenced_for_version(code, version);
         return AddPartitionsToTxnResponse {
             results_by_topic_v3_and_below: topic_results(&req.v3_and_below_topics, |_, _| code),
             ..Default::default()

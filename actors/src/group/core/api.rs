@@ -526,8 +526,8 @@ impl GroupRequest {
                             error_message: None,
                             group_id: g.clone(),
                             group_state: String::new(),
-                            group_epoch: -1,
-                            assignment_epoch: -1,
+                            group_epoch: 0,
+                            assignment_epoch: 0,
                             assignor_name: String::new(),
                             members: Vec::new(),
                         })

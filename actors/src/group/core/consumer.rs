@@ -1065,13 +1065,14 @@ impl GroupCoordinatorShard {
     }
 
     pub(super) fn consumer_describe(&self, group_id: &str) -> DescribedConsumerGroup {
+        // Kafka fills in only the id and the error; the rest keeps the schema's defaults.
         let not_found = |message: String| DescribedConsumerGroup {
             error_code: GROUP_ID_NOT_FOUND,
             error_message: Some(message),
             group_id: group_id.to_string(),
-            group_state: "Dead".to_string(),
-            group_epoch: -1,
-            assignment_epoch: -1,
+            group_state: String::new(),
+            group_epoch: 0,
+            assignment_epoch: 0,
             assignor_name: String::new(),
             members: Vec::new(),
         };

@@ -63,6 +63,49 @@ impl OffsetStore {
         }
     }
 
+    /// Drops the offsets open transactions hold for a partition (a tombstone's replay: Kafka
+    /// removes them too, so a later commit marker cannot bring back what was deleted).
+    pub fn remove_pending(&mut self, group_id: &str, topic: &str, partition: i32) {
+        for groups in self.pending.values_mut() {
+            if let Some(topics) = groups.get_mut(group_id) {
+                if let Some(parts) = topics.get_mut(topic) {
+                    parts.remove(&partition);
+                    if parts.is_empty() {
+                        topics.remove(topic);
+                    }
+                }
+                if topics.is_empty() {
+                    groups.remove(group_id);
+                }
+            }
+        }
+        self.pending.retain(|_, groups| !groups.is_empty());
+    }
+
+    /// Tombstones for every offset, committed or pending in a transaction, that any group
+    /// holds for one of `topics` (Kafka's `OffsetMetadataManager.onPartitionsDeleted`).
+    pub fn tombstones_for_topics(&self, topics: &[String]) -> Vec<CoordinatorRecord> {
+        let mut keys = std::collections::BTreeSet::new();
+        let pending = self.pending.values().flat_map(|groups| groups.iter());
+        for (group_id, by_topic) in self.committed.iter().chain(pending) {
+            for topic in topics {
+                for partition in by_topic.get(topic).into_iter().flat_map(|p| p.keys()) {
+                    keys.insert((group_id.clone(), topic.clone(), *partition));
+                }
+            }
+        }
+        keys.into_iter()
+            .map(
+                |(group_id, topic, partition)| CoordinatorRecord::OffsetCommit {
+                    group_id,
+                    topic,
+                    partition,
+                    value: None,
+                },
+            )
+            .collect()
+    }
+
     pub fn put_pending(
         &mut self,
         producer_id: i64,

@@ -373,6 +373,20 @@ impl GroupCoordinatorShard {
         NONE
     }
 
+    /// Topics deleted from the cluster: every group's offsets for them are tombstoned, so a
+    /// topic created again under the same name starts with no committed position (Kafka's
+    /// `GroupCoordinatorShard.onPartitionsDeleted`).
+    pub fn on_topics_deleted(&mut self, topics: &[String]) -> Output {
+        let records = self.offsets.tombstones_for_topics(topics);
+        for r in &records {
+            self.replay(r);
+        }
+        Output {
+            records,
+            ..Default::default()
+        }
+    }
+
     /// Records that delete a group's state (not its offsets).
     pub(super) fn group_tombstones(&self, group_id: &str) -> Vec<CoordinatorRecord> {
         match self.groups.get(group_id) {
@@ -475,7 +489,10 @@ impl GroupCoordinatorShard {
                         });
                         self.offsets.put(group_id, topic, *partition, v.clone());
                     }
-                    None => self.offsets.remove(group_id, topic, *partition),
+                    None => {
+                        self.offsets.remove(group_id, topic, *partition);
+                        self.offsets.remove_pending(group_id, topic, *partition);
+                    }
                 }
             }
             CoordinatorRecord::GroupMetadata { group_id, value } => match value {

@@ -375,3 +375,68 @@ fn parts_of(tp: &Option<Vec<(Uuid, Vec<i32>)>>, topic: Uuid) -> Vec<i32> {
         .map(|(_, p)| p.clone())
         .unwrap_or_default()
 }
+
+#[test]
+fn deleting_a_topic_tombstones_every_groups_offsets_for_it() {
+    let mut h = Harness::new();
+    h.commit(commit_req("g1", "", -1, "t1", 0, 5));
+    h.commit(commit_req("g1", "", -1, "t1", 1, 6));
+    h.commit(commit_req("g1", "", -1, "t2", 0, 7));
+    h.commit(commit_req("g2", "", -1, "t1", 0, 3));
+    // An open transaction's offset for the topic must not come back with its commit marker.
+    h.send(GroupRequest::TxnOffsetCommit(TxnOffsetCommitInput {
+        group_id: "g2".into(),
+        producer_id: 77,
+        producer_epoch: 0,
+        generation_id: -1,
+        member_id: "".into(),
+        group_instance_id: None,
+        topics: commit_req("g2", "", -1, "t1", 2, 9).topics,
+    }));
+
+    let out = h.shard.on_topics_deleted(&["t1".to_string()]);
+    assert!(out.responses.is_empty());
+    let tombstones: Vec<(String, String, i32)> = out
+        .records
+        .iter()
+        .map(|r| match r {
+            CoordinatorRecord::OffsetCommit {
+                group_id,
+                topic,
+                partition,
+                value: None,
+            } => (group_id.clone(), topic.clone(), *partition),
+            other => panic!("not an offset tombstone: {other:?}"),
+        })
+        .collect();
+    let expected: Vec<(String, String, i32)> = [("g1", 0), ("g1", 1), ("g2", 0), ("g2", 2)]
+        .iter()
+        .map(|(g, p)| (g.to_string(), "t1".to_string(), *p))
+        .collect();
+    assert_eq!(tombstones, expected);
+    h.log.extend(out.records);
+
+    h.shard.replay_end_transaction(77, true);
+    let committed = |shard: &GroupCoordinatorShard, g: &str, t: &str, p: i32| {
+        shard.offsets().get(g, t, p).map(|v| v.offset)
+    };
+    for (g, p) in [("g1", 0), ("g1", 1), ("g2", 0), ("g2", 2)] {
+        assert_eq!(committed(&h.shard, g, "t1", p), None, "{g} t1-{p}");
+    }
+    assert_eq!(
+        committed(&h.shard, "g1", "t2", 0),
+        Some(7),
+        "other topics stay"
+    );
+    // A reload from the log reaches the same state.
+    let reloaded = h.replayed();
+    assert_eq!(committed(&reloaded, "g1", "t1", 0), None);
+    assert_eq!(committed(&reloaded, "g2", "t1", 0), None);
+    assert_eq!(committed(&reloaded, "g1", "t2", 0), Some(7));
+    // Nothing left to delete the second time.
+    assert!(h
+        .shard
+        .on_topics_deleted(&["t1".to_string()])
+        .records
+        .is_empty());
+}
