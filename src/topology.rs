@@ -34,7 +34,7 @@ use kactor_actors::txn::manager::{TransactionCoordinatorManagerActor, TxnManager
 use kactor_protocol::metadata::register_broker_record::BrokerEndpoint;
 use kactor_protocol::Uuid;
 
-use crate::config::{BrokerConfig, KafkaConfigSource};
+use crate::config::{defs, BrokerConfig, KafkaConfigSource};
 
 /// What a started node holds on to until shutdown.
 pub struct Node {
@@ -241,6 +241,11 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         broker_session_timeout_ms: cfg.get_i64("broker.session.timeout.ms"),
         delete_topic_enable: cfg.get_bool("delete.topic.enable"),
         static_broker_configs: static_broker_properties(cfg),
+        extra_dynamic_broker_configs: defs::BROKER_CONFIG_DEFS
+            .iter()
+            .filter(|d| d.mutability == defs::Mutability::ClusterWide)
+            .map(|d| d.name.to_string())
+            .collect(),
     });
     let broker_cfg = cfg.is_broker().then(|| BrokerLifecycleConfig {
         node_id,

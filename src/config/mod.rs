@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use config::{Map, Source, Value, ValueKind};
-use kactor_actors::controller::core::topic_configs::is_dynamic_broker_config;
 use thiserror::Error;
 
 pub use defs::{find_def, ConfigDef, ConfigType, Validator, BROKER_CONFIG_DEFS};
@@ -336,6 +335,23 @@ impl BrokerConfig {
                 origin: ConfigOrigin::Default,
             });
         }
+        // broker.id is node.id's legacy name (Kafka's `KafkaConfig.populateSynonyms`): the one
+        // that was given stands for both, so DescribeConfigs reports broker.id with node.id's
+        // value and source. node.id's single-node value counts as not given; validate_cross
+        // refuses two different ids.
+        let given = |key: &str| {
+            !matches!(
+                entries[key].origin,
+                ConfigOrigin::Default | ConfigOrigin::SingleNode
+            )
+        };
+        if given("broker.id") && !given("node.id") {
+            let broker = entries["broker.id"].clone();
+            entries.insert("node.id".to_string(), broker);
+        } else if !given("broker.id") {
+            let node = entries["node.id"].clone();
+            entries.insert("broker.id".to_string(), node);
+        }
         let cfg = BrokerConfig {
             entries,
             unknown_keys,
@@ -442,6 +458,7 @@ impl BrokerConfig {
                 // Kafka lists the family source by source, each synonym only where it has a
                 // value: those set here (file, env, override), then the built-in defaults, so
                 // a key set in the file is followed by its default.
+                let sensitive = Self::is_sensitive(d.name);
                 let mut synonyms: Vec<(String, String, KafkaConfigSource)> = family
                     .iter()
                     .filter_map(|k| {
@@ -460,19 +477,19 @@ impl BrokerConfig {
                         KafkaConfigSource::DefaultConfig,
                     ))
                 }));
+                // A synonym carries a value, so a sensitive key lists none (Kafka lists them
+                // with a null value).
+                if sensitive {
+                    synonyms.clear();
+                }
                 DescribedConfig {
                     name: d.name,
-                    value: if Self::is_sensitive(d.name) {
-                        None
-                    } else {
-                        entry.value.clone()
-                    },
+                    value: if sensitive { None } else { entry.value.clone() },
                     source: entry.origin.kafka_source(),
                     config_type: d.ty,
-                    // Kafka: read-only unless the key is in DynamicBrokerConfig's set, which is
-                    // what the controller accepts as a dynamic broker config.
-                    read_only: !is_dynamic_broker_config(d.name),
-                    sensitive: Self::is_sensitive(d.name),
+                    // Kafka: read-only unless the key is one of its dynamic broker configs.
+                    read_only: d.mutability == defs::Mutability::ReadOnly,
+                    sensitive,
                     synonyms,
                     documentation: d.doc,
                 }
@@ -657,6 +674,15 @@ impl BrokerConfig {
     }
 
     fn validate_cross(&self) -> Result<(), ConfigError> {
+        if self.get_i32("broker.id") != self.node_id() {
+            return Err(self.invalid(
+                "broker.id",
+                format!(
+                    "must equal node.id {} (broker.id is node.id's legacy name)",
+                    self.node_id()
+                ),
+            ));
+        }
         let roles = self.process_roles();
         if roles.is_empty() {
             return Err(self.invalid(
@@ -1194,10 +1220,15 @@ mod tests {
         assert_eq!(c.get_i32("offsets.topic.replication.factor"), 2);
     }
 
-    /// Kafka's `DynamicBrokerConfig` keys are not read-only; the README's "Dynamic" column
-    /// (from `dynamic(...)` in defs.rs) and the controller's accepted set agree.
+    /// Kafka's dynamic broker configs are not read-only: DescribeConfigs follows `dynamic(...)`
+    /// in defs.rs (the README's "Dynamic" column), and every key the controller's own table
+    /// stores as a dynamic broker config is one of them, so no stored key is described as
+    /// read-only. The rest of the dynamic keys reach the controller from defs.rs through the
+    /// topology (`extra_dynamic_broker_configs`), with Kafka's per-broker and listener-prefix
+    /// rules on top.
     #[test]
     fn dynamic_keys_match_the_controller_and_kafka() {
+        use kactor_actors::controller::core::topic_configs::is_dynamic_broker_config;
         let c = BrokerConfig::defaults().unwrap();
         let d = c.describe();
         for def in BROKER_CONFIG_DEFS {
@@ -1205,9 +1236,17 @@ mod tests {
             assert_eq!(
                 def.mutability == Mutability::ClusterWide,
                 !row.read_only,
-                "{}: defs.rs and the controller's dynamic set disagree",
+                "{}: defs.rs and DescribeConfigs disagree",
                 def.name
             );
+            if is_dynamic_broker_config(def.name) {
+                assert_eq!(
+                    def.mutability,
+                    Mutability::ClusterWide,
+                    "{}: the controller stores it as dynamic, defs.rs says read-only",
+                    def.name
+                );
+            }
         }
         for name in [
             "log.retention.ms",
@@ -1217,12 +1256,20 @@ mod tests {
             "message.max.bytes",
             "compression.gzip.level",
             "log.cleaner.max.compaction.lag.ms",
+            "listeners",
+            "listener.security.protocol.map",
+            "metric.reporters",
+            "sasl.enabled.mechanisms",
+            "sasl.jaas.config",
+            "ssl.client.auth",
+            "log.remote.copy.lag.ms",
         ] {
             let row = d.iter().find(|e| e.name == name).unwrap();
             assert!(!row.read_only, "{name} is dynamic in Kafka");
         }
         for name in [
             "node.id",
+            "broker.id",
             "log.dirs",
             "process.roles",
             "num.partitions",
@@ -1230,10 +1277,91 @@ mod tests {
             "log.retention.minutes",
             "log.roll.hours",
             "log.flush.scheduler.interval.ms",
+            "advertised.listeners",
+            "ssl.principal.mapping.rules",
+            "delegation.token.secret.key",
         ] {
             let row = d.iter().find(|e| e.name == name).unwrap();
             assert!(row.read_only, "{name} is read-only in Kafka");
         }
+    }
+
+    /// Kafka 4.4 on a node started with node.id=1: broker.id=1 as STATIC_BROKER_CONFIG, then
+    /// its own default -1.
+    #[test]
+    fn broker_id_is_node_id() {
+        let c = BrokerConfig::defaults().unwrap();
+        let d = c.describe();
+        let row = d.iter().find(|e| e.name == "broker.id").unwrap();
+        assert_eq!(row.value.as_deref(), Some("1"));
+        assert_eq!(row.source, KafkaConfigSource::StaticBrokerConfig);
+        let expected: Vec<(String, String, KafkaConfigSource)> = vec![
+            (
+                "broker.id".into(),
+                "1".into(),
+                KafkaConfigSource::StaticBrokerConfig,
+            ),
+            (
+                "broker.id".into(),
+                "-1".into(),
+                KafkaConfigSource::DefaultConfig,
+            ),
+        ];
+        assert_eq!(row.synonyms, expected);
+        // Either name sets both.
+        let c = load(
+            Some("node.id=2\ncontroller.quorum.voters=2@127.0.0.1:9093\n"),
+            &[],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.get_str("broker.id"), Some("2"));
+        let c = load(
+            Some("broker.id=3\ncontroller.quorum.voters=3@127.0.0.1:9093\n"),
+            &[],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.node_id(), 3);
+        assert!(matches!(
+            c.entry("node.id").unwrap().origin,
+            ConfigOrigin::File(_)
+        ));
+        load(None, &[], &["broker.id=1", "node.id=1"]).unwrap();
+        let err = load(None, &[], &["broker.id=2", "node.id=1"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("broker.id") && err.contains("must equal node.id 1"),
+            "{err}"
+        );
+    }
+
+    /// Password keys (and sasl.jaas.config) never show their value, not even as a synonym.
+    #[test]
+    fn sensitive_values_are_never_described() {
+        let c = load(
+            Some("ssl.keystore.password=hunter2\nsasl.jaas.config=hunter2\n"),
+            &[],
+            &["delegation.token.secret.key=hunter2"],
+        )
+        .unwrap();
+        let d = c.describe();
+        for name in [
+            "ssl.keystore.password",
+            "sasl.jaas.config",
+            "delegation.token.secret.key",
+        ] {
+            let row = d.iter().find(|e| e.name == name).unwrap();
+            assert!(row.sensitive, "{name}");
+            assert_eq!(row.value, None, "{name}");
+            assert!(row.synonyms.is_empty(), "{name}");
+            assert_eq!(row.source, KafkaConfigSource::StaticBrokerConfig, "{name}");
+        }
+        assert!(!format!("{d:?}").contains("hunter2"));
+        let row = d.iter().find(|e| e.name == "ssl.client.auth").unwrap();
+        assert!(!row.sensitive);
+        assert_eq!(row.value.as_deref(), Some("none"));
     }
 
     #[test]
@@ -1255,6 +1383,8 @@ mod tests {
             "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config"
         ));
         assert!(!BrokerConfig::is_sensitive("log.dirs"));
+        assert!(BrokerConfig::is_sensitive("ssl.truststore.certificates"));
+        assert!(!BrokerConfig::is_sensitive("ssl.truststore.location"));
     }
 
     #[test]

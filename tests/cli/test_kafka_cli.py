@@ -8,6 +8,7 @@ import time
 import pytest
 from confluent_kafka import Producer
 
+from harness.cli import KafkaCli
 from harness.clients import create_topic
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -114,6 +115,34 @@ def test_kafka_configs_broker_and_entity_default(cli):
                 "--delete-config", "log.cleaner.threads")
         cli.run("configs", "--alter", "--entity-type", "brokers", "--entity-default",
                 "--delete-config", "log.retention.ms")
+
+
+def test_kafka_configs_per_broker_keys_and_secrets(cli, broker_factory):
+    """listeners and the security keys are dynamic for one broker only, as Kafka has them; a
+    stored password is never described back. A private broker: the values stay in its metadata
+    log."""
+    b = broker_factory()
+    c = KafkaCli(b)
+    out = c.run("configs", "--alter", "--entity-type", "brokers", "--entity-default",
+                "--add-config", f"listeners=PLAINTEXT://127.0.0.1:{b.port}", check=False)
+    assert out.returncode != 0
+    assert ("Cannot update these configs at default cluster level, broker id must be "
+            "specified: [listeners]") in out.stdout + out.stderr
+    # Keystore secrets change only under a listener prefix.
+    out = c.run("configs", "--alter", "--entity-type", "brokers", "--entity-name", "1",
+                "--add-config", "ssl.key.password=s3cret-value", check=False)
+    assert out.returncode != 0
+    assert ("These security configs can be dynamically updated only per-listener using the "
+            "listener prefix: [ssl.key.password]") in out.stdout + out.stderr
+    out = c.run("configs", "--alter", "--entity-type", "brokers", "--entity-name", "1",
+                "--add-config", "sasl.jaas.config=s3cret-value").stdout
+    assert "Completed updating config for broker 1." in out
+    out = c.run("configs", "--describe", "--entity-type", "brokers", "--entity-name", "1").stdout
+    assert "sasl.jaas.config=null sensitive=true" in out, out
+    assert "s3cret-value" not in out
+    out = c.run("configs", "--describe", "--entity-type", "brokers", "--entity-name", "1",
+                "--all").stdout
+    assert "s3cret-value" not in out
 
 
 # Broker keys a user looks for, with Kafka 4.4.0's defaults as `kafka-configs --describe

@@ -640,12 +640,6 @@ def test_describe_broker_configs(broker, kjs):
     }
 
 
-@pytest.mark.kactor_pending(
-    "DescribeConfigs v2 (BROKER resource): kactor omits keys Kafka 4.4 returns (broker.id, "
-    "metric.reporters, sasl.enabled.mechanisms, ssl.client.auth, sasl.jaas.config and ~195 "
-    "more: 155 entries vs 350 when no names are given) and marks listeners and "
-    "listener.security.protocol.map read-only, which Kafka reports as dynamically updatable "
-    "(readOnly=false)")
 def test_describe_broker_configs_kafka_keys(broker, kjs):
     names = ["broker.id", "metric.reporters", "sasl.enabled.mechanisms", "ssl.client.auth",
              "sasl.jaas.config", "listeners", "listener.security.protocol.map"]

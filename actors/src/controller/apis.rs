@@ -900,22 +900,21 @@ fn describe_broker(
                   src: i8,
                   e: Option<&BrokerConfigEntry>,
                   syn: Vec<(String, Option<String>, i8)>| {
+        // A secret (a password key, wherever its value came from) is never sent back, in the
+        // entry or in its synonyms.
+        let sensitive = e.is_some_and(|e| e.sensitive);
         m::describe_configs_response::DescribeConfigsResourceResult {
             name,
-            value: if e.is_some_and(|e| e.sensitive) {
-                None
-            } else {
-                value
-            },
+            value: if sensitive { None } else { value },
             read_only: e.is_some_and(|e| e.read_only),
             config_source: if v >= 1 { src } else { -1 },
-            is_sensitive: e.is_some_and(|e| e.sensitive),
+            is_sensitive: sensitive,
             synonyms: if synonyms && v >= 1 {
                 syn.into_iter()
                     .map(|(name, value, source)| {
                         m::describe_configs_response::DescribeConfigsSynonym {
                             name,
-                            value,
+                            value: if sensitive { None } else { value },
                             source,
                             ..Default::default()
                         }

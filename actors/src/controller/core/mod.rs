@@ -83,6 +83,11 @@ pub struct ControllerConfig {
     pub delete_topic_enable: bool,
     /// The broker's static (server.properties) values, for config sources in responses.
     pub static_broker_configs: BTreeMap<String, String>,
+    /// Broker keys the node's config table declares dynamic beyond
+    /// [`topic_configs::is_dynamic_broker_config`]: keys kactor defines only so that tools see
+    /// Kafka's set (SSL, SASL, listeners, tiered storage, ...). They are stored as Kafka stores
+    /// them, and change nothing in kactor.
+    pub extra_dynamic_broker_configs: BTreeSet<String>,
 }
 
 impl Default for ControllerConfig {
@@ -96,6 +101,7 @@ impl Default for ControllerConfig {
             broker_session_timeout_ms: 9000,
             delete_topic_enable: true,
             static_broker_configs: BTreeMap::new(),
+            extra_dynamic_broker_configs: BTreeSet::new(),
         }
     }
 }
@@ -850,6 +856,7 @@ impl QuorumControllerCore {
     }
 
     fn check_config_value(
+        &self,
         resource: &ConfigResource,
         name: &str,
         value: Option<&str>,
@@ -868,10 +875,28 @@ impl QuorumControllerCore {
                 }
             }
             _ => {
-                if !topic_configs::is_dynamic_broker_config(name) {
+                if !topic_configs::is_dynamic_broker_config(name)
+                    && !self.cfg.extra_dynamic_broker_configs.contains(name)
+                {
                     return Err(ApiError::new(
                         INVALID_REQUEST,
                         format!("Cannot update these configs dynamically: Set({name})"),
+                    ));
+                }
+                if topic_configs::is_listener_prefixed_only(name) {
+                    return Err(ApiError::new(
+                        INVALID_REQUEST,
+                        format!(
+                            "These security configs can be dynamically updated only per-listener using the listener prefix: [{name}]"
+                        ),
+                    ));
+                }
+                if resource.name.is_empty() && topic_configs::is_per_broker_config(name) {
+                    return Err(ApiError::new(
+                        INVALID_REQUEST,
+                        format!(
+                            "Cannot update these configs at default cluster level, broker id must be specified: [{name}]"
+                        ),
                     ));
                 }
                 if let (Some(v), Some((def, _))) =
@@ -961,11 +986,11 @@ impl QuorumControllerCore {
                             format!("Null value not supported for : {name}"),
                         )
                     })?;
-                    Self::check_config_value(&resource, name, Some(&v))?;
+                    self.check_config_value(&resource, name, Some(&v))?;
                     current.insert(name.clone(), v);
                 }
                 AlterConfigOp::Delete => {
-                    Self::check_config_value(&resource, name, None)?;
+                    self.check_config_value(&resource, name, None)?;
                     current.remove(name);
                 }
                 AlterConfigOp::Append | AlterConfigOp::Subtract => {
@@ -1008,7 +1033,7 @@ impl QuorumControllerCore {
                         }
                     }
                     let joined = items.join(",");
-                    Self::check_config_value(&resource, name, Some(&joined))?;
+                    self.check_config_value(&resource, name, Some(&joined))?;
                     current.insert(name.clone(), joined);
                 }
             }
@@ -1059,7 +1084,7 @@ impl QuorumControllerCore {
                                 format!("Null value not supported for : {name}"),
                             )
                         })?;
-                        Self::check_config_value(&resource, name, Some(&v))?;
+                        self.check_config_value(&resource, name, Some(&v))?;
                         wanted.insert(name.clone(), v);
                     }
                     Ok(self.diff_config_records(&resource, &wanted))

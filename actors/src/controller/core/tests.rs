@@ -456,6 +456,64 @@ fn incremental_alter_configs_topic_and_broker() {
     assert!(r.response[0].error.is_ok() && r.records.is_empty());
 }
 
+/// Keys the node's config table declares dynamic only for Kafka's sake (here an SSL key and
+/// the metric reporters) are stored like any dynamic key; the per-broker ones only for a
+/// broker, never as the cluster default, as Kafka refuses them there.
+#[test]
+fn declared_dynamic_keys_are_stored_and_per_broker_ones_only_per_broker() {
+    let mut c = QuorumControllerCore::new(
+        ControllerConfig {
+            cluster_id: "c1".into(),
+            extra_dynamic_broker_configs: ["ssl.client.auth", "metric.reporters", "listeners"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ..Default::default()
+        },
+        7,
+    );
+    c.activate(1, NOW);
+    let res = |name: &str, key: &str, value: &str| IncrementalAlterConfigsResource {
+        resource_type: 4,
+        resource_name: name.into(),
+        ops: vec![set(key, value)],
+    };
+    let r = c.incremental_alter_configs(
+        &[
+            res("1", "ssl.client.auth", "required"),
+            res("1", "listeners", "PLAINTEXT://:9092"),
+            res("", "metric.reporters", "x.Reporter"),
+        ],
+        false,
+    );
+    assert!(
+        r.response.iter().all(|x| x.error.is_ok()),
+        "{:?}",
+        r.response
+    );
+    assert_eq!(
+        c.image().config_overrides(&ConfigResource::broker("1"))["ssl.client.auth"],
+        "required"
+    );
+    for key in ["ssl.client.auth", "listeners"] {
+        let r = c.incremental_alter_configs(&[res("", key, "v")], false);
+        assert_eq!(r.response[0].error.code, INVALID_REQUEST, "{key}");
+        assert_eq!(
+            r.response[0].error.message.as_deref(),
+            Some(
+                format!(
+                    "Cannot update these configs at default cluster level, broker id must be specified: [{key}]"
+                )
+                .as_str()
+            )
+        );
+        assert!(r.records.is_empty());
+    }
+    // Not declared dynamic: still refused for a broker too.
+    let r = c.incremental_alter_configs(&[res("1", "ssl.keystore.type", "PKCS12")], false);
+    assert_eq!(r.response[0].error.code, INVALID_REQUEST);
+}
+
 #[test]
 fn legacy_alter_configs_replaces_the_set() {
     let mut c = controller(1);

@@ -287,6 +287,35 @@ pub static EXTRA_DYNAMIC_BROKER_CONFIGS: &[&str] = &[
     "transaction.partition.verification.enable",
 ];
 
+/// Dynamic broker configs Kafka accepts only for one broker, never as the cluster default
+/// (`DynamicBrokerConfig.PerBrokerConfigs`: the listener set and the security settings).
+pub fn is_per_broker_config(name: &str) -> bool {
+    matches!(
+        name,
+        "listeners" | "listener.security.protocol.map" | "cordoned.log.dirs"
+    ) || name.starts_with("ssl.")
+        || name.starts_with("sasl.")
+        || name == "principal.builder.class"
+}
+
+/// The keystore and truststore settings (`SslConfigs.RECONFIGURABLE_CONFIGS`), which Kafka
+/// changes at run time only under a listener prefix (`listener.name.<l>.ssl...`), never bare.
+pub fn is_listener_prefixed_only(name: &str) -> bool {
+    matches!(
+        name,
+        "ssl.keystore.type"
+            | "ssl.keystore.location"
+            | "ssl.keystore.password"
+            | "ssl.key.password"
+            | "ssl.truststore.type"
+            | "ssl.truststore.location"
+            | "ssl.truststore.password"
+            | "ssl.keystore.certificate.chain"
+            | "ssl.keystore.key"
+            | "ssl.truststore.certificates"
+    )
+}
+
 pub fn topic_config(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
