@@ -246,6 +246,10 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
             .filter(|d| d.mutability == defs::Mutability::ClusterWide)
             .map(|d| d.name.to_string())
             .collect(),
+        known_broker_configs: defs::BROKER_CONFIG_DEFS
+            .iter()
+            .map(|d| d.name.to_string())
+            .collect(),
     });
     let broker_cfg = cfg.is_broker().then(|| BrokerLifecycleConfig {
         node_id,

@@ -324,11 +324,6 @@ def test_admin_partitions_records_delete(sarama_driver, broker):
     assert err_name(r["delete_again"]) == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
-@pytest.mark.kactor_pending(
-    "ListOffsets v6 (sarama V4_0_0_0 sends at most v6) with Timestamp -3 (MAX_TIMESTAMP, "
-    "defined from v7): Kafka 4.4 answers the partition with error UNSUPPORTED_VERSION (35), "
-    "offset -1, timestamp -1, leader epoch -1; kactor answers error NONE with offset 7 and the "
-    "record's timestamp, as if the request were v7+")
 def test_list_offsets_max_timestamp_needs_v7(sarama_driver, broker):
     r = admin_run(sarama_driver, broker)
     m = r["max_timestamp"]["0"]
@@ -336,13 +331,6 @@ def test_list_offsets_max_timestamp_needs_v7(sarama_driver, broker):
     assert (m["offset"], m["timestamp"], m["leader_epoch"]) == (-1, -1, -1)
 
 
-@pytest.mark.kactor_pending(
-    "error_message strings: DescribeConfigs v4 for an unknown topic — Kafka: null, kactor: "
-    "\"The topic '<t>-missing' does not exist.\"; CreatePartitions v3 on an unknown topic — "
-    "Kafka: null, kactor: 'This server does not host this topic-partition.'; CreateTopics v7 "
-    "with replication factor 3 — Kafka ends '... only 1 broker(s) are registered or some "
-    "brokers have all their log directories cordoned.', kactor '... only 1 broker(s) are "
-    "registered.' (error codes agree)")
 def test_admin_error_messages(sarama_driver, broker):
     r = admin_run(sarama_driver, broker)
     prefix = "kafka server: Request was for a topic or partition that does not exist on this broker"
@@ -393,23 +381,12 @@ def test_admin_dynamic_broker_config(sarama_driver, broker):
     assert err_name(r["broker_alter_read_only"]) == "INVALID_REQUEST"
 
 
-@pytest.mark.kactor_pending(
-    "IncrementalAlterConfigs v1 on BROKER '1' with key 'log.dirs' (read-only): both answer "
-    "INVALID_REQUEST, but Kafka 4.4's error_message is 'Cannot update these configs "
-    "dynamically: [log.dirs]' (Java set format), kactor's 'Cannot update these configs "
-    "dynamically: Set(log.dirs)' (Kafka 3.x Scala format)")
 def test_admin_read_only_broker_config_message(sarama_driver, broker):
     r = extras_run(sarama_driver, broker)
     assert r["broker_alter_read_only"]["text"].endswith(
         "Cannot update these configs dynamically: [log.dirs]")
 
 
-@pytest.mark.kactor_pending(
-    "IncrementalAlterConfigs v1 on BROKER '1' setting a key Kafka doesn't know "
-    "('no.such.broker.config'): Kafka 4.4 accepts it (error NONE; DescribeConfigs then lists "
-    "it with source DYNAMIC_BROKER_CONFIG, sensitive, null value) and deletes it again; kactor "
-    "answers INVALID_REQUEST 'Cannot update these configs dynamically: "
-    "Set(no.such.broker.config)' to both the set and the delete")
 def test_admin_custom_broker_config(sarama_driver, broker):
     r = extras_run(sarama_driver, broker)
     assert r["broker_alter_unknown_key"] is None

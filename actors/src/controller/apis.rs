@@ -781,10 +781,8 @@ fn describe_topic(
     v: i16,
 ) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, String)> {
     if image.topics.get_by_name(name).is_none() {
-        return Err((
-            UNKNOWN_TOPIC_OR_PARTITION,
-            format!("The topic '{name}' does not exist."),
-        ));
+        // Kafka answers this one without a message (empty here means none on the wire).
+        return Err((UNKNOWN_TOPIC_OR_PARTITION, String::new()));
     }
     let topic = image.config_overrides(&ConfigResource::topic(name));
     let dyn_broker = image.config_overrides(&ConfigResource::broker(&apis.node_id.to_string()));
@@ -901,8 +899,9 @@ fn describe_broker(
                   e: Option<&BrokerConfigEntry>,
                   syn: Vec<(String, Option<String>, i8)>| {
         // A secret (a password key, wherever its value came from) is never sent back, in the
-        // entry or in its synonyms.
-        let sensitive = e.is_some_and(|e| e.sensitive);
+        // entry or in its synonyms. A custom key (not in the config table) may be one too:
+        // Kafka treats those as sensitive.
+        let sensitive = e.is_none_or(|e| e.sensitive);
         m::describe_configs_response::DescribeConfigsResourceResult {
             name,
             value: if sensitive { None } else { value },
@@ -990,6 +989,28 @@ fn describe_broker(
         let syn = drop_until_own_name(&e.name, syn);
         out.push(result(e.name.clone(), value, src, Some(e), syn));
     }
+    // Custom keys someone stored (no entry in the table): listed as Kafka lists them, from the
+    // broker's own entity first, then the cluster default, values withheld.
+    let mut custom: BTreeMap<&String, (&String, i8)> = BTreeMap::new();
+    for (map, src) in [
+        (&dyn_default, source::DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (&dyn_broker, source::DYNAMIC_BROKER_CONFIG),
+    ] {
+        for (k, val) in map.iter() {
+            if wanted(k) && !apis.broker_configs.iter().any(|e| &e.name == k) {
+                custom.insert(k, (val, src));
+            }
+        }
+    }
+    for (k, (val, src)) in custom {
+        out.push(result(
+            k.clone(),
+            Some(val.clone()),
+            src,
+            None,
+            vec![(k.clone(), Some(val.clone()), src)],
+        ));
+    }
     Ok(out)
 }
 
@@ -1029,7 +1050,7 @@ async fn handle_describe_configs(
             };
             let (code, msg, configs) = match described {
                 Ok(c) => (0, None, c),
-                Err((code, msg)) => (code, Some(msg), Vec::new()),
+                Err((code, msg)) => (code, Some(msg).filter(|m| !m.is_empty()), Vec::new()),
             };
             ctx.record_error(code);
             m::describe_configs_response::DescribeConfigsResult {

@@ -345,7 +345,13 @@ async fn handle_list_offsets(
     let mut topics = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let futures = topic.partitions.iter().map(|p| {
-            let replica = lookup(&t, &topic.name, p.partition_index).map(|r| r.addr.clone());
+            // MAX_TIMESTAMP (-3) is defined from v7 (KIP-734); an older request asking for it
+            // gets UNSUPPORTED_VERSION for the partition, as Kafka answers.
+            let replica = if p.timestamp == super::core::MAX_TIMESTAMP && version < 7 {
+                Err(codes::UNSUPPORTED_VERSION)
+            } else {
+                lookup(&t, &topic.name, p.partition_index).map(|r| r.addr.clone())
+            };
             let msg = GetOffsetForTimestamp {
                 timestamp: p.timestamp,
                 isolation,

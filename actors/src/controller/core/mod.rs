@@ -88,6 +88,10 @@ pub struct ControllerConfig {
     /// Kafka's set (SSL, SASL, listeners, tiered storage, ...). They are stored as Kafka stores
     /// them, and change nothing in kactor.
     pub extra_dynamic_broker_configs: BTreeSet<String>,
+    /// Every broker key the node's config table defines. A key outside it is a custom config,
+    /// which Kafka stores for a broker or the cluster default like a dynamic one (plugins read
+    /// them); empty = no table, so only the dynamic sets above are accepted.
+    pub known_broker_configs: BTreeSet<String>,
 }
 
 impl Default for ControllerConfig {
@@ -102,6 +106,7 @@ impl Default for ControllerConfig {
             delete_topic_enable: true,
             static_broker_configs: BTreeMap::new(),
             extra_dynamic_broker_configs: BTreeSet::new(),
+            known_broker_configs: BTreeSet::new(),
         }
     }
 }
@@ -540,7 +545,7 @@ impl QuorumControllerCore {
                 return Err(ApiError::new(
                     INVALID_REPLICATION_FACTOR,
                     format!(
-                        "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
+                        "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered or some brokers have all their log directories cordoned.",
                         usable.len()
                     ),
                 ));
@@ -743,12 +748,8 @@ impl QuorumControllerCore {
             .topics
             .get_by_name(&t.name)
             .cloned()
-            .ok_or_else(|| {
-                ApiError::new(
-                    UNKNOWN_TOPIC_OR_PARTITION,
-                    "This server does not host this topic-partition.",
-                )
-            })?;
+            // Kafka sends no message with this one.
+            .ok_or_else(|| ApiError::code(UNKNOWN_TOPIC_OR_PARTITION))?;
         let current = topic.partitions.len() as i32;
         if t.count < current {
             return Err(ApiError::new(
@@ -793,7 +794,7 @@ impl QuorumControllerCore {
                     return Err(ApiError::new(
                         INVALID_REPLICATION_FACTOR,
                         format!(
-                            "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
+                            "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered or some brokers have all their log directories cordoned.",
                             usable.len()
                         ),
                     ));
@@ -875,12 +876,15 @@ impl QuorumControllerCore {
                 }
             }
             _ => {
+                let custom = !self.cfg.known_broker_configs.is_empty()
+                    && !self.cfg.known_broker_configs.contains(name);
                 if !topic_configs::is_dynamic_broker_config(name)
                     && !self.cfg.extra_dynamic_broker_configs.contains(name)
+                    && !custom
                 {
                     return Err(ApiError::new(
                         INVALID_REQUEST,
-                        format!("Cannot update these configs dynamically: Set({name})"),
+                        format!("Cannot update these configs dynamically: [{name}]"),
                     ));
                 }
                 if topic_configs::is_listener_prefixed_only(name) {

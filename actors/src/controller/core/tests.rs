@@ -514,6 +514,51 @@ fn declared_dynamic_keys_are_stored_and_per_broker_ones_only_per_broker() {
     assert_eq!(r.response[0].error.code, INVALID_REQUEST);
 }
 
+/// With the node's table known, a key outside it is a custom config (for plugins), stored for
+/// a broker or the cluster default as Kafka stores it; a known static key is still refused.
+#[test]
+fn custom_broker_keys_are_stored() {
+    let mut c = QuorumControllerCore::new(
+        ControllerConfig {
+            cluster_id: "c1".into(),
+            known_broker_configs: ["log.dirs", "num.io.threads"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ..Default::default()
+        },
+        7,
+    );
+    c.activate(1, NOW);
+    let res = |name: &str, key: &str| IncrementalAlterConfigsResource {
+        resource_type: 4,
+        resource_name: name.into(),
+        ops: vec![set(key, "v")],
+    };
+    let r = c.incremental_alter_configs(
+        &[
+            res("1", "my.plugin.setting"),
+            res("", "other.plugin.setting"),
+        ],
+        false,
+    );
+    assert!(
+        r.response.iter().all(|x| x.error.is_ok()),
+        "{:?}",
+        r.response
+    );
+    assert_eq!(
+        c.image().config_overrides(&ConfigResource::broker("1"))["my.plugin.setting"],
+        "v"
+    );
+    let r = c.incremental_alter_configs(&[res("1", "log.dirs")], false);
+    assert_eq!(r.response[0].error.code, INVALID_REQUEST);
+    assert_eq!(
+        r.response[0].error.message.as_deref(),
+        Some("Cannot update these configs dynamically: [log.dirs]")
+    );
+}
+
 #[test]
 fn legacy_alter_configs_replaces_the_set() {
     let mut c = controller(1);
