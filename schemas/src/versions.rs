@@ -33,6 +33,10 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DescribeTopicPartitions,
     ApiKey::DescribeQuorum,
     ApiKey::UpdateFeatures,
+    // No authorizer: answered SECURITY_DISABLED, as Kafka does without one.
+    ApiKey::DescribeAcls,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
     // Group coordinator APIs (actors/src/group/apis.rs).
     ApiKey::FindCoordinator,
     ApiKey::JoinGroup,

@@ -145,6 +145,16 @@ def test_kafka_configs_per_broker_keys_and_secrets(cli, broker_factory):
     assert "s3cret-value" not in out
 
 
+def test_kafka_acls_without_an_authorizer(cli):
+    """Neither broker has an authorizer configured: kafka-acls reports that security is off
+    (SECURITY_DISABLED), for listing and for adding alike."""
+    out = cli.run("acls", "--list", check=False)
+    assert "No Authorizer is configured on the broker" in out.stdout + out.stderr
+    out = cli.run("acls", "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                  "--topic", "t", check=False)
+    assert "No Authorizer is configured on the broker" in out.stdout + out.stderr
+
+
 # Broker keys a user looks for, with Kafka 4.4.0's defaults as `kafka-configs --describe
 # --entity-type brokers --entity-name 1 --all` lists them (read off the reference broker).
 KAFKA_BROKER_DEFAULTS = {

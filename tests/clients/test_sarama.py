@@ -395,12 +395,6 @@ def test_admin_custom_broker_config(sarama_driver, broker):
     assert r["broker_alter_unknown_key_delete"] is None
 
 
-@pytest.mark.kactor_pending(
-    "ACL APIs (DescribeAcls 29, CreateAcls 30): kactor's ApiVersions response omits them, so "
-    "sarama refuses client-side with ErrUnsupportedVersion (35) and sends nothing; Kafka 4.4 "
-    "(no authorizer configured) answers DescribeAcls v2 with SECURITY_DISABLED (54) 'No "
-    "Authorizer is configured on the broker' and CreateAcls v2 with SECURITY_DISABLED for the "
-    "creation")
 def test_admin_acls_without_authorizer(sarama_driver, broker):
     r = extras_run(sarama_driver, broker)
     assert err_name(r["list_acls"]) == "SECURITY_DISABLED"

@@ -9,6 +9,7 @@ from .broker import java_cmd
 MAIN_CLASSES = {
     "topics": "org.apache.kafka.tools.TopicCommand",
     "configs": "org.apache.kafka.tools.ConfigCommand",
+    "acls": "org.apache.kafka.tools.AclCommand",
     "console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "get-offsets": "org.apache.kafka.tools.GetOffsetShell",

@@ -252,6 +252,72 @@ pub fn register_with_partitions(
         UpdateFeatures,
         handle_update_features
     );
+    route!(ApiKey::DescribeAcls, DescribeAcls, handle_describe_acls);
+    route!(ApiKey::CreateAcls, CreateAcls, handle_create_acls);
+    route!(ApiKey::DeleteAcls, DeleteAcls, handle_delete_acls);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ACLs. kactor has no authorizer (`authorizer.class.name` is not used), which is Kafka's
+// situation when none is configured: every ACL request is answered SECURITY_DISABLED with
+// Kafka's message, so admin tools report that ACLs are off rather than that the API is missing.
+
+const SECURITY_DISABLED: i16 = 54;
+const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
+
+async fn handle_describe_acls(
+    _apis: &MetadataApis,
+    ctx: &RequestContext,
+    _req: DescribeAclsRequest,
+) -> HandlerOutcome {
+    ctx.record_error(SECURITY_DISABLED);
+    HandlerOutcome::Respond(ResponseBody::DescribeAcls(DescribeAclsResponse {
+        error_code: SECURITY_DISABLED,
+        error_message: Some(NO_AUTHORIZER.to_string()),
+        ..Default::default()
+    }))
+}
+
+async fn handle_create_acls(
+    _apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: CreateAclsRequest,
+) -> HandlerOutcome {
+    ctx.record_error(SECURITY_DISABLED);
+    let results = req
+        .creations
+        .iter()
+        .map(|_| m::create_acls_response::AclCreationResult {
+            error_code: SECURITY_DISABLED,
+            error_message: Some(NO_AUTHORIZER.to_string()),
+            ..Default::default()
+        })
+        .collect();
+    HandlerOutcome::Respond(ResponseBody::CreateAcls(CreateAclsResponse {
+        results,
+        ..Default::default()
+    }))
+}
+
+async fn handle_delete_acls(
+    _apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: DeleteAclsRequest,
+) -> HandlerOutcome {
+    ctx.record_error(SECURITY_DISABLED);
+    let filter_results = req
+        .filters
+        .iter()
+        .map(|_| m::delete_acls_response::DeleteAclsFilterResult {
+            error_code: SECURITY_DISABLED,
+            error_message: Some(NO_AUTHORIZER.to_string()),
+            ..Default::default()
+        })
+        .collect();
+    HandlerOutcome::Respond(ResponseBody::DeleteAcls(DeleteAclsResponse {
+        filter_results,
+        ..Default::default()
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------
