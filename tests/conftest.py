@@ -27,7 +27,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness.broker import TARGET, Broker  # noqa: E402
+from harness.broker import TARGET, Broker, use_shared  # noqa: E402
 from harness.cli import KafkaCli  # noqa: E402
 
 
@@ -72,11 +72,8 @@ def _shared_broker(tmp_path_factory):
 
 @pytest.fixture
 def broker(_shared_broker, request):
-    if not _shared_broker.is_running():
-        # A previous test crashed it; restart on the same data so the session continues.
-        _shared_broker.restart()
-    request.node._kactor_brokers = getattr(request.node, "_kactor_brokers", []) + [_shared_broker]
-    return _shared_broker
+    # A previous test may have crashed it: restarted on the same data, the session continues.
+    return use_shared(_shared_broker, request)
 
 
 @pytest.fixture

@@ -12,20 +12,18 @@ FRANZ_LOG=debug (or info, warn) passes franz-go's own log through: every request
 and reads, with the version (`wrote Produce v13`), shown with a failing test's output.
 """
 import base64
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
-from harness.broker import ROOT, Broker
+from harness.broker import Broker, running, use_shared
+from harness.drivers import build_go_driver, run_driver
 
 DRIVER_SRC = Path(__file__).resolve().parent / "franz"
-CACHE_DIR = ROOT / ".cache" / "franz"
 
 # franz-go's wire ids for the record batch codec (RecordAttrs.CompressionType).
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4,
@@ -34,60 +32,15 @@ CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4,
 
 # ---- the driver ----------------------------------------------------------------------------
 
-def _source_hash():
-    h = hashlib.sha256()
-    files = [DRIVER_SRC / "go.mod", DRIVER_SRC / "go.sum"] + sorted(DRIVER_SRC.glob("*.go"))
-    for f in files:
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
-
-
 @pytest.fixture(scope="session")
 def franz_driver():
-    out = CACHE_DIR / f"franz-driver-{_source_hash()}"
-    if out.exists():
-        return out
-    go = shutil.which("go")
-    if go is None:
-        pytest.fail("the franz-go suite needs the Go toolchain (go 1.26+) on PATH")
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    # Build beside the final name and rename: a concurrent session never runs a half-written
-    # binary.
-    tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
-    env = dict(os.environ, CGO_ENABLED="0")
-    build = subprocess.run([go, "build", "-trimpath", "-o", str(tmp), "."], cwd=DRIVER_SRC,
-                           env=env, capture_output=True, text=True, timeout=900)
-    if build.returncode != 0:
-        pytest.fail(f"go build of the franz-go driver failed:\n{build.stdout}{build.stderr}")
-    os.replace(tmp, out)
-    # Builds of older sources are never used again.
-    for stale in CACHE_DIR.glob("franz-driver-*"):
-        if stale != out and ".tmp" not in stale.name:
-            stale.unlink(missing_ok=True)
-    return out
+    return build_go_driver("franz-driver", DRIVER_SRC, "franz-go")
 
 
 def run(driver, scenario, broker, timeout=60, **flags):
-    """Run one scenario and return its JSON. Flags map to --name value (underscores become
-    dashes; True becomes a bare --name)."""
-    cmd = [str(driver), scenario, "--bootstrap", broker.bootstrap,
-           "--timeout", f"{timeout}s", "--log", os.environ.get("FRANZ_LOG", "none")]
-    for k, v in flags.items():
-        name = "--" + k.replace("_", "-")
-        if v is True:
-            cmd.append(name)
-        elif v is not None:
-            cmd += [name, str(v)]
-    # The driver bounds itself (deadline + watchdog); this is the last resort.
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30)
-    if proc.stderr:
-        print(proc.stderr)  # pytest shows it with a failure
-    lines = proc.stdout.strip().splitlines()
-    assert lines, f"{scenario}: no output (exit {proc.returncode}); stderr:\n{proc.stderr[-3000:]}"
-    result = json.loads(lines[-1])
-    assert "error" not in result, f"{scenario} failed: {result}\nstderr:\n{proc.stderr[-3000:]}"
-    assert proc.returncode == 0
-    return result
+    """Run one scenario and return its JSON (see harness.drivers.run_driver)."""
+    return run_driver(driver, scenario, broker, timeout, os.environ.get("FRANZ_LOG", "none"),
+                      flags)
 
 
 def b64(b):
@@ -109,22 +62,16 @@ STRICT = {"auto.create.topics.enable": "false", "message.max.bytes": "4096"}
 
 @pytest.fixture(scope="module")
 def _strict(tmp_path_factory):
-    b = Broker(tmp_path_factory.mktemp("franz-strict"), overrides=STRICT, name="strict")
-    try:
-        b.start()
+    with running(Broker(tmp_path_factory.mktemp("franz-strict"), overrides=STRICT,
+                        name="strict")) as b:
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture
 def strict_broker(_strict, request):
     """A broker (shared by this module) with auto topic creation off and a 4 KiB
     message.max.bytes; its log is attached to failures like the shared broker's."""
-    if not _strict.is_running():
-        _strict.restart()
-    request.node._kactor_brokers = getattr(request.node, "_kactor_brokers", []) + [_strict]
-    return _strict
+    return use_shared(_strict, request)
 
 
 # ---- admin ---------------------------------------------------------------------------------

@@ -27,81 +27,29 @@ sarama raised itself (no broker error code) is named SARAMA_* or CLIENT_ERROR.
 SARAMA_LOG=info (or debug) passes sarama.Logger through to stderr, shown with a failure.
 """
 import base64
-import hashlib
-import json
 import os
-import shutil
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
-from harness.broker import ROOT, Broker
+from harness.broker import Broker, running, use_shared
+from harness.drivers import build_go_driver, run_driver
 
 DRIVER_SRC = Path(__file__).resolve().parent / "sarama"
-CACHE_DIR = ROOT / ".cache" / "sarama"
 
 
 # ---- the driver ----------------------------------------------------------------------------
 
-def _source_hash():
-    h = hashlib.sha256()
-    files = [DRIVER_SRC / "go.mod", DRIVER_SRC / "go.sum"] + sorted(DRIVER_SRC.glob("*.go"))
-    for f in files:
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
-
-
 @pytest.fixture(scope="session")
 def sarama_driver():
-    out = CACHE_DIR / f"sarama-driver-{_source_hash()}"
-    if out.exists():
-        return out
-    go = shutil.which("go")
-    if go is None:
-        pytest.fail("the sarama suite needs the Go toolchain (go 1.26+) on PATH")
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    # Build beside the final name and rename: a concurrent session never runs a half-written
-    # binary.
-    tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
-    env = dict(os.environ, CGO_ENABLED="0")
-    build = subprocess.run([go, "build", "-trimpath", "-o", str(tmp), "."], cwd=DRIVER_SRC,
-                           env=env, capture_output=True, text=True, timeout=900)
-    if build.returncode != 0:
-        pytest.fail(f"go build of the sarama driver failed:\n{build.stdout}{build.stderr}")
-    os.replace(tmp, out)
-    # Builds of older sources are never used again.
-    for stale in CACHE_DIR.glob("sarama-driver-*"):
-        if stale != out and ".tmp" not in stale.name:
-            stale.unlink(missing_ok=True)
-    return out
+    return build_go_driver("sarama-driver", DRIVER_SRC, "sarama")
 
 
 def run(driver, scenario, broker, timeout=60, **flags):
-    """Run one scenario and return its JSON. Flags map to --name value (underscores become
-    dashes; True becomes a bare --name, False --name=false: Go's flag package reads a bool
-    flag's value only after '=')."""
-    cmd = [str(driver), scenario, "--bootstrap", broker.bootstrap,
-           "--timeout", f"{timeout}s", "--log", os.environ.get("SARAMA_LOG", "none")]
-    for k, v in flags.items():
-        name = "--" + k.replace("_", "-")
-        if v is True:
-            cmd.append(name)
-        elif v is False:
-            cmd.append(name + "=false")
-        elif v is not None:
-            cmd += [name, str(v)]
-    # The driver bounds itself (deadline + watchdog); this is the last resort.
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30)
-    if proc.stderr:
-        print(proc.stderr[-20000:])  # pytest shows it with a failure
-    lines = proc.stdout.strip().splitlines()
-    assert lines, f"{scenario}: no output (exit {proc.returncode}); stderr:\n{proc.stderr[-3000:]}"
-    result = json.loads(lines[-1])
-    assert "error" not in result, f"{scenario} failed: {result}\nstderr:\n{proc.stderr[-3000:]}"
-    assert proc.returncode == 0
-    return result
+    """Run one scenario and return its JSON (see harness.drivers.run_driver)."""
+    return run_driver(driver, scenario, broker, timeout, os.environ.get("SARAMA_LOG", "none"),
+                      flags, stderr_tail=20000)
 
 
 _CACHE = {}
@@ -142,12 +90,9 @@ STRICT = {"auto.create.topics.enable": "false", "message.max.bytes": "4096",
 @pytest.fixture(scope="module")
 def _strict(tmp_path_factory):
     # One per module rather than broker_factory's one per test: a Kafka start costs seconds.
-    b = Broker(tmp_path_factory.mktemp("sarama-strict"), overrides=STRICT, name="strict")
-    try:
-        b.start()
+    with running(Broker(tmp_path_factory.mktemp("sarama-strict"), overrides=STRICT,
+                        name="strict")) as b:
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture
@@ -155,10 +100,7 @@ def strict_broker(_strict, request):
     """A broker (shared by this module) with auto topic creation off, a 4 KiB
     message.max.bytes and a fast timed-out-transaction check; its log is attached to failures
     like the shared broker's."""
-    if not _strict.is_running():
-        _strict.restart()
-    request.node._kactor_brokers = getattr(request.node, "_kactor_brokers", []) + [_strict]
-    return _strict
+    return use_shared(_strict, request)
 
 
 # ---- ClusterAdmin --------------------------------------------------------------------------

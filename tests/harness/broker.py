@@ -259,3 +259,26 @@ class Broker:
 
     def __repr__(self):
         return f"<Broker {self.name} {self.target} {self.bootstrap} pid={self.pid}>"
+
+
+def running(broker):
+    """Starts `broker` for a `with` block (a module- or session-scoped fixture) and stops it
+    after, even when the start fails half-way."""
+    class _Running:
+        def __enter__(self):
+            broker.start()
+            return broker
+
+        def __exit__(self, *exc):
+            broker.stop()
+            return False
+    return _Running()
+
+
+def use_shared(broker, request):
+    """A shared broker handed to one test: restarted if an earlier test left it dead, and its
+    log attached to this test's failure report (what conftest's `broker` fixture does)."""
+    if not broker.is_running():
+        broker.restart()
+    request.node._kactor_brokers = getattr(request.node, "_kactor_brokers", []) + [broker]
+    return broker

@@ -262,7 +262,6 @@ pub fn register_with_partitions(
 // situation when none is configured: every ACL request is answered SECURITY_DISABLED with
 // Kafka's message, so admin tools report that ACLs are off rather than that the API is missing.
 
-const SECURITY_DISABLED: i16 = 54;
 const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
 
 async fn handle_describe_acls(

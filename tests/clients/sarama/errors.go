@@ -98,15 +98,12 @@ func scenarioTooLarge(ctx context.Context, o *opts) M {
 // pausing a partition consumer at a valid offset and deleting the records under it. Then a
 // group whose committed offset fell below the log start resets to the oldest offset.
 func scenarioFetchOutOfRange(ctx context.Context, o *opts) M {
-	adm, err := o.admin()
+	adm, err := o.adminWithTopic(ctx, 1, nil)
 	if err != nil {
 		return M{"error": errJSON(err)}
 	}
 	defer adm.Close()
 	t := o.topic
-	if err := createTopic(ctx, adm, t, 1, nil); err != nil {
-		return M{"error": errJSON(err)}
-	}
 	out := M{}
 	pcfg, _ := o.config("sarama-oor-producer")
 	pcfg.Producer.RequiredAcks = sarama.WaitForAll

@@ -13,15 +13,12 @@ import (
 // each answer: log dirs, ACLs, SCRAM credentials, client quotas, partition reassignments,
 // leader election, and the group views of a group that never existed.
 func scenarioAdminExtras(ctx context.Context, o *opts) M {
-	adm, err := o.admin()
+	adm, err := o.adminWithTopic(ctx, 2, nil)
 	if err != nil {
 		return M{"error": errJSON(err)}
 	}
 	defer adm.Close()
 	t := o.topic
-	if err := createTopic(ctx, adm, t, 2, nil); err != nil {
-		return M{"error": errJSON(err)}
-	}
 	out := M{}
 
 	// Kafka creates a new partition's log a moment after metadata already shows its leader:

@@ -182,6 +182,20 @@ func (o *opts) config(clientID string) (*sarama.Config, error) {
 	return c, nil
 }
 
+// adminWithTopic is the opening of most scenarios: an admin client and the scenario's topic
+// (o.topic) created with `partitions` and `configs`. The caller closes the admin.
+func (o *opts) adminWithTopic(ctx context.Context, partitions int, configs map[string]*string) (sarama.ClusterAdmin, error) {
+	adm, err := o.admin()
+	if err != nil {
+		return nil, err
+	}
+	if err := createTopic(ctx, adm, o.topic, partitions, configs); err != nil {
+		adm.Close()
+		return nil, err
+	}
+	return adm, nil
+}
+
 func (o *opts) admin() (sarama.ClusterAdmin, error) {
 	c, err := o.config("sarama-admin")
 	if err != nil {

@@ -184,15 +184,12 @@ func scenarioProduceConsume(ctx context.Context, o *opts) M {
 // read with Consumer.Fetch.Default (the partition limit) and Fetch.MaxBytes at 1 KiB. The
 // broker still returns a first batch bigger than the limits (KIP-74); sarama reads on.
 func scenarioFetchLimits(ctx context.Context, o *opts) M {
-	adm, err := o.admin()
+	adm, err := o.adminWithTopic(ctx, 1, nil)
 	if err != nil {
 		return M{"error": errJSON(err)}
 	}
 	defer adm.Close()
 	t := o.topic
-	if err := createTopic(ctx, adm, t, 1, nil); err != nil {
-		return M{"error": errJSON(err)}
-	}
 	cfg, err := o.config("sarama-fetch-limits-producer")
 	if err != nil {
 		return M{"error": errJSON(err)}

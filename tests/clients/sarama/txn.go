@@ -113,15 +113,12 @@ func seq(prefix string, n int) []string {
 // open and after it is aborted; then a second producer with the same transactional id fences
 // the first.
 func scenarioTxn(ctx context.Context, o *opts) M {
-	adm, err := o.admin()
+	adm, err := o.adminWithTopic(ctx, 1, nil)
 	if err != nil {
 		return M{"error": errJSON(err)}
 	}
 	defer adm.Close()
 	t := o.topic
-	if err := createTopic(ctx, adm, t, 1, nil); err != nil {
-		return M{"error": errJSON(err)}
-	}
 	p, err := o.txnProducer("sarama-txn")
 	if err != nil {
 		return M{"error": errJSON(err)}
@@ -270,15 +267,12 @@ func scenarioTxnETL(ctx context.Context, o *opts) M {
 // producer that opened it then finds itself fenced at CommitTxn; a new producer with the same
 // transactional id carries on.
 func scenarioTxnTimeout(ctx context.Context, o *opts) M {
-	adm, err := o.admin()
+	adm, err := o.adminWithTopic(ctx, 1, nil)
 	if err != nil {
 		return M{"error": errJSON(err)}
 	}
 	defer adm.Close()
 	t := o.topic
-	if err := createTopic(ctx, adm, t, 1, nil); err != nil {
-		return M{"error": errJSON(err)}
-	}
 	cfg, err := o.config("sarama-txn-timeout")
 	if err != nil {
 		return M{"error": errJSON(err)}

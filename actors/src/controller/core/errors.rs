@@ -43,6 +43,7 @@ pub const INVALID_CONFIG: i16 = 40;
 pub const NOT_CONTROLLER: i16 = 41;
 pub const INVALID_REQUEST: i16 = 42;
 pub const POLICY_VIOLATION: i16 = 44;
+pub const SECURITY_DISABLED: i16 = 54;
 pub const TOPIC_DELETION_DISABLED: i16 = 73;
 pub const STALE_BROKER_EPOCH: i16 = 77;
 pub const INVALID_UPDATE_VERSION: i16 = 95;
