@@ -241,14 +241,12 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         broker_session_timeout_ms: cfg.get_i64("broker.session.timeout.ms"),
         delete_topic_enable: cfg.get_bool("delete.topic.enable"),
         static_broker_configs: static_broker_properties(cfg),
-        extra_dynamic_broker_configs: defs::BROKER_CONFIG_DEFS
+        broker_config_table: defs::BROKER_CONFIG_DEFS
             .iter()
-            .filter(|d| d.mutability == defs::Mutability::ClusterWide)
-            .map(|d| d.name.to_string())
-            .collect(),
-        known_broker_configs: defs::BROKER_CONFIG_DEFS
-            .iter()
-            .map(|d| d.name.to_string())
+            .map(|d| {
+                let dynamic = d.mutability == defs::Mutability::ClusterWide;
+                (d.name.to_string(), dynamic)
+            })
             .collect(),
     });
     let broker_cfg = cfg.is_broker().then(|| BrokerLifecycleConfig {

@@ -844,10 +844,11 @@ fn describe_topic(
     keys: Option<&[String]>,
     synonyms: bool,
     v: i16,
-) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, String)> {
+) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, Option<String>)>
+{
     if image.topics.get_by_name(name).is_none() {
-        // Kafka answers this one without a message (empty here means none on the wire).
-        return Err((UNKNOWN_TOPIC_OR_PARTITION, String::new()));
+        // Kafka answers this one without a message.
+        return Err((UNKNOWN_TOPIC_OR_PARTITION, None));
     }
     let topic = image.config_overrides(&ConfigResource::topic(name));
     let dyn_broker = image.config_overrides(&ConfigResource::broker(&apis.node_id.to_string()));
@@ -955,7 +956,8 @@ fn describe_broker(
     keys: Option<&[String]>,
     synonyms: bool,
     v: i16,
-) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, String)> {
+) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, Option<String>)>
+{
     let dyn_default = image.config_overrides(&ConfigResource::broker(""));
     let wanted = |n: &str| keys.is_none_or(|k| k.iter().any(|k| k == n));
     let result = |name: String,
@@ -1020,10 +1022,10 @@ fn describe_broker(
     if name != apis.node_id.to_string() {
         return Err((
             INVALID_REQUEST,
-            format!(
+            Some(format!(
                 "Unexpected broker id, expected {}, but received {name}",
                 apis.node_id
-            ),
+            )),
         ));
     }
     let dyn_broker = image.config_overrides(&ConfigResource::broker(name));
@@ -1110,12 +1112,12 @@ async fn handle_describe_configs(
                 ),
                 other => Err((
                     INVALID_REQUEST,
-                    format!("Unsupported resource type {other}"),
+                    Some(format!("Unsupported resource type {other}")),
                 )),
             };
             let (code, msg, configs) = match described {
                 Ok(c) => (0, None, c),
-                Err((code, msg)) => (code, Some(msg).filter(|m| !m.is_empty()), Vec::new()),
+                Err((code, msg)) => (code, msg, Vec::new()),
             };
             ctx.record_error(code);
             m::describe_configs_response::DescribeConfigsResult {

@@ -251,10 +251,7 @@ impl GroupCoordinatorActor {
                 act.refresh_metrics(ctx);
                 tracing::info!(partition = act.partition_index, groups = act.shard.groups().count(), next_offset = next, "group coordinator loaded");
                 let deleted = std::mem::take(&mut act.deleted_while_loading);
-                if !deleted.is_empty() {
-                    let out = act.shard.on_topics_deleted(&deleted);
-                    act.process(out, None, ctx);
-                }
+                act.tombstone_deleted_topics(&deleted, ctx);
                 act.reschedule_timer(ctx);
             }
             Err(e) => {
@@ -414,6 +411,21 @@ impl GroupCoordinatorActor {
         }
     }
 
+    /// Writes tombstones for every group's offsets on `topics` (deleted from the cluster).
+    fn tombstone_deleted_topics(&mut self, topics: &[String], ctx: &mut Context<Self>) {
+        let out = self.shard.on_topics_deleted(topics);
+        if out.records.is_empty() {
+            return;
+        }
+        tracing::info!(
+            partition = self.partition_index,
+            ?topics,
+            offsets = out.records.len(),
+            "deleting the offsets of deleted topics"
+        );
+        self.process(out, None, ctx);
+    }
+
     fn deliver(&mut self, responses: Vec<(RequestId, GroupResponse)>) {
         for (id, response) in responses {
             if let Some(tx) = self.waiting.remove(&id) {
@@ -535,11 +547,7 @@ impl Handler<TopicsDeleted> for GroupCoordinatorActor {
             self.deleted_while_loading.extend(msg.topics);
             return;
         }
-        let out = self.shard.on_topics_deleted(&msg.topics);
-        if !out.records.is_empty() {
-            tracing::info!(partition = self.partition_index, topics = ?msg.topics, offsets = out.records.len(), "deleting the offsets of deleted topics");
-        }
-        self.process(out, None, ctx);
+        self.tombstone_deleted_topics(&msg.topics, ctx);
     }
 }
 

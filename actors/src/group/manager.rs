@@ -158,9 +158,7 @@ impl GroupCoordinatorManagerActor {
                 .collect(),
         }));
     }
-}
 
-impl GroupCoordinatorManagerActor {
     /// Names of the topics whose ids were in the previous metadata image and are not in this
     /// one. Only images count: the view from hosted partitions alone (no image yet) lacks
     /// every topic this broker does not host, which is not a deletion. A topic deleted and

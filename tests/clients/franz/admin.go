@@ -194,15 +194,12 @@ func scenarioAdmin(ctx context.Context, o *opts) M {
 // scenarioOffsets produces records with chosen timestamps to one partition and asks ListOffsets
 // for the start, end, max-timestamp and by-timestamp offsets, before and after DeleteRecords.
 func scenarioOffsets(ctx context.Context, o *opts) M {
-	adm, acl, err := o.admin()
+	adm, acl, err := o.adminWithTopic(ctx, 1, nil)
 	if err != nil {
 		return M{"error": errJSON(err)}
 	}
 	defer acl.Close()
 	t := o.topic
-	if err := createTopic(ctx, adm, t, 1, nil); err != nil {
-		return M{"error": errJSON(err)}
-	}
 	out := M{}
 	cl, err := o.client("franz-offsets", kgo.DefaultProduceTopic(t),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))

@@ -71,15 +71,12 @@ func firstOutcome(ctx context.Context, cl *kgo.Client, want int) M {
 // start, once with franz-go's NoResetOffset (the error reaches the user) and once with the
 // default reset policy (franz-go lists offsets and resumes).
 func scenarioFetchOutOfRange(ctx context.Context, o *opts) M {
-	adm, acl, err := o.admin()
+	adm, acl, err := o.adminWithTopic(ctx, 1, nil)
 	if err != nil {
 		return M{"error": errJSON(err)}
 	}
 	defer acl.Close()
 	t := o.topic
-	if err := createTopic(ctx, adm, t, 1, nil); err != nil {
-		return M{"error": errJSON(err)}
-	}
 	p, err := o.client("franz-oor-producer", kgo.DefaultProduceTopic(t))
 	if err != nil {
 		return M{"error": errJSON(err)}

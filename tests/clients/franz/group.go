@@ -385,15 +385,12 @@ func scenarioGroup(ctx context.Context, o *opts) M {
 // autocommit every 5 s and on revoke), polled until everything is read, then closed; Close's
 // leave commits what was polled.
 func scenarioGroupAutocommit(ctx context.Context, o *opts) M {
-	adm, acl, err := o.admin()
+	adm, acl, err := o.adminWithTopic(ctx, o.partitions, nil)
 	if err != nil {
 		return M{"error": errJSON(err)}
 	}
 	defer acl.Close()
 	t := o.topic
-	if err := createTopic(ctx, adm, t, o.partitions, nil); err != nil {
-		return M{"error": errJSON(err)}
-	}
 	p, err := o.client("franz-auto-producer", kgo.DefaultProduceTopic(t))
 	if err != nil {
 		return M{"error": errJSON(err)}
@@ -401,7 +398,7 @@ func scenarioGroupAutocommit(ctx context.Context, o *opts) M {
 	defer p.Close()
 	var recs []*kgo.Record
 	for i := 0; i < o.count; i++ {
-		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))})
+		recs = append(recs, numbered(i))
 	}
 	out := M{"produce": errJSON(p.ProduceSync(ctx, recs...).FirstErr())}
 	c, err := o.client("franz-auto", kgo.ConsumerGroup(o.group), kgo.ConsumeTopics(t))
@@ -420,15 +417,12 @@ func scenarioGroupAutocommit(ctx context.Context, o *opts) M {
 // scenarioGroupStatic: a static member (kgo.InstanceID) consumes half the records, commits and
 // closes without leaving; a restarted instance with the same id takes its place and resumes.
 func scenarioGroupStatic(ctx context.Context, o *opts) M {
-	adm, acl, err := o.admin()
+	adm, acl, err := o.adminWithTopic(ctx, o.partitions, nil)
 	if err != nil {
 		return M{"error": errJSON(err)}
 	}
 	defer acl.Close()
 	t := o.topic
-	if err := createTopic(ctx, adm, t, o.partitions, nil); err != nil {
-		return M{"error": errJSON(err)}
-	}
 	p, err := o.client("franz-static-producer", kgo.DefaultProduceTopic(t))
 	if err != nil {
 		return M{"error": errJSON(err)}
@@ -437,7 +431,7 @@ func scenarioGroupStatic(ctx context.Context, o *opts) M {
 	produce := func(from, n int) any {
 		var recs []*kgo.Record
 		for i := from; i < from+n; i++ {
-			recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))})
+			recs = append(recs, numbered(i))
 		}
 		return errJSON(p.ProduceSync(ctx, recs...).FirstErr())
 	}

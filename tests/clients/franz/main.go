@@ -157,6 +157,25 @@ func (o *opts) client(clientID string, extra ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(append(base, extra...)...)
 }
 
+// adminWithTopic is the opening of most scenarios: an admin client (and the kgo client under
+// it, which the caller closes) with the scenario's topic (o.topic) created.
+func (o *opts) adminWithTopic(ctx context.Context, partitions int, configs map[string]*string) (*kadm.Client, *kgo.Client, error) {
+	adm, cl, err := o.admin()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := createTopic(ctx, adm, o.topic, partitions, configs); err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return adm, cl, nil
+}
+
+// numbered is record i of the group scenarios: key and value both the decimal i.
+func numbered(i int) *kgo.Record {
+	return &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}
+}
+
 func (o *opts) admin() (*kadm.Client, *kgo.Client, error) {
 	cl, err := o.client("franz-admin")
 	if err != nil {

@@ -214,15 +214,12 @@ func scenarioCluster(ctx context.Context, o *opts) M {
 // the broker must still return the first batch whole when it exceeds them (KIP-74), so the
 // consumer keeps making progress.
 func scenarioFetchLimits(ctx context.Context, o *opts) M {
-	adm, acl, err := o.admin()
+	_, acl, err := o.adminWithTopic(ctx, 1, nil)
 	if err != nil {
 		return M{"error": errJSON(err)}
 	}
 	defer acl.Close()
 	t := o.topic
-	if err := createTopic(ctx, adm, t, 1, nil); err != nil {
-		return M{"error": errJSON(err)}
-	}
 	p, err := o.client("franz-limits-producer", kgo.DefaultProduceTopic(t),
 		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {

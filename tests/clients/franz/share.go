@@ -42,15 +42,12 @@ func withMessage(e any, msg *string) any {
 // scenarioShare consumes a topic through a KIP-932 share group (kgo.ShareGroup), accepting
 // every record, then asks kadm for the share group's state and start offsets.
 func scenarioShare(ctx context.Context, o *opts) M {
-	adm, acl, err := o.admin()
+	adm, acl, err := o.adminWithTopic(ctx, 1, nil)
 	if err != nil {
 		return M{"error": errJSON(err)}
 	}
 	defer acl.Close()
 	t := o.topic
-	if err := createTopic(ctx, adm, t, 1, nil); err != nil {
-		return M{"error": errJSON(err)}
-	}
 	out := M{"group_config": setGroupConfig(ctx, acl, o.group, "share.auto.offset.reset", "earliest")}
 	p, err := o.client("franz-share-producer", kgo.DefaultProduceTopic(t))
 	if err != nil {

@@ -91,15 +91,12 @@ func readAll(ctx context.Context, o *opts, name, topic string, level kgo.Isolati
 // a fourth transaction open while the partition is read under both isolation levels and the
 // last stable offset is listed; then aborts it.
 func scenarioTxn(ctx context.Context, o *opts) M {
-	adm, acl, err := o.admin()
+	adm, acl, err := o.adminWithTopic(ctx, 1, nil)
 	if err != nil {
 		return M{"error": errJSON(err)}
 	}
 	defer acl.Close()
 	t := o.topic
-	if err := createTopic(ctx, adm, t, 1, nil); err != nil {
-		return M{"error": errJSON(err)}
-	}
 	p, err := o.client("franz-txn", kgo.TransactionalID(o.txnID), kgo.DefaultProduceTopic(t),
 		kgo.TransactionTimeout(30*time.Second))
 	if err != nil {

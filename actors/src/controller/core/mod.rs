@@ -83,15 +83,13 @@ pub struct ControllerConfig {
     pub delete_topic_enable: bool,
     /// The broker's static (server.properties) values, for config sources in responses.
     pub static_broker_configs: BTreeMap<String, String>,
-    /// Broker keys the node's config table declares dynamic beyond
-    /// [`topic_configs::is_dynamic_broker_config`]: keys kactor defines only so that tools see
-    /// Kafka's set (SSL, SASL, listeners, tiered storage, ...). They are stored as Kafka stores
-    /// them, and change nothing in kactor.
-    pub extra_dynamic_broker_configs: BTreeSet<String>,
-    /// Every broker key the node's config table defines. A key outside it is a custom config,
-    /// which Kafka stores for a broker or the cluster default like a dynamic one (plugins read
-    /// them); empty = no table, so only the dynamic sets above are accepted.
-    pub known_broker_configs: BTreeSet<String>,
+    /// The node's broker config table: every key it defines, and whether Kafka lets it change
+    /// at run time. Dynamic keys beyond [`topic_configs::is_dynamic_broker_config`] are ones
+    /// kactor defines so that tools see Kafka's set (SSL, SASL, listeners, tiered storage,
+    /// ...): stored as Kafka stores them, changing nothing in kactor. A key outside the table
+    /// is a custom config, which Kafka stores like a dynamic one (plugins read them). Empty =
+    /// no table: only `is_dynamic_broker_config` keys are accepted.
+    pub broker_config_table: BTreeMap<String, bool>,
 }
 
 impl Default for ControllerConfig {
@@ -105,8 +103,7 @@ impl Default for ControllerConfig {
             broker_session_timeout_ms: 9000,
             delete_topic_enable: true,
             static_broker_configs: BTreeMap::new(),
-            extra_dynamic_broker_configs: BTreeSet::new(),
-            known_broker_configs: BTreeSet::new(),
+            broker_config_table: BTreeMap::new(),
         }
     }
 }
@@ -876,12 +873,12 @@ impl QuorumControllerCore {
                 }
             }
             _ => {
-                let custom = !self.cfg.known_broker_configs.is_empty()
-                    && !self.cfg.known_broker_configs.contains(name);
-                if !topic_configs::is_dynamic_broker_config(name)
-                    && !self.cfg.extra_dynamic_broker_configs.contains(name)
-                    && !custom
-                {
+                let table = &self.cfg.broker_config_table;
+                let accepted = match table.get(name) {
+                    Some(dynamic) => *dynamic,
+                    None => !table.is_empty(), // a custom key
+                };
+                if !accepted && !topic_configs::is_dynamic_broker_config(name) {
                     return Err(ApiError::new(
                         INVALID_REQUEST,
                         format!("Cannot update these configs dynamically: [{name}]"),

@@ -464,10 +464,15 @@ fn declared_dynamic_keys_are_stored_and_per_broker_ones_only_per_broker() {
     let mut c = QuorumControllerCore::new(
         ControllerConfig {
             cluster_id: "c1".into(),
-            extra_dynamic_broker_configs: ["ssl.client.auth", "metric.reporters", "listeners"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            broker_config_table: [
+                ("ssl.client.auth", true),
+                ("metric.reporters", true),
+                ("listeners", true),
+                ("ssl.keystore.type", false),
+            ]
+            .iter()
+            .map(|(k, d)| (k.to_string(), *d))
+            .collect(),
             ..Default::default()
         },
         7,
@@ -521,9 +526,9 @@ fn custom_broker_keys_are_stored() {
     let mut c = QuorumControllerCore::new(
         ControllerConfig {
             cluster_id: "c1".into(),
-            known_broker_configs: ["log.dirs", "num.io.threads"]
+            broker_config_table: [("log.dirs", false), ("num.io.threads", true)]
                 .iter()
-                .map(|s| s.to_string())
+                .map(|(k, d)| (k.to_string(), *d))
                 .collect(),
             ..Default::default()
         },

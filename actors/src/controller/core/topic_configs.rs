@@ -292,10 +292,12 @@ pub static EXTRA_DYNAMIC_BROKER_CONFIGS: &[&str] = &[
 pub fn is_per_broker_config(name: &str) -> bool {
     matches!(
         name,
-        "listeners" | "listener.security.protocol.map" | "cordoned.log.dirs"
+        "listeners"
+            | "listener.security.protocol.map"
+            | "cordoned.log.dirs"
+            | "principal.builder.class"
     ) || name.starts_with("ssl.")
         || name.starts_with("sasl.")
-        || name == "principal.builder.class"
 }
 
 /// The keystore and truststore settings (`SslConfigs.RECONFIGURABLE_CONFIGS`), which Kafka

@@ -50,34 +50,14 @@ impl OffsetStore {
     }
 
     pub fn remove(&mut self, group_id: &str, topic: &str, partition: i32) {
-        if let Some(topics) = self.committed.get_mut(group_id) {
-            if let Some(parts) = topics.get_mut(topic) {
-                parts.remove(&partition);
-                if parts.is_empty() {
-                    topics.remove(topic);
-                }
-            }
-            if topics.is_empty() {
-                self.committed.remove(group_id);
-            }
-        }
+        remove_offset(&mut self.committed, group_id, topic, partition);
     }
 
     /// Drops the offsets open transactions hold for a partition (a tombstone's replay: Kafka
     /// removes them too, so a later commit marker cannot bring back what was deleted).
     pub fn remove_pending(&mut self, group_id: &str, topic: &str, partition: i32) {
         for groups in self.pending.values_mut() {
-            if let Some(topics) = groups.get_mut(group_id) {
-                if let Some(parts) = topics.get_mut(topic) {
-                    parts.remove(&partition);
-                    if parts.is_empty() {
-                        topics.remove(topic);
-                    }
-                }
-                if topics.is_empty() {
-                    groups.remove(group_id);
-                }
-            }
+            remove_offset(groups, group_id, topic, partition);
         }
         self.pending.retain(|_, groups| !groups.is_empty());
     }
@@ -164,6 +144,28 @@ impl OffsetStore {
                 })
             })
             .collect()
+    }
+}
+
+/// Removes one partition's offset from a group → topic → partition map, dropping the topic
+/// and the group when they empty.
+fn remove_offset(
+    groups: &mut BTreeMap<String, TopicOffsets>,
+    group_id: &str,
+    topic: &str,
+    partition: i32,
+) {
+    let Some(topics) = groups.get_mut(group_id) else {
+        return;
+    };
+    if let Some(parts) = topics.get_mut(topic) {
+        parts.remove(&partition);
+        if parts.is_empty() {
+            topics.remove(topic);
+        }
+    }
+    if topics.is_empty() {
+        groups.remove(group_id);
     }
 }
 
