@@ -33,6 +33,11 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DescribeTopicPartitions,
     ApiKey::DescribeQuorum,
     ApiKey::UpdateFeatures,
+    // Cluster administration (actors/src/controller/cluster_apis.rs).
+    ApiKey::ElectLeaders,
+    ApiKey::ListPartitionReassignments,
+    ApiKey::DescribeClientQuotas,
+    ApiKey::DescribeUserScramCredentials,
     // No authorizer: answered SECURITY_DISABLED, as Kafka does without one.
     ApiKey::DescribeAcls,
     ApiKey::CreateAcls,

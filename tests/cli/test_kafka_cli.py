@@ -155,6 +155,29 @@ def test_kafka_acls_without_an_authorizer(cli):
     assert "No Authorizer is configured on the broker" in out.stdout + out.stderr
 
 
+def test_leader_election_reassignments_and_quotas(cli, topic_name):
+    """kafka-leader-election, kafka-reassign-partitions --list and the quota/SCRAM side of
+    kafka-configs on a single node, where every partition is led by its preferred replica, no
+    reassignment runs and no quota or credential has been set (outputs read off Kafka 4.4.0)."""
+    cli.run("topics", "--create", "--topic", topic_name, "--partitions", "2")
+    out = cli.run("leader-election", "--election-type", "PREFERRED", "--topic", topic_name,
+                  "--partition", "1")
+    assert out.stdout.strip() == f"Valid replica already elected for partitions {topic_name}-1"
+    # Over all partitions, those that need no election are left out of the answer.
+    out = cli.run("leader-election", "--election-type", "UNCLEAN", "--all-topic-partitions")
+    assert out.stdout.strip() == ""
+    out = cli.run("leader-election", "--election-type", "PREFERRED", "--topic", "no-such-topic",
+                  "--partition", "0", check=False)
+    assert out.returncode == 1
+    assert "UnknownTopicOrPartitionException: No such topic as no-such-topic" in out.stdout
+    assert "1 replica(s) could not be elected" in out.stderr
+    out = cli.run("reassign-partitions", "--list")
+    assert out.stdout.strip() == "No partition reassignments found."
+    for entity_type in ("clients", "users", "ips"):
+        out = cli.run("configs", "--describe", "--entity-type", entity_type)
+        assert out.stdout.strip() == "", (entity_type, out.stdout)
+
+
 # Broker keys a user looks for, with Kafka 4.4.0's defaults as `kafka-configs --describe
 # --entity-type brokers --entity-name 1 --all` lists them (read off the reference broker).
 KAFKA_BROKER_DEFAULTS = {

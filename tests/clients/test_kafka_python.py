@@ -77,3 +77,109 @@ def test_admin_lists_and_describes(broker, topic_name):
         assert [b.get("broker_id", b.get("node_id")) for b in cluster["brokers"]] == [1], cluster
     finally:
         a.close()
+
+
+# ---- cluster administration: elections, reassignments, quotas, SCRAM users --------------------
+# kafka-python's own encodings of ElectLeaders, ListPartitionReassignments, DescribeClientQuotas
+# and DescribeUserScramCredentials; every answer below was read off Apache Kafka 4.4.0 first.
+
+def send_raw(admin, request):
+    return admin._manager.run(admin._manager.send, request)
+
+
+NOT_NEEDED = (84, "Leader election not needed for topic partition.")
+
+
+def election_rows(resp):
+    return [(t.topic, p.partition_id, p.error_code, p.error_message)
+            for t in resp.replica_election_results for p in t.partition_result]
+
+
+def test_elect_leaders_and_reassignments(broker, topic_name):
+    from kafka.protocol.admin import ElectLeadersRequest as EL
+    create_topic(broker, topic_name, partitions=2)
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        def elect(election_type, tps, version=2):
+            return send_raw(a, EL(election_type=election_type, version=version, timeout_ms=10000,
+                                  topic_partitions=None if tps is None else [
+                                      EL.TopicPartitions(topic=t, partitions=ps) for t, ps in tps]))
+        # A single node already leads every partition it hosts: nothing to elect, for either
+        # type; unknown names are reported per partition; duplicates are answered twice.
+        for election_type in (0, 1):
+            r = elect(election_type, [(topic_name, [0, 1, 1]), ("no-such-topic", [0]),
+                                      (topic_name, [9])])
+            assert r.error_code == 0
+            assert election_rows(r) == [
+                (topic_name, 0, *NOT_NEEDED), (topic_name, 1, *NOT_NEEDED),
+                (topic_name, 1, *NOT_NEEDED),
+                ("no-such-topic", 0, 3, "No such topic as no-such-topic"),
+                (topic_name, 9, 3, f"No such partition as {topic_name}-9")]
+        # All partitions: those already led by their preferred replica are left out.
+        r = elect(0, None)
+        assert (r.error_code, election_rows(r)) == (0, [])
+        # v0 has no type field and means PREFERRED.
+        assert election_rows(elect(0, [(topic_name, [1])], version=0)) == \
+            [(topic_name, 1, *NOT_NEEDED)]
+        r = elect(7, [(topic_name, [0])])
+        assert r.error_code == 42
+        assert election_rows(r) == [(topic_name, 0, 42, "Unknown election type 7")]
+
+        assert a.list_partition_reassignments() == {}
+        assert a.list_partition_reassignments(
+            [TopicPartition(topic_name, 0), TopicPartition("no-such-topic", 0)]) == {}
+    finally:
+        a.close()
+
+
+def test_describe_client_quotas_filters(broker):
+    from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest as DQ
+    C = DQ.ComponentData
+    cases = [
+        ([], (0, [])),
+        ([C(entity_type="user", match_type=0, match="bob")], (0, [])),
+        ([C(entity_type="client-id", match_type=1, match=None),
+          C(entity_type="user", match_type=2, match=None)], (0, [])),
+        ([C(entity_type="", match_type=2, match=None)], (42, "Invalid empty entity type.")),
+        ([C(entity_type="user", match_type=2, match=None)] * 2,
+         (42, "Entity type user cannot appear more than once in the filter.")),
+        ([C(entity_type="topic", match_type=2, match=None)], (35, "Unsupported entity type topic")),
+        ([C(entity_type="user", match_type=0, match=None)],
+         (42, "Request specified MATCH_TYPE_EXACT, but set match string to null.")),
+        ([C(entity_type="user", match_type=1, match="x")],
+         (42, "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.")),
+        ([C(entity_type="user", match_type=2, match="x")],
+         (42, "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.")),
+        ([C(entity_type="user", match_type=5, match=None)], (42, "Unknown match type 5")),
+        ([C(entity_type="ip", match_type=2, match=None),
+          C(entity_type="client-id", match_type=2, match=None)],
+         (42, "Invalid entity filter component combination. IP filter component should not "
+              "be used with user or clientId filter component.")),
+    ]
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        for version in (0, 1):
+            for components, (code, detail) in cases:
+                r = send_raw(a, DQ(components=components, strict=False, version=version))
+                got = (r.error_code, r.entries if code == 0 else r.error_message)
+                assert got == (code, detail), (version, components)
+    finally:
+        a.close()
+
+
+def test_describe_user_scram_credentials(broker):
+    from kafka.protocol.admin import DescribeUserScramCredentialsRequest as DS
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assert a.describe_user_scram_credentials() == {}
+        r = send_raw(a, DS(users=[]))
+        assert (r.error_code, r.results) == (0, [])
+        r = send_raw(a, DS(users=[DS.UserName(name=n) for n in ("alice", "alice", "bob")]))
+        assert r.error_code == 0
+        # One row per distinct user; Kafka's order is that of a hash map, so it is not compared.
+        assert sorted((x.user, x.error_code, x.error_message, x.credential_infos)
+                      for x in r.results) == [("alice", 92, "Cannot describe SCRAM credentials for the same user twice in a "
+                              "single request: alice", []),
+                ("bob", 91, "Attempt to describe a user credential that does not exist: bob", [])]
+    finally:
+        a.close()

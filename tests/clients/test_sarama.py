@@ -344,14 +344,6 @@ def test_admin_acls_without_authorizer(sarama_driver, broker):
     assert err_name(r["create_acl"]) == "SECURITY_DISABLED"
 
 
-@pytest.mark.kactor_pending(
-    "kactor's ApiVersions response omits DescribeUserScramCredentials (50), "
-    "DescribeClientQuotas (48), ListPartitionReassignments (46) and ElectLeaders (43), so "
-    "sarama's ClusterAdmin refuses each client-side with ErrUnsupportedVersion (35) and sends "
-    "nothing; Kafka 4.4 answers DescribeUserScramCredentials v0: no users, "
-    "DescribeClientQuotas v1: no entries, ListPartitionReassignments v0: none, and "
-    "ElectLeaders v2 (PREFERRED) for a partition already led by its preferred replica: "
-    "ELECTION_NOT_NEEDED (84)")
 def test_admin_scram_quotas_reassignments_elections(sarama_driver, broker):
     r = extras_run(sarama_driver, broker)
     assert r["describe_scram"] == {"error": None, "users": 0}

@@ -21,6 +21,8 @@ MAIN_CLASSES = {
     "consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "transactions": "org.apache.kafka.tools.TransactionsCommand",
     "features": "org.apache.kafka.tools.FeatureCommand",
+    "leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "storage": "kafka.tools.StorageTool",

@@ -342,6 +342,8 @@ controller_op!(ProcessBrokerHeartbeat, BrokerHeartbeatReply, |core, m| core
     .broker_heartbeat(&m.heartbeat, now_ms()));
 controller_op!(UpdateFeatures, UpdateFeaturesReply, |core, m| core
     .update_features(&m.updates, m.validate_only));
+controller_op!(ElectLeaders, Vec<TopicElectionResult>, |core, m| core
+    .elect_leaders(m.election, m.partitions.as_deref()));
 controller_op!(AllocateProducerIds, AllocateProducerIdsReply, |core, m| {
     core.allocate_producer_ids(m.broker_id, m.broker_epoch)
 });

@@ -90,7 +90,7 @@ pub struct MetadataApis {
 }
 
 impl MetadataApis {
-    fn snapshot(&self) -> Arc<MetadataImage> {
+    pub(super) fn snapshot(&self) -> Arc<MetadataImage> {
         self.image.borrow().clone()
     }
 
@@ -105,7 +105,7 @@ impl MetadataApis {
 
     /// Sends a controller message with a deadline, then waits (within the same deadline) for
     /// the local image to include the write.
-    async fn ask<M, R>(&self, msg: M, timeout_ms: i32) -> Result<R, i16>
+    pub(super) async fn ask<M, R>(&self, msg: M, timeout_ms: i32) -> Result<R, i16>
     where
         M: Message<Result = ControllerReply<R>> + Send + 'static,
         R: Send + 'static,
@@ -255,6 +255,7 @@ pub fn register_with_partitions(
     route!(ApiKey::DescribeAcls, DescribeAcls, handle_describe_acls);
     route!(ApiKey::CreateAcls, CreateAcls, handle_create_acls);
     route!(ApiKey::DeleteAcls, DeleteAcls, handle_delete_acls);
+    super::cluster_apis::register(router, apis);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 //! QuorumControllerActor's mailbox: one message per controller operation (Kafka's
 //! `Controller` interface: createTopics, deleteTopics, createPartitions,
 //! incrementalAlterConfigs, legacyAlterConfigs, registerBroker, processBrokerHeartbeat,
-//! updateFeatures, allocateProducerIds). Each answers once its records are committed.
+//! updateFeatures, allocateProducerIds, electLeaders). Each answers once its records are committed.
 
 use actix::prelude::*;
 
@@ -98,4 +98,13 @@ pub struct UpdateFeatures {
 pub struct AllocateProducerIds {
     pub broker_id: i32,
     pub broker_epoch: i64,
+}
+
+/// Sent by the ElectLeaders handler. Lost: the client times out.
+#[derive(Debug, Message)]
+#[rtype(result = "ControllerReply<Vec<TopicElectionResult>>")]
+pub struct ElectLeaders {
+    pub election: ElectionType,
+    /// (topic, partition indexes) as requested; None: every partition.
+    pub partitions: Option<Vec<(String, Vec<i32>)>>,
 }

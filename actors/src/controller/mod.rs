@@ -14,3 +14,4 @@ pub mod startup;
 
 pub use self::startup::{start_kraft, KraftConfig, KraftHandles};
 pub mod apis;
+pub mod cluster_apis;

@@ -7,6 +7,7 @@
 //! The core applies the records it generates to its own image at once (so the next request sees
 //! them, as Kafka's timeline structures do); the shell answers only after Raft commits them.
 
+mod elections;
 pub mod errors;
 pub mod requests;
 pub mod topic_configs;

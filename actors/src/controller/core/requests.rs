@@ -196,3 +196,27 @@ pub struct AllocateProducerIdsReply {
     pub producer_id_start: i64,
     pub producer_id_len: i32,
 }
+
+/// ElectLeaders' election type (the request's `ElectionType`; v0 requests are PREFERRED).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionType {
+    Preferred,
+    Unclean,
+}
+
+impl ElectionType {
+    pub fn from_id(id: i8) -> Option<Self> {
+        match id {
+            0 => Some(ElectionType::Preferred),
+            1 => Some(ElectionType::Unclean),
+            _ => None,
+        }
+    }
+}
+
+/// One topic's ElectLeaders results: (partition index, outcome) in request order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicElectionResult {
+    pub topic: String,
+    pub partitions: Vec<(i32, ApiError)>,
+}

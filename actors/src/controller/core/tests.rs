@@ -858,3 +858,179 @@ fn a_restarted_node_registers_at_once_but_a_live_duplicate_is_refused() {
     third.previous_broker_epoch = c.image().brokers[&1].epoch;
     assert!(c.register_broker(&third, NOW + 3).response.error.is_ok());
 }
+
+/// Broker `id` asks for a controlled shutdown (its leadership moves away, it leaves the ISRs
+/// it is not the last member of).
+fn shut_down(c: &mut QuorumControllerCore, id: i32, now: i64) {
+    let epoch = c.image().brokers[&id].epoch;
+    let r = c.broker_heartbeat(
+        &BrokerHeartbeat {
+            broker_id: id,
+            broker_epoch: epoch,
+            current_metadata_offset: i64::MAX,
+            want_fence: false,
+            want_shut_down: true,
+        },
+        now,
+    );
+    assert!(r.response.should_shut_down);
+}
+
+/// Sets partition 0 of `topic`'s ISR, as the leader's AlterPartition would.
+fn set_isr(c: &mut QuorumControllerCore, topic: &str, isr: Vec<i32>) {
+    let topic_id = c.image().topics.get_by_name(topic).unwrap().id;
+    c.apply_own(&[MetadataRecord::PartitionChange(PartitionChangeRecord {
+        partition_id: 0,
+        topic_id,
+        isr: Some(isr),
+        leader: NO_LEADER_CHANGE,
+        ..Default::default()
+    })]);
+}
+
+fn partition0(c: &QuorumControllerCore, topic: &str) -> (i32, i32, Vec<i32>) {
+    let p = &c.image().topics.get_by_name(topic).unwrap().partitions[&0];
+    (p.leader, p.leader_epoch, p.isr.clone())
+}
+
+fn elect(
+    c: &mut QuorumControllerCore,
+    election: ElectionType,
+    partitions: Option<&[(String, Vec<i32>)]>,
+) -> (Vec<MetadataRecord>, Vec<(String, i32, i16)>) {
+    let r = c.elect_leaders(election, partitions);
+    let rows = r
+        .response
+        .into_iter()
+        .flat_map(|t| {
+            t.partitions
+                .into_iter()
+                .map(move |(i, e)| (t.topic.clone(), i, e.code))
+        })
+        .collect();
+    (r.records, rows)
+}
+
+#[test]
+fn preferred_election_moves_leadership_back_to_the_first_replica() {
+    let mut c = controller(3);
+    create(&mut c, topic("t", 1, 3));
+    let replicas = c.image().topics.get_by_name("t").unwrap().partitions[&0]
+        .replicas
+        .clone();
+    let (a, b) = (replicas[0], replicas[1]);
+    let t0 = [("t".to_string(), vec![0])];
+    assert_eq!(
+        elect(&mut c, ElectionType::Preferred, Some(&t0)).1,
+        vec![("t".into(), 0, ELECTION_NOT_NEEDED)]
+    );
+    // The preferred replica shuts down: leadership moves on, and it leaves the ISR.
+    shut_down(&mut c, a, NOW + 1);
+    let (leader, epoch, isr) = partition0(&c, "t");
+    assert_eq!(leader, b);
+    assert!(!isr.contains(&a));
+    // Back, but not in sync: the preferred replica cannot lead yet and the leader stays.
+    c.register_broker(&registration(a), NOW + 60_000);
+    let reg_epoch = c.image().brokers[&a].epoch;
+    c.broker_heartbeat(
+        &BrokerHeartbeat {
+            broker_id: a,
+            broker_epoch: reg_epoch,
+            current_metadata_offset: i64::MAX,
+            want_fence: false,
+            want_shut_down: false,
+        },
+        NOW + 60_000,
+    );
+    let (recs, rows) = elect(&mut c, ElectionType::Preferred, Some(&t0));
+    assert!(recs.is_empty());
+    assert_eq!(rows, vec![("t".into(), 0, PREFERRED_LEADER_NOT_AVAILABLE)]);
+    // In sync again: the election gives it leadership, with a new leader epoch.
+    set_isr(&mut c, "t", replicas.clone());
+    let all = elect(&mut c, ElectionType::Preferred, None);
+    assert_eq!(all.0.len(), 1);
+    assert_eq!(all.1, vec![("t".into(), 0, NONE)]);
+    let (leader, new_epoch, _) = partition0(&c, "t");
+    assert_eq!((leader, new_epoch), (a, epoch + 1));
+    // Done: naming it again is not needed, and "all partitions" leaves it out.
+    assert_eq!(
+        elect(&mut c, ElectionType::Preferred, Some(&t0)).1,
+        vec![("t".into(), 0, ELECTION_NOT_NEEDED)]
+    );
+    assert_eq!(
+        elect(&mut c, ElectionType::Preferred, None),
+        (vec![], vec![])
+    );
+}
+
+#[test]
+fn unclean_election_takes_a_replica_outside_the_isr_only_when_no_leader_is_left() {
+    let mut c = controller(3);
+    create(&mut c, topic("u", 1, 3));
+    let replicas = c.image().topics.get_by_name("u").unwrap().partitions[&0]
+        .replicas
+        .clone();
+    let (a, b) = (replicas[0], replicas[1]);
+    let u0 = [("u".to_string(), vec![0])];
+    assert_eq!(
+        elect(&mut c, ElectionType::Unclean, Some(&u0)).1,
+        vec![("u".into(), 0, ELECTION_NOT_NEEDED)]
+    );
+    // Only the leader is in sync, and it goes away: no leader, the ISR keeps its last member.
+    set_isr(&mut c, "u", vec![a]);
+    shut_down(&mut c, a, NOW + 1);
+    assert_eq!(partition0(&c, "u").0, -1);
+    assert_eq!(partition0(&c, "u").2, vec![a]);
+    // A preferred election has no in-sync replica to choose.
+    assert_eq!(
+        elect(&mut c, ElectionType::Preferred, Some(&u0)).1,
+        vec![("u".into(), 0, PREFERRED_LEADER_NOT_AVAILABLE)]
+    );
+    // An unclean one takes the next live replica, which becomes the whole ISR.
+    let (recs, rows) = elect(&mut c, ElectionType::Unclean, Some(&u0));
+    assert_eq!(rows, vec![("u".into(), 0, NONE)]);
+    assert_eq!(recs.len(), 1);
+    let (leader, _, isr) = partition0(&c, "u");
+    assert_eq!((leader, isr), (b, vec![b]));
+}
+
+#[test]
+fn election_errors_name_the_missing_topic_or_partition() {
+    let mut c = controller(1);
+    create(&mut c, topic("t", 2, 1));
+    let req = [
+        ("t".to_string(), vec![1, 1, 5]),
+        ("nope".to_string(), vec![0]),
+    ];
+    let r = c.elect_leaders(ElectionType::Preferred, Some(&req));
+    let rows: Vec<(String, i32, ApiError)> = r
+        .response
+        .into_iter()
+        .flat_map(|t| {
+            t.partitions
+                .into_iter()
+                .map(move |(i, e)| (t.topic.clone(), i, e))
+        })
+        .collect();
+    let not_needed = ApiError::new(
+        ELECTION_NOT_NEEDED,
+        "Leader election not needed for topic partition.",
+    );
+    assert_eq!(
+        rows,
+        vec![
+            ("t".into(), 1, not_needed.clone()),
+            ("t".into(), 1, not_needed),
+            (
+                "t".into(),
+                5,
+                ApiError::new(UNKNOWN_TOPIC_OR_PARTITION, "No such partition as t-5")
+            ),
+            (
+                "nope".into(),
+                0,
+                ApiError::new(UNKNOWN_TOPIC_OR_PARTITION, "No such topic as nope")
+            ),
+        ]
+    );
+}

@@ -1,0 +1,344 @@
+//! Cluster administration APIs beside the topic and config ones in `apis.rs`: ElectLeaders
+//! (`kafka-leader-election`), ListPartitionReassignments (`kafka-reassign-partitions --list`),
+//! DescribeClientQuotas (`kafka-configs --describe --entity-type clients|users|ips`) and
+//! DescribeUserScramCredentials (`kafka-configs --describe --entity-type users`).
+//!
+//! The three Describe/List APIs read the published image. kactor serves none of the APIs that
+//! would put something there (AlterPartitionReassignments, AlterClientQuotas,
+//! AlterUserScramCredentials), so their answers are empty; what they do check is the request,
+//! with Kafka's error codes and messages, so that a tool gets the same refusal on both brokers.
+
+use std::collections::BTreeSet;
+
+use kactor_protocol::messages::{self as m, *};
+use kactor_protocol::{ApiKey, RequestBody, ResponseBody};
+
+use super::apis::MetadataApis;
+use super::core::errors::*;
+use super::core::requests as cr;
+use super::messages as cm;
+use crate::network::router::{HandlerOutcome, RequestContext, RequestRouter};
+
+const RESOURCE_NOT_FOUND: i16 = 91;
+const DUPLICATE_RESOURCE: i16 = 92;
+
+/// Registers this module's APIs on `router`.
+pub fn register(router: &mut RequestRouter, apis: MetadataApis) {
+    macro_rules! route {
+        ($key:expr, $variant:ident, $f:ident) => {{
+            let apis = apis.clone();
+            router.register($key, move |ctx, body| {
+                let apis = apis.clone();
+                Box::pin(async move {
+                    let RequestBody::$variant(req) = body else {
+                        return HandlerOutcome::Close(format!(
+                            "unexpected body for {:?}",
+                            ctx.api_key
+                        ));
+                    };
+                    $f(&apis, &ctx, req).await
+                })
+            });
+        }};
+    }
+    route!(ApiKey::ElectLeaders, ElectLeaders, handle_elect_leaders);
+    route!(
+        ApiKey::ListPartitionReassignments,
+        ListPartitionReassignments,
+        handle_list_partition_reassignments
+    );
+    route!(
+        ApiKey::DescribeClientQuotas,
+        DescribeClientQuotas,
+        handle_describe_client_quotas
+    );
+    route!(
+        ApiKey::DescribeUserScramCredentials,
+        DescribeUserScramCredentials,
+        handle_describe_user_scram_credentials
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// ElectLeaders
+
+fn election_rows(
+    topic: String,
+    partitions: impl IntoIterator<Item = (i32, ApiError)>,
+) -> m::elect_leaders_response::ReplicaElectionResult {
+    m::elect_leaders_response::ReplicaElectionResult {
+        topic,
+        partition_result: partitions
+            .into_iter()
+            .map(
+                |(partition_id, e)| m::elect_leaders_response::PartitionResult {
+                    partition_id,
+                    error_code: e.code,
+                    error_message: e.message,
+                    ..Default::default()
+                },
+            )
+            .collect(),
+        ..Default::default()
+    }
+}
+
+async fn handle_elect_leaders(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: ElectLeadersRequest,
+) -> HandlerOutcome {
+    // v0 had no election type: it asked for preferred elections.
+    let type_id = if ctx.api_version >= 1 {
+        req.election_type
+    } else {
+        0
+    };
+    let requested: Option<Vec<(String, Vec<i32>)>> = req
+        .topic_partitions
+        .map(|tps| tps.into_iter().map(|t| (t.topic, t.partitions)).collect());
+    // Kafka answers an unknown type (and a controller failure) with the code at the top and on
+    // every requested partition.
+    let fail_all = |code: i16, message: Option<String>| {
+        let rows = requested
+            .iter()
+            .flatten()
+            .map(|(topic, parts)| {
+                let e = ApiError {
+                    code,
+                    message: message.clone(),
+                };
+                election_rows(topic.clone(), parts.iter().map(|&p| (p, e.clone())))
+            })
+            .collect();
+        ElectLeadersResponse {
+            error_code: code,
+            replica_election_results: rows,
+            ..Default::default()
+        }
+    };
+    let resp = match cr::ElectionType::from_id(type_id) {
+        None => fail_all(
+            INVALID_REQUEST,
+            Some(format!("Unknown election type {type_id}")),
+        ),
+        Some(election) => {
+            let msg = cm::ElectLeaders {
+                election,
+                partitions: requested.clone(),
+            };
+            match apis.ask(msg, req.timeout_ms).await {
+                Err(code) => fail_all(code, None),
+                Ok(results) => ElectLeadersResponse {
+                    replica_election_results: results
+                        .into_iter()
+                        .map(|t| election_rows(t.topic, t.partitions))
+                        .collect(),
+                    ..Default::default()
+                },
+            }
+        }
+    };
+    ctx.record_error(resp.error_code);
+    for t in &resp.replica_election_results {
+        for p in &t.partition_result {
+            ctx.record_error(p.error_code);
+        }
+    }
+    HandlerOutcome::Respond(ResponseBody::ElectLeaders(resp))
+}
+
+// ---------------------------------------------------------------------------------------------
+// ListPartitionReassignments
+
+/// Partitions with a reassignment under way (replicas being added or removed), for every topic
+/// or for the ones named; names or indexes that do not exist are left out, as in Kafka.
+async fn handle_list_partition_reassignments(
+    apis: &MetadataApis,
+    _ctx: &RequestContext,
+    req: ListPartitionReassignmentsRequest,
+) -> HandlerOutcome {
+    let image = apis.snapshot();
+    let wanted: Vec<(String, Option<Vec<i32>>)> = match req.topics {
+        Some(topics) => topics
+            .into_iter()
+            .map(|t| (t.name, Some(t.partition_indexes)))
+            .collect(),
+        None => image
+            .topics
+            .by_name
+            .keys()
+            .map(|n| (n.clone(), None))
+            .collect(),
+    };
+    let mut topics = Vec::new();
+    for (name, indexes) in wanted {
+        let Some(t) = image.topics.get_by_name(&name) else {
+            continue;
+        };
+        let partitions: Vec<_> = t
+            .partitions
+            .iter()
+            .filter(|(i, _)| indexes.as_ref().is_none_or(|w| w.contains(i)))
+            .filter(|(_, p)| !p.adding_replicas.is_empty() || !p.removing_replicas.is_empty())
+            .map(
+                |(i, p)| m::list_partition_reassignments_response::OngoingPartitionReassignment {
+                    partition_index: *i,
+                    replicas: p.replicas.clone(),
+                    adding_replicas: p.adding_replicas.clone(),
+                    removing_replicas: p.removing_replicas.clone(),
+                    ..Default::default()
+                },
+            )
+            .collect();
+        if !partitions.is_empty() {
+            topics.push(
+                m::list_partition_reassignments_response::OngoingTopicReassignment {
+                    name,
+                    partitions,
+                    ..Default::default()
+                },
+            );
+        }
+    }
+    HandlerOutcome::Respond(ResponseBody::ListPartitionReassignments(
+        ListPartitionReassignmentsResponse {
+            topics,
+            ..Default::default()
+        },
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// DescribeClientQuotas
+
+const QUOTA_ENTITY_TYPES: [&str; 3] = ["user", "client-id", "ip"];
+const MATCH_EXACT: i8 = 0;
+const MATCH_DEFAULT: i8 = 1;
+const MATCH_SPECIFIED: i8 = 2;
+
+/// Kafka's checks of a quota filter (`ClientQuotasImage.describe`), in its order and words.
+fn check_quota_filter(
+    components: &[m::describe_client_quotas_request::ComponentData],
+) -> Result<(), (i16, String)> {
+    let invalid = |msg: String| Err((INVALID_REQUEST, msg));
+    let mut seen = BTreeSet::new();
+    for c in components {
+        let ty = c.entity_type.as_str();
+        if ty.is_empty() {
+            return invalid("Invalid empty entity type.".into());
+        }
+        if !seen.insert(ty) {
+            return invalid(format!(
+                "Entity type {ty} cannot appear more than once in the filter."
+            ));
+        }
+        if !QUOTA_ENTITY_TYPES.contains(&ty) {
+            return Err((UNSUPPORTED_VERSION, format!("Unsupported entity type {ty}")));
+        }
+        match (c.match_type, &c.match_) {
+            (MATCH_EXACT, None) => {
+                return invalid(
+                    "Request specified MATCH_TYPE_EXACT, but set match string to null.".into(),
+                )
+            }
+            (MATCH_DEFAULT, Some(_)) => {
+                return invalid(
+                    "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."
+                        .into(),
+                )
+            }
+            (MATCH_SPECIFIED, Some(_)) => {
+                return invalid(
+                    "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string."
+                        .into(),
+                )
+            }
+            (MATCH_EXACT | MATCH_DEFAULT | MATCH_SPECIFIED, _) => {}
+            (other, _) => return invalid(format!("Unknown match type {other}")),
+        }
+    }
+    if seen.contains("ip") && (seen.contains("user") || seen.contains("client-id")) {
+        return invalid(
+            "Invalid entity filter component combination. IP filter component should not be \
+             used with user or clientId filter component."
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+async fn handle_describe_client_quotas(
+    _apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: DescribeClientQuotasRequest,
+) -> HandlerOutcome {
+    let resp = match check_quota_filter(&req.components) {
+        Err((code, message)) => DescribeClientQuotasResponse {
+            error_code: code,
+            error_message: Some(message),
+            entries: None,
+            ..Default::default()
+        },
+        // No quota can be set on kactor (AlterClientQuotas is not served), so nothing matches.
+        Ok(()) => DescribeClientQuotasResponse {
+            entries: Some(Vec::new()),
+            ..Default::default()
+        },
+    };
+    ctx.record_error(resp.error_code);
+    HandlerOutcome::Respond(ResponseBody::DescribeClientQuotas(resp))
+}
+
+// ---------------------------------------------------------------------------------------------
+// DescribeUserScramCredentials
+
+async fn handle_describe_user_scram_credentials(
+    _apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: DescribeUserScramCredentialsRequest,
+) -> HandlerOutcome {
+    // No credential can be stored on kactor (AlterUserScramCredentials is not served): asking
+    // for all users lists none, and each named user is not found. A user named twice gets one
+    // DUPLICATE_RESOURCE row instead, as in Kafka.
+    let names: Vec<String> = req.users.into_iter().flatten().map(|u| u.name).collect();
+    let mut seen = BTreeSet::new();
+    let duplicated: BTreeSet<&str> = names
+        .iter()
+        .filter(|n| !seen.insert(n.as_str()))
+        .map(String::as_str)
+        .collect();
+    let mut reported = BTreeSet::new();
+    let results = names
+        .iter()
+        .filter(|n| reported.insert(n.as_str()))
+        .map(|user| {
+            let (code, message) = if duplicated.contains(user.as_str()) {
+                (
+                    DUPLICATE_RESOURCE,
+                    format!(
+                        "Cannot describe SCRAM credentials for the same user twice in a single request: {user}"
+                    ),
+                )
+            } else {
+                (
+                    RESOURCE_NOT_FOUND,
+                    format!("Attempt to describe a user credential that does not exist: {user}"),
+                )
+            };
+            ctx.record_error(code);
+            m::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult {
+                user: user.clone(),
+                error_code: code,
+                error_message: Some(message),
+                ..Default::default()
+            }
+        })
+        .collect();
+    HandlerOutcome::Respond(ResponseBody::DescribeUserScramCredentials(
+        DescribeUserScramCredentialsResponse {
+            results,
+            ..Default::default()
+        },
+    ))
+}
