@@ -248,6 +248,11 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
                 (d.name.to_string(), dynamic)
             })
             .collect(),
+        group_broker_configs: cfg
+            .entries()
+            .filter(|(k, _)| k.starts_with("group."))
+            .filter_map(|(k, e)| Some((k.to_string(), e.value.clone()?)))
+            .collect(),
     });
     let broker_cfg = cfg.is_broker().then(|| BrokerLifecycleConfig {
         node_id,

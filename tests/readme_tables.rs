@@ -36,7 +36,6 @@ const KAFKA_APIS_WITHOUT_SCHEMA: &[(i16, &str, i16, i16, &str)] = &[
     (41, "DescribeDelegationToken", 1, 3, "broker, controller"),
     (71, "GetTelemetrySubscriptions", 0, 0, "broker"),
     (72, "PushTelemetry", 0, 0, "broker"),
-    (74, "ListConfigResources", 0, 1, "broker"),
     (76, "ShareGroupHeartbeat", 1, 1, "broker"),
     (77, "ShareGroupDescribe", 1, 1, "broker"),
     (78, "ShareFetch", 1, 2, "broker"),

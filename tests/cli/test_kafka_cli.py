@@ -178,6 +178,50 @@ def test_leader_election_reassignments_and_quotas(cli, topic_name):
         assert out.stdout.strip() == "", (entity_type, out.stdout)
 
 
+def test_kafka_configs_groups(cli, topic_name):
+    """Group configs (`--entity-type groups`, KIP-848): set, listed, described with their
+    sources and synonyms, refused out of the broker's range, deleted (outputs as Kafka 4.4.0's)."""
+    group = f"g-{topic_name}"
+
+    def configs(*args, check=True):
+        return cli.run("configs", "--entity-type", "groups", *args, check=check)
+
+    out = configs("--describe", "--entity-name", group)
+    assert out.stdout.strip() == \
+        f"The group '{group}' doesn't exist and doesn't have dynamic config."
+    out = configs("--alter", "--entity-name", group, "--add-config",
+                  "consumer.session.timeout.ms=50000,share.auto.offset.reset=earliest")
+    assert out.stdout.strip() == f"Completed updating config for group {group}."
+    out = configs("--describe", "--entity-name", group)
+    assert out.stdout.startswith(f"Dynamic configs for group {group} are:\n")
+    assert ("  consumer.session.timeout.ms=50000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:"
+            "consumer.session.timeout.ms=50000, DEFAULT_CONFIG:group.consumer.session.timeout.ms"
+            "=45000}\n") in out.stdout
+    assert ("  share.auto.offset.reset=earliest sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:"
+            "share.auto.offset.reset=earliest, DEFAULT_CONFIG:share.auto.offset.reset=latest}"
+            "\n") in out.stdout
+    # Without a name: every group that has configs (ListConfigResources).
+    assert f"Dynamic configs for group {group} are:" in configs("--describe").stdout
+    out = configs("--describe", "--entity-name", group, "--all")
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("  ")]
+    assert len(lines) == 21, out.stdout
+    assert ("  consumer.heartbeat.interval.ms=5000 sensitive=false synonyms={DEFAULT_CONFIG:"
+            "group.consumer.heartbeat.interval.ms=5000}") in lines
+    out = configs("--alter", "--entity-name", group, "--add-config",
+                  "consumer.heartbeat.interval.ms=60000", check=False)
+    assert out.returncode == 1
+    assert ("InvalidConfigurationException: consumer.heartbeat.interval.ms must be in the range "
+            "5000 to 15000 inclusive.") in out.stdout + out.stderr
+    out = configs("--alter", "--entity-name", group, "--add-config", "no.such.key=1",
+                  check=False)
+    assert "Unknown group config name: no.such.key" in out.stdout + out.stderr
+    configs("--alter", "--entity-name", group, "--delete-config",
+            "consumer.session.timeout.ms,share.auto.offset.reset")
+    out = configs("--describe", "--entity-name", group)
+    assert out.stdout.strip() == \
+        f"The group '{group}' doesn't exist and doesn't have dynamic config."
+
+
 # Broker keys a user looks for, with Kafka 4.4.0's defaults as `kafka-configs --describe
 # --entity-type brokers --entity-name 1 --all` lists them (read off the reference broker).
 KAFKA_BROKER_DEFAULTS = {

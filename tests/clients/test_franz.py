@@ -549,12 +549,6 @@ def test_kip848_describe_unknown_group(franz_driver, broker, topic_name):
     assert (u["state"], u["epoch"], u["assignment_epoch"], u["members"]) == ("", 0, 0, 0)
 
 
-@pytest.mark.kactor_pending(
-    "GROUP config resources (ConfigResourceType 32, KIP-848/KIP-932 per-group configs): "
-    "IncrementalAlterConfigs v1 and DescribeConfigs v4 answer INVALID_REQUEST 'Unsupported "
-    "resource type 32'; Kafka 4.4 sets consumer.session.timeout.ms / share.auto.offset.reset "
-    "(error NONE), rejects unknown keys with INVALID_CONFIG 'Unknown group config name: ...' and "
-    "describes 21 group configs (set ones with source GROUP_CONFIG, the rest DEFAULT_CONFIG)")
 def test_group_configs(franz_driver, broker, topic_name):
     r = run(franz_driver, "group-config", broker, group=group_name(topic_name))
     assert r["set_session_timeout"] is None and r["set_share_reset"] is None

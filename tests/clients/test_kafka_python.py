@@ -183,3 +183,36 @@ def test_describe_user_scram_credentials(broker):
                 ("bob", 91, "Attempt to describe a user credential that does not exist: bob", [])]
     finally:
         a.close()
+
+
+def test_list_config_resources(broker, topic_name):
+    """ListConfigResources v1 (KIP-1142): every topic, the registered brokers and the groups
+    that have configs; v0 (ListClientMetricsResources) lists client-metrics resources only."""
+    from kafka.protocol.admin.configs import ListConfigResourcesRequest as LCR
+    create_topic(broker, topic_name)
+    group = f"g-{topic_name}"
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        from kafka.admin import ConfigResource, ConfigResourceType
+        a.alter_configs([ConfigResource(ConfigResourceType.GROUP, group,
+                                        configs={"consumer.heartbeat.interval.ms": "6000"})],
+                        incremental=True)
+
+        def listed(types, version=1):
+            kw = {} if version == 0 else {"resource_types": types}
+            r = send_raw(a, LCR(version=version, **kw))
+            return r.error_code, {(x.resource_name, getattr(x, "resource_type", 16))
+                                  for x in r.config_resources}
+
+        code, everything = listed([])
+        assert code == 0
+        assert {(topic_name, 2), ("1", 4), (group, 32)} <= everything
+        code, groups = listed([32])
+        assert code == 0 and (group, 32) in groups and {t for _, t in groups} == {32}
+        code, topics = listed([2])
+        assert (topic_name, 2) in topics and {t for _, t in topics} == {2}
+        assert listed([16]) == (0, set())
+        assert listed([], version=0) == (0, set())
+        assert listed([99]) == (35, set())
+    finally:
+        a.close()

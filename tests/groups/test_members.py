@@ -112,3 +112,34 @@ def test_static_member_rejoins_without_rebalance(fast_broker, topic_name, protoc
     finally:
         for m in members:
             m.stop()
+
+
+def test_group_config_session_timeout_applies_to_kip848_members(broker_factory, topic_name):
+    """A group's own consumer.session.timeout.ms (kafka-configs --entity-type groups) replaces
+    the broker's for its KIP-848 members: a SIGKILLed member's partitions move after the
+    group's 3 s, not the broker's 30 s."""
+    from harness.cli import KafkaCli
+    b = broker_factory({
+        "group.consumer.min.session.timeout.ms": "2000",
+        "group.consumer.session.timeout.ms": "30000",
+        "group.consumer.min.heartbeat.interval.ms": "500",
+        "group.consumer.heartbeat.interval.ms": "1000",
+    }, name="group-config")
+    create_topic(b, topic_name, partitions=4)
+    group = f"g-{topic_name}"
+    KafkaCli(b).run("configs", "--alter", "--entity-type", "groups", "--entity-name", group,
+                    "--add-config", "consumer.session.timeout.ms=3000")
+    members = []
+    try:
+        a = Member(b, group, topic_name, "consumer")
+        c = Member(b, group, topic_name, "consumer")
+        members += [a, c]
+        wait_for(lambda: spread([a, c], 4), 60, "two members to split 4 partitions", members)
+        killed_at = time.monotonic()
+        c.kill9()
+        wait_for(lambda: spread([a], 4), 60, "the killed member's partitions to move", members)
+        elapsed = time.monotonic() - killed_at
+        assert 2 < elapsed < 20, elapsed
+    finally:
+        for m in members:
+            m.stop()

@@ -928,6 +928,82 @@ fn describe_topic(
     Ok(out)
 }
 
+/// A group's configs (resource type 32): the group's own value (DYNAMIC_GROUP_CONFIG), else
+/// the broker key that supplies its default, as set at start-up (STATIC_BROKER_CONFIG) or
+/// Kafka's default (DEFAULT_CONFIG); synonyms list the same layers in that order. Any group
+/// name can be described, whether or not the group exists, as in Kafka.
+fn describe_group(
+    apis: &MetadataApis,
+    image: &MetadataImage,
+    name: &str,
+    keys: Option<&[String]>,
+    (synonyms, docs): (bool, bool),
+    v: i16,
+) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, Option<String>)>
+{
+    use super::core::group_configs::{broker_default, GROUP_CONFIGS};
+    if name.is_empty() {
+        return Err((INVALID_REQUEST, Some("Group name must not be empty".into())));
+    }
+    let group = image.config_overrides(&ConfigResource {
+        resource_type: crate::metadata::core::ConfigResourceType::Group,
+        name: name.to_string(),
+    });
+    let stat = apis.static_broker_values();
+    let mut out = Vec::new();
+    for def in GROUP_CONFIGS {
+        if keys.is_some_and(|k| !k.iter().any(|k| k == def.name)) {
+            continue;
+        }
+        let synonym_name = def.broker_key.unwrap_or(def.name);
+        let mut layers = Vec::new();
+        if let Some(val) = group.get(def.name) {
+            layers.push((def.name, val.clone(), source::DYNAMIC_GROUP_CONFIG));
+        }
+        if def.broker_key.is_some_and(|k| stat.contains_key(k)) {
+            layers.push((
+                synonym_name,
+                broker_default(def, &stat),
+                source::STATIC_BROKER_CONFIG,
+            ));
+        }
+        layers.push((
+            synonym_name,
+            def.default.to_string(),
+            source::DEFAULT_CONFIG,
+        ));
+        let (_, value, src) = layers[0].clone();
+        out.push(
+            m::describe_configs_response::DescribeConfigsResourceResult {
+                name: def.name.to_string(),
+                value: Some(value),
+                read_only: false,
+                config_source: src,
+                is_sensitive: false,
+                synonyms: if synonyms {
+                    layers
+                        .into_iter()
+                        .map(|(name, value, source)| {
+                            m::describe_configs_response::DescribeConfigsSynonym {
+                                name: name.to_string(),
+                                value: Some(value),
+                                source,
+                                ..Default::default()
+                            }
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+                config_type: if v >= 3 { def.kind.type_id() } else { 0 },
+                documentation: (v >= 3 && docs).then(|| def.doc.to_string()),
+                ..Default::default()
+            },
+        );
+    }
+    Ok(out)
+}
+
 /// Kafka lists a config's synonyms source by source and then drops every entry before the
 /// first one named like the config itself (`ConfigHelper.configSynonyms`): describing
 /// `log.retention.ms` with only the default `log.retention.hours=168` lists no synonym.
@@ -1111,13 +1187,22 @@ async fn handle_describe_configs(
                     req.include_synonyms,
                     v,
                 ),
+                32 => describe_group(
+                    apis,
+                    &image,
+                    &r.resource_name,
+                    keys,
+                    (req.include_synonyms, req.include_documentation),
+                    v,
+                ),
                 other => Err((
                     INVALID_REQUEST,
                     Some(format!("Unsupported resource type {other}")),
                 )),
             };
             let (code, msg, configs) = match described {
-                Ok(c) => (0, None, c),
+                // Kafka sends an empty message, not a null one, with success.
+                Ok(c) => (0, Some(String::new()), c),
                 Err((code, msg)) => (code, msg, Vec::new()),
             };
             ctx.record_error(code);

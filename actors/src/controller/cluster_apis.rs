@@ -1,7 +1,8 @@
 //! Cluster administration APIs beside the topic and config ones in `apis.rs`: ElectLeaders
 //! (`kafka-leader-election`), ListPartitionReassignments (`kafka-reassign-partitions --list`),
-//! DescribeClientQuotas (`kafka-configs --describe --entity-type clients|users|ips`) and
-//! DescribeUserScramCredentials (`kafka-configs --describe --entity-type users`).
+//! DescribeClientQuotas (`kafka-configs --describe --entity-type clients|users|ips`),
+//! DescribeUserScramCredentials (`kafka-configs --describe --entity-type users`) and
+//! ListConfigResources (`kafka-configs --describe --entity-type groups` without a name).
 //!
 //! The three Describe/List APIs read the published image. kactor serves none of the APIs that
 //! would put something there (AlterPartitionReassignments, AlterClientQuotas,
@@ -17,6 +18,7 @@ use super::apis::MetadataApis;
 use super::core::errors::*;
 use super::core::requests as cr;
 use super::messages as cm;
+use crate::metadata::core::{ConfigResourceType, MetadataImage};
 use crate::network::router::{HandlerOutcome, RequestContext, RequestRouter};
 
 const RESOURCE_NOT_FOUND: i16 = 91;
@@ -51,6 +53,11 @@ pub fn register(router: &mut RequestRouter, apis: MetadataApis) {
         ApiKey::DescribeClientQuotas,
         DescribeClientQuotas,
         handle_describe_client_quotas
+    );
+    route!(
+        ApiKey::ListConfigResources,
+        ListConfigResources,
+        handle_list_config_resources
     );
     route!(
         ApiKey::DescribeUserScramCredentials,
@@ -341,4 +348,81 @@ async fn handle_describe_user_scram_credentials(
             ..Default::default()
         },
     ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// ListConfigResources
+
+/// Types listed when a v1 request names none: those kactor can describe configs of. Kafka
+/// also lists BROKER_LOGGER (8), which kactor does not serve (DescribeConfigs refuses it), so
+/// it is answered as an unknown type would be.
+const LISTED_CONFIG_TYPES: [ConfigResourceType; 4] = [
+    ConfigResourceType::Topic,
+    ConfigResourceType::Broker,
+    ConfigResourceType::ClientMetrics,
+    ConfigResourceType::Group,
+];
+
+/// The resources of one type, as Kafka lists them: every topic, every registered broker, and
+/// the client-metrics and group resources that have configs set (a group with committed
+/// offsets but no config is not one).
+fn config_resources_of(image: &MetadataImage, ty: ConfigResourceType) -> Vec<String> {
+    match ty {
+        ConfigResourceType::Topic => image.topics.by_name.keys().cloned().collect(),
+        ConfigResourceType::Broker => image.brokers.keys().map(|id| id.to_string()).collect(),
+        _ => image
+            .configs
+            .iter()
+            .filter(|(r, values)| r.resource_type == ty && !values.is_empty())
+            .map(|(r, _)| r.name.clone())
+            .collect(),
+    }
+}
+
+async fn handle_list_config_resources(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: ListConfigResourcesRequest,
+) -> HandlerOutcome {
+    let image = apis.snapshot();
+    // v0 (ListClientMetricsResources) lists client-metrics resources only.
+    let requested: Vec<i8> = if ctx.api_version == 0 {
+        vec![ConfigResourceType::ClientMetrics.id()]
+    } else if req.resource_types.is_empty() {
+        LISTED_CONFIG_TYPES.iter().map(|t| t.id()).collect()
+    } else {
+        req.resource_types.clone()
+    };
+    let types: Option<Vec<ConfigResourceType>> = requested
+        .iter()
+        .map(|&id| {
+            let ty = ConfigResourceType::from_id(id);
+            LISTED_CONFIG_TYPES.contains(&ty).then_some(ty)
+        })
+        .collect();
+    let resp = match types {
+        None => ListConfigResourcesResponse {
+            error_code: UNSUPPORTED_VERSION,
+            ..Default::default()
+        },
+        Some(types) => ListConfigResourcesResponse {
+            config_resources: types
+                .into_iter()
+                .flat_map(|ty| {
+                    config_resources_of(&image, ty)
+                        .into_iter()
+                        .map(
+                            move |name| m::list_config_resources_response::ConfigResource {
+                                resource_name: name,
+                                resource_type: ty.id(),
+                                ..Default::default()
+                            },
+                        )
+                })
+                .collect(),
+            ..Default::default()
+        },
+    };
+    ctx.record_error(resp.error_code);
+    HandlerOutcome::Respond(ResponseBody::ListConfigResources(resp))
 }

@@ -123,10 +123,12 @@ impl GroupCoordinatorActor {
         config: GroupCoordinatorConfig,
         partition: CoordinatorPartition,
         topics: super::core::TopicsView,
+        group_configs: super::core::GroupConfigsView,
     ) -> Self {
         let seed = now_ms() as u64 ^ ((partition_index as u64) << 48);
         let mut shard = GroupCoordinatorShard::new(config.clone(), seed);
         shard.set_topics(topics);
+        shard.set_group_configs(group_configs);
         GroupCoordinatorActor {
             partition_index,
             config,
@@ -200,7 +202,7 @@ impl GroupCoordinatorActor {
     fn load(&mut self, ctx: &mut Context<Self>) {
         let partition = self.partition.clone();
         let mut shard = GroupCoordinatorShard::new(self.config.clone(), self.seed);
-        shard.set_topics(self.shard.topics().clone());
+        shard.adopt_views(&self.shard);
         let fut = async move {
             let info = partition
                 .describe
@@ -243,8 +245,9 @@ impl GroupCoordinatorActor {
         ctx.spawn(fut.into_actor(self).map(|result, act, ctx| match result {
             Ok((mut shard, next)) => {
                 shard.on_loaded(now_ms());
-                // Topic changes that arrived during the load went to the shard being replaced.
-                shard.set_topics(act.shard.topics().clone());
+                // Topic and group config changes that arrived during the load went to the shard
+                // being replaced.
+                shard.adopt_views(&act.shard);
                 act.shard = shard;
                 act.next_offset = next;
                 act.phase = Phase::Active;
@@ -535,6 +538,13 @@ impl Handler<UpdateGroupTopics> for GroupCoordinatorActor {
     type Result = ();
     fn handle(&mut self, msg: UpdateGroupTopics, _: &mut Context<Self>) {
         self.shard.set_topics(msg.topics);
+    }
+}
+
+impl Handler<UpdateGroupConfigs> for GroupCoordinatorActor {
+    type Result = ();
+    fn handle(&mut self, msg: UpdateGroupConfigs, _: &mut Context<Self>) {
+        self.shard.set_group_configs(msg.configs);
     }
 }
 

@@ -2,7 +2,7 @@
 //! `onElection` / `onResignation`): watches the published partition table, starts a
 //! `GroupCoordinatorActor` for every `__consumer_offsets` partition this broker leads (a new
 //! one when the leader epoch changes, so the shard reloads), resigns the ones it no longer
-//! leads, keeps their view of the cluster's topics current, and publishes the shard table the
+//! leads, keeps their view of the cluster's topics and of the group configs current, and publishes the shard table the
 //! group API handlers route by.
 
 use std::collections::{BTreeMap, HashMap};
@@ -15,10 +15,15 @@ use tokio::sync::watch;
 
 use super::actor::GroupCoordinatorActor;
 use super::apis::{GroupShardTable, GroupShardTableReader, OFFSETS_TOPIC};
-use super::core::{GroupCoordinatorConfig, TopicsView};
+use super::core::{GroupConfigOverrides, GroupConfigsView, GroupCoordinatorConfig, TopicsView};
 use super::messages::{
-    CoordinatorPartition, ResignGroupCoordinator, TopicsDeleted, UpdateGroupTopics,
+    CoordinatorPartition, ResignGroupCoordinator, TopicsDeleted, UpdateGroupConfigs,
+    UpdateGroupTopics,
 };
+use crate::controller::core::group_configs::{
+    CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS,
+};
+use crate::metadata::core::ConfigResourceType;
 use crate::partition::registry::{PartitionTable, PartitionTableReader};
 use crate::runtime::ActorMetrics;
 
@@ -36,6 +41,7 @@ pub struct GroupCoordinatorManagerActor {
     partitions: PartitionTableReader,
     shards: HashMap<i32, Shard>,
     topics: TopicsView,
+    group_configs: GroupConfigsView,
     /// The topic ids of the last metadata image seen, to tell which topics a new image deleted.
     image_topics: Option<BTreeMap<Uuid, String>>,
     last_version: Option<u64>,
@@ -60,6 +66,7 @@ impl GroupCoordinatorManagerActor {
             partitions,
             shards: HashMap::new(),
             topics: TopicsView::default(),
+            group_configs: GroupConfigsView::default(),
             image_topics: None,
             last_version: None,
             publisher,
@@ -82,6 +89,9 @@ impl GroupCoordinatorManagerActor {
         let topics = topics_view(&table);
         let topics_changed = topics != self.topics;
         self.topics = topics;
+        let group_configs = group_configs_view(&table);
+        let group_configs_changed = group_configs != self.group_configs;
+        self.group_configs = group_configs;
         for p in 0..self.config.offsets_topic_num_partitions {
             let hosted = table
                 .get(OFFSETS_TOPIC, p)
@@ -103,6 +113,7 @@ impl GroupCoordinatorManagerActor {
                             describe: addr.recipient(),
                         },
                         self.topics.clone(),
+                        self.group_configs.clone(),
                     )
                     .with_partition_table(self.partitions.clone(), self.broker_id)
                     .start();
@@ -132,6 +143,13 @@ impl GroupCoordinatorManagerActor {
             for s in self.shards.values() {
                 s.addr.do_send(UpdateGroupTopics {
                     topics: self.topics.clone(),
+                });
+            }
+        }
+        if group_configs_changed {
+            for s in self.shards.values() {
+                s.addr.do_send(UpdateGroupConfigs {
+                    configs: self.group_configs.clone(),
                 });
             }
         }
@@ -189,6 +207,28 @@ impl GroupCoordinatorManagerActor {
 
 /// Every topic the broker knows: from the metadata image when there is one, else from the
 /// hosted partitions.
+/// The group configs the coordinator applies, from the image's GROUP config resources (the
+/// controller validated them; a value that does not parse is left to the broker default).
+fn group_configs_view(table: &PartitionTable) -> GroupConfigsView {
+    let Some(image) = &table.image else {
+        return GroupConfigsView::default();
+    };
+    image
+        .configs
+        .iter()
+        .filter(|(r, _)| r.resource_type == ConfigResourceType::Group)
+        .map(|(r, values)| {
+            let int = |k: &str| values.get(k).and_then(|v| v.trim().parse().ok());
+            let overrides = GroupConfigOverrides {
+                consumer_session_timeout_ms: int(CONSUMER_SESSION_TIMEOUT_MS),
+                consumer_heartbeat_interval_ms: int(CONSUMER_HEARTBEAT_INTERVAL_MS),
+            };
+            (r.name.clone(), overrides)
+        })
+        .filter(|(_, o)| *o != GroupConfigOverrides::default())
+        .collect()
+}
+
 fn topics_view(table: &PartitionTable) -> TopicsView {
     let mut view = TopicsView::new();
     if let Some(image) = &table.image {

@@ -2,7 +2,7 @@
 
 use actix::{Message, Recipient};
 
-use super::core::{GroupRequest, GroupResponse, TopicsView};
+use super::core::{GroupConfigsView, GroupRequest, GroupResponse, TopicsView};
 use crate::partition::messages::{AppendCoordinatorRecords, DescribeReplica, ReadRecords};
 
 /// Group API handler → shard: one group request (converted from any wire version). The
@@ -20,6 +20,15 @@ pub struct HandleGroupRequest {
 #[rtype(result = "()")]
 pub struct UpdateGroupTopics {
     pub topics: TopicsView,
+}
+
+/// Manager → shard: the group configs in the metadata image changed (`kafka-configs
+/// --entity-type groups`). Lost: members keep the previous session timeout and heartbeat
+/// interval until the next change.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct UpdateGroupConfigs {
+    pub configs: GroupConfigsView,
 }
 
 /// Manager → shard: these topics were deleted from the metadata image (their ids are gone);

@@ -68,6 +68,7 @@ pub async fn coordinator(
             describe: partition.clone().recipient(),
         },
         topics(),
+        Default::default(),
     )
     .start();
     for _ in 0..200 {

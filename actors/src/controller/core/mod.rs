@@ -9,6 +9,7 @@
 
 mod elections;
 pub mod errors;
+pub mod group_configs;
 pub mod requests;
 pub mod topic_configs;
 
@@ -91,6 +92,9 @@ pub struct ControllerConfig {
     /// is a custom config, which Kafka stores like a dynamic one (plugins read them). Empty =
     /// no table: only `is_dynamic_broker_config` keys are accepted.
     pub broker_config_table: BTreeMap<String, bool>,
+    /// The broker's effective `group.*` values (static, else Kafka's default): the bounds and
+    /// defaults of group configs.
+    pub group_broker_configs: BTreeMap<String, String>,
 }
 
 impl Default for ControllerConfig {
@@ -105,6 +109,7 @@ impl Default for ControllerConfig {
             delete_topic_enable: true,
             static_broker_configs: BTreeMap::new(),
             broker_config_table: BTreeMap::new(),
+            group_broker_configs: BTreeMap::new(),
         }
     }
 }
@@ -847,6 +852,18 @@ impl QuorumControllerCore {
                 }
                 Ok(ConfigResource::broker(name))
             }
+            ConfigResourceType::Group => {
+                if name.is_empty() {
+                    return Err(ApiError::new(
+                        INVALID_REQUEST,
+                        "Default group resources are not allowed.",
+                    ));
+                }
+                Ok(ConfigResource {
+                    resource_type: ConfigResourceType::Group,
+                    name: name.to_string(),
+                })
+            }
             other => Err(ApiError::new(
                 INVALID_REQUEST,
                 format!("Unsupported resource type {}", other.id()),
@@ -968,7 +985,7 @@ impl QuorumControllerCore {
             if !touched.insert(name.clone()) {
                 return Err(ApiError::new(
                     INVALID_REQUEST,
-                    format!("Error due to duplicate config keys: {name}"),
+                    "Error due to duplicate config keys",
                 ));
             }
             let list_type = matches!(
@@ -980,6 +997,35 @@ impl QuorumControllerCore {
                     Some(topic_configs::ConfigType::List(_))
                         | Some(topic_configs::ConfigType::AnyList)
                 );
+            if resource.resource_type == ConfigResourceType::Group {
+                // Group values are checked together once all operations are applied (below).
+                match op {
+                    AlterConfigOp::Set => {
+                        let v = value.clone().ok_or_else(|| {
+                            ApiError::new(
+                                INVALID_REQUEST,
+                                format!("Null value not supported for : {name}"),
+                            )
+                        })?;
+                        current.insert(name.clone(), v);
+                    }
+                    AlterConfigOp::Delete => {
+                        current.remove(name);
+                    }
+                    AlterConfigOp::Append | AlterConfigOp::Subtract => {
+                        let op = if *op == AlterConfigOp::Append {
+                            "APPEND"
+                        } else {
+                            "SUBTRACT"
+                        };
+                        return Err(ApiError::new(
+                            INVALID_CONFIG,
+                            format!("Can't {op} to key {name} because its type is not LIST."),
+                        ));
+                    }
+                }
+                continue;
+            }
             match op {
                 AlterConfigOp::Set => {
                     let v = value.clone().ok_or_else(|| {
@@ -1040,7 +1086,24 @@ impl QuorumControllerCore {
                 }
             }
         }
-        Ok(self.diff_config_records(&resource, &current))
+        self.finish_config_change(&resource, current)
+    }
+
+    /// The records that give `resource` the overrides `wanted`; a group's set is validated as
+    /// a whole first (Kafka checks it merged over the broker's values) and stored as Kafka
+    /// renders it.
+    fn finish_config_change(
+        &self,
+        resource: &ConfigResource,
+        wanted: BTreeMap<String, String>,
+    ) -> Result<Vec<MetadataRecord>, ApiError> {
+        let wanted = if resource.resource_type == ConfigResourceType::Group {
+            group_configs::validate(&wanted, &self.cfg.group_broker_configs)
+                .map_err(|m| ApiError::new(INVALID_CONFIG, m))?
+        } else {
+            wanted
+        };
+        Ok(self.diff_config_records(resource, &wanted))
     }
 
     /// ConfigRecords that turn the resource's current overrides into `wanted`.
@@ -1086,10 +1149,12 @@ impl QuorumControllerCore {
                                 format!("Null value not supported for : {name}"),
                             )
                         })?;
-                        self.check_config_value(&resource, name, Some(&v))?;
+                        if resource.resource_type != ConfigResourceType::Group {
+                            self.check_config_value(&resource, name, Some(&v))?;
+                        }
                         wanted.insert(name.clone(), v);
                     }
-                    Ok(self.diff_config_records(&resource, &wanted))
+                    self.finish_config_change(&resource, wanted)
                 })()
             };
             let error = match outcome {

@@ -1034,3 +1034,135 @@ fn election_errors_name_the_missing_topic_or_partition() {
         ]
     );
 }
+
+#[test]
+fn group_configs_are_validated_as_a_whole_and_stored_as_rendered() {
+    let mut c = QuorumControllerCore::new(
+        ControllerConfig {
+            cluster_id: "c1".into(),
+            group_broker_configs: [
+                ("group.consumer.min.session.timeout.ms", "45000"),
+                ("group.consumer.max.session.timeout.ms", "60000"),
+                ("group.consumer.session.timeout.ms", "45000"),
+                ("group.consumer.min.heartbeat.interval.ms", "5000"),
+                ("group.consumer.max.heartbeat.interval.ms", "15000"),
+                ("group.consumer.heartbeat.interval.ms", "5000"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            ..Default::default()
+        },
+        7,
+    );
+    c.activate(1, NOW);
+    let alter = |c: &mut QuorumControllerCore, name: &str, ops| {
+        let r = c.incremental_alter_configs(
+            &[IncrementalAlterConfigsResource {
+                resource_type: 32,
+                resource_name: name.into(),
+                ops,
+            }],
+            false,
+        );
+        r.response[0].error.clone()
+    };
+    let group = ConfigResource {
+        resource_type: ConfigResourceType::Group,
+        name: "g".into(),
+    };
+    assert!(alter(
+        &mut c,
+        "g",
+        vec![set("consumer.session.timeout.ms", " 50000 ")]
+    )
+    .is_ok());
+    assert_eq!(
+        c.image()
+            .config_overrides(&group)
+            .get("consumer.session.timeout.ms"),
+        Some(&"50000".to_string())
+    );
+    let err = |code, msg: &str| ApiError::new(code, msg);
+    assert_eq!(
+        alter(
+            &mut c,
+            "",
+            vec![set("consumer.session.timeout.ms", "50000")]
+        ),
+        err(INVALID_REQUEST, "Default group resources are not allowed.")
+    );
+    // Names first, whatever the order of the operations.
+    assert_eq!(
+        alter(
+            &mut c,
+            "g",
+            vec![
+                set("consumer.heartbeat.interval.ms", "abc"),
+                set("no.such", "1")
+            ]
+        ),
+        err(INVALID_CONFIG, "Unknown group config name: no.such")
+    );
+    assert_eq!(
+        alter(
+            &mut c,
+            "g",
+            vec![set("consumer.session.timeout.ms", "70000")]
+        ),
+        err(
+            INVALID_CONFIG,
+            "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."
+        )
+    );
+    assert_eq!(
+        alter(
+            &mut c,
+            "g",
+            vec![(
+                "streams.rack.aware.assignment.tags".into(),
+                AlterConfigOp::Append,
+                Some("a".into())
+            )]
+        ),
+        err(
+            INVALID_CONFIG,
+            "Can't APPEND to key streams.rack.aware.assignment.tags because its type is not LIST."
+        )
+    );
+    assert_eq!(
+        alter(
+            &mut c,
+            "g",
+            vec![
+                set("consumer.session.timeout.ms", "50000"),
+                set("consumer.session.timeout.ms", "51000")
+            ]
+        ),
+        err(INVALID_REQUEST, "Error due to duplicate config keys")
+    );
+    // Deleting a key the group does not have (even an unknown one) is not an error.
+    assert!(alter(
+        &mut c,
+        "g",
+        vec![("no.such".into(), AlterConfigOp::Delete, None)]
+    )
+    .is_ok());
+    // The legacy API replaces the whole set, checked the same way.
+    let r = c.legacy_alter_configs(
+        &[AlterConfigsResource {
+            resource_type: 32,
+            resource_name: "g".into(),
+            configs: vec![("consumer.heartbeat.interval.ms".into(), Some("6000".into()))],
+        }],
+        false,
+    );
+    assert!(r.response[0].error.is_ok());
+    assert_eq!(
+        c.image().config_overrides(&group),
+        BTreeMap::from([(
+            "consumer.heartbeat.interval.ms".to_string(),
+            "6000".to_string()
+        )])
+    );
+}

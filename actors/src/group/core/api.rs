@@ -50,6 +50,19 @@ impl TopicsView {
     }
 }
 
+/// A group's own settings (group configs, `kafka-configs --entity-type groups`) that the
+/// coordinator applies; None: the broker's value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupConfigOverrides {
+    /// `consumer.session.timeout.ms`
+    pub consumer_session_timeout_ms: Option<i32>,
+    /// `consumer.heartbeat.interval.ms`
+    pub consumer_heartbeat_interval_ms: Option<i32>,
+}
+
+/// The group configs set in the metadata image, by group id (groups with none are absent).
+pub type GroupConfigsView = BTreeMap<String, GroupConfigOverrides>;
+
 // ---------------------------------------------------------------------------------------------
 // Classic protocol
 

@@ -26,6 +26,13 @@ pub struct GroupCoordinatorConfig {
     pub consumer_session_timeout_ms: i32,
     /// `group.consumer.heartbeat.interval.ms`
     pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.min.session.timeout.ms` / `group.consumer.max.session.timeout.ms`:
+    /// the range a group's own `consumer.session.timeout.ms` is held to.
+    pub consumer_min_session_timeout_ms: i32,
+    pub consumer_max_session_timeout_ms: i32,
+    /// `group.consumer.min.heartbeat.interval.ms` / `group.consumer.max.heartbeat.interval.ms`
+    pub consumer_min_heartbeat_interval_ms: i32,
+    pub consumer_max_heartbeat_interval_ms: i32,
     /// `group.consumer.max.size`
     pub consumer_max_size: usize,
     /// `group.consumer.assignors`: the first is the default.
@@ -81,6 +88,10 @@ impl Default for GroupCoordinatorConfig {
             offset_metadata_max_bytes: 4096,
             consumer_session_timeout_ms: 45_000,
             consumer_heartbeat_interval_ms: 5_000,
+            consumer_min_session_timeout_ms: 45_000,
+            consumer_max_session_timeout_ms: 60_000,
+            consumer_min_heartbeat_interval_ms: 5_000,
+            consumer_max_heartbeat_interval_ms: 15_000,
             consumer_max_size: i32::MAX as usize,
             consumer_assignors: vec!["uniform".to_string(), "range".to_string()],
             consumer_migration_policy: ConsumerGroupMigrationPolicy::default(),
@@ -142,6 +153,26 @@ impl GroupCoordinatorConfig {
             props,
             "group.consumer.heartbeat.interval.ms",
             &mut c.consumer_heartbeat_interval_ms,
+        );
+        get(
+            props,
+            "group.consumer.min.session.timeout.ms",
+            &mut c.consumer_min_session_timeout_ms,
+        );
+        get(
+            props,
+            "group.consumer.max.session.timeout.ms",
+            &mut c.consumer_max_session_timeout_ms,
+        );
+        get(
+            props,
+            "group.consumer.min.heartbeat.interval.ms",
+            &mut c.consumer_min_heartbeat_interval_ms,
+        );
+        get(
+            props,
+            "group.consumer.max.heartbeat.interval.ms",
+            &mut c.consumer_max_heartbeat_interval_ms,
         );
         get(props, "group.consumer.max.size", &mut c.consumer_max_size);
         if let Some(policy) = props

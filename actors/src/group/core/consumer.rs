@@ -306,7 +306,7 @@ impl GroupCoordinatorShard {
             .consumer_group(group_id)
             .and_then(|g| g.members.get(member_id))
             .and_then(|m| m.classic.as_ref())
-            .map_or(self.config.consumer_session_timeout_ms, |c| {
+            .map_or(self.consumer_session_timeout_ms(group_id), |c| {
                 c.session_timeout_ms
             });
         self.timers.schedule(
@@ -647,7 +647,7 @@ impl GroupCoordinatorShard {
             error_message: None,
             member_id: Some(member_id),
             member_epoch: reconciled.member_epoch,
-            heartbeat_interval_ms: self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms: self.consumer_heartbeat_interval_ms(&group_id),
             assignment,
         })
     }

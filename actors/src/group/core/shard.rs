@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::api::{GroupRequest, GroupResponse, Output, RequestId, TopicsView};
+use super::api::{GroupConfigsView, GroupRequest, GroupResponse, Output, RequestId, TopicsView};
 use super::classic_group::ClassicGroup;
 use super::config::GroupCoordinatorConfig;
 use super::consumer_group::ConsumerGroup;
@@ -65,6 +65,7 @@ pub struct GroupCoordinatorShard {
     pub(super) offsets: OffsetStore,
     pub(super) timers: Timers,
     pub(super) topics: TopicsView,
+    group_configs: GroupConfigsView,
     rng_state: u64,
 }
 
@@ -77,6 +78,7 @@ impl GroupCoordinatorShard {
             offsets: OffsetStore::default(),
             timers: Timers::default(),
             topics: TopicsView::default(),
+            group_configs: GroupConfigsView::default(),
             rng_state: seed ^ 0x9e37_79b9_7f4a_7c15,
         }
     }
@@ -92,6 +94,51 @@ impl GroupCoordinatorShard {
 
     pub fn topics(&self) -> &TopicsView {
         &self.topics
+    }
+
+    /// Replaces the groups' own settings (group configs from the metadata image).
+    pub fn set_group_configs(&mut self, configs: GroupConfigsView) {
+        self.group_configs = configs;
+    }
+
+    /// Takes over `other`'s views of the cluster (topics, group configs): a shard rebuilt by a
+    /// load gets the updates that reached the one it replaces meanwhile.
+    pub fn adopt_views(&mut self, other: &GroupCoordinatorShard) {
+        self.topics = other.topics.clone();
+        self.group_configs = other.group_configs.clone();
+    }
+
+    /// The session timeout of `group_id`'s KIP-848 members: the group's own
+    /// `consumer.session.timeout.ms` held to the broker's range (a bound lowered after the
+    /// group's value was set wins, as in Kafka), else `group.consumer.session.timeout.ms`.
+    pub(super) fn consumer_session_timeout_ms(&self, group_id: &str) -> i32 {
+        let c = &self.config;
+        self.group_configs
+            .get(group_id)
+            .and_then(|o| o.consumer_session_timeout_ms)
+            .map_or(c.consumer_session_timeout_ms, |v| {
+                v.clamp(
+                    c.consumer_min_session_timeout_ms,
+                    c.consumer_max_session_timeout_ms
+                        .max(c.consumer_min_session_timeout_ms),
+                )
+            })
+    }
+
+    /// The heartbeat interval given to `group_id`'s KIP-848 members (as above, for
+    /// `consumer.heartbeat.interval.ms`).
+    pub(super) fn consumer_heartbeat_interval_ms(&self, group_id: &str) -> i32 {
+        let c = &self.config;
+        self.group_configs
+            .get(group_id)
+            .and_then(|o| o.consumer_heartbeat_interval_ms)
+            .map_or(c.consumer_heartbeat_interval_ms, |v| {
+                v.clamp(
+                    c.consumer_min_heartbeat_interval_ms,
+                    c.consumer_max_heartbeat_interval_ms
+                        .max(c.consumer_min_heartbeat_interval_ms),
+                )
+            })
     }
 
     pub fn group(&self, group_id: &str) -> Option<&Group> {

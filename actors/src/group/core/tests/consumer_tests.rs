@@ -573,3 +573,33 @@ fn delete_consumer_group() {
         Some(CoordinatorRecord::ConsumerGroupMetadata { value: None, .. })
     ));
 }
+
+#[test]
+fn group_configs_set_the_session_timeout_and_heartbeat_interval() {
+    let mut h = Harness::new();
+    let own = |session, heartbeat| GroupConfigOverrides {
+        consumer_session_timeout_ms: session,
+        consumer_heartbeat_interval_ms: heartbeat,
+    };
+    h.shard.set_group_configs(GroupConfigsView::from([
+        ("g".to_string(), own(Some(50_000), Some(7_000))),
+        // Set when the broker allowed more: held to today's range (45 s..60 s, 5 s..15 s).
+        ("low".to_string(), own(Some(1_000), Some(60_000))),
+    ]));
+    assert_eq!(h.cg_join("g", "m1", &["t1"]).heartbeat_interval_ms, 7_000);
+    assert_eq!(
+        h.cg_join("low", "m1", &["t1"]).heartbeat_interval_ms,
+        15_000
+    );
+    assert_eq!(
+        h.cg_join("other", "m1", &["t1"]).heartbeat_interval_ms,
+        5_000
+    );
+    // 48 s of silence: past the broker's 45 s (other) and the clamped 45 s (low), within g's 50 s.
+    h.advance(48_000);
+    assert!(h.consumer("g").members.contains_key("m1"));
+    assert!(!h.consumer("low").members.contains_key("m1"));
+    assert!(!h.consumer("other").members.contains_key("m1"));
+    h.advance(3_000);
+    assert!(!h.consumer("g").members.contains_key("m1"), "51 s > 50 s");
+}
