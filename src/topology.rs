@@ -10,6 +10,8 @@ use std::sync::Arc;
 use actix::prelude::*;
 use anyhow::Context as _;
 use kactor_actors::controller::apis::{self as controller_apis, BrokerConfigEntry, MetadataApis};
+use kactor_actors::controller::core::broker_configs::{self, BrokerValueType};
+use kactor_actors::controller::core::topic_configs;
 use kactor_actors::controller::core::ControllerConfig;
 use kactor_actors::controller::startup::{start_kraft, KraftConfig, KraftHandles};
 use kactor_actors::group::apis::{self as group_apis, GroupApis, OffsetsTopicCreator};
@@ -141,6 +143,28 @@ fn static_broker_properties(cfg: &BrokerConfig) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The controller's check of a broker key's dynamic values, from its type and validator.
+fn broker_value_kind(d: &defs::ConfigDef) -> Option<topic_configs::ConfigType> {
+    use defs::{ConfigType as T, Validator as V};
+    let ty = match d.ty {
+        T::Int => BrokerValueType::Int,
+        T::Short => BrokerValueType::Short,
+        T::Long => BrokerValueType::Long,
+        T::Double => BrokerValueType::Double,
+        T::Boolean => BrokerValueType::Boolean,
+        T::String => BrokerValueType::String,
+        T::List => BrokerValueType::List,
+        T::Class | T::Password => BrokerValueType::Other,
+    };
+    let (min, max, allowed) = match d.validator {
+        V::AtLeast(lo) => (Some(lo), None, None),
+        V::Between(lo, hi) => (Some(lo), Some(hi), None),
+        V::OneOf(allowed) | V::ListOf(allowed) => (None, None, Some(allowed)),
+        V::Any | V::NonEmpty => (None, None, None),
+    };
+    broker_configs::value_kind(ty, min, max, allowed)
+}
+
 /// The broker config rows DescribeConfigs reports, in the controller API's shape.
 fn broker_config_entries(cfg: &BrokerConfig) -> Vec<BrokerConfigEntry> {
     cfg.describe()
@@ -248,9 +272,12 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
                 (d.name.to_string(), dynamic)
             })
             .collect(),
-        group_broker_configs: cfg
+        broker_value_kinds: defs::BROKER_CONFIG_DEFS
+            .iter()
+            .filter_map(|d| Some((d.name.to_string(), broker_value_kind(d)?)))
+            .collect(),
+        broker_values: cfg
             .entries()
-            .filter(|(k, _)| k.starts_with("group."))
             .filter_map(|(k, e)| Some((k.to_string(), e.value.clone()?)))
             .collect(),
     });

@@ -237,7 +237,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     def("replica.fetch.min.bytes", Int, Some("1"), Any, "Follower fetch minimum bytes (not used by kactor yet: no replication)."),
     def("replica.fetch.response.max.bytes", Int, Some("10485760"), AtLeast(0), "Follower fetch response size (not used by kactor yet: no replication)."),
     def("replica.fetch.backoff.ms", Int, Some("1000"), AtLeast(0), "Follower backoff after an error (not used by kactor yet: no replication)."),
-    dynamic("num.replica.fetchers", Int, Some("1"), Any, "Fetchers per source broker."),
+    dynamic("num.replica.fetchers", Int, Some("1"), AtLeast(1), "Fetchers per source broker (not used by kactor yet: no replication)."),
     def("replica.high.watermark.checkpoint.interval.ms", Long, Some("5000"), Any, "HW checkpoint period (not used by kactor yet: no replication)."),
     def("fetch.max.bytes", Int, Some("57671680"), AtLeast(1024), "Largest fetch response (not used by kactor)."),
     def("max.incremental.fetch.session.cache.slots", Int, Some("1000"), AtLeast(0), "Incremental fetch sessions kept."),

@@ -145,6 +145,26 @@ def test_kafka_configs_per_broker_keys_and_secrets(cli, broker_factory):
     assert "s3cret-value" not in out
 
 
+def test_kafka_configs_broker_values_are_checked(cli):
+    """A dynamic broker value is checked before it is stored: its type and bounds, and a thread
+    pool may at most double or halve in one step (messages as Kafka 4.4.0's)."""
+    def alter(config):
+        out = cli.run("configs", "--alter", "--entity-type", "brokers", "--entity-default",
+                      "--add-config", config, check=False)
+        return out.returncode, out.stdout + out.stderr
+
+    rc, text = alter("num.io.threads=abc")
+    assert rc == 1
+    assert ("InvalidRequestException: Invalid value abc for configuration num.io.threads: "
+            "Not a number of type INT") in text
+    rc, text = alter("num.network.threads=20")
+    assert rc == 1
+    assert ("Dynamic thread count update validation failed for num.network.threads=20, value "
+            "should not be greater than double the current value 3") in text
+    out = cli.run("configs", "--describe", "--entity-type", "brokers", "--entity-default")
+    assert "num.io.threads" not in out.stdout and "num.network.threads" not in out.stdout
+
+
 def test_kafka_acls_without_an_authorizer(cli):
     """Neither broker has an authorizer configured: kafka-acls reports that security is off
     (SECURITY_DISABLED), for listing and for adding alike."""

@@ -7,6 +7,7 @@
 //! The core applies the records it generates to its own image at once (so the next request sees
 //! them, as Kafka's timeline structures do); the shell answers only after Raft commits them.
 
+pub mod broker_configs;
 mod elections;
 pub mod errors;
 pub mod group_configs;
@@ -92,9 +93,12 @@ pub struct ControllerConfig {
     /// is a custom config, which Kafka stores like a dynamic one (plugins read them). Empty =
     /// no table: only `is_dynamic_broker_config` keys are accepted.
     pub broker_config_table: BTreeMap<String, bool>,
-    /// The broker's effective `group.*` values (static, else Kafka's default): the bounds and
-    /// defaults of group configs.
-    pub group_broker_configs: BTreeMap<String, String>,
+    /// The value check of each broker key that has one (its type and bounds, from the same
+    /// table); dynamic values are checked against it before they are stored.
+    pub broker_value_kinds: BTreeMap<String, topic_configs::ConfigType>,
+    /// The node's effective broker values (static, else Kafka's default): the bounds and
+    /// defaults of group configs, and the current size of the thread pools.
+    pub broker_values: BTreeMap<String, String>,
 }
 
 impl Default for ControllerConfig {
@@ -109,7 +113,8 @@ impl Default for ControllerConfig {
             delete_topic_enable: true,
             static_broker_configs: BTreeMap::new(),
             broker_config_table: BTreeMap::new(),
-            group_broker_configs: BTreeMap::new(),
+            broker_value_kinds: BTreeMap::new(),
+            broker_values: BTreeMap::new(),
         }
     }
 }
@@ -918,11 +923,8 @@ impl QuorumControllerCore {
                         ),
                     ));
                 }
-                if let (Some(v), Some((def, _))) =
-                    (value, topic_configs::topic_config_for_broker_synonym(name))
-                {
-                    topic_configs::validate_value(name, def.kind, v)
-                        .map_err(|m| ApiError::new(INVALID_CONFIG, m))?;
+                if let Some(v) = value {
+                    self.check_broker_value(resource, name, v)?;
                 }
             }
         }
@@ -1098,7 +1100,7 @@ impl QuorumControllerCore {
         wanted: BTreeMap<String, String>,
     ) -> Result<Vec<MetadataRecord>, ApiError> {
         let wanted = if resource.resource_type == ConfigResourceType::Group {
-            group_configs::validate(&wanted, &self.cfg.group_broker_configs)
+            group_configs::validate(&wanted, &self.cfg.broker_values)
                 .map_err(|m| ApiError::new(INVALID_CONFIG, m))?
         } else {
             wanted

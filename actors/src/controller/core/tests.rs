@@ -440,9 +440,11 @@ fn incremental_alter_configs_topic_and_broker() {
             INVALID_REQUEST,
         ),
         (res(4, "", vec![set("broker.id", "3")]), INVALID_REQUEST),
+        // A broker value that does not parse is Kafka's INVALID_REQUEST (the topic's would be
+        // INVALID_CONFIG).
         (
             res(4, "", vec![set("log.retention.ms", "nope")]),
-            INVALID_CONFIG,
+            INVALID_REQUEST,
         ),
         (res(8, "1", vec![set("x", "1")]), INVALID_REQUEST),
     ];
@@ -1040,7 +1042,7 @@ fn group_configs_are_validated_as_a_whole_and_stored_as_rendered() {
     let mut c = QuorumControllerCore::new(
         ControllerConfig {
             cluster_id: "c1".into(),
-            group_broker_configs: [
+            broker_values: [
                 ("group.consumer.min.session.timeout.ms", "45000"),
                 ("group.consumer.max.session.timeout.ms", "60000"),
                 ("group.consumer.session.timeout.ms", "45000"),
@@ -1165,4 +1167,88 @@ fn group_configs_are_validated_as_a_whole_and_stored_as_rendered() {
             "6000".to_string()
         )])
     );
+}
+
+#[test]
+fn broker_values_are_checked_by_type_and_thread_pools_by_size() {
+    let mut c = QuorumControllerCore::new(
+        ControllerConfig {
+            cluster_id: "c1".into(),
+            broker_config_table: [("num.io.threads", true), ("max.connections", true)]
+                .into_iter()
+                .map(|(k, d)| (k.to_string(), d))
+                .collect(),
+            broker_value_kinds: [
+                (
+                    "num.io.threads",
+                    topic_configs::ConfigType::Int {
+                        min: 1,
+                        max: i32::MAX as i64,
+                    },
+                ),
+                (
+                    "max.connections",
+                    topic_configs::ConfigType::Int {
+                        min: 0,
+                        max: i32::MAX as i64,
+                    },
+                ),
+            ]
+            .into_iter()
+            .map(|(k, t)| (k.to_string(), t))
+            .collect(),
+            broker_values: BTreeMap::from([("num.io.threads".to_string(), "8".to_string())]),
+            ..Default::default()
+        },
+        7,
+    );
+    c.activate(1, NOW);
+    let mut alter = |name: &str, key: &str, value: &str| {
+        c.incremental_alter_configs(
+            &[IncrementalAlterConfigsResource {
+                resource_type: 4,
+                resource_name: name.into(),
+                ops: vec![set(key, value)],
+            }],
+            false,
+        )
+        .response[0]
+            .error
+            .clone()
+    };
+    assert_eq!(
+        alter("", "num.io.threads", "abc"),
+        ApiError::new(
+            INVALID_REQUEST,
+            "Invalid value abc for configuration num.io.threads: Not a number of type INT"
+        )
+    );
+    assert_eq!(
+        alter("", "max.connections", "-1"),
+        ApiError::new(
+            INVALID_REQUEST,
+            "Invalid value -1 for configuration max.connections: Value must be at least 0"
+        )
+    );
+    let pool = |n: i64, rule: &str, old: i64| {
+        ApiError::new(
+            INVALID_REQUEST,
+            format!("Invalid value org.apache.kafka.common.config.ConfigException: Dynamic thread count update validation failed for num.io.threads={n}, value should {rule} the current value {old} for configuration Invalid dynamic configuration"),
+        )
+    };
+    assert_eq!(
+        alter("", "num.io.threads", "20"),
+        pool(20, "not be greater than double", 8)
+    );
+    assert_eq!(
+        alter("", "num.io.threads", "3"),
+        pool(3, "be at least half", 8)
+    );
+    // Doubling is allowed, and the new size is the current one for the next change.
+    assert!(alter("", "num.io.threads", "16").is_ok());
+    assert_eq!(
+        alter("1", "num.io.threads", "4"),
+        pool(4, "be at least half", 16)
+    );
+    assert!(alter("1", "num.io.threads", "9").is_ok());
 }
