@@ -529,11 +529,6 @@ def test_kip848_first_join_epoch(franz_driver, broker, topic_name):
     assert (r["describe_joined"]["epoch"], r["describe_joined"]["assignment_epoch"]) == (2, 2)
 
 
-@pytest.mark.kactor_pending(
-    "after the last member leaves a consumer group (ConsumerGroupHeartbeat MemberEpoch -1), "
-    "Kafka 4.4 bumps the group epoch and recomputes the (empty) target assignment, so "
-    "ConsumerGroupDescribe shows AssignmentEpoch == GroupEpoch; kactor bumps GroupEpoch but "
-    "leaves AssignmentEpoch at the old value (e.g. epoch 2, assignment epoch 1)")
 def test_kip848_empty_group_assignment_epoch(franz_driver, broker, topic_name):
     r = cgh(franz_driver, broker, topic_name)
     left = r["describe_left"]

@@ -948,6 +948,7 @@ impl GroupCoordinatorShard {
         let group = self.consumer_group(group_id).expect("group");
         let hash = metadata_hash(&group.subscribed_topic_names(), &self.topics);
         let epoch = group.group_epoch + 1;
+        let now_empty = group.members.is_empty();
         self.emit(
             out,
             CoordinatorRecord::ConsumerGroupMetadata {
@@ -955,6 +956,18 @@ impl GroupCoordinatorShard {
                 value: Some((epoch, hash)),
             },
         );
+        if now_empty {
+            // The empty target assignment is already known, so it is settled at the new epoch
+            // at once, as Kafka 4.4 does (ConsumerGroupDescribe of an emptied group shows
+            // AssignmentEpoch == GroupEpoch there).
+            self.emit(
+                out,
+                CoordinatorRecord::ConsumerGroupTargetAssignmentMetadata {
+                    group_id: group_id.to_string(),
+                    value: Some((epoch, now_ms)),
+                },
+            );
+        }
         self.timers.cancel(&session_key(group_id, member_id));
         self.timers.cancel(&rebalance_key(group_id, member_id));
     }

@@ -603,3 +603,33 @@ fn group_configs_set_the_session_timeout_and_heartbeat_interval() {
     h.advance(3_000);
     assert!(!h.consumer("g").members.contains_key("m1"), "51 s > 50 s");
 }
+
+#[test]
+fn the_last_member_leaving_settles_the_empty_assignment_at_the_new_epoch() {
+    let mut h = Harness::new();
+    h.cg_join("g", "m1", &["t1"]);
+    h.cg_join("g", "m2", &["t1"]);
+    let leave = |member: &str| ConsumerGroupHeartbeatInput {
+        member_epoch: -1,
+        member_id: member.into(),
+        rebalance_timeout_ms: -1,
+        subscribed_topic_names: None,
+        topic_partitions: None,
+        ..cg_join_req("g", member, &[])
+    };
+    assert_eq!(h.cg(leave("m2")).member_epoch, -1);
+    // A member is left: its next heartbeat computes the new target, not the leave.
+    let g = h.consumer("g");
+    assert_eq!((g.group_epoch, g.assignment_epoch), (3, 2));
+    h.cg(leave("m1"));
+    let g = h.consumer("g");
+    assert_eq!(g.state(), ConsumerGroupState::Empty);
+    assert_eq!((g.group_epoch, g.assignment_epoch), (4, 4));
+    // Replaying the log rebuilds the same epochs.
+    let replayed = h.replayed();
+    let g = replayed.group("g").unwrap();
+    let Group::Consumer(g) = g else {
+        panic!("not a consumer group")
+    };
+    assert_eq!((g.group_epoch, g.assignment_epoch), (4, 4));
+}
