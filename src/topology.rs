@@ -10,7 +10,6 @@ use std::sync::Arc;
 use actix::prelude::*;
 use anyhow::Context as _;
 use kactor_actors::controller::apis::{self as controller_apis, BrokerConfigEntry, MetadataApis};
-use kactor_actors::controller::core::broker_configs::{self, BrokerValueType};
 use kactor_actors::controller::core::topic_configs;
 use kactor_actors::controller::core::ControllerConfig;
 use kactor_actors::controller::startup::{start_kraft, KraftConfig, KraftHandles};
@@ -143,26 +142,36 @@ fn static_broker_properties(cfg: &BrokerConfig) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The controller's check of a broker key's dynamic values, from its type and validator.
+/// The controller's check of a broker key's dynamic values, from its type and validator; None
+/// where Kafka checks nothing beyond the type (strings, classes, passwords, free lists).
 fn broker_value_kind(d: &defs::ConfigDef) -> Option<topic_configs::ConfigType> {
     use defs::{ConfigType as T, Validator as V};
-    let ty = match d.ty {
-        T::Int => BrokerValueType::Int,
-        T::Short => BrokerValueType::Short,
-        T::Long => BrokerValueType::Long,
-        T::Double => BrokerValueType::Double,
-        T::Boolean => BrokerValueType::Boolean,
-        T::String => BrokerValueType::String,
-        T::List => BrokerValueType::List,
-        T::Class | T::Password => BrokerValueType::Other,
-    };
+    use topic_configs::ConfigType as K;
     let (min, max, allowed) = match d.validator {
         V::AtLeast(lo) => (Some(lo), None, None),
         V::Between(lo, hi) => (Some(lo), Some(hi), None),
         V::OneOf(allowed) | V::ListOf(allowed) => (None, None, Some(allowed)),
         V::Any | V::NonEmpty => (None, None, None),
     };
-    broker_configs::value_kind(ty, min, max, allowed)
+    let int = |lo: i64, hi: i64| K::Int {
+        min: min.unwrap_or(lo).max(lo),
+        max: max.unwrap_or(hi).min(hi),
+    };
+    match d.ty {
+        T::Int => Some(int(i32::MIN as i64, i32::MAX as i64)),
+        T::Short => Some(int(i16::MIN as i64, i16::MAX as i64)),
+        T::Long => Some(K::Long {
+            min: min.unwrap_or(i64::MIN),
+        }),
+        T::Double => Some(K::Double {
+            min: min.map_or(f64::MIN, |m| m as f64),
+            max: max.map_or(f64::MAX, |m| m as f64),
+        }),
+        T::Boolean => Some(K::Boolean),
+        T::String => allowed.map(K::Enum),
+        T::List => allowed.map(K::List),
+        T::Class | T::Password => None,
+    }
 }
 
 /// The broker config rows DescribeConfigs reports, in the controller API's shape.

@@ -20,6 +20,7 @@ use kactor_protocol::{ApiKey, RequestBody, ResponseBody, Uuid};
 
 use super::actor::QuorumControllerActor;
 use super::core::errors::*;
+use super::core::group_configs::{broker_default, GROUP_CONFIGS};
 use super::core::requests as cr;
 use super::core::topic_configs::{self, source, ConfigLayers, ConfigType};
 use super::core::validate_topic_name;
@@ -198,7 +199,7 @@ pub fn register_with_partitions(
         });
     }
     macro_rules! route {
-        ($key:expr, $variant:ident, $f:ident) => {{
+        ($key:expr, $variant:ident, $f:path) => {{
             let apis = apis.clone();
             router.register($key, move |ctx, body| {
                 let apis = apis.clone();
@@ -255,7 +256,32 @@ pub fn register_with_partitions(
     route!(ApiKey::DescribeAcls, DescribeAcls, handle_describe_acls);
     route!(ApiKey::CreateAcls, CreateAcls, handle_create_acls);
     route!(ApiKey::DeleteAcls, DeleteAcls, handle_delete_acls);
-    super::cluster_apis::register(router, apis);
+    use super::cluster_apis as cluster;
+    route!(
+        ApiKey::ElectLeaders,
+        ElectLeaders,
+        cluster::handle_elect_leaders
+    );
+    route!(
+        ApiKey::ListPartitionReassignments,
+        ListPartitionReassignments,
+        cluster::handle_list_partition_reassignments
+    );
+    route!(
+        ApiKey::DescribeClientQuotas,
+        DescribeClientQuotas,
+        cluster::handle_describe_client_quotas
+    );
+    route!(
+        ApiKey::DescribeUserScramCredentials,
+        DescribeUserScramCredentials,
+        cluster::handle_describe_user_scram_credentials
+    );
+    route!(
+        ApiKey::ListConfigResources,
+        ListConfigResources,
+        cluster::handle_list_config_resources
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -941,14 +967,10 @@ fn describe_group(
     v: i16,
 ) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, Option<String>)>
 {
-    use super::core::group_configs::{broker_default, GROUP_CONFIGS};
     if name.is_empty() {
         return Err((INVALID_REQUEST, Some("Group name must not be empty".into())));
     }
-    let group = image.config_overrides(&ConfigResource {
-        resource_type: crate::metadata::core::ConfigResourceType::Group,
-        name: name.to_string(),
-    });
+    let group = image.config_overrides(&ConfigResource::group(name));
     let stat = apis.static_broker_values();
     let mut out = Vec::new();
     for def in GROUP_CONFIGS {
@@ -978,9 +1000,9 @@ fn describe_group(
                 name: def.name.to_string(),
                 value: Some(value),
                 read_only: false,
-                config_source: src,
+                config_source: if v >= 1 { src } else { -1 },
                 is_sensitive: false,
-                synonyms: if synonyms {
+                synonyms: if synonyms && v >= 1 {
                     layers
                         .into_iter()
                         .map(|(name, value, source)| {

@@ -4,67 +4,26 @@
 //! DescribeUserScramCredentials (`kafka-configs --describe --entity-type users`) and
 //! ListConfigResources (`kafka-configs --describe --entity-type groups` without a name).
 //!
-//! The three Describe/List APIs read the published image. kactor serves none of the APIs that
-//! would put something there (AlterPartitionReassignments, AlterClientQuotas,
-//! AlterUserScramCredentials), so their answers are empty; what they do check is the request,
+//! Registered with the other admin APIs by `apis::register`; the Describe/List APIs read the
+//! published image. kactor serves none of the APIs that would put reassignments, quotas or
+//! SCRAM credentials there (AlterPartitionReassignments, AlterClientQuotas,
+//! AlterUserScramCredentials), so those answers are empty; what they do check is the request,
 //! with Kafka's error codes and messages, so that a tool gets the same refusal on both brokers.
 
 use std::collections::BTreeSet;
 
 use kactor_protocol::messages::{self as m, *};
-use kactor_protocol::{ApiKey, RequestBody, ResponseBody};
+use kactor_protocol::ResponseBody;
 
 use super::apis::MetadataApis;
 use super::core::errors::*;
 use super::core::requests as cr;
 use super::messages as cm;
 use crate::metadata::core::{ConfigResourceType, MetadataImage};
-use crate::network::router::{HandlerOutcome, RequestContext, RequestRouter};
+use crate::network::router::{HandlerOutcome, RequestContext};
 
 const RESOURCE_NOT_FOUND: i16 = 91;
 const DUPLICATE_RESOURCE: i16 = 92;
-
-/// Registers this module's APIs on `router`.
-pub fn register(router: &mut RequestRouter, apis: MetadataApis) {
-    macro_rules! route {
-        ($key:expr, $variant:ident, $f:ident) => {{
-            let apis = apis.clone();
-            router.register($key, move |ctx, body| {
-                let apis = apis.clone();
-                Box::pin(async move {
-                    let RequestBody::$variant(req) = body else {
-                        return HandlerOutcome::Close(format!(
-                            "unexpected body for {:?}",
-                            ctx.api_key
-                        ));
-                    };
-                    $f(&apis, &ctx, req).await
-                })
-            });
-        }};
-    }
-    route!(ApiKey::ElectLeaders, ElectLeaders, handle_elect_leaders);
-    route!(
-        ApiKey::ListPartitionReassignments,
-        ListPartitionReassignments,
-        handle_list_partition_reassignments
-    );
-    route!(
-        ApiKey::DescribeClientQuotas,
-        DescribeClientQuotas,
-        handle_describe_client_quotas
-    );
-    route!(
-        ApiKey::ListConfigResources,
-        ListConfigResources,
-        handle_list_config_resources
-    );
-    route!(
-        ApiKey::DescribeUserScramCredentials,
-        DescribeUserScramCredentials,
-        handle_describe_user_scram_credentials
-    );
-}
 
 // ---------------------------------------------------------------------------------------------
 // ElectLeaders
@@ -90,7 +49,7 @@ fn election_rows(
     }
 }
 
-async fn handle_elect_leaders(
+pub(super) async fn handle_elect_leaders(
     apis: &MetadataApis,
     ctx: &RequestContext,
     req: ElectLeadersRequest,
@@ -160,7 +119,7 @@ async fn handle_elect_leaders(
 
 /// Partitions with a reassignment under way (replicas being added or removed), for every topic
 /// or for the ones named; names or indexes that do not exist are left out, as in Kafka.
-async fn handle_list_partition_reassignments(
+pub(super) async fn handle_list_partition_reassignments(
     apis: &MetadataApis,
     _ctx: &RequestContext,
     req: ListPartitionReassignmentsRequest,
@@ -275,7 +234,7 @@ fn check_quota_filter(
     Ok(())
 }
 
-async fn handle_describe_client_quotas(
+pub(super) async fn handle_describe_client_quotas(
     _apis: &MetadataApis,
     ctx: &RequestContext,
     req: DescribeClientQuotasRequest,
@@ -300,7 +259,7 @@ async fn handle_describe_client_quotas(
 // ---------------------------------------------------------------------------------------------
 // DescribeUserScramCredentials
 
-async fn handle_describe_user_scram_credentials(
+pub(super) async fn handle_describe_user_scram_credentials(
     _apis: &MetadataApis,
     ctx: &RequestContext,
     req: DescribeUserScramCredentialsRequest,
@@ -379,7 +338,7 @@ fn config_resources_of(image: &MetadataImage, ty: ConfigResourceType) -> Vec<Str
     }
 }
 
-async fn handle_list_config_resources(
+pub(super) async fn handle_list_config_resources(
     apis: &MetadataApis,
     ctx: &RequestContext,
     req: ListConfigResourcesRequest,

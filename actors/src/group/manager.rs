@@ -2,8 +2,8 @@
 //! `onElection` / `onResignation`): watches the published partition table, starts a
 //! `GroupCoordinatorActor` for every `__consumer_offsets` partition this broker leads (a new
 //! one when the leader epoch changes, so the shard reloads), resigns the ones it no longer
-//! leads, keeps their view of the cluster's topics and of the group configs current, and publishes the shard table the
-//! group API handlers route by.
+//! leads, keeps their view of the cluster's topics and of the group configs current, and
+//! publishes the shard table the group API handlers route by.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! `ConfigException` text; facts read off Apache Kafka 4.4.0.
 
 use super::errors::*;
-use super::topic_configs::{self, ConfigType};
+use super::topic_configs;
 use super::QuorumControllerCore;
 use crate::metadata::core::ConfigResource;
 
@@ -124,54 +124,6 @@ fn check_connection_overrides(value: &str) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// The value check a broker key's type and bounds call for, in the controller's terms; None:
-/// Kafka checks nothing beyond the type (strings, classes, passwords, free lists).
-pub fn value_kind(
-    ty: BrokerValueType,
-    min: Option<i64>,
-    max: Option<i64>,
-    allowed: Option<&'static [&'static str]>,
-) -> Option<ConfigType> {
-    match ty {
-        BrokerValueType::Int | BrokerValueType::Short => {
-            let (lo, hi) = if ty == BrokerValueType::Short {
-                (i16::MIN as i64, i16::MAX as i64)
-            } else {
-                (i32::MIN as i64, i32::MAX as i64)
-            };
-            Some(ConfigType::Int {
-                min: min.unwrap_or(lo).max(lo),
-                max: max.unwrap_or(hi).min(hi),
-            })
-        }
-        BrokerValueType::Long => Some(ConfigType::Long {
-            min: min.unwrap_or(i64::MIN),
-        }),
-        BrokerValueType::Double => Some(ConfigType::Double {
-            min: min.map_or(f64::MIN, |m| m as f64),
-            max: max.map_or(f64::MAX, |m| m as f64),
-        }),
-        BrokerValueType::Boolean => Some(ConfigType::Boolean),
-        BrokerValueType::String => allowed.map(ConfigType::Enum),
-        BrokerValueType::List => allowed.map(ConfigType::List),
-        BrokerValueType::Other => None,
-    }
-}
-
-/// The value types of broker keys, as far as their checks differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BrokerValueType {
-    Int,
-    Short,
-    Long,
-    Double,
-    Boolean,
-    String,
-    List,
-    /// Class names and passwords: not checked.
-    Other,
 }
 
 #[cfg(test)]

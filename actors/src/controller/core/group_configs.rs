@@ -312,21 +312,10 @@ pub fn group_config(name: &str) -> Option<&'static GroupConfigDef> {
     GROUP_CONFIGS.iter().find(|d| d.name == name)
 }
 
-/// The broker's effective value of a `group.*` key (its static value, else Kafka's default).
-pub trait BrokerValues {
-    fn broker_value(&self, key: &str) -> Option<&str>;
-}
-
-impl BrokerValues for BTreeMap<String, String> {
-    fn broker_value(&self, key: &str) -> Option<&str> {
-        self.get(key).map(String::as_str)
-    }
-}
-
 /// The default a group config takes from the broker: its broker key's value (the first name
 /// of `group.streams.assignors` for the assignor), else Kafka's fixed default.
-pub fn broker_default<'a>(def: &'a GroupConfigDef, broker: &'a impl BrokerValues) -> String {
-    let Some(v) = def.broker_key.and_then(|k| broker.broker_value(k)) else {
+pub fn broker_default(def: &GroupConfigDef, broker: &BTreeMap<String, String>) -> String {
+    let Some(v) = def.broker_key.and_then(|k| broker.get(k)) else {
         return def.default.to_string();
     };
     if def.bound == StreamsAssignor {
@@ -341,7 +330,7 @@ pub fn broker_default<'a>(def: &'a GroupConfigDef, broker: &'a impl BrokerValues
 /// (integers and booleans as parsed), which is the form stored.
 pub fn validate(
     overrides: &BTreeMap<String, String>,
-    broker: &impl BrokerValues,
+    broker: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, String>, String> {
     if let Some(name) = overrides.keys().find(|k| group_config(k).is_none()) {
         return Err(format!("Unknown group config name: {name}"));
@@ -359,7 +348,7 @@ pub fn validate(
             .parse()
             .unwrap_or(0)
     };
-    let broker_int = |key: &str| -> Option<i64> { broker.broker_value(key)?.trim().parse().ok() };
+    let broker_int = |key: &str| -> Option<i64> { broker.get(key)?.trim().parse().ok() };
     for (name, value) in &normalized {
         let def = group_config(name).expect("checked above");
         match def.bound {
@@ -383,8 +372,8 @@ pub fn validate(
             }
             StreamsAssignor => {
                 let registered: Vec<&str> = broker
-                    .broker_value("group.streams.assignors")
-                    .unwrap_or("sticky")
+                    .get("group.streams.assignors")
+                    .map_or("sticky", String::as_str)
                     .split(',')
                     .map(str::trim)
                     .filter(|s| !s.is_empty())

@@ -864,10 +864,7 @@ impl QuorumControllerCore {
                         "Default group resources are not allowed.",
                     ));
                 }
-                Ok(ConfigResource {
-                    resource_type: ConfigResourceType::Group,
-                    name: name.to_string(),
-                })
+                Ok(ConfigResource::group(name))
             }
             other => Err(ApiError::new(
                 INVALID_REQUEST,
@@ -999,35 +996,9 @@ impl QuorumControllerCore {
                     Some(topic_configs::ConfigType::List(_))
                         | Some(topic_configs::ConfigType::AnyList)
                 );
-            if resource.resource_type == ConfigResourceType::Group {
-                // Group values are checked together once all operations are applied (below).
-                match op {
-                    AlterConfigOp::Set => {
-                        let v = value.clone().ok_or_else(|| {
-                            ApiError::new(
-                                INVALID_REQUEST,
-                                format!("Null value not supported for : {name}"),
-                            )
-                        })?;
-                        current.insert(name.clone(), v);
-                    }
-                    AlterConfigOp::Delete => {
-                        current.remove(name);
-                    }
-                    AlterConfigOp::Append | AlterConfigOp::Subtract => {
-                        let op = if *op == AlterConfigOp::Append {
-                            "APPEND"
-                        } else {
-                            "SUBTRACT"
-                        };
-                        return Err(ApiError::new(
-                            INVALID_CONFIG,
-                            format!("Can't {op} to key {name} because its type is not LIST."),
-                        ));
-                    }
-                }
-                continue;
-            }
+            // Group values are checked together once all operations are applied
+            // (`finish_config_change`); other resources' values one by one.
+            let per_value = resource.resource_type != ConfigResourceType::Group;
             match op {
                 AlterConfigOp::Set => {
                     let v = value.clone().ok_or_else(|| {
@@ -1036,12 +1007,28 @@ impl QuorumControllerCore {
                             format!("Null value not supported for : {name}"),
                         )
                     })?;
-                    self.check_config_value(&resource, name, Some(&v))?;
+                    if per_value {
+                        self.check_config_value(&resource, name, Some(&v))?;
+                    }
                     current.insert(name.clone(), v);
                 }
                 AlterConfigOp::Delete => {
-                    self.check_config_value(&resource, name, None)?;
+                    if per_value {
+                        self.check_config_value(&resource, name, None)?;
+                    }
                     current.remove(name);
+                }
+                AlterConfigOp::Append | AlterConfigOp::Subtract if !per_value => {
+                    // Kafka's controller knows no group config as a list.
+                    let op = if *op == AlterConfigOp::Append {
+                        "APPEND"
+                    } else {
+                        "SUBTRACT"
+                    };
+                    return Err(ApiError::new(
+                        INVALID_CONFIG,
+                        format!("Can't {op} to key {name} because its type is not LIST."),
+                    ));
                 }
                 AlterConfigOp::Append | AlterConfigOp::Subtract => {
                     if !list_type {

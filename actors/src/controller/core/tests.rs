@@ -1069,10 +1069,7 @@ fn group_configs_are_validated_as_a_whole_and_stored_as_rendered() {
         );
         r.response[0].error.clone()
     };
-    let group = ConfigResource {
-        resource_type: ConfigResourceType::Group,
-        name: "g".into(),
-    };
+    let group = ConfigResource::group("g");
     assert!(alter(
         &mut c,
         "g",

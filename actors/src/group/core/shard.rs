@@ -6,7 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use super::api::{GroupConfigsView, GroupRequest, GroupResponse, Output, RequestId, TopicsView};
+use super::api::{
+    GroupConfigOverrides, GroupConfigsView, GroupRequest, GroupResponse, Output, RequestId,
+    TopicsView,
+};
 use super::classic_group::ClassicGroup;
 use super::config::GroupCoordinatorConfig;
 use super::consumer_group::ConsumerGroup;
@@ -108,37 +111,48 @@ impl GroupCoordinatorShard {
         self.group_configs = other.group_configs.clone();
     }
 
-    /// The session timeout of `group_id`'s KIP-848 members: the group's own
-    /// `consumer.session.timeout.ms` held to the broker's range (a bound lowered after the
-    /// group's value was set wins, as in Kafka), else `group.consumer.session.timeout.ms`.
-    pub(super) fn consumer_session_timeout_ms(&self, group_id: &str) -> i32 {
-        let c = &self.config;
+    /// A KIP-848 setting of `group_id`: its own group config held to the broker's range (a
+    /// bound lowered after the group's value was set wins, as in Kafka), else the broker's.
+    fn consumer_group_setting(
+        &self,
+        group_id: &str,
+        own: impl Fn(&GroupConfigOverrides) -> Option<i32>,
+        broker: i32,
+        (min, max): (i32, i32),
+    ) -> i32 {
         self.group_configs
             .get(group_id)
-            .and_then(|o| o.consumer_session_timeout_ms)
-            .map_or(c.consumer_session_timeout_ms, |v| {
-                v.clamp(
-                    c.consumer_min_session_timeout_ms,
-                    c.consumer_max_session_timeout_ms
-                        .max(c.consumer_min_session_timeout_ms),
-                )
-            })
+            .and_then(own)
+            .map_or(broker, |v| v.clamp(min, max.max(min)))
     }
 
-    /// The heartbeat interval given to `group_id`'s KIP-848 members (as above, for
-    /// `consumer.heartbeat.interval.ms`).
+    /// The session timeout of `group_id`'s KIP-848 members (`consumer.session.timeout.ms`).
+    pub(super) fn consumer_session_timeout_ms(&self, group_id: &str) -> i32 {
+        let c = &self.config;
+        self.consumer_group_setting(
+            group_id,
+            |o| o.consumer_session_timeout_ms,
+            c.consumer_session_timeout_ms,
+            (
+                c.consumer_min_session_timeout_ms,
+                c.consumer_max_session_timeout_ms,
+            ),
+        )
+    }
+
+    /// The heartbeat interval given to `group_id`'s KIP-848 members
+    /// (`consumer.heartbeat.interval.ms`).
     pub(super) fn consumer_heartbeat_interval_ms(&self, group_id: &str) -> i32 {
         let c = &self.config;
-        self.group_configs
-            .get(group_id)
-            .and_then(|o| o.consumer_heartbeat_interval_ms)
-            .map_or(c.consumer_heartbeat_interval_ms, |v| {
-                v.clamp(
-                    c.consumer_min_heartbeat_interval_ms,
-                    c.consumer_max_heartbeat_interval_ms
-                        .max(c.consumer_min_heartbeat_interval_ms),
-                )
-            })
+        self.consumer_group_setting(
+            group_id,
+            |o| o.consumer_heartbeat_interval_ms,
+            c.consumer_heartbeat_interval_ms,
+            (
+                c.consumer_min_heartbeat_interval_ms,
+                c.consumer_max_heartbeat_interval_ms,
+            ),
+        )
     }
 
     pub fn group(&self, group_id: &str) -> Option<&Group> {

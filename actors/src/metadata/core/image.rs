@@ -70,6 +70,12 @@ impl ConfigResource {
             name: name.to_string(),
         }
     }
+    pub fn group(name: &str) -> Self {
+        ConfigResource {
+            resource_type: ConfigResourceType::Group,
+            name: name.to_string(),
+        }
+    }
 }
 
 /// One partition's state (Kafka's `PartitionRegistration`).
