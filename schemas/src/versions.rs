@@ -38,6 +38,7 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::ListPartitionReassignments,
     ApiKey::DescribeClientQuotas,
     ApiKey::DescribeUserScramCredentials,
+    ApiKey::AlterUserScramCredentials,
     ApiKey::ListConfigResources,
     // No authorizer: answered SECURITY_DISABLED, as Kafka does without one.
     ApiKey::DescribeAcls,

@@ -242,6 +242,39 @@ def test_kafka_configs_groups(cli, topic_name):
         f"The group '{group}' doesn't exist and doesn't have dynamic config."
 
 
+def test_kafka_configs_scram_users_survive_a_restart(broker_factory):
+    """SCRAM credentials set with kafka-configs (AlterUserScramCredentials) are described by
+    mechanism and iteration count, kept in the metadata log across a restart, and deleted per
+    mechanism (outputs as Kafka 4.4.0's)."""
+    b = broker_factory(name="scram")
+    cli = KafkaCli(b)
+
+    def users(*args, check=True):
+        return cli.run("configs", "--entity-type", "users", *args, check=check)
+
+    # Both mechanisms in one request name the user twice, which Kafka refuses as a whole.
+    out = users("--alter", "--entity-name", "alice", "--add-config",
+                "SCRAM-SHA-256=[iterations=8192,password=alice-secret],"
+                "SCRAM-SHA-512=[password=alice-secret]", check=False)
+    assert "A user credential cannot be altered twice in the same request" in out.stderr
+    for mechanism in ("SCRAM-SHA-256=[iterations=8192,password=alice-secret]",
+                      "SCRAM-SHA-512=[password=alice-secret]"):
+        out = users("--alter", "--entity-name", "alice", "--add-config", mechanism)
+        assert out.stdout.strip() == "Completed updating config for user alice."
+    b.restart()
+    out = users("--describe", "--entity-name", "alice")
+    prefix = "SCRAM credential configs for user-principal 'alice' are "
+    (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith(prefix)]
+    # Kafka lists the mechanisms in a hash map's order.
+    assert sorted(line[len(prefix):].split(", ")) == \
+        ["SCRAM-SHA-256=iterations=8192", "SCRAM-SHA-512=iterations=4096"]
+    users("--alter", "--entity-name", "alice", "--delete-config", "SCRAM-SHA-512")
+    out = users("--describe", "--entity-name", "alice")
+    assert prefix + "SCRAM-SHA-256=iterations=8192\n" in out.stdout
+    out = users("--describe", "--entity-name", "bob")
+    assert "SCRAM credential" not in out.stdout
+
+
 # Broker keys a user looks for, with Kafka 4.4.0's defaults as `kafka-configs --describe
 # --entity-type brokers --entity-name 1 --all` lists them (read off the reference broker).
 KAFKA_BROKER_DEFAULTS = {

@@ -167,20 +167,56 @@ def test_describe_client_quotas_filters(broker):
         a.close()
 
 
-def test_describe_user_scram_credentials(broker):
+def test_user_scram_credentials(broker_factory):
+    """AlterUserScramCredentials / DescribeUserScramCredentials with Kafka 4.4's rules: bounds
+    on iterations, known mechanisms, a user's first failure decides and a user named again after
+    a valid entry is refused as a whole; each answer was read off Apache Kafka 4.4.0."""
+    from kafka.protocol.admin import AlterUserScramCredentialsRequest as AS
     from kafka.protocol.admin import DescribeUserScramCredentialsRequest as DS
-    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-    try:
-        assert a.describe_user_scram_credentials() == {}
-        r = send_raw(a, DS(users=[]))
-        assert (r.error_code, r.results) == (0, [])
-        r = send_raw(a, DS(users=[DS.UserName(name=n) for n in ("alice", "alice", "bob")]))
+    b = broker_factory(name="scram")
+    a = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    pw = b"\x01" * 32
+
+    def alter(deletions=(), upsertions=()):
+        r = send_raw(a, AS(
+            deletions=[AS.ScramCredentialDeletion(name=n, mechanism=m) for n, m in deletions],
+            upsertions=[AS.ScramCredentialUpsertion(name=n, mechanism=m, iterations=i,
+                                                    salt=b"salt", salted_password=pw)
+                        for n, m, i in upsertions]))
+        # Kafka answers in a hash map's order.
+        return sorted((x.user, x.error_code, x.error_message) for x in r.results)
+
+    def describe(names=None):
+        r = send_raw(a, DS(users=None if names is None else [DS.UserName(name=n) for n in names]))
         assert r.error_code == 0
-        # One row per distinct user; Kafka's order is that of a hash map, so it is not compared.
-        assert sorted((x.user, x.error_code, x.error_message, x.credential_infos)
-                      for x in r.results) == [("alice", 92, "Cannot describe SCRAM credentials for the same user twice in a "
-                              "single request: alice", []),
-                ("bob", 91, "Attempt to describe a user credential that does not exist: bob", [])]
+        return sorted((x.user, x.error_code, x.error_message or None,
+                       sorted((c.mechanism, c.iterations) for c in x.credential_infos))
+                      for x in r.results)
+
+    dup = (92, "A user credential cannot be altered twice in the same request")
+    missing = (91, "Attempt to delete a user credential that does not exist")
+    try:
+        assert describe() == [] and describe([]) == []
+        assert alter(upsertions=[("alice", 1, 8192), ("bob", 1, 1000), ("carol", 2, 20000),
+                                 ("dave", 3, 8192), ("", 1, 8192)]) == [
+            ("", 93, "Username must not be empty"),
+            ("alice", 0, None), ("bob", 93, "Too few iterations"),
+            ("carol", 93, "Too many iterations"), ("dave", 33, "Unknown SCRAM mechanism")]
+        assert alter(upsertions=[("alice", 2, 4096)]) == [("alice", 0, None)]
+        # Named twice after a valid entry: refused as a whole; after a failure: the failure.
+        assert alter(deletions=[("alice", 1), ("alice", 2)]) == [("alice", *dup)]
+        assert alter(deletions=[("zed", 1)], upsertions=[("zed", 1, 8192)]) == \
+            [("zed", *missing)]
+        assert alter(deletions=[("q", 9)]) == [("q", 33, "Unknown SCRAM mechanism")]
+        assert describe() == [("alice", 0, None, [(1, 8192), (2, 4096)])]
+        assert describe(["alice", "nobody", "nobody"]) == [
+            ("alice", 0, None, [(1, 8192), (2, 4096)]),
+            ("nobody", 92, "Cannot describe SCRAM credentials for the same user twice in a "
+                           "single request: nobody", [])]
+        assert alter(deletions=[("alice", 1)]) == [("alice", 0, None)]
+        assert describe(["alice", "bob"]) == [
+            ("alice", 0, None, [(2, 4096)]),
+            ("bob", 91, "Attempt to describe a user credential that does not exist: bob", [])]
     finally:
         a.close()
 

@@ -344,6 +344,11 @@ controller_op!(UpdateFeatures, UpdateFeaturesReply, |core, m| core
     .update_features(&m.updates, m.validate_only));
 controller_op!(ElectLeaders, Vec<TopicElectionResult>, |core, m| core
     .elect_leaders(m.election, m.partitions.as_deref()));
+controller_op!(
+    AlterUserScramCredentials,
+    Vec<(String, super::core::errors::ApiError)>,
+    |core, m| core.alter_user_scram_credentials(&m.deletions, &m.upsertions)
+);
 controller_op!(AllocateProducerIds, AllocateProducerIdsReply, |core, m| {
     core.allocate_producer_ids(m.broker_id, m.broker_epoch)
 });

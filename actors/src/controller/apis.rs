@@ -56,7 +56,7 @@ const CLUSTER_OPERATIONS: i32 = (1 << 5)
 /// Topics Kafka reports as internal.
 const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
 /// Upper bound for waiting on the controller when a request carries no timeout.
-const DEFAULT_TIMEOUT_MS: i32 = 30_000;
+pub(super) const DEFAULT_TIMEOUT_MS: i32 = 30_000;
 
 /// One broker config as DescribeConfigs reports it, from the process's config (the topology
 /// fills these from its `describe()` rows); dynamic values from the image are laid over them.
@@ -276,6 +276,11 @@ pub fn register_with_partitions(
         ApiKey::DescribeUserScramCredentials,
         DescribeUserScramCredentials,
         cluster::handle_describe_user_scram_credentials
+    );
+    route!(
+        ApiKey::AlterUserScramCredentials,
+        AlterUserScramCredentials,
+        cluster::handle_alter_user_scram_credentials
     );
     route!(
         ApiKey::ListConfigResources,

@@ -1,13 +1,13 @@
 //! Cluster administration APIs beside the topic and config ones in `apis.rs`: ElectLeaders
 //! (`kafka-leader-election`), ListPartitionReassignments (`kafka-reassign-partitions --list`),
 //! DescribeClientQuotas (`kafka-configs --describe --entity-type clients|users|ips`),
-//! DescribeUserScramCredentials (`kafka-configs --describe --entity-type users`) and
+//! Describe/AlterUserScramCredentials (`kafka-configs --entity-type users`, SCRAM-SHA-256/512) and
 //! ListConfigResources (`kafka-configs --describe --entity-type groups` without a name).
 //!
 //! Registered with the other admin APIs by `apis::register`; the Describe/List APIs read the
-//! published image. kactor serves none of the APIs that would put reassignments, quotas or
-//! SCRAM credentials there (AlterPartitionReassignments, AlterClientQuotas,
-//! AlterUserScramCredentials), so those answers are empty; what they do check is the request,
+//! published image. kactor serves none of the APIs that would put reassignments or quotas
+//! there (AlterPartitionReassignments, AlterClientQuotas), so those answers are empty; what
+//! they do check is the request,
 //! with Kafka's error codes and messages, so that a tool gets the same refusal on both brokers.
 
 use std::collections::BTreeSet;
@@ -15,15 +15,12 @@ use std::collections::BTreeSet;
 use kactor_protocol::messages::{self as m, *};
 use kactor_protocol::ResponseBody;
 
-use super::apis::MetadataApis;
+use super::apis::{MetadataApis, DEFAULT_TIMEOUT_MS};
 use super::core::errors::*;
 use super::core::requests as cr;
 use super::messages as cm;
 use crate::metadata::core::{ConfigResourceType, MetadataImage};
 use crate::network::router::{HandlerOutcome, RequestContext};
-
-const RESOURCE_NOT_FOUND: i16 = 91;
-const DUPLICATE_RESOURCE: i16 = 92;
 
 // ---------------------------------------------------------------------------------------------
 // ElectLeaders
@@ -257,17 +254,24 @@ pub(super) async fn handle_describe_client_quotas(
 }
 
 // ---------------------------------------------------------------------------------------------
-// DescribeUserScramCredentials
+// SCRAM credentials
 
+/// Each user's mechanisms and iteration counts, for all users with credentials (no names
+/// given) or for the named ones: a user without any is RESOURCE_NOT_FOUND, one named twice
+/// gets a single DUPLICATE_RESOURCE row, as in Kafka.
 pub(super) async fn handle_describe_user_scram_credentials(
-    _apis: &MetadataApis,
+    apis: &MetadataApis,
     ctx: &RequestContext,
     req: DescribeUserScramCredentialsRequest,
 ) -> HandlerOutcome {
-    // No credential can be stored on kactor (AlterUserScramCredentials is not served): asking
-    // for all users lists none, and each named user is not found. A user named twice gets one
-    // DUPLICATE_RESOURCE row instead, as in Kafka.
-    let names: Vec<String> = req.users.into_iter().flatten().map(|u| u.name).collect();
+    use m::describe_user_scram_credentials_response::{
+        CredentialInfo, DescribeUserScramCredentialsResult,
+    };
+    let image = apis.snapshot();
+    let names: Vec<String> = match req.users {
+        Some(users) if !users.is_empty() => users.into_iter().map(|u| u.name).collect(),
+        _ => image.scram_credentials.keys().cloned().collect(),
+    };
     let mut seen = BTreeSet::new();
     let duplicated: BTreeSet<&str> = names
         .iter()
@@ -279,30 +283,108 @@ pub(super) async fn handle_describe_user_scram_credentials(
         .iter()
         .filter(|n| reported.insert(n.as_str()))
         .map(|user| {
-            let (code, message) = if duplicated.contains(user.as_str()) {
-                (
+            let row = |code: i16, message: String| {
+                ctx.record_error(code);
+                DescribeUserScramCredentialsResult {
+                    user: user.clone(),
+                    error_code: code,
+                    error_message: Some(message),
+                    ..Default::default()
+                }
+            };
+            if duplicated.contains(user.as_str()) {
+                return row(
                     DUPLICATE_RESOURCE,
-                    format!(
-                        "Cannot describe SCRAM credentials for the same user twice in a single request: {user}"
-                    ),
-                )
-            } else {
-                (
+                    format!("Cannot describe SCRAM credentials for the same user twice in a single request: {user}"),
+                );
+            }
+            match image.scram_credentials.get(user) {
+                None => row(
                     RESOURCE_NOT_FOUND,
                     format!("Attempt to describe a user credential that does not exist: {user}"),
-                )
-            };
-            ctx.record_error(code);
-            m::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult {
-                user: user.clone(),
-                error_code: code,
-                error_message: Some(message),
-                ..Default::default()
+                ),
+                Some(mechanisms) => DescribeUserScramCredentialsResult {
+                    user: user.clone(),
+                    credential_infos: mechanisms
+                        .iter()
+                        .map(|(mechanism, c)| CredentialInfo {
+                            mechanism: *mechanism,
+                            iterations: c.iterations,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                },
             }
         })
         .collect();
     HandlerOutcome::Respond(ResponseBody::DescribeUserScramCredentials(
         DescribeUserScramCredentialsResponse {
+            results,
+            ..Default::default()
+        },
+    ))
+}
+
+pub(super) async fn handle_alter_user_scram_credentials(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: AlterUserScramCredentialsRequest,
+) -> HandlerOutcome {
+    use super::core::scram::{ScramDeletion, ScramUpsertion};
+    let requested: Vec<String> = {
+        let mut seen = BTreeSet::new();
+        req.deletions
+            .iter()
+            .map(|d| &d.name)
+            .chain(req.upsertions.iter().map(|u| &u.name))
+            .filter(|n| seen.insert(n.as_str()))
+            .cloned()
+            .collect()
+    };
+    let msg = cm::AlterUserScramCredentials {
+        deletions: req
+            .deletions
+            .into_iter()
+            .map(|d| ScramDeletion {
+                name: d.name,
+                mechanism: d.mechanism,
+            })
+            .collect(),
+        upsertions: req
+            .upsertions
+            .into_iter()
+            .map(|u| ScramUpsertion {
+                name: u.name,
+                mechanism: u.mechanism,
+                iterations: u.iterations,
+                salt: u.salt,
+                salted_password: u.salted_password,
+            })
+            .collect(),
+    };
+    let answer = apis.ask(msg, DEFAULT_TIMEOUT_MS).await;
+    let rows: Vec<(String, ApiError)> = match answer {
+        Ok(rows) => rows,
+        Err(code) => requested
+            .into_iter()
+            .map(|user| (user, ApiError::code(code)))
+            .collect(),
+    };
+    let results = rows
+        .into_iter()
+        .map(|(user, e)| {
+            ctx.record_error(e.code);
+            m::alter_user_scram_credentials_response::AlterUserScramCredentialsResult {
+                user,
+                error_code: e.code,
+                error_message: e.message,
+                ..Default::default()
+            }
+        })
+        .collect();
+    HandlerOutcome::Respond(ResponseBody::AlterUserScramCredentials(
+        AlterUserScramCredentialsResponse {
             results,
             ..Default::default()
         },

@@ -1,7 +1,7 @@
 //! QuorumControllerActor's mailbox: one message per controller operation (Kafka's
 //! `Controller` interface: createTopics, deleteTopics, createPartitions,
 //! incrementalAlterConfigs, legacyAlterConfigs, registerBroker, processBrokerHeartbeat,
-//! updateFeatures, allocateProducerIds, electLeaders). Each answers once its records are committed.
+//! updateFeatures, allocateProducerIds, electLeaders, alterUserScramCredentials). Each answers once its records are committed.
 
 use actix::prelude::*;
 
@@ -107,4 +107,12 @@ pub struct ElectLeaders {
     pub election: ElectionType,
     /// (topic, partition indexes) as requested; None: every partition.
     pub partitions: Option<Vec<(String, Vec<i32>)>>,
+}
+
+/// Sent by the AlterUserScramCredentials handler. Lost: the client times out.
+#[derive(Debug, Message)]
+#[rtype(result = "ControllerReply<Vec<(String, super::core::errors::ApiError)>>")]
+pub struct AlterUserScramCredentials {
+    pub deletions: Vec<super::core::scram::ScramDeletion>,
+    pub upsertions: Vec<super::core::scram::ScramUpsertion>,
 }

@@ -12,6 +12,7 @@ mod elections;
 pub mod errors;
 pub mod group_configs;
 pub mod requests;
+pub mod scram;
 pub mod topic_configs;
 
 #[cfg(test)]

@@ -161,6 +161,18 @@ pub struct MetadataImage {
     pub configs: BTreeMap<ConfigResource, BTreeMap<String, String>>,
     /// First producer id not yet handed out (Kafka's `ProducerIdsImage.nextProducerId`).
     pub next_producer_id: i64,
+    /// SCRAM credentials by user and mechanism id (Kafka's `ScramImage`).
+    pub scram_credentials: BTreeMap<String, BTreeMap<i8, ScramCredential>>,
+}
+
+/// One user's SCRAM credential for one mechanism (`UserScramCredentialRecord`): what a SCRAM
+/// server needs to check a client's proof without knowing the password (RFC 5802).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScramCredential {
+    pub salt: bytes::Bytes,
+    pub stored_key: bytes::Bytes,
+    pub server_key: bytes::Bytes,
+    pub iterations: i32,
 }
 
 /// What one replay step changed, accumulated over a batch (the parts of Kafka's
@@ -369,6 +381,28 @@ impl MetadataImage {
             }
             MetadataRecord::ProducerIds(r) => {
                 self.next_producer_id = r.next_producer_id;
+            }
+            MetadataRecord::UserScramCredential(r) => {
+                self.scram_credentials
+                    .entry(r.name.clone())
+                    .or_default()
+                    .insert(
+                        r.mechanism,
+                        ScramCredential {
+                            salt: r.salt.clone(),
+                            stored_key: r.stored_key.clone(),
+                            server_key: r.server_key.clone(),
+                            iterations: r.iterations,
+                        },
+                    );
+            }
+            MetadataRecord::RemoveUserScramCredential(r) => {
+                if let Some(user) = self.scram_credentials.get_mut(&r.name) {
+                    user.remove(&r.mechanism);
+                    if user.is_empty() {
+                        self.scram_credentials.remove(&r.name);
+                    }
+                }
             }
             MetadataRecord::NoOp(_)
             | MetadataRecord::BeginTransaction(_)

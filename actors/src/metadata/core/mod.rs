@@ -7,7 +7,7 @@ pub mod records;
 
 pub use image::{
     BrokerRegistration, ConfigResource, ConfigResourceType, MetadataChanges, MetadataImage,
-    PartitionRegistration, Provenance, ReplayError, TopicImage, TopicsImage,
+    PartitionRegistration, Provenance, ReplayError, ScramCredential, TopicImage, TopicsImage,
 };
 pub use publish::{
     broker_configs, local_changes, BrokerConfigChange, LocalChanges, LocalPartitionChange,

@@ -8,8 +8,8 @@ use kactor_protocol::codec::{get_uvarint, put_uvarint, Decode, DecodeError, Enco
 use kactor_protocol::metadata::{
     BeginTransactionRecord, BrokerRegistrationChangeRecord, ConfigRecord, EndTransactionRecord,
     FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnfenceBrokerRecord,
-    UnregisterBrokerRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, RemoveUserScramCredentialRecord,
+    TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, UserScramCredentialRecord,
 };
 use kactor_protocol::Writer;
 use thiserror::Error;
@@ -37,6 +37,8 @@ pub enum MetadataRecord {
     NoOp(NoOpRecord),
     BeginTransaction(BeginTransactionRecord),
     EndTransaction(EndTransactionRecord),
+    UserScramCredential(UserScramCredentialRecord),
+    RemoveUserScramCredential(RemoveUserScramCredentialRecord),
     Other {
         api_key: u32,
         version: u32,
@@ -69,10 +71,12 @@ pub mod api_key {
     pub const FENCE_BROKER: u32 = 7;
     pub const UNFENCE_BROKER: u32 = 8;
     pub const REMOVE_TOPIC: u32 = 9;
+    pub const USER_SCRAM_CREDENTIAL: u32 = 11;
     pub const FEATURE_LEVEL: u32 = 12;
     pub const PRODUCER_IDS: u32 = 15;
     pub const BROKER_REGISTRATION_CHANGE: u32 = 17;
     pub const NO_OP: u32 = 20;
+    pub const REMOVE_USER_SCRAM_CREDENTIAL: u32 = 22;
     pub const BEGIN_TRANSACTION: u32 = 23;
     pub const END_TRANSACTION: u32 = 24;
 }
@@ -98,6 +102,8 @@ impl MetadataRecord {
             MetadataRecord::NoOp(_) => (NO_OP, 0),
             MetadataRecord::BeginTransaction(_) => (BEGIN_TRANSACTION, 0),
             MetadataRecord::EndTransaction(_) => (END_TRANSACTION, 0),
+            MetadataRecord::UserScramCredential(_) => (USER_SCRAM_CREDENTIAL, 0),
+            MetadataRecord::RemoveUserScramCredential(_) => (REMOVE_USER_SCRAM_CREDENTIAL, 0),
             MetadataRecord::Other {
                 api_key, version, ..
             } => (*api_key, *version),
@@ -128,6 +134,8 @@ impl MetadataRecord {
             MetadataRecord::NoOp(r) => r.encode(&mut w, v)?,
             MetadataRecord::BeginTransaction(r) => r.encode(&mut w, v)?,
             MetadataRecord::EndTransaction(r) => r.encode(&mut w, v)?,
+            MetadataRecord::UserScramCredential(r) => r.encode(&mut w, v)?,
+            MetadataRecord::RemoveUserScramCredential(r) => r.encode(&mut w, v)?,
             MetadataRecord::Other { body, .. } => w.put_raw(body),
         }
         Ok(w.into_bytes())
@@ -167,6 +175,10 @@ impl MetadataRecord {
             NO_OP => MetadataRecord::NoOp(body(&mut value, v?)?),
             BEGIN_TRANSACTION => MetadataRecord::BeginTransaction(body(&mut value, v?)?),
             END_TRANSACTION => MetadataRecord::EndTransaction(body(&mut value, v?)?),
+            USER_SCRAM_CREDENTIAL => MetadataRecord::UserScramCredential(body(&mut value, v?)?),
+            REMOVE_USER_SCRAM_CREDENTIAL => {
+                MetadataRecord::RemoveUserScramCredential(body(&mut value, v?)?)
+            }
             _ => {
                 let body = value.split_to(value.len());
                 return Ok(MetadataRecord::Other {
