@@ -1,7 +1,8 @@
 //! QuorumControllerActor's mailbox: one message per controller operation (Kafka's
 //! `Controller` interface: createTopics, deleteTopics, createPartitions,
 //! incrementalAlterConfigs, legacyAlterConfigs, registerBroker, processBrokerHeartbeat,
-//! updateFeatures, allocateProducerIds, electLeaders, alterUserScramCredentials). Each answers once its records are committed.
+//! updateFeatures, allocateProducerIds, electLeaders, alterUserScramCredentials). Each
+//! answers once its records are committed.
 
 use actix::prelude::*;
 
