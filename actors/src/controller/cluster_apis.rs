@@ -256,6 +256,23 @@ pub(super) async fn handle_describe_client_quotas(
 // ---------------------------------------------------------------------------------------------
 // SCRAM credentials
 
+/// The names in the order first given, each once, and those given more than once.
+fn distinct_names<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> (Vec<&'a str>, BTreeSet<&'a str>) {
+    let mut seen = BTreeSet::new();
+    let mut distinct = Vec::new();
+    let mut repeated = BTreeSet::new();
+    for name in names {
+        if seen.insert(name) {
+            distinct.push(name);
+        } else {
+            repeated.insert(name);
+        }
+    }
+    (distinct, repeated)
+}
+
 /// Each user's mechanisms and iteration counts, for all users with credentials (no names
 /// given) or for the named ones: a user without any is RESOURCE_NOT_FOUND, one named twice
 /// gets a single DUPLICATE_RESOURCE row, as in Kafka.
@@ -272,27 +289,20 @@ pub(super) async fn handle_describe_user_scram_credentials(
         Some(users) if !users.is_empty() => users.into_iter().map(|u| u.name).collect(),
         _ => image.scram_credentials.keys().cloned().collect(),
     };
-    let mut seen = BTreeSet::new();
-    let duplicated: BTreeSet<&str> = names
-        .iter()
-        .filter(|n| !seen.insert(n.as_str()))
-        .map(String::as_str)
-        .collect();
-    let mut reported = BTreeSet::new();
-    let results = names
-        .iter()
-        .filter(|n| reported.insert(n.as_str()))
+    let (distinct, duplicated) = distinct_names(names.iter().map(String::as_str));
+    let results = distinct
+        .into_iter()
         .map(|user| {
             let row = |code: i16, message: String| {
                 ctx.record_error(code);
                 DescribeUserScramCredentialsResult {
-                    user: user.clone(),
+                    user: user.to_string(),
                     error_code: code,
                     error_message: Some(message),
                     ..Default::default()
                 }
             };
-            if duplicated.contains(user.as_str()) {
+            if duplicated.contains(user) {
                 return row(
                     DUPLICATE_RESOURCE,
                     format!("Cannot describe SCRAM credentials for the same user twice in a single request: {user}"),
@@ -304,7 +314,7 @@ pub(super) async fn handle_describe_user_scram_credentials(
                     format!("Attempt to describe a user credential that does not exist: {user}"),
                 ),
                 Some(mechanisms) => DescribeUserScramCredentialsResult {
-                    user: user.clone(),
+                    user: user.to_string(),
                     credential_infos: mechanisms
                         .iter()
                         .map(|(mechanism, c)| CredentialInfo {
@@ -332,16 +342,13 @@ pub(super) async fn handle_alter_user_scram_credentials(
     req: AlterUserScramCredentialsRequest,
 ) -> HandlerOutcome {
     use super::core::scram::{ScramDeletion, ScramUpsertion};
-    let requested: Vec<String> = {
-        let mut seen = BTreeSet::new();
+    let (requested, _) = distinct_names(
         req.deletions
             .iter()
-            .map(|d| &d.name)
-            .chain(req.upsertions.iter().map(|u| &u.name))
-            .filter(|n| seen.insert(n.as_str()))
-            .cloned()
-            .collect()
-    };
+            .map(|d| d.name.as_str())
+            .chain(req.upsertions.iter().map(|u| u.name.as_str())),
+    );
+    let requested: Vec<String> = requested.into_iter().map(String::from).collect();
     let msg = cm::AlterUserScramCredentials {
         deletions: req
             .deletions

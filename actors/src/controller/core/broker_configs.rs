@@ -91,18 +91,16 @@ impl QuorumControllerCore {
         } else {
             resource.name.clone()
         };
-        let image = &self.image;
-        image
-            .config_overrides(&ConfigResource::broker(&own))
-            .get(name)
-            .cloned()
-            .or_else(|| {
-                image
-                    .config_overrides(&ConfigResource::broker(""))
-                    .get(name)
-                    .cloned()
-            })
-            .or_else(|| self.cfg.broker_values.get(name).cloned())?
+        // Looked up in place: `config_overrides` would copy each resource's whole map.
+        let dynamic = |broker: &str| {
+            self.image
+                .configs
+                .get(&ConfigResource::broker(broker))
+                .and_then(|values| values.get(name))
+        };
+        dynamic(&own)
+            .or_else(|| dynamic(""))
+            .or_else(|| self.cfg.broker_values.get(name))?
             .trim()
             .parse()
             .ok()

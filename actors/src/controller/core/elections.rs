@@ -129,19 +129,11 @@ impl QuorumControllerCore {
         ApiError::NONE
     }
 
-    /// Whether `broker` may lead: registered, unfenced and not shutting down.
-    fn can_lead(&self, broker: i32) -> bool {
-        self.image
-            .brokers
-            .get(&broker)
-            .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
-    }
-
     /// The leader a preferred election settles on: the first replica if it is in sync and can
     /// lead; otherwise a current leader that can still lead stays (no change); otherwise the
     /// next in-sync replica that can lead. None: no replica qualifies.
     fn preferred_leader(&self, p: &PartitionRegistration) -> Option<i32> {
-        let eligible = |b: i32| p.isr.contains(&b) && self.can_lead(b);
+        let eligible = |b: i32| p.isr.contains(&b) && self.is_usable(b);
         let preferred = *p.replicas.first()?;
         if eligible(preferred) {
             return Some(preferred);
@@ -159,14 +151,14 @@ impl QuorumControllerCore {
         if let Some(&b) = p
             .replicas
             .iter()
-            .find(|&&b| p.isr.contains(&b) && self.can_lead(b))
+            .find(|&&b| p.isr.contains(&b) && self.is_usable(b))
         {
             return Some((b, None));
         }
         p.replicas
             .iter()
             .copied()
-            .find(|&b| self.can_lead(b))
+            .find(|&b| self.is_usable(b))
             .map(|b| (b, Some(vec![b])))
     }
 }

@@ -315,13 +315,22 @@ impl QuorumControllerCore {
         }
     }
 
-    /// Brokers that can take new replicas: registered and unfenced, in id order.
+    /// Whether `broker` can take new replicas or leadership: registered, unfenced and not
+    /// shutting down (Kafka's `isActive`).
+    fn is_usable(&self, broker: i32) -> bool {
+        self.image
+            .brokers
+            .get(&broker)
+            .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
+    }
+
+    /// Brokers that can take new replicas, in id order.
     fn usable_brokers(&self) -> Vec<i32> {
         self.image
             .brokers
-            .values()
-            .filter(|b| !b.fenced && !b.in_controlled_shutdown)
-            .map(|b| b.id)
+            .keys()
+            .copied()
+            .filter(|id| self.is_usable(*id))
             .collect()
     }
 

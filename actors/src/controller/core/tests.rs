@@ -861,21 +861,31 @@ fn a_restarted_node_registers_at_once_but_a_live_duplicate_is_refused() {
     assert!(c.register_broker(&third, NOW + 3).response.error.is_ok());
 }
 
-/// Broker `id` asks for a controlled shutdown (its leadership moves away, it leaves the ISRs
-/// it is not the last member of).
-fn shut_down(c: &mut QuorumControllerCore, id: i32, now: i64) {
+/// A caught-up heartbeat from broker `id` at its registered epoch.
+fn heartbeat(
+    c: &mut QuorumControllerCore,
+    id: i32,
+    now: i64,
+    want_shut_down: bool,
+) -> BrokerHeartbeatReply {
     let epoch = c.image().brokers[&id].epoch;
-    let r = c.broker_heartbeat(
+    c.broker_heartbeat(
         &BrokerHeartbeat {
             broker_id: id,
             broker_epoch: epoch,
             current_metadata_offset: i64::MAX,
             want_fence: false,
-            want_shut_down: true,
+            want_shut_down,
         },
         now,
-    );
-    assert!(r.response.should_shut_down);
+    )
+    .response
+}
+
+/// Broker `id` asks for a controlled shutdown (its leadership moves away, it leaves the ISRs
+/// it is not the last member of).
+fn shut_down(c: &mut QuorumControllerCore, id: i32, now: i64) {
+    assert!(heartbeat(c, id, now, true).should_shut_down);
 }
 
 /// Sets partition 0 of `topic`'s ISR, as the leader's AlterPartition would.
@@ -933,17 +943,7 @@ fn preferred_election_moves_leadership_back_to_the_first_replica() {
     assert!(!isr.contains(&a));
     // Back, but not in sync: the preferred replica cannot lead yet and the leader stays.
     c.register_broker(&registration(a), NOW + 60_000);
-    let reg_epoch = c.image().brokers[&a].epoch;
-    c.broker_heartbeat(
-        &BrokerHeartbeat {
-            broker_id: a,
-            broker_epoch: reg_epoch,
-            current_metadata_offset: i64::MAX,
-            want_fence: false,
-            want_shut_down: false,
-        },
-        NOW + 60_000,
-    );
+    heartbeat(&mut c, a, NOW + 60_000, false);
     let (recs, rows) = elect(&mut c, ElectionType::Preferred, Some(&t0));
     assert!(recs.is_empty());
     assert_eq!(rows, vec![("t".into(), 0, PREFERRED_LEADER_NOT_AVAILABLE)]);
