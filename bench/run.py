@@ -192,6 +192,41 @@ CONSUME_MIB = {"smoke": 64, "quick": 2048, "full": 4096}
 # broker's speed (in 4 s kactor wrote 3.7 M records of 100 B, Kafka 1.0 M on a busy machine,
 # so the two consumers read different amounts), and its batching follows the ack timing.
 FILL_LINGER_MS = 1000
+# The fetch round trip's loopback floor is measured for responses of these sizes: one
+# partition's worth of librdkafka's max.partition.fetch.bytes (the p=1 consumers), and eight
+# (p=8); other sizes are interpolated between them.
+FETCH_FLOOR_SIZES = (1 << 20, 8 << 20)
+# Kafka's default socket.send.buffer.bytes, which both brokers run with (neither broker's
+# settings here change it).
+BROKER_SEND_BUFFER = 102400
+
+
+def fetch_floor_us(mib, ceilings):
+    """The loopback floor of a fetch round trip carrying `mib` MiB (see `kactor-bench
+    fetch-floor`), on the line through the two measured sizes."""
+    pts = [(size / MIB, get(ceilings, "fetch_floor", size, "rtt", "mean_us"))
+           for size in FETCH_FLOOR_SIZES]
+    if any(us is None for _, us in pts):
+        return None
+    (x0, y0), (x1, y1) = pts
+    return max(y0 + (y1 - y0) * (mib - x0) / (x1 - x0), 0.0)
+
+
+def consume_ceiling(r, ceilings):
+    """How much faster than `r` a consumer of this client could read from any broker. The
+    client keeps one fetch in flight, so a cycle is the round trip plus the client's own
+    time, and the most a broker could take out is its round trip above the loopback floor for
+    a response of that size: a server that only sends a file with the brokers' socket send
+    buffer (`fetch-floor`, same run). A broker at that floor would read at cycle / (cycle -
+    (rtt - floor)) times `r`'s rate. Generous: the floor is measured with the machine
+    otherwise idle, while during a run the client's other thread competes for the cores."""
+    cyc = get(r, "fetch_cycle")
+    if not cyc or not r.get("mib_per_s"):
+        return None
+    floor = fetch_floor_us(r["mib_per_s"] * cyc["cycle_us"] / 1e6, ceilings)
+    if floor is None:
+        return None
+    return cyc["cycle_us"] / max(cyc["cycle_us"] - max(cyc["rtt_us"] - floor, 0), 1e-9)
 
 
 def consume_records(mib, size):
@@ -287,6 +322,16 @@ def run_tcp(durations, tcp_sizes):
     for ws in tcp_sizes:
         res[ws] = tool("tcp", "--write-size", ws, "--duration-s", durations["tcp"])
         log(f"tcp {ws} B writes: {res[ws].get('mib_per_s')} MiB/s")
+    return res
+
+
+def run_fetch_floor(durations):
+    """The fetch round trip's loopback floor (see consume_ceiling), once per round."""
+    res = {}
+    for size in FETCH_FLOOR_SIZES:
+        res[size] = tool("fetch-floor", "--response-size", size, "--send-buffer",
+                         BROKER_SEND_BUFFER, "--duration-s", durations["tcp"])
+        log(f"fetch floor {size >> 20} MiB: {get(res[size], 'rtt', 'mean_us')} µs")
     return res
 
 
@@ -869,10 +914,20 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
           "to each partition leader already open (librdkafka opens it lazily, 0.5-1 s after "
           "the bootstrap metadata whatever the broker; a watermark query before the clock "
           "starts opens it); the wait for the first record (ListOffsets, first Fetch) is "
-          "included and also shown apart. `fetch.queue.backoff.ms=10`: see Load above.\n")
+          "included and also shown apart. `fetch.queue.backoff.ms=10`: see Load above. "
+          "The fetch cycle is the time between the client's fetch requests while records "
+          "flow (librdkafka keeps one in flight), and the round trip its part from request "
+          "written to response read (librdkafka's statistics); a broker can shorten only the "
+          "round trip, and not below the loopback floor for a response of that size: a "
+          "server that only answers each request from a file by sendfile, through the same "
+          "socket send buffer as the brokers (Kafka's default `socket.send.buffer.bytes`, "
+          "100 KiB; machine ceilings below). 'any broker' is Kafka's figure with its round "
+          "trip cut to that floor: the most a broker could read at with this client on this "
+          "machine.\n")
         w("| scenario | Apache Kafka | kactor | kactor / Kafka | per round | "
-          "first record ms Kafka | first record ms kactor | client cores Kafka / kactor |")
-        w("|---|---|---|---|---|---|---|---|")
+          "first record ms Kafka | first record ms kactor | client cores Kafka / kactor | "
+          "fetch cycle / round trip µs Kafka | kactor | any broker / Kafka |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|")
         for p in consumes:
             n = p.name.replace("produce", "consume")
             k, r = get(K, "consume", n), get(R, "consume", n)
@@ -881,7 +936,8 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
               f"{ratio(get(r, 'records_per_s'), get(k, 'records_per_s'))} | "
               f"{per_round(k, r)} | "
               f"{f'{fk:.0f}' if fk else '–'} | {f'{fr:.0f}' if fr else '–'} | "
-              f"{cores(k, r)} |")
+              f"{cores(k, r)} | {fetch_cycle(k)} | {fetch_cycle(r)} | "
+              f"{f'{c:.2f}×' if (c := consume_ceiling(k, ceilings)) else '–'} |")
         w("")
     if e2es:
         w("## End-to-end latency at a fixed rate (µs from scheduled send to consume; "
@@ -944,6 +1000,11 @@ def report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_
         v = f"{r['mib_per_s']:,.0f} MiB/s ({r['writes_per_s']:,.0f} writes/s)" \
             if "error" not in r else "failed"
         w(f"| loopback TCP, {ws} B writes (one connection) | {v} |")
+    for size, r in ceilings.get("fetch_floor", {}).items():
+        v = (f"{r['rtt']['mean_us']:,.0f} µs mean, {r['rtt']['p50_us']:,} µs p50"
+             if "error" not in r else "failed")
+        w(f"| fetch round trip floor, {size >> 20} MiB response by sendfile, 100 KiB send "
+          f"buffer | {v} |")
     w("| librdkafka mock broker (`test.mock.num.brokers`) | see the producer table |")
     w("")
     w(targets(K, R, prods, consumes, e2es, ceilings))
@@ -1014,8 +1075,21 @@ def targets(K, R, prods, consumes, e2es, ceilings):
         if cs:
             row(f"(ceiling) mock broker / Kafka at {size} B: the most any broker could show",
                 f"{min(cs):.2f}–{max(cs):.2f}×", None)
+    # The consumer's counterpart: Kafka's fetch cycle with its round trip cut to the loopback
+    # floor (see consume_ceiling).
+    cs = [c for p in consumes
+          if (c := consume_ceiling(get(K, "consume", consume_name(p)), ceilings))]
+    if cs:
+        row("(ceiling) consumer: Kafka's fetch cycle with its round trip cut to the loopback "
+            "floor, / Kafka: the most any broker could show",
+            f"{min(cs):.2f}–{max(cs):.2f}×", None)
     lines.append("")
     return "\n".join(lines)
+
+
+def fetch_cycle(r):
+    c = get(r, "fetch_cycle")
+    return f"{c['cycle_us']:,.0f} / {c['rtt_us']:,.0f}" if c else "–"
 
 
 def per_round(k, r):
@@ -1135,7 +1209,8 @@ def main(argv=None):
     log(f"mode {args.mode}: {len(prods)} producer, {len(consumes)} consumer, {len(e2es)} e2e "
         f"scenarios; load average {load_start[0]:.2f}")
     tcp_sizes = sorted({p.size for p in prods} | {65536})
-    ceilings = {"tcp": {} if args.no_ceilings else run_tcp(durations, tcp_sizes), "mock": {}}
+    ceilings = {"tcp": {} if args.no_ceilings else run_tcp(durations, tcp_sizes), "mock": {},
+                "fetch_floor": {}}
     e2e_rates = {k: args.e2e_rate for k in e2es} if args.e2e_rate else {}
     # Filled by the first broker's first round (see e2e_rate), for the report.
     args.e2e_max = {}
@@ -1147,7 +1222,7 @@ def main(argv=None):
         log(f"warning: {args.disk_warning}")
     order = [t.strip() for t in args.brokers.split(",") if t.strip()]
     runs = {t: [] for t in order}
-    mocks = []
+    mocks, floors = [], []
     for i in range(args.rounds):
         # Alternating order (A B, B A, A B, ...): a drift in the machine over the run (memory
         # backing, another guest's load) then weighs on both brokers alike, where running all
@@ -1161,8 +1236,13 @@ def main(argv=None):
                                            args.e2e_linger_ms, args.e2e_max))
         if not args.no_ceilings:
             mocks.append(run_mock(prods, durations))
+            if consumes:
+                floors.append(run_fetch_floor(durations))
     res = {t: merge_rounds(rs) for t, rs in runs.items()}
     ceilings["mock"] = merge_mock(mocks)
+    # The floor is measured once per round, like the mock broker; its median round counts.
+    ceilings["fetch_floor"] = {size: median_pick([f.get(size) for f in floors], "rtt", "mean_us")
+                               for size in FETCH_FLOOR_SIZES if floors}
     shutil.rmtree(datadir, ignore_errors=True)
     text = report(args, res, ceilings, prods, consumes, e2es, e2e_rates, t_start, load_start)
     print(text)

@@ -186,3 +186,36 @@ def test_the_disk_estimate_covers_a_full_run_and_warns_when_short(tmp_path, monk
     text = run.disk_warning(tmp_path / "not" / "yet", need)
     assert text.startswith(f"{tmp_path} has 40 GB free") and "KACTOR_BENCH_DATA" in text
     assert run.disk_warning(tmp_path, int(39e9)) is None
+
+
+def test_the_consumer_ceiling_takes_out_only_the_round_trip_above_the_floor():
+    # 1,000 MiB/s with a 1,000 µs cycle: 1 MiB per fetch, whose floor is 250 µs (the line
+    # through 250 µs at 1 MiB and 1,650 µs at 8 MiB); of the 600 µs round trip a broker
+    # could take out 350 µs at most.
+    r = {"records_per_s": 1_024_000, "mib_per_s": 1000.0,
+         "fetch_cycle": {"cycle_us": 1000.0, "rtt_us": 600.0, "fetches": 900}}
+    floor = {1 << 20: {"rtt": {"mean_us": 250.0, "p50_us": 240}},
+             8 << 20: {"rtt": {"mean_us": 1650.0, "p50_us": 1600}}}
+    ceil = {"tcp": {}, "mock": {}, "fetch_floor": floor}
+    assert abs(run.consume_ceiling(r, ceil) - 1000 / 650) < 1e-9
+    # 4 MiB per fetch: the floor is on the line, 850 µs.
+    assert abs(run.fetch_floor_us(4.0, ceil) - 850.0) < 1e-9
+    # A round trip already at the floor leaves a broker nothing to take out.
+    r["fetch_cycle"]["rtt_us"] = 200.0
+    assert run.consume_ceiling(r, ceil) == 1.0
+    # No statistics or no floor: no ceiling rather than a made-up one.
+    assert run.consume_ceiling({"mib_per_s": 1000.0}, ceil) is None
+    assert run.consume_ceiling(r, {"tcp": {}, "mock": {}}) is None
+
+    prods, consumes, e2es, d = run.plan("quick", "consume 1KiB acks=1 p=1")
+    args = argparse.Namespace(argv=["--quick"], mode="quick", durations=d, e2e_linger_ms=1,
+                              rounds=1)
+    r["fetch_cycle"]["rtt_us"] = 600.0
+    res = {t: {"produce": {}, "consume": {"consume 1KiB acks=1 p=1 x1": r}, "e2e": {},
+               "loadavg_start": (0.5, 0.5, 0.5)} for t in ("kafka", "kactor")}
+    text = run.report(args, res, ceil, prods, consumes, e2es, {},
+                      datetime.datetime(2026, 1, 1), (0.5, 0.5, 0.5))
+    assert "| 1,000 / 600 | 1,000 / 600 | 1.54× |" in text
+    assert "the most any broker could show | 1.54–1.54× | – |" in text
+    assert "| fetch round trip floor, 8 MiB response by sendfile, 100 KiB send buffer | " \
+           "1,650 µs mean, 1,600 µs p50 |" in text

@@ -4,13 +4,21 @@
 //! per-call queue lock and clock read cost about as much as librdkafka's parsing of a 100 B
 //! record: with it the consumer loop, not the broker, set the consumer figures.
 
+use std::ffi::CString;
 use std::time::Duration;
+
+use anyhow::{bail, Result};
 
 use rdkafka::bindings as rd;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::types::RDKafkaErrorCode;
 
-/// Reads up to `capacity` records per call from a consumer's queue.
+/// Reads up to `capacity` records per call from a queue of its own, into which the topic's
+/// partition queues are forwarded. Not the consumer queue: librdkafka's batch call serves the
+/// statistics events it meets there with the C statistics callback, which the rdkafka crate
+/// leaves unset (it takes them as events from `poll`), so they would be dropped. Records go to
+/// this queue instead, and the consumer queue keeps only events, served by
+/// `BaseConsumer::poll`.
 pub struct BatchReader<'a, C: ConsumerContext + 'static> {
     // Borrowed so the consumer outlives the queue handle taken from it.
     _consumer: &'a BaseConsumer<C>,
@@ -19,17 +27,42 @@ pub struct BatchReader<'a, C: ConsumerContext + 'static> {
 }
 
 impl<'a, C: ConsumerContext + 'static> BatchReader<'a, C> {
-    pub fn new(consumer: &'a BaseConsumer<C>, capacity: usize) -> Self {
+    /// Takes over partitions `0..partitions` of `topic`; call it before they are assigned, so
+    /// that no record reaches the consumer queue first.
+    pub fn new(
+        consumer: &'a BaseConsumer<C>,
+        topic: &str,
+        partitions: i32,
+        capacity: usize,
+    ) -> Result<Self> {
+        let rk = consumer.client().native_ptr();
+        let name = CString::new(topic)?;
         // SAFETY: the client pointer is valid while `consumer` lives, which the borrow
-        // guarantees for as long as the queue handle; BaseConsumer has already redirected the
-        // main queue to the consumer queue (`rd_kafka_poll_set_consumer`).
-        let queue = unsafe { rd::rd_kafka_queue_get_consumer(consumer.client().native_ptr()) };
-        assert!(!queue.is_null(), "librdkafka returned no consumer queue");
-        BatchReader {
+        // guarantees for as long as the queue handles; each partition queue handle is released
+        // right after it is forwarded (the forwarding stays), and librdkafka keeps an
+        // application-set forward when it starts fetching the partition.
+        let queue = unsafe { rd::rd_kafka_queue_new(rk) };
+        if queue.is_null() {
+            bail!("librdkafka returned no queue");
+        }
+        let reader = BatchReader {
             _consumer: consumer,
             queue,
             slots: vec![std::ptr::null_mut(); capacity.max(1)],
+        };
+        for p in 0..partitions {
+            // SAFETY: as above; `name` outlives the call.
+            let pq = unsafe { rd::rd_kafka_queue_get_partition(rk, name.as_ptr(), p) };
+            if pq.is_null() {
+                bail!("librdkafka has no queue for {topic} [{p}]");
+            }
+            // SAFETY: both handles are live; `pq` is released once, here.
+            unsafe {
+                rd::rd_kafka_queue_forward(pq, queue);
+                rd::rd_kafka_queue_destroy(pq);
+            }
         }
+        Ok(reader)
     }
 
     /// Waits up to `timeout` for up to `limit` records (at most the reader's capacity) and

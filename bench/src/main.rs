@@ -82,6 +82,8 @@ enum Cmd {
     E2e(e2e::Args),
     /// Loopback TCP throughput with writes of a given size: the machine's ceiling.
     Tcp(tcp::Args),
+    /// The loopback floor of a fetch round trip: small request, response by sendfile.
+    FetchFloor(tcp::FetchArgs),
 }
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {
@@ -130,6 +132,7 @@ fn main() -> Result<()> {
         Cmd::Consume(a) => consume::run(&a)?,
         Cmd::E2e(a) => e2e::run(&a)?,
         Cmd::Tcp(a) => tcp::run(&a)?,
+        Cmd::FetchFloor(a) => tcp::fetch_floor(&a)?,
     };
     println!("{out}");
     Ok(())
