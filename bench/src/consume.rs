@@ -81,7 +81,7 @@ pub struct ConsumerCtx {
 }
 
 /// What one librdkafka statistics emission says about the round trips to the brokers.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Debug)]
 struct StatsSample {
     at: Instant,
     /// Sum and count of the round trips (request written to response read, µs) in the window
@@ -149,8 +149,8 @@ const STATS_INTERVAL_MS: u64 = 200;
 /// read and parsed. A cycle is therefore the round trip (request written, broker at work,
 /// response sent over loopback and read) plus the client's own time between a response and
 /// the next request. A broker can shorten only its part of the round trip: `bench/run.py`
-/// sets the round trip against the loopback transfer ceiling to bound what any broker could
-/// show with this client.
+/// sets the round trip against the loopback floor (`fetch-floor`) to bound what any broker
+/// could show with this client.
 fn fetch_cycle(samples: &[StatsSample], from: Instant, to: Instant) -> Option<Value> {
     let inside: Vec<&StatsSample> = samples
         .iter()
@@ -189,10 +189,11 @@ fn run_on(target: &Target, a: &Args) -> Result<Value> {
     // metadata (`-X debug=protocol`, against either broker): a client-side pause of varying
     // length inside a few-second measurement. Asking each leader for its watermarks first
     // brings the connection up before the clock starts.
-    for p in 0..target.partitions(&a.topic)? {
+    let n_partitions = target.partitions(&a.topic)?;
+    for p in 0..n_partitions {
         consumer.fetch_watermarks(&a.topic, p, Duration::from_secs(10))?;
     }
-    let mut reader = BatchReader::new(&consumer, &a.topic, target.partitions(&a.topic)?, 4096)?;
+    let mut reader = BatchReader::new(&consumer, &a.topic, n_partitions, 4096)?;
     let partitions = assign_all(&consumer, target, &a.topic, Offset::Beginning)?;
     let counters = Counters::default();
     let cpu0 = stats::process_cpu_seconds();

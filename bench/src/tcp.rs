@@ -132,8 +132,11 @@ pub fn fetch_floor(a: &FetchArgs) -> Result<Value> {
                         size - offset as usize,
                     )
                 };
-                if n <= 0 {
+                if n < 0 {
                     return Err(anyhow!("sendfile: {}", std::io::Error::last_os_error()));
+                }
+                if n == 0 {
+                    bail!("sendfile: the file is shorter than the response");
                 }
             }
         }
