@@ -205,8 +205,6 @@ impl GroupCoordinatorManagerActor {
     }
 }
 
-/// Every topic the broker knows: from the metadata image when there is one, else from the
-/// hosted partitions.
 /// The group configs the coordinator applies, from the image's GROUP config resources (the
 /// controller validated them; a value that does not parse is left to the broker default).
 fn group_configs_view(table: &PartitionTable) -> GroupConfigsView {
@@ -229,6 +227,8 @@ fn group_configs_view(table: &PartitionTable) -> GroupConfigsView {
         .collect()
 }
 
+/// Every topic the broker knows: from the metadata image when there is one, else from the
+/// hosted partitions.
 fn topics_view(table: &PartitionTable) -> TopicsView {
     let mut view = TopicsView::new();
     if let Some(image) = &table.image {

@@ -890,6 +890,9 @@ impl QuorumControllerCore {
         value: Option<&str>,
     ) -> Result<(), ApiError> {
         match resource.resource_type {
+            // A group's values are checked as one set, merged over the broker's, once all of a
+            // request's operations are applied (`finish_config_change`).
+            ConfigResourceType::Group => {}
             ConfigResourceType::Topic => {
                 let Some(def) = topic_configs::topic_config(name) else {
                     return Err(ApiError::new(
@@ -1006,9 +1009,6 @@ impl QuorumControllerCore {
                     Some(topic_configs::ConfigType::List(_))
                         | Some(topic_configs::ConfigType::AnyList)
                 );
-            // Group values are checked together once all operations are applied
-            // (`finish_config_change`); other resources' values one by one.
-            let per_value = resource.resource_type != ConfigResourceType::Group;
             match op {
                 AlterConfigOp::Set => {
                     let v = value.clone().ok_or_else(|| {
@@ -1017,18 +1017,16 @@ impl QuorumControllerCore {
                             format!("Null value not supported for : {name}"),
                         )
                     })?;
-                    if per_value {
-                        self.check_config_value(&resource, name, Some(&v))?;
-                    }
+                    self.check_config_value(&resource, name, Some(&v))?;
                     current.insert(name.clone(), v);
                 }
                 AlterConfigOp::Delete => {
-                    if per_value {
-                        self.check_config_value(&resource, name, None)?;
-                    }
+                    self.check_config_value(&resource, name, None)?;
                     current.remove(name);
                 }
-                AlterConfigOp::Append | AlterConfigOp::Subtract if !per_value => {
+                AlterConfigOp::Append | AlterConfigOp::Subtract
+                    if resource.resource_type == ConfigResourceType::Group =>
+                {
                     // Kafka's controller knows no group config as a list.
                     let op = if *op == AlterConfigOp::Append {
                         "APPEND"
@@ -1148,9 +1146,7 @@ impl QuorumControllerCore {
                                 format!("Null value not supported for : {name}"),
                             )
                         })?;
-                        if resource.resource_type != ConfigResourceType::Group {
-                            self.check_config_value(&resource, name, Some(&v))?;
-                        }
+                        self.check_config_value(&resource, name, Some(&v))?;
                         wanted.insert(name.clone(), v);
                     }
                     self.finish_config_change(&resource, wanted)

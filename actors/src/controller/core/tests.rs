@@ -905,6 +905,17 @@ fn partition0(c: &QuorumControllerCore, topic: &str) -> (i32, i32, Vec<i32>) {
     (p.leader, p.leader_epoch, p.isr.clone())
 }
 
+/// A 3-broker controller with topic `name` (one partition, on all three brokers) and that
+/// partition's replicas.
+fn controller_with_replicated_topic(name: &str) -> (QuorumControllerCore, Vec<i32>) {
+    let mut c = controller(3);
+    create(&mut c, topic(name, 1, 3));
+    let replicas = c.image().topics.get_by_name(name).unwrap().partitions[&0]
+        .replicas
+        .clone();
+    (c, replicas)
+}
+
 fn elect(
     c: &mut QuorumControllerCore,
     election: ElectionType,
@@ -925,11 +936,7 @@ fn elect(
 
 #[test]
 fn preferred_election_moves_leadership_back_to_the_first_replica() {
-    let mut c = controller(3);
-    create(&mut c, topic("t", 1, 3));
-    let replicas = c.image().topics.get_by_name("t").unwrap().partitions[&0]
-        .replicas
-        .clone();
+    let (mut c, replicas) = controller_with_replicated_topic("t");
     let (a, b) = (replicas[0], replicas[1]);
     let t0 = [("t".to_string(), vec![0])];
     assert_eq!(
@@ -967,11 +974,7 @@ fn preferred_election_moves_leadership_back_to_the_first_replica() {
 
 #[test]
 fn unclean_election_takes_a_replica_outside_the_isr_only_when_no_leader_is_left() {
-    let mut c = controller(3);
-    create(&mut c, topic("u", 1, 3));
-    let replicas = c.image().topics.get_by_name("u").unwrap().partitions[&0]
-        .replicas
-        .clone();
+    let (mut c, replicas) = controller_with_replicated_topic("u");
     let (a, b) = (replicas[0], replicas[1]);
     let u0 = [("u".to_string(), vec![0])];
     assert_eq!(
