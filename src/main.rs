@@ -5,6 +5,7 @@
 // dynamic configs read the rest.
 #[allow(dead_code)]
 mod config;
+mod dir_lock;
 mod storage_format;
 mod topology;
 
@@ -224,6 +225,15 @@ fn start(file: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
             cfg.unknown_keys.join(", ")
         );
     }
+    // Before anything in the dirs is read or written: a second process on them must stop here.
+    let metadata_dir = cfg.metadata_log_dir();
+    let log_dirs = cfg.log_dirs();
+    let _dir_locks = dir_lock::lock_dirs(
+        log_dirs
+            .iter()
+            .map(PathBuf::as_path)
+            .chain([metadata_dir.as_path()]),
+    )?;
     ensure_formatted(&cfg)?;
     tracing::info!(
         node_id = cfg.node_id(),

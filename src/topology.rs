@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -251,11 +250,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     let node_id = cfg.node_id();
     let (cluster_id, log_dir_ids) = read_log_dir_identity(cfg)?;
     let log_dirs = cfg.log_dirs();
-    let metadata_log_dir = cfg
-        .get_str("metadata.log.dir")
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| log_dirs[0].clone());
+    let metadata_log_dir = cfg.metadata_log_dir();
     let voters: BTreeSet<i32> = cfg.quorum_voters().iter().map(|v| v.node_id).collect();
     let controller_listeners: Vec<(String, String, u16)> = {
         let names = cfg.get_list("controller.listener.names");

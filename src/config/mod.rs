@@ -508,6 +508,15 @@ impl BrokerConfig {
         dirs.into_iter().map(PathBuf::from).collect()
     }
 
+    /// `metadata.log.dir` if set, else the first log dir (Kafka's rule).
+    pub fn metadata_log_dir(&self) -> PathBuf {
+        self.get_str("metadata.log.dir")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| self.log_dirs().into_iter().next())
+            .unwrap_or_default()
+    }
+
     /// `log.retention.ms` > `log.retention.minutes` > `log.retention.hours`; -1 = forever.
     pub fn log_retention_ms(&self) -> i64 {
         if let Some(ms) = self.get_opt_i64("log.retention.ms") {
