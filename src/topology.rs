@@ -324,19 +324,19 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
 
     let mut router = RequestRouter::new();
     if let Some(controller) = &kraft.controller {
-        controller_apis::register_with_partitions(
+        controller_apis::register_with_auto_create_wait(
             &mut router,
             MetadataApis {
                 node_id,
                 cluster_id: cluster_id.clone(),
                 controller: controller.clone(),
                 raft: kraft.raft.clone(),
-                image: kraft.image.clone(),
+                // A broker answers from what its replicas already reflect.
+                image: partitions.served_image.clone(),
                 auto_create_topics_enable: cfg.get_bool("auto.create.topics.enable"),
                 broker_configs: Arc::new(broker_config_entries(cfg)),
                 controller_listeners,
             },
-            Some(partitions.apis.partitions.clone()),
             controller_apis::AUTO_CREATE_WAIT,
         );
     }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
-use kactor_actors::controller::apis::register_with_partitions;
+use kactor_actors::controller::apis::register_with_auto_create_wait;
 use kactor_actors::controller::core::errors::ApiError;
 use kactor_actors::controller::core::requests::{BrokerHeartbeatReply, BrokerRegistrationReply};
 use kactor_actors::controller::messages::{
@@ -176,10 +176,12 @@ fn auto_created_topic_metadata_has_leader_and_first_produce_is_acked() {
         until_running(&h).await;
         let layer = start_partition_layer(&h, data_dir.path());
         let mut router = RequestRouter::new();
-        register_with_partitions(
+        let mut apis = metadata_apis(&h);
+        // A broker answers from the image its replicas already reflect, as the topology wires it.
+        apis.image = layer.served_image.clone();
+        register_with_auto_create_wait(
             &mut router,
-            metadata_apis(&h),
-            Some(layer.apis.partitions.clone()),
+            apis,
             // Generous, so that a slow disk cannot turn this into Kafka's (also valid)
             // UNKNOWN_TOPIC_OR_PARTITION answer.
             Duration::from_secs(10),

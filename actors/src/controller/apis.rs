@@ -28,7 +28,6 @@ use super::messages::{self as cm, ControllerError, ControllerReply};
 use crate::metadata::actor::{wait_for_offset, MetadataImageWatch};
 use crate::metadata::core::{ConfigResource, MetadataImage, TopicImage};
 use crate::network::router::{HandlerOutcome, ListenerKind, RequestContext, RequestRouter};
-use crate::partition::registry::{PartitionTable, PartitionTableReader};
 use crate::raft::actor::RaftActor;
 use crate::raft::messages::DescribeQuorumState;
 use crate::runtime::MeteredAddr;
@@ -165,24 +164,19 @@ fn record_errors(ctx: &RequestContext, codes: impl IntoIterator<Item = i16>) {
 
 /// Registers every API of this module on `router`.
 pub fn register(router: &mut RequestRouter, apis: MetadataApis) {
-    register_with_partitions(router, apis, None, AUTO_CREATE_WAIT);
+    register_with_auto_create_wait(router, apis, AUTO_CREATE_WAIT);
 }
 
-/// As [`register`], with `auto_create_wait` instead of [`AUTO_CREATE_WAIT`]; with `hosted`
-/// (this broker's partition table), a Metadata request that auto-creates a topic also waits
-/// for this broker to host the partitions it leads, so that the Produce the answer invites
-/// does not arrive first.
-pub fn register_with_partitions(
+/// As [`register`], with `auto_create_wait` instead of [`AUTO_CREATE_WAIT`].
+pub fn register_with_auto_create_wait(
     router: &mut RequestRouter,
     apis: MetadataApis,
-    hosted: Option<PartitionTableReader>,
     auto_create_wait: Duration,
 ) {
     {
         let apis = apis.clone();
         router.register(ApiKey::Metadata, move |ctx, body| {
             let apis = apis.clone();
-            let hosted = hosted.clone();
             Box::pin(async move {
                 let RequestBody::Metadata(req) = body else {
                     return HandlerOutcome::Close(format!(
@@ -190,11 +184,7 @@ pub fn register_with_partitions(
                         "unexpected", ctx.api_key
                     ));
                 };
-                let auto_create = AutoCreate {
-                    hosted,
-                    wait: auto_create_wait,
-                };
-                handle_metadata(&apis, auto_create, &ctx, req).await
+                handle_metadata(&apis, auto_create_wait, &ctx, req).await
             })
         });
     }
@@ -433,22 +423,16 @@ fn metadata_topic(
 /// UNKNOWN_TOPIC_OR_PARTITION and the creation goes on in the background.
 pub const AUTO_CREATE_WAIT: Duration = Duration::from_millis(50);
 
-/// Asks the controller to create `names` with the broker defaults and waits (at most
-/// `auto.wait`) until the local image holds the result and, with `auto.hosted`, until this
-/// broker hosts the new partitions it leads; returns that image, or None if the wait ran out
-/// or the creation failed.
+/// Asks the controller to create `names` with the broker defaults and waits (at most `wait`)
+/// until the served image holds the result (on a broker, that is once this broker hosts the
+/// partitions it leads, so the Produce the answer invites finds them); returns that image, or
+/// None if the wait ran out or the creation failed.
 async fn auto_create(
     apis: &MetadataApis,
-    auto: AutoCreate,
+    bound: Duration,
     names: Vec<String>,
 ) -> Option<Arc<MetadataImage>> {
-    let AutoCreate {
-        hosted,
-        wait: bound,
-    } = auto;
-    let node_id = apis.node_id;
     let controller = apis.controller.clone();
-    let request_names = names.clone();
     let request = cm::CreateTopics {
         topics: names
             .into_iter()
@@ -476,52 +460,14 @@ async fn auto_create(
             return None;
         }
         let snapshot = image.borrow().clone();
-        if let Some(mut table) = hosted {
-            // The metadata publisher tells the partition layer before it publishes the image,
-            // but creating the log takes a few fsyncs: a Produce sent on this answer could
-            // otherwise find no partition yet (NOT_LEADER_OR_FOLLOWER, and a client retry).
-            let led: Vec<(String, i32, i32)> = names_created(&snapshot, &request_names)
-                .flat_map(|t| {
-                    t.partitions
-                        .iter()
-                        .filter(|(_, p)| p.leader == node_id)
-                        .map(|(i, p)| (t.name.clone(), *i, p.leader_epoch))
-                })
-                .collect();
-            let ready = |t: &Arc<PartitionTable>| {
-                led.iter().all(|(topic, index, epoch)| {
-                    t.get(topic, *index)
-                        .is_some_and(|r| r.leader_epoch >= *epoch)
-                })
-            };
-            if table.wait_for(ready).await.is_err() {
-                return None;
-            }
-        }
         Some(snapshot)
     };
     tokio::time::timeout(bound, wait).await.ok().flatten()
 }
 
-/// The topics among `names` that `image` holds.
-fn names_created<'a>(
-    image: &'a MetadataImage,
-    names: &'a [String],
-) -> impl Iterator<Item = &'a TopicImage> + 'a {
-    names
-        .iter()
-        .filter_map(|n| image.topics.get_by_name(n).map(|t| &**t))
-}
-
-/// How a Metadata request waits for the topics it auto-creates (see [`auto_create`]).
-struct AutoCreate {
-    hosted: Option<PartitionTableReader>,
-    wait: Duration,
-}
-
 async fn handle_metadata(
     apis: &MetadataApis,
-    auto: AutoCreate,
+    auto_create_wait: Duration,
     ctx: &RequestContext,
     req: MetadataRequest,
 ) -> HandlerOutcome {
@@ -600,7 +546,7 @@ async fn handle_metadata(
         }
         if !to_create.is_empty() {
             let requested = to_create.clone();
-            if let Some(created) = auto_create(apis, auto, to_create).await {
+            if let Some(created) = auto_create(apis, auto_create_wait, to_create).await {
                 // The topics are in the image now: answer as a Metadata request arriving a
                 // moment later would be answered (a partition may still lack a live leader).
                 for t in topics.iter_mut() {

@@ -28,6 +28,8 @@ pub struct MetadataPublisherActor {
     image: Arc<MetadataImage>,
     image_tx: watch::Sender<Arc<MetadataImage>>,
     partition_subscribers: Vec<Recipient<PartitionsChanged>>,
+    /// The image offset the partition subscribers last received.
+    partitions_published_offset: i64,
     config_subscribers: Vec<Recipient<BrokerConfigsChanged>>,
     /// ApiVersions' view of the finalized features.
     features_tx: Option<watch::Sender<FinalizedFeatures>>,
@@ -46,6 +48,7 @@ impl MetadataPublisherActor {
                 image,
                 image_tx,
                 partition_subscribers: Vec::new(),
+                partitions_published_offset: -1,
                 config_subscribers: Vec::new(),
                 features_tx: None,
                 metrics,
@@ -102,17 +105,29 @@ impl MetadataPublisherActor {
         out
     }
 
+    /// Sends the partition subscribers `local` with the current image. Every image reaches
+    /// them, with or without changes for this node (see [`PartitionsChanged`]), but replaying
+    /// many batches sends only the ones that change a hosted replica and the last.
+    fn publish_partitions(&mut self, local: LocalChanges) {
+        let msg = PartitionsChanged {
+            image: self.image.clone(),
+            partitions: local.partitions,
+            topic_configs: local.topic_configs,
+        };
+        self.partition_subscribers.retain(|s| s.connected());
+        for s in &self.partition_subscribers {
+            s.do_send(msg.clone());
+        }
+        self.partitions_published_offset = self.image.provenance.last_offset;
+    }
+
     fn publish(&mut self, local: LocalChanges) {
         if !local.partitions.is_empty() || !local.topic_configs.is_empty() {
-            let msg = PartitionsChanged {
-                image: self.image.clone(),
+            self.publish_partitions(LocalChanges {
                 partitions: local.partitions,
                 topic_configs: local.topic_configs,
-            };
-            self.partition_subscribers.retain(|s| s.connected());
-            for s in &self.partition_subscribers {
-                s.do_send(msg.clone());
-            }
+                broker_configs: None,
+            });
         }
         if let Some(c) = local.broker_configs {
             let msg = BrokerConfigsChanged {
@@ -188,6 +203,9 @@ impl Handler<MetadataBatchesCommitted> for MetadataPublisherActor {
             }
         }
         if self.image.provenance.last_offset != before {
+            if self.partitions_published_offset != self.image.provenance.last_offset {
+                self.publish_partitions(LocalChanges::default());
+            }
             self.image_tx.send_replace(self.image.clone());
         }
     }
@@ -207,14 +225,12 @@ impl Handler<SubscribePartitionChanges> for MetadataPublisherActor {
 
     fn handle(&mut self, msg: SubscribePartitionChanges, _: &mut Context<Self>) {
         let _m = self.metrics.handle();
-        let partitions = self.hosted_partitions();
-        if !partitions.is_empty() {
-            msg.subscriber.do_send(PartitionsChanged {
-                image: self.image.clone(),
-                partitions,
-                topic_configs: Vec::new(),
-            });
-        }
+        // Always, even with nothing hosted: the subscriber serves this image from now on.
+        msg.subscriber.do_send(PartitionsChanged {
+            image: self.image.clone(),
+            partitions: self.hosted_partitions(),
+            topic_configs: Vec::new(),
+        });
         self.partition_subscribers.push(msg.subscriber);
     }
 }

@@ -10,9 +10,11 @@ use actix::prelude::*;
 use super::core::{LocalPartitionChange, MetadataImage, TopicConfigChange};
 
 /// Sent by MetadataPublisherActor to each partition-changes subscriber (the replica manager)
-/// after every committed delta that touches this node's replicas or their topics' configs; the
-/// first one after subscribing lists every hosted replica. Lost, a partition would not become
-/// leader (clients see NOT_LEADER_OR_FOLLOWER) or keep serving a deleted topic.
+/// after every committed delta that touches this node's replicas or their topics' configs, and
+/// with no changes for every newer image otherwise (the subscriber publishes each image to the
+/// request handlers once it has applied it, Kafka's order); the first one after subscribing
+/// lists every hosted replica. Lost, a partition would not become leader (clients see
+/// NOT_LEADER_OR_FOLLOWER) or keep serving a deleted topic.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
 pub struct PartitionsChanged {

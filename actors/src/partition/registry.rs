@@ -161,6 +161,10 @@ pub struct ReplicaManagerActor {
     /// Replicas whose log failed to open (Kafka's offline partitions).
     offline: usize,
     publisher: watch::Sender<Arc<PartitionTable>>,
+    /// The metadata image once this broker's replicas reflect it: what request handlers
+    /// answer from (Kafka publishes an image to its metadata cache only after the replica
+    /// manager applied the delta), so Metadata never shows a partition Produce cannot find.
+    served_image: watch::Sender<Arc<crate::metadata::core::MetadataImage>>,
     metrics: ActorMetrics,
 }
 
@@ -177,6 +181,7 @@ impl ReplicaManagerActor {
             ..Default::default()
         });
         let (publisher, _) = watch::channel(table.clone());
+        let (served_image, _) = watch::channel(Arc::default());
         ReplicaManagerActor {
             broker_id,
             static_broker_config: broker_config.clone(),
@@ -188,6 +193,7 @@ impl ReplicaManagerActor {
             table,
             offline: 0,
             publisher,
+            served_image,
             metrics: ActorMetrics::new("ReplicaManagerActor"),
         }
     }
@@ -195,6 +201,11 @@ impl ReplicaManagerActor {
     /// A reader of the table, for wiring before the actor starts.
     pub fn reader(&self) -> PartitionTableReader {
         self.publisher.subscribe()
+    }
+
+    /// A reader of the served image (see the field), for wiring before the actor starts.
+    pub fn served_image(&self) -> crate::metadata::actor::MetadataImageWatch {
+        self.served_image.subscribe()
     }
 
     fn config_for(&self, topic: &str) -> PartitionConfig {
@@ -374,6 +385,11 @@ impl ReplicaManagerActor {
         table.log_dirs = self.factory.log_dirs();
         self.table = Arc::new(table);
         self.publisher.send_replace(self.table.clone());
+        if let Some(image) = &self.table.image {
+            if !Arc::ptr_eq(image, &self.served_image.borrow()) {
+                self.served_image.send_replace(image.clone());
+            }
+        }
     }
 
     fn push_configs<'a>(

@@ -64,6 +64,9 @@ pub struct PartitionLayer {
     pub registry: MeteredAddr<ReplicaManagerActor>,
     pub purgatory: MeteredAddr<PurgatoryActor>,
     pub log_manager: MeteredAddr<LogManagerActor>,
+    /// The metadata image once this broker's replicas reflect it: the one client-facing
+    /// handlers answer from.
+    pub served_image: crate::metadata::actor::MetadataImageWatch,
     /// What `apis::register` needs.
     pub apis: PartitionApis,
 }
@@ -117,6 +120,7 @@ pub fn start_with_factory(
         Some(link),
     );
     let reader = registry_actor.reader();
+    let served_image = registry_actor.served_image();
     let registry_metrics = ActorMetrics::new("ReplicaManagerActor");
     let registry = match pools {
         Some(p) => start_supervised(&p.controller(), registry_metrics, move |_| registry_actor),
@@ -139,6 +143,7 @@ pub fn start_with_factory(
         registry,
         purgatory: purgatory.clone(),
         log_manager,
+        served_image,
         apis: PartitionApis {
             partitions: reader,
             purgatory,
