@@ -56,6 +56,10 @@ pub enum PartitionError {
     },
     #[error("corrupt record batch: {0}")]
     CorruptMessage(String),
+    /// A compressed records section its codec cannot read (garbage, a truncated stream): Kafka's
+    /// validator meets an unexpected exception there and answers UNKNOWN_SERVER_ERROR.
+    #[error("cannot decompress the record batch: {0}")]
+    UndecodableRecords(String),
     #[error("invalid record batch: {message}")]
     InvalidRecord {
         message: String,
@@ -92,6 +96,7 @@ impl PartitionError {
             PartitionError::UnknownLeaderEpoch { .. } => UNKNOWN_LEADER_EPOCH,
             PartitionError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
             PartitionError::CorruptMessage(_) => CORRUPT_MESSAGE,
+            PartitionError::UndecodableRecords(_) => UNKNOWN_SERVER_ERROR,
             PartitionError::InvalidRecord { .. } => INVALID_RECORD,
             PartitionError::MessageTooLarge { .. } => MESSAGE_TOO_LARGE,
             PartitionError::InvalidTimestamp(_) => INVALID_TIMESTAMP,
