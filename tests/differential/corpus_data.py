@@ -186,6 +186,25 @@ def _(c):
                                   base_sequence=0, transactional=True), txn=txn)
 
 
+@case("Produce", "v11-gzip-then-fetch")
+def _(c):
+    """A gzip batch: the broker keeps it compressed (compression.type producer); the fetched
+    batch header is compared (the compressed bytes are whatever each broker stored)."""
+    t = topic(c)
+    c.create_topic(t)
+    produce(c, t, sc.record_batch(RECS, timestamp=TS, gzip=True))
+    fetch(c, t, 0)
+
+
+@case("Produce", "v11-gzip-topic-recompresses")
+def _(c):
+    """compression.type=gzip on the topic, an uncompressed batch sent: stored gzip."""
+    t = topic(c)
+    c.create_topic(t, configs={"compression.type": "gzip"})
+    produce(c, t, sc.record_batch(RECS, timestamp=TS))
+    fetch(c, t, 0, label="fetched")
+
+
 @case("Produce", "v11-two-topics")
 def _(c):
     t1, t2 = topic(c, "-a"), topic(c, "-b")
@@ -313,6 +332,15 @@ def _(c):
 def _(c):
     t, tid = seeded(c, batches=3)
     fetch(c, tid, 0, max_bytes=200)
+
+
+@case("Fetch", "v16-response-max-bytes-below-first-batch")
+def _(c):
+    """MaxBytes (the whole response) below the first batch: that batch is still returned."""
+    t, tid = seeded(c, batches=3)
+    body = fetch_body(tid, 0, version=16)
+    body["MaxBytes"] = 10
+    c.call("Fetch", 16, body, check=True)
 
 
 @case("Fetch", "v16-fenced-leader-epoch")

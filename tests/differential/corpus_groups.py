@@ -431,6 +431,18 @@ def _(c):
     c.check("ListGroups v5 empty", _own_groups(r, g))
 
 
+@case("ListGroups", "v5-type-consumer")
+def _(c):
+    g, t = group(c), topic(c)
+    c.create_topic(t)
+    c.wait_848_topic(t)
+    c.coordinator(g + "-848")
+    c.call("ConsumerGroupHeartbeat", 1, cgh(g + "-848", MEMBER, 0, [t]))
+    c.join_classic(g + "-classic")
+    r = c.call("ListGroups", 5, {"StatesFilter": [], "TypesFilter": ["consumer"]})
+    c.check("ListGroups v5 consumer (this case's)", _own_groups(r, g))
+
+
 @case("ListGroups", "v5-unknown-filters")
 def _(c):
     r = c.call("ListGroups", 5, {"StatesFilter": ["NoSuchState"], "TypesFilter": ["nosuch"]})

@@ -1,8 +1,10 @@
 """Cases: Metadata, CreateTopics, DeleteTopics, CreatePartitions, DescribeTopicPartitions,
 DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, ListConfigResources, DescribeLogDirs,
 ElectLeaders, ListPartitionReassignments, DeleteRecords."""
+from harness import schema_codec as sc
 from harness.schema_codec import ZERO_UUID, Uuid
 
+from .client import SCHEMAS
 from .engine import case
 
 UNKNOWN_ID = Uuid(bytes(range(1, 17)))
@@ -37,6 +39,27 @@ def _(c):
     c.create_topic(t, partitions=3)
     c.call("Metadata", 13, {"Topics": md_topics(t), "AllowAutoTopicCreation": False,
                             "IncludeTopicAuthorizedOperations": False}, check=True)
+
+
+@case("Metadata", "v13-two-topics-order")
+def _(c):
+    """Two topics asked for, in reverse name order: the answer's order."""
+    a, b = topic(c, "-a"), topic(c, "-b")
+    c.create_topic(a)
+    c.create_topic(b, partitions=2)
+    c.call("Metadata", 13, {"Topics": md_topics(b, a, topic(c, "-missing")),
+                            "AllowAutoTopicCreation": False}, check=True)
+
+
+@case("Metadata", "v12-null-client-id")
+def _(c):
+    """A request header with a null client id."""
+    t = topic(c)
+    c.create_topic(t)
+    frame = sc.encode_request(SCHEMAS, 3, 12, {"Topics": md_topics(t),
+                                              "AllowAutoTopicCreation": False}, 5,
+                              client_id=None)
+    c.call_raw(frame, decode_as=(3, 12), label="Metadata v12 (null client id)")
 
 
 @case("Metadata", "v13-by-topic-id")
@@ -949,3 +972,34 @@ def _(c):
     c.create_topic(t)
     c.produce(t, [(b"k", b"v")] * 3)
     dr(c, [(t, [(0, 1)])], version=0)
+
+
+@case("CreateTopics", "v7-min-isr-above-replication-factor")
+def _(c):
+    create(c, [creatable(topic(c), 1, 1, configs={"min.insync.replicas": "2"})])
+
+
+@case("CreatePartitions", "v3-internal-topic")
+def _(c):
+    c.coordinator("d-cp-internal")
+    cp(c, [{"Name": "__consumer_offsets", "Count": 60, "Assignments": None}],
+       validate_only=True)
+
+
+@case("AlterConfigs", "v2-broker-dynamic-validate")
+def _(c):
+    ac(c, [(BROKER, "1", {"log.cleaner.threads": "2"})], validate_only=True)
+
+
+@case("IncrementalAlterConfigs", "v1-cluster-default-validate")
+def _(c):
+    """The cluster-wide broker default resource (empty name)."""
+    iac(c, [(BROKER, "", [("log.retention.ms", 0, "86400000")])], validate_only=True)
+
+
+@case("DeleteRecords", "v2-compacted-topic")
+def _(c):
+    t = topic(c)
+    c.create_topic(t, configs={"cleanup.policy": "compact"})
+    c.produce(t, [(b"k", b"v")] * 3)
+    dr(c, [(t, [(0, 2)])])

@@ -1,6 +1,8 @@
 """Cases: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
 WriteTxnMarkers, DescribeTransactions, ListTransactions."""
-from .corpus_data import RECS, TS
+from harness import schema_codec as sc
+
+from .corpus_data import RECS, TS, produce
 from .corpus_topics import topic
 from .engine import case
 
@@ -425,3 +427,13 @@ def _(c):
     txn, t, pid, epoch = open_txn(c)
     r = c.call("ListTransactions", 0, {"StateFilters": [], "ProducerIdFilters": [pid]})
     c.check("ListTransactions v0 by producer id (this case's)", _own(r, txn))
+
+
+# ---- last: a case that writes into __consumer_offsets (on a broker that accepts it, nothing
+# after it should depend on that partition's contents)
+
+@case("Produce", "v11-internal-topic")
+def _(c):
+    """A client writing to __consumer_offsets (keyed, so compaction rules don't reject it)."""
+    c.coordinator("d-produce-internal")
+    produce(c, "__consumer_offsets", sc.record_batch([(b"junk-key", b"junk")], timestamp=TS))

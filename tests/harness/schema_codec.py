@@ -551,9 +551,9 @@ def crc32c(data):
 
 def record_batch(records, base_offset=0, timestamp=1_700_000_000_000, producer_id=-1,
                  producer_epoch=-1, base_sequence=-1, transactional=False, control=False,
-                 partition_leader_epoch=-1):
-    """An uncompressed v2 batch. `records`: (key, value) or (key, value, headers) tuples, where
-    headers is a list of (name str, value bytes)."""
+                 partition_leader_epoch=-1, gzip=False):
+    """A v2 batch, uncompressed or (gzip=True) gzip-compressed. `records`: (key, value) or
+    (key, value, headers) tuples, where headers is a list of (name str, value bytes)."""
     recs = b""
     for delta, rec in enumerate(records):
         key, value = rec[0], rec[1]
@@ -568,6 +568,10 @@ def record_batch(records, base_offset=0, timestamp=1_700_000_000_000, producer_i
             body += varint(-1) if hv is None else varint(len(hv)) + hv
         recs += varint(len(body)) + body
     attributes = (0x10 if transactional else 0) | (0x20 if control else 0)
+    if gzip:
+        import gzip as gz
+        recs = gz.compress(recs, mtime=0)
+        attributes |= 1
     after_crc = struct.pack(">hiqqqhii", attributes, len(records) - 1, timestamp, timestamp,
                             producer_id, producer_epoch, base_sequence, len(records)) + recs
     head = struct.pack(">ibI", partition_leader_epoch, 2, crc32c(after_crc))
@@ -601,8 +605,16 @@ def decode_record_batches(raw):
                  "lastOffsetDelta": last_delta, "firstTimestamp": first_ts,
                  "maxTimestamp": max_ts, "producerId": pid, "producerEpoch": epoch,
                  "baseSequence": base_seq, "recordCount": count}
+        body_at = 9 + 2 + 4 + 8 + 8 + 8 + 2 + 4 + 4
+        payload = None
         if magic == 2 and attrs & 0x07 == 0:
-            r = Reader(b, 9 + 2 + 4 + 8 + 8 + 8 + 2 + 4 + 4)
+            payload = b[body_at:]
+        elif magic == 2 and attrs & 0x07 == 1:
+            import gzip as gz
+            payload = gz.decompress(b[body_at:])
+            batch["compressedBytes"] = len(b) - body_at
+        if payload is not None:
+            r = Reader(payload)
             recs = []
             for _ in range(count):
                 r.varint()  # record length
