@@ -68,6 +68,10 @@ pub const PRODUCER_ID_BLOCK_SIZE: i32 = 1000;
 
 /// Longest legal topic name (Kafka's `Topic.MAX_NAME_LENGTH`).
 pub const MAX_TOPIC_NAME_LENGTH: usize = 249;
+/// The most partitions one CreateTopics or CreatePartitions request may add (Kafka's
+/// `QuorumController.MAX_RECORDS_PER_USER_OP`): checked before anything is placed or
+/// allocated, so no request can make the controller build an unbounded batch.
+pub const MAX_PARTITIONS_PER_REQUEST: i64 = 10_000;
 
 /// Static settings of the controller (from server.properties).
 #[derive(Debug, Clone)]
@@ -428,6 +432,23 @@ impl QuorumControllerCore {
                 .collect();
             return ControllerResult::of(Vec::new(), resp);
         }
+        // Kafka's ReplicationControlManager.validateTotalNumberOfPartitions: every topic fails.
+        let total: i64 = topics
+            .iter()
+            .map(|t| match (t.assignments.len(), t.num_partitions) {
+                (0, -1) => i64::from(self.cfg.num_partitions),
+                (0, n) => i64::from(n.max(0)),
+                (assigned, _) => assigned as i64,
+            })
+            .sum();
+        if total > MAX_PARTITIONS_PER_REQUEST {
+            let e = ApiError::new(
+                POLICY_VIOLATION,
+                "Excessively large number of partitions per request.",
+            );
+            let resp = topics.iter().map(|t| failed(t, e.clone())).collect();
+            return ControllerResult::of(Vec::new(), resp);
+        }
         // Kafka rejects every copy of a name that appears twice in one request.
         let mut seen = BTreeMap::<&str, usize>::new();
         for t in topics {
@@ -724,6 +745,28 @@ impl QuorumControllerCore {
         topics: &[CreatePartitionsTopic],
         validate_only: bool,
     ) -> ControllerResult<Vec<CreatePartitionsTopicResult>> {
+        // Kafka counts the partitions each existing topic would gain; every topic fails.
+        let added: i64 = topics
+            .iter()
+            .filter_map(|t| {
+                let current = self.image.topics.get_by_name(&t.name)?.partitions.len() as i64;
+                Some((i64::from(t.count) - current).max(0))
+            })
+            .sum();
+        if self.active && added > MAX_PARTITIONS_PER_REQUEST {
+            let error = ApiError::new(
+                POLICY_VIOLATION,
+                "Excessively large number of additional partitions per request.",
+            );
+            let results = topics
+                .iter()
+                .map(|t| CreatePartitionsTopicResult {
+                    name: t.name.clone(),
+                    error: error.clone(),
+                })
+                .collect();
+            return ControllerResult::of(Vec::new(), results);
+        }
         let mut seen = BTreeMap::<&str, usize>::new();
         for t in topics {
             *seen.entry(t.name.as_str()).or_default() += 1;
