@@ -226,7 +226,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     def("controlled.shutdown.enable", Boolean, Some("true"), Any, "Controlled shutdown on SIGTERM (kactor always shuts down through the controller)."),
     def("leader.imbalance.check.interval.seconds", Long, Some("300"), AtLeast(1), "Preferred leader check period (not used by kactor)."),
     def("delete.records.purgatory.purge.interval.requests", Int, Some("1"), Any, "DeleteRecords purgatory purge period (not used by kactor)."),
-    def("authorizer.class.name", String, Some(""), Any, "Authorizer class (not used by kactor: no authorization yet)."),
+    def("authorizer.class.name", String, Some(""), Any, "Authorizer class (kactor refuses to start with one set: it does not enforce ACLs yet)."),
     dynamic("cordoned.log.dirs", List, Some(""), Any, "Log dirs where no new partitions are placed; * = all (not used by kactor)."),
     def("create.topic.policy.class.name", Class, None, Any, "Plugin that vets CreateTopics requests (not used by kactor: no policy plugins)."),
     def("alter.config.policy.class.name", Class, None, Any, "Plugin that vets AlterConfigs requests (not used by kactor: no policy plugins)."),

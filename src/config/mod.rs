@@ -733,6 +733,22 @@ impl BrokerConfig {
                 }
             }
         }
+        // Security fails closed: an operator who configured an authorizer expects clients to
+        // be refused, and kactor does not enforce ACLs yet, so it must not start at all.
+        if let Some(class) = self
+            .get_str("authorizer.class.name")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+        {
+            return Err(self.invalid(
+                "authorizer.class.name",
+                format!(
+                    "{class} is configured, but kactor does not enforce ACLs yet; \
+                     starting would let every client through. Remove the setting to run \
+                     without authorization"
+                ),
+            ));
+        }
         let controller_names = self.get_list("controller.listener.names");
         if self.is_controller() {
             if controller_names.is_empty() {
@@ -998,6 +1014,24 @@ mod tests {
             &[],
         )
         .unwrap();
+    }
+
+    /// Security fails closed: with an authorizer configured and no ACL enforcement, kactor
+    /// would let every client through, so it refuses to start.
+    #[test]
+    fn a_configured_authorizer_is_refused() {
+        let err = load(
+            None,
+            &[],
+            &["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("authorizer.class.name") && err.contains("does not enforce ACLs"),
+            "{err}"
+        );
+        assert!(load(None, &[], &["authorizer.class.name="]).is_ok());
     }
 
     #[test]
