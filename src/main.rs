@@ -1,6 +1,7 @@
 //! The `kactor` binary (Kafka's `kafka-server-start` + `kafka-storage`): command line,
 //! configuration loading, storage formatting, and process start/stop.
 
+mod allocator;
 // The config API is wider than start-up uses: DescribeConfigs (sources, types, docs) and
 // dynamic configs read the rest.
 #[allow(dead_code)]
@@ -59,36 +60,8 @@ enum Command {
     Version,
 }
 
-/// glibc malloc's thresholds, fixed before any thread starts. By default they move: freeing a
-/// block that was mmapped (above 128 KiB at first) raises the mmap threshold to its size and
-/// the trim threshold to twice that, and each thread's arena gives its free top back to the
-/// kernel once it passes the trim threshold. A produce request (up to 1 MB from librdkafka) is
-/// allocated on a network thread and freed on a partition thread after the append, so the
-/// arenas kept giving memory back and the next request faulted in and zeroed fresh pages while
-/// the socket was read into them: producing 1 KiB records to one partition, page faults were
-/// 18% of the broker's CPU samples, and 0.5% with fixed thresholds (CPU per GB -7%). Fixed,
-/// blocks below 32 MiB come from the arenas, and an arena keeps its free memory for the next
-/// request; what it keeps is at most the peak that the broker's own bounds
-/// (`queued.max.requests`, the request size cap) allow.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn tune_allocator() -> bool {
-    const MMAP_THRESHOLD_BYTES: libc::c_int = 32 << 20;
-    const TRIM_THRESHOLD_BYTES: libc::c_int = 1 << 30;
-    // SAFETY: mallopt only sets allocator parameters, under glibc's own lock. `main` calls it
-    // before any other thread exists, so every arena is created with them.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
-            && libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn tune_allocator() -> bool {
-    false
-}
-
 fn main() -> ExitCode {
-    if !tune_allocator() {
+    if !allocator::tune() {
         // Not fatal: the broker works with the default thresholds, at some CPU cost.
         eprintln!("kactor: malloc thresholds not set (not glibc, or rejected)");
     }
@@ -244,6 +217,7 @@ fn start(file: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
     let system = actix_rt::System::new();
     let fatal = system.block_on(async {
         let node = topology::start(&cfg).await?;
+        actix_rt::spawn(allocator::give_back_when_quiet(node.pools.clone()));
         tracing::info!(
             metrics = %node.http_address,
             "kactor started: {}",
@@ -299,6 +273,6 @@ mod tests {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]
     fn malloc_accepts_the_thresholds() {
-        assert!(super::tune_allocator());
+        assert!(super::allocator::tune());
     }
 }

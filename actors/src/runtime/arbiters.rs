@@ -55,14 +55,17 @@ impl ArbiterPools {
         self.controller.clone()
     }
 
-    /// Asks every arbiter thread to stop (process shutdown).
-    pub fn stop(&self) {
-        for a in self
-            .network
+    /// Every arbiter: network, partition, controller.
+    pub fn all(&self) -> impl Iterator<Item = &ArbiterHandle> {
+        self.network
             .iter()
             .chain(self.io.iter())
             .chain(std::iter::once(&self.controller))
-        {
+    }
+
+    /// Asks every arbiter thread to stop (process shutdown).
+    pub fn stop(&self) {
+        for a in self.all() {
             a.stop();
         }
     }
