@@ -252,7 +252,7 @@ fn start(file: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
 /// How long the shutdown after a fatal fault may take before the process exits anyway.
 const FATAL_SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// Waits for SIGTERM / SIGINT or a fatal fault (`kactor_actors::raft::fault`); returns the
+/// Waits for SIGTERM / SIGINT or a fatal fault (`kactor_actors::runtime::fault`); returns the
 /// fault's reason in the latter case.
 async fn wait_for_shutdown_signal() -> anyhow::Result<Option<String>> {
     use tokio::signal::unix::{signal, SignalKind};
@@ -261,7 +261,7 @@ async fn wait_for_shutdown_signal() -> anyhow::Result<Option<String>> {
     let fatal = tokio::select! {
         _ = term.recv() => { tracing::info!("received SIGTERM"); None }
         _ = int.recv() => { tracing::info!("received SIGINT"); None }
-        reason = kactor_actors::raft::fault::fatal_fault() => Some(reason),
+        reason = kactor_actors::runtime::fault::fatal_fault() => Some(reason),
     };
     Ok(fatal)
 }

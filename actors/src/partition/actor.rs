@@ -3,7 +3,8 @@
 //! hash(topic-partition); tells the purgatory when its high watermark moves.
 
 use actix::{
-    Actor, ActorFutureExt, AsyncContext, Context, Handler, MessageResult, Supervised, WrapFuture,
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, MessageResult, Recipient, Supervised,
+    WrapFuture,
 };
 
 use super::core::{AppendOutcome, Partition, PartitionError, PartitionLog, Role, TopicPartition};
@@ -41,6 +42,8 @@ pub struct PartitionActor {
     /// This topic's series of the per-topic counters, looked up on first use (so a topic's
     /// series still appear only once it has traffic) instead of by label on every append.
     topic_counters: Option<TopicCounters>,
+    /// Where an I/O error in this replica's log dir is reported (the registry), and the dir.
+    log_dir_failures: Option<(Recipient<LogDirFailed>, String)>,
 }
 
 /// One topic's `kactor_partition_{bytes,messages}_in_total` / `bytes_out_total` series, and
@@ -77,6 +80,39 @@ impl PartitionActor {
             flush_in_flight: false,
             metrics: ActorMetrics::new("PartitionActor"),
             topic_counters: None,
+            log_dir_failures: None,
+        }
+    }
+
+    /// Reports I/O errors of this replica's log to `failures` (registry, log dir).
+    pub fn reporting_log_dir_failures(
+        mut self,
+        failures: Option<(Recipient<LogDirFailed>, String)>,
+    ) -> Self {
+        self.log_dir_failures = failures;
+        self
+    }
+
+    /// An I/O error on this replica's log: the log no longer matches what the core believes,
+    /// so the replica stops serving now and its log dir goes offline (Kafka's
+    /// `LogDirFailureChannel`), instead of the error being logged and the next write tried.
+    fn log_dir_failed(&mut self, what: &str, error: &str) {
+        let Some((to, log_dir)) = &self.log_dir_failures else {
+            tracing::error!(tp = %self.tp, error, "{what} failed");
+            return;
+        };
+        tracing::error!(tp = %self.tp, log_dir = %log_dir, error, "{what} failed; taking the log dir offline");
+        to.do_send(LogDirFailed {
+            log_dir: log_dir.clone(),
+            reason: format!("{what} of {}: {error}", self.tp),
+        });
+        self.go_offline();
+    }
+
+    fn go_offline(&mut self) {
+        if let Some(mut core) = self.core.take() {
+            core.stop();
+            self.leadership_lost();
         }
     }
 
@@ -152,7 +188,7 @@ impl PartitionActor {
         let work = match work {
             Ok(w) => w,
             Err(e) => {
-                tracing::error!(%tp, error = %e, "flush failed");
+                self.log_dir_failed("flush", &e.to_string());
                 return;
             }
         };
@@ -183,10 +219,10 @@ impl PartitionActor {
                     // More may have become due meanwhile (e.g. another roll).
                     act.schedule_flush(ctx, false);
                 }
-                // An fsync failure means the disk lost acknowledged data's durability: Kafka
-                // takes the log dir offline. We log it; the recovery point stays put, so
-                // recovery after a restart re-checks everything above it.
-                Ok((_, Err(e))) => tracing::error!(%tp, error = %e, "fsync failed"),
+                // An fsync failure means the disk lost acknowledged data's durability: the log
+                // dir goes offline, as in Kafka. The recovery point stays put, so recovery
+                // after a restart re-checks everything above it.
+                Ok((_, Err(e))) => act.log_dir_failed("fsync", &e),
                 Err(e) => tracing::error!(%tp, error = %e, "flush task panicked"),
             }
         }));
@@ -222,6 +258,10 @@ impl PartitionActor {
         let result = self
             .core()
             .and_then(|c| c.append_from(records, required_acks, now, origin));
+        if let Err(PartitionError::Storage(e)) = &result {
+            let e = e.clone();
+            self.log_dir_failed("append", &e);
+        }
         if result.is_ok() {
             // flush.messages is checked on the append path, as Kafka does; rolled segments are
             // flushed right away. Both run on the blocking pool.
@@ -474,6 +514,15 @@ impl Handler<StopReplica> for PartitionActor {
         } else {
             Some(log)
         }
+    }
+}
+
+impl Handler<TakeReplicaOffline> for PartitionActor {
+    type Result = ();
+    fn handle(&mut self, _: TakeReplicaOffline, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        self.go_offline();
     }
 }
 

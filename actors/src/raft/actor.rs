@@ -176,7 +176,7 @@ impl RaftActor {
             self.log.dir().display()
         );
         error!("{reason}; shutting down this node (as Kafka does on a metadata log I/O error)");
-        super::fault::report_fatal(reason.clone());
+        crate::runtime::fault::report_fatal(reason.clone());
         self.failed = Some(reason);
     }
 

@@ -6,7 +6,7 @@
 pub mod actor;
 pub mod batch;
 pub mod core;
-pub mod fault;
+
 pub mod messages;
 pub mod quorum_state;
 

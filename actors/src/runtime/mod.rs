@@ -3,6 +3,7 @@
 //! per-actor metrics. Only this module, `actor.rs` and `messages.rs` files import actix.
 
 pub mod arbiters;
+pub mod fault;
 pub mod metrics;
 pub mod supervision;
 
