@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
-use actix::prelude::*;
 use anyhow::Context as _;
 use kactor_actors::controller::apis::{self as controller_apis, BrokerConfigEntry, MetadataApis};
 use kactor_actors::controller::core::topic_configs;
@@ -27,7 +26,7 @@ use kactor_actors::network::{
 use kactor_actors::partition::apis as partition_apis;
 use kactor_actors::partition::messages::MarkStrayLogs;
 use kactor_actors::partition::startup::{start_partitions, PartitionLayer, PartitionLayerConfig};
-use kactor_actors::runtime::ArbiterPools;
+use kactor_actors::runtime::{ActorMetrics, ArbiterPools, MeteredAddr};
 use kactor_actors::txn::actor::start_producer_id_manager;
 use kactor_actors::txn::apis::{self as txn_apis, TxnCoordinatorApis, TxnStateTopicCreator};
 use kactor_actors::txn::manager::{TransactionCoordinatorManagerActor, TxnManagerConfig};
@@ -39,11 +38,14 @@ use crate::config::{defs, BrokerConfig, KafkaConfigSource};
 /// What a started node holds on to until shutdown.
 pub struct Node {
     pub pools: ArbiterPools,
-    pub socket_server: Addr<SocketServerActor>,
+    pub socket_server: kactor_actors::runtime::MeteredAddr<SocketServerActor>,
     pub listeners: Vec<BoundListener>,
     pub http_address: SocketAddr,
     pub partitions: PartitionLayer,
     pub kraft: KraftHandles,
+    /// Held so the managers live as long as the node, whatever their timers do.
+    pub group_manager: MeteredAddr<GroupCoordinatorManagerActor>,
+    pub txn_manager: Option<MeteredAddr<TransactionCoordinatorManagerActor>>,
 }
 
 /// The network settings the SocketServerActor needs, from the broker config.
@@ -314,9 +316,9 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         Some(&pools),
     )
     .map_err(|e| anyhow::anyhow!("cannot load the partition logs: {e}"))?;
-    let registry = partitions.registry.addr().clone();
+    let registry = partitions.registry.clone();
     kraft.publisher.do_send(SubscribePartitionChanges {
-        subscriber: registry.clone().recipient(),
+        subscriber: registry.recipient(),
     });
     kraft.publisher.do_send(SubscribeBrokerConfigChanges {
         subscriber: registry.recipient(),
@@ -352,7 +354,11 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     );
     let group_shards = group_manager.shard_table();
     let group_shards_for_txn = group_shards.clone();
-    GroupCoordinatorManagerActor::start_in_arbiter(&pools.controller(), move |_| group_manager);
+    let group_manager = kactor_actors::runtime::start_supervised(
+        &pools.controller(),
+        ActorMetrics::new("GroupCoordinatorManagerActor"),
+        move |_| group_manager,
+    );
     group_apis::register(
         &mut router,
         GroupApis {
@@ -360,13 +366,14 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
             partitions: partition_table,
             transaction_state_num_partitions: cfg.get_i32("transaction.state.log.num.partitions"),
             offsets_topic: kraft.controller.as_ref().map(|c| OffsetsTopicCreator {
-                controller: c.addr().clone().recipient(),
+                controller: c.recipient(),
                 replication_factor: cfg.get_i32("offsets.topic.replication.factor") as i16,
                 segment_bytes: cfg.get_i64("offsets.topic.segment.bytes"),
             }),
         },
     );
 
+    let mut txn_manager = None;
     // Transactions: producer ids come from blocks the controller allocates (ProducerIdsRecord,
     // so they never repeat across restarts); coordinator shards follow `__transaction_state`
     // leadership; FindCoordinator(TRANSACTION) creates that topic on demand, so this block
@@ -394,7 +401,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
             let producer_ids = start_producer_id_manager(
                 &pools.controller(),
                 node_id,
-                controller.addr().clone().recipient(),
+                controller.recipient(),
                 kraft.image.clone(),
             );
             let config = TxnManagerConfig::from_properties(&props);
@@ -409,9 +416,11 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
                 manager = manager.with_group_completion(c.clone());
             }
             let shards = manager.shard_table();
-            TransactionCoordinatorManagerActor::start_in_arbiter(&pools.controller(), move |_| {
-                manager
-            });
+            txn_manager = Some(kactor_actors::runtime::start_supervised(
+                &pools.controller(),
+                ActorMetrics::new("TransactionCoordinatorManagerActor"),
+                move |_| manager,
+            ));
             let apis = TxnCoordinatorApis {
                 producer_ids,
                 shards,
@@ -432,10 +441,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
             txn_apis::wrap_find_coordinator(
                 &mut router,
                 table.clone(),
-                TxnStateTopicCreator::from_properties(
-                    controller.addr().clone().recipient(),
-                    &props,
-                ),
+                TxnStateTopicCreator::from_properties(controller.recipient(), &props),
             );
         }
         txn_apis::register_write_txn_markers_with(&mut router, table.clone(), group_completion);
@@ -460,7 +466,11 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         server = server.defer_broker_listeners();
     }
     let listeners = server.bound_listeners().to_vec();
-    let socket_server = SocketServerActor::start_in_arbiter(&pools.next_network(), move |_| server);
+    let socket_server = kactor_actors::runtime::start_unsupervised(
+        &pools.next_network(),
+        ActorMetrics::new("SocketServerActor"),
+        move |_| server,
+    );
     readiness.set("listeners", true);
     for l in &listeners {
         tracing::info!(listener = %l.name, address = %l.address, "listener bound");
@@ -468,7 +478,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     // Ready once this broker is registered and unfenced (its metadata caught up).
     if let Some(mut state) = kraft.broker_state.clone() {
         let socket_server = socket_server.clone();
-        let registry = partitions.registry.addr().clone();
+        let registry = partitions.registry.clone();
         let image = kraft.image.clone();
         actix_rt::spawn(async move {
             loop {
@@ -497,6 +507,8 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         http_address,
         partitions,
         kraft,
+        group_manager,
+        txn_manager,
     })
 }
 
@@ -505,6 +517,17 @@ impl Node {
     pub async fn shutdown(self) {
         metrics::readiness().set("listeners", false);
         let _ = self.socket_server.send(StopAccepting).await;
+        // Coordinators resign first: parked requests get NOT_COORDINATOR now rather than a
+        // closed connection, and nothing writes to the coordinator partitions being closed.
+        let _ = self
+            .group_manager
+            .send(kactor_actors::group::manager::StopGroupCoordinators)
+            .await;
+        if let Some(txn) = &self.txn_manager {
+            let _ = txn
+                .send(kactor_actors::txn::manager::StopTxnCoordinators)
+                .await;
+        }
         // Flush and checkpoint every log and write the clean-shutdown marker, so the next start
         // skips recovery.
         if let Err(e) = self.partitions.shutdown().await {

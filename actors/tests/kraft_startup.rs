@@ -51,6 +51,12 @@ impl Actor for FakeController {
     type Context = Context<Self>;
 }
 
+impl kactor_actors::runtime::SupervisedActor for FakeController {
+    const MAILBOX_CAPACITY: usize = 64;
+}
+
+kactor_actors::supervised_mailbox!(FakeController);
+
 impl Handler<RegisterBroker> for FakeController {
     type Result = ControllerReply<BrokerRegistrationReply>;
     fn handle(&mut self, _: RegisterBroker, _: &mut Context<Self>) -> Self::Result {
@@ -96,7 +102,7 @@ fn image_at(offset: i64) -> Arc<MetadataImage> {
 fn broker_registers_when_controller_active_and_heartbeats_when_caught_up() {
     System::new().block_on(async {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let controller = FakeController { seen: seen.clone() }.start();
+        let controller = kactor_actors::runtime::start_here(FakeController { seen: seen.clone() });
         let (active_tx, active_rx) = watch::channel(false);
         let (image_tx, image_rx) = watch::channel(image_at(0));
         let cfg = kraft_config(std::path::Path::new("/nonexistent"))
@@ -104,7 +110,7 @@ fn broker_registers_when_controller_active_and_heartbeats_when_caught_up() {
             .expect("broker role");
         let (lifecycle, mut state) = BrokerLifecycleActor::new(
             cfg,
-            controller.clone().recipient(),
+            controller.recipient(),
             controller.recipient(),
             image_rx,
             ActorMetrics::new("BrokerLifecycleActor"),

@@ -89,7 +89,7 @@ async fn commit_and_abort_end_to_end_then_reload() {
     let t0 = table.borrow().get("t", 0).unwrap().addr.clone();
 
     let (_image_tx, image_rx) = tokio::sync::watch::channel(image_with_broker(7));
-    let controller = FakeController(5000).start();
+    let controller = kactor_actors::runtime::start_here(FakeController(5000));
     let ids = start_producer_id_manager(&Arbiter::current(), 1, controller.recipient(), image_rx);
     let start = |ids: MeteredAddr<_>| {
         TransactionCoordinatorActor::new(
@@ -252,16 +252,15 @@ async fn add_partitions_handler_serves_clients_and_verification() {
     let ids = start_producer_id_manager(
         &Arbiter::current(),
         1,
-        FakeController(9000).start().recipient(),
+        kactor_actors::runtime::start_here(FakeController(9000)).recipient(),
         image_rx,
     );
-    let shard = TransactionCoordinatorActor::new(
+    let shard = kactor_actors::runtime::start_here(TransactionCoordinatorActor::new(
         TxnCoordinatorConfig::default(),
         state_log,
         ids.clone(),
         table.clone(),
-    )
-    .start();
+    ));
     let (_shards_tx, shards) =
         tokio::sync::watch::channel(Arc::new(BTreeMap::from([(shard_partition, shard.clone())])));
     let apis = TxnCoordinatorApis {
@@ -385,7 +384,7 @@ async fn leader_adds_wait_for_the_write_in_flight() {
         .addr
         .clone();
     let (_image_tx, image_rx) = tokio::sync::watch::channel(image_with_broker(7));
-    let controller = FakeController(9000).start();
+    let controller = kactor_actors::runtime::start_here(FakeController(9000));
     let ids = start_producer_id_manager(&Arbiter::current(), 1, controller.recipient(), image_rx);
     let c = TransactionCoordinatorActor::new(
         TxnCoordinatorConfig::default(),

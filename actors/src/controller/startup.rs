@@ -72,15 +72,15 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     let publisher = start_supervised(arbiter, pub_metrics, move |_| publisher_actor);
     raft.do_send(RegisterRaftListener {
         name: "MetadataPublisherActor",
-        committed: publisher.addr().clone().recipient(),
-        leader_changes: Some(publisher.addr().clone().recipient()),
+        committed: publisher.recipient(),
+        leader_changes: Some(publisher.recipient()),
     });
 
     let mut controller_active = None;
     let controller = cfg.controller.map(|ccfg| {
         let metrics = ActorMetrics::new("QuorumControllerActor");
-        let append = raft.addr().clone().recipient();
-        let register = raft.addr().clone().recipient();
+        let append = raft.recipient();
+        let register = raft.recipient();
         let actor = QuorumControllerActor::new(ccfg, append, register, metrics.clone());
         controller_active = Some(actor.active_watch());
         start_supervised(arbiter, metrics, move |_| actor)
@@ -91,8 +91,8 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
             let metrics = ActorMetrics::new("BrokerLifecycleActor");
             let (actor, state) = BrokerLifecycleActor::new(
                 bcfg,
-                ctl.addr().clone().recipient(),
-                ctl.addr().clone().recipient(),
+                ctl.recipient(),
+                ctl.recipient(),
                 image.clone(),
                 metrics.clone(),
             );

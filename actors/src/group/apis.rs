@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use actix::Recipient;
+use crate::runtime::MeteredRecipient;
 use futures_util::future::join_all;
 use kactor_protocol::messages::{
     consumer_group_describe_response as cgd, consumer_group_heartbeat_response as cgh,
@@ -39,9 +39,9 @@ use crate::partition::registry::PartitionTableReader;
 #[derive(Clone, Default)]
 pub struct GroupShardTable {
     pub offsets_topic_num_partitions: i32,
-    pub shards: HashMap<i32, Recipient<HandleGroupRequest>>,
+    pub shards: HashMap<i32, MeteredRecipient<HandleGroupRequest>>,
     /// The same shards, told when a transaction marker lands in their partition.
-    pub txn_completions: HashMap<i32, Recipient<super::messages::CompleteGroupTransaction>>,
+    pub txn_completions: HashMap<i32, MeteredRecipient<super::messages::CompleteGroupTransaction>>,
 }
 
 pub type GroupShardTableReader = watch::Receiver<Arc<GroupShardTable>>;
@@ -63,7 +63,7 @@ pub struct GroupApis {
 /// How to create `__consumer_offsets` through the controller.
 #[derive(Clone)]
 pub struct OffsetsTopicCreator {
-    pub controller: Recipient<crate::controller::messages::CreateTopics>,
+    pub controller: MeteredRecipient<crate::controller::messages::CreateTopics>,
     /// `offsets.topic.replication.factor`
     pub replication_factor: i16,
     /// `offsets.topic.segment.bytes`
@@ -93,7 +93,7 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 
 impl GroupApis {
-    fn shard_for(&self, group_id: &str) -> Option<Recipient<HandleGroupRequest>> {
+    fn shard_for(&self, group_id: &str) -> Option<MeteredRecipient<HandleGroupRequest>> {
         let table = self.shards.borrow().clone();
         if table.offsets_topic_num_partitions <= 0 {
             return None;

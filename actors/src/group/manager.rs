@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::{Actor, Addr, AsyncContext, Context, Handler, Message};
+use actix::{Actor, AsyncContext, Context, Handler, Message};
 use kactor_protocol::Uuid;
 use tokio::sync::watch;
 
@@ -25,13 +25,13 @@ use crate::controller::core::group_configs::{
 };
 use crate::metadata::core::ConfigResourceType;
 use crate::partition::registry::{PartitionTable, PartitionTableReader};
-use crate::runtime::ActorMetrics;
+use crate::runtime::{ActorMetrics, MeteredAddr, SupervisedActor};
 
 /// How often the partition table is checked for leadership changes.
 const WATCH_INTERVAL: Duration = Duration::from_millis(50);
 
 struct Shard {
-    addr: Addr<GroupCoordinatorActor>,
+    addr: MeteredAddr<GroupCoordinatorActor>,
     leader_epoch: i32,
 }
 
@@ -103,20 +103,22 @@ impl GroupCoordinatorManagerActor {
                     if let Some(old) = self.shards.remove(&p) {
                         old.addr.do_send(ResignGroupCoordinator);
                     }
-                    let addr = h.addr.addr().clone();
                     let shard = GroupCoordinatorActor::new(
                         p,
                         self.config.clone(),
                         CoordinatorPartition {
-                            append: addr.clone().recipient(),
-                            read: addr.clone().recipient(),
-                            describe: addr.recipient(),
+                            append: h.addr.recipient(),
+                            read: h.addr.recipient(),
+                            describe: h.addr.recipient(),
                         },
                         self.topics.clone(),
                         self.group_configs.clone(),
                     )
-                    .with_partition_table(self.partitions.clone(), self.broker_id)
-                    .start();
+                    .with_partition_table(self.partitions.clone(), self.broker_id);
+                    let shard = crate::runtime::start_supervised_here(
+                        ActorMetrics::new("GroupCoordinatorActor"),
+                        move |_| shard,
+                    );
                     tracing::info!(
                         partition = p,
                         leader_epoch = h.leader_epoch,
@@ -167,12 +169,12 @@ impl GroupCoordinatorManagerActor {
             shards: self
                 .shards
                 .iter()
-                .map(|(p, s)| (*p, s.addr.clone().recipient()))
+                .map(|(p, s)| (*p, s.addr.recipient()))
                 .collect(),
             txn_completions: self
                 .shards
                 .iter()
-                .map(|(p, s)| (*p, s.addr.clone().recipient()))
+                .map(|(p, s)| (*p, s.addr.recipient()))
                 .collect(),
         }));
     }
@@ -258,6 +260,23 @@ impl Actor for GroupCoordinatorManagerActor {
         ctx.run_interval(WATCH_INTERVAL, |act, _| act.sync());
     }
 }
+
+impl actix::Supervised for GroupCoordinatorManagerActor {
+    /// Its shard map may be half-updated after a caught panic: resign every shard and let
+    /// `started` elect them again from the partition table.
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        for (_, s) in self.shards.drain() {
+            s.addr.do_send(ResignGroupCoordinator);
+        }
+        self.last_version = None;
+    }
+}
+
+impl SupervisedActor for GroupCoordinatorManagerActor {
+    const MAILBOX_CAPACITY: usize = 256;
+}
+
+crate::supervised_mailbox!(GroupCoordinatorManagerActor);
 
 /// Process shutdown → manager: resign every shard (parked requests get NOT_COORDINATOR).
 #[derive(Message, Debug, Clone, Copy)]

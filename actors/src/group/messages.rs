@@ -1,6 +1,8 @@
 //! Messages of the `GroupCoordinatorActor` (one shard per `__consumer_offsets` partition led).
 
-use actix::{Message, Recipient};
+use actix::Message;
+
+use crate::runtime::MeteredRecipient;
 
 use super::core::{GroupConfigsView, GroupRequest, GroupResponse, TopicsView};
 use crate::partition::messages::{AppendCoordinatorRecords, DescribeReplica, ReadRecords};
@@ -74,7 +76,7 @@ pub struct GroupCoordinatorStatus {
 /// The shard's `__consumer_offsets` partition leader, as the shard uses it.
 #[derive(Clone)]
 pub struct CoordinatorPartition {
-    pub append: Recipient<AppendCoordinatorRecords>,
-    pub read: Recipient<ReadRecords>,
-    pub describe: Recipient<DescribeReplica>,
+    pub append: MeteredRecipient<AppendCoordinatorRecords>,
+    pub read: MeteredRecipient<ReadRecords>,
+    pub describe: MeteredRecipient<DescribeReplica>,
 }

@@ -18,7 +18,7 @@ use super::messages::*;
 use crate::metadata::core::ConfigResource;
 use crate::network::api_versions::FinalizedFeatures;
 use crate::raft::messages::{MetadataBatchesCommitted, RaftLeaderChanged};
-use crate::runtime::{ActorMetrics, SupervisedActor};
+use crate::runtime::{ActorMetrics, MeteredRecipient, SupervisedActor};
 
 /// Readers' handle on the latest image: `rx.borrow().clone()` is an `Arc` snapshot.
 pub type MetadataImageWatch = watch::Receiver<Arc<MetadataImage>>;
@@ -27,10 +27,10 @@ pub struct MetadataPublisherActor {
     node_id: i32,
     image: Arc<MetadataImage>,
     image_tx: watch::Sender<Arc<MetadataImage>>,
-    partition_subscribers: Vec<Recipient<PartitionsChanged>>,
+    partition_subscribers: Vec<MeteredRecipient<PartitionsChanged>>,
     /// The image offset the partition subscribers last received.
     partitions_published_offset: i64,
-    config_subscribers: Vec<Recipient<BrokerConfigsChanged>>,
+    config_subscribers: Vec<MeteredRecipient<BrokerConfigsChanged>>,
     /// ApiVersions' view of the finalized features.
     features_tx: Option<watch::Sender<FinalizedFeatures>>,
     metrics: ActorMetrics,
@@ -150,15 +150,14 @@ impl Supervised for MetadataPublisherActor {
     fn restarting(&mut self, _: &mut Context<Self>) {
         // The image is immutable and only replaced after a whole batch replayed, so what we
         // hold is consistent; Raft keeps delivering from where it left off.
-        self.metrics.restarted();
     }
 }
 
 impl SupervisedActor for MetadataPublisherActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
-    }
+    const MAILBOX_CAPACITY: usize = 256;
 }
+
+crate::supervised_mailbox!(MetadataPublisherActor);
 
 impl Handler<MetadataBatchesCommitted> for MetadataPublisherActor {
     type Result = ();

@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
+use crate::runtime::MeteredRecipient;
+
 use super::core::{LocalPartitionChange, MetadataImage, TopicConfigChange};
 
 /// Sent by MetadataPublisherActor to each partition-changes subscriber (the replica manager)
@@ -42,14 +44,14 @@ pub struct BrokerConfigsChanged {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SubscribePartitionChanges {
-    pub subscriber: Recipient<PartitionsChanged>,
+    pub subscriber: MeteredRecipient<PartitionsChanged>,
 }
 
 /// Sent by the topology / config owner: subscribe to [`BrokerConfigsChanged`].
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SubscribeBrokerConfigChanges {
-    pub subscriber: Recipient<BrokerConfigsChanged>,
+    pub subscriber: MeteredRecipient<BrokerConfigsChanged>,
 }
 
 /// Query: the current image (request handlers normally read the watch channel instead).

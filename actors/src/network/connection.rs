@@ -473,6 +473,15 @@ pub fn encode_response(
     Ok(w.into_chunks())
 }
 
+impl crate::runtime::SupervisedActor for ConnectionActor {
+    /// Control messages only (the socket is read and written by the actor's own futures).
+    const MAILBOX_CAPACITY: usize = 16;
+    /// A connection's state is its socket: a panic closes it.
+    const ON_PANIC: crate::runtime::OnPanic = crate::runtime::OnPanic::Stop;
+}
+
+crate::supervised_mailbox!(ConnectionActor);
+
 impl Actor for ConnectionActor {
     type Context = Context<Self>;
 
@@ -552,6 +561,10 @@ mod tests {
     impl Actor for Sink {
         type Context = Context<Self>;
     }
+    impl crate::runtime::SupervisedActor for Sink {
+        const MAILBOX_CAPACITY: usize = 16;
+    }
+    crate::supervised_mailbox!(Sink);
     impl Handler<ConnectionClosed> for Sink {
         type Result = ();
         fn handle(&mut self, _: ConnectionClosed, _: &mut Context<Self>) {}
@@ -649,9 +662,9 @@ mod tests {
             queued_max_requests,
             connections_max_idle_ms: -1,
         };
-        let sink =
-            MeteredRecipient::new(Sink.start().recipient(), ActorMetrics::new("SinkTestActor"));
-        ConnectionActor::new(server, info, router, limits, budget, sink).start();
+        let metrics = ActorMetrics::new("SinkTestActor");
+        let sink = crate::runtime::MeteredAddr::new(Sink.start(), metrics);
+        ConnectionActor::new(server, info, router, limits, budget, sink.recipient()).start();
         client
     }
 

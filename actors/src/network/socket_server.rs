@@ -16,7 +16,7 @@ use super::connection::{CloseConnection, ConnectionActor, ConnectionClosed, Conn
 use super::request_queue::RequestBudget;
 use super::router::{ConnectionInfo, ListenerKind, RequestRouter};
 use crate::metrics;
-use crate::runtime::{ActorMetrics, ArbiterPools, MeteredAddr, MeteredRecipient};
+use crate::runtime::{ActorMetrics, ArbiterPools, MeteredAddr};
 
 /// One listener to bind, from `listeners` (+ `controller.listener.names` for the kind).
 #[derive(Debug, Clone)]
@@ -305,17 +305,26 @@ impl SocketServerActor {
             ListenerKind::Broker => self.broker_budget.clone(),
             ListenerKind::Controller => self.controller_budget.clone(),
         };
-        let on_closed = MeteredRecipient::new(ctx.address().recipient(), self.metrics.clone());
+        let on_closed = MeteredAddr::new(ctx.address(), self.metrics.clone()).recipient();
         let arbiter = self.pools.next_network();
-        let addr = ConnectionActor::start_in_arbiter(&arbiter, move |_| {
-            ConnectionActor::new(std_stream, info, router, limits, budget, on_closed)
-        });
+        let addr = crate::runtime::start_unsupervised(
+            &arbiter,
+            self.connection_metrics.clone(),
+            move |_| ConnectionActor::new(std_stream, info, router, limits, budget, on_closed),
+        );
         tracing::debug!(connection = id, peer = %peer, listener = %bound.name, "accepted connection");
-        let addr = MeteredAddr::new(addr, self.connection_metrics.clone());
         self.connections.insert(id, (ip, addr));
         *self.per_ip.entry(ip).or_insert(0) += 1;
     }
 }
+
+impl crate::runtime::SupervisedActor for SocketServerActor {
+    const MAILBOX_CAPACITY: usize = 1024;
+    /// Its listeners are taken once at start: without them the broker serves nothing.
+    const ON_PANIC: crate::runtime::OnPanic = crate::runtime::OnPanic::Escalate;
+}
+
+crate::supervised_mailbox!(SocketServerActor);
 
 impl Actor for SocketServerActor {
     type Context = Context<Self>;

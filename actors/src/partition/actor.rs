@@ -3,14 +3,13 @@
 //! hash(topic-partition); tells the purgatory when its high watermark moves.
 
 use actix::{
-    Actor, ActorFutureExt, AsyncContext, Context, Handler, MessageResult, Recipient, Supervised,
-    WrapFuture,
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, MessageResult, Supervised, WrapFuture,
 };
 
 use super::core::{AppendOutcome, Partition, PartitionError, PartitionLog, Role, TopicPartition};
 use super::messages::*;
 use crate::purgatory::{HighWatermarkAdvanced, LeadershipLost};
-use crate::runtime::{ActorMetrics, MeteredRecipient, SupervisedActor};
+use crate::runtime::{ActorMetrics, MeteredAddr, MeteredRecipient, SupervisedActor};
 use bytes::Bytes;
 use kactor_protocol::records::AppendOrigin;
 use prometheus::{IntCounter, IntGauge};
@@ -42,8 +41,8 @@ pub struct PartitionActor {
     /// This topic's series of the per-topic counters, looked up on first use (so a topic's
     /// series still appear only once it has traffic) instead of by label on every append.
     topic_counters: Option<TopicCounters>,
-    /// Where an I/O error in this replica's log dir is reported (the registry), and the dir.
-    log_dir_failures: Option<(Recipient<LogDirFailed>, String)>,
+    /// Where failures of this replica are reported (the registry), and its log dir.
+    registry: Option<(MeteredAddr<super::registry::ReplicaManagerActor>, String)>,
 }
 
 /// One topic's `kactor_partition_{bytes,messages}_in_total` / `bytes_out_total` series, and
@@ -80,16 +79,16 @@ impl PartitionActor {
             flush_in_flight: false,
             metrics: ActorMetrics::new("PartitionActor"),
             topic_counters: None,
-            log_dir_failures: None,
+            registry: None,
         }
     }
 
-    /// Reports I/O errors of this replica's log to `failures` (registry, log dir).
-    pub fn reporting_log_dir_failures(
+    /// Reports this replica's failures to `registry` (with the replica's log dir).
+    pub fn reporting_to(
         mut self,
-        failures: Option<(Recipient<LogDirFailed>, String)>,
+        registry: Option<(MeteredAddr<super::registry::ReplicaManagerActor>, String)>,
     ) -> Self {
-        self.log_dir_failures = failures;
+        self.registry = registry;
         self
     }
 
@@ -97,7 +96,7 @@ impl PartitionActor {
     /// so the replica stops serving now and its log dir goes offline (Kafka's
     /// `LogDirFailureChannel`), instead of the error being logged and the next write tried.
     fn log_dir_failed(&mut self, what: &str, error: &str) {
-        let Some((to, log_dir)) = &self.log_dir_failures else {
+        let Some((to, log_dir)) = &self.registry else {
             tracing::error!(tp = %self.tp, error, "{what} failed");
             return;
         };
@@ -234,17 +233,39 @@ impl Actor for PartitionActor {
 }
 
 impl Supervised for PartitionActor {
+    /// After a caught panic the core may be half-way through an append: the log is reopened
+    /// from disk (recovery cuts a torn tail) and what the partition derives from it (producer
+    /// state, high watermark bound) rebuilt; role, epochs and replicas are kept.
     fn restarting(&mut self, _: &mut Context<Self>) {
-        // The core (log, epoch, high watermark) survives in this value; only count the restart.
-        self.metrics.restarted();
+        let Some(core) = self.core.as_mut() else {
+            return;
+        };
+        match core.reload_from_log(now_ms()) {
+            Ok(()) => {
+                tracing::info!(tp = %self.tp, log_end_offset = core.log_end_offset(), "partition reloaded from its log")
+            }
+            Err(e) => self.log_dir_failed("reload", &e.to_string()),
+        }
     }
 }
 
 impl SupervisedActor for PartitionActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
+    /// Restarts beyond the intensity take this partition offline (KAFKA_STORAGE_ERROR), as
+    /// Kafka takes offline a partition whose log it cannot trust, instead of the process.
+    fn escalate(&mut self, reason: String, _: &mut Context<Self>) {
+        tracing::error!(tp = %self.tp, "{reason}: taking the partition offline");
+        if let Some((registry, _)) = &self.registry {
+            registry.do_send(ReplicaFailed {
+                tp: self.tp.clone(),
+                reason,
+            });
+        }
+        self.go_offline();
     }
+    const MAILBOX_CAPACITY: usize = 1024;
 }
+
+crate::supervised_mailbox!(PartitionActor);
 
 impl PartitionActor {
     fn append(

@@ -174,16 +174,15 @@ impl Actor for LogManagerActor {
 }
 
 impl Supervised for LogManagerActor {
-    fn restarting(&mut self, _: &mut Context<Self>) {
-        self.metrics.restarted();
-    }
+    /// Stateless between ticks: `started` schedules them again.
+    fn restarting(&mut self, _: &mut Context<Self>) {}
 }
 
 impl SupervisedActor for LogManagerActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
-    }
+    const MAILBOX_CAPACITY: usize = 64;
 }
+
+crate::supervised_mailbox!(LogManagerActor);
 
 /// Tests / operators → log manager: run a retention pass now.
 #[derive(Message)]

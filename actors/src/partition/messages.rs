@@ -170,6 +170,16 @@ pub struct LogDirFailed {
     pub reason: String,
 }
 
+/// Partition → registry: restarts beyond the intensity; this replica alone goes offline until
+/// the process restarts. Lost: the replica answers NOT_LEADER_OR_FOLLOWER instead of
+/// KAFKA_STORAGE_ERROR.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct ReplicaFailed {
+    pub tp: super::core::TopicPartition,
+    pub reason: String,
+}
+
 /// Registry → partition: its log dir failed; stop serving at once and drop the log without
 /// flushing into the failed disk. Lost: the replica keeps failing requests on its own.
 #[derive(Message)]

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use actix::{
-    Actor, ActorFutureExt, AsyncContext, Context, Handler, MessageResult, Recipient,
-    ResponseActFuture, Supervised, WrapFuture,
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, MessageResult, ResponseActFuture,
+    Supervised, WrapFuture,
 };
 use futures_util::future::join_all;
 use kactor_protocol::Uuid;
@@ -186,8 +186,8 @@ pub struct ReplicaManagerActor {
     arbiters: Option<ArbiterPools>,
     purgatory: Option<PurgatoryLink>,
     table: Arc<PartitionTable>,
-    /// Where partitions report a log dir's I/O failure (this actor), once started.
-    log_dir_failures: Option<Recipient<LogDirFailed>>,
+    /// Where partitions report their failures (this actor), once started.
+    own_addr: Option<MeteredAddr<ReplicaManagerActor>>,
     publisher: watch::Sender<Arc<PartitionTable>>,
     /// The metadata image once this broker's replicas reflect it: what request handlers
     /// answer from (Kafka publishes an image to its metadata cache only after the replica
@@ -219,7 +219,7 @@ impl ReplicaManagerActor {
             arbiters,
             purgatory,
             table,
-            log_dir_failures: None,
+            own_addr: None,
             publisher,
             served_image,
             metrics: ActorMetrics::new("ReplicaManagerActor"),
@@ -262,13 +262,10 @@ impl ReplicaManagerActor {
             _ => core.become_follower(&change.assignment()),
         }
         let purgatory = self.purgatory.clone();
-        let failures = self
-            .log_dir_failures
-            .clone()
-            .map(|to| (to, log_dir.clone()));
+        let registry = self.own_addr.clone().map(|to| (to, log_dir.clone()));
         let metrics = ActorMetrics::new("PartitionActor");
         let make = move |_: &mut Context<PartitionActor>| {
-            PartitionActor::new(core, purgatory).reporting_log_dir_failures(failures)
+            PartitionActor::new(core, purgatory).reporting_to(registry)
         };
         let addr = match &self.arbiters {
             Some(pools) => {
@@ -367,6 +364,8 @@ impl ReplicaManagerActor {
                         .topic_names
                         .insert(change.topic_id, change.topic.clone());
                     let config = self.config_for(&change.topic);
+                    // A replica whose dir failed stays offline until a restart, as in Kafka.
+                    let offline = table.offline.contains_key(&tp);
                     if let Some(r) = table.partitions.get_mut(&tp) {
                         r.leader = change.leader;
                         r.leader_epoch = change.leader_epoch;
@@ -383,7 +382,7 @@ impl ReplicaManagerActor {
                                 config,
                             });
                         }
-                    } else if !table.offline.contains_key(&tp) {
+                    } else if !offline {
                         match self.start_replica(&change) {
                             Ok(r) => {
                                 table.partitions.insert(tp, r);
@@ -482,21 +481,22 @@ impl Actor for ReplicaManagerActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.log_dir_failures = Some(ctx.address().recipient());
+        self.own_addr = Some(MeteredAddr::new(ctx.address(), self.metrics.clone()));
     }
 }
 
 impl Supervised for ReplicaManagerActor {
-    fn restarting(&mut self, _: &mut Context<Self>) {
-        self.metrics.restarted();
-    }
+    fn restarting(&mut self, _: &mut Context<Self>) {}
 }
 
 impl SupervisedActor for ReplicaManagerActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
-    }
+    /// Its table is what every request handler and coordinator reads: a half-applied change
+    /// cannot be told from a finished one, so the node stops rather than serve it.
+    const ON_PANIC: crate::runtime::OnPanic = crate::runtime::OnPanic::Escalate;
+    const MAILBOX_CAPACITY: usize = 256;
 }
+
+crate::supervised_mailbox!(ReplicaManagerActor);
 
 impl Handler<LogDirFailed> for ReplicaManagerActor {
     type Result = ();
@@ -506,6 +506,20 @@ impl Handler<LogDirFailed> for ReplicaManagerActor {
         let mut table = (*self.table).clone();
         self.take_log_dir_offline(&mut table, &msg.log_dir, &msg.reason);
         self.publish(table);
+    }
+}
+
+impl Handler<ReplicaFailed> for ReplicaManagerActor {
+    type Result = ();
+    fn handle(&mut self, msg: ReplicaFailed, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let mut table = (*self.table).clone();
+        if let Some(r) = table.partitions.remove(&msg.tp) {
+            tracing::error!(tp = %msg.tp, reason = %msg.reason, "replica offline until restart; it answers KAFKA_STORAGE_ERROR");
+            table.offline.insert(msg.tp, r.log_dir);
+            self.publish(table);
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use super::messages::*;
 use super::quorum_state;
 use crate::log::config::LogConfig;
 use crate::log::unified::Log;
-use crate::runtime::{ActorMetrics, SupervisedActor};
+use crate::runtime::{ActorMetrics, MeteredRecipient, SupervisedActor};
 
 /// The metadata topic's partition directory name.
 pub const METADATA_PARTITION_DIR: &str = "__cluster_metadata-0";
@@ -69,8 +69,8 @@ pub(crate) fn now_ms() -> i64 {
 
 struct Listener {
     name: &'static str,
-    committed: Recipient<MetadataBatchesCommitted>,
-    leader_changes: Option<Recipient<RaftLeaderChanged>>,
+    committed: MeteredRecipient<MetadataBatchesCommitted>,
+    leader_changes: Option<MeteredRecipient<RaftLeaderChanged>>,
     /// First offset not yet delivered.
     next_offset: i64,
     /// The last leadership notice sent.
@@ -349,16 +349,17 @@ impl Actor for RaftActor {
 }
 
 impl Supervised for RaftActor {
-    fn restarting(&mut self, _: &mut Context<Self>) {
-        self.metrics.restarted();
-    }
+    fn restarting(&mut self, _: &mut Context<Self>) {}
 }
 
 impl SupervisedActor for RaftActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
-    }
+    /// Its core's view of the log cannot be trusted after a panic mid-write: the node stops,
+    /// as Kafka halts on a Raft I/O thread failure, and recovery reads the log at restart.
+    const ON_PANIC: crate::runtime::OnPanic = crate::runtime::OnPanic::Escalate;
+    const MAILBOX_CAPACITY: usize = 1024;
 }
+
+crate::supervised_mailbox!(RaftActor);
 
 impl Handler<AppendMetadataRecords> for RaftActor {
     type Result = Result<AppendedBatch, RaftError>;

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use actix::{Addr, Recipient};
 use futures_util::future::join_all;
 use kactor_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kactor_protocol::messages::add_partitions_to_txn_response::{
@@ -42,7 +41,7 @@ use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
 use crate::partition::messages::{AppendTxnMarker, DescribeProducerState};
 use crate::partition::registry::PartitionTableReader;
 use crate::producer::partition::TxnMarker;
-use crate::runtime::MeteredAddr;
+use crate::runtime::{MeteredAddr, MeteredRecipient};
 
 pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 pub const NOT_COORDINATOR: i16 = 16;
@@ -205,8 +204,9 @@ pub fn partition_for(key: &str, num_partitions: i32) -> i32 {
 
 /// The shards this broker runs, by `__transaction_state` partition (published by whoever starts
 /// and stops them as leadership moves).
-pub type TxnShards =
-    tokio::sync::watch::Receiver<std::sync::Arc<BTreeMap<i32, Addr<TransactionCoordinatorActor>>>>;
+pub type TxnShards = tokio::sync::watch::Receiver<
+    std::sync::Arc<BTreeMap<i32, MeteredAddr<TransactionCoordinatorActor>>>,
+>;
 
 /// What the transactional API handlers capture.
 #[derive(Clone)]
@@ -221,7 +221,10 @@ pub struct TxnCoordinatorApis {
 
 impl TxnCoordinatorApis {
     /// The local shard of `transactional_id`'s `__transaction_state` partition, if led here.
-    pub fn shard(&self, transactional_id: &str) -> Option<Addr<TransactionCoordinatorActor>> {
+    pub fn shard(
+        &self,
+        transactional_id: &str,
+    ) -> Option<MeteredAddr<TransactionCoordinatorActor>> {
         let p = partition_for(transactional_id, self.num_partitions);
         self.shards.borrow().get(&p).cloned()
     }
@@ -721,7 +724,7 @@ pub fn register_describe_producers(router: &mut RequestRouter, partitions: Parti
 /// How to create `__transaction_state` through the controller.
 #[derive(Clone)]
 pub struct TxnStateTopicCreator {
-    pub controller: Recipient<crate::controller::messages::CreateTopics>,
+    pub controller: MeteredRecipient<crate::controller::messages::CreateTopics>,
     /// `transaction.state.log.num.partitions`
     pub num_partitions: i32,
     /// `transaction.state.log.replication.factor`
@@ -737,7 +740,7 @@ impl TxnStateTopicCreator {
     /// keep Kafka's defaults except the replication factor and min ISR, whose kactor defaults
     /// are 1 (a single node must be able to create it).
     pub fn from_properties(
-        controller: Recipient<crate::controller::messages::CreateTopics>,
+        controller: MeteredRecipient<crate::controller::messages::CreateTopics>,
         props: &BTreeMap<String, String>,
     ) -> Self {
         let get = |key: &str| props.get(key).and_then(|v| v.trim().parse::<i64>().ok());

@@ -27,7 +27,7 @@ use crate::partition::messages::{AppendRecords, AppendTxnMarker, DescribeReplica
 use crate::partition::registry::PartitionTableReader;
 use crate::partition::PartitionActor;
 use crate::producer::partition::TxnMarker;
-use crate::runtime::{ActorMetrics, MeteredAddr};
+use crate::runtime::{ActorMetrics, MeteredAddr, SupervisedActor};
 
 /// `transactional.id.expiration.ms` default (7 days).
 pub const DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS: i64 = 604_800_000;
@@ -185,6 +185,9 @@ impl AbortReason {
 pub struct TransactionCoordinatorActor {
     core: TxnCoordinatorCore,
     loaded: bool,
+    /// This broker no longer leads the partition: everything gets NOT_COORDINATOR until the
+    /// last address is dropped (a supervised actor that stops is restarted, so it stays).
+    resigned: bool,
     /// The `__transaction_state` partition this shard owns.
     log: MeteredAddr<PartitionActor>,
     producer_ids: MeteredAddr<ProducerIdManagerActor>,
@@ -216,6 +219,7 @@ impl TransactionCoordinatorActor {
         TransactionCoordinatorActor {
             core: TxnCoordinatorCore::new(config),
             loaded: false,
+            resigned: false,
             log,
             producer_ids,
             partitions,
@@ -709,6 +713,9 @@ impl Actor for TransactionCoordinatorActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.resigned {
+            return;
+        }
         self.load(ctx);
         ctx.run_interval(self.abort_interval, |_, ctx| {
             ctx.notify(AbortTimedOutTick);
@@ -730,6 +737,34 @@ impl Actor for TransactionCoordinatorActor {
     }
 }
 
+impl TransactionCoordinatorActor {
+    /// Why a request cannot be served now, if it cannot.
+    fn unavailable(&self) -> Option<i16> {
+        if self.resigned {
+            Some(NOT_COORDINATOR)
+        } else if !self.loaded {
+            Some(COORDINATOR_LOAD_IN_PROGRESS)
+        } else {
+            None
+        }
+    }
+}
+
+impl actix::Supervised for TransactionCoordinatorActor {
+    /// After a caught panic the in-memory transactions may be half-updated: the load that
+    /// `started` runs again replaces them with the partition's content (requests waiting on
+    /// the old state were dropped with the context and get NOT_COORDINATOR).
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        self.loaded = false;
+    }
+}
+
+impl SupervisedActor for TransactionCoordinatorActor {
+    const MAILBOX_CAPACITY: usize = 1024;
+}
+
+crate::supervised_mailbox!(TransactionCoordinatorActor);
+
 impl Handler<ResignTxnCoordinator> for TransactionCoordinatorActor {
     type Result = ();
     fn handle(&mut self, _: ResignTxnCoordinator, ctx: &mut Context<Self>) {
@@ -738,6 +773,7 @@ impl Handler<ResignTxnCoordinator> for TransactionCoordinatorActor {
             "transaction coordinator shard unloading"
         );
         self.loaded = false;
+        self.resigned = true;
         // Waiting requests hold oneshot senders inside spawned futures: stopping drops them and
         // their callers answer NOT_COORDINATOR (see `reply`).
         ctx.stop();
@@ -795,8 +831,8 @@ impl Handler<InitTxnProducer> for TransactionCoordinatorActor {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         let (tx, rx) = oneshot::channel();
-        if !self.loaded {
-            let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
+        if let Some(code) = self.unavailable() {
+            let _ = tx.send(Err(code));
         } else {
             self.init(msg, None, tx, ctx);
         }
@@ -810,8 +846,8 @@ impl Handler<AddTxnPartitions> for TransactionCoordinatorActor {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         let (tx, rx) = oneshot::channel();
-        if !self.loaded {
-            let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
+        if let Some(code) = self.unavailable() {
+            let _ = tx.send(Err(code));
             return reply(rx);
         }
         self.add_partitions(msg, tx, false, ctx);
@@ -825,8 +861,8 @@ impl Handler<LeaderAddTxnPartitions> for TransactionCoordinatorActor {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         let (tx, rx) = oneshot::channel();
-        if !self.loaded {
-            let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
+        if let Some(code) = self.unavailable() {
+            let _ = tx.send(Err(code));
             return reply(rx);
         }
         self.add_partitions(msg.0, tx, true, ctx);
@@ -840,8 +876,8 @@ impl Handler<EndTransaction> for TransactionCoordinatorActor {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         let (tx, rx) = oneshot::channel();
-        if !self.loaded {
-            let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
+        if let Some(code) = self.unavailable() {
+            let _ = tx.send(Err(code));
             return reply(rx);
         }
         match self.core.end_txn_versioned(
@@ -898,8 +934,8 @@ impl Handler<VerifyTxnPartitions> for TransactionCoordinatorActor {
 impl Handler<GetTransactions> for TransactionCoordinatorActor {
     type Result = MessageResult<GetTransactions>;
     fn handle(&mut self, _: GetTransactions, _: &mut Context<Self>) -> Self::Result {
-        if !self.loaded {
-            return MessageResult(Err(COORDINATOR_LOAD_IN_PROGRESS));
+        if let Some(code) = self.unavailable() {
+            return MessageResult(Err(code));
         }
         MessageResult(Ok(self.core.transactions().cloned().collect()))
     }

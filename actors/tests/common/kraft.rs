@@ -92,9 +92,9 @@ pub fn start_partition_layer(h: &KraftHandles, data_dir: &Path) -> PartitionLaye
         None,
     )
     .expect("partition layer starts");
-    let registry = layer.registry.addr().clone();
+    let registry = layer.registry.clone();
     h.publisher.do_send(SubscribePartitionChanges {
-        subscriber: registry.clone().recipient(),
+        subscriber: registry.recipient(),
     });
     h.publisher.do_send(SubscribeBrokerConfigChanges {
         subscriber: registry.recipient(),
