@@ -1264,11 +1264,11 @@ mod tests {
     }
 
     /// Kafka's dynamic broker configs are not read-only: DescribeConfigs follows `dynamic(...)`
-    /// in defs.rs (the README's "Dynamic" column), and every key the controller's own table
-    /// stores as a dynamic broker config is one of them, so no stored key is described as
-    /// read-only. The rest of the dynamic keys reach the controller from defs.rs through the
-    /// topology (`extra_dynamic_broker_configs`), with Kafka's per-broker and listener-prefix
-    /// rules on top.
+    /// in defs.rs (the "Dynamic" column of docs/configuration.md), and every key the
+    /// controller's own table stores as a dynamic broker config is one of them, so no stored key
+    /// is described as read-only. The rest of the dynamic keys reach the controller from defs.rs
+    /// through the topology (`extra_dynamic_broker_configs`), with Kafka's per-broker and
+    /// listener-prefix rules on top.
     #[test]
     fn dynamic_keys_match_the_controller_and_kafka() {
         use kactor_actors::controller::core::topic_configs::is_dynamic_broker_config;
