@@ -110,10 +110,12 @@ impl std::fmt::Display for ConfigOrigin {
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    // `error`, not `source`: the message already carries the OS error, and as a source it was
+    // printed a second time by the `{:#}` chain main prints.
+    #[error("cannot read config file {path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("invalid value {value:?} for configuration {key} (from {origin}): {reason}")]
     Invalid {
@@ -273,9 +275,9 @@ impl BrokerConfig {
                 .collect(),
         ));
         if let Some(path) = &sources.file {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Io {
                 path: path.clone(),
-                source,
+                error,
             })?;
             builder = builder.add_source(FlatLayer::new(
                 ConfigOrigin::File(path.clone()),
