@@ -258,6 +258,12 @@ def overview():
                                      "no connection reads a new request. Broker and controller "
                                      "listeners have a pool each; nothing is counted when the "
                                      "pool is unbounded (the default)."),
+        timeseries("Request queue (queued.max.requests)", [target(
+            f"sum by (instance, listeners) (kactor_network_request_queue_size{{{s}}})",
+            "{{instance}} {{listeners}}")],
+            description="Requests read and not yet handled, across every connection of a "
+                        "listener kind (Kafka's RequestQueueSize). At queued.max.requests no "
+                        "connection reads another request until one is handled."),
         text("Coming with the broker's next metric families",
              ("ISR shrinks/expands, the active controller"
               if PARTITION_PANELS else
