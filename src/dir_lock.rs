@@ -25,15 +25,10 @@ pub struct DirLock {
     pub dir: PathBuf,
 }
 
-/// Creates `dir` if it is missing (as Kafka does for `log.dirs`) and locks its `.lock` file.
+/// Creates `dir` if it is missing (as Kafka does for `log.dirs`), checks that it is a writable
+/// directory, and locks its `.lock` file.
 pub fn lock_dir(dir: &Path) -> anyhow::Result<DirLock> {
-    if dir.exists() && !dir.is_dir() {
-        bail!(
-            "{} is not a directory (log.dirs and metadata.log.dir must name directories)",
-            dir.display()
-        );
-    }
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    crate::storage_format::ensure_usable_dir(dir)?;
     let path = dir.join(LOCK_FILE_NAME);
     let file = OpenOptions::new()
         .read(true)

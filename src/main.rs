@@ -101,7 +101,8 @@ fn load_config(file: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<
         env: std::env::vars().collect(),
         overrides,
     };
-    BrokerConfig::load(&sources).context("invalid configuration")
+    // Each ConfigError names its key or file and says what is wrong: no context to add.
+    Ok(BrokerConfig::load(&sources)?)
 }
 
 fn init_logging(cfg: &BrokerConfig) {

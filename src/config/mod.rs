@@ -110,10 +110,12 @@ impl std::fmt::Display for ConfigOrigin {
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    // `error`, not `source`: the message already carries the OS error, and as a source it was
+    // printed a second time by the `{:#}` chain main prints.
+    #[error("cannot read config file {path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("invalid value {value:?} for configuration {key} (from {origin}): {reason}")]
     Invalid {
@@ -273,9 +275,9 @@ impl BrokerConfig {
                 .collect(),
         ));
         if let Some(path) = &sources.file {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Io {
                 path: path.clone(),
-                source,
+                error,
             })?;
             builder = builder.add_source(FlatLayer::new(
                 ConfigOrigin::File(path.clone()),
@@ -1264,11 +1266,11 @@ mod tests {
     }
 
     /// Kafka's dynamic broker configs are not read-only: DescribeConfigs follows `dynamic(...)`
-    /// in defs.rs (the README's "Dynamic" column), and every key the controller's own table
-    /// stores as a dynamic broker config is one of them, so no stored key is described as
-    /// read-only. The rest of the dynamic keys reach the controller from defs.rs through the
-    /// topology (`extra_dynamic_broker_configs`), with Kafka's per-broker and listener-prefix
-    /// rules on top.
+    /// in defs.rs (the "Dynamic" column of docs/configuration.md), and every key the
+    /// controller's own table stores as a dynamic broker config is one of them, so no stored key
+    /// is described as read-only. The rest of the dynamic keys reach the controller from defs.rs
+    /// through the topology (`extra_dynamic_broker_configs`), with Kafka's per-broker and
+    /// listener-prefix rules on top.
     #[test]
     fn dynamic_keys_match_the_controller_and_kafka() {
         use kactor_actors::controller::core::topic_configs::is_dynamic_broker_config;

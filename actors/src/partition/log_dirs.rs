@@ -117,7 +117,7 @@ pub fn scan_log_dir(path: &Path, defaults: &LogConfig, now: i64) -> Result<Scann
     }
     if clean {
         // From now on a crash must be treated as unclean.
-        fs::remove_file(&marker).map_err(|e| err(path, e))?;
+        fs::remove_file(&marker).map_err(|e| err(&marker, e))?;
         fsync_dir(path).map_err(|e| err(path, e))?;
     }
     tracing::info!(dir = %path.display(), clean, logs = out.logs.len(), "log dir loaded");

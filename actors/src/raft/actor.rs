@@ -94,13 +94,18 @@ fn storage(e: impl std::fmt::Display) -> RaftError {
     RaftError::Storage(e.to_string())
 }
 
+/// A storage error that names the path it happened at (start-up errors reach the operator).
+fn storage_at(path: &Path, e: impl std::fmt::Display) -> RaftError {
+    RaftError::Storage(format!("{}: {e}", path.display()))
+}
+
 impl RaftActor {
     /// Opens the metadata log and quorum state and runs the start-up election (a lone voter
     /// becomes leader here, writing its LeaderChangeMessage). Done before the actor starts so
     /// a broken metadata dir stops start-up with a clear error.
     pub fn open(cfg: RaftActorConfig, metrics: ActorMetrics) -> Result<RaftActor, RaftError> {
         let dir = cfg.partition_dir();
-        std::fs::create_dir_all(&dir).map_err(storage)?;
+        std::fs::create_dir_all(&dir).map_err(|e| storage_at(&dir, e))?;
         let now = now_ms();
         let log_config = LogConfig {
             segment_bytes: cfg.segment_bytes,
@@ -111,12 +116,13 @@ impl RaftActor {
             retention_bytes: -1,
             ..LogConfig::default()
         };
-        let mut log = Log::open(&dir, log_config, 0, 0, false, now).map_err(storage)?;
+        let mut log =
+            Log::open(&dir, log_config, 0, 0, false, now).map_err(|e| storage_at(&dir, e))?;
         if log.topic_id().is_none() {
             log.assign_topic_id(Uuid::METADATA_TOPIC_ID)
-                .map_err(storage)?;
+                .map_err(|e| storage_at(&dir, e))?;
         }
-        let election = quorum_state::read(&dir).map_err(storage)?;
+        let election = quorum_state::read(&dir).map_err(|e| storage_at(&dir, e))?;
         let last_epoch = log.latest_epoch().unwrap_or(0);
         info!(
             node_id = cfg.node_id,
