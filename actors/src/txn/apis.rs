@@ -34,7 +34,7 @@ use super::coordinator::{
     AddTxnPartitions, EndTransaction, GroupTxnCompletion, InitTxnProducer,
     TransactionCoordinatorActor, VerifyTxnPartitions, OFFSETS_TOPIC,
 };
-use super::core::codes::{INVALID_PRODUCER_EPOCH, PRODUCER_FENCED};
+use super::core::codes::{INVALID_PRODUCER_EPOCH, INVALID_REQUEST, PRODUCER_FENCED};
 use super::core::{TxnMetadata, TxnPartition, TxnState};
 use super::messages::GenerateProducerId;
 use crate::group::core::hashing::coordinator_partition;
@@ -237,31 +237,9 @@ pub fn register_coordinator(router: &mut RequestRouter, apis: TxnCoordinatorApis
             let RequestBody::InitProducerId(req) = body else {
                 return wrong_body();
             };
-            let resp = match req.transactional_id.clone() {
-                None => {
-                    let idem = TxnApis {
-                        producer_ids: a.producer_ids.clone(),
-                    };
-                    handle_init_producer_id(&idem, &ctx, req).await
-                }
-                Some(id) => match a.shard(&id) {
-                    None => response(NOT_COORDINATOR, -1, -1),
-                    Some(shard) => match shard
-                        .send(InitTxnProducer {
-                            transactional_id: id,
-                            txn_timeout_ms: req.transaction_timeout_ms,
-                            expected: (req.producer_id, req.producer_epoch),
-                            client_transaction_version: 0,
-                        })
-                        .await
-                    {
-                        Ok(Ok(r)) => response(r.error, r.producer_id, r.producer_epoch),
-                        Ok(Err(code)) => response(code, -1, -1),
-                        Err(_) => response(NOT_COORDINATOR, -1, -1),
-                    },
-                },
-            };
-            HandlerOutcome::Respond(ResponseBody::InitProducerId(resp))
+            HandlerOutcome::Respond(ResponseBody::InitProducerId(
+                init_producer_id(&a, &ctx, req).await,
+            ))
         })
     });
     let a = apis.clone();
@@ -318,7 +296,7 @@ pub fn register_coordinator(router: &mut RequestRouter, apis: TxnCoordinatorApis
                         commit: req.committed,
                         // KIP-890: EndTxn v5+ is only sent by TV2 clients (Kafka's
                         // `TransactionVersion.transactionVersionForEndTxn`).
-                        client_transaction_version: Some(if ctx.api_version >= 5 { 2 } else { 0 }),
+                        client_transaction_version: if ctx.api_version >= 5 { 2 } else { 0 },
                     })
                     .await
                     .unwrap_or(Err(NOT_COORDINATOR)),
@@ -327,6 +305,43 @@ pub fn register_coordinator(router: &mut RequestRouter, apis: TxnCoordinatorApis
             HandlerOutcome::Respond(ResponseBody::EndTxn(end_txn_response(result)))
         })
     });
+}
+
+/// InitProducerId once a coordinator serves it (Kafka's `handleInitProducerIdRequest`): a v3+
+/// client names the producer it already holds with both fields or neither; the transactional
+/// form goes to the id's shard. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v4 (KIP-588).
+async fn init_producer_id(
+    a: &TxnCoordinatorApis,
+    ctx: &RequestContext,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let expected = match (req.producer_id, req.producer_epoch) {
+        (-1, -1) => None,
+        (-1, _) | (_, -1) => return response(INVALID_REQUEST, -1, -1),
+        held => Some(held),
+    };
+    let Some(id) = req.transactional_id.clone() else {
+        let idem = TxnApis {
+            producer_ids: a.producer_ids.clone(),
+        };
+        return handle_init_producer_id(&idem, ctx, req).await;
+    };
+    let Some(shard) = a.shard(&id) else {
+        return response(NOT_COORDINATOR, -1, -1);
+    };
+    let init = InitTxnProducer {
+        transactional_id: id,
+        txn_timeout_ms: req.transaction_timeout_ms,
+        expected,
+    };
+    match shard.send(init).await {
+        Ok(Ok(r)) => response(r.error, r.producer_id, r.producer_epoch),
+        Ok(Err(code)) if ctx.api_version < 4 && code == PRODUCER_FENCED => {
+            response(INVALID_PRODUCER_EPOCH, -1, -1)
+        }
+        Ok(Err(code)) => response(code, -1, -1),
+        Err(_) => response(NOT_COORDINATOR, -1, -1),
+    }
 }
 
 /// PRODUCER_FENCED (KIP-588) as a client of EndTxn, AddPartitionsToTxn or AddOffsetsToTxn
