@@ -269,6 +269,7 @@ async fn add_partitions_handler_serves_clients_and_verification() {
         shards,
         num_partitions: 50,
         offsets_partitions: 50,
+        partitions: table.clone(),
     };
     let init = shard
         .send(InitTxnProducer {
@@ -331,6 +332,9 @@ async fn add_partitions_handler_serves_clients_and_verification() {
     };
     // TRANSACTION_ABORTABLE: Kafka's answer for a partition not in the transaction.
     assert_eq!(verified(vec![0, 1]).await, vec![0, 120]);
+    // A partition that does not exist fails the whole transaction before the coordinator:
+    // OPERATION_NOT_ATTEMPTED for the others.
+    assert_eq!(verified(vec![0, 9]).await, vec![55, 3]);
 
     // DescribeTransactions / ListTransactions see the open transaction.
     use kactor_actors::txn::apis::{handle_describe_transactions, handle_list_transactions};
