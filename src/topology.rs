@@ -427,6 +427,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
                 num_partitions,
                 offsets_partitions: GroupCoordinatorConfig::from_properties(&props)
                     .offsets_topic_num_partitions,
+                partitions: table.clone(),
             };
             txn_apis::register_coordinator(&mut router, apis.clone());
             // KIP-890: transactional Produce / TxnOffsetCommit add or verify their partition

@@ -151,8 +151,7 @@ async fn shards_follow_transaction_state_leadership_and_reload_by_replay() {
         .send(InitTxnProducer {
             transactional_id: "tx-1".into(),
             txn_timeout_ms: 60_000,
-            expected: (-1, -1),
-            client_transaction_version: 0,
+            expected: None,
         })
         .await
         .unwrap()
@@ -174,7 +173,7 @@ async fn shards_follow_transaction_state_leadership_and_reload_by_replay() {
             producer_id: 7000,
             producer_epoch: 0,
             commit: true,
-            client_transaction_version: None,
+            client_transaction_version: 0,
         })
         .await
         .unwrap();
@@ -234,7 +233,7 @@ async fn shards_follow_transaction_state_leadership_and_reload_by_replay() {
             producer_id: 7000,
             producer_epoch: 0,
             commit: false,
-            client_transaction_version: None,
+            client_transaction_version: 0,
         })
         .await
         .unwrap()

@@ -16,8 +16,8 @@ use tokio::sync::oneshot;
 
 use super::actor::ProducerIdManagerActor;
 use super::core::{
-    InitDecision, InitResult, MarkerJob, Transit, TxnCoordinatorConfig, TxnCoordinatorCore,
-    TxnMetadata, TxnPartition, TxnState,
+    EndDecision, InitDecision, InitResult, MarkerJob, TimeoutAbort, Transit, TxnCoordinatorConfig,
+    TxnCoordinatorCore, TxnMetadata, TxnPartition, TxnState,
 };
 use super::log::{decode, encode_key, encode_value};
 use super::messages::GenerateProducerId;
@@ -66,8 +66,8 @@ type Reply<T> = oneshot::Sender<Result<T, i16>>;
 pub struct InitTxnProducer {
     pub transactional_id: String,
     pub txn_timeout_ms: i32,
-    pub expected: (i64, i16),
-    pub client_transaction_version: i16,
+    /// The (producer id, epoch) a v3+ client already holds.
+    pub expected: Option<(i64, i16)>,
 }
 
 /// AddPartitionsToTxn / AddOffsetsToTxn. Lost: the client times out and retries.
@@ -103,9 +103,8 @@ pub struct EndTransaction {
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub commit: bool,
-    /// The client's transaction version as the request tells it (EndTxn v5+: 2), or None to
-    /// keep the one the id was initialised with.
-    pub client_transaction_version: Option<i16>,
+    /// The client's transaction version as the request tells it (EndTxn v5+: 2, older: 0).
+    pub client_transaction_version: i16,
 }
 
 /// AddPartitionsToTxn v4+ `verify_only` (partition leaders asking before a transactional
@@ -386,10 +385,7 @@ impl TransactionCoordinatorActor {
                     let _ = tx.send(Ok(()));
                 }
                 Answer::End(tx) => {
-                    let _ = tx.send(Ok((
-                        transit.target.producer_id,
-                        transit.target.producer_epoch,
-                    )));
+                    let _ = tx.send(Ok(transit.target.completed_producer()));
                 }
                 Answer::None => {}
             }
@@ -626,7 +622,6 @@ impl TransactionCoordinatorActor {
             &msg.transactional_id,
             msg.txn_timeout_ms,
             msg.expected,
-            msg.client_transaction_version,
             fresh,
             now_ms(),
         );
@@ -647,19 +642,87 @@ impl TransactionCoordinatorActor {
                     let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
                     return;
                 }
-                let ids = self.producer_ids.clone();
-                let send = async move { ids.send(GenerateProducerId).await };
-                ctx.spawn(send.into_actor(self).map(move |res, act, ctx| match res {
-                    Ok(Ok(id)) => act.init(msg, Some(id), tx, ctx),
-                    Ok(Err(code)) => {
+                self.with_fresh_producer_id(ctx, move |act, id, ctx| match id {
+                    Ok(id) => act.init(msg, Some(id), tx, ctx),
+                    Err(code) => {
                         let _ = tx.send(Err(code));
                     }
-                    Err(_) => {
-                        let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
-                    }
-                }));
+                });
             }
         }
+    }
+
+    /// EndTxn, given a fresh producer id once the core asked for one (an end that exhausts
+    /// the epoch).
+    fn end(
+        &mut self,
+        msg: EndTransaction,
+        fresh: Option<i64>,
+        tx: Reply<(i64, i16)>,
+        ctx: &mut Context<Self>,
+    ) {
+        match self.core.end_txn(
+            &msg.transactional_id,
+            (msg.producer_id, msg.producer_epoch),
+            msg.commit,
+            msg.client_transaction_version,
+            fresh,
+            now_ms(),
+        ) {
+            Ok(EndDecision::Write(t)) => {
+                if !msg.commit {
+                    self.abort_reasons
+                        .insert(msg.transactional_id.clone(), AbortReason::Client);
+                }
+                self.write(t, Answer::End(tx), ctx)
+            }
+            Ok(EndDecision::Done(producer_id, producer_epoch)) => {
+                // A retried end that already finished: answered with the current id/epoch.
+                let _ = tx.send(Ok((producer_id, producer_epoch)));
+            }
+            Ok(EndDecision::NeedProducerId) => {
+                if fresh.is_some() {
+                    let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
+                    return;
+                }
+                self.with_fresh_producer_id(ctx, move |act, id, ctx| match id {
+                    Ok(id) => act.end(msg, Some(id), tx, ctx),
+                    Err(code) => {
+                        let _ = tx.send(Err(code));
+                    }
+                });
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e.code()));
+            }
+        }
+    }
+
+    /// Asks the producer-id manager for an id, then runs `then` on the actor with it (or the
+    /// error code to answer).
+    fn with_fresh_producer_id(
+        &mut self,
+        ctx: &mut Context<Self>,
+        then: impl FnOnce(&mut Self, Result<i64, i16>, &mut Context<Self>) + 'static,
+    ) {
+        let ids = self.producer_ids.clone();
+        let send = async move { ids.send(GenerateProducerId).await };
+        ctx.spawn(send.into_actor(self).map(move |res, act, ctx| {
+            let id = match res {
+                Ok(Ok(id)) => Ok(id),
+                Ok(Err(code)) => Err(code),
+                Err(_) => Err(COORDINATOR_LOAD_IN_PROGRESS),
+            };
+            then(act, id, ctx)
+        }));
+    }
+
+    /// Writes the fencing abort of a timed-out transaction.
+    fn abort_timed_out(&mut self, t: Transit, ctx: &mut Context<Self>) {
+        tracing::info!(txn = %t.target.transactional_id, "aborting timed-out transaction");
+        self.abort_reasons
+            .insert(t.target.transactional_id.clone(), AbortReason::Timeout);
+        self.write(t, Answer::None, ctx);
     }
 }
 
@@ -801,11 +864,21 @@ impl Handler<AbortTimedOutTick> for TransactionCoordinatorActor {
         if !self.loaded {
             return;
         }
-        for t in self.core.abort_timed_out(now_ms()) {
-            tracing::info!(txn = %t.target.transactional_id, "aborting timed-out transaction");
-            self.abort_reasons
-                .insert(t.target.transactional_id.clone(), AbortReason::Timeout);
-            self.write(t, Answer::None, ctx);
+        for due in self.core.abort_timed_out(now_ms()) {
+            match due {
+                TimeoutAbort::Write(t) => self.abort_timed_out(t, ctx),
+                TimeoutAbort::NeedProducerId(id) => {
+                    self.with_fresh_producer_id(ctx, move |act, fresh, ctx| {
+                        // Still due once the id arrives (else the next tick looks again).
+                        let t = fresh.ok().and_then(|fresh| {
+                            act.core.abort_timed_out_with(&id, Some(fresh), now_ms())
+                        });
+                        if let Some(t) = t {
+                            act.abort_timed_out(t, ctx);
+                        }
+                    });
+                }
+            }
         }
     }
 }
@@ -880,34 +953,7 @@ impl Handler<EndTransaction> for TransactionCoordinatorActor {
             let _ = tx.send(Err(code));
             return reply(rx);
         }
-        match self.core.end_txn_versioned(
-            &msg.transactional_id,
-            msg.producer_id,
-            msg.producer_epoch,
-            msg.commit,
-            msg.client_transaction_version,
-            now_ms(),
-        ) {
-            Ok(Some(t)) => {
-                if !msg.commit {
-                    self.abort_reasons
-                        .insert(msg.transactional_id.clone(), AbortReason::Client);
-                }
-                self.write(t, Answer::End(tx), ctx)
-            }
-            Ok(None) => {
-                // A retried end that already finished: answer with the current id/epoch.
-                let current = self
-                    .core
-                    .get(&msg.transactional_id)
-                    .map(|m| (m.producer_id, m.producer_epoch))
-                    .unwrap_or((msg.producer_id, msg.producer_epoch));
-                let _ = tx.send(Ok(current));
-            }
-            Err(e) => {
-                let _ = tx.send(Err(e.code()));
-            }
-        }
+        self.end(msg, None, tx, ctx);
         reply(rx)
     }
 }

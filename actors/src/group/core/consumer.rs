@@ -24,8 +24,9 @@ use super::timers::{TimerAction, TimerKey};
 /// ConsumerGroupHeartbeat v1+ (KIP-1082): the client generates its member id.
 const CLIENT_MEMBER_ID_VERSION: i16 = 1;
 
-/// Kafka's internal topics never match a regex subscription.
-const INTERNAL_TOPICS: &[&str] = &[
+/// Kafka's internal topics (`Topic.INTERNAL_TOPICS`): they never match a regex subscription
+/// (and a client's AddPartitionsToTxn may not name them).
+pub(crate) const INTERNAL_TOPICS: &[&str] = &[
     "__consumer_offsets",
     "__transaction_state",
     "__share_group_state",
