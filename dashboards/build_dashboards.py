@@ -515,6 +515,12 @@ def actors():
             "{{actor}} {{instance}}")], unit="short",
             description="Supervisor restarts per 5 minutes: the actor's handler failed and it "
                         "was restarted from its persisted state."),
+        timeseries("Messages refused (mailbox full)", [target(
+            f"sum by (instance, actor) (rate(kactor_actor_messages_refused_total{{{a}}}"
+            f"[{RATE}]))", "{{actor}} {{instance}}")], unit="ops",
+            description="Messages a sender could not queue because the actor's bounded "
+                        "mailbox was full (try_send). Requests wait for room instead; a "
+                        "non-zero line means an actor is slower than what feeds it."),
         stat("Restarts in range", f"sum(increase(kactor_actor_restarts_total{{{a}}}"
              "[$__range])) or vector(0)",
              thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1},
