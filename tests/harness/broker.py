@@ -28,6 +28,16 @@ def kactor_bin():
     return target_dir / "release" / "kactor"
 
 
+def fault_injection_bin():
+    """The broker built with the `fault-injection` feature (scripts/test builds it), or None."""
+    path = os.environ.get("KACTOR_FAULT_BIN")
+    if path:
+        return Path(path)
+    target_dir = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    path = target_dir / "release" / "kactor-fault-injection"
+    return path if path.exists() else None
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -78,8 +88,9 @@ class Broker:
 
     node_id = 1
 
-    def __init__(self, workdir, target=TARGET, overrides=None, name="broker"):
+    def __init__(self, workdir, target=TARGET, overrides=None, name="broker", binary=None):
         self.target = target
+        self.binary = binary
         self.name = name
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -147,7 +158,7 @@ class Broker:
 
     def command(self):
         if self.target == "kactor":
-            cmd = [str(kactor_bin()), "start", "--config", str(self.config_path)]
+            cmd = [str(self.binary or kactor_bin()), "start", "--config", str(self.config_path)]
             for k, v in self.overrides.items():
                 cmd += ["--override", f"{k}={v}"]
             return cmd

@@ -18,7 +18,7 @@ use crate::metadata::lifecycle::{
 };
 use crate::network::api_versions::FinalizedFeatures;
 use crate::raft::actor::{RaftActor, RaftActorConfig};
-use crate::raft::messages::{RaftError, RegisterRaftListener};
+use crate::raft::messages::RaftError;
 use crate::runtime::{start_supervised, ActorMetrics, MeteredAddr};
 
 #[derive(Debug, Clone)]
@@ -69,12 +69,8 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     if let Some(tx) = cfg.finalized_features {
         publisher_actor = publisher_actor.publish_features_to(tx);
     }
+    publisher_actor = publisher_actor.registered_with(raft.clone().recipient());
     let publisher = start_supervised(arbiter, pub_metrics, move |_| publisher_actor);
-    raft.do_send(RegisterRaftListener {
-        name: "MetadataPublisherActor",
-        committed: publisher.recipient(),
-        leader_changes: Some(publisher.recipient()),
-    });
 
     let mut controller_active = None;
     let controller = cfg.controller.map(|ccfg| {

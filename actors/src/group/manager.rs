@@ -25,7 +25,7 @@ use crate::controller::core::group_configs::{
 };
 use crate::metadata::core::ConfigResourceType;
 use crate::partition::registry::{PartitionTable, PartitionTableReader};
-use crate::runtime::{ActorMetrics, MeteredAddr, SupervisedActor};
+use crate::runtime::{run_caught, ActorMetrics, MeteredAddr, SupervisedActor};
 
 /// How often the partition table is checked for leadership changes.
 const WATCH_INTERVAL: Duration = Duration::from_millis(50);
@@ -257,7 +257,12 @@ impl Actor for GroupCoordinatorManagerActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.sync();
-        ctx.run_interval(WATCH_INTERVAL, |act, _| act.sync());
+        ctx.run_interval(WATCH_INTERVAL, |act, ctx| {
+            let metrics = act.metrics.clone();
+            run_caught(act, ctx, &metrics, "the leadership watch", |act, _| {
+                act.sync()
+            });
+        });
     }
 }
 

@@ -17,8 +17,8 @@ use super::core::{
 use super::messages::*;
 use crate::metadata::core::ConfigResource;
 use crate::network::api_versions::FinalizedFeatures;
-use crate::raft::messages::{MetadataBatchesCommitted, RaftLeaderChanged};
-use crate::runtime::{ActorMetrics, MeteredRecipient, SupervisedActor};
+use crate::raft::messages::{MetadataBatchesCommitted, RaftLeaderChanged, RegisterRaftListener};
+use crate::runtime::{ActorMetrics, MeteredAddr, MeteredRecipient, SupervisedActor};
 
 /// Readers' handle on the latest image: `rx.borrow().clone()` is an `Arc` snapshot.
 pub type MetadataImageWatch = watch::Receiver<Arc<MetadataImage>>;
@@ -33,6 +33,10 @@ pub struct MetadataPublisherActor {
     config_subscribers: Vec<MeteredRecipient<BrokerConfigsChanged>>,
     /// ApiVersions' view of the finalized features.
     features_tx: Option<watch::Sender<FinalizedFeatures>>,
+    /// Where it registers for committed batches, at every start: a restart after a panic
+    /// mid-batch re-registers and Raft delivers again from the log start (batches already in
+    /// the image are skipped), so a batch lost with the panic is not a gap.
+    raft: Option<MeteredRecipient<RegisterRaftListener>>,
     metrics: ActorMetrics,
 }
 
@@ -51,6 +55,7 @@ impl MetadataPublisherActor {
                 partitions_published_offset: -1,
                 config_subscribers: Vec::new(),
                 features_tx: None,
+                raft: None,
                 metrics,
             },
             rx,
@@ -61,6 +66,12 @@ impl MetadataPublisherActor {
     /// image offset as the features epoch, as Kafka does.
     pub fn publish_features_to(mut self, tx: watch::Sender<FinalizedFeatures>) -> Self {
         self.features_tx = Some(tx);
+        self
+    }
+
+    /// Registers with Raft when started, and again after every restart.
+    pub fn registered_with(mut self, raft: MeteredRecipient<RegisterRaftListener>) -> Self {
+        self.raft = Some(raft);
         self
     }
 
@@ -144,12 +155,23 @@ impl MetadataPublisherActor {
 
 impl Actor for MetadataPublisherActor {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if let Some(raft) = &self.raft {
+            let me = MeteredAddr::new(ctx.address(), self.metrics.clone());
+            raft.do_send(RegisterRaftListener {
+                name: "MetadataPublisherActor",
+                committed: me.clone().recipient(),
+                leader_changes: Some(me.recipient()),
+            });
+        }
+    }
 }
 
 impl Supervised for MetadataPublisherActor {
     fn restarting(&mut self, _: &mut Context<Self>) {
-        // The image is immutable and only replaced after a whole batch replayed, so what we
-        // hold is consistent; Raft keeps delivering from where it left off.
+        // The image is immutable and only replaced after a whole batch applied, so what we
+        // hold is consistent; started() registers again for what the panic may have lost.
     }
 }
 

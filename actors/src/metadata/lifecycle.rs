@@ -18,7 +18,7 @@ use crate::controller::core::errors::{
 use crate::controller::core::requests::{BrokerHeartbeat, BrokerRegistration};
 use crate::controller::core::SUPPORTED_FEATURES;
 use crate::controller::messages::{ProcessBrokerHeartbeat, RegisterBroker};
-use crate::runtime::{ActorMetrics, MeteredRecipient, SupervisedActor};
+use crate::runtime::{run_caught, ActorMetrics, MeteredRecipient, SupervisedActor};
 
 /// While not yet running, a heartbeat goes out as soon as the image has caught up with what
 /// the controller is waiting for, and at the latest this long after the previous one (Kafka
@@ -224,7 +224,12 @@ impl BrokerLifecycleActor {
     }
 
     fn schedule_heartbeat(&mut self, ctx: &mut Context<Self>, after: Duration) {
-        ctx.run_later(after, |act, ctx| act.send_heartbeat(ctx));
+        ctx.run_later(after, |act, ctx| {
+            let metrics = act.metrics.clone();
+            run_caught(act, ctx, &metrics, "the heartbeat timer", |act, ctx| {
+                act.send_heartbeat(ctx)
+            });
+        });
     }
 
     fn send_heartbeat(&mut self, ctx: &mut Context<Self>) {

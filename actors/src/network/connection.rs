@@ -34,7 +34,7 @@ use super::router::{
 };
 use super::writer::{with_size_prefix, write_chunks};
 use crate::metrics;
-use crate::runtime::{ActorMetrics, MeteredRecipient};
+use crate::runtime::{run_caught, ActorMetrics, MeteredRecipient};
 
 /// Per-connection limits from the broker config.
 #[derive(Debug, Clone, Copy)]
@@ -159,7 +159,12 @@ impl ConnectionActor {
         ctx.spawn(fut.into_actor(self).map(|(reader, result), act, ctx| {
             act.reader = Some(reader);
             act.reading = false;
-            act.on_frame(result, ctx);
+            // Decoding and routing run in this callback, not in a message handler: caught
+            // the same way, a panic closes this connection alone (the client reconnects).
+            let metrics = act.metrics.clone();
+            run_caught(act, ctx, &metrics, "a request frame", |act, ctx| {
+                act.on_frame(result, ctx)
+            });
         }));
     }
 

@@ -344,8 +344,7 @@ impl Actor for SocketServerActor {
 
 impl StreamHandler<Accepted> for SocketServerActor {
     fn handle(&mut self, msg: Accepted, ctx: &mut Context<Self>) {
-        // Stream items do not pass through a mailbox; keep the depth gauge balanced.
-        self.metrics.sent();
+        // Stream items do not pass through the mailbox, so they are not in its depth.
         let _m = self.metrics.handle();
         if let Ok((stream, peer)) = msg.result {
             self.on_accept(msg.listener, stream, peer, ctx);

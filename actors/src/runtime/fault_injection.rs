@@ -50,5 +50,32 @@ pub fn maybe_panic(_actor: &str) {
     armed::maybe_panic(_actor);
 }
 
+/// Arms from the query of `POST /debug/panic?actor=NAME&count=N` (count defaults to 1). The
+/// answer is the text the endpoint replies with; `None` when this build cannot inject faults,
+/// so that the endpoint does not exist at all in release builds.
+pub fn arm_from_query(query: &str) -> Option<Result<String, String>> {
+    if !ENABLED {
+        return None;
+    }
+    let mut actor = None;
+    let mut count = 1u32;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("actor", v)) if !v.is_empty() => actor = Some(v.to_string()),
+            Some(("count", v)) => match v.parse() {
+                Ok(n) => count = n,
+                Err(_) => return Some(Err(format!("count must be a number, not {v:?}"))),
+            },
+            _ => return Some(Err(format!("unknown parameter {pair:?}"))),
+        }
+    }
+    let Some(actor) = actor else {
+        return Some(Err("actor=NAME is required".into()));
+    };
+    #[cfg(feature = "fault-injection")]
+    arm(&actor, count);
+    Some(Ok(format!("{actor} panics on its next {count} message(s)")))
+}
+
 /// Whether this build can inject faults.
 pub const ENABLED: bool = cfg!(feature = "fault-injection");

@@ -170,44 +170,62 @@ where
     M::Result: Send,
 {
     Box::new(move |act: &mut A, ctx: &mut Context<A>| {
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            super::fault_injection::maybe_panic(metrics.actor());
+        run_caught(act, ctx, &metrics, type_name::<M>(), |act, ctx| {
             let response = <A as Handler<M>>::handle(act, msg, ctx);
             response.handle(ctx, reply);
-        }));
-        let Err(payload) = outcome else { return };
-        let reason = format!(
-            "{} panicked handling {}: {}",
-            metrics.actor(),
-            type_name::<M>(),
-            panic_text(payload.as_ref())
-        );
-        match A::ON_PANIC {
-            OnPanic::Stop => {
-                tracing::error!(actor = metrics.actor(), "{reason}; stopping it");
-                ctx.stop();
-                return;
-            }
-            OnPanic::Escalate => {
-                tracing::error!(actor = metrics.actor(), "{reason}: escalating");
-                act.escalate(reason, ctx);
-                return;
-            }
-            OnPanic::Restart => {}
+        })
+    })
+}
+
+/// Runs `work` (a handler, or a timer's callback, which actix runs outside any handler) with
+/// panics caught; a panic is handled by the actor type's [`OnPanic`] policy exactly as in a
+/// message handler. `what` names the work in the log line.
+pub fn run_caught<A: SupervisedActor>(
+    act: &mut A,
+    ctx: &mut Context<A>,
+    metrics: &ActorMetrics,
+    what: &str,
+    work: impl FnOnce(&mut A, &mut Context<A>),
+) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        super::fault_injection::maybe_panic(metrics.actor());
+        work(act, ctx)
+    }));
+    let Err(payload) = outcome else { return };
+    let reason = format!(
+        "{} panicked handling {}: {}",
+        metrics.actor(),
+        what,
+        panic_text(payload.as_ref())
+    );
+    match A::ON_PANIC {
+        OnPanic::Stop => {
+            tracing::error!(actor = metrics.actor(), "{reason}; stopping it");
+            ctx.stop();
+            return;
         }
-        tracing::error!(actor = metrics.actor(), "{reason}; restarting it");
-        metrics.restarted();
-        if metrics.restart_window().record(Instant::now()) {
-            let reason = format!(
-                "{reason}; more than {MAX_RESTARTS} restarts of {} within {} s",
-                metrics.actor(),
-                RESTART_WINDOW.as_secs()
-            );
+        OnPanic::Escalate => {
             tracing::error!(actor = metrics.actor(), "{reason}: escalating");
             act.escalate(reason, ctx);
+            return;
         }
-        ctx.stop();
-    })
+        OnPanic::Restart => {}
+    }
+    if metrics.restart_window().record(Instant::now()) {
+        // Not restarted: escalate() either makes the actor inert (a partition going
+        // offline) or ends the process.
+        let reason = format!(
+            "{reason}; more than {MAX_RESTARTS} restarts of {} within {} s",
+            metrics.actor(),
+            RESTART_WINDOW.as_secs()
+        );
+        tracing::error!(actor = metrics.actor(), "{reason}: escalating");
+        act.escalate(reason, ctx);
+        return;
+    }
+    tracing::error!(actor = metrics.actor(), "{reason}; restarting it");
+    metrics.restarted();
+    ctx.stop();
 }
 
 /// An actor's address that only sends envelopes (see the module doc).

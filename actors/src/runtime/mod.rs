@@ -11,6 +11,8 @@ pub mod metrics;
 pub mod supervision;
 
 pub use arbiters::ArbiterPools;
-pub use mailbox::{Envelope, MailboxFull, MeteredAddr, MeteredRecipient, OnPanic, SupervisedActor};
+pub use mailbox::{
+    run_caught, Envelope, MailboxFull, MeteredAddr, MeteredRecipient, OnPanic, SupervisedActor,
+};
 pub use metrics::{ActorMetrics, HandleGuard};
 pub use supervision::{start_here, start_supervised, start_supervised_here, start_unsupervised};

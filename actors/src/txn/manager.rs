@@ -17,7 +17,7 @@ use super::apis::{TxnShards, TRANSACTION_STATE_TOPIC};
 use super::coordinator::{GroupTxnCompletion, ResignTxnCoordinator, TransactionCoordinatorActor};
 use super::core::{TxnCoordinatorConfig, DEFAULT_TRANSACTION_MAX_TIMEOUT_MS};
 use crate::partition::registry::PartitionTableReader;
-use crate::runtime::{ActorMetrics, MeteredAddr};
+use crate::runtime::{run_caught, ActorMetrics, MeteredAddr};
 
 /// How often the partition table is checked for leadership changes (as the group manager).
 const WATCH_INTERVAL: Duration = Duration::from_millis(50);
@@ -226,7 +226,12 @@ impl Actor for TransactionCoordinatorManagerActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.sync();
-        ctx.run_interval(WATCH_INTERVAL, |act, _| act.sync());
+        ctx.run_interval(WATCH_INTERVAL, |act, ctx| {
+            let metrics = act.metrics.clone();
+            run_caught(act, ctx, &metrics, "the leadership watch", |act, _| {
+                act.sync()
+            });
+        });
     }
 }
 
