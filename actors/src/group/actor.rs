@@ -112,6 +112,8 @@ pub struct GroupCoordinatorActor {
     metrics: ActorMetrics,
     /// Where the high watermarks for consumer lag come from.
     partitions: Option<(PartitionTableReader, i32)>,
+    /// The partition table version its topics view comes from (None before the first).
+    topics_version: Option<u64>,
     group_metrics: ShardMetrics,
     /// A lag refresh is in flight (skip the next tick rather than pile up).
     refreshing: bool,
@@ -148,6 +150,7 @@ impl GroupCoordinatorActor {
             commit_poll: None,
             metrics: ActorMetrics::new("GroupCoordinatorActor"),
             partitions: None,
+            topics_version: None,
             group_metrics: ShardMetrics::default(),
             refreshing: false,
             deleted_while_loading: Vec::new(),
@@ -163,6 +166,22 @@ impl GroupCoordinatorActor {
     ) -> Self {
         self.partitions = Some((partitions, broker_id));
         self
+    }
+
+    /// Takes the topics from the newest partition table when the manager's last
+    /// `UpdateGroupTopics` is older: a member's heartbeat right after its topic was created
+    /// (the client learnt of it from Metadata, served from that same table) gets its
+    /// assignment in this very response, as on Kafka, instead of one heartbeat later.
+    fn refresh_topics(&mut self) {
+        let Some((reader, _)) = &self.partitions else {
+            return;
+        };
+        let table = reader.borrow().clone();
+        if self.topics_version.is_some_and(|v| v >= table.version) {
+            return;
+        }
+        self.topics_version = Some(table.version);
+        self.shard.set_topics(super::manager::topics_view(&table));
     }
 
     /// Refreshes this shard's group metrics; lag needs a DescribeReplica per partition led
@@ -559,6 +578,7 @@ impl Handler<HandleGroupRequest> for GroupCoordinatorActor {
             }),
             _ => None,
         };
+        self.refresh_topics();
         self.next_request_id += 1;
         let id = self.next_request_id;
         let (tx, rx) = oneshot::channel();
@@ -577,6 +597,10 @@ impl Handler<HandleGroupRequest> for GroupCoordinatorActor {
 impl Handler<UpdateGroupTopics> for GroupCoordinatorActor {
     type Result = ();
     fn handle(&mut self, msg: UpdateGroupTopics, _: &mut Context<Self>) {
+        if self.topics_version.is_some_and(|v| v >= msg.version) {
+            return;
+        }
+        self.topics_version = Some(msg.version);
         self.shard.set_topics(msg.topics);
     }
 }

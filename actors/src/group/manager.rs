@@ -7,9 +7,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
-use actix::{Actor, AsyncContext, Context, Handler, Message};
+use actix::{Actor, Context, Handler, Message};
 use kactor_protocol::Uuid;
 use tokio::sync::watch;
 
@@ -25,10 +24,7 @@ use crate::controller::core::group_configs::{
 };
 use crate::metadata::core::ConfigResourceType;
 use crate::partition::registry::{PartitionTable, PartitionTableReader};
-use crate::runtime::{run_caught, ActorMetrics, MeteredAddr, SupervisedActor};
-
-/// How often the partition table is checked for leadership changes.
-const WATCH_INTERVAL: Duration = Duration::from_millis(50);
+use crate::runtime::{follow_watch, ActorMetrics, MeteredAddr, SupervisedActor};
 
 struct Shard {
     addr: MeteredAddr<GroupCoordinatorActor>,
@@ -145,6 +141,7 @@ impl GroupCoordinatorManagerActor {
             for s in self.shards.values() {
                 s.addr.do_send(UpdateGroupTopics {
                     topics: self.topics.clone(),
+                    version: table.version,
                 });
             }
         }
@@ -231,7 +228,7 @@ fn group_configs_view(table: &PartitionTable) -> GroupConfigsView {
 
 /// Every topic the broker knows: from the metadata image when there is one, else from the
 /// hosted partitions.
-fn topics_view(table: &PartitionTable) -> TopicsView {
+pub(super) fn topics_view(table: &PartitionTable) -> TopicsView {
     let mut view = TopicsView::new();
     if let Some(image) = &table.image {
         for t in image.topics.by_id.values() {
@@ -256,13 +253,17 @@ impl Actor for GroupCoordinatorManagerActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        // Told of every new partition table (leadership, topics, configs) as it is published,
+        // rather than looking every few milliseconds.
+        let changes = self.partitions.clone();
         self.sync();
-        ctx.run_interval(WATCH_INTERVAL, |act, ctx| {
-            let metrics = act.metrics.clone();
-            run_caught(act, ctx, &metrics, "the leadership watch", |act, _| {
-                act.sync()
-            });
-        });
+        follow_watch(
+            ctx,
+            changes,
+            self.metrics.clone(),
+            "a partition table change",
+            |act, _| act.sync(),
+        );
     }
 }
 

@@ -22,6 +22,9 @@ pub struct HandleGroupRequest {
 #[rtype(result = "()")]
 pub struct UpdateGroupTopics {
     pub topics: TopicsView,
+    /// The partition table version the view was taken from: a shard that already refreshed
+    /// from a newer table (at a heartbeat) ignores an older view.
+    pub version: u64,
 }
 
 /// Manager → shard: the group configs in the metadata image changed (`kafka-configs

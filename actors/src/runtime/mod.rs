@@ -4,6 +4,7 @@
 //! per-actor metrics. Only this module, `actor.rs` and `messages.rs` files import actix.
 
 pub mod arbiters;
+pub mod events;
 pub mod fault;
 pub mod fault_injection;
 pub mod mailbox;
@@ -11,6 +12,7 @@ pub mod metrics;
 pub mod supervision;
 
 pub use arbiters::ArbiterPools;
+pub use events::follow_watch;
 pub use mailbox::{
     run_caught, Envelope, MailboxFull, MeteredAddr, MeteredRecipient, OnPanic, SupervisedActor,
 };

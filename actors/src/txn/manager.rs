@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::{Actor, AsyncContext, Context, Handler, Message};
+use actix::{Actor, Context, Handler, Message};
 use tokio::sync::watch;
 
 use super::actor::ProducerIdManagerActor;
@@ -17,10 +17,7 @@ use super::apis::{TxnShards, TRANSACTION_STATE_TOPIC};
 use super::coordinator::{GroupTxnCompletion, ResignTxnCoordinator, TransactionCoordinatorActor};
 use super::core::{TxnCoordinatorConfig, DEFAULT_TRANSACTION_MAX_TIMEOUT_MS};
 use crate::partition::registry::PartitionTableReader;
-use crate::runtime::{run_caught, ActorMetrics, MeteredAddr};
-
-/// How often the partition table is checked for leadership changes (as the group manager).
-const WATCH_INTERVAL: Duration = Duration::from_millis(50);
+use crate::runtime::{follow_watch, ActorMetrics, MeteredAddr};
 
 /// The transaction coordinator's settings (Kafka's `TransactionConfig`), by Kafka's names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,13 +222,17 @@ impl Actor for TransactionCoordinatorManagerActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        // Told of every new partition table (leadership, topics, configs) as it is published,
+        // rather than looking every few milliseconds.
+        let changes = self.partitions.clone();
         self.sync();
-        ctx.run_interval(WATCH_INTERVAL, |act, ctx| {
-            let metrics = act.metrics.clone();
-            run_caught(act, ctx, &metrics, "the leadership watch", |act, _| {
-                act.sync()
-            });
-        });
+        follow_watch(
+            ctx,
+            changes,
+            self.metrics.clone(),
+            "a partition table change",
+            |act, _| act.sync(),
+        );
     }
 }
 
