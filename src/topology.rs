@@ -355,7 +355,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     let group_shards = group_manager.shard_table();
     let group_shards_for_txn = group_shards.clone();
     let group_manager = kactor_actors::runtime::start_supervised(
-        &pools.controller(),
+        &pools.coordinator(),
         ActorMetrics::new("GroupCoordinatorManagerActor"),
         move |_| group_manager,
     );
@@ -399,7 +399,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         );
         if let Some(controller) = &kraft.controller {
             let producer_ids = start_producer_id_manager(
-                &pools.controller(),
+                &pools.coordinator(),
                 node_id,
                 controller.recipient(),
                 kraft.image.clone(),
@@ -417,7 +417,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
             }
             let shards = manager.shard_table();
             txn_manager = Some(kactor_actors::runtime::start_supervised(
-                &pools.controller(),
+                &pools.coordinator(),
                 ActorMetrics::new("TransactionCoordinatorManagerActor"),
                 move |_| manager,
             ));

@@ -123,7 +123,7 @@ pub fn start_with_factory(
     let served_image = registry_actor.served_image();
     let registry_metrics = ActorMetrics::new("ReplicaManagerActor");
     let registry = match pools {
-        Some(p) => start_supervised(&p.controller(), registry_metrics, move |_| registry_actor),
+        Some(p) => start_supervised(&p.storage(), registry_metrics, move |_| registry_actor),
         None => MeteredAddr::new(Supervisor::start(move |_| registry_actor), registry_metrics),
     };
     let fetch_sessions = FetchSessions::new(cfg.fetch_session_cache_slots);
@@ -131,7 +131,7 @@ pub fn start_with_factory(
     let lm_metrics = ActorMetrics::new("LogManagerActor");
     let (lm_registry, lm_reader) = (registry.clone(), reader.clone());
     let log_manager = match pools {
-        Some(p) => start_supervised(&p.controller(), lm_metrics, move |_| {
+        Some(p) => start_supervised(&p.storage(), lm_metrics, move |_| {
             LogManagerActor::new(lm_config, lm_registry, lm_reader)
         }),
         None => MeteredAddr::new(
