@@ -525,6 +525,11 @@ def actors():
              "[$__range])) or vector(0)",
              thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1},
                          {"color": "red", "value": 4}], w=6, h=8),
+        stat("Stuck handlers", "sum(kactor_actor_stuck_handlers{" + SEL + "}) or vector(0)",
+             thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
+             w=6, h=8,
+             description="Handlers holding their thread for more than 5 s now (the broker "
+                         "log names the actor and message)."),
         stat("Deepest mailbox", f"max(kactor_actor_mailbox_depth{{{a}}})",
              thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 100},
                          {"color": "red", "value": 1000}], w=6, h=8),

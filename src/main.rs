@@ -219,6 +219,7 @@ fn start(file: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
     let fatal = system.block_on(async {
         let node = topology::start(&cfg).await?;
         actix_rt::spawn(allocator::give_back_when_quiet(node.pools.clone()));
+        kactor_actors::runtime::watchdog::start();
         tracing::info!(
             metrics = %node.http_address,
             "kactor started: {}",

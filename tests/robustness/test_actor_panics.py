@@ -69,9 +69,10 @@ def fi_broker(tmp_path, target):
         b.stop()
 
 
-def arm(broker, actor, count=1):
+def arm(broker, actor, count=1, stall_ms=None):
+    stall = f"&stall_ms={stall_ms}" if stall_ms else ""
     req = urllib.request.Request(
-        f"http://{broker.host}:{broker.http_port}/debug/panic?actor={actor}&count={count}",
+        f"http://{broker.host}:{broker.http_port}/debug/panic?actor={actor}&count={count}{stall}",
         method="POST")
     with urllib.request.urlopen(req, timeout=5) as resp:
         assert resp.status == 200, resp.read()
@@ -371,6 +372,29 @@ def test_a_panic_in_an_essential_actor_stops_the_process_with_one_fatal_line(fi_
     wait_for(lambda: not b.is_running(), 30, "the process to exit")
     assert b.proc.returncode == 1, b.log_tail()
     assert "kactor: fatal: RaftActor panicked handling" in b.log_text(), b.log_tail()
+
+
+def stuck_gauge(broker):
+    with urllib.request.urlopen(broker.metrics_url, timeout=5) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith("kactor_actor_stuck_handlers "):
+                return float(line.split()[1])
+    raise AssertionError("kactor_actor_stuck_handlers is not exported")
+
+
+def test_a_stuck_handler_is_reported_with_its_actor_and_message(fi_broker, topic_name):
+    b = fi_broker()
+    assert stuck_gauge(b) == 0
+    # The next CreateTopics holds the controller's thread for 7 s (the report comes after 5).
+    arm(b, "QuorumControllerActor", stall_ms=7000)
+    create_with_retries(b, topic_name, timeout=60)
+    log = b.log_text()
+    assert re.search(r"QuorumControllerActor has been handling \S*CreateTopics for 5\.\d s", log), (
+        b.log_tail())
+    assert re.search(r"QuorumControllerActor finished handling \S*CreateTopics after 7\.\d s", log), (
+        b.log_tail())
+    assert stuck_gauge(b) == 0
+    assert b.is_running()
 
 
 def test_the_release_build_has_no_fault_injection_endpoint(broker, target):

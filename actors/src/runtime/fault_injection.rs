@@ -9,32 +9,46 @@
 mod armed {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
+    use std::time::Duration;
 
-    fn table() -> &'static Mutex<HashMap<String, u32>> {
-        static T: OnceLock<Mutex<HashMap<String, u32>>> = OnceLock::new();
+    /// What the next `count` handlers of an actor type do: panic, or hold their thread.
+    #[derive(Clone, Copy)]
+    struct Fault {
+        count: u32,
+        stall: Option<Duration>,
+    }
+
+    fn table() -> &'static Mutex<HashMap<String, Fault>> {
+        static T: OnceLock<Mutex<HashMap<String, Fault>>> = OnceLock::new();
         T.get_or_init(Default::default)
     }
 
     pub fn arm(actor: &str, count: u32) {
+        arm_fault(actor, count, None)
+    }
+
+    pub fn arm_fault(actor: &str, count: u32, stall: Option<Duration>) {
         table()
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(actor.to_string(), count);
+            .insert(actor.to_string(), Fault { count, stall });
     }
 
     pub fn maybe_panic(actor: &str) {
         let fire = {
             let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
             match t.get_mut(actor) {
-                Some(n) if *n > 0 => {
-                    *n -= 1;
-                    true
+                Some(f) if f.count > 0 => {
+                    f.count -= 1;
+                    Some(f.stall)
                 }
-                _ => false,
+                _ => None,
             }
         };
-        if fire {
-            panic!("fault injection: {actor} panics on this message");
+        match fire {
+            Some(Some(stall)) => std::thread::sleep(stall),
+            Some(None) => panic!("fault injection: {actor} panics on this message"),
+            None => {}
         }
     }
 }
@@ -50,7 +64,8 @@ pub fn maybe_panic(_actor: &str) {
     armed::maybe_panic(_actor);
 }
 
-/// Arms from the query of `POST /debug/panic?actor=NAME&count=N` (count defaults to 1). The
+/// Arms from the query of `POST /debug/panic?actor=NAME&count=N[&stall_ms=MS]` (count defaults
+/// to 1; with `stall_ms` the handlers hold their thread that long instead of panicking). The
 /// answer is the text the endpoint replies with; `None` when this build cannot inject faults,
 /// so that the endpoint does not exist at all in release builds.
 pub fn arm_from_query(query: &str) -> Option<Result<String, String>> {
@@ -59,12 +74,17 @@ pub fn arm_from_query(query: &str) -> Option<Result<String, String>> {
     }
     let mut actor = None;
     let mut count = 1u32;
+    let mut stall_ms: Option<u64> = None;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("actor", v)) if !v.is_empty() => actor = Some(v.to_string()),
             Some(("count", v)) => match v.parse() {
                 Ok(n) => count = n,
                 Err(_) => return Some(Err(format!("count must be a number, not {v:?}"))),
+            },
+            Some(("stall_ms", v)) => match v.parse() {
+                Ok(n) => stall_ms = Some(n),
+                Err(_) => return Some(Err(format!("stall_ms must be a number, not {v:?}"))),
             },
             _ => return Some(Err(format!("unknown parameter {pair:?}"))),
         }
@@ -73,8 +93,15 @@ pub fn arm_from_query(query: &str) -> Option<Result<String, String>> {
         return Some(Err("actor=NAME is required".into()));
     };
     #[cfg(feature = "fault-injection")]
-    arm(&actor, count);
-    Some(Ok(format!("{actor} panics on its next {count} message(s)")))
+    armed::arm_fault(
+        &actor,
+        count,
+        stall_ms.map(std::time::Duration::from_millis),
+    );
+    Some(Ok(match stall_ms {
+        Some(ms) => format!("{actor} holds its thread {ms} ms in its next {count} message(s)"),
+        None => format!("{actor} panics on its next {count} message(s)"),
+    }))
 }
 
 /// Whether this build can inject faults.

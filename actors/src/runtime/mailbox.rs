@@ -184,13 +184,15 @@ pub fn run_caught<A: SupervisedActor>(
     act: &mut A,
     ctx: &mut Context<A>,
     metrics: &ActorMetrics,
-    what: &str,
+    what: &'static str,
     work: impl FnOnce(&mut A, &mut Context<A>),
 ) {
+    let running = super::watchdog::enter(metrics.actor(), what);
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         super::fault_injection::maybe_panic(metrics.actor());
         work(act, ctx)
     }));
+    drop(running);
     let Err(payload) = outcome else { return };
     let reason = format!(
         "{} panicked handling {}: {}",

@@ -10,6 +10,7 @@ pub mod fault_injection;
 pub mod mailbox;
 pub mod metrics;
 pub mod supervision;
+pub mod watchdog;
 
 pub use arbiters::ArbiterPools;
 pub use events::follow_watch;
