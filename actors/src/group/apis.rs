@@ -692,40 +692,77 @@ pub fn described_consumer_group(g: DescribedConsumerGroup) -> cgd::DescribedGrou
     }
 }
 
-/// FindCoordinator for one key: the leader of the key's coordinator partition, at the
-/// listener the request came in on.
+/// Kafka's `FindCoordinatorRequest.CoordinatorType` ids.
+const GROUP_KEY: i8 = 0;
+const TRANSACTION_KEY: i8 = 1;
+const SHARE_KEY: i8 = 2;
+/// Share coordinator keys exist from FindCoordinator v6 (KIP-932).
+const SHARE_KEY_MIN_VERSION: i16 = 6;
+
+/// Where one key's coordinator is: the error and the node (Kafka's `Node.noNode()`, -1 "" -1,
+/// with an error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub error_code: i16,
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+}
+
+impl Located {
+    fn error(code: i16) -> Self {
+        Located {
+            error_code: code,
+            node_id: -1,
+            host: String::new(),
+            port: -1,
+        }
+    }
+}
+
+/// Whether `key` is a share coordinator key `groupId:topicId:partition` (Kafka's
+/// `SharePartitionKey.getInstance`: the group id may itself hold ':' but not be blank).
+fn is_share_partition_key(key: &str) -> bool {
+    // Java's String.split drops trailing empty tokens.
+    let mut tokens: Vec<&str> = key.split(':').collect();
+    while tokens.last() == Some(&"") {
+        tokens.pop();
+    }
+    if key.is_empty() || tokens.len() < 3 {
+        return false;
+    }
+    let n = tokens.len();
+    let group = tokens[..n - 2].join(":");
+    !group.trim().is_empty()
+        && tokens[n - 2].parse::<Uuid>().is_ok()
+        && tokens[n - 1].parse::<i32>().is_ok()
+}
+
+/// FindCoordinator for one key (Kafka's `KafkaApis.getCoordinator`): the leader of the key's
+/// coordinator partition, at the listener the request came in on. Any group id is hashed,
+/// the empty one too. `key_type` is one Kafka knows (see `find_coordinator_response`).
 pub fn find_coordinator(
     key: &str,
     key_type: i8,
+    version: i16,
     num_partitions: i32,
     listener: &str,
     image: Option<&crate::metadata::core::MetadataImage>,
-) -> fcr::Coordinator {
-    let error = |code: i16, message: &str| fcr::Coordinator {
-        key: key.to_string(),
-        node_id: -1,
-        host: String::new(),
-        port: -1,
-        error_code: code,
-        error_message: Some(message.to_string()),
-        ..Default::default()
-    };
+) -> Located {
     let (topic, partition) = match key_type {
-        0 => (OFFSETS_TOPIC, group_partition(key, num_partitions.max(1))),
-        1 => (
+        GROUP_KEY => (OFFSETS_TOPIC, group_partition(key, num_partitions.max(1))),
+        TRANSACTION_KEY => (
             TRANSACTION_STATE_TOPIC,
             transaction_partition(key, num_partitions.max(1)),
         ),
-        _ => return error(INVALID_REQUEST, "Unknown coordinator key type."),
+        SHARE_KEY if version < SHARE_KEY_MIN_VERSION || !is_share_partition_key(key) => {
+            return Located::error(INVALID_REQUEST)
+        }
+        // A well-formed share key: kactor runs no share coordinator (no share groups).
+        _ => return Located::error(COORDINATOR_NOT_AVAILABLE),
     };
-    if key_type == 0 && key.is_empty() {
-        return error(INVALID_GROUP_ID, "Group id can't be empty.");
-    }
     let Some(image) = image else {
-        return error(
-            COORDINATOR_NOT_AVAILABLE,
-            "The coordinator is not available.",
-        );
+        return Located::error(COORDINATOR_NOT_AVAILABLE);
     };
     let leader = image
         .topics
@@ -739,22 +776,20 @@ pub fn find_coordinator(
         Some((l, ep.host.clone(), ep.port as i32))
     });
     match endpoint {
-        Some((node_id, host, port)) => fcr::Coordinator {
-            key: key.to_string(),
+        Some((node_id, host, port)) => Located {
+            error_code: NONE,
             node_id,
             host,
             port,
-            error_code: NONE,
-            error_message: None,
-            ..Default::default()
         },
-        None => error(
-            COORDINATOR_NOT_AVAILABLE,
-            "The coordinator is not available.",
-        ),
+        None => Located::error(COORDINATOR_NOT_AVAILABLE),
     }
 }
 
+/// FindCoordinator at any version. v4+ answers a row per key whose ErrorMessage Kafka leaves
+/// empty; v1–v3 answer one key with `Errors.message()` ("NONE" on success), and an error
+/// there carries no node. A key type Kafka does not know fails the whole request with
+/// INVALID_REQUEST and its standard message.
 pub fn find_coordinator_response(
     version: i16,
     r: &FindCoordinatorRequest,
@@ -763,17 +798,32 @@ pub fn find_coordinator_response(
     listener: &str,
     image: Option<&crate::metadata::core::MetadataImage>,
 ) -> FindCoordinatorResponse {
-    let key_type = since(version, 1, r.key_type, 0);
-    let partitions = if key_type == 1 {
+    let key_type = since(version, 1, r.key_type, GROUP_KEY);
+    let partitions = if key_type == TRANSACTION_KEY {
         transaction_partitions
     } else {
         offsets_partitions
     };
+    let known_type = matches!(key_type, GROUP_KEY | TRANSACTION_KEY | SHARE_KEY);
     if version < 4 {
-        let c = find_coordinator(&r.key, key_type, partitions, listener, image);
+        let c = if known_type {
+            find_coordinator(&r.key, key_type, version, partitions, listener, image)
+        } else {
+            Located::error(INVALID_REQUEST)
+        };
+        let c = if c.error_code == NONE {
+            c
+        } else {
+            Located::error(c.error_code)
+        };
         return FindCoordinatorResponse {
             error_code: c.error_code,
-            error_message: since(version, 1, c.error_message, None),
+            error_message: since(
+                version,
+                1,
+                Some(default_message(c.error_code).to_string()),
+                None,
+            ),
             node_id: c.node_id,
             host: c.host,
             port: c.port,
@@ -784,7 +834,25 @@ pub fn find_coordinator_response(
         coordinators: r
             .coordinator_keys
             .iter()
-            .map(|k| find_coordinator(k, key_type, partitions, listener, image))
+            .map(|k| {
+                let (c, message) = if known_type {
+                    let c = find_coordinator(k, key_type, version, partitions, listener, image);
+                    (c, String::new())
+                } else {
+                    let c = Located::error(INVALID_REQUEST);
+                    let message = default_message(c.error_code).to_string();
+                    (c, message)
+                };
+                fcr::Coordinator {
+                    key: k.clone(),
+                    node_id: c.node_id,
+                    host: c.host,
+                    port: c.port,
+                    error_code: c.error_code,
+                    error_message: Some(message),
+                    ..Default::default()
+                }
+            })
             .collect(),
         ..Default::default()
     }
@@ -1488,26 +1556,22 @@ mod tests {
     fn find_coordinator_points_at_the_partition_leader() {
         let image = image();
         // "my-group" hashes to partition 12 of 50, led by broker 1.
-        let c = find_coordinator("my-group", 0, 50, "PLAINTEXT", Some(&image));
+        let c = find_coordinator("my-group", 0, 6, 50, "PLAINTEXT", Some(&image));
         assert_eq!(
             (c.error_code, c.node_id, c.host.as_str(), c.port),
             (NONE, 1, "localhost", 9092)
         );
-        let c = find_coordinator("test-consumer-group", 0, 50, "PLAINTEXT", Some(&image));
+        let c = find_coordinator("test-consumer-group", 0, 6, 50, "PLAINTEXT", Some(&image));
         assert_eq!(
             c.error_code, COORDINATOR_NOT_AVAILABLE,
             "partition 31 has no leader"
         );
-        let c = find_coordinator("my-group", 0, 50, "OTHER", Some(&image));
+        let c = find_coordinator("my-group", 0, 6, 50, "OTHER", Some(&image));
         assert_eq!(c.error_code, COORDINATOR_NOT_AVAILABLE);
         assert_eq!(
-            find_coordinator("x", 1, 50, "PLAINTEXT", Some(&image)).error_code,
+            find_coordinator("x", 1, 6, 50, "PLAINTEXT", Some(&image)).error_code,
             COORDINATOR_NOT_AVAILABLE,
             "no __transaction_state"
-        );
-        assert_eq!(
-            find_coordinator("x", 3, 50, "PLAINTEXT", Some(&image)).error_code,
-            INVALID_REQUEST
         );
         let old = find_coordinator_response(
             2,
@@ -1521,6 +1585,7 @@ mod tests {
             Some(&image),
         );
         assert_eq!((old.node_id, old.port), (1, 9092));
+        assert_eq!(old.error_message.as_deref(), Some("NONE"));
         let batched = find_coordinator_response(
             4,
             &FindCoordinatorRequest {
@@ -1534,6 +1599,69 @@ mod tests {
         );
         assert_eq!(batched.coordinators.len(), 2);
         assert_eq!(batched.coordinators[0].node_id, 1);
+        assert_eq!(batched.coordinators[0].error_message.as_deref(), Some(""));
         assert_eq!(batched.coordinators[1].node_id, -1);
+        assert_eq!(batched.coordinators[1].error_message.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn find_coordinator_key_types() {
+        let image = image();
+        let req = |key_type: i8, keys: &[&str]| FindCoordinatorRequest {
+            key_type,
+            coordinator_keys: keys.iter().map(|k| k.to_string()).collect(),
+            ..Default::default()
+        };
+        // The empty group id is hashed like any other (Kafka finds its coordinator).
+        // (It lands on partition 0, which the test image has no leader for.)
+        let r = find_coordinator_response(6, &req(0, &[""]), 50, 50, "PLAINTEXT", Some(&image));
+        assert_eq!(r.coordinators[0].error_code, COORDINATOR_NOT_AVAILABLE);
+        assert_eq!(r.coordinators[0].error_message.as_deref(), Some(""));
+        // An unknown key type fails the request as a whole, with Kafka's standard message.
+        let r = find_coordinator_response(6, &req(7, &["a", "b"]), 50, 50, "PLAINTEXT", None);
+        for c in &r.coordinators {
+            assert_eq!((c.error_code, c.node_id), (INVALID_REQUEST, -1));
+            assert_eq!(
+                c.error_message.as_deref(),
+                Some(default_message(INVALID_REQUEST))
+            );
+        }
+        // Share keys: malformed ones are INVALID_REQUEST without a message.
+        let id = Uuid([7; 16]).to_string();
+        for bad in ["g:topicid:0", "g:x", "", " :{id}:0", "g:{id}:x"] {
+            let key = bad.replace("{id}", &id);
+            let r = find_coordinator_response(6, &req(2, &[&key]), 50, 50, "PLAINTEXT", None);
+            assert_eq!(r.coordinators[0].error_code, INVALID_REQUEST, "{key}");
+            assert_eq!(r.coordinators[0].error_message.as_deref(), Some(""));
+        }
+        let good = format!("a:b:{id}:3");
+        let r = find_coordinator_response(6, &req(2, &[&good]), 50, 50, "PLAINTEXT", None);
+        assert_eq!(r.coordinators[0].error_code, COORDINATOR_NOT_AVAILABLE);
+        let r = find_coordinator_response(5, &req(2, &[&good]), 50, 50, "PLAINTEXT", None);
+        assert_eq!(
+            r.coordinators[0].error_code, INVALID_REQUEST,
+            "share keys from v6"
+        );
+        // v1-v3 errors: no node, the error's standard message.
+        let old = find_coordinator_response(
+            3,
+            &FindCoordinatorRequest {
+                key: "x".into(),
+                key_type: 9,
+                ..Default::default()
+            },
+            50,
+            50,
+            "PLAINTEXT",
+            Some(&image),
+        );
+        assert_eq!(
+            (old.error_code, old.node_id, old.port),
+            (INVALID_REQUEST, -1, -1)
+        );
+        assert_eq!(
+            old.error_message.as_deref(),
+            Some(default_message(INVALID_REQUEST))
+        );
     }
 }
