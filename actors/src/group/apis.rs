@@ -31,6 +31,7 @@ use super::core::api::*;
 use super::core::errors::*;
 use super::core::hashing::{group_partition, transaction_partition};
 use super::messages::HandleGroupRequest;
+use crate::authorization::{authorized_operations, ResourceType, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
 use crate::partition::registry::PartitionTableReader;
 
@@ -569,10 +570,29 @@ pub fn offset_delete_response(o: OffsetDeleteOutput) -> OffsetDeleteResponse {
     }
 }
 
-pub fn described_group(g: DescribedGroup) -> dsr::DescribedGroup {
+/// `AuthorizedOperations` of a described group: what a client without restrictions may do on
+/// a GROUP resource, only for groups described without error and when asked (Kafka's
+/// `KafkaApis.handleDescribeGroupsRequest` / `handleConsumerGroupDescribe`).
+fn group_authorized_operations(error_code: i16, requested: bool) -> i32 {
+    if requested && error_code == NONE {
+        authorized_operations(ResourceType::Group)
+    } else {
+        AUTHORIZED_OPERATIONS_OMITTED
+    }
+}
+
+/// One DescribeGroups row; `include_operations` is the request's
+/// IncludeAuthorizedOperations, which Kafka honours from v3.
+pub fn described_group(
+    version: i16,
+    include_operations: bool,
+    g: DescribedGroup,
+) -> dsr::DescribedGroup {
+    let authorized_operations =
+        group_authorized_operations(g.error_code, version >= 3 && include_operations);
     dsr::DescribedGroup {
         error_code: g.error_code,
-        error_message: None,
+        error_message: g.error_message,
         group_id: g.group_id,
         group_state: g.group_state,
         protocol_type: g.protocol_type,
@@ -590,8 +610,7 @@ pub fn described_group(g: DescribedGroup) -> dsr::DescribedGroup {
                 ..Default::default()
             })
             .collect(),
-        // Kafka's "not requested" marker.
-        authorized_operations: i32::MIN,
+        authorized_operations,
         ..Default::default()
     }
 }
@@ -1136,7 +1155,7 @@ async fn handle_describe_groups(
     })
     .await
     .into_iter()
-    .map(described_group)
+    .map(|g| described_group(api_version, r.include_authorized_operations, g))
     .collect();
     respond(
         &ctx,

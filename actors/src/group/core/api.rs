@@ -192,6 +192,7 @@ pub struct DescribedMember {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DescribedGroup {
     pub error_code: i16,
+    pub error_message: Option<String>,
     pub group_id: String,
     pub group_state: String,
     pub protocol_type: String,
@@ -509,6 +510,7 @@ impl GroupRequest {
                     .iter()
                     .map(|g| DescribedGroup {
                         error_code: code,
+                        error_message: None,
                         group_id: g.clone(),
                         group_state: String::new(),
                         protocol_type: String::new(),
