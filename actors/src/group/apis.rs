@@ -1224,9 +1224,12 @@ async fn handle_delete_groups(
     body: RequestBody,
 ) -> HandlerOutcome {
     let r = request_body!(body, DeleteGroups);
+    // A group named twice is deleted (and answered) once, as Kafka's `distinct`.
+    let mut seen = std::collections::HashSet::new();
     let requests = r
         .groups_names
         .iter()
+        .filter(|g| seen.insert(g.as_str()))
         .map(|g| {
             let request = GroupRequest::DeleteGroups {
                 group_ids: vec![g.clone()],
