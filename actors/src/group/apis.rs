@@ -666,7 +666,11 @@ pub fn consumer_group_heartbeat_response(
     }
 }
 
-pub fn described_consumer_group(g: DescribedConsumerGroup) -> cgd::DescribedGroup {
+pub fn described_consumer_group(
+    include_operations: bool,
+    g: DescribedConsumerGroup,
+) -> cgd::DescribedGroup {
+    let authorized_operations = group_authorized_operations(g.error_code, include_operations);
     let assignment = |tps: Vec<(Uuid, String, Vec<i32>)>| cgd::Assignment {
         topic_partitions: tps
             .into_iter()
@@ -706,7 +710,7 @@ pub fn described_consumer_group(g: DescribedConsumerGroup) -> cgd::DescribedGrou
                 ..Default::default()
             })
             .collect(),
-        authorized_operations: i32::MIN,
+        authorized_operations,
         ..Default::default()
     }
 }
@@ -1280,9 +1284,12 @@ async fn handle_consumer_group_describe(
     body: RequestBody,
 ) -> HandlerOutcome {
     let r = request_body!(body, ConsumerGroupDescribe);
-    let requests = r
-        .group_ids
-        .iter()
+    // Kafka's GroupCoordinatorService answers an empty group id itself (INVALID_GROUP_ID, no
+    // message), ahead of the groups its shards describe.
+    let (empty, named): (Vec<&String>, Vec<&String>) =
+        r.group_ids.iter().partition(|g| g.is_empty());
+    let requests = named
+        .into_iter()
         .map(|g| {
             let request = GroupRequest::ConsumerGroupDescribe {
                 group_ids: vec![g.clone()],
@@ -1290,14 +1297,17 @@ async fn handle_consumer_group_describe(
             (g.clone(), request)
         })
         .collect();
-    let groups = per_group(&a, requests, |resp| match resp {
+    let described = per_group(&a, requests, |resp| match resp {
         GroupResponse::ConsumerGroupDescribe { groups } => groups,
         other => unreachable!("ConsumerGroupDescribe answered with {other:?}"),
     })
-    .await
-    .into_iter()
-    .map(described_consumer_group)
-    .collect();
+    .await;
+    let groups = empty
+        .into_iter()
+        .map(|_| DescribedConsumerGroup::error(INVALID_GROUP_ID, ""))
+        .chain(described)
+        .map(|g| described_consumer_group(r.include_authorized_operations, g))
+        .collect();
     respond(
         &ctx,
         NONE,

@@ -380,6 +380,22 @@ pub struct DescribedConsumerGroup {
     pub members: Vec<DescribedConsumerMember>,
 }
 
+impl DescribedConsumerGroup {
+    /// A group answered with an error only: the other fields keep the schema's defaults.
+    pub fn error(code: i16, group_id: &str) -> Self {
+        DescribedConsumerGroup {
+            error_code: code,
+            error_message: None,
+            group_id: group_id.to_string(),
+            group_state: String::new(),
+            group_epoch: 0,
+            assignment_epoch: 0,
+            assignor_name: String::new(),
+            members: Vec::new(),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 /// Every request the shard handles.
@@ -536,16 +552,7 @@ impl GroupRequest {
                 GroupResponse::ConsumerGroupDescribe {
                     groups: group_ids
                         .iter()
-                        .map(|g| DescribedConsumerGroup {
-                            error_code: code,
-                            error_message: None,
-                            group_id: g.clone(),
-                            group_state: String::new(),
-                            group_epoch: 0,
-                            assignment_epoch: 0,
-                            assignor_name: String::new(),
-                            members: Vec::new(),
-                        })
+                        .map(|g| DescribedConsumerGroup::error(code, g))
                         .collect(),
                 }
             }
