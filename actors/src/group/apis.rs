@@ -317,26 +317,85 @@ fn commit_topics<T>(
 
 const UNKNOWN_TOPIC_ID: i16 = 100;
 
+/// Adds `partitions` with `code` to the error rows, under the topic's row if it has one (by
+/// id from v10, by name before: Kafka's `OffsetCommitResponse.Builder`).
+fn add_commit_errors(
+    rows: &mut Vec<CommitTopicOutput>,
+    by_id: bool,
+    name: &str,
+    topic_id: Uuid,
+    partitions: impl IntoIterator<Item = (i32, i16)>,
+) {
+    let i = match rows.iter().position(|t| {
+        if by_id {
+            t.topic_id == topic_id
+        } else {
+            t.name == name
+        }
+    }) {
+        Some(i) => i,
+        None => {
+            rows.push(CommitTopicOutput {
+                name: name.to_string(),
+                topic_id,
+                partitions: Vec::new(),
+            });
+            rows.len() - 1
+        }
+    };
+    rows[i].partitions.extend(partitions);
+}
+
+/// OffsetCommit as the group coordinator gets it, with what Kafka's `KafkaApis` answers
+/// before asking the coordinator (in request order): an id the cluster does not know
+/// (v10+) is UNKNOWN_TOPIC_ID, a topic or partition it does not have
+/// UNKNOWN_TOPIC_OR_PARTITION; neither is committed.
 pub fn offset_commit_input(
     version: i16,
     r: &OffsetCommitRequest,
     name_of: &dyn Fn(&Uuid) -> Option<String>,
+    partition_exists: &dyn Fn(&str, i32) -> bool,
 ) -> (OffsetCommitInput, Vec<CommitTopicOutput>) {
-    let (topics, unknown) = commit_topics(version, &r.topics, name_of, |t| {
-        (
-            t.name.clone(),
-            t.topic_id,
-            t.partitions
+    let by_id = version >= 10;
+    let mut topics: Vec<CommitTopicInput> = Vec::new();
+    let mut errors = Vec::new();
+    for t in &r.topics {
+        let name = if by_id {
+            name_of(&t.topic_id)
+        } else {
+            Some(t.name.clone())
+        };
+        let topic_id = if by_id { t.topic_id } else { Uuid::ZERO };
+        let Some(name) = name else {
+            let failed = t
+                .partitions
                 .iter()
-                .map(|p| CommitPartitionInput {
+                .map(|p| (p.partition_index, UNKNOWN_TOPIC_ID));
+            add_commit_errors(&mut errors, by_id, "", topic_id, failed);
+            continue;
+        };
+        let mut valid = Vec::new();
+        for p in &t.partitions {
+            if partition_exists(&name, p.partition_index) {
+                valid.push(CommitPartitionInput {
                     partition_index: p.partition_index,
                     committed_offset: p.committed_offset,
                     committed_leader_epoch: since(version, 6, p.committed_leader_epoch, -1),
                     committed_metadata: p.committed_metadata.clone(),
-                })
-                .collect(),
-        )
-    });
+                });
+            } else {
+                let failed = [(p.partition_index, UNKNOWN_TOPIC_OR_PARTITION)];
+                add_commit_errors(&mut errors, by_id, &name, topic_id, failed);
+            }
+        }
+        if !valid.is_empty() {
+            topics.push(CommitTopicInput {
+                name,
+                topic_id,
+                partitions: valid,
+            });
+        }
+    }
     (
         OffsetCommitInput {
             api_version: version,
@@ -351,8 +410,25 @@ pub fn offset_commit_input(
             },
             topics,
         },
-        unknown,
+        errors,
     )
+}
+
+/// The coordinator's rows merged into the error rows found before it (Kafka's
+/// `OffsetCommitResponse.Builder.merge`): a topic already there gets the partitions appended.
+pub fn merge_commit_results(
+    version: i16,
+    errors: Vec<CommitTopicOutput>,
+    results: Vec<CommitTopicOutput>,
+) -> Vec<CommitTopicOutput> {
+    if errors.is_empty() {
+        return results;
+    }
+    let mut rows = errors;
+    for t in results {
+        add_commit_errors(&mut rows, version >= 10, &t.name, t.topic_id, t.partitions);
+    }
+    rows
 }
 
 pub fn offset_commit_response(
@@ -1057,10 +1133,22 @@ async fn handle_offset_commit(
     body: RequestBody,
 ) -> HandlerOutcome {
     let r = request_body!(body, OffsetCommit);
-    let (input, unknown) = offset_commit_input(ctx.api_version, &r, &|id| a.topic_name(id));
-    let mut topics = shard_call!(a, &r.group_id, GroupRequest::OffsetCommit(input),
-        GroupResponse::OffsetCommit { topics } => topics);
-    topics.extend(unknown);
+    let table = a.partitions.borrow().clone();
+    let (input, errors) = offset_commit_input(
+        ctx.api_version,
+        &r,
+        &|id| table.topic_name(id),
+        &|topic, p| table.partition_exists(topic, p),
+    );
+    // Nothing left to commit: Kafka answers without asking the coordinator (no group is
+    // created, no group check made).
+    let topics = if input.topics.is_empty() {
+        errors
+    } else {
+        let results = shard_call!(a, &r.group_id, GroupRequest::OffsetCommit(input),
+            GroupResponse::OffsetCommit { topics } => topics);
+        merge_commit_results(ctx.api_version, errors, results)
+    };
     let resp = offset_commit_response(ctx.api_version, topics);
     respond(&ctx, NONE, ResponseBody::OffsetCommit(resp))
 }
@@ -1441,7 +1529,8 @@ mod tests {
             ..Default::default()
         };
         let names = |id: &Uuid| (*id == Uuid([1; 16])).then(|| "orders".to_string());
-        let (input, unknown) = offset_commit_input(10, &r, &names);
+        let all = |_: &str, _: i32| true;
+        let (input, unknown) = offset_commit_input(10, &r, &names, &all);
         assert_eq!(input.topics.len(), 1);
         assert_eq!(input.topics[0].name, "orders");
         assert_eq!(
@@ -1449,11 +1538,82 @@ mod tests {
             "only v2-v4 carry a retention time"
         );
         assert_eq!(unknown[0].partitions, vec![(0, UNKNOWN_TOPIC_ID)]);
-        let (v4, _) = offset_commit_input(4, &r, &no_ids);
+        let (v4, _) = offset_commit_input(4, &r, &no_ids, &all);
         assert_eq!((v4.topics.len(), v4.retention_time_ms), (2, 5_000));
         assert_eq!(v4.topics[0].partitions[0].committed_leader_epoch, -1);
         let resp = offset_commit_response(10, unknown);
         assert_eq!(resp.topics[0].topic_id, Uuid([2; 16]));
+    }
+
+    #[test]
+    fn offset_commit_refuses_unknown_topics_and_partitions() {
+        let part = |i: i32| offset_commit_request::OffsetCommitRequestPartition {
+            partition_index: i,
+            committed_offset: 5,
+            ..Default::default()
+        };
+        let topic = |name: &str, ps: Vec<i32>| offset_commit_request::OffsetCommitRequestTopic {
+            name: name.into(),
+            partitions: ps.into_iter().map(part).collect(),
+            ..Default::default()
+        };
+        let r = OffsetCommitRequest {
+            group_id: "g".into(),
+            generation_id_or_member_epoch: -1,
+            topics: vec![
+                topic("orders", vec![0, 3, 1]),
+                topic("missing", vec![0]),
+                topic("other", vec![0]),
+            ],
+            ..Default::default()
+        };
+        // orders has partitions 0-2, other has 0, missing does not exist.
+        let exists = |t: &str, p: i32| match t {
+            "orders" => (0..3).contains(&p),
+            "other" => p == 0,
+            _ => false,
+        };
+        let (input, errors) = offset_commit_input(9, &r, &no_ids, &exists);
+        let sent: Vec<(&str, Vec<i32>)> = input
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.partitions.iter().map(|p| p.partition_index).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(sent, vec![("orders", vec![0, 1]), ("other", vec![0])]);
+        // Error rows first, in request order; the coordinator's rows merged into them.
+        let results = input
+            .topics
+            .iter()
+            .map(|t| CommitTopicOutput {
+                name: t.name.clone(),
+                topic_id: Uuid::ZERO,
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition_index, NONE))
+                    .collect(),
+            })
+            .collect();
+        let rows: Vec<(String, Vec<(i32, i16)>)> = merge_commit_results(9, errors, results)
+            .into_iter()
+            .map(|t| (t.name, t.partitions))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                (
+                    "orders".to_string(),
+                    vec![(3, UNKNOWN_TOPIC_OR_PARTITION), (0, NONE), (1, NONE)]
+                ),
+                ("missing".to_string(), vec![(0, UNKNOWN_TOPIC_OR_PARTITION)]),
+                ("other".to_string(), vec![(0, NONE)]),
+            ]
+        );
     }
 
     #[test]
