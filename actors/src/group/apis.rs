@@ -625,6 +625,58 @@ pub fn offset_fetch_response(
     }
 }
 
+/// (topic, [(partition, error code)]) rows of an OffsetDelete answer.
+pub type TopicPartitionErrors = Vec<(String, Vec<(i32, i16)>)>;
+
+/// (topic, partitions) split into those the cluster has and error rows for the others
+/// (UNKNOWN_TOPIC_OR_PARTITION), as Kafka's `KafkaApis.handleOffsetDeleteRequest` does before
+/// the coordinator.
+pub fn split_unknown_partitions(
+    topics: Vec<(String, Vec<i32>)>,
+    partition_exists: &dyn Fn(&str, i32) -> bool,
+) -> (Vec<(String, Vec<i32>)>, TopicPartitionErrors) {
+    let mut valid = Vec::new();
+    let mut errors: TopicPartitionErrors = Vec::new();
+    for (topic, partitions) in topics {
+        let (known, unknown): (Vec<i32>, Vec<i32>) = partitions
+            .into_iter()
+            .partition(|p| partition_exists(&topic, *p));
+        if !unknown.is_empty() {
+            let failed = unknown.into_iter().map(|p| (p, UNKNOWN_TOPIC_OR_PARTITION));
+            match errors.iter_mut().find(|(t, _)| *t == topic) {
+                Some((_, ps)) => ps.extend(failed),
+                None => errors.push((topic.clone(), failed.collect())),
+            }
+        }
+        if !known.is_empty() {
+            valid.push((topic, known));
+        }
+    }
+    (valid, errors)
+}
+
+/// The coordinator's answer merged into the error rows found before it (Kafka's
+/// `OffsetDeleteResponse.Builder.merge`): a group-level error replaces everything.
+pub fn merge_offset_delete(
+    errors: TopicPartitionErrors,
+    out: OffsetDeleteOutput,
+) -> OffsetDeleteOutput {
+    if out.error_code != NONE || errors.is_empty() {
+        return out;
+    }
+    let mut topics = errors;
+    for (topic, partitions) in out.topics {
+        match topics.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, ps)) => ps.extend(partitions),
+            None => topics.push((topic, partitions)),
+        }
+    }
+    OffsetDeleteOutput {
+        error_code: NONE,
+        topics,
+    }
+}
+
 pub fn offset_delete_response(o: OffsetDeleteOutput) -> OffsetDeleteResponse {
     OffsetDeleteResponse {
         error_code: o.error_code,
@@ -1201,20 +1253,33 @@ async fn handle_offset_delete(
     body: RequestBody,
 ) -> HandlerOutcome {
     let r = request_body!(body, OffsetDelete);
-    let request = GroupRequest::OffsetDelete {
-        group_id: r.group_id.clone(),
-        topics: r
-            .topics
-            .iter()
-            .map(|t| {
-                (
-                    t.name.clone(),
-                    t.partitions.iter().map(|p| p.partition_index).collect(),
-                )
-            })
-            .collect(),
+    let table = a.partitions.borrow().clone();
+    let requested: Vec<(String, Vec<i32>)> = r
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.clone(),
+                t.partitions.iter().map(|p| p.partition_index).collect(),
+            )
+        })
+        .collect();
+    let (topics, errors) =
+        split_unknown_partitions(requested, &|topic, p| table.partition_exists(topic, p));
+    let out = if r.group_id.is_empty() {
+        // Kafka's GroupCoordinatorService refuses it before any shard.
+        OffsetDeleteOutput {
+            error_code: INVALID_GROUP_ID,
+            topics: Vec::new(),
+        }
+    } else {
+        let request = GroupRequest::OffsetDelete {
+            group_id: r.group_id.clone(),
+            topics,
+        };
+        shard_call!(a, &r.group_id, request, GroupResponse::OffsetDelete(o) => o)
     };
-    let out = shard_call!(a, &r.group_id, request, GroupResponse::OffsetDelete(o) => o);
+    let out = merge_offset_delete(errors, out);
     let code = out.error_code;
     respond(
         &ctx,
@@ -1613,6 +1678,40 @@ mod tests {
                 ("missing".to_string(), vec![(0, UNKNOWN_TOPIC_OR_PARTITION)]),
                 ("other".to_string(), vec![(0, NONE)]),
             ]
+        );
+    }
+
+    #[test]
+    fn offset_delete_refuses_unknown_topics_and_partitions() {
+        let exists = |t: &str, p: i32| t == "t" && p < 2;
+        let (valid, errors) = split_unknown_partitions(
+            vec![("t".into(), vec![0, 4, 1]), ("missing".into(), vec![0])],
+            &exists,
+        );
+        assert_eq!(valid, vec![("t".to_string(), vec![0, 1])]);
+        let ok = OffsetDeleteOutput {
+            error_code: NONE,
+            topics: vec![("t".into(), vec![(0, NONE), (1, NONE)])],
+        };
+        let merged = merge_offset_delete(errors.clone(), ok);
+        assert_eq!(
+            merged.topics,
+            vec![
+                (
+                    "t".to_string(),
+                    vec![(4, UNKNOWN_TOPIC_OR_PARTITION), (0, NONE), (1, NONE)]
+                ),
+                ("missing".to_string(), vec![(0, UNKNOWN_TOPIC_OR_PARTITION)]),
+            ]
+        );
+        let failed = OffsetDeleteOutput {
+            error_code: GROUP_ID_NOT_FOUND,
+            topics: Vec::new(),
+        };
+        assert_eq!(
+            merge_offset_delete(errors, failed.clone()),
+            failed,
+            "a group error replaces the partition rows"
         );
     }
 
