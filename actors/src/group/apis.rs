@@ -537,15 +537,17 @@ pub fn offset_fetch_inputs(
             group_id: g.group_id.clone(),
             member_id: g.member_id.clone(),
             member_epoch: g.member_epoch,
+            // v10+: ids the cluster does not know are answered by the handler
+            // (`unknown_fetch_topic_ids`), not looked up.
             topics: g.topics.as_ref().map(|ts| {
                 ts.iter()
-                    .map(|t| {
+                    .filter_map(|t| {
                         let name = if version >= 10 {
-                            name_of(&t.topic_id).unwrap_or_default()
+                            name_of(&t.topic_id)?
                         } else {
                             t.name.clone()
                         };
-                        (name, t.partition_indexes.clone())
+                        Some((name, t.partition_indexes.clone()))
                     })
                     .collect()
             }),
@@ -553,9 +555,37 @@ pub fn offset_fetch_inputs(
         .collect()
 }
 
+/// Per group of an OffsetFetch v10+, the topic ids the cluster does not know with their
+/// partitions: Kafka's `KafkaApis` answers them UNKNOWN_TOPIC_ID itself, echoing the id.
+pub fn unknown_fetch_topic_ids(
+    version: i16,
+    r: &OffsetFetchRequest,
+    name_of: &dyn Fn(&Uuid) -> Option<String>,
+) -> Vec<Vec<(Uuid, Vec<i32>)>> {
+    if version < 10 {
+        return Vec::new();
+    }
+    r.groups
+        .iter()
+        .map(|g| {
+            g.topics
+                .iter()
+                .flatten()
+                .filter(|t| name_of(&t.topic_id).is_none())
+                .map(|t| (t.topic_id, t.partition_indexes.clone()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The OffsetFetch answer at `version`. `unknown` (v10+, per group, from
+/// `unknown_fetch_topic_ids`) are appended as UNKNOWN_TOPIC_ID rows after the coordinator's
+/// topics of a group fetched without error; from v10 a topic whose id is gone (deleted) is
+/// left out, as Kafka does.
 pub fn offset_fetch_response(
     version: i16,
     groups: Vec<FetchedGroup>,
+    unknown: Vec<Vec<(Uuid, Vec<i32>)>>,
     id_of: &dyn Fn(&str) -> Uuid,
 ) -> OffsetFetchResponse {
     if version < 8 {
@@ -592,17 +622,19 @@ pub fn offset_fetch_response(
         }
         return resp;
     }
+    let mut unknown = unknown.into_iter();
     OffsetFetchResponse {
         groups: groups
             .into_iter()
-            .map(|g| ofr::OffsetFetchResponseGroup {
-                group_id: g.group_id,
-                error_code: g.error_code,
-                topics: g
+            .map(|g| {
+                let unknown = unknown.next().unwrap_or_default();
+                let mut topics: Vec<ofr::OffsetFetchResponseTopics> = g
                     .topics
                     .into_iter()
-                    .map(|(name, ps)| ofr::OffsetFetchResponseTopics {
-                        topic_id: since(version, 10, id_of(&name), Uuid::ZERO),
+                    .map(|(name, ps)| (since(version, 10, id_of(&name), Uuid::ZERO), name, ps))
+                    .filter(|(id, _, _)| version < 10 || *id != Uuid::ZERO)
+                    .map(|(topic_id, name, ps)| ofr::OffsetFetchResponseTopics {
+                        topic_id,
                         name: if version >= 10 { String::new() } else { name },
                         partitions: ps
                             .into_iter()
@@ -617,8 +649,32 @@ pub fn offset_fetch_response(
                             .collect(),
                         ..Default::default()
                     })
-                    .collect(),
-                ..Default::default()
+                    .collect();
+                if g.error_code == NONE {
+                    topics.extend(unknown.into_iter().map(|(topic_id, partitions)| {
+                        ofr::OffsetFetchResponseTopics {
+                            topic_id,
+                            partitions: partitions
+                                .into_iter()
+                                .map(|p| ofr::OffsetFetchResponsePartitions {
+                                    partition_index: p,
+                                    committed_offset: -1,
+                                    committed_leader_epoch: -1,
+                                    metadata: Some(String::new()),
+                                    error_code: UNKNOWN_TOPIC_ID,
+                                    ..Default::default()
+                                })
+                                .collect(),
+                            ..Default::default()
+                        }
+                    }));
+                }
+                ofr::OffsetFetchResponseGroup {
+                    group_id: g.group_id,
+                    error_code: g.error_code,
+                    topics,
+                    ..Default::default()
+                }
             })
             .collect(),
         ..Default::default()
@@ -1243,7 +1299,8 @@ async fn handle_offset_fetch(
     })
     .await;
     let code = groups.first().map_or(NONE, |g| g.error_code);
-    let resp = offset_fetch_response(ctx.api_version, groups, &|name| a.topic_id(name));
+    let unknown = unknown_fetch_topic_ids(ctx.api_version, &r, &|id| a.topic_name(id));
+    let resp = offset_fetch_response(ctx.api_version, groups, unknown, &|name| a.topic_id(name));
     respond(&ctx, code, ResponseBody::OffsetFetch(resp))
 }
 
@@ -1765,16 +1822,80 @@ mod tests {
             )],
         };
         let ids = |_: &str| Uuid::ZERO;
-        let old = offset_fetch_response(1, vec![fetched.clone()], &ids);
+        let old = offset_fetch_response(1, vec![fetched.clone()], vec![], &ids);
         assert_eq!(
             old.topics[0].partitions[0].error_code,
             COORDINATOR_LOAD_IN_PROGRESS
         );
-        let v2 = offset_fetch_response(2, vec![fetched.clone()], &ids);
+        let v2 = offset_fetch_response(2, vec![fetched.clone()], vec![], &ids);
         assert_eq!(v2.error_code, COORDINATOR_LOAD_IN_PROGRESS);
-        let v8 = offset_fetch_response(8, vec![fetched], &ids);
+        let v8 = offset_fetch_response(8, vec![fetched], vec![], &ids);
         assert_eq!(v8.groups[0].error_code, COORDINATOR_LOAD_IN_PROGRESS);
         assert_eq!(v8.groups[0].topics[0].name, "t");
+    }
+
+    #[test]
+    fn offset_fetch_v10_answers_unknown_topic_ids_itself() {
+        let (known, gone) = (Uuid([1; 16]), Uuid([9; 16]));
+        let r = OffsetFetchRequest {
+            groups: vec![offset_fetch_request::OffsetFetchRequestGroup {
+                group_id: "g".into(),
+                member_epoch: -1,
+                topics: Some(vec![
+                    offset_fetch_request::OffsetFetchRequestTopics {
+                        topic_id: gone,
+                        partition_indexes: vec![0, 2],
+                        ..Default::default()
+                    },
+                    offset_fetch_request::OffsetFetchRequestTopics {
+                        topic_id: known,
+                        partition_indexes: vec![1],
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let names = |id: &Uuid| (*id == Uuid([1; 16])).then(|| "t".to_string());
+        let inputs = offset_fetch_inputs(10, &r, &names);
+        assert_eq!(inputs[0].topics, Some(vec![("t".to_string(), vec![1])]));
+        let unknown = unknown_fetch_topic_ids(10, &r, &names);
+        assert_eq!(unknown, vec![vec![(gone, vec![0, 2])]]);
+        let fetched = FetchedGroup {
+            group_id: "g".into(),
+            error_code: NONE,
+            topics: vec![(
+                "t".into(),
+                vec![FetchedPartition {
+                    partition_index: 1,
+                    committed_offset: 8,
+                    committed_leader_epoch: -1,
+                    metadata: String::new(),
+                    error_code: NONE,
+                }],
+            )],
+        };
+        let ids = |n: &str| if n == "t" { known } else { Uuid::ZERO };
+        let resp = offset_fetch_response(10, vec![fetched], unknown, &ids);
+        let topics = &resp.groups[0].topics;
+        assert_eq!(
+            (topics[0].topic_id, topics[0].partitions[0].committed_offset),
+            (known, 8)
+        );
+        assert_eq!(
+            topics[1].topic_id, gone,
+            "the unknown id is echoed after the rest"
+        );
+        let errs: Vec<(i32, i64, i16)> = topics[1]
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.committed_offset, p.error_code))
+            .collect();
+        assert_eq!(
+            errs,
+            vec![(0, -1, UNKNOWN_TOPIC_ID), (2, -1, UNKNOWN_TOPIC_ID)]
+        );
     }
 
     fn image() -> MetadataImage {
