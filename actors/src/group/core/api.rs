@@ -192,6 +192,7 @@ pub struct DescribedMember {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DescribedGroup {
     pub error_code: i16,
+    pub error_message: Option<String>,
     pub group_id: String,
     pub group_state: String,
     pub protocol_type: String,
@@ -379,6 +380,22 @@ pub struct DescribedConsumerGroup {
     pub members: Vec<DescribedConsumerMember>,
 }
 
+impl DescribedConsumerGroup {
+    /// A group answered with an error only: the other fields keep the schema's defaults.
+    pub fn error(code: i16, group_id: &str) -> Self {
+        DescribedConsumerGroup {
+            error_code: code,
+            error_message: None,
+            group_id: group_id.to_string(),
+            group_state: String::new(),
+            group_epoch: 0,
+            assignment_epoch: 0,
+            assignor_name: String::new(),
+            members: Vec::new(),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 /// Every request the shard handles.
@@ -509,6 +526,7 @@ impl GroupRequest {
                     .iter()
                     .map(|g| DescribedGroup {
                         error_code: code,
+                        error_message: None,
                         group_id: g.clone(),
                         group_state: String::new(),
                         protocol_type: String::new(),
@@ -534,16 +552,7 @@ impl GroupRequest {
                 GroupResponse::ConsumerGroupDescribe {
                     groups: group_ids
                         .iter()
-                        .map(|g| DescribedConsumerGroup {
-                            error_code: code,
-                            error_message: None,
-                            group_id: g.clone(),
-                            group_state: String::new(),
-                            group_epoch: 0,
-                            assignment_epoch: 0,
-                            assignor_name: String::new(),
-                            members: Vec::new(),
-                        })
+                        .map(|g| DescribedConsumerGroup::error(code, g))
                         .collect(),
                 }
             }

@@ -1081,14 +1081,8 @@ impl GroupCoordinatorShard {
     pub(super) fn consumer_describe(&self, group_id: &str) -> DescribedConsumerGroup {
         // Kafka fills in only the id and the error; the rest keeps the schema's defaults.
         let not_found = |message: String| DescribedConsumerGroup {
-            error_code: GROUP_ID_NOT_FOUND,
             error_message: Some(message),
-            group_id: group_id.to_string(),
-            group_state: String::new(),
-            group_epoch: 0,
-            assignment_epoch: 0,
-            assignor_name: String::new(),
-            members: Vec::new(),
+            ..DescribedConsumerGroup::error(GROUP_ID_NOT_FOUND, group_id)
         };
         let g = match self.groups.get(group_id) {
             None => return not_found(format!("Group {group_id} not found.")),
@@ -1130,8 +1124,18 @@ impl GroupCoordinatorShard {
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
                     subscribed_topic_names: m.subscribed_topic_names.clone(),
-                    subscribed_topic_regex: m.subscribed_topic_regex.clone(),
-                    assignment: named(&m.assigned),
+                    // "" for a member without one, as Kafka describes it.
+                    subscribed_topic_regex: Some(
+                        m.subscribed_topic_regex.clone().unwrap_or_default(),
+                    ),
+                    // Kafka reports the partitions being revoked as still assigned.
+                    assignment: named(&{
+                        let mut held = m.assigned.clone();
+                        for (t, ps) in &m.pending_revocation {
+                            held.entry(*t).or_default().extend(ps.iter().copied());
+                        }
+                        held
+                    }),
                     target_assignment: named(
                         &g.target.get(&m.member_id).cloned().unwrap_or_default(),
                     ),

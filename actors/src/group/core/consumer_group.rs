@@ -108,7 +108,8 @@ impl ConsumerMember {
             client_id: self.client_id.clone(),
             client_host: self.client_host.clone(),
             subscribed_topic_names: self.subscribed_topic_names.clone(),
-            subscribed_topic_regex: self.subscribed_topic_regex.clone(),
+            // Kafka writes "" for a member without a regex.
+            subscribed_topic_regex: Some(self.subscribed_topic_regex.clone().unwrap_or_default()),
             rebalance_timeout_ms: self.rebalance_timeout_ms,
             server_assignor: self.server_assignor.clone(),
             classic_member_metadata: self.classic.clone(),
@@ -412,7 +413,8 @@ impl ConsumerGroup {
                     member.client_id = v.client_id.clone();
                     member.client_host = v.client_host.clone();
                     member.subscribed_topic_names = v.subscribed_topic_names.clone();
-                    member.subscribed_topic_regex = v.subscribed_topic_regex.clone();
+                    member.subscribed_topic_regex =
+                        v.subscribed_topic_regex.clone().filter(|r| !r.is_empty());
                     member.rebalance_timeout_ms = v.rebalance_timeout_ms;
                     member.server_assignor = v.server_assignor.clone();
                     member.classic = v.classic_member_metadata.clone();

@@ -408,9 +408,7 @@ impl GroupCoordinatorShard {
     /// DeleteGroups for one group: tombstones for its offsets and its state.
     fn delete_group(&mut self, group_id: &str, out: &mut Output) -> i16 {
         use super::errors::*;
-        if group_id.is_empty() {
-            return INVALID_GROUP_ID;
-        }
+        // The empty group id is a group id like any other here (Kafka only refuses null).
         let Some(group) = self.groups.get(group_id) else {
             return GROUP_ID_NOT_FOUND;
         };

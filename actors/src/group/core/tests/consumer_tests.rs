@@ -519,6 +519,11 @@ fn consumer_group_describe() {
     );
     assert_eq!(m.target_assignment, m.assignment);
     assert_eq!(m.subscribed_topic_names, vec!["t2".to_string()]);
+    // No regex: "" as Kafka describes it and writes it in the member's record.
+    assert_eq!(m.subscribed_topic_regex.as_deref(), Some(""));
+    assert!(h.log.iter().any(|r| matches!(r,
+        CoordinatorRecord::ConsumerGroupMemberMetadata { value: Some(v), .. }
+            if v.subscribed_topic_regex.as_deref() == Some(""))));
     assert_eq!(groups[1].error_code, GROUP_ID_NOT_FOUND);
     assert_eq!(groups[2].error_code, GROUP_ID_NOT_FOUND);
 }

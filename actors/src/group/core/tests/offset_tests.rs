@@ -71,7 +71,13 @@ fn commit_generation_and_member_checks() {
     assert_eq!(h.commit(big), vec![(1, OFFSET_METADATA_TOO_LARGE)]);
     let mut empty_id = commit_req("", "", -1, "t1", 0, 1);
     empty_id.group_id.clear();
-    assert_eq!(h.commit(empty_id), vec![(0, INVALID_GROUP_ID)]);
+    assert_eq!(
+        h.commit(empty_id),
+        vec![(0, NONE)],
+        "Kafka commits for the empty group id too"
+    );
+    let f = h.fetch(vec![fetch_group("", Some(vec![("t1", vec![0])]))], false);
+    assert_eq!(f[0].topics[0].1[0].committed_offset, 1);
 }
 
 #[test]
