@@ -224,6 +224,27 @@ def _(c):
     c.check("OffsetFetch v9 after commit", c.wait_for("offsets committed", visible))
 
 
+@case("TxnOffsetCommit", "v6-by-topic-id-then-commit")
+def _(c):
+    # v6 names topics by id (franz-go sends it): the offsets must land under that topic.
+    txn, t, pid, epoch = open_txn(c)
+    g = f"g.{c.slug}"
+    tid = c.create_topic(f"{t}-in")
+    c.coordinator(g)
+    c.call("AddOffsetsToTxn", 4, {"TransactionalId": txn, "ProducerId": pid,
+                                  "ProducerEpoch": epoch, "GroupId": g})
+    body = toc_body(txn, g, pid, epoch, t, {0: 7})
+    body["Topics"][0] = {"TopicId": tid, "Partitions": body["Topics"][0]["Partitions"]}
+    c.call("TxnOffsetCommit", 6, body, check=True)
+    end_txn(c, txn, pid, epoch, commit=True, check=False)
+
+    def visible():
+        r = c.call("OffsetFetch", 9, {"Groups": [{"GroupId": g, "Topics": None}],
+                                      "RequireStable": True})
+        return r["Groups"][0]["ErrorCode"] == 0 and r["Groups"][0]["Topics"], r
+    c.check("OffsetFetch v9 after commit", c.wait_for("offsets committed", visible))
+
+
 @case("TxnOffsetCommit", "v5-without-add-offsets")
 def _(c):
     txn, t, pid, epoch = open_txn(c)

@@ -279,7 +279,7 @@ pub fn leave_group_response(version: i16, o: LeaveGroupOutput) -> LeaveGroupResp
 /// Commit topics, by name before v10 and by id from v10 (unknown ids: UNKNOWN_TOPIC_ID, kept
 /// out of the request and reported in the response).
 fn commit_topics<T>(
-    version: i16,
+    by_id: bool,
     topics: &[T],
     name_of: &dyn Fn(&Uuid) -> Option<String>,
     fields: impl Fn(&T) -> (String, Uuid, Vec<CommitPartitionInput>),
@@ -288,7 +288,7 @@ fn commit_topics<T>(
     let mut unknown = Vec::new();
     for t in topics {
         let (name, id, partitions) = fields(t);
-        if version >= 10 {
+        if by_id {
             match name_of(&id) {
                 Some(name) => known.push(CommitTopicInput {
                     name,
@@ -462,7 +462,8 @@ pub fn txn_offset_commit_input(
     r: &TxnOffsetCommitRequest,
     name_of: &dyn Fn(&Uuid) -> Option<String>,
 ) -> (TxnOffsetCommitInput, Vec<CommitTopicOutput>) {
-    let (topics, unknown) = commit_topics(version.min(9), &r.topics, name_of, |t| {
+    // TxnOffsetCommit names topics by id from v6 (OffsetCommit from v10).
+    let (topics, unknown) = commit_topics(version >= 6, &r.topics, name_of, |t| {
         (
             t.name.clone(),
             t.topic_id,
@@ -491,12 +492,24 @@ pub fn txn_offset_commit_input(
     )
 }
 
-pub fn txn_offset_commit_response(topics: Vec<CommitTopicOutput>) -> TxnOffsetCommitResponse {
+/// From v6 the rows carry the topic id the request named (Kafka echoes it), not the name.
+pub fn txn_offset_commit_response(
+    version: i16,
+    topics: Vec<CommitTopicOutput>,
+    id_of: &dyn Fn(&str) -> Uuid,
+) -> TxnOffsetCommitResponse {
     TxnOffsetCommitResponse {
         topics: topics
             .into_iter()
             .map(|t| tcr::TxnOffsetCommitResponseTopic {
-                name: t.name,
+                topic_id: if version < 6 {
+                    Uuid::ZERO
+                } else if t.topic_id != Uuid::ZERO {
+                    t.topic_id
+                } else {
+                    id_of(&t.name)
+                },
+                name: if version < 6 { t.name } else { String::new() },
                 partitions: t
                     .partitions
                     .into_iter()
@@ -1271,7 +1284,7 @@ async fn handle_txn_offset_commit(
     let mut topics = shard_call!(a, &r.group_id, GroupRequest::TxnOffsetCommit(input),
         GroupResponse::TxnOffsetCommit { topics } => topics);
     topics.extend(unknown);
-    let resp = txn_offset_commit_response(topics);
+    let resp = txn_offset_commit_response(ctx.api_version, topics, &|name| a.topic_id(name));
     respond(&ctx, NONE, ResponseBody::TxnOffsetCommit(resp))
 }
 
