@@ -279,7 +279,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     def("offsets.commit.timeout.ms", Int, Some("5000"), AtLeast(1), "Offset commit write timeout (not used by kactor)."),
     def("offsets.load.buffer.size", Int, Some("5242880"), AtLeast(1), "Read size when loading offsets (not used by kactor)."),
     def("offsets.topic.compression.codec", Int, Some("0"), Any, "Compression of __consumer_offsets writes (not used by kactor: uncompressed)."),
-    dynamic("group.consumer.assignment.interval.ms", Int, Some("1000"), AtLeast(0), "Time between assignment updates of a consumer group (not used by kactor)."),
+    dynamic("group.consumer.assignment.interval.ms", Int, Some("1000"), AtLeast(0), "Least time between two target assignments of a consumer group (kactor reads it at start)."),
     def("group.consumer.min.assignment.interval.ms", Int, Some("0"), AtLeast(0), "Smallest consumer group assignment interval (bounds the group config consumer.assignment.interval.ms)."),
     def("group.consumer.max.assignment.interval.ms", Int, Some("15000"), AtLeast(0), "Largest consumer group assignment interval (bounds the group config consumer.assignment.interval.ms)."),
     def("group.coordinator.append.linger.ms", Int, Some("-1"), AtLeast(-1), "Group coordinator write batching linger; -1 = adaptive (not used by kactor)."),
