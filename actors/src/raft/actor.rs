@@ -13,8 +13,12 @@ use actix::prelude::*;
 use kactor_protocol::Uuid;
 use tracing::{debug, error, info};
 
-use super::batch::{decode_batches, encode_control_batch, encode_data_batch, MetadataBatch};
-use super::core::{RaftConfig, RaftCore, RaftInput, RaftOutput};
+use super::batch::{
+    control_records, decode_batches, encode_control_batch, encode_data_batch, MetadataBatch,
+};
+use super::core::log::{EpochEntry, LogState};
+use super::core::rpc::ControlRecord;
+use super::core::{BatchContent, Endpoints, Input, Output, RaftConfig, RaftCore, VoterSet};
 use super::messages::*;
 use super::quorum_state;
 use crate::log::config::LogConfig;
@@ -34,6 +38,13 @@ pub struct RaftActorConfig {
     pub node_id: i32,
     /// Voter ids from `controller.quorum.voters`.
     pub voters: BTreeSet<i32>,
+    /// Each voter's listeners, when known (KIP-853 endpoints); empty until the network
+    /// transport is wired.
+    pub voter_endpoints: std::collections::BTreeMap<i32, Endpoints>,
+    /// `meta.properties` `cluster.id`, checked in Raft requests ("" accepts any).
+    pub cluster_id: String,
+    /// Seeds the randomized election timeouts.
+    pub seed: u64,
     /// `metadata.log.dir` (or the first `log.dirs` entry); the partition dir goes inside.
     pub metadata_log_dir: PathBuf,
     /// `controller.quorum.election.timeout.ms`
@@ -49,6 +60,9 @@ impl RaftActorConfig {
         RaftActorConfig {
             node_id,
             voters: BTreeSet::from([node_id]),
+            voter_endpoints: Default::default(),
+            cluster_id: String::new(),
+            seed: node_id as u64,
             metadata_log_dir: metadata_log_dir.into(),
             election_timeout_ms: 1000,
             segment_bytes: 1024 * 1024 * 1024,
@@ -123,18 +137,23 @@ impl RaftActor {
                 .map_err(|e| storage_at(&dir, e))?;
         }
         let election = quorum_state::read(&dir).map_err(|e| storage_at(&dir, e))?;
-        let last_epoch = log.latest_epoch().unwrap_or(0);
+        let log_state = log_state(&log)?;
         info!(
             node_id = cfg.node_id,
             log_end_offset = log.log_end_offset(),
-            last_epoch,
+            last_epoch = log.latest_epoch().unwrap_or(0),
             "opened the metadata log"
         );
-        let core = RaftCore::new(RaftConfig {
-            node_id: cfg.node_id,
-            voters: cfg.voters.clone(),
-            election_timeout_ms: cfg.election_timeout_ms,
-        });
+        let voters = VoterSet::from_static(cfg.voters.iter().map(|id| {
+            (
+                *id,
+                cfg.voter_endpoints.get(id).cloned().unwrap_or_default(),
+            )
+        }));
+        let mut raft_cfg = RaftConfig::with_static_voters(cfg.node_id, voters);
+        raft_cfg.election_timeout_ms = cfg.election_timeout_ms;
+        raft_cfg.cluster_id = cfg.cluster_id.clone();
+        let core = RaftCore::new(raft_cfg, cfg.seed);
         let mut actor = RaftActor {
             cfg,
             core,
@@ -144,12 +163,10 @@ impl RaftActor {
             failed: None,
             metrics,
         };
-        let log_end_offset = actor.log.log_end_offset();
         actor.run(
-            RaftInput::Start {
+            Input::Start {
                 election,
-                log_end_offset,
-                last_epoch,
+                log: log_state,
             },
             now,
         )?;
@@ -190,7 +207,7 @@ impl RaftActor {
     /// Returns the reply to an Append, if the input was one.
     fn run(
         &mut self,
-        input: RaftInput,
+        input: Input,
         now: i64,
     ) -> Result<Option<Result<AppendedBatch, RaftError>>, RaftError> {
         if let Some(reason) = &self.failed {
@@ -201,28 +218,42 @@ impl RaftActor {
         while let Some(input) = inputs.pop_front() {
             for out in self.core.handle(input, now) {
                 match out {
-                    RaftOutput::PersistElectionState(state) => {
-                        quorum_state::write(self.log.dir(), &state).map_err(storage)?;
+                    Output::PersistElection {
+                        state,
+                        data_version,
+                    } => {
+                        quorum_state::write(self.log.dir(), &state, data_version)
+                            .map_err(storage)?;
                     }
-                    RaftOutput::AppendControl {
+                    Output::AppendLeader {
                         base_offset,
                         epoch,
-                        record,
+                        content,
                     } => {
-                        let batch = encode_control_batch(base_offset, epoch, now, &record)
-                            .map_err(storage)?;
-                        inputs.push_back(self.append_and_flush(&batch, now)?);
+                        let batch = match &content {
+                            BatchContent::Data(records) => {
+                                encode_data_batch(base_offset, epoch, now, records)
+                            }
+                            BatchContent::Control(record) => {
+                                encode_control_batch(base_offset, epoch, now, record)
+                            }
+                        }
+                        .map_err(storage)?;
+                        self.log.append(&batch, now).map_err(storage)?;
                     }
-                    RaftOutput::AppendData {
-                        base_offset,
-                        epoch,
-                        records,
-                    } => {
-                        let batch = encode_data_batch(base_offset, epoch, now, &records)
-                            .map_err(storage)?;
-                        inputs.push_back(self.append_and_flush(&batch, now)?);
+                    Output::AppendFollower { batches } => {
+                        for b in batches {
+                            self.log.append(&b.bytes, now).map_err(storage)?;
+                        }
                     }
-                    RaftOutput::Appended {
+                    Output::Truncate { offset } => {
+                        self.log.truncate_to(offset, now).map_err(storage)?;
+                    }
+                    Output::Flush { end_offset } => {
+                        self.log.flush(end_offset, now).map_err(storage)?;
+                        inputs.push_back(Input::Flushed { end_offset });
+                    }
+                    Output::Appended {
                         base_offset,
                         last_offset,
                         epoch,
@@ -233,41 +264,49 @@ impl RaftActor {
                             epoch,
                         }))
                     }
-                    RaftOutput::AppendRejected { leader_id, epoch } => {
+                    Output::AppendRejected { leader_id, epoch } => {
                         reply = Some(Err(RaftError::NotLeader { leader_id, epoch }))
                     }
-                    RaftOutput::HighWatermarkAdvanced { high_watermark } => {
+                    Output::HighWatermark(high_watermark) => {
                         debug!(high_watermark, "metadata high watermark advanced");
                     }
-                    RaftOutput::LeaderChanged {
+                    Output::LeaderChanged {
                         leader_id,
                         epoch,
-                        next_offset,
+                        epoch_start_offset,
                     } => {
                         info!(?leader_id, epoch, "metadata quorum leader changed");
                         self.leader_notice = Some(RaftLeaderChanged {
                             leader_id,
                             epoch,
-                            next_offset,
+                            // The first data batch goes after the LeaderChangeMessage.
+                            next_offset: epoch_start_offset.map(|o| o + 1),
                         });
                     }
-                    RaftOutput::SendVoteRequest { to, .. }
-                    | RaftOutput::SendVoteResponse { to, .. } => {
-                        // The Vote RPC transport comes with multi-voter quorums.
-                        debug!(to, "no transport for vote RPCs yet");
+                    Output::Send { to, request, .. } => {
+                        // Raft RPCs between processes come with the network transport.
+                        debug!(
+                            to,
+                            request = request.name(),
+                            "no transport for Raft RPCs yet"
+                        );
                     }
+                    Output::Reply { id, .. } => {
+                        debug!(id, "no transport for Raft RPC replies yet");
+                    }
+                    Output::BeginSnapshot { id }
+                    | Output::WriteSnapshotChunk { id, .. }
+                    | Output::InstallSnapshot { id } => {
+                        // Snapshots are fetched only from a remote leader.
+                        debug!(?id, "no snapshot transfer without a transport");
+                    }
+                    Output::ShutdownComplete { .. } => {}
+                    Output::Fatal(reason) => return Err(RaftError::Storage(reason)),
                 }
             }
         }
         self.deliver();
         Ok(reply)
-    }
-
-    fn append_and_flush(&mut self, batch: &[u8], now: i64) -> Result<RaftInput, RaftError> {
-        self.log.append(batch, now).map_err(storage)?;
-        let end = self.log.log_end_offset();
-        self.log.flush(end, now).map_err(storage)?;
-        Ok(RaftInput::Flushed { end_offset: end })
     }
 
     /// Reads committed batches from `from` up to the high watermark.
@@ -347,7 +386,7 @@ impl Actor for RaftActor {
             if act.failed.is_some() {
                 return;
             }
-            if let Err(e) = act.run(RaftInput::Tick, now_ms()) {
+            if let Err(e) = act.run(Input::Tick, now_ms()) {
                 act.fail(&e);
             }
         });
@@ -373,7 +412,7 @@ impl Handler<AppendMetadataRecords> for RaftActor {
     fn handle(&mut self, msg: AppendMetadataRecords, _: &mut Context<Self>) -> Self::Result {
         let _m = self.metrics.handle();
         let reply = self.run(
-            RaftInput::Append {
+            Input::Append {
                 records: msg.records,
             },
             now_ms(),
@@ -413,32 +452,65 @@ impl Handler<DescribeQuorumState> for RaftActor {
     fn handle(&mut self, _: DescribeQuorumState, _: &mut Context<Self>) -> Self::Result {
         let _m = self.metrics.handle();
         let now = now_ms();
-        let ends = self.core.voter_end_offsets();
-        let voters = self
-            .core
-            .voters()
-            .iter()
-            .map(|id| {
-                let leo = if *id == self.core.node_id() {
-                    self.core.log_end_offset()
-                } else {
-                    ends.get(id).copied().unwrap_or(-1)
-                };
-                QuorumReplicaInfo {
-                    replica_id: *id,
-                    log_end_offset: leo,
-                    last_fetch_timestamp_ms: if *id == self.core.node_id() { now } else { -1 },
-                    last_caught_up_timestamp_ms: if *id == self.core.node_id() { now } else { -1 },
-                }
-            })
-            .collect();
+        let d = self.core.describe_quorum(now);
+        let replica = |r: &super::core::rpc::ReplicaStateView| QuorumReplicaInfo {
+            replica_id: r.key.id,
+            log_end_offset: r.log_end_offset,
+            last_fetch_timestamp_ms: r.last_fetch_timestamp,
+            last_caught_up_timestamp_ms: r.last_caught_up_timestamp,
+        };
         MessageResult(QuorumInfo {
             leader_id: self.core.leader_id(),
             leader_epoch: self.core.epoch(),
             high_watermark: self.core.high_watermark(),
             log_end_offset: self.core.log_end_offset(),
-            voters,
-            observers: Vec::new(),
+            voters: d.current_voters.iter().map(replica).collect(),
+            observers: d.observers.iter().map(replica).collect(),
         })
     }
+}
+
+/// What the core needs to know about the log at start-up: its bounds, epoch boundaries, and
+/// the voter sets and kraft.version its control records set (Kafka reads the whole log for
+/// these, as `KRaftControlRecordStateMachine` does).
+fn log_state(log: &Log) -> Result<LogState, RaftError> {
+    let mut state = LogState {
+        start_offset: log.log_start_offset(),
+        end_offset: log.log_end_offset(),
+        epochs: log
+            .leader_epoch_cache()
+            .entries()
+            .iter()
+            .map(|e| EpochEntry {
+                epoch: e.epoch,
+                start_offset: e.start_offset,
+            })
+            .collect(),
+        ..LogState::default()
+    };
+    let mut next = log.log_start_offset();
+    while next < log.log_end_offset() {
+        let info = log
+            .read(next, DELIVERY_READ_BYTES, None, true)
+            .map_err(storage)?;
+        let Some(slice) = info.records else { break };
+        if slice.len == 0 {
+            break;
+        }
+        let batches = decode_batches(slice.read_to_bytes().map_err(storage)?).map_err(storage)?;
+        let Some(last) = batches.last() else { break };
+        next = last.last_offset + 1;
+        for b in batches.iter().filter(|b| b.is_control) {
+            for c in control_records(b).map_err(storage)? {
+                match c {
+                    ControlRecord::Voters(v) => state.voters_records.push((b.base_offset, v)),
+                    ControlRecord::KRaftVersion(k) => {
+                        state.kraft_version_records.push((b.base_offset, k))
+                    }
+                    ControlRecord::LeaderChange { .. } => {}
+                }
+            }
+        }
+    }
+    Ok(state)
 }
