@@ -232,10 +232,30 @@ impl LogView {
         self.kraft_versions.insert(i64::MIN, base_kv);
     }
 
-    /// The log start moved up to `offset` (segments below a snapshot deleted).
+    /// The log start moved up to `offset` (segments below a snapshot deleted). Snapshots
+    /// older than the log start go too, as Kafka's cleaner deletes them: the earliest snapshot
+    /// is then the one at the log start, which `validate_offset_and_epoch` relies on.
     pub fn advance_start(&mut self, offset: i64) {
         if offset > self.start_offset && offset <= self.end_offset {
             self.start_offset = offset;
+            self.snapshots.retain(|s, _| s.offset >= offset);
+            // The epoch cache's truncateFromStart: the entry covering the new start moves up.
+            if let Some(covering) = self
+                .epochs
+                .iter()
+                .rev()
+                .find(|e| e.start_offset <= offset)
+                .copied()
+            {
+                self.epochs.retain(|e| e.start_offset > offset);
+                self.epochs.insert(
+                    0,
+                    EpochEntry {
+                        epoch: covering.epoch,
+                        start_offset: offset,
+                    },
+                );
+            }
         }
     }
 
