@@ -206,6 +206,8 @@ pub struct RaftCore {
     now: i64,
     /// The node of an AddRaftVoter waiting for the new voter to catch up.
     pending_add_node: Option<VoterNode>,
+    /// Correlation id of the ApiVersions request to a voter being added.
+    api_versions_in_flight: Option<u64>,
     out: Vec<Output>,
 }
 
@@ -246,6 +248,7 @@ impl RaftCore {
             started: false,
             now: 0,
             pending_add_node: None,
+            api_versions_in_flight: None,
             out: Vec::new(),
             cfg,
         }
@@ -340,6 +343,21 @@ impl RaftCore {
             Input::Response {
                 from,
                 correlation_id,
+                response:
+                    Response::ApiVersions {
+                        error,
+                        kraft_version,
+                    },
+            } => {
+                if self.api_versions_in_flight == Some(correlation_id) {
+                    self.api_versions_in_flight = None;
+                    self.handle_api_versions_response(error, kraft_version, now);
+                }
+                let _ = from;
+            }
+            Input::Response {
+                from,
+                correlation_id,
                 response,
             } => {
                 if self.requests.is_response_expected(from, correlation_id) {
@@ -348,6 +366,10 @@ impl RaftCore {
                 }
             }
             Input::RequestFailed { to, correlation_id } => {
+                if self.api_versions_in_flight == Some(correlation_id) {
+                    self.api_versions_in_flight = None;
+                    self.handle_api_versions_response(BROKER_NOT_AVAILABLE, None, now);
+                }
                 self.requests.on_result(to, correlation_id, false, now);
             }
             Input::SnapshotCreated { id, size } => self.log.add_snapshot(id, size),
@@ -1318,6 +1340,9 @@ impl RaftCore {
             Request::UpdateRaftVoter(r) => self
                 .handle_update_voter(id, r, now)
                 .map(Response::UpdateRaftVoter),
+            // Raft itself only sends ApiVersions (to a voter being added); the broker's
+            // network layer answers ApiVersions requests.
+            Request::ApiVersions { .. } => None,
         };
         if let Some(response) = response {
             self.reply(id, response);
@@ -1787,6 +1812,7 @@ impl RaftCore {
             Response::Fetch(r) => self.handle_fetch_response(r, now),
             Response::FetchSnapshot(r) => self.handle_fetch_snapshot_response(r, now),
             Response::UpdateRaftVoter(_)
+            | Response::ApiVersions { .. }
             | Response::AddRaftVoter(_)
             | Response::RemoveRaftVoter(_)
             | Response::DescribeQuorum(_) => true,
@@ -2130,72 +2156,58 @@ impl RaftCore {
 
     // ---- voter changes (KIP-853) -----------------------------------------------------------
 
+    /// Kafka's `handleAddVoterRequest` and `AddVoterHandler`: checks in Kafka's order, then an
+    /// ApiVersions round trip to the new voter (its supported kraft.version), then the
+    /// VotersRecord once the new voter has caught up; the answer waits for its commit.
     fn handle_add_voter(
         &mut self,
         id: RequestId,
         r: AddRaftVoterRequest,
         now: i64,
     ) -> Option<VoterChangeResponse> {
-        let err = |e: i16, m: &str| {
+        let err = |e: i16, m: String| {
             Some(VoterChangeResponse {
                 error: e,
-                error_message: Some(m.to_string()),
+                error_message: Some(m),
             })
         };
         if !self.valid_cluster_id(&r.cluster_id) {
-            return err(INCONSISTENT_CLUSTER_ID, "the cluster id does not match");
+            return err(
+                INCONSISTENT_CLUSTER_ID,
+                "the cluster id does not match".into(),
+            );
+        }
+        if let Some(e) = self.validate_leader_only(self.epoch()) {
+            return err(e, "this node is not the leader".into());
+        }
+        if r.voter.directory_id.is_none() {
+            return err(
+                INVALID_REQUEST,
+                "Add voter request didn't include a valid voter".into(),
+            );
+        }
+        if r.listeners.is_empty() {
+            return err(
+                INVALID_REQUEST,
+                "Add voter request didn't include the default listener".into(),
+            );
+        }
+        if let Some(e) = self.voter_change_precheck() {
+            return Some(e);
         }
         let voters = self.log.last_voter_set();
-        let kraft_version = self.log.last_kraft_version();
-        let (hw, pending, start_committed) = match &self.state {
-            EpochState::Leader(l) => (
-                l.high_watermark,
-                l.pending_voter_change.is_some(),
-                l.high_watermark.is_some_and(|hw| hw > l.epoch_start_offset),
-            ),
-            _ => return err(NOT_LEADER_OR_FOLLOWER, "this node is not the leader"),
-        };
-        if kraft_version < 1 {
-            return err(
-                UNSUPPORTED_VERSION,
-                "kraft.version 1 is required to change voters",
-            );
-        }
-        if pending || !start_committed || hw.is_none() {
-            return err(
-                REQUEST_TIMED_OUT,
-                "a voter change is in progress or the leader's epoch start is not committed",
-            );
-        }
-        if self
-            .log
-            .last_voter_set_offset()
-            .is_some_and(|o| hw.is_some_and(|hw| o >= hw))
-        {
-            return err(
-                REQUEST_TIMED_OUT,
-                "the latest voter set is not committed yet",
-            );
-        }
         if voters.contains_id(r.voter.id) {
             return err(
                 DUPLICATE_VOTER,
-                &format!("voter {} is already in the voter set", r.voter.id),
+                format!(
+                    "The voter id for {} is already part of the set of voters",
+                    r.voter
+                ),
             );
         }
-        if r.voter.directory_id.is_none() {
-            return err(INVALID_REQUEST, "the new voter must have a directory id");
-        }
-        if r.listeners.is_empty() {
-            return err(INVALID_REQUEST, "the new voter must have listeners");
-        }
-        // Kafka checks the new voter's supported kraft.version with ApiVersions and waits for
-        // it to be caught up (an observer that fetched up to the leader's end recently); the
-        // record is written once it is.
-        let deadline = now + r.timeout_ms.max(0) as i64;
         let node = VoterNode {
             key: r.voter,
-            listeners: r.listeners,
+            listeners: r.listeners.clone(),
             supported_kraft_version: KRaftVersionRange::UP_TO_1,
         };
         if let EpochState::Leader(l) = &mut self.state {
@@ -2203,12 +2215,70 @@ impl RaftCore {
                 request: id,
                 voter: r.voter,
                 offset: None,
-                deadline,
+                deadline: now + self.cfg.request_timeout_ms,
                 awaiting_catch_up: true,
             });
         }
         self.pending_add_node = Some(node);
-        self.try_write_add_voter(now);
+        self.next_correlation_id += 1;
+        let correlation_id = self.next_correlation_id;
+        self.api_versions_in_flight = Some(correlation_id);
+        self.out.push(Output::Send {
+            to: r.voter.id,
+            correlation_id,
+            request: Request::ApiVersions {
+                listeners: r.listeners,
+            },
+        });
+        None
+    }
+
+    /// The checks every voter change starts with (Kafka's handlers, in their order).
+    fn voter_change_precheck(&self) -> Option<VoterChangeResponse> {
+        let err = |e: i16, m: String| {
+            Some(VoterChangeResponse {
+                error: e,
+                error_message: Some(m),
+            })
+        };
+        let (hw, pending) = match &self.state {
+            EpochState::Leader(l) => (l.high_watermark, l.pending_voter_change.is_some()),
+            _ => return err(NOT_LEADER_OR_FOLLOWER, "this node is not the leader".into()),
+        };
+        if pending {
+            return err(
+                REQUEST_TIMED_OUT,
+                "Request timed out waiting for leader to handle previous voter change request"
+                    .into(),
+            );
+        }
+        let Some(hw) = hw else {
+            return err(
+                REQUEST_TIMED_OUT,
+                "Request timed out waiting for leader to establish HWM and fence previous \
+                 voter changes"
+                    .into(),
+            );
+        };
+        let kraft_version = self.log.last_kraft_version();
+        if kraft_version < 1 {
+            return err(
+                UNSUPPORTED_VERSION,
+                format!(
+                    "Cluster doesn't support changing voters because the kraft.version feature \
+                     is {kraft_version}"
+                ),
+            );
+        }
+        if self.log.last_voter_set_offset().is_some_and(|o| o >= hw) {
+            return err(
+                REQUEST_TIMED_OUT,
+                format!(
+                    "Request timed out waiting for voters to commit the latest voter change with \
+                     HWM {hw}"
+                ),
+            );
+        }
         None
     }
 
@@ -2218,55 +2288,35 @@ impl RaftCore {
         r: RemoveRaftVoterRequest,
         _now: i64,
     ) -> Option<VoterChangeResponse> {
-        let err = |e: i16, m: &str| {
+        let err = |e: i16, m: String| {
             Some(VoterChangeResponse {
                 error: e,
-                error_message: Some(m.to_string()),
+                error_message: Some(m),
             })
         };
         if !self.valid_cluster_id(&r.cluster_id) {
-            return err(INCONSISTENT_CLUSTER_ID, "the cluster id does not match");
+            return err(
+                INCONSISTENT_CLUSTER_ID,
+                "the cluster id does not match".into(),
+            );
+        }
+        if let Some(e) = self.validate_leader_only(self.epoch()) {
+            return err(e, "this node is not the leader".into());
+        }
+        if let Some(e) = self.voter_change_precheck() {
+            return Some(e);
         }
         let voters = self.log.last_voter_set();
-        let (hw, pending, start_committed) = match &self.state {
-            EpochState::Leader(l) => (
-                l.high_watermark,
-                l.pending_voter_change.is_some(),
-                l.high_watermark.is_some_and(|hw| hw > l.epoch_start_offset),
-            ),
-            _ => return err(NOT_LEADER_OR_FOLLOWER, "this node is not the leader"),
+        let new_voters = match voters.with_removed(r.voter) {
+            // An empty voter set could never commit again.
+            Some(v) if !v.is_empty() => v,
+            _ => {
+                return err(
+                    VOTER_NOT_FOUND,
+                    format!("Cannot remove voter {} from the set of voters", r.voter),
+                )
+            }
         };
-        if self.log.last_kraft_version() < 1 {
-            return err(
-                UNSUPPORTED_VERSION,
-                "kraft.version 1 is required to change voters",
-            );
-        }
-        if pending || !start_committed {
-            return err(
-                REQUEST_TIMED_OUT,
-                "a voter change is in progress or the leader's epoch start is not committed",
-            );
-        }
-        if self
-            .log
-            .last_voter_set_offset()
-            .is_some_and(|o| hw.is_some_and(|hw| o >= hw))
-        {
-            return err(
-                REQUEST_TIMED_OUT,
-                "the latest voter set is not committed yet",
-            );
-        }
-        let Some(new_voters) = voters.with_removed(r.voter) else {
-            return err(
-                VOTER_NOT_FOUND,
-                &format!("voter {} is not in the voter set", r.voter),
-            );
-        };
-        if new_voters.is_empty() {
-            return err(INVALID_REQUEST, "cannot remove the last voter");
-        }
         let (offset, _, _) =
             self.append_as_leader(BatchContent::Control(ControlRecord::Voters(new_voters)), 1);
         self.refresh_after_log_change();
@@ -2280,11 +2330,12 @@ impl RaftCore {
         None
     }
 
+    /// Kafka's `handleUpdateVoterRequest` and `UpdateVoterHandler`.
     fn handle_update_voter(
         &mut self,
         id: RequestId,
         r: UpdateRaftVoterRequest,
-        now: i64,
+        _now: i64,
     ) -> Option<UpdateVoterResponse> {
         let resp = |s: &Self, e: i16| {
             Some(UpdateVoterResponse {
@@ -2300,16 +2351,35 @@ impl RaftCore {
         if let Some(e) = self.validate_leader_only(r.current_leader_epoch) {
             return resp(self, e);
         }
-        let voters = self.log.last_voter_set();
+        if r.voter.directory_id.is_none() {
+            return resp(self, INVALID_REQUEST);
+        }
         let (hw, pending) = match &self.state {
             EpochState::Leader(l) => (l.high_watermark, l.pending_voter_change.is_some()),
             _ => return resp(self, NOT_LEADER_OR_FOLLOWER),
         };
-        if pending || hw.is_none() {
+        let Some(hw) = hw.filter(|_| !pending) else {
             return resp(self, REQUEST_TIMED_OUT);
+        };
+        let kraft_version = self.log.last_kraft_version();
+        if kraft_version < r.kraft_version.min || kraft_version > r.kraft_version.max {
+            return resp(self, INVALID_REQUEST);
         }
         if r.listeners.is_empty() {
             return resp(self, INVALID_REQUEST);
+        }
+        let voters = self.log.last_voter_set();
+        if kraft_version < 1 {
+            // A static quorum has nothing to record; Kafka only checks the id.
+            let e = if voters.contains_id(r.voter.id) {
+                NONE
+            } else {
+                VOTER_NOT_FOUND
+            };
+            return resp(self, e);
+        }
+        if self.log.last_voter_set_offset().is_some_and(|o| o >= hw) {
+            return resp(self, REQUEST_TIMED_OUT);
         }
         let node = VoterNode {
             key: r.voter,
@@ -2319,13 +2389,6 @@ impl RaftCore {
         let Some(updated) = voters.with_updated(node) else {
             return resp(self, VOTER_NOT_FOUND);
         };
-        if self.log.last_kraft_version() < 1 {
-            // Kafka 4.4 accepts the update from a static quorum but has nothing to write.
-            return resp(self, NONE);
-        }
-        if updated == voters {
-            return resp(self, NONE);
-        }
         let (offset, _, _) =
             self.append_as_leader(BatchContent::Control(ControlRecord::Voters(updated)), 1);
         if let EpochState::Leader(l) = &mut self.state {
@@ -2334,29 +2397,66 @@ impl RaftCore {
                 offset,
             });
         }
-        let _ = now;
         None
     }
 
-    /// Writes the VotersRecord of a pending AddRaftVoter once the new voter has caught up.
-    fn try_write_add_voter(&mut self, now: i64) {
-        let (voter, ready) = match &self.state {
+    /// The new voter answered ApiVersions (Kafka's `AddVoterHandler.handleApiVersionsResponse`):
+    /// it must support kraft.version 1 and be caught up; then the VotersRecord is written.
+    fn handle_api_versions_response(
+        &mut self,
+        error: i16,
+        kraft_version: Option<KRaftVersionRange>,
+        now: i64,
+    ) {
+        let voter = match &self.state {
             EpochState::Leader(l) => match &l.pending_voter_change {
                 Some(PendingVoterChange::Add {
                     voter,
                     awaiting_catch_up: true,
                     ..
-                }) => (*voter, l.is_replica_caught_up(*voter, now)),
+                }) => *voter,
                 _ => return,
             },
             _ => return,
         };
-        if !ready {
-            return;
+        let fail = |s: &mut Self, e: i16, m: String| {
+            if let EpochState::Leader(l) = &mut s.state {
+                if let Some(c) = l.pending_voter_change.take() {
+                    s.pending_add_node = None;
+                    s.reply_voter_change(c, e, Some(m));
+                }
+            }
+        };
+        if error != NONE {
+            return fail(
+                self,
+                REQUEST_TIMED_OUT,
+                format!("Add voter {voter} failed: ApiVersions returned error {error}"),
+            );
         }
-        let Some(node) = self.pending_add_node.take() else {
+        let current = self.log.last_kraft_version();
+        let Some(range) = kraft_version.filter(|r| r.min <= current && current <= r.max) else {
+            return fail(
+                self,
+                INVALID_REQUEST,
+                format!("Add voter {voter} failed: it does not support kraft.version {current}"),
+            );
+        };
+        let caught_up = match &self.state {
+            EpochState::Leader(l) => l.is_replica_caught_up(voter, now),
+            _ => false,
+        };
+        if !caught_up {
+            return fail(
+                self,
+                REQUEST_TIMED_OUT,
+                format!("Add voter {voter} failed: the new voter is not caught up to the leader"),
+            );
+        }
+        let Some(mut node) = self.pending_add_node.take() else {
             return;
         };
+        node.supported_kraft_version = range;
         let Some(new_voters) = self.log.last_voter_set().with_added(node) else {
             return;
         };
@@ -2373,7 +2473,6 @@ impl RaftCore {
                 *o = Some(offset);
                 *awaiting_catch_up = false;
             }
-            let _ = voter;
         }
     }
 
@@ -2410,14 +2509,11 @@ impl RaftCore {
     }
 
     fn expire_voter_change(&mut self, now: i64) {
-        self.try_write_add_voter(now);
         let expired = match &mut self.state {
             EpochState::Leader(l) => match &l.pending_voter_change {
-                Some(PendingVoterChange::Add {
-                    deadline,
-                    awaiting_catch_up: true,
-                    ..
-                }) if now >= *deadline => l.pending_voter_change.take(),
+                Some(PendingVoterChange::Add { deadline, .. }) if now >= *deadline => {
+                    l.pending_voter_change.take()
+                }
                 _ => None,
             },
             _ => None,
@@ -2427,7 +2523,7 @@ impl RaftCore {
             self.reply_voter_change(
                 change,
                 REQUEST_TIMED_OUT,
-                Some("the new voter did not catch up in time".into()),
+                Some("Timed out waiting for the voter to be added".into()),
             );
         }
     }

@@ -233,6 +233,11 @@ pub enum Request {
     AddRaftVoter(AddRaftVoterRequest),
     RemoveRaftVoter(RemoveRaftVoterRequest),
     UpdateRaftVoter(UpdateRaftVoterRequest),
+    /// Sent by a leader to a voter being added, at one of `listeners` (KIP-853: the leader
+    /// learns the new voter's supported kraft.version from its ApiVersions response).
+    ApiVersions {
+        listeners: Endpoints,
+    },
 }
 
 impl Request {
@@ -247,6 +252,7 @@ impl Request {
             Request::AddRaftVoter(_) => "AddRaftVoter",
             Request::RemoveRaftVoter(_) => "RemoveRaftVoter",
             Request::UpdateRaftVoter(_) => "UpdateRaftVoter",
+            Request::ApiVersions { .. } => "ApiVersions",
         }
     }
 }
@@ -262,4 +268,9 @@ pub enum Response {
     AddRaftVoter(VoterChangeResponse),
     RemoveRaftVoter(VoterChangeResponse),
     UpdateRaftVoter(UpdateVoterResponse),
+    /// The `kraft.version` supported-feature range from an ApiVersions response.
+    ApiVersions {
+        error: i16,
+        kraft_version: Option<super::types::KRaftVersionRange>,
+    },
 }

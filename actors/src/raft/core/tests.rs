@@ -821,3 +821,211 @@ fn end_quorum_epoch_backs_off_by_successor_position() {
     c.handle(Input::Tick, 100);
     assert_eq!(c.state_name(), "Prospective");
 }
+
+fn dir(n: u8) -> kactor_protocol::Uuid {
+    kactor_protocol::Uuid([n; 16])
+}
+
+/// A lone voter 1 of a KIP-853 quorum (kraft.version 1, voters from the log), leading with
+/// its epoch start committed.
+fn dynamic_leader() -> RaftCore {
+    let node = |id: i32| VoterNode {
+        key: ReplicaKey::of(id, Some(dir(id as u8))),
+        listeners: ep(id),
+        supported_kraft_version: KRaftVersionRange::UP_TO_1,
+    };
+    let mut c = RaftConfig::with_static_voters(1, VoterSet::new([node(1)]));
+    c.static_voters = None;
+    c.directory_id = dir(1);
+    c.cluster_id = "cluster".into();
+    let mut core = RaftCore::new(c, 3);
+    // kafka-storage format's bootstrap: KRaftVersionRecord and VotersRecord at 0 and 1.
+    let log = LogState {
+        end_offset: 2,
+        epochs: vec![EpochEntry {
+            epoch: 0,
+            start_offset: 0,
+        }],
+        kraft_version_records: vec![(0, 1)],
+        voters_records: vec![(1, VoterSet::new([node(1)]))],
+        ..LogState::default()
+    };
+    let out = core.handle(
+        Input::Start {
+            election: None,
+            log,
+        },
+        0,
+    );
+    assert!(core.is_leader());
+    // kraft.version 1 writes data_version 1 files.
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::PersistElection {
+            data_version: 1,
+            ..
+        }
+    )));
+    core.handle(Input::Flushed { end_offset: 3 }, 0);
+    assert_eq!(core.high_watermark(), 3);
+    core
+}
+
+fn add_voter(c: &mut RaftCore, id: i32, now: i64) -> Vec<Output> {
+    c.handle(
+        Input::Request {
+            id: 40 + id as u64,
+            request: Request::AddRaftVoter(AddRaftVoterRequest {
+                cluster_id: None,
+                timeout_ms: 30_000,
+                voter: ReplicaKey::of(id, Some(dir(id as u8))),
+                listeners: ep(id),
+            }),
+        },
+        now,
+    )
+}
+
+fn voter_change_reply(out: &[Output]) -> Option<VoterChangeResponse> {
+    replies(out).into_iter().find_map(|r| match r {
+        Response::AddRaftVoter(v) | Response::RemoveRaftVoter(v) => Some(v),
+        _ => None,
+    })
+}
+
+fn answer_api_versions(c: &mut RaftCore, out: &[Output], now: i64) -> Vec<Output> {
+    let (to, corr, req) = sends(out).pop().expect("an ApiVersions request");
+    assert!(matches!(req, Request::ApiVersions { .. }));
+    c.handle(
+        Input::Response {
+            from: to,
+            correlation_id: corr,
+            response: Response::ApiVersions {
+                error: NONE,
+                kraft_version: Some(KRaftVersionRange::UP_TO_1),
+            },
+        },
+        now,
+    )
+}
+
+#[test]
+fn add_voter_needs_a_caught_up_observer_and_commits_the_voters_record() {
+    let mut c = dynamic_leader();
+    // Not fetched yet: ApiVersions answered, but the new voter is not caught up.
+    let out = add_voter(&mut c, 4, 10);
+    assert!(voter_change_reply(&out).is_none());
+    let out = answer_api_versions(&mut c, &out, 11);
+    let r = voter_change_reply(&out).unwrap();
+    assert_eq!(r.error, REQUEST_TIMED_OUT);
+    // Node 4 fetches up to the leader's end as an observer, then asks again.
+    let mut f = fetch_req(4, c.epoch(), 3, c.epoch());
+    f.replica = ReplicaKey::of(4, Some(dir(4)));
+    fetch(&mut c, f.clone(), 20);
+    let out = add_voter(&mut c, 4, 21);
+    let out = answer_api_versions(&mut c, &out, 22);
+    assert!(voter_change_reply(&out).is_none(), "waits for the commit");
+    let record_at = out
+        .iter()
+        .find_map(|o| match o {
+            Output::AppendLeader {
+                base_offset,
+                content: BatchContent::Control(ControlRecord::Voters(v)),
+                ..
+            } => Some((*base_offset, v.ids().collect::<Vec<_>>())),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(record_at, (3, vec![1, 4]));
+    assert_eq!(c.voters().ids().collect::<Vec<_>>(), vec![1, 4]);
+    // Another change while this one is pending: REQUEST_TIMED_OUT.
+    let out = add_voter(&mut c, 5, 23);
+    assert_eq!(voter_change_reply(&out).unwrap().error, REQUEST_TIMED_OUT);
+    // The new voter set (1 and 4) must hold the record: the leader's flush is not enough.
+    let out = c.handle(Input::Flushed { end_offset: 4 }, 24);
+    assert!(voter_change_reply(&out).is_none());
+    f.fetch_offset = 4;
+    let out = c.handle(
+        Input::Request {
+            id: 99,
+            request: Request::Fetch(f),
+        },
+        25,
+    );
+    assert_eq!(voter_change_reply(&out).unwrap().error, NONE);
+    assert_eq!(c.high_watermark(), 4);
+    // A voter id already in the set.
+    let out = add_voter(&mut c, 4, 26);
+    assert_eq!(voter_change_reply(&out).unwrap().error, DUPLICATE_VOTER);
+}
+
+#[test]
+fn remove_voter_errors_and_commit() {
+    let mut c = dynamic_leader();
+    let remove = |c: &mut RaftCore, id: i32| {
+        c.handle(
+            Input::Request {
+                id: 7,
+                request: Request::RemoveRaftVoter(RemoveRaftVoterRequest {
+                    cluster_id: None,
+                    voter: ReplicaKey::of(id, Some(dir(id as u8))),
+                }),
+            },
+            30,
+        )
+    };
+    assert_eq!(
+        voter_change_reply(&remove(&mut c, 9)).unwrap().error,
+        VOTER_NOT_FOUND
+    );
+    // The last voter cannot go.
+    assert_eq!(
+        voter_change_reply(&remove(&mut c, 1)).unwrap().error,
+        VOTER_NOT_FOUND
+    );
+}
+
+#[test]
+fn voter_changes_need_kraft_version_1() {
+    let (mut c, _) = started(1, &[1], None, LogState::default());
+    c.handle(Input::Flushed { end_offset: 1 }, 0);
+    let out = add_voter(&mut c, 4, 10);
+    assert_eq!(voter_change_reply(&out).unwrap().error, UNSUPPORTED_VERSION);
+    // A follower answers NOT_LEADER_OR_FOLLOWER.
+    let (mut f, _) = started(2, &[1, 2, 3], None, LogState::default());
+    let out = add_voter(&mut f, 4, 10);
+    assert_eq!(
+        voter_change_reply(&out).unwrap().error,
+        NOT_LEADER_OR_FOLLOWER
+    );
+}
+
+#[test]
+fn update_voter_on_a_static_quorum_only_checks_the_id() {
+    let (mut c, _) = started(1, &[1], None, LogState::default());
+    c.handle(Input::Flushed { end_offset: 1 }, 0);
+    let update = |c: &mut RaftCore, id: i32, epoch: i32| {
+        let out = c.handle(
+            Input::Request {
+                id: 5,
+                request: Request::UpdateRaftVoter(UpdateRaftVoterRequest {
+                    cluster_id: None,
+                    current_leader_epoch: epoch,
+                    voter: ReplicaKey::of(id, Some(dir(id as u8))),
+                    listeners: ep(id),
+                    kraft_version: KRaftVersionRange::UP_TO_1,
+                }),
+            },
+            1,
+        );
+        match replies(&out).pop() {
+            Some(Response::UpdateRaftVoter(r)) => r,
+            other => panic!("{other:?}"),
+        }
+    };
+    let epoch = c.epoch();
+    assert_eq!(update(&mut c, 1, epoch).error, NONE);
+    assert_eq!(update(&mut c, 7, epoch).error, VOTER_NOT_FOUND);
+    let r = update(&mut c, 1, epoch + 1);
+    assert_eq!((r.error, r.leader_id), (UNKNOWN_LEADER_EPOCH, 1));
+}
