@@ -563,6 +563,10 @@ impl Sim {
                 let n = self.nodes.get_mut(&id).unwrap();
                 n.disk.durable = n.disk.end();
                 self.crash(id, true);
+                if !self.crashes_allowed {
+                    // Healing: the node comes straight back.
+                    self.start_node(id, &[]);
+                }
             }
             Output::Fatal(msg) => {
                 self.violation = Some(format!("node {id} fatal: {msg}"));
