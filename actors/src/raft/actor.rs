@@ -514,3 +514,54 @@ fn log_state(log: &Log) -> Result<LogState, RaftError> {
     }
     Ok(state)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn lone_voter_leads_appends_and_restarts_into_the_next_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = RaftActorConfig::single_node(1, dir.path());
+        let mut a = RaftActor::open(cfg.clone(), ActorMetrics::new("RaftActorTest")).unwrap();
+        assert!(a.core.is_leader());
+        assert_eq!((a.core.epoch(), a.core.high_watermark()), (1, 1));
+        // The file as Kafka 4.4 writes it for a static quorum's leader.
+        assert_eq!(
+            std::fs::read_to_string(quorum_state::path_in(a.log.dir())).unwrap(),
+            r#"{"clusterId":"","leaderId":1,"leaderEpoch":1,"votedId":-1,"appliedOffset":0,"currentVoters":[{"voterId":1}],"data_version":0}"#
+        );
+        let appended = a
+            .run(
+                Input::Append {
+                    records: vec![Bytes::from_static(b"r1"), Bytes::from_static(b"r2")],
+                },
+                now_ms(),
+            )
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            appended,
+            AppendedBatch {
+                base_offset: 1,
+                last_offset: 2,
+                epoch: 1
+            }
+        );
+        assert_eq!(a.core.high_watermark(), 3);
+        drop(a);
+        // A restarted leader resigns its epoch and leads the next, after the old entries.
+        let a = RaftActor::open(cfg, ActorMetrics::new("RaftActorTest")).unwrap();
+        assert!(a.core.is_leader());
+        assert_eq!(a.core.epoch(), 2);
+        assert_eq!((a.log.log_end_offset(), a.core.high_watermark()), (4, 4));
+        let batches = a.read_committed(0).unwrap();
+        let epochs: Vec<(i64, i32, bool)> = batches
+            .iter()
+            .map(|b| (b.base_offset, b.epoch, b.is_control))
+            .collect();
+        assert_eq!(epochs, vec![(0, 1, true), (1, 1, false), (3, 2, true)]);
+    }
+}
