@@ -24,6 +24,8 @@ struct Entry {
     offset: i64,
     epoch: i32,
     payload: Bytes,
+    /// The voter set a VotersRecord in this entry sets (KIP-853 runs).
+    voters: Option<VoterSet>,
 }
 
 /// One node's "disk" and in-memory log. `entries` holds every entry from offset 0 the node
@@ -38,6 +40,9 @@ struct Disk {
     /// Offsets of the truncations so far: a flush requested before one covers nothing at or
     /// above it (those entries were replaced).
     truncations: Vec<i64>,
+    /// The voter set at the log start (the bootstrap set, or the latest snapshot's), for
+    /// KIP-853 runs.
+    snapshot_voters: Option<VoterSet>,
 }
 
 impl Disk {
@@ -66,13 +71,24 @@ impl Disk {
                     size: b.len() as u64,
                 })
                 .collect(),
+            voters_records: self.entries[self.start as usize..]
+                .iter()
+                .filter_map(|e| e.voters.clone().map(|v| (e.offset, v)))
+                .collect(),
+            snapshot_voters: self.snapshot_voters.clone(),
+            snapshot_kraft_version: self.snapshot_voters.as_ref().map(|_| 1),
             ..LogState::default()
         }
     }
 }
 
-fn encode_snapshot(entries: &[Entry]) -> Vec<u8> {
+fn encode_snapshot(entries: &[Entry], voters: Option<&VoterSet>) -> Vec<u8> {
     let mut out = Vec::new();
+    let ids: Vec<i32> = voters.map(|v| v.ids().collect()).unwrap_or_default();
+    out.extend_from_slice(&(ids.len() as u32).to_be_bytes());
+    for id in ids {
+        out.extend_from_slice(&id.to_be_bytes());
+    }
     for e in entries {
         out.extend_from_slice(&e.offset.to_be_bytes());
         out.extend_from_slice(&e.epoch.to_be_bytes());
@@ -82,8 +98,14 @@ fn encode_snapshot(entries: &[Entry]) -> Vec<u8> {
     out
 }
 
-fn decode_snapshot(mut b: &[u8]) -> Vec<Entry> {
+fn decode_snapshot(mut b: &[u8]) -> (Vec<Entry>, Option<VoterSet>) {
     let mut out = Vec::new();
+    let n = u32::from_be_bytes(b[..4].try_into().unwrap()) as usize;
+    let ids: Vec<i32> = (0..n)
+        .map(|i| i32::from_be_bytes(b[4 + 4 * i..8 + 4 * i].try_into().unwrap()))
+        .collect();
+    b = &b[4 + 4 * n..];
+    let voters = (!ids.is_empty()).then(|| VoterSet::new(ids.into_iter().map(dyn_voter)));
     while b.len() >= 16 {
         let offset = i64::from_be_bytes(b[..8].try_into().unwrap());
         let epoch = i32::from_be_bytes(b[8..12].try_into().unwrap());
@@ -92,15 +114,32 @@ fn decode_snapshot(mut b: &[u8]) -> Vec<Entry> {
             offset,
             epoch,
             payload: Bytes::copy_from_slice(&b[16..16 + len]),
+            voters: None,
         });
         b = &b[16 + len..];
     }
-    out
+    (out, voters)
+}
+
+fn sim_endpoints(id: i32) -> Endpoints {
+    vec![Endpoint {
+        listener: "CONTROLLER".into(),
+        host: format!("node{id}"),
+        port: 9093,
+    }]
+}
+
+/// A voter of a KIP-853 run: directory id derived from the node id.
+fn dyn_voter(id: i32) -> VoterNode {
+    VoterNode {
+        key: ReplicaKey::of(id, Some(kactor_protocol::Uuid([id as u8; 16]))),
+        listeners: sim_endpoints(id),
+        supported_kraft_version: KRaftVersionRange::UP_TO_1,
+    }
 }
 
 struct Node {
     id: i32,
-    voter: bool,
     core: Option<RaftCore>,
     disk: Disk,
     incarnation: u32,
@@ -179,6 +218,8 @@ struct Sim {
     crashes_allowed: bool,
     stats: Stats,
     violation: Option<String>,
+    /// KIP-853 run: kraft.version 1, voters from the log, voter changes in the chaos.
+    dynamic: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -189,11 +230,12 @@ struct Stats {
     crashes: u64,
     snapshots_installed: u64,
     truncations: u64,
+    voter_changes: u64,
 }
 
 const TRACE_LEN: usize = 400;
 
-fn sim_config(id: i32, voters: &[i32], observers: &[i32]) -> RaftConfig {
+fn sim_config(id: i32, voters: &[i32], all: &[i32], dynamic: bool) -> RaftConfig {
     let set = VoterSet::from_static(voters.iter().map(|v| {
         (
             *v,
@@ -214,15 +256,20 @@ fn sim_config(id: i32, voters: &[i32], observers: &[i32]) -> RaftConfig {
     c.retry_backoff_ms = 20;
     c.fetch_max_wait_ms = 100;
     c.fetch_snapshot_max_bytes = 64;
-    if !voters.contains(&id) {
+    if dynamic {
+        // KIP-853: the voters come from the log; every node can be asked to fetch.
+        c.static_voters = None;
+        c.directory_id = kactor_protocol::Uuid([id as u8; 16]);
+        c.bootstrap_servers = all.iter().copied().filter(|b| *b != id).collect();
+        c.local_listeners = sim_endpoints(id);
+    } else if !voters.contains(&id) {
         c.local_listeners = Vec::new();
     }
-    let _ = observers;
     c
 }
 
 impl Sim {
-    fn new(seed: u64, n_voters: usize, n_observers: usize) -> Sim {
+    fn new(seed: u64, n_voters: usize, n_observers: usize, dynamic: bool) -> Sim {
         let voters: Vec<i32> = (1..=n_voters as i32).collect();
         let observers: Vec<i32> = (0..n_observers as i32).map(|i| 100 + i).collect();
         let mut sim = Sim {
@@ -249,13 +296,13 @@ impl Sim {
             crashes_allowed: true,
             stats: Stats::default(),
             violation: None,
+            dynamic: false,
         };
         for id in voters.iter().chain(observers.iter()) {
             sim.nodes.insert(
                 *id,
                 Node {
                     id: *id,
-                    voter: voters.contains(id),
                     core: None,
                     disk: Disk::default(),
                     incarnation: 0,
@@ -266,6 +313,13 @@ impl Sim {
                     shutting_down: false,
                 },
             );
+        }
+        sim.dynamic = dynamic;
+        if dynamic {
+            let set = VoterSet::new(voters.iter().map(|v| dyn_voter(*v)));
+            for n in sim.nodes.values_mut() {
+                n.disk.snapshot_voters = Some(set.clone());
+            }
         }
         let ids: Vec<i32> = sim.nodes.keys().copied().collect();
         for id in ids {
@@ -318,7 +372,7 @@ impl Sim {
         self.events.insert(self.seq, ev);
     }
 
-    fn start_node(&mut self, id: i32, observers: &[i32]) {
+    fn start_node(&mut self, id: i32, _observers: &[i32]) {
         let voters = self.voters.clone();
         let n = self.nodes.get_mut(&id).unwrap();
         n.incarnation += 1;
@@ -327,7 +381,9 @@ impl Sim {
         n.inbound.clear();
         n.shutting_down = false;
         let seed = self.seed ^ ((id as u64) << 32) ^ n.incarnation as u64;
-        let mut core = RaftCore::new(sim_config(id, &voters, observers), seed);
+        let all: Vec<i32> = self.nodes.keys().copied().collect();
+        let n = self.nodes.get_mut(&id).unwrap();
+        let mut core = RaftCore::new(sim_config(id, &voters, &all, self.dynamic), seed);
         let input = Input::Start {
             election: n.disk.quorum_state.clone(),
             log: n.disk.log_state(),
@@ -401,6 +457,10 @@ impl Sim {
                     n.disk.end(),
                     "leader append not at the log end"
                 );
+                let voters = match &content {
+                    BatchContent::Control(ControlRecord::Voters(v)) => Some(v.clone()),
+                    _ => None,
+                };
                 let payload = match content {
                     BatchContent::Data(mut r) => r.remove(0),
                     BatchContent::Control(c) => Bytes::from(format!("control:{c:?}")),
@@ -409,6 +469,7 @@ impl Sim {
                     offset: base_offset,
                     epoch,
                     payload,
+                    voters,
                 });
             }
             Output::AppendFollower { batches } => {
@@ -419,10 +480,15 @@ impl Sim {
                         n.disk.end(),
                         "follower append not at the log end"
                     );
+                    let voters = b.control.iter().find_map(|c| match c {
+                        ControlRecord::Voters(v) => Some(v.clone()),
+                        _ => None,
+                    });
                     n.disk.entries.push(Entry {
                         offset: b.base_offset,
                         epoch: b.epoch,
                         payload: b.bytes,
+                        voters,
                     });
                 }
             }
@@ -463,6 +529,36 @@ impl Sim {
                     self.rng.gen_range(1..15)
                 };
                 self.schedule(d, ev);
+            }
+            Output::Send {
+                to,
+                correlation_id,
+                request: Request::ApiVersions { .. },
+            } => {
+                // The new voter's network layer answers with its kraft.version range.
+                let inc = self.nodes[&id].incarnation;
+                let up = self.nodes.get(&to).is_some_and(|n| n.core.is_some());
+                let msg = if up && !self.cut.contains(&(id, to)) && !self.cut.contains(&(to, id)) {
+                    Msg::Response {
+                        from: to,
+                        to: id,
+                        correlation_id,
+                        incarnation: inc,
+                        response: Response::ApiVersions {
+                            error: NONE,
+                            kraft_version: Some(KRaftVersionRange::UP_TO_1),
+                        },
+                    }
+                } else {
+                    Msg::Failed {
+                        to: id,
+                        peer: to,
+                        correlation_id,
+                        incarnation: inc,
+                    }
+                };
+                let d = self.rng.gen_range(1..=self.faults.max_delay);
+                self.schedule(d, Event::Deliver(msg));
             }
             Output::Send {
                 to,
@@ -539,7 +635,7 @@ impl Sim {
                     return;
                 };
                 assert_eq!(d, sid);
-                let entries = decode_snapshot(&buf);
+                let (entries, snap_voters) = decode_snapshot(&buf);
                 if entries.len() as i64 != sid.offset {
                     self.violation =
                         Some(format!("snapshot {sid:?} holds {} entries", entries.len()));
@@ -550,11 +646,15 @@ impl Sim {
                 n.disk.durable = sid.offset;
                 n.disk.truncations.push(0);
                 n.disk.snapshots.insert(sid, buf);
+                if snap_voters.is_some() {
+                    n.disk.snapshot_voters = snap_voters.clone();
+                }
                 self.log(format!("node {id} installs snapshot {sid:?}"));
+                let kraft_version = snap_voters.as_ref().map(|_| 1);
                 follow_ups.push_back(Input::SnapshotLoaded {
                     id: sid,
-                    voters: None,
-                    kraft_version: None,
+                    voters: snap_voters,
+                    kraft_version,
                 });
             }
             Output::ShutdownComplete { timed_out } => {
@@ -590,7 +690,12 @@ impl Sim {
                             base_offset: e.offset,
                             last_offset: e.offset,
                             epoch: e.epoch,
-                            control: Vec::new(),
+                            control: e
+                                .voters
+                                .clone()
+                                .map(ControlRecord::Voters)
+                                .into_iter()
+                                .collect(),
                             is_control: e.payload.starts_with(b"control:"),
                             bytes: e.payload.clone(),
                         })
@@ -755,18 +860,38 @@ impl Sim {
                     }
                 }
                 None => {
+                    if e.voters.is_some() {
+                        self.stats.voter_changes += 1;
+                    }
                     self.committed.insert(o, (e.epoch, e.payload.clone()));
                 }
             }
         }
+        // The voters a commit needs: the static set, or the leader's current set (KIP-853; a
+        // follower only learns a high watermark its leader announced first).
+        let voter_ids: Option<Vec<i32>> = if self.dynamic {
+            self.nodes[&id]
+                .core
+                .as_ref()
+                // Outputs are carried out after the input: a leader that committed its own
+                // removal has resigned by now.
+                .filter(|c| c.is_leader() || c.state_name() == "Resigned")
+                .map(|c| c.voters().ids().collect())
+        } else {
+            Some(self.voters.clone())
+        };
         if hw > self.committed_end {
+            let Some(voter_ids) = voter_ids else {
+                self.violation = Some(format!("follower {id} commits {hw} before any leader"));
+                return;
+            };
             // Newly committed entries must be durable on a majority of voters.
             for o in self.committed_end..hw {
                 let (ep, p) = self.committed[&o].clone();
                 let holders = self
                     .nodes
                     .values()
-                    .filter(|n| n.voter)
+                    .filter(|n| voter_ids.contains(&n.id))
                     .filter(|n| {
                         o < n.disk.durable.max(n.disk.start)
                             && n.disk
@@ -775,7 +900,7 @@ impl Sim {
                                 .is_some_and(|e| e.epoch == ep && e.payload == p)
                     })
                     .count();
-                if holders < self.voters.len() / 2 + 1 {
+                if holders < voter_ids.len() / 2 + 1 {
                     self.violation = Some(format!(
                         "entry {o} committed (by node {id}) but durable on only {holders} voters"
                     ));
@@ -886,6 +1011,8 @@ impl Sim {
                 self.log(format!("node {id} asked to resign"));
                 self.feed(id, Input::Resign { epoch });
             }
+        } else if r < 0.70 && self.dynamic {
+            self.change_voters();
         } else if r < 0.72 {
             self.faults = Faults {
                 loss: *[0.0, 0.01, 0.05, 0.2]
@@ -897,6 +1024,43 @@ impl Sim {
             let f = self.faults;
             self.log(format!("network faults {f:?}"));
         }
+    }
+
+    /// An admin asks the leader to add a node that is not a voter, or to remove a voter.
+    fn change_voters(&mut self) {
+        let Some((leader, voters)) = self.nodes.values().find_map(|n| {
+            n.core
+                .as_ref()
+                .filter(|c| c.is_leader())
+                .map(|c| (n.id, c.voters()))
+        }) else {
+            return;
+        };
+        let ids: Vec<i32> = self.nodes.keys().copied().collect();
+        let x = ids[self.rng.gen_range(0..ids.len())];
+        let request = if voters.contains_id(x) {
+            Request::RemoveRaftVoter(RemoveRaftVoterRequest {
+                cluster_id: None,
+                voter: dyn_voter(x).key,
+            })
+        } else {
+            Request::AddRaftVoter(AddRaftVoterRequest {
+                cluster_id: None,
+                timeout_ms: 2_000,
+                voter: dyn_voter(x).key,
+                listeners: sim_endpoints(x),
+            })
+        };
+        self.log(format!("admin -> {leader}: {}({x})", request.name()));
+        self.next_request_id += 1;
+        let rid = self.next_request_id;
+        // Replies to the admin go nowhere (node -1000 does not exist).
+        self.nodes
+            .get_mut(&leader)
+            .unwrap()
+            .inbound
+            .insert(rid, (-1000, 0, 0));
+        self.feed(leader, Input::Request { id: rid, request });
     }
 
     fn partition(&mut self) {
@@ -981,7 +1145,11 @@ impl Sim {
             return;
         }
         let sid = OffsetAndEpoch::new(hw, n.disk.entries[hw as usize - 1].epoch);
-        let bytes = encode_snapshot(&n.disk.entries[..hw as usize]);
+        let snap_voters = self
+            .dynamic
+            .then(|| core.log().voter_set_at(hw - 1).cloned())
+            .flatten();
+        let bytes = encode_snapshot(&n.disk.entries[..hw as usize], snap_voters.as_ref());
         let size = bytes.len() as u64;
         let advance = self.rng.gen_bool(0.6);
         let n = self.nodes.get_mut(&id).unwrap();
@@ -998,6 +1166,9 @@ impl Sim {
         if advance {
             let n = self.nodes.get_mut(&id).unwrap();
             if n.core.is_some() && hw <= n.disk.end() {
+                if snap_voters.is_some() {
+                    n.disk.snapshot_voters = snap_voters;
+                }
                 n.disk.start = hw;
                 n.disk.snapshots.retain(|s, _| s.offset >= hw);
                 self.feed(id, Input::LogStartAdvanced { start_offset: hw });
@@ -1071,9 +1242,14 @@ impl Sim {
 }
 
 /// One seeded run: chaos rounds each followed by a heal phase with a liveness check.
-fn run_seed(seed: u64, n_voters: usize, n_observers: usize) -> Result<Stats, String> {
+fn run_seed(
+    seed: u64,
+    n_voters: usize,
+    n_observers: usize,
+    dynamic: bool,
+) -> Result<Stats, String> {
     let observers: Vec<i32> = (0..n_observers as i32).map(|i| 100 + i).collect();
-    let mut sim = Sim::new(seed, n_voters, n_observers);
+    let mut sim = Sim::new(seed, n_voters, n_observers, dynamic);
     let rounds = 3;
     for round in 0..rounds {
         // Chaos: about 4 s of simulated time.
@@ -1167,10 +1343,10 @@ fn seeds(base: u64, default: u64) -> Vec<u64> {
     (0..n).map(|i| base + i).collect()
 }
 
-fn run_many(base: u64, count: u64, voters: usize, observers: usize) {
+fn run_many(base: u64, count: u64, voters: usize, observers: usize, dynamic: bool) {
     let mut total = Stats::default();
     for seed in seeds(base, count) {
-        match run_seed(seed, voters, observers) {
+        match run_seed(seed, voters, observers, dynamic) {
             Ok(st) => {
                 total.events += st.events;
                 total.elections += st.elections;
@@ -1178,24 +1354,31 @@ fn run_many(base: u64, count: u64, voters: usize, observers: usize) {
                 total.crashes += st.crashes;
                 total.snapshots_installed += st.snapshots_installed;
                 total.truncations += st.truncations;
+                total.voter_changes += st.voter_changes;
             }
             Err(report) => panic!("{report}"),
         }
     }
-    eprintln!("raft sim {voters} voters + {observers} observers: {total:?}");
+    let kind = if dynamic { "KIP-853 " } else { "" };
+    eprintln!("raft sim {kind}{voters} voters + {observers} observers: {total:?}");
 }
 
 #[test]
 fn three_voters_one_observer() {
-    run_many(1_000_000, 100, 3, 1);
+    run_many(1_000_000, 100, 3, 1, false);
 }
 
 #[test]
 fn five_voters_two_observers() {
-    run_many(2_000_000, 60, 5, 2);
+    run_many(2_000_000, 60, 5, 2, false);
 }
 
 #[test]
 fn three_voters_no_observer() {
-    run_many(3_000_000, 100, 3, 0);
+    run_many(3_000_000, 100, 3, 0, false);
+}
+
+#[test]
+fn kip853_voters_change_under_faults() {
+    run_many(4_000_000, 80, 3, 2, true);
 }
