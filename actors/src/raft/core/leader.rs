@@ -123,6 +123,7 @@ pub struct LeaderState {
 }
 
 impl LeaderState {
+    #[allow(clippy::too_many_arguments)] // each is a distinct fact of the new epoch
     pub fn new(
         local: ReplicaKey,
         epoch: i32,

@@ -1002,11 +1002,9 @@ impl RaftCore {
         if self.shutdown_deadline.is_some() {
             return;
         }
-        if self.is_voter() {
-            if expired {
-                self.transition_to_prospective(now);
-                return;
-            }
+        if self.is_voter() && expired {
+            self.transition_to_prospective(now);
+            return;
         }
         self.maybe_send_fetch_to_best_node(now);
     }
@@ -1173,12 +1171,8 @@ impl RaftCore {
     // ---- leader appends and the high watermark ---------------------------------------------
 
     fn append(&mut self, records: Vec<Bytes>, now: i64) {
-        let leader = match &self.state {
-            EpochState::Leader(l) if !l.resign_requested && self.shutdown_deadline.is_none() => {
-                true
-            }
-            _ => false,
-        };
+        let leader = matches!(&self.state,
+            EpochState::Leader(l) if !l.resign_requested && self.shutdown_deadline.is_none());
         if !leader || records.is_empty() {
             self.out.push(Output::AppendRejected {
                 leader_id: if self.is_leader() {
@@ -1861,8 +1855,10 @@ impl RaftCore {
             }
             return Some(true);
         }
-        if epoch == self.epoch() && leader_id.is_some() && self.leader_id().is_none() {
-            self.transition_to_follower(epoch, leader_id.expect("leader"), endpoints, now);
+        if let Some(leader) =
+            leader_id.filter(|_| epoch == self.epoch() && self.leader_id().is_none())
+        {
+            self.transition_to_follower(epoch, leader, endpoints, now);
             return if error == NONE { None } else { Some(true) };
         }
         match error {

@@ -212,7 +212,7 @@ impl VoterSet {
         let a: std::collections::BTreeSet<ReplicaKey> = self.keys().collect();
         let b: std::collections::BTreeSet<ReplicaKey> = other.keys().collect();
         let common = a.intersection(&b).count();
-        common >= a.len() / 2 + 1 && common >= b.len() / 2 + 1
+        common > a.len() / 2 && common > b.len() / 2
     }
 }
 
