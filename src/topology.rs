@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use kactor_actors::controller::apis::{self as controller_apis, BrokerConfigEntry, MetadataApis};
 use kactor_actors::controller::core::topic_configs;
 use kactor_actors::controller::core::ControllerConfig;
-use kactor_actors::controller::startup::{start_kraft, KraftConfig, KraftHandles};
+use kactor_actors::controller::startup::{start_kraft, KraftConfig, KraftHandles, QuorumSettings};
 use kactor_actors::group::apis::{self as group_apis, GroupApis, OffsetsTopicCreator};
 use kactor_actors::group::core::GroupCoordinatorConfig;
 use kactor_actors::group::messages::CompleteGroupTransaction;
@@ -26,6 +26,7 @@ use kactor_actors::network::{
 use kactor_actors::partition::apis as partition_apis;
 use kactor_actors::partition::messages::MarkStrayLogs;
 use kactor_actors::partition::startup::{start_partitions, PartitionLayer, PartitionLayerConfig};
+use kactor_actors::raft::core::Endpoint;
 use kactor_actors::runtime::{ActorMetrics, ArbiterPools, MeteredAddr};
 use kactor_actors::txn::actor::start_producer_id_manager;
 use kactor_actors::txn::apis::{self as txn_apis, TxnCoordinatorApis, TxnStateTopicCreator};
@@ -236,6 +237,38 @@ fn security_protocol_id(name: &str) -> i16 {
     }
 }
 
+/// The other voters' controller listeners and the quorum timeouts. A voter in
+/// `controller.quorum.voters` is reached on the first of `controller.listener.names`, as Kafka
+/// names it.
+fn quorum_settings(cfg: &BrokerConfig, cluster_id: &str) -> QuorumSettings {
+    let listener = cfg
+        .get_list("controller.listener.names")
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| "CONTROLLER".to_string());
+    QuorumSettings {
+        voter_endpoints: cfg
+            .quorum_voters()
+            .into_iter()
+            .map(|v| {
+                (
+                    v.node_id,
+                    vec![Endpoint {
+                        listener: listener.clone(),
+                        host: v.host,
+                        port: v.port,
+                    }],
+                )
+            })
+            .collect(),
+        cluster_id: cluster_id.to_string(),
+        fetch_timeout_ms: cfg.get_i64("controller.quorum.fetch.timeout.ms"),
+        election_backoff_max_ms: cfg.get_i64("controller.quorum.election.backoff.max.ms"),
+        request_timeout_ms: cfg.get_i64("controller.quorum.request.timeout.ms"),
+        retry_backoff_ms: cfg.get_i64("controller.quorum.retry.backoff.ms"),
+    }
+}
+
 /// Starts every component. Must run inside the actix `System`.
 pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     let readiness = metrics::readiness();
@@ -307,6 +340,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
             controller: controller_cfg,
             broker: broker_cfg,
             finalized_features: Some(finalized_features),
+            quorum: quorum_settings(cfg, &cluster_id),
         },
     )
     .map_err(|e| anyhow::anyhow!("cannot start the metadata quorum: {e}"))?;
@@ -343,6 +377,11 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         );
     }
     partition_apis::register(&mut router, partitions.apis.clone());
+    if cfg.is_controller() {
+        // Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, and Fetch on controller
+        // listeners, to the RaftActor.
+        kactor_actors::raft::apis::register(&mut router, kraft.raft.clone());
+    }
 
     // Group coordinator shards follow `__consumer_offsets` leadership in the partition table.
     let props = broker_properties(cfg);

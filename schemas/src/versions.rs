@@ -33,6 +33,11 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DescribeTopicPartitions,
     ApiKey::DescribeQuorum,
     ApiKey::UpdateFeatures,
+    // KRaft between controllers, on controller listeners (actors/src/raft/apis.rs).
+    ApiKey::Vote,
+    ApiKey::BeginQuorumEpoch,
+    ApiKey::EndQuorumEpoch,
+    ApiKey::FetchSnapshot,
     // Cluster administration (actors/src/controller/cluster_apis.rs).
     ApiKey::ElectLeaders,
     ApiKey::ListPartitionReassignments,

@@ -4,7 +4,7 @@
 //! and BrokerLifecycleActor (if this node is a broker) under supervision on one arbiter, and
 //! registers the Raft listeners. The process topology calls this once.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use actix::prelude::*;
@@ -18,6 +18,7 @@ use crate::metadata::lifecycle::{
 };
 use crate::network::api_versions::FinalizedFeatures;
 use crate::raft::actor::{RaftActor, RaftActorConfig};
+use crate::raft::core::Endpoints;
 use crate::raft::messages::RaftError;
 use crate::runtime::{start_supervised, ActorMetrics, MeteredAddr};
 
@@ -38,6 +39,39 @@ pub struct KraftConfig {
     pub broker: Option<BrokerLifecycleConfig>,
     /// The sender half of `network::features_channel`, for ApiVersions' finalized features.
     pub finalized_features: Option<watch::Sender<FinalizedFeatures>>,
+    /// Where the other voters are and the quorum's timeouts.
+    pub quorum: QuorumSettings,
+}
+
+/// The multi-voter part of the quorum configuration (Kafka's `QuorumConfig`).
+#[derive(Debug, Clone)]
+pub struct QuorumSettings {
+    /// Each voter's controller listener (`controller.quorum.voters`).
+    pub voter_endpoints: BTreeMap<i32, Endpoints>,
+    /// `meta.properties` `cluster.id`, carried and checked in Raft requests.
+    pub cluster_id: String,
+    /// `controller.quorum.fetch.timeout.ms`
+    pub fetch_timeout_ms: i64,
+    /// `controller.quorum.election.backoff.max.ms`
+    pub election_backoff_max_ms: i64,
+    /// `controller.quorum.request.timeout.ms`
+    pub request_timeout_ms: i64,
+    /// `controller.quorum.retry.backoff.ms`
+    pub retry_backoff_ms: i64,
+}
+
+impl Default for QuorumSettings {
+    /// Kafka's defaults, no remote voters.
+    fn default() -> Self {
+        QuorumSettings {
+            voter_endpoints: BTreeMap::new(),
+            cluster_id: String::new(),
+            fetch_timeout_ms: 2000,
+            election_backoff_max_ms: 1000,
+            request_timeout_ms: 2000,
+            retry_backoff_ms: 20,
+        }
+    }
 }
 
 /// Addresses and watch channels of the started actors.
@@ -60,6 +94,12 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     raft_cfg.voters = cfg.voters.clone();
     raft_cfg.election_timeout_ms = cfg.election_timeout_ms;
     raft_cfg.segment_bytes = cfg.metadata_log_segment_bytes;
+    raft_cfg.voter_endpoints = cfg.quorum.voter_endpoints.clone();
+    raft_cfg.cluster_id = cfg.quorum.cluster_id.clone();
+    raft_cfg.fetch_timeout_ms = cfg.quorum.fetch_timeout_ms;
+    raft_cfg.election_backoff_max_ms = cfg.quorum.election_backoff_max_ms;
+    raft_cfg.request_timeout_ms = cfg.quorum.request_timeout_ms;
+    raft_cfg.retry_backoff_ms = cfg.quorum.retry_backoff_ms;
     let raft_actor = RaftActor::open(raft_cfg, raft_metrics.clone())?;
     let raft = start_supervised(arbiter, raft_metrics, move |_| raft_actor);
 

@@ -4,26 +4,32 @@
 //! Metadata appends are fsynced inline: they are small and rare, and a commit must not be
 //! acknowledged before it is durable.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use kactor_protocol::messages::{RequestBody, ResponseBody};
 use kactor_protocol::Uuid;
-use tracing::{debug, error, info};
+use tokio::sync::oneshot;
+use tracing::{debug, error, info, warn};
 
 use super::batch::{
     control_records, decode_batches, encode_control_batch, encode_data_batch, MetadataBatch,
 };
 use super::core::log::{EpochEntry, LogState};
-use super::core::rpc::ControlRecord;
-use super::core::{BatchContent, Endpoints, Input, Output, RaftConfig, RaftCore, VoterSet};
+use super::core::rpc::{ControlRecord, Records, Response, SnapshotBytes};
+use super::core::{
+    BatchContent, Endpoints, Input, Output, RaftConfig, RaftCore, RequestId, VoterSet,
+};
 use super::messages::*;
+use super::peer::{RaftPeerActor, RaftPeerResult, SendRaftRequest};
 use super::quorum_state;
+use super::wire;
 use crate::log::config::LogConfig;
 use crate::log::unified::Log;
-use crate::runtime::{ActorMetrics, MeteredRecipient, SupervisedActor};
+use crate::runtime::{ActorMetrics, MeteredAddr, MeteredRecipient, SupervisedActor};
 
 /// The metadata topic's partition directory name.
 pub const METADATA_PARTITION_DIR: &str = "__cluster_metadata-0";
@@ -31,16 +37,17 @@ pub const METADATA_PARTITION_DIR: &str = "__cluster_metadata-0";
 pub const MAX_BATCH_SIZE_BYTES: i32 = 8 * 1024 * 1024;
 /// How much of the log one delivery reads at a time.
 const DELIVERY_READ_BYTES: u32 = 1024 * 1024;
-const TICK: Duration = Duration::from_millis(100);
+/// How often the core's timers (election, fetch, check-quorum, parked fetches) are checked.
+const TICK: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Clone)]
 pub struct RaftActorConfig {
     pub node_id: i32,
     /// Voter ids from `controller.quorum.voters`.
     pub voters: BTreeSet<i32>,
-    /// Each voter's listeners, when known (KIP-853 endpoints); empty until the network
-    /// transport is wired.
-    pub voter_endpoints: std::collections::BTreeMap<i32, Endpoints>,
+    /// Each voter's controller listeners (from `controller.quorum.voters`, named after the
+    /// first of `controller.quorum.listener.names`); the peer connections dial the first.
+    pub voter_endpoints: BTreeMap<i32, Endpoints>,
     /// `meta.properties` `cluster.id`, checked in Raft requests ("" accepts any).
     pub cluster_id: String,
     /// Seeds the randomized election timeouts.
@@ -49,6 +56,14 @@ pub struct RaftActorConfig {
     pub metadata_log_dir: PathBuf,
     /// `controller.quorum.election.timeout.ms`
     pub election_timeout_ms: i64,
+    /// `controller.quorum.fetch.timeout.ms`
+    pub fetch_timeout_ms: i64,
+    /// `controller.quorum.election.backoff.max.ms`
+    pub election_backoff_max_ms: i64,
+    /// `controller.quorum.request.timeout.ms`
+    pub request_timeout_ms: i64,
+    /// `controller.quorum.retry.backoff.ms`
+    pub retry_backoff_ms: i64,
     /// `metadata.log.segment.bytes`
     pub segment_bytes: i32,
     /// `metadata.log.segment.ms`
@@ -65,6 +80,10 @@ impl RaftActorConfig {
             seed: node_id as u64,
             metadata_log_dir: metadata_log_dir.into(),
             election_timeout_ms: 1000,
+            fetch_timeout_ms: 2000,
+            election_backoff_max_ms: 1000,
+            request_timeout_ms: 2000,
+            retry_backoff_ms: 20,
             segment_bytes: 1024 * 1024 * 1024,
             segment_ms: 7 * 24 * 60 * 60 * 1000,
         }
@@ -101,6 +120,12 @@ pub struct RaftActor {
     /// high watermark) no longer matches the file, so nothing more is appended or delivered
     /// and the process is told to stop (Kafka halts the node on a metadata log I/O error).
     failed: Option<String>,
+    /// Inbound Raft requests waiting for the core's reply: (version, listener name, where the
+    /// wire answer goes).
+    replies: HashMap<RequestId, (i16, String, oneshot::Sender<ResponseBody>)>,
+    next_request_id: RequestId,
+    /// One connection actor per remote voter with a known endpoint (started with the actor).
+    peers: BTreeMap<i32, MeteredAddr<RaftPeerActor>>,
     metrics: ActorMetrics,
 }
 
@@ -152,6 +177,10 @@ impl RaftActor {
         }));
         let mut raft_cfg = RaftConfig::with_static_voters(cfg.node_id, voters);
         raft_cfg.election_timeout_ms = cfg.election_timeout_ms;
+        raft_cfg.fetch_timeout_ms = cfg.fetch_timeout_ms;
+        raft_cfg.election_backoff_max_ms = cfg.election_backoff_max_ms;
+        raft_cfg.request_timeout_ms = cfg.request_timeout_ms;
+        raft_cfg.retry_backoff_ms = cfg.retry_backoff_ms;
         raft_cfg.cluster_id = cfg.cluster_id.clone();
         let core = RaftCore::new(raft_cfg, cfg.seed);
         let mut actor = RaftActor {
@@ -161,6 +190,9 @@ impl RaftActor {
             listeners: Vec::new(),
             leader_notice: None,
             failed: None,
+            replies: HashMap::new(),
+            next_request_id: 0,
+            peers: BTreeMap::new(),
             metrics,
         };
         actor.run(
@@ -283,17 +315,26 @@ impl RaftActor {
                             next_offset: epoch_start_offset.map(|o| o + 1),
                         });
                     }
-                    Output::Send { to, request, .. } => {
-                        // Raft RPCs between processes come with the network transport.
-                        debug!(
-                            to,
-                            request = request.name(),
-                            "no transport for Raft RPCs yet"
-                        );
+                    Output::Send {
+                        to,
+                        correlation_id,
+                        request,
+                    } => {
+                        let sent = self.peers.get(&to).is_some_and(|peer| {
+                            peer.try_send(SendRaftRequest {
+                                correlation_id,
+                                request,
+                                queued_at: std::time::Instant::now(),
+                            })
+                            .is_ok()
+                        });
+                        if !sent {
+                            // No connection to that voter (no endpoint, or its queue is full):
+                            // the core backs off and tries again.
+                            inputs.push_back(Input::RequestFailed { to, correlation_id });
+                        }
                     }
-                    Output::Reply { id, .. } => {
-                        debug!(id, "no transport for Raft RPC replies yet");
-                    }
+                    Output::Reply { id, response } => self.reply(id, response),
                     Output::BeginSnapshot { id }
                     | Output::WriteSnapshotChunk { id, .. }
                     | Output::InstallSnapshot { id } => {
@@ -307,6 +348,62 @@ impl RaftActor {
         }
         self.deliver();
         Ok(reply)
+    }
+
+    /// Sends the core's answer to an inbound request, reading the log bytes it points at.
+    fn reply(&mut self, id: RequestId, response: Response) {
+        let Some((version, listener, tx)) = self.replies.remove(&id) else {
+            return;
+        };
+        let mut records = None;
+        if let Response::Fetch(f) = &response {
+            if let Records::Read {
+                from_offset,
+                max_bytes,
+            } = f.records
+            {
+                // Raft followers replicate beyond the high watermark: read up to the log end.
+                match read_bytes(&self.log, from_offset, max_bytes) {
+                    Ok(bytes) => records = bytes.map(kactor_protocol::Records::Memory),
+                    Err(e) => {
+                        warn!(from_offset, error = %e, "cannot read the metadata log for a Fetch")
+                    }
+                }
+            }
+        }
+        let snapshot = match &response {
+            // No snapshots are written yet, so none is ever offered for reading.
+            Response::FetchSnapshot(s) if !matches!(s.bytes, SnapshotBytes::None) => None,
+            _ => None,
+        };
+        let _ = tx.send(wire::response_to_wire(
+            response, version, &listener, records, snapshot,
+        ));
+    }
+
+    /// Starts a connection actor for every other voter whose controller listener is known.
+    fn start_peers(&mut self, ctx: &mut Context<Self>) {
+        let me = MeteredAddr::new(ctx.address(), self.metrics.clone());
+        for (id, endpoints) in &self.cfg.voter_endpoints {
+            if *id == self.cfg.node_id || self.peers.contains_key(id) {
+                continue;
+            }
+            let Some(e) = endpoints.first() else { continue };
+            let actor = RaftPeerActor::new(
+                *id,
+                format!("{}:{}", e.host, e.port),
+                e.listener.clone(),
+                me.clone().recipient(),
+                Duration::from_millis(self.cfg.request_timeout_ms.max(1) as u64),
+                Duration::from_millis(self.cfg.retry_backoff_ms.max(1) as u64),
+                ActorMetrics::new("RaftPeerActor"),
+            );
+            let addr = crate::runtime::start_supervised_here(
+                ActorMetrics::new("RaftPeerActor"),
+                move |_| actor,
+            );
+            self.peers.insert(*id, addr);
+        }
     }
 
     /// Reads committed batches from `from` up to the high watermark.
@@ -382,6 +479,7 @@ impl Actor for RaftActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.start_peers(ctx);
         ctx.run_interval(TICK, |act, _| {
             if act.failed.is_some() {
                 return;
@@ -429,6 +527,66 @@ impl Handler<AppendMetadataRecords> for RaftActor {
     }
 }
 
+/// Sent by the controller listener's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and
+/// FetchSnapshot handlers. Answered when the core replies (a Fetch may wait at the leader up to
+/// its max wait). Lost, the peer's request times out and it retries.
+#[derive(Debug, Message)]
+#[rtype(result = "Option<ResponseBody>")]
+pub struct RaftRequest {
+    pub body: RequestBody,
+    pub api_version: i16,
+    pub listener: String,
+}
+
+impl Handler<RaftRequest> for RaftActor {
+    type Result = ResponseFuture<Option<ResponseBody>>;
+
+    fn handle(&mut self, msg: RaftRequest, _: &mut Context<Self>) -> Self::Result {
+        let _m = self.metrics.handle();
+        let api_key = msg.body.api_key();
+        let request = match wire::request_from_wire(msg.body, msg.api_version) {
+            Ok(r) => r,
+            Err(code) => {
+                let resp = wire::error_response(api_key, code);
+                return Box::pin(async move { resp });
+            }
+        };
+        let id = self.next_request_id;
+        self.next_request_id += 1;
+        let (tx, rx) = oneshot::channel();
+        self.replies.insert(id, (msg.api_version, msg.listener, tx));
+        if let Err(e) = self.run(Input::Request { id, request }, now_ms()) {
+            self.fail(&e);
+        }
+        Box::pin(async move { rx.await.ok() })
+    }
+}
+
+impl Handler<RaftPeerResult> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: RaftPeerResult, _: &mut Context<Self>) {
+        let _m = self.metrics.handle();
+        let input = match msg.result {
+            Ok(response) => Input::Response {
+                from: msg.from,
+                correlation_id: msg.correlation_id,
+                response,
+            },
+            Err(why) => {
+                debug!(peer = msg.from, %why, "Raft request to a peer failed");
+                Input::RequestFailed {
+                    to: msg.from,
+                    correlation_id: msg.correlation_id,
+                }
+            }
+        };
+        if let Err(e) = self.run(input, now_ms()) {
+            self.fail(&e);
+        }
+    }
+}
+
 impl Handler<RegisterRaftListener> for RaftActor {
     type Result = ();
 
@@ -467,6 +625,19 @@ impl Handler<DescribeQuorumState> for RaftActor {
             voters: d.current_voters.iter().map(replica).collect(),
             observers: d.observers.iter().map(replica).collect(),
         })
+    }
+}
+
+/// Whole batches from `from`, at most `max_bytes` (at least one batch).
+fn read_bytes(
+    log: &Log,
+    from: i64,
+    max_bytes: i32,
+) -> Result<Option<bytes::Bytes>, crate::log::error::LogError> {
+    let info = log.read(from, max_bytes.max(0) as u32, None, true)?;
+    match info.records {
+        Some(slice) if slice.len > 0 => Ok(Some(slice.read_to_bytes()?)),
+        _ => Ok(None),
     }
 }
 

@@ -9,13 +9,16 @@
 //! RPCs between processes are not wired yet.
 
 pub mod actor;
+pub mod apis;
 pub mod batch;
 pub mod core;
 
 pub mod messages;
+pub mod peer;
 pub mod quorum_state;
+pub mod wire;
 
-pub use actor::{RaftActor, RaftActorConfig, METADATA_PARTITION_DIR};
+pub use actor::{RaftActor, RaftActorConfig, RaftRequest, METADATA_PARTITION_DIR};
 pub use messages::{
     AppendMetadataRecords, AppendedBatch, DescribeQuorumState, MetadataBatchesCommitted,
     QuorumInfo, QuorumReplicaInfo, RaftError, RaftLeaderChanged, RegisterRaftListener,

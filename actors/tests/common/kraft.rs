@@ -54,6 +54,7 @@ pub fn kraft_config(dir: &Path) -> KraftConfig {
             heartbeat_interval_ms: 2000,
         }),
         finalized_features: None,
+        quorum: Default::default(),
     }
 }
 
