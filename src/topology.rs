@@ -7,7 +7,9 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use kactor_actors::controller::apis::{self as controller_apis, BrokerConfigEntry, MetadataApis};
+use kactor_actors::controller::apis::{
+    self as controller_apis, BrokerConfigEntry, MetadataApis, QuorumView,
+};
 use kactor_actors::controller::core::topic_configs;
 use kactor_actors::controller::core::ControllerConfig;
 use kactor_actors::controller::startup::{start_kraft, KraftConfig, KraftHandles, QuorumSettings};
@@ -269,6 +271,14 @@ fn quorum_settings(cfg: &BrokerConfig, cluster_id: &str) -> QuorumSettings {
     }
 }
 
+/// host:port of each voter's controller listener.
+fn quorum_addresses(cfg: &BrokerConfig) -> std::collections::BTreeMap<i32, String> {
+    cfg.quorum_voters()
+        .into_iter()
+        .map(|v| (v.node_id, format!("{}:{}", v.host, v.port)))
+        .collect()
+}
+
 /// Starts every component. Must run inside the actix `System`.
 pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     let readiness = metrics::readiness();
@@ -287,6 +297,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     let log_dirs = cfg.log_dirs();
     let metadata_log_dir = cfg.metadata_log_dir();
     let voters: BTreeSet<i32> = cfg.quorum_voters().iter().map(|v| v.node_id).collect();
+    let voters_n = voters.len();
     let controller_listeners: Vec<(String, String, u16)> = {
         let names = cfg.get_list("controller.listener.names");
         cfg.listeners()
@@ -372,6 +383,10 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
                 auto_create_topics_enable: cfg.get_bool("auto.create.topics.enable"),
                 broker_configs: Arc::new(broker_config_entries(cfg)),
                 controller_listeners,
+                quorum: (voters_n > 1).then(|| QuorumView {
+                    leader: kraft.raft_leader.clone(),
+                    endpoints: quorum_addresses(cfg),
+                }),
             },
             controller_apis::AUTO_CREATE_WAIT,
         );
@@ -381,6 +396,10 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         // Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, and Fetch on controller
         // listeners, to the RaftActor.
         kactor_actors::raft::apis::register(&mut router, kraft.raft.clone());
+    }
+    if let Some(controller) = &kraft.controller {
+        // Brokers in other processes register and heartbeat here.
+        kactor_actors::controller::broker_apis::register(&mut router, controller.clone());
     }
 
     // Group coordinator shards follow `__consumer_offsets` leadership in the partition table.

@@ -38,6 +38,10 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
     ApiKey::FetchSnapshot,
+    // Brokers in other processes reaching the active controller
+    // (actors/src/controller/broker_apis.rs).
+    ApiKey::BrokerRegistration,
+    ApiKey::BrokerHeartbeat,
     // Cluster administration (actors/src/controller/cluster_apis.rs).
     ApiKey::ElectLeaders,
     ApiKey::ListPartitionReassignments,

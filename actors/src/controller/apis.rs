@@ -75,6 +75,14 @@ pub struct BrokerConfigEntry {
 }
 
 /// What the handlers need, captured by each registered closure.
+/// Where the Raft leader is, for answers that name or come from the active controller.
+#[derive(Clone)]
+pub struct QuorumView {
+    pub leader: tokio::sync::watch::Receiver<Option<i32>>,
+    /// host:port of each voter's controller listener.
+    pub endpoints: std::collections::BTreeMap<i32, String>,
+}
+
 #[derive(Clone)]
 pub struct MetadataApis {
     pub node_id: i32,
@@ -87,6 +95,8 @@ pub struct MetadataApis {
     pub broker_configs: Arc<Vec<BrokerConfigEntry>>,
     /// This node's controller listeners (name, host, port) for DescribeQuorum v2.
     pub controller_listeners: Vec<(String, String, u16)>,
+    /// The other voters, when the quorum has some (the leader may be in another process).
+    pub quorum: Option<QuorumView>,
 }
 
 impl MetadataApis {
@@ -353,9 +363,17 @@ fn endpoint_on<'a>(
     b.listeners.iter().find(|e| e.name == listener)
 }
 
-/// Kafka reports a random live broker as the "controller" to clients in KRaft mode; with a
-/// deterministic choice (the lowest live id) clients see a stable value.
-fn client_facing_controller(image: &MetadataImage) -> i32 {
+/// Kafka reports a random live broker as the "controller" to clients in KRaft mode and
+/// forwards their admin requests to the active controller; with a deterministic choice (the
+/// lowest live id) clients see a stable value. kactor does not forward admin requests yet
+/// (Envelope), so with several voters it names the Raft leader's broker when that broker is
+/// live: the admin client then sends CreateTopics and the like straight to the node whose
+/// controller is active.
+fn client_facing_controller(apis: &MetadataApis, image: &MetadataImage) -> i32 {
+    let leader = apis.quorum.as_ref().and_then(|q| *q.leader.borrow());
+    if let Some(id) = leader.filter(|id| image.brokers.get(id).is_some_and(|b| !b.fenced)) {
+        return id;
+    }
     image
         .brokers
         .values()
@@ -573,7 +591,7 @@ async fn handle_metadata(
             None
         },
         controller_id: if v >= 1 {
-            client_facing_controller(&image)
+            client_facing_controller(apis, &image)
         } else {
             -1
         },
@@ -1436,7 +1454,7 @@ async fn handle_describe_cluster(
         error_message: None,
         endpoint_type,
         cluster_id: apis.cluster_id.clone(),
-        controller_id: client_facing_controller(&image),
+        controller_id: client_facing_controller(apis, &image),
         brokers,
         cluster_authorized_operations: if req.include_cluster_authorized_operations {
             CLUSTER_OPERATIONS
@@ -1545,6 +1563,33 @@ async fn handle_describe_quorum(
 ) -> HandlerOutcome {
     use m::describe_quorum_response as r;
     let v = ctx.api_version;
+    // Only the leader knows every replica's progress: another voter asks it, as Kafka's
+    // broker forwards DescribeQuorum to the active controller.
+    if let Some(q) = &apis.quorum {
+        let leader = *q.leader.borrow();
+        if let Some(addr) = leader
+            .filter(|l| *l != apis.node_id)
+            .and_then(|l| q.endpoints.get(&l))
+        {
+            let timeout = Duration::from_millis(DEFAULT_TIMEOUT_MS as u64);
+            let asked = async {
+                let mut conn = crate::network::client::KafkaConnection::connect(
+                    addr,
+                    "describe-quorum",
+                    timeout,
+                )
+                .await
+                .ok()?;
+                let version = conn.version_for(ApiKey::DescribeQuorum)?.min(v);
+                conn.send_at(RequestBody::DescribeQuorum(req.clone()), version, timeout)
+                    .await
+                    .ok()
+            };
+            if let Some(ResponseBody::DescribeQuorum(resp)) = asked.await {
+                return respond(ResponseBody::DescribeQuorum(resp));
+            }
+        }
+    }
     let info = match apis.raft.send(DescribeQuorumState).await {
         Ok(i) => i,
         Err(_) => {

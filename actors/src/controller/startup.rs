@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use super::actor::QuorumControllerActor;
 use super::core::ControllerConfig;
 use crate::metadata::actor::{MetadataImageWatch, MetadataPublisherActor};
+use crate::metadata::controller_channel::ControllerChannelActor;
 use crate::metadata::lifecycle::{
     BrokerLifecycleActor, BrokerLifecycleConfig, BrokerLifecycleState,
 };
@@ -82,6 +83,8 @@ pub struct KraftHandles {
     pub lifecycle: Option<MeteredAddr<BrokerLifecycleActor>>,
     /// The latest published metadata image.
     pub image: MetadataImageWatch,
+    /// The Raft leader's id as it changes.
+    pub raft_leader: watch::Receiver<Option<i32>>,
     /// The broker's lifecycle state (`Running` = unfenced, ready to serve).
     pub broker_state: Option<watch::Receiver<BrokerLifecycleState>>,
 }
@@ -101,6 +104,9 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     raft_cfg.request_timeout_ms = cfg.quorum.request_timeout_ms;
     raft_cfg.retry_backoff_ms = cfg.quorum.retry_backoff_ms;
     let raft_actor = RaftActor::open(raft_cfg, raft_metrics.clone())?;
+    let raft_leader = raft_actor.leader_watch();
+    // Other voters: the active controller may be in another process.
+    let remote_voters = cfg.voters.iter().any(|v| *v != cfg.node_id);
     let raft = start_supervised(arbiter, raft_metrics, move |_| raft_actor);
 
     let pub_metrics = ActorMetrics::new("MetadataPublisherActor");
@@ -123,6 +129,39 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     });
 
     let (lifecycle, broker_state) = match (cfg.broker, &controller) {
+        (Some(bcfg), Some(ctl)) if remote_voters => {
+            // Register and heartbeat through the channel to wherever the leader is.
+            let endpoints = cfg
+                .quorum
+                .voter_endpoints
+                .iter()
+                .filter_map(|(id, eps)| {
+                    Some((*id, format!("{}:{}", eps.first()?.host, eps.first()?.port)))
+                })
+                .collect();
+            let channel_metrics = ActorMetrics::new("ControllerChannelActor");
+            let channel = ControllerChannelActor::new(
+                cfg.node_id,
+                Some(ctl.clone()),
+                raft_leader.clone(),
+                endpoints,
+                std::time::Duration::from_millis(cfg.quorum.request_timeout_ms.max(1) as u64),
+                channel_metrics.clone(),
+            );
+            let channel = start_supervised(arbiter, channel_metrics, move |_| channel);
+            let metrics = ActorMetrics::new("BrokerLifecycleActor");
+            let (actor, state) = BrokerLifecycleActor::new(
+                bcfg,
+                channel.clone().recipient(),
+                channel.recipient(),
+                image.clone(),
+                metrics.clone(),
+            );
+            (
+                Some(start_supervised(arbiter, metrics, move |_| actor)),
+                Some(state),
+            )
+        }
         (Some(bcfg), Some(ctl)) => {
             let metrics = ActorMetrics::new("BrokerLifecycleActor");
             let (actor, state) = BrokerLifecycleActor::new(
@@ -146,6 +185,7 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     };
 
     Ok(KraftHandles {
+        raft_leader,
         raft,
         controller,
         publisher,

@@ -126,6 +126,8 @@ pub struct RaftActor {
     next_request_id: RequestId,
     /// One connection actor per remote voter with a known endpoint (started with the actor).
     peers: BTreeMap<i32, MeteredAddr<RaftPeerActor>>,
+    /// The current leader, for the broker's channel to the active controller.
+    leader_tx: tokio::sync::watch::Sender<Option<i32>>,
     metrics: ActorMetrics,
 }
 
@@ -193,6 +195,7 @@ impl RaftActor {
             replies: HashMap::new(),
             next_request_id: 0,
             peers: BTreeMap::new(),
+            leader_tx: tokio::sync::watch::channel(None).0,
             metrics,
         };
         actor.run(
@@ -203,6 +206,11 @@ impl RaftActor {
             now,
         )?;
         Ok(actor)
+    }
+
+    /// The Raft leader's id as it changes (the active controller's node).
+    pub fn leader_watch(&self) -> tokio::sync::watch::Receiver<Option<i32>> {
+        self.leader_tx.subscribe()
     }
 
     pub fn config(&self) -> &RaftActorConfig {
@@ -308,6 +316,7 @@ impl RaftActor {
                         epoch_start_offset,
                     } => {
                         info!(?leader_id, epoch, "metadata quorum leader changed");
+                        self.leader_tx.send_replace(leader_id);
                         self.leader_notice = Some(RaftLeaderChanged {
                             leader_id,
                             epoch,
