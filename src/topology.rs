@@ -370,26 +370,30 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     });
 
     let mut router = RequestRouter::new();
-    if let Some(controller) = &kraft.controller {
-        controller_apis::register_with_auto_create_wait(
-            &mut router,
-            MetadataApis {
-                node_id,
-                cluster_id: cluster_id.clone(),
-                controller: controller.clone(),
-                raft: kraft.raft.clone(),
-                // A broker answers from what its replicas already reflect.
-                image: partitions.served_image.clone(),
-                auto_create_topics_enable: cfg.get_bool("auto.create.topics.enable"),
-                broker_configs: Arc::new(broker_config_entries(cfg)),
-                controller_listeners,
-                quorum: (voters_n > 1).then(|| QuorumView {
-                    leader: kraft.raft_leader.clone(),
-                    endpoints: quorum_addresses(cfg),
-                }),
-            },
-            controller_apis::AUTO_CREATE_WAIT,
-        );
+    // With other voters, or none here, the active controller may be in another process.
+    let quorum_view = (voters_n > 1 || kraft.controller.is_none()).then(|| QuorumView {
+        leader: kraft.raft_leader.clone(),
+        endpoints: quorum_addresses(cfg),
+    });
+    controller_apis::register_with_auto_create_wait(
+        &mut router,
+        MetadataApis {
+            node_id,
+            cluster_id: cluster_id.clone(),
+            controller: kraft.controller.clone(),
+            raft: kraft.raft.clone(),
+            // A broker answers from what its replicas already reflect.
+            image: partitions.served_image.clone(),
+            auto_create_topics_enable: cfg.get_bool("auto.create.topics.enable"),
+            broker_configs: Arc::new(broker_config_entries(cfg)),
+            controller_listeners,
+            quorum: quorum_view.clone(),
+        },
+        controller_apis::AUTO_CREATE_WAIT,
+    );
+    if let Some(q) = quorum_view {
+        // Admin writes go to the active controller when it is elsewhere.
+        controller_apis::register_forwarding(&mut router, node_id, q);
     }
     partition_apis::register(&mut router, partitions.apis.clone());
     if cfg.is_controller() {

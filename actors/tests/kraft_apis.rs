@@ -57,7 +57,7 @@ fn metadata_and_admin_apis() {
             MetadataApis {
                 node_id: 1,
                 cluster_id: CLUSTER.into(),
-                controller: h.controller.clone().unwrap(),
+                controller: Some(h.controller.clone().unwrap()),
                 raft: h.raft.clone(),
                 image: h.image.clone(),
                 auto_create_topics_enable: true,

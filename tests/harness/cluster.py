@@ -1,9 +1,11 @@
-"""Several broker processes forming one cluster on loopback: N combined (broker + controller)
-nodes with a static `controller.quorum.voters` naming all of them, each with its own ports and
-data dir, all formatted with one cluster id (`kactor format` / `kafka-storage format`), against
-either target (KACTOR_TEST_TARGET).
+"""Several processes forming one cluster on loopback, each with its own ports and data dir, all
+formatted with one cluster id (`kactor format` / `kafka-storage format`), against either target
+(KACTOR_TEST_TARGET). Either N combined (broker + controller) nodes, or separate controller and
+broker processes (`process.roles=controller` / `=broker`, as Kafka's production layout);
+`controller.quorum.voters` names every controller.
 
-    cluster = Cluster(tmp_path, size=3).start()
+    cluster = Cluster(tmp_path, size=3).start()              # nodes 1-3 combined
+    cluster = Cluster(tmp_path, controllers=3, brokers=3)    # controllers 1-3, brokers 4-6
     leader, epoch = cluster.quorum_leader()
     cluster.nodes[0].kill9(); cluster.nodes[0].start()
     cluster.stop()
@@ -20,19 +22,58 @@ METADATA_TOPIC = "__cluster_metadata"
 
 
 class ClusterNode(Broker):
-    """One combined node of a cluster: the cluster decides the voters and the cluster id."""
+    """One node of a cluster: the cluster decides the roles, the voters and the cluster id."""
 
-    def __init__(self, cluster, node_id, workdir, target):
+    def __init__(self, cluster, node_id, workdir, target, roles=("broker", "controller")):
+        name = {("broker", "controller"): "node", ("controller",): "controller",
+                ("broker",): "broker"}[tuple(roles)]
         super().__init__(workdir, target=target, overrides=cluster.overrides,
-                         name=f"node{node_id}")
+                         name=f"{name}{node_id}")
         self.node_id = node_id
+        self.roles = tuple(roles)
         self.cluster = cluster
         self.cluster_id = cluster.cluster_id
 
+    @property
+    def is_broker(self):
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self):
+        return "controller" in self.roles
+
     def base_config(self):
         cfg = super().base_config()
+        cfg["process.roles"] = ",".join(self.roles)
         cfg["controller.quorum.voters"] = self.cluster.voters
+        if not self.is_broker:
+            cfg["listeners"] = f"CONTROLLER://{self.host}:{self.controller_port}"
+            for key in ("advertised.listeners", "inter.broker.listener.name"):
+                cfg.pop(key, None)
+        if not self.is_controller:
+            cfg["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
         return cfg
+
+    def wait_ready(self, timeout=90):
+        if self.is_broker:
+            return super().wait_ready(timeout)
+        # A controller has no client listener: ready once its controller listener answers.
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerError(f"{self.name} exited with {self.proc.returncode} during "
+                                  f"start-up; log tail:\n{self.log_tail()}")
+            try:
+                _, err, apis, _ = wire.api_versions(self.controller_port, 0, timeout=2)
+                if err == 0 and apis:
+                    return
+                last = f"ApiVersions error {err}"
+            except (OSError, ValueError, ConnectionError) as e:
+                last = e
+            time.sleep(0.2)
+        raise BrokerError(f"{self.name} not ready after {timeout}s ({last}); log tail:\n"
+                          f"{self.log_tail()}")
 
     def start(self, timeout=90):
         if self.target == "kactor" and not self._formatted:
@@ -49,14 +90,30 @@ class ClusterNode(Broker):
 
 
 class Cluster:
-    def __init__(self, workdir, size=3, target=TARGET, overrides=None):
+    def __init__(self, workdir, size=3, target=TARGET, overrides=None, controllers=None,
+                 brokers=None):
+        """`size` combined nodes, or (when `controllers` is given) that many controller-only
+        nodes numbered from 1 and `brokers` broker-only nodes numbered after them."""
         self.target = target
         self.overrides = dict(overrides or {})
         self.cluster_id = random_cluster_id()
         self.nodes = []
-        for i in range(1, size + 1):
-            self.nodes.append(ClusterNode(self, i, workdir / f"node{i}", target))
-        self.voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes)
+        if controllers is None:
+            layout = [("broker", "controller")] * size
+        else:
+            layout = [("controller",)] * controllers + [("broker",)] * (brokers or 0)
+        for i, roles in enumerate(layout, start=1):
+            self.nodes.append(ClusterNode(self, i, workdir / f"node{i}", target, roles))
+        self.voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}"
+                               for n in self.nodes if n.is_controller)
+
+    @property
+    def controllers(self):
+        return [n for n in self.nodes if n.is_controller]
+
+    @property
+    def brokers(self):
+        return [n for n in self.nodes if n.is_broker]
 
     def node(self, node_id):
         return next(n for n in self.nodes if n.node_id == node_id)
@@ -92,6 +149,8 @@ class Cluster:
         """(leader id, epoch) from the first running node's controller listener that answers
         DescribeQuorum as leader (a follower may refuse with NOT_LEADER_OR_FOLLOWER), or None."""
         for n in nodes or self.running():
+            if not n.is_controller:
+                continue
             try:
                 err, perr, leader, epoch = describe_quorum_v0(n.controller_port)
             except (OSError, ValueError, ConnectionError):

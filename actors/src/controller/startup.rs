@@ -129,7 +129,7 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     });
 
     let (lifecycle, broker_state) = match (cfg.broker, &controller) {
-        (Some(bcfg), Some(ctl)) if remote_voters => {
+        (Some(bcfg), ctl) if remote_voters || ctl.is_none() => {
             // Register and heartbeat through the channel to wherever the leader is.
             let endpoints = cfg
                 .quorum
@@ -142,7 +142,7 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
             let channel_metrics = ActorMetrics::new("ControllerChannelActor");
             let channel = ControllerChannelActor::new(
                 cfg.node_id,
-                Some(ctl.clone()),
+                ctl.clone(),
                 raft_leader.clone(),
                 endpoints,
                 std::time::Duration::from_millis(cfg.quorum.request_timeout_ms.max(1) as u64),
@@ -180,7 +180,7 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
                 Some(state),
             )
         }
-        // A broker-only node reaches a remote controller over the network: a later issue.
+        // A controller-only node has no broker lifecycle.
         _ => (None, None),
     };
 

@@ -76,7 +76,7 @@ pub fn metadata_apis(h: &KraftHandles) -> MetadataApis {
     MetadataApis {
         node_id: 1,
         cluster_id: CLUSTER.into(),
-        controller: h.controller.clone().expect("controller role"),
+        controller: Some(h.controller.clone().expect("controller role")),
         raft: h.raft.clone(),
         image: h.image.clone(),
         auto_create_topics_enable: true,
