@@ -4,6 +4,7 @@
 //! (router → controller → Raft → publisher).
 
 pub mod actor;
+pub mod broker_apis;
 pub mod core;
 pub mod messages;
 
