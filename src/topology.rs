@@ -405,6 +405,11 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         // Brokers in other processes register and heartbeat here.
         kactor_actors::controller::broker_apis::register(&mut router, controller.clone());
     }
+    // Admin requests Kafka brokers forward inside an Envelope, served by this node's routes.
+    let envelope_router = kactor_actors::controller::envelope::InnerRouter::default();
+    if cfg.is_controller() {
+        kactor_actors::controller::envelope::register(&mut router, envelope_router.clone());
+    }
 
     // Group coordinator shards follow `__consumer_offsets` leadership in the partition table.
     let props = broker_properties(cfg);
@@ -511,6 +516,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         txn_apis::register_describe_producers(&mut router, table);
     }
     let router: Arc<RequestRouter> = router.build(features);
+    let _ = envelope_router.set(router.clone());
 
     let http: SocketAddr = cfg
         .get_str("kactor.http.address")

@@ -42,6 +42,10 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     // (actors/src/controller/broker_apis.rs).
     ApiKey::BrokerRegistration,
     ApiKey::BrokerHeartbeat,
+    ApiKey::ControllerRegistration,
+    // Admin requests a broker forwards to the active controller
+    // (actors/src/controller/envelope.rs).
+    ApiKey::Envelope,
     // Cluster administration (actors/src/controller/cluster_apis.rs).
     ApiKey::ElectLeaders,
     ApiKey::ListPartitionReassignments,

@@ -91,9 +91,11 @@ class ClusterNode(Broker):
 
 class Cluster:
     def __init__(self, workdir, size=3, target=TARGET, overrides=None, controllers=None,
-                 brokers=None):
+                 brokers=None, targets=None, kafka_format_args=()):
         """`size` combined nodes, or (when `controllers` is given) that many controller-only
-        nodes numbered from 1 and `brokers` broker-only nodes numbered after them."""
+        nodes numbered from 1 and `brokers` broker-only nodes numbered after them. `targets`
+        maps node ids to another target than `target` (kactor and Kafka nodes in one
+        cluster)."""
         self.target = target
         self.overrides = dict(overrides or {})
         self.cluster_id = random_cluster_id()
@@ -103,7 +105,9 @@ class Cluster:
         else:
             layout = [("controller",)] * controllers + [("broker",)] * (brokers or 0)
         for i, roles in enumerate(layout, start=1):
-            self.nodes.append(ClusterNode(self, i, workdir / f"node{i}", target, roles))
+            node_target = (targets or {}).get(i, target)
+            self.nodes.append(ClusterNode(self, i, workdir / f"node{i}", node_target, roles))
+            self.nodes[-1].kafka_format_args = tuple(kafka_format_args)
         self.voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}"
                                for n in self.nodes if n.is_controller)
 
@@ -201,3 +205,65 @@ def metadata_topics(port, timeout=5.0):
         _, topics = wire.parse_metadata_v1_response(
             wire.roundtrip(s, wire.metadata_v1_request(None)))
     return {name: len(parts) for name, (err, parts) in topics.items() if err == 0}
+
+
+def wait_until(check, timeout, what):
+    """Polls `check` until it returns something truthy (returned); errors while a node starts
+    or fails over count as 'not yet'. Raises AssertionError with the last result after
+    `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except Exception as e:  # noqa: BLE001 - reported on timeout
+            last = e
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not within {timeout}s (last: {last!r})")
+
+
+def create_topic(node, name, partitions=1, timeout=30):
+    """CreateTopics through `node` (replication factor 1) with confluent-kafka's AdminClient."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    a = AdminClient({"bootstrap.servers": node.bootstrap})  # referenced until the result
+    a.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
+                    operation_timeout=timeout)[name].result(timeout)
+
+
+def partition_leaders(node, topic):
+    """Partition -> leader id as `node` answers Metadata, or None while the topic is unknown."""
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        return None
+    return {p: x.leader for p, x in t.partitions.items()}
+
+
+def produce_and_consume(producer_node, consumer_node, topic, partitions, count, timeout=30):
+    """Produces `count` numbered records (acks=all, round-robin over the partitions) through
+    one node and reads every partition from offset 0 through another; returns the numbers read
+    (sorted), so a caller can check for loss and duplicates."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    p = Producer({"bootstrap.servers": producer_node.bootstrap, "acks": "all"})
+    failed = []
+    for i in range(count):
+        p.produce(topic, value=b"%d" % i, partition=i % partitions,
+                  on_delivery=lambda e, m: failed.append(e) if e else None)
+    left = p.flush(timeout)
+    assert left == 0 and not failed, f"{left} unsent, errors {failed[:3]}"
+    c = Consumer({"bootstrap.servers": consumer_node.bootstrap, "group.id": f"{topic}-check",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    seen = []
+    try:
+        c.assign([TopicPartition(topic, q, 0) for q in range(partitions)])
+        deadline = time.monotonic() + timeout
+        while len(seen) < count and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                seen.append(int(m.value()))
+    finally:
+        c.close()
+    return sorted(seen)

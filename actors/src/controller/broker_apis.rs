@@ -5,13 +5,18 @@
 
 use kactor_protocol::messages::{self as m, ApiKey, RequestBody, ResponseBody};
 use kactor_protocol::metadata::register_broker_record::{BrokerEndpoint, BrokerFeature};
+use kactor_protocol::metadata::register_controller_record::{
+    ControllerEndpoint, ControllerFeature, RegisterControllerRecord,
+};
 
 use super::actor::QuorumControllerActor;
 use super::core::errors::{ApiError, NOT_CONTROLLER, UNKNOWN_SERVER_ERROR};
 use super::core::requests::{
     BrokerHeartbeat, BrokerHeartbeatReply, BrokerRegistration, BrokerRegistrationReply,
 };
-use super::messages::{ControllerError, ProcessBrokerHeartbeat, RegisterBroker};
+use super::messages::{
+    ControllerError, ProcessBrokerHeartbeat, RegisterBroker, RegisterController,
+};
 use crate::network::router::{HandlerOutcome, RequestRouter};
 use crate::runtime::MeteredAddr;
 
@@ -51,6 +56,38 @@ pub fn registration_from_wire(r: m::BrokerRegistrationRequest) -> BrokerRegistra
         rack: r.rack,
         log_dirs: r.log_dirs,
         previous_broker_epoch: r.previous_broker_epoch,
+    }
+}
+
+pub fn controller_record_from_wire(
+    r: m::ControllerRegistrationRequest,
+) -> RegisterControllerRecord {
+    RegisterControllerRecord {
+        controller_id: r.controller_id,
+        incarnation_id: r.incarnation_id,
+        zk_migration_ready: r.zk_migration_ready,
+        end_points: r
+            .listeners
+            .into_iter()
+            .map(|l| ControllerEndpoint {
+                name: l.name,
+                host: l.host,
+                port: l.port,
+                security_protocol: l.security_protocol,
+                ..Default::default()
+            })
+            .collect(),
+        features: r
+            .features
+            .into_iter()
+            .map(|f| ControllerFeature {
+                name: f.name,
+                min_supported_version: f.min_supported_version,
+                max_supported_version: f.max_supported_version,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
     }
 }
 
@@ -99,8 +136,36 @@ pub fn heartbeat_to_wire(h: &BrokerHeartbeat) -> RequestBody {
     })
 }
 
-/// Registers BrokerRegistration and BrokerHeartbeat (controller listeners only, by schema).
+/// Registers BrokerRegistration, BrokerHeartbeat and ControllerRegistration (controller
+/// listeners only, by schema).
 pub fn register(router: &mut RequestRouter, controller: MeteredAddr<QuorumControllerActor>) {
+    {
+        let controller = controller.clone();
+        router.register(ApiKey::ControllerRegistration, move |ctx, body| {
+            let controller = controller.clone();
+            Box::pin(async move {
+                let RequestBody::ControllerRegistration(r) = body else {
+                    return HandlerOutcome::Close("not a ControllerRegistration body".into());
+                };
+                let msg = RegisterController {
+                    record: controller_record_from_wire(r),
+                };
+                let error = match controller.send(msg).await {
+                    Ok(Ok(c)) => c.response,
+                    Ok(Err(e)) => ApiError::code(code(&e)),
+                    Err(_) => ApiError::code(NOT_CONTROLLER),
+                };
+                ctx.record_error(error.code);
+                HandlerOutcome::Respond(ResponseBody::ControllerRegistration(
+                    m::ControllerRegistrationResponse {
+                        error_code: error.code,
+                        error_message: error.message,
+                        ..Default::default()
+                    },
+                ))
+            })
+        });
+    }
     {
         let controller = controller.clone();
         router.register(ApiKey::BrokerRegistration, move |_ctx, body| {

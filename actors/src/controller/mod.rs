@@ -6,6 +6,7 @@
 pub mod actor;
 pub mod broker_apis;
 pub mod core;
+pub mod envelope;
 pub mod messages;
 
 pub use self::actor::QuorumControllerActor;
