@@ -21,8 +21,8 @@ import pytest
 
 from harness.broker import TARGET
 from harness.cli import run_tool
-from harness.cluster import (Cluster, create_topic, partition_leaders, produce_and_consume,
-                             wait_until)
+from harness.cluster import (Cluster, create_topic, describe_quorum_v0, partition_leaders,
+                             produce_and_consume, wait_until)
 
 pytestmark = pytest.mark.skipif(TARGET != "kactor", reason="mixes both targets itself")
 
@@ -72,6 +72,9 @@ def test_a_kafka_broker_under_a_kactor_quorum(tmp_path, topic_name):
                    "the Kafka and the kactor broker registered")
         # Created through the Kafka broker: an Envelope to the kactor controller.
         check_topic_across(cluster, topic_name)
+        # DescribeQuorum to the Kafka broker: it forwards it in an Envelope too.
+        err, perr, described_leader, _ = describe_quorum_v0(cluster.brokers[0].port)
+        assert (err, perr, described_leader) == (0, 0, leader)
         status = run_tool("metadata-quorum", "--bootstrap-server", cluster.brokers[0].bootstrap,
                           "describe", "--status", timeout=60).stdout
         observers = next(x for x in status.splitlines() if x.startswith("CurrentObservers"))

@@ -8,24 +8,10 @@ import time
 import pytest
 
 from harness.cli import run_tool
-from harness.cluster import Cluster, metadata_topics
+from harness.cluster import Cluster, metadata_topics, wait_until
 
 ELECTION_TIMEOUT_MS = 1000
 FETCH_TIMEOUT_MS = 2000
-
-
-def wait_until(check, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except (OSError, ValueError, ConnectionError) as e:
-            last = e
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not within {timeout}s (last: {last!r})")
 
 
 def topics_on(node):

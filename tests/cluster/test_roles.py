@@ -9,49 +9,21 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic)
 
 from harness.cli import run_tool
-from harness.cluster import Cluster
+from harness.cluster import (Cluster, create_topic, partition_leaders, produce_and_consume,
+                             wait_until)
 
 ELECTION_TIMEOUT_MS = 1000
 FETCH_TIMEOUT_MS = 2000
 LOAD_SECONDS = 12
 
 
-def wait_until(check, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except Exception as e:  # noqa: BLE001 - a node still starting; reported on timeout
-            last = e
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not within {timeout}s (last: {last!r})")
-
-
 def admin(node):
     # Keep the client referenced while its futures are pending: a collected handle fails them.
     return AdminClient({"bootstrap.servers": node.bootstrap})
-
-
-def create_topic(node, name, partitions=1):
-    a = admin(node)
-    a.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
-                    operation_timeout=30)[name].result(30)
-
-
-def partition_leaders(node, topic):
-    md = admin(node).list_topics(topic, timeout=10)
-    t = md.topics.get(topic)
-    if t is None or t.error is not None:
-        return None
-    return {p: x.leader for p, x in t.partitions.items()}
 
 
 def topic_names(node):
@@ -114,25 +86,8 @@ def test_brokers_register_host_partitions_and_serve_clients(cluster, topic_name)
         assert not any(b.partition_dir(topic_name, p).exists() for p in set(leaders) - mine)
 
     # A real client produces through one broker and reads every record back through another.
-    producer = Producer({"bootstrap.servers": brokers[0].bootstrap, "acks": "all"})
-    failed = []
-    for i in range(600):
-        producer.produce(topic_name, value=b"%d" % i, partition=i % 6,
-                         on_delivery=lambda e, m: failed.append(e) if e else None)
-    assert producer.flush(30) == 0 and not failed, failed[:3]
-    consumer = Consumer({"bootstrap.servers": brokers[2].bootstrap, "group.id": topic_name,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic_name, p, 0) for p in range(6)])
-        seen = []
-        deadline = time.monotonic() + 30
-        while len(seen) < 600 and time.monotonic() < deadline:
-            m = consumer.poll(0.5)
-            if m is not None and not m.error():
-                seen.append(int(m.value()))
-    finally:
-        consumer.close()
-    assert sorted(seen) == list(range(600))
+    seen = produce_and_consume(brokers[0], brokers[2], topic_name, 6, 600)
+    assert seen == list(range(600))
 
 
 def test_kill9_of_the_active_controller_under_admin_load(cluster, topic_name):

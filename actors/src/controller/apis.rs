@@ -1815,6 +1815,11 @@ pub fn register_forwarding(router: &mut RequestRouter, node_id: i32, quorum: Quo
                     let target = leader.and_then(|l| quorum.endpoints.get(&l).cloned());
                     if let Some(address) = target {
                         match forward(&address, &ctx, body.clone(), deadline).await {
+                            // A controller that lost (or has not yet taken up) leadership
+                            // refuses the whole request: look again, as Kafka's channel does.
+                            Ok(resp)
+                                if says_not_controller(&resp)
+                                    && tokio::time::Instant::now() < deadline => {}
                             Ok(resp) => return HandlerOutcome::Respond(resp),
                             Err(ForwardFailed::Unsupported) => return local(ctx, body).await,
                             Err(ForwardFailed::Unreachable) => {}
@@ -1838,6 +1843,25 @@ pub fn register_forwarding(router: &mut RequestRouter, node_id: i32, quorum: Quo
 const FORWARD_WAIT: Duration = Duration::from_secs(15);
 /// How often a request waiting for an active controller looks again without a leader change.
 const FORWARD_RETRY: Duration = Duration::from_millis(200);
+
+/// Whether a forwarded admin response says the controller it reached is not the active one
+/// (a controller answers NOT_CONTROLLER for every item when it is not).
+fn says_not_controller(resp: &ResponseBody) -> bool {
+    let nc = |code: i16| code == NOT_CONTROLLER;
+    match resp {
+        ResponseBody::CreateTopics(r) => r.topics.iter().any(|t| nc(t.error_code)),
+        ResponseBody::DeleteTopics(r) => r.responses.iter().any(|t| nc(t.error_code)),
+        ResponseBody::CreatePartitions(r) => r.results.iter().any(|t| nc(t.error_code)),
+        ResponseBody::AlterConfigs(r) => r.responses.iter().any(|t| nc(t.error_code)),
+        ResponseBody::IncrementalAlterConfigs(r) => r.responses.iter().any(|t| nc(t.error_code)),
+        ResponseBody::AlterUserScramCredentials(r) => r.results.iter().any(|t| nc(t.error_code)),
+        ResponseBody::ElectLeaders(r) => nc(r.error_code),
+        ResponseBody::UpdateFeatures(r) => {
+            nc(r.error_code) || r.results.iter().any(|t| nc(t.error_code))
+        }
+        _ => false,
+    }
+}
 
 /// Why a forward did not bring an answer back.
 enum ForwardFailed {

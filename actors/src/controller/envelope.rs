@@ -30,21 +30,27 @@ use crate::network::router::{HandlerOutcome, RequestContext, RequestRouter};
 /// Kafka's PRINCIPAL_DESERIALIZATION_FAILURE.
 pub const PRINCIPAL_DESERIALIZATION_FAILURE: i16 = 97;
 
-/// APIs Kafka 4.4 marks forwardable (`ApiMessageType.forwardable`): only these may arrive in
-/// an Envelope (delegation tokens have no schema in this build).
+/// APIs Kafka 4.4 marks forwardable (`ApiKeys.forwardable`): only these may arrive in an
+/// Envelope. (Delegation tokens and AllocateProducerIds, also forwardable in Kafka, have no
+/// route here, so they are refused as unknown.)
 pub const FORWARDABLE: &[ApiKey] = &[
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
-    ApiKey::AlterConfigs,
-    ApiKey::IncrementalAlterConfigs,
     ApiKey::CreateAcls,
     ApiKey::DeleteAcls,
+    ApiKey::AlterConfigs,
     ApiKey::CreatePartitions,
+    ApiKey::ElectLeaders,
+    ApiKey::IncrementalAlterConfigs,
     ApiKey::AlterPartitionReassignments,
+    ApiKey::ListPartitionReassignments,
     ApiKey::AlterClientQuotas,
     ApiKey::AlterUserScramCredentials,
+    ApiKey::DescribeQuorum,
     ApiKey::UpdateFeatures,
-    ApiKey::ElectLeaders,
+    ApiKey::UnregisterBroker,
+    ApiKey::AddRaftVoter,
+    ApiKey::RemoveRaftVoter,
 ];
 
 /// The router the inner requests go through: the node's own, set once it is built (the
