@@ -218,6 +218,40 @@ pub fn response_to_wire(
     records: Option<kactor_protocol::Records>,
     snapshot: Option<kactor_protocol::Records>,
 ) -> ResponseBody {
+    without_parts_on_top_level_error(response_body(
+        response, version, listener, records, snapshot,
+    ))
+}
+
+/// Kafka answers a request refused as a whole (INCONSISTENT_CLUSTER_ID, ...) with the error
+/// alone: no topics, no endpoints.
+fn without_parts_on_top_level_error(body: ResponseBody) -> ResponseBody {
+    match body {
+        ResponseBody::Vote(r) if r.error_code != 0 => error_response(m::ApiKey::Vote, r.error_code),
+        ResponseBody::BeginQuorumEpoch(r) if r.error_code != 0 => {
+            error_response(m::ApiKey::BeginQuorumEpoch, r.error_code)
+        }
+        ResponseBody::EndQuorumEpoch(r) if r.error_code != 0 => {
+            error_response(m::ApiKey::EndQuorumEpoch, r.error_code)
+        }
+        ResponseBody::Fetch(r) if r.error_code != 0 => {
+            error_response(m::ApiKey::Fetch, r.error_code)
+        }
+        ResponseBody::FetchSnapshot(r) if r.error_code != 0 => {
+            error_response(m::ApiKey::FetchSnapshot, r.error_code)
+        }
+        other => Some(other),
+    }
+    .expect("a quorum RPC has an error response")
+}
+
+fn response_body(
+    response: Response,
+    version: i16,
+    listener: &str,
+    records: Option<kactor_protocol::Records>,
+    snapshot: Option<kactor_protocol::Records>,
+) -> ResponseBody {
     match response {
         Response::Vote(v) => {
             let c = v.common;
