@@ -246,7 +246,7 @@ def produce_and_consume(producer_node, consumer_node, topic, partitions, count, 
     """Produces `count` numbered records (acks=all, round-robin over the partitions) through
     one node and reads every partition from offset 0 through another; returns the numbers read
     (sorted), so a caller can check for loss and duplicates."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": producer_node.bootstrap, "acks": "all"})
     failed = []
     for i in range(count):
@@ -254,7 +254,14 @@ def produce_and_consume(producer_node, consumer_node, topic, partitions, count, 
                   on_delivery=lambda e, m: failed.append(e) if e else None)
     left = p.flush(timeout)
     assert left == 0 and not failed, f"{left} unsent, errors {failed[:3]}"
-    c = Consumer({"bootstrap.servers": consumer_node.bootstrap, "group.id": f"{topic}-check",
+    return consume_numbers(consumer_node, topic, partitions, count, timeout)
+
+
+def consume_numbers(node, topic, partitions, count, timeout=30):
+    """Reads up to `count` records from every partition of `topic` from offset 0 through
+    `node` (no group), each value a decimal number; returns the numbers, sorted."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": f"{topic}-check",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     seen = []
     try:
