@@ -443,16 +443,12 @@ impl RaftCore {
                 preferred_successors: Vec::new(),
                 election_deadline: now + timeout,
             }
-        } else if local.is_some_and(|k| election.is_voted_candidate(k)) {
-            let mut e = EpochElection::new(voters.keys());
-            e.record(local.expect("local").id, true);
-            EpochState::Candidate {
-                epoch: election.epoch,
-                election: e,
-                election_deadline: now + timeout,
-                high_watermark: None,
-            }
         } else if let Some(leader) = election.leader_id {
+            // Checked before "voted for itself": a candidate that then learned its epoch's
+            // leader follows it after a restart. Resuming the candidacy would send Votes whose
+            // last epoch equals the candidate epoch (it holds the leader's records of that
+            // epoch), which voters refuse as INVALID_REQUEST, fatal to the sender (found by
+            // the simulation, seed 2002004 of five_voters_two_observers).
             let endpoints = voters.listeners(leader);
             if endpoints.is_empty() {
                 EpochState::Unattached {
@@ -473,6 +469,15 @@ impl RaftCore {
                     high_watermark: None,
                     fetching_snapshot: None,
                 }
+            }
+        } else if local.is_some_and(|k| election.is_voted_candidate(k)) {
+            let mut e = EpochElection::new(voters.keys());
+            e.record(local.expect("local").id, true);
+            EpochState::Candidate {
+                epoch: election.epoch,
+                election: e,
+                election_deadline: now + timeout,
+                high_watermark: None,
             }
         } else {
             EpochState::Unattached {

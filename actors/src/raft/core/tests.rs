@@ -1029,3 +1029,27 @@ fn update_voter_on_a_static_quorum_only_checks_the_id() {
     let r = update(&mut c, 1, epoch + 1);
     assert_eq!((r.error, r.leader_id), (UNKNOWN_LEADER_EPOCH, 1));
 }
+
+#[test]
+fn a_candidate_that_learned_its_epochs_leader_restarts_as_its_follower() {
+    // Voted for itself in epoch 10, then followed node 3 in that epoch and took records of
+    // epoch 10 from it: the file names both. Resuming the candidacy would send a Vote whose
+    // last epoch equals its candidate epoch, which voters refuse as INVALID_REQUEST.
+    let persisted_state = ElectionState {
+        epoch: 10,
+        leader_id: Some(3),
+        voted_key: Some(ReplicaKey::of(2, None)),
+        voters: vec![1, 2, 3],
+    };
+    let (c, out) = started(
+        2,
+        &[1, 2, 3],
+        Some(persisted_state),
+        log_with(25, &[(10, 20)]),
+    );
+    assert_eq!(c.state_name(), "Follower");
+    assert_eq!(c.leader_id(), Some(3));
+    assert!(!sends(&out)
+        .iter()
+        .any(|(_, _, r)| matches!(r, Request::Vote(_))));
+}
