@@ -22,7 +22,7 @@ import pytest
 from harness.broker import TARGET
 from harness.cli import run_tool
 from harness.cluster import (Cluster, create_topic, describe_quorum_v0, partition_leaders,
-                             produce_and_consume, wait_until)
+                             produce_and_consume, registered_brokers, wait_until)
 
 pytestmark = pytest.mark.skipif(TARGET != "kactor", reason="mixes both targets itself")
 
@@ -36,12 +36,6 @@ def mixed(tmp_path, controllers, brokers, targets):
     c = Cluster(tmp_path, controllers=controllers, brokers=brokers, target="kactor",
                 targets=targets, overrides=TIMEOUTS, kafka_format_args=KAFKA_FEATURES)
     return c.start(timeout=180)
-
-
-def registered_brokers(node):
-    from confluent_kafka.admin import AdminClient
-    return sorted(AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(
-        timeout=10).brokers)
 
 
 def check_topic_across(cluster, topic, partitions=4, records=400):

@@ -14,7 +14,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from harness.cli import run_tool
 from harness.cluster import (Cluster, consume_numbers, create_topic, partition_leaders,
-                             produce_and_consume, wait_until)
+                             produce_and_consume, registered_brokers, wait_until)
 
 ELECTION_TIMEOUT_MS = 1000
 FETCH_TIMEOUT_MS = 2000
@@ -50,7 +50,7 @@ def test_brokers_register_host_partitions_and_serve_clients(cluster, topic_name)
     leader, _, _ = cluster.wait_for_leader(30)
     assert leader in (1, 2, 3)
     brokers = cluster.brokers
-    wait_until(lambda: sorted(admin(brokers[0]).list_topics(timeout=10).brokers) == [4, 5, 6],
+    wait_until(lambda: registered_brokers(brokers[0]) == [4, 5, 6],
                60, "brokers 4, 5, 6 registered and unfenced")
 
     # The quorum through a broker: three voters, and the brokers as observers.
@@ -93,7 +93,7 @@ def test_brokers_register_host_partitions_and_serve_clients(cluster, topic_name)
 def test_kill9_of_the_active_controller_under_admin_load(cluster, topic_name):
     leader, epoch, _ = cluster.wait_for_leader(30)
     brokers = cluster.brokers
-    wait_until(lambda: sorted(admin(brokers[0]).list_topics(timeout=10).brokers) == [4, 5, 6],
+    wait_until(lambda: registered_brokers(brokers[0]) == [4, 5, 6],
                60, "brokers registered")
     create_topic(brokers[0], topic_name)
 

@@ -203,8 +203,13 @@ class Broker:
         self.wait_ready(timeout)
         return self
 
+    @property
+    def ready_port(self):
+        """The listener whose ApiVersions answer means the node is up: the client listener."""
+        return self.port
+
     def wait_ready(self, timeout=90):
-        """Ready = ApiVersions v0 answers with error NONE on the client listener."""
+        """Ready = ApiVersions v0 answers with error NONE on `ready_port`."""
         deadline = time.monotonic() + timeout
         last = None
         while time.monotonic() < deadline:
@@ -212,7 +217,7 @@ class Broker:
                 raise BrokerError(f"{self.name} exited with {self.proc.returncode} during start-up;"
                                   f" log tail:\n{self.log_tail()}")
             try:
-                _, err, apis, _ = wire.api_versions(self.port, 0, timeout=2)
+                _, err, apis, _ = wire.api_versions(self.ready_port, 0, timeout=2)
                 if err == 0 and apis:
                     return
                 last = f"ApiVersions error {err}"

@@ -54,26 +54,10 @@ class ClusterNode(Broker):
             cfg["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
         return cfg
 
-    def wait_ready(self, timeout=90):
-        if self.is_broker:
-            return super().wait_ready(timeout)
+    @property
+    def ready_port(self):
         # A controller has no client listener: ready once its controller listener answers.
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise BrokerError(f"{self.name} exited with {self.proc.returncode} during "
-                                  f"start-up; log tail:\n{self.log_tail()}")
-            try:
-                _, err, apis, _ = wire.api_versions(self.controller_port, 0, timeout=2)
-                if err == 0 and apis:
-                    return
-                last = f"ApiVersions error {err}"
-            except (OSError, ValueError, ConnectionError) as e:
-                last = e
-            time.sleep(0.2)
-        raise BrokerError(f"{self.name} not ready after {timeout}s ({last}); log tail:\n"
-                          f"{self.log_tail()}")
+        return self.port if self.is_broker else self.controller_port
 
     def start(self, timeout=90):
         if self.target == "kactor" and not self._formatted:
@@ -230,6 +214,13 @@ def create_topic(node, name, partitions=1, timeout=30):
     a = AdminClient({"bootstrap.servers": node.bootstrap})  # referenced until the result
     a.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
                     operation_timeout=timeout)[name].result(timeout)
+
+
+def registered_brokers(node):
+    """Ids of the brokers `node` lists in Metadata (registered and unfenced), sorted."""
+    from confluent_kafka.admin import AdminClient
+    return sorted(AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(
+        timeout=10).brokers)
 
 
 def partition_leaders(node, topic):
