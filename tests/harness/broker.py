@@ -6,6 +6,7 @@ ports, with a fresh data dir, their output captured to a log file, and stopped b
 import atexit
 import base64
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -38,10 +39,38 @@ def fault_injection_bin():
     return path if path.exists() else None
 
 
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+            return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_EPHEMERAL = _ephemeral_range()
+_HANDED_OUT = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port below the kernel's ephemeral range. A port the kernel hands out
+    (bind to 0) is one it may also give an outgoing connection before the broker binds it:
+    with several nodes connecting to each other that happened (a controller failed to start
+    with EADDRINUSE). Ports are not handed out twice in one test process."""
+    low = 20000
+    high = min(_EPHEMERAL[0], 32768) - 1
+    for _ in range(200):
+        port = random.randint(low, high)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError(f"no free port in {low}-{high}")
 
 
 def random_cluster_id():
