@@ -174,6 +174,9 @@ fn mailbox<T>(
 
 // ---------------------------------------------------------------- Produce
 
+/// Kafka's `AdminUtils.ADMIN_CLIENT_ID`: the one client id allowed to write to internal topics.
+const ADMIN_CLIENT_ID: &str = "__admin_client";
+
 async fn handle_produce(
     a: &PartitionApis,
     ctx: &RequestContext,
@@ -183,16 +186,20 @@ async fn handle_produce(
     let t = table(a);
     let acks = req.acks;
     let valid_acks = matches!(acks, -1..=1);
+    let internal_topics_allowed = ctx.client_id() == ADMIN_CLIENT_ID;
 
-    // One AppendRecords per partition, all in flight at once.
-    struct Pending {
+    // Kafka keys a produce request by partition: a partition named twice is appended and
+    // answered once, with the records named last. The response keeps a topic row per request
+    // topic (the transaction verification wrapper merges by that position).
+    struct Entry {
         topic_index: usize,
         slot: usize,
-        tp: TopicPartition,
+        name: Option<String>,
+        records: Option<Records>,
     }
     let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(req.topic_data.len());
-    let mut pending = Vec::new();
-    let mut sends = Vec::new();
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut entry_of: HashMap<(String, Uuid, i32), usize> = HashMap::new();
     for (ti, topic) in req.topic_data.into_iter().enumerate() {
         // v13+ names topics by id only.
         let name = if version >= 13 {
@@ -206,45 +213,81 @@ async fn handle_produce(
             ..Default::default()
         };
         for p in topic.partition_data {
-            let mut pr = PartitionProduceResponse {
+            let key = (topic.name.clone(), topic.topic_id, p.index);
+            if let Some(&e) = entry_of.get(&key) {
+                entries[e].records = p.records;
+                continue;
+            }
+            entry_of.insert(key, entries.len());
+            entries.push(Entry {
+                topic_index: ti,
+                slot: tr.partition_responses.len(),
+                name: name.clone(),
+                records: p.records,
+            });
+            tr.partition_responses.push(PartitionProduceResponse {
                 index: p.index,
                 base_offset: -1,
                 log_append_time_ms: -1,
                 log_start_offset: -1,
                 ..Default::default()
-            };
-            let Some(name) = name.as_deref() else {
-                pr.error_code = codes::UNKNOWN_TOPIC_ID;
-                tr.partition_responses.push(pr);
-                continue;
-            };
-            if !valid_acks {
-                pr.error_code = codes::INVALID_REQUIRED_ACKS;
-                tr.partition_responses.push(pr);
-                continue;
-            }
-            match lookup(&t, name, p.index) {
-                Err(code) => pr.error_code = code,
-                Ok(replica) => {
-                    let records = match p.records {
-                        Some(Records::Memory(b)) => b,
-                        Some(Records::File(f)) => f.read_to_bytes().unwrap_or_default(),
-                        None => bytes::Bytes::new(),
-                    };
-                    pending.push(Pending {
-                        topic_index: ti,
-                        slot: tr.partition_responses.len(),
-                        tp: TopicPartition::new(name, p.index),
-                    });
-                    sends.push(replica.addr.send(AppendRecords {
-                        records,
-                        required_acks: acks,
-                    }));
-                }
-            }
-            tr.partition_responses.push(pr);
+            });
         }
         responses.push(tr);
+    }
+
+    // One AppendRecords per partition, all in flight at once. The checks before it run in
+    // Kafka's order: the partition exists, the records' shape, acks, internal topics, then
+    // leadership.
+    struct Pending {
+        topic_index: usize,
+        slot: usize,
+        tp: TopicPartition,
+    }
+    let mut pending = Vec::new();
+    let mut sends = Vec::new();
+    for e in entries {
+        let pr = &mut responses[e.topic_index].partition_responses[e.slot];
+        let index = pr.index;
+        let Some(name) = e.name.as_deref() else {
+            pr.error_code = codes::UNKNOWN_TOPIC_ID;
+            continue;
+        };
+        if !t.partition_exists(name, index) {
+            pr.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
+            continue;
+        }
+        let records = match e.records {
+            Some(Records::Memory(b)) => b,
+            Some(Records::File(f)) => f.read_to_bytes().unwrap_or_default(),
+            None => bytes::Bytes::new(),
+        };
+        if let Err(err) = super::core::validate::check_produce_records(&records, version) {
+            pr.error_code = err.code();
+            continue;
+        }
+        if !valid_acks {
+            pr.error_code = codes::INVALID_REQUIRED_ACKS;
+            continue;
+        }
+        if crate::metadata::is_internal_topic(name) && !internal_topics_allowed {
+            pr.error_code = codes::INVALID_TOPIC_EXCEPTION;
+            continue;
+        }
+        match t.get(name, index) {
+            None => pr.error_code = codes::NOT_LEADER_OR_FOLLOWER,
+            Some(replica) => {
+                pending.push(Pending {
+                    topic_index: e.topic_index,
+                    slot: e.slot,
+                    tp: TopicPartition::new(name, index),
+                });
+                sends.push(replica.addr.send(AppendRecords {
+                    records,
+                    required_acks: acks,
+                }));
+            }
+        }
     }
     let results = join_all(sends).await;
 
@@ -252,7 +295,12 @@ async fn handle_produce(
     let mut failed = None;
     for (p, result) in pending.iter().zip(results) {
         let pr = &mut responses[p.topic_index].partition_responses[p.slot];
-        match mailbox(result) {
+        // The partition actor is gone (deleted mid-request).
+        let result = result.unwrap_or(Err(AppendFailure {
+            error: PartitionError::NotLeaderOrFollower,
+            log_start_offset: -1,
+        }));
+        match result {
             Ok(out) => {
                 pr.base_offset = out.base_offset;
                 pr.log_append_time_ms = out.log_append_time_ms;
@@ -270,23 +318,27 @@ async fn handle_produce(
                     });
                 }
             }
-            Err(e) => {
+            Err(AppendFailure {
+                error: e,
+                log_start_offset,
+            }) => {
                 pr.error_code = e.code();
-                if version >= 8
-                    && (e.code() == codes::INVALID_RECORD || e.code() == codes::CORRUPT_MESSAGE)
-                {
-                    pr.error_message = Some(e.to_string());
+                // Fields a version lacks must keep their defaults to encode.
+                if version >= 5 {
+                    pr.log_start_offset = log_start_offset;
                 }
-                pr.record_errors = e
-                    .record_errors()
-                    .iter()
-                    .filter(|_| version >= 8)
-                    .map(|r| BatchIndexAndErrorMessage {
-                        batch_index: r.batch_index,
-                        batch_index_error_message: r.message.clone(),
-                        ..Default::default()
-                    })
-                    .collect();
+                if version >= 8 {
+                    pr.error_message = e.produce_error_message();
+                    pr.record_errors = e
+                        .record_errors()
+                        .iter()
+                        .map(|r| BatchIndexAndErrorMessage {
+                            batch_index: r.batch_index,
+                            batch_index_error_message: r.message.clone(),
+                            ..Default::default()
+                        })
+                        .collect();
+                }
                 failed.get_or_insert_with(|| format!("{}: {e}", p.tp));
             }
         }

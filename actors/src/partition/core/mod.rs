@@ -502,6 +502,7 @@ impl<L: PartitionLog> Partition<L> {
             });
         }
         let v = validate_and_assign(
+            &self.tp,
             records,
             self.log.log_end_offset(),
             self.leader_epoch,
@@ -522,7 +523,6 @@ impl<L: PartitionLog> Partition<L> {
             crate::producer::AppendCheck::Duplicate(d) => {
                 return Ok(crate::producer::partition::duplicate_outcome(
                     &d,
-                    v.log_append_time_ms >= 0,
                     self.log.log_start_offset(),
                     self.high_watermark,
                 ))
