@@ -7,10 +7,12 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use kactor_actors::controller::apis::{self as controller_apis, BrokerConfigEntry, MetadataApis};
+use kactor_actors::controller::apis::{
+    self as controller_apis, BrokerConfigEntry, MetadataApis, QuorumView,
+};
 use kactor_actors::controller::core::topic_configs;
 use kactor_actors::controller::core::ControllerConfig;
-use kactor_actors::controller::startup::{start_kraft, KraftConfig, KraftHandles};
+use kactor_actors::controller::startup::{start_kraft, KraftConfig, KraftHandles, QuorumSettings};
 use kactor_actors::group::apis::{self as group_apis, GroupApis, OffsetsTopicCreator};
 use kactor_actors::group::core::GroupCoordinatorConfig;
 use kactor_actors::group::messages::CompleteGroupTransaction;
@@ -26,6 +28,7 @@ use kactor_actors::network::{
 use kactor_actors::partition::apis as partition_apis;
 use kactor_actors::partition::messages::MarkStrayLogs;
 use kactor_actors::partition::startup::{start_partitions, PartitionLayer, PartitionLayerConfig};
+use kactor_actors::raft::core::Endpoint;
 use kactor_actors::runtime::{ActorMetrics, ArbiterPools, MeteredAddr};
 use kactor_actors::txn::actor::start_producer_id_manager;
 use kactor_actors::txn::apis::{self as txn_apis, TxnCoordinatorApis, TxnStateTopicCreator};
@@ -236,6 +239,46 @@ fn security_protocol_id(name: &str) -> i16 {
     }
 }
 
+/// The other voters' controller listeners and the quorum timeouts. A voter in
+/// `controller.quorum.voters` is reached on the first of `controller.listener.names`, as Kafka
+/// names it.
+fn quorum_settings(cfg: &BrokerConfig, cluster_id: &str) -> QuorumSettings {
+    let listener = cfg
+        .get_list("controller.listener.names")
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| "CONTROLLER".to_string());
+    QuorumSettings {
+        voter_endpoints: cfg
+            .quorum_voters()
+            .into_iter()
+            .map(|v| {
+                (
+                    v.node_id,
+                    vec![Endpoint {
+                        listener: listener.clone(),
+                        host: v.host,
+                        port: v.port,
+                    }],
+                )
+            })
+            .collect(),
+        cluster_id: cluster_id.to_string(),
+        fetch_timeout_ms: cfg.get_i64("controller.quorum.fetch.timeout.ms"),
+        election_backoff_max_ms: cfg.get_i64("controller.quorum.election.backoff.max.ms"),
+        request_timeout_ms: cfg.get_i64("controller.quorum.request.timeout.ms"),
+        retry_backoff_ms: cfg.get_i64("controller.quorum.retry.backoff.ms"),
+    }
+}
+
+/// host:port of each voter's controller listener.
+fn quorum_addresses(cfg: &BrokerConfig) -> std::collections::BTreeMap<i32, String> {
+    cfg.quorum_voters()
+        .into_iter()
+        .map(|v| (v.node_id, format!("{}:{}", v.host, v.port)))
+        .collect()
+}
+
 /// Starts every component. Must run inside the actix `System`.
 pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     let readiness = metrics::readiness();
@@ -254,6 +297,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     let log_dirs = cfg.log_dirs();
     let metadata_log_dir = cfg.metadata_log_dir();
     let voters: BTreeSet<i32> = cfg.quorum_voters().iter().map(|v| v.node_id).collect();
+    let voters_n = voters.len();
     let controller_listeners: Vec<(String, String, u16)> = {
         let names = cfg.get_list("controller.listener.names");
         cfg.listeners()
@@ -307,6 +351,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
             controller: controller_cfg,
             broker: broker_cfg,
             finalized_features: Some(finalized_features),
+            quorum: quorum_settings(cfg, &cluster_id),
         },
     )
     .map_err(|e| anyhow::anyhow!("cannot start the metadata quorum: {e}"))?;
@@ -325,24 +370,46 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
     });
 
     let mut router = RequestRouter::new();
-    if let Some(controller) = &kraft.controller {
-        controller_apis::register_with_auto_create_wait(
-            &mut router,
-            MetadataApis {
-                node_id,
-                cluster_id: cluster_id.clone(),
-                controller: controller.clone(),
-                raft: kraft.raft.clone(),
-                // A broker answers from what its replicas already reflect.
-                image: partitions.served_image.clone(),
-                auto_create_topics_enable: cfg.get_bool("auto.create.topics.enable"),
-                broker_configs: Arc::new(broker_config_entries(cfg)),
-                controller_listeners,
-            },
-            controller_apis::AUTO_CREATE_WAIT,
-        );
+    // With other voters, or none here, the active controller may be in another process.
+    let quorum_view = (voters_n > 1 || kraft.controller.is_none()).then(|| QuorumView {
+        leader: kraft.raft_leader.clone(),
+        endpoints: quorum_addresses(cfg),
+    });
+    controller_apis::register_with_auto_create_wait(
+        &mut router,
+        MetadataApis {
+            node_id,
+            cluster_id: cluster_id.clone(),
+            controller: kraft.controller.clone(),
+            raft: kraft.raft.clone(),
+            // A broker answers from what its replicas already reflect.
+            image: partitions.served_image.clone(),
+            auto_create_topics_enable: cfg.get_bool("auto.create.topics.enable"),
+            broker_configs: Arc::new(broker_config_entries(cfg)),
+            controller_listeners,
+            quorum: quorum_view.clone(),
+        },
+        controller_apis::AUTO_CREATE_WAIT,
+    );
+    if let Some(q) = quorum_view {
+        // Admin writes go to the active controller when it is elsewhere.
+        controller_apis::register_forwarding(&mut router, node_id, q);
     }
     partition_apis::register(&mut router, partitions.apis.clone());
+    if cfg.is_controller() {
+        // Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, and Fetch on controller
+        // listeners, to the RaftActor.
+        kactor_actors::raft::apis::register(&mut router, kraft.raft.clone());
+    }
+    if let Some(controller) = &kraft.controller {
+        // Brokers in other processes register and heartbeat here.
+        kactor_actors::controller::broker_apis::register(&mut router, controller.clone());
+    }
+    // Admin requests Kafka brokers forward inside an Envelope, served by this node's routes.
+    let envelope_router = kactor_actors::controller::envelope::InnerRouter::default();
+    if cfg.is_controller() {
+        kactor_actors::controller::envelope::register(&mut router, envelope_router.clone());
+    }
 
     // Group coordinator shards follow `__consumer_offsets` leadership in the partition table.
     let props = broker_properties(cfg);
@@ -449,6 +516,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         txn_apis::register_describe_producers(&mut router, table);
     }
     let router: Arc<RequestRouter> = router.build(features);
+    let _ = envelope_router.set(router.clone());
 
     let http: SocketAddr = cfg
         .get_str("kactor.http.address")

@@ -36,6 +36,7 @@ fn config(dir: &Path) -> KraftConfig {
             heartbeat_interval_ms: 2000,
         }),
         finalized_features: None,
+        quorum: Default::default(),
     }
 }
 

@@ -1,6 +1,8 @@
 """Cases: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
 ListGroups, DeleteGroups, OffsetCommit, OffsetFetch, OffsetDelete, ConsumerGroupHeartbeat,
 ConsumerGroupDescribe."""
+import time
+
 from .client import consumer_protocol_metadata
 from .corpus_topics import UNKNOWN_ID, topic
 from .engine import case
@@ -930,6 +932,85 @@ def _(c):
     c.wait_848_topic(t)
     c.call("ConsumerGroupHeartbeat", 1, cgh(g, MEMBER, 0, None, regex=t.replace(".", "\\.")),
            check=True)
+
+
+def beat_until(c, g, member, epoch, topics=None, regex=None, owned=None, want=None,
+               timeout=10.0):
+    """Heartbeats (full requests, as a client re-sending its subscription) until `want(r)`
+    holds, then returns that response; the ones before are not compared (how many it takes
+    is timing)."""
+    def beat():
+        r = c.call("ConsumerGroupHeartbeat", 1, {
+            **cgh(g, member, epoch, topics, regex=regex, owned=owned)})
+        return want(r), r
+    return c.wait_for(f"{g} {member}", beat, timeout=timeout, interval=0.2)
+
+
+def owned_of(r):
+    return [{"TopicId": tp["TopicId"], "Partitions": tp["Partitions"]}
+            for tp in (r.get("Assignment") or {}).get("TopicPartitions", [])]
+
+
+@case("ConsumerGroupHeartbeat", "v1-regex-resolved")
+def _(c):
+    """A regex join is answered at once with nothing; the regex is resolved off the request
+    (a group epoch bump) and a later heartbeat brings the epoch and the partitions."""
+    t = topic(c)
+    g = group(c)
+    c.coordinator(g)
+    c.create_topic(t, partitions=2)
+    c.wait_848_topic(t)
+    regex = t.replace(".", "\\.")
+    r = c.call("ConsumerGroupHeartbeat", 1, cgh(g, MEMBER, 0, None, regex=regex),
+               check=True, label="join")
+    r = beat_until(c, g, MEMBER, r["MemberEpoch"], regex=regex, owned=[],
+                   want=lambda r: r.get("Assignment") is not None
+                   and any(tp["Partitions"] for tp in r["Assignment"]["TopicPartitions"]))
+    c.check("resolved", r)
+    c.call("ConsumerGroupDescribe", 1, {"GroupIds": [g]}, check=True)
+
+
+@case("ConsumerGroupHeartbeat", "v1-regex-internal-topic")
+def _(c):
+    """A regex naming __consumer_offsets: whether internal topics are resolved."""
+    g = group(c)
+    c.coordinator(g)
+    regex = "__consumer_offsets"
+    r = c.call("ConsumerGroupHeartbeat", 1, cgh(g, MEMBER, 0, None, regex=regex),
+               check=True, label="join")
+    # The resolution bumps the group epoch; the next heartbeat is assigned at it.
+    r = beat_until(c, g, MEMBER, r["MemberEpoch"], regex=regex, owned=[],
+                   want=lambda r: r["MemberEpoch"] > 1)
+    if isinstance(r, dict) and r.get("Assignment"):
+        # 50 partitions: compare how many, not the list.
+        r["Assignment"] = {"partitions assigned": sum(
+            len(tp["Partitions"]) for tp in r["Assignment"]["TopicPartitions"])}
+    c.check("resolved", r)
+
+
+@case("ConsumerGroupHeartbeat", "v1-assignment-interval")
+def _(c):
+    """Kafka 4.4 computes a group's target assignment at most once per
+    group.consumer.assignment.interval.ms (1 s): a second member joining right after the
+    first is at the old target epoch with nothing; past the interval its heartbeat gets the
+    new target, the first member revokes, then the second is given the released partition."""
+    t = topic(c)
+    g, r1 = joined_848(c, [t], partitions=2)
+    m2 = "AAAAAAAAAAAAAAAAAAAABA"
+    r2 = c.call("ConsumerGroupHeartbeat", 1, cgh(g, m2, 0, [t]), check=True,
+                label="second joins")
+    time.sleep(1.2)
+    r2 = c.call("ConsumerGroupHeartbeat", 1, cgh(g, m2, r2["MemberEpoch"], [t], owned=[]),
+                check=True, label="second after the interval")
+    r1 = c.call("ConsumerGroupHeartbeat", 1,
+                cgh(g, MEMBER, r1["MemberEpoch"], [t], owned=owned_of(r1)),
+                check=True, label="first asked to revoke")
+    kept = owned_of(r1)
+    r1 = c.call("ConsumerGroupHeartbeat", 1, cgh(g, MEMBER, r1["MemberEpoch"], [t], owned=kept),
+                check=True, label="first revoked")
+    c.call("ConsumerGroupHeartbeat", 1, cgh(g, m2, r2["MemberEpoch"], [t], owned=[]),
+           check=True, label="second given the released partition")
+    c.call("ConsumerGroupDescribe", 1, {"GroupIds": [g]}, check=True)
 
 
 @case("ConsumerGroupHeartbeat", "v1-invalid-regex")

@@ -67,7 +67,7 @@ MASKS = {
 UNORDERED = {
     "DeleteGroups": {"Results": ("GroupId",)},
     "DescribeGroups": {"Groups": ("GroupId",)},
-    "ConsumerGroupDescribe": {"Groups": ("GroupId",)},
+    "ConsumerGroupDescribe": {"Groups": ("GroupId",), "Members": ("MemberId",)},
     "DescribeLogDirs": {"Topics": ("Name",), "Partitions": ("PartitionIndex",)},
     "DeleteRecords": {"Topics": ("Name",)},
     "DeleteTopics": {"Responses": ("Name",)},

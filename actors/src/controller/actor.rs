@@ -338,6 +338,11 @@ controller_op!(AlterConfigs, Vec<AlterConfigsResourceResult>, |core, m| {
 });
 controller_op!(RegisterBroker, BrokerRegistrationReply, |core, m| core
     .register_broker(&m.registration, now_ms()));
+controller_op!(
+    RegisterController,
+    super::core::errors::ApiError,
+    |core, m| core.register_controller(m.record)
+);
 controller_op!(ProcessBrokerHeartbeat, BrokerHeartbeatReply, |core, m| core
     .broker_heartbeat(&m.heartbeat, now_ms()));
 controller_op!(UpdateFeatures, UpdateFeaturesReply, |core, m| core

@@ -20,7 +20,7 @@ use super::messages::{
     UpdateGroupTopics,
 };
 use crate::controller::core::group_configs::{
-    CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS,
+    CONSUMER_ASSIGNMENT_INTERVAL_MS, CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS,
 };
 use crate::metadata::core::ConfigResourceType;
 use crate::partition::registry::{PartitionTable, PartitionTableReader};
@@ -219,6 +219,7 @@ fn group_configs_view(table: &PartitionTable) -> GroupConfigsView {
             let overrides = GroupConfigOverrides {
                 consumer_session_timeout_ms: int(CONSUMER_SESSION_TIMEOUT_MS),
                 consumer_heartbeat_interval_ms: int(CONSUMER_HEARTBEAT_INTERVAL_MS),
+                consumer_assignment_interval_ms: int(CONSUMER_ASSIGNMENT_INTERVAL_MS),
             };
             (r.name.clone(), overrides)
         })
@@ -231,6 +232,7 @@ fn group_configs_view(table: &PartitionTable) -> GroupConfigsView {
 pub(super) fn topics_view(table: &PartitionTable) -> TopicsView {
     let mut view = TopicsView::new();
     if let Some(image) = &table.image {
+        view.version = image.provenance.last_offset;
         for t in image.topics.by_id.values() {
             view.upsert(&t.name, t.id, t.partitions.len() as i32);
         }

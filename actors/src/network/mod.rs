@@ -21,6 +21,7 @@
 //! ```
 
 pub mod api_versions;
+pub mod client;
 pub mod connection;
 pub mod frame;
 pub mod memory_pool;

@@ -24,7 +24,7 @@ use kactor_protocol::metadata::register_broker_record::BrokerFeature;
 use kactor_protocol::metadata::{
     BeginTransactionRecord, BrokerRegistrationChangeRecord, ConfigRecord, EndTransactionRecord,
     FeatureLevelRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
-    RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+    RegisterBrokerRecord, RegisterControllerRecord, RemoveTopicRecord, TopicRecord,
 };
 use kactor_protocol::Uuid;
 use rand::rngs::StdRng;
@@ -41,6 +41,8 @@ use topic_configs::ConfigLayers;
 /// `metadata.version` level of Kafka 4.4-IV2, the latest production level of Kafka 4.4.0
 /// (`kafka-storage format` bootstraps it).
 pub const LATEST_METADATA_VERSION: i16 = 33;
+/// The first `metadata.version` with controller registrations (3.7-IV0).
+pub const CONTROLLER_REGISTRATION_METADATA_VERSION: i16 = 15;
 /// The lowest `metadata.version` Kafka 4.x supports (3.3-IV3).
 pub const MINIMUM_METADATA_VERSION: i16 = 7;
 
@@ -1318,6 +1320,37 @@ impl QuorumControllerCore {
                 error: ApiError::NONE,
                 broker_epoch,
             },
+        )
+    }
+
+    /// ControllerRegistration (KIP-919): a controller in another process (kactor or Kafka)
+    /// announces its listeners and features; the record lets every node find it. Kafka checks
+    /// only that the metadata.version has the record (3.7-IV0, level 15, and later).
+    pub fn register_controller(
+        &mut self,
+        record: RegisterControllerRecord,
+    ) -> ControllerResult<ApiError> {
+        if let Some(r) = self.not_controller(ApiError::code(NOT_CONTROLLER)) {
+            return r;
+        }
+        let level = self
+            .image
+            .features
+            .get("metadata.version")
+            .copied()
+            .unwrap_or(0);
+        if level < CONTROLLER_REGISTRATION_METADATA_VERSION {
+            return ControllerResult::of(
+                Vec::new(),
+                ApiError::new(
+                    UNSUPPORTED_VERSION,
+                    "The current MetadataVersion is too old to support controller registrations.",
+                ),
+            );
+        }
+        self.finish(
+            vec![MetadataRecord::RegisterController(record)],
+            ApiError::NONE,
         )
     }
 

@@ -14,15 +14,28 @@ use super::records::{CoordinatorRecord, TopicPartitions};
 pub type RequestId = u64;
 
 /// What the shard knows of the cluster's topics (from the broker's metadata image).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct TopicsView {
     by_name: BTreeMap<String, (Uuid, i32)>,
     by_id: BTreeMap<Uuid, String>,
+    /// The metadata image's offset the view was taken at (Kafka's `MetadataImage.version()`,
+    /// what resolved regexes record); not part of equality: views compare by their topics.
+    pub version: i64,
+}
+
+impl PartialEq for TopicsView {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_name == other.by_name
+    }
 }
 
 impl TopicsView {
     pub fn new() -> Self {
         Self::default()
+    }
+    /// Whether `other` has a topic name this view lacks.
+    pub fn lacks_a_topic_of(&self, other: &TopicsView) -> bool {
+        other.by_name.keys().any(|n| !self.by_name.contains_key(n))
     }
     /// Adds or replaces a topic.
     pub fn upsert(&mut self, name: &str, id: Uuid, num_partitions: i32) {
@@ -58,6 +71,8 @@ pub struct GroupConfigOverrides {
     pub consumer_session_timeout_ms: Option<i32>,
     /// `consumer.heartbeat.interval.ms`
     pub consumer_heartbeat_interval_ms: Option<i32>,
+    /// `consumer.assignment.interval.ms`
+    pub consumer_assignment_interval_ms: Option<i32>,
 }
 
 /// The group configs set in the metadata image, by group id (groups with none are absent).

@@ -182,11 +182,14 @@ pub struct ConsumerGroup {
 
 impl ConsumerGroup {
     pub fn new(group_id: &str) -> Self {
+        // Kafka 4.4 starts a group at epoch 1 with its (empty) target assignment at epoch 1:
+        // the first member's subscription bumps it to 2, and a group that only ever had
+        // regex members not resolved yet stays at 1 without a ConsumerGroupMetadata record.
         ConsumerGroup {
             group_id: group_id.to_string(),
-            group_epoch: 0,
+            group_epoch: 1,
             metadata_hash: 0,
-            assignment_epoch: 0,
+            assignment_epoch: 1,
             assignment_timestamp_ms: 0,
             members: BTreeMap::new(),
             target: BTreeMap::new(),
