@@ -241,7 +241,9 @@ async fn topic_config_changes_reach_the_partition() {
         .await
         .unwrap()
         .unwrap_err();
-    assert_eq!(e.code(), codes::MESSAGE_TOO_LARGE);
+    assert_eq!(e.error.code(), codes::MESSAGE_TOO_LARGE);
+    // Kafka reports no log start offset with a size refusal.
+    assert_eq!(e.log_start_offset, -1);
 }
 
 #[actix_rt::test]

@@ -202,11 +202,32 @@ fn batch_offsets(records: &Option<Records>) -> Vec<i64> {
     let mut out = vec![];
     let mut pos = 0;
     while pos < bytes.len() {
-        let h = BatchHeader::parse(&bytes[pos..]).unwrap();
+        let h = BatchHeader::parse(&bytes[pos..]).ok();
+        // A fetch may end inside a batch (see `partial_bytes`).
+        let Some(h) = h.filter(|h| pos + h.total_size() <= bytes.len()) else {
+            break;
+        };
         out.push(h.base_offset);
         pos += h.total_size();
     }
     out
+}
+
+/// The bytes of the partial batch a fetch response ends with (0 if it ends on a boundary).
+fn partial_bytes(records: &Option<Records>) -> usize {
+    let bytes = match records {
+        Some(Records::Memory(b)) => b.clone(),
+        Some(Records::File(f)) => f.read_to_bytes().unwrap(),
+        None => return 0,
+    };
+    let mut pos = 0;
+    while let Ok(h) = BatchHeader::parse(&bytes[pos..]) {
+        if pos + h.total_size() > bytes.len() {
+            break;
+        }
+        pos += h.total_size();
+    }
+    bytes.len() - pos
 }
 
 #[actix_rt::test]
@@ -315,9 +336,9 @@ fn offsets_by_partition(r: &FetchResponse) -> Vec<Vec<i64>> {
 }
 
 /// The partitions of a fetch are read at once, but the byte budget still applies in request
-/// order, with whole batches: an empty partition takes none of it, the first with data gets
-/// its batches, a later one gets what still fits, and one after the budget is spent gets none
-/// (not even a first batch over the limit).
+/// order, as Kafka slices the log: an empty partition takes none of it, the first with data
+/// gets its batches, a later one gets the bytes that still fit (ending inside a batch), and one
+/// after the budget is spent gets none (not even part of a first batch).
 #[actix_rt::test]
 async fn fetch_budget_applies_in_request_order_across_partitions() {
     let b = Broker::start(4).await;
@@ -333,7 +354,7 @@ async fn fetch_budget_applies_in_request_order_across_partitions() {
         None => panic!("no batch"),
     } as i32;
     // Partition 0 is empty; 1 takes three batches, 2 the one and a half that are left
-    // (one whole batch), 3 nothing.
+    // (one whole batch and half the next), 3 nothing.
     let r = b
         .fetch(
             fetch_req(&[(0, 0), (1, 0), (2, 0), (3, 0)], 0, 1, 4 * size + size / 2),
@@ -344,6 +365,12 @@ async fn fetch_budget_applies_in_request_order_across_partitions() {
         offsets_by_partition(&r),
         vec![vec![], vec![0, 1, 2], vec![0], vec![]]
     );
+    let partials: Vec<usize> = r.responses[0]
+        .partitions
+        .iter()
+        .map(|p| partial_bytes(&p.records))
+        .collect();
+    assert_eq!(partials, vec![0, 0, (size / 2) as usize, 0]);
     // The first partition with data gets its first batch even over the budget, and the
     // budget is then spent.
     let r = b

@@ -55,7 +55,7 @@ async fn append(addr: &MeteredAddr<PartitionActor>, records: bytes::Bytes) -> Re
     .await
     .unwrap()
     .map(|o| o.base_offset)
-    .map_err(|e| e.code())
+    .map_err(|e| e.error.code())
 }
 
 async fn abort(addr: &MeteredAddr<PartitionActor>, pid: i64, epoch: i16) {

@@ -147,3 +147,75 @@ def test_commit_to_unknown_partition_fails(broker, topic_name):
         assert [(tp.partition, tp.offset) for tp in got] == [(0, 5), (3, OFFSET_INVALID)]
     finally:
         c.close()
+
+
+def _ensure_offsets_topic(broker, topic):
+    """A group's first offset commit makes the broker create __consumer_offsets; returns once
+    its partition 0 has a leader."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{topic}-g",
+                  "enable.auto.commit": False})
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            try:
+                c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+                break
+            except KafkaException as e:
+                # The coordinator loads the new partition first (retriable).
+                if not e.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    finally:
+        c.close()
+    while True:
+        t = admin(broker).list_topics("__consumer_offsets", timeout=10).topics.get(
+            "__consumer_offsets")
+        if t is not None and t.error is None and 0 in t.partitions \
+                and t.partitions[0].leader >= 0:
+            return
+        assert time.monotonic() < deadline, f"__consumer_offsets not ready: {t and t.error}"
+        time.sleep(0.2)
+
+
+def _end_offset(broker, topic, partition=0):
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kactor-tests-unused"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def test_produce_to_internal_topic_is_refused(broker, topic_name):
+    """A producer writing to __consumer_offsets gets INVALID_TOPIC_EXCEPTION and nothing is
+    appended (only the broker's coordinators write there)."""
+    from confluent_kafka import KafkaError
+    create_topic(broker, topic_name)
+    _ensure_offsets_topic(broker, topic_name)
+    before = _end_offset(broker, "__consumer_offsets")
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False,
+                  "message.timeout.ms": 10000, "retries": 0})
+    errors = []
+    p.produce("__consumer_offsets", b"junk", key=b"junk-key", partition=0,
+              on_delivery=lambda e, m: errors.append(e))
+    assert p.flush(20) == 0
+    assert len(errors) == 1 and errors[0] is not None
+    assert errors[0].code() == KafkaError.TOPIC_EXCEPTION, errors[0]
+    assert _end_offset(broker, "__consumer_offsets") == before
+
+
+def test_keyless_record_on_compacted_topic_is_refused(broker, topic_name):
+    """A compacted topic needs keys: the batch is refused whole as INVALID_RECORD, and the
+    broker's message names the reason."""
+    from confluent_kafka import KafkaError
+    create_topic(broker, topic_name, config={"cleanup.policy": "compact"})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False,
+                  "message.timeout.ms": 10000, "linger.ms": 50})
+    errors = []
+    p.produce(topic_name, b"keyed", key=b"k", on_delivery=lambda e, m: errors.append(e))
+    p.produce(topic_name, b"keyless", on_delivery=lambda e, m: errors.append(e))
+    assert p.flush(20) == 0
+    assert len(errors) == 2 and all(e is not None for e in errors), errors
+    assert {e.code() for e in errors} == {KafkaError.INVALID_RECORD}
+    assert _end_offset(broker, topic_name) == 0

@@ -154,6 +154,40 @@ def _(c):
     produce(c, t, sc.record_batch([(None, b"v")], timestamp=TS))
 
 
+@case("Produce", "v11-compacted-null-keys-many")
+def _(c):
+    """Four keyless records, one gzip batch: every record is named in RecordErrors, the message
+    shows the first three."""
+    t = topic(c)
+    c.create_topic(t, configs={"cleanup.policy": "compact"})
+    produce(c, t, sc.record_batch([(None, b"v")] * 4, timestamp=TS, gzip=True))
+
+
+@case("Produce", "v11-compacted-key-and-timestamp-errors")
+def _(c):
+    """A keyless record and a keyed one, both too old: one error per record (the key rule
+    first), and the request fails as INVALID_TIMESTAMP."""
+    t = topic(c)
+    c.create_topic(t, configs={"cleanup.policy": "compact",
+                               "message.timestamp.before.max.ms": "3600000"})
+    produce(c, t, sc.record_batch([(None, b"v"), (b"k", b"v")], timestamp=TS))
+
+
+@case("Produce", "v8-timestamp-out-of-range")
+def _(c):
+    t = topic(c)
+    c.create_topic(t, configs={"message.timestamp.before.max.ms": "3600000"})
+    produce(c, t, sc.record_batch(RECS, timestamp=TS), version=8)
+
+
+@case("Produce", "v7-timestamp-out-of-range")
+def _(c):
+    """Before v8 there are no RecordErrors nor ErrorMessage."""
+    t = topic(c)
+    c.create_topic(t, configs={"message.timestamp.before.max.ms": "3600000"})
+    produce(c, t, sc.record_batch(RECS, timestamp=TS), version=7)
+
+
 @case("Produce", "v11-idempotent")
 def _(c):
     t = topic(c)
@@ -184,6 +218,17 @@ def _(c):
     pid, epoch = c.init_producer(txn)
     produce(c, t, sc.record_batch(RECS, timestamp=TS, producer_id=pid, producer_epoch=epoch,
                                   base_sequence=0, transactional=True), txn=txn)
+
+
+@case("Produce", "v10-transactional-not-in-txn")
+def _(c):
+    """Produce v10 predates TRANSACTION_ABORTABLE: INVALID_TXN_STATE with a message."""
+    t = topic(c)
+    c.create_topic(t)
+    txn = f"d-{c.slug}"
+    pid, epoch = c.init_producer(txn)
+    produce(c, t, sc.record_batch(RECS, timestamp=TS, producer_id=pid, producer_epoch=epoch,
+                                  base_sequence=0, transactional=True), txn=txn, version=10)
 
 
 @case("Produce", "v11-gzip-then-fetch")
@@ -217,6 +262,19 @@ def _(c):
                                {"Name": t2, "PartitionData": [{"Index": 0, "Records": b}]},
                                {"Name": topic(c, "-c"), "PartitionData": [
                                    {"Index": 0, "Records": b}]}]}, check=True)
+
+
+@case("Produce", "v11-duplicate-partition-last-wins")
+def _(c):
+    """A partition named twice with different batches: Kafka appends the one named last."""
+    t = topic(c)
+    c.create_topic(t)
+    c.call("Produce", 11, {"TransactionalId": None, "Acks": -1, "TimeoutMs": 10000,
+                           "TopicData": [{"Name": t, "PartitionData": [
+                               {"Index": 0, "Records": sc.record_batch(RECS, timestamp=TS)},
+                               {"Index": 0, "Records": sc.record_batch(
+                                   [(b"last", b"one")], timestamp=TS)}]}]}, check=True)
+    fetch(c, t, 0)
 
 
 @case("Produce", "v11-duplicate-partition")
@@ -334,6 +392,22 @@ def _(c):
     fetch(c, tid, 0, max_bytes=200)
 
 
+@case("Fetch", "v16-second-partition-first-batch-does-not-fit")
+def _(c):
+    """What the response's MaxBytes leaves for the second partition is less than its first
+    batch: after a partition returned data no batch is returned whole regardless, and a cut
+    first batch is returned as nothing (not a fragment)."""
+    t = topic(c)
+    tid = c.create_topic(t, partitions=2)
+    c.produce(t, RECS, partition=0, batches=2)
+    c.produce(t, RECS, partition=1, batches=2)
+    body = fetch_body(tid, 0, version=16, max_bytes=96)  # partition 0: its first batch
+    body["Topics"][0]["Partitions"].append(dict(body["Topics"][0]["Partitions"][0],
+                                                Partition=1, PartitionMaxBytes=1 << 20))
+    body["MaxBytes"] = 150
+    c.call("Fetch", 16, body, check=True)
+
+
 @case("Fetch", "v16-response-max-bytes-below-first-batch")
 def _(c):
     """MaxBytes (the whole response) below the first batch: that batch is still returned."""
@@ -360,6 +434,23 @@ def _(c):
     """LastFetchedEpoch newer than the log's: a diverging epoch is answered."""
     t, tid = seeded(c)
     fetch(c, tid, 6, last_fetched_epoch=3)
+
+
+@case("Fetch", "v16-last-fetched-epoch-current")
+def _(c):
+    """LastFetchedEpoch the log's current epoch, at its end: an ordinary (empty) read."""
+    t, tid = seeded(c)
+    fetch(c, tid, 6, last_fetched_epoch=0)
+    fetch(c, tid, 2, last_fetched_epoch=0, label="inside the log")
+
+
+@case("Fetch", "v16-last-fetched-epoch-below-log-start")
+def _(c):
+    """A known LastFetchedEpoch but an offset below the log start: OFFSET_OUT_OF_RANGE."""
+    t, tid = seeded(c)
+    c.call("DeleteRecords", 2, {"Topics": [{"Name": t, "Partitions": [
+        {"PartitionIndex": 0, "Offset": 4}]}], "TimeoutMs": 30000})
+    fetch(c, tid, 2, last_fetched_epoch=0)
 
 
 @case("Fetch", "v16-read-committed")
@@ -450,6 +541,13 @@ def _(c):
     fetch(c, tid, 0, isolation=3)
 
 
+@case("Fetch", "v12-negative-isolation-level")
+def _(c):
+    """Before v13 a failed request also lists every partition with the error."""
+    t, tid = seeded(c)
+    fetch(c, t, 0, version=12, isolation=-1, session=0, session_epoch=-1)
+
+
 # ---- ListOffsets ---------------------------------------------------------------------------
 
 def lo_body(name, parts, isolation=0, epoch=-1):
@@ -529,6 +627,28 @@ def _(c):
 def _(c):
     t, _ = seeded(c)
     lo(c, t, [(0, -1), (0, -2)])
+
+
+@case("ListOffsets", "v6-max-timestamp-unsupported")
+def _(c):
+    """MAX_TIMESTAMP (-3) exists from v7, EARLIEST_LOCAL (-4) from v8."""
+    t, _ = seeded(c)
+    lo(c, t, [(0, -3)], version=6)
+    lo(c, t, [(0, -4)], version=7, label="earliest local at v7")
+
+
+@case("ListOffsets", "v11-duplicate-partition-two-topic-entries")
+def _(c):
+    t, _ = seeded(c)
+    body = lo_body(t, [(0, -1)])
+    body["Topics"].append(lo_body(t, [(0, -2)])["Topics"][0])
+    c.call("ListOffsets", 11, body, check=True)
+
+
+@case("ListOffsets", "v11-high-isolation-level")
+def _(c):
+    t, _ = seeded(c)
+    lo(c, t, [(0, -1)], isolation=3)
 
 
 @case("ListOffsets", "v11-fenced-epoch")

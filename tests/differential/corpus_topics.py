@@ -966,6 +966,21 @@ def _(c):
     dr(c, [(t, [(0, 1), (0, 2)])])
 
 
+@case("DeleteRecords", "v2-duplicate-partition-last-wins")
+def _(c):
+    """The offset named last is the one applied (here the lower one)."""
+    t = topic(c)
+    c.create_topic(t)
+    c.produce(t, [(b"k", b"v")] * 3)
+    dr(c, [(t, [(0, 2), (0, 1)])])
+
+
+@case("DeleteRecords", "v2-internal-topic")
+def _(c):
+    c.coordinator("d-dr-internal")
+    dr(c, [("__consumer_offsets", [(0, 0)])])
+
+
 @case("DeleteRecords", "v0-ok")
 def _(c):
     t = topic(c)

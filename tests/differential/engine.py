@@ -7,8 +7,9 @@ Normalisation (applied to each broker's responses of one case, in traversal orde
   ("<uuid#1>", "<member#2>", "<pid#1>", ...), so that equal ids stay equal and different ids
   stay different on each side: non-zero uuids, member ids (also JoinGroup's LeaderId), producer
   ids, fetch session ids, cluster ids, ports, log dir paths;
-- wall-clock times (any integer within two days of now, read as epoch milliseconds) become
-  "<now>"; throttle times "<throttle>"; disk sizes of a log dir "<bytes>";
+- wall-clock times (any integer within two days of now, read as epoch milliseconds, also as
+  13 digits inside a string) become "<now>"; throttle times "<throttle>"; disk sizes of a log
+  dir "<bytes>";
 - per-API masks (`MASKS`) for values that depend on each broker's own metadata log (offsets,
   epochs of the metadata quorum, the finalized features epoch);
 - `records` fields are decoded into batches (header fields and uncompressed records);
@@ -82,6 +83,7 @@ KEYED = {
 }
 
 NOW_WINDOW_MS = 2 * 24 * 3600 * 1000
+NOW_IN_TEXT = re.compile(r"(?<!\d)\d{13}(?!\d)")
 
 
 class Normaliser:
@@ -129,7 +131,10 @@ class Normaliser:
                 cat = "member"
             if cat and v:
                 return self.placeholder(cat, v)
-            return v
+            # Wall-clock times inside messages (Kafka's timestamp-range errors name the
+            # broker's clock).
+            return NOW_IN_TEXT.sub(lambda m: "<now>" if abs(int(m.group()) - self.now_ms)
+                                   < NOW_WINDOW_MS else m.group(), v)
         if isinstance(v, bool):
             return v
         if isinstance(v, int):

@@ -35,25 +35,7 @@ use crate::runtime::MeteredAddr;
 const LEADER_NOT_AVAILABLE: i16 = 5;
 const REQUEST_TIMED_OUT: i16 = 7;
 const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
-/// Kafka's "authorized operations not requested" marker.
-const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
-/// Without an authorizer every operation is allowed: READ, WRITE, CREATE, DELETE, ALTER,
-/// DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (Kafka's `AclOperation` codes as bits).
-const TOPIC_OPERATIONS: i32 =
-    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
-/// CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE,
-/// CREATE_TOKENS, DESCRIBE_TOKENS.
-const CLUSTER_OPERATIONS: i32 = (1 << 5)
-    | (1 << 7)
-    | (1 << 8)
-    | (1 << 9)
-    | (1 << 10)
-    | (1 << 11)
-    | (1 << 12)
-    | (1 << 13)
-    | (1 << 14);
-/// Topics Kafka reports as internal.
-const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
+use crate::authorization::{authorized_operations, ResourceType, AUTHORIZED_OPERATIONS_OMITTED};
 /// Upper bound for waiting on the controller when a request carries no timeout.
 pub(super) const DEFAULT_TIMEOUT_MS: i32 = 30_000;
 
@@ -423,10 +405,10 @@ fn metadata_topic(
         error_code: 0,
         name: Some(t.name.clone()),
         topic_id: if version >= 10 { t.id } else { Uuid::ZERO },
-        is_internal: version >= 1 && INTERNAL_TOPICS.contains(&t.name.as_str()),
+        is_internal: version >= 1 && crate::metadata::is_internal_topic(&t.name),
         partitions: metadata_partitions(t, image, version),
         topic_authorized_operations: if version >= 8 && with_ops {
-            TOPIC_OPERATIONS
+            authorized_operations(ResourceType::Topic)
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         },
@@ -529,7 +511,12 @@ async fn handle_metadata(
         let allow_auto_create =
             (v < 4 || req.allow_auto_topic_creation) && apis.auto_create_topics_enable;
         let mut to_create = Vec::new();
+        // Kafka takes the requested topics as a set: one named twice is answered once.
+        let mut asked = std::collections::HashSet::new();
         for rt in req.topics.as_deref().unwrap_or_default() {
+            if !asked.insert((rt.topic_id, rt.name.clone())) {
+                continue;
+            }
             let by_id = v >= 10 && rt.topic_id != Uuid::ZERO;
             let found = if by_id {
                 image.topics.get(&rt.topic_id)
@@ -558,12 +545,19 @@ async fn handle_metadata(
             };
             topics.push(m::metadata_response::MetadataResponseTopic {
                 error_code: code,
+                // An unknown id is echoed (Kafka's `unknownTopicIdsTopicMetadata`).
+                topic_id: if by_id { rt.topic_id } else { Uuid::ZERO },
                 name: if v < 12 {
                     Some(name.unwrap_or_default())
                 } else {
                     name
                 },
-                topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+                // Kafka sets the bit set on every row it looked up by name, found or not.
+                topic_authorized_operations: if v >= 8 && with_ops && !by_id {
+                    authorized_operations(ResourceType::Topic)
+                } else {
+                    AUTHORIZED_OPERATIONS_OMITTED
+                },
                 ..Default::default()
             });
         }
@@ -604,7 +598,7 @@ async fn handle_metadata(
         cluster_authorized_operations: if (8..=10).contains(&v)
             && req.include_cluster_authorized_operations
         {
-            CLUSTER_OPERATIONS
+            authorized_operations(ResourceType::Cluster)
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         },
@@ -1418,7 +1412,7 @@ async fn handle_describe_cluster(
             controller_id: leader,
             brokers,
             cluster_authorized_operations: if req.include_cluster_authorized_operations {
-                CLUSTER_OPERATIONS
+                authorized_operations(ResourceType::Cluster)
             } else {
                 AUTHORIZED_OPERATIONS_OMITTED
             },
@@ -1462,7 +1456,7 @@ async fn handle_describe_cluster(
         controller_id: client_facing_controller(apis, &image),
         brokers,
         cluster_authorized_operations: if req.include_cluster_authorized_operations {
-            CLUSTER_OPERATIONS
+            authorized_operations(ResourceType::Cluster)
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         },
@@ -1542,9 +1536,9 @@ async fn handle_describe_topic_partitions(
             error_code: 0,
             name: Some(name.clone()),
             topic_id: t.id,
-            is_internal: INTERNAL_TOPICS.contains(&name.as_str()),
+            is_internal: crate::metadata::is_internal_topic(&name),
             partitions,
-            topic_authorized_operations: TOPIC_OPERATIONS,
+            topic_authorized_operations: authorized_operations(ResourceType::Topic),
             ..Default::default()
         });
         if next_cursor.is_some() {

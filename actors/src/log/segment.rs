@@ -508,9 +508,12 @@ impl LogSegment {
             .map_or(self.size, |b| b.position))
     }
 
-    /// Whole batches from the one containing `start_offset`, at most `max_size` bytes (or the
-    /// first batch whatever its size with `min_one_message`) and never past `max_position`.
-    /// `None` when no batch in this segment reaches `start_offset`.
+    /// The bytes from the batch containing `start_offset` on, at most `max_size` of them (with
+    /// `min_one_message`, at least that first batch) and never past `max_position`. A raw file
+    /// range, as Kafka's `LogSegment.read` slices it: when `max_size` ends inside a later batch
+    /// the range ends there too (a partial trailing batch, which readers skip); one that cannot
+    /// hold the first batch whole is empty. `None` when no batch in this segment reaches
+    /// `start_offset`.
     pub fn read(
         &self,
         start_offset: i64,
@@ -523,32 +526,27 @@ impl LogSegment {
         };
         let max_position = max_position.min(self.size);
         let start = first.position;
-        let slice = |end: u64| FileSlice {
-            file: self.file.clone(),
-            position: start,
-            len: (end - start) as u32,
-        };
-        if start >= max_position {
-            return Ok(Some((first, slice(start))));
-        }
         let budget = if min_one_message {
             (max_size as u64).max(first.size as u64)
         } else {
             max_size as u64
         };
-        let limit = max_position.min(start + budget);
-        if first.end() > limit {
-            return Ok(Some((first, slice(start))));
-        }
-        // Every batch between `start` and an indexed position at or below `limit` is whole, so
-        // only the stretch after that index entry needs scanning.
-        let mut end =
-            (self.indexes()?.offset.lookup_by_position(limit).position as u64).max(first.end());
-        let mut scan = HeaderScanner::new(&self.file, end, limit);
-        while let Some(b) = scan.next_batch()? {
-            end = b.end();
-        }
-        Ok(Some((first, slice(end))))
+        // A first batch cut short is no batch at all: Kafka's `ReplicaManager.readFromLog`
+        // answers empty then (`firstEntryIncomplete`, Fetch v3+), so a later partition of a
+        // nearly spent response gets nothing rather than a fragment.
+        let end = if budget < first.size as u64 {
+            start
+        } else {
+            max_position.min(start + budget).max(start)
+        };
+        Ok(Some((
+            first,
+            FileSlice {
+                file: self.file.clone(),
+                position: start,
+                len: (end - start) as u32,
+            },
+        )))
     }
 
     /// The offset after the last batch (the base offset when empty).

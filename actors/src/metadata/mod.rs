@@ -16,3 +16,15 @@ pub use self::messages::{
     BrokerConfigsChanged, GetMetadataImage, PartitionsChanged, SubscribeBrokerConfigChanges,
     SubscribePartitionChanges,
 };
+
+/// Kafka's internal topics (`Topic.isInternal`): clients may not write to them nor delete
+/// their records, and Metadata flags them `IsInternal`.
+pub const INTERNAL_TOPICS: [&str; 3] = [
+    "__consumer_offsets",
+    "__transaction_state",
+    "__share_group_state",
+];
+
+pub fn is_internal_topic(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
+}

@@ -306,7 +306,17 @@ impl Handler<AppendRecords> for PartitionActor {
     fn handle(&mut self, msg: AppendRecords, ctx: &mut Context<Self>) -> Self::Result {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
-        MessageResult(self.append(msg.records, msg.required_acks, AppendOrigin::Client, ctx))
+        let result = self.append(msg.records, msg.required_acks, AppendOrigin::Client, ctx);
+        MessageResult(result.map_err(|error| {
+            let log_start_offset = match &self.core {
+                Some(core) if error.produce_reports_log_start_offset() => core.log_start_offset(),
+                _ => -1,
+            };
+            AppendFailure {
+                error,
+                log_start_offset,
+            }
+        }))
     }
 }
 

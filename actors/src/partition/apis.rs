@@ -174,6 +174,9 @@ fn mailbox<T>(
 
 // ---------------------------------------------------------------- Produce
 
+/// Kafka's `AdminUtils.ADMIN_CLIENT_ID`: the one client id allowed to write to internal topics.
+const ADMIN_CLIENT_ID: &str = "__admin_client";
+
 async fn handle_produce(
     a: &PartitionApis,
     ctx: &RequestContext,
@@ -183,16 +186,20 @@ async fn handle_produce(
     let t = table(a);
     let acks = req.acks;
     let valid_acks = matches!(acks, -1..=1);
+    let internal_topics_allowed = ctx.client_id() == ADMIN_CLIENT_ID;
 
-    // One AppendRecords per partition, all in flight at once.
-    struct Pending {
+    // Kafka keys a produce request by partition: a partition named twice is appended and
+    // answered once, with the records named last. The response keeps a topic row per request
+    // topic (the transaction verification wrapper merges by that position).
+    struct Entry {
         topic_index: usize,
         slot: usize,
-        tp: TopicPartition,
+        name: Option<String>,
+        records: Option<Records>,
     }
     let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(req.topic_data.len());
-    let mut pending = Vec::new();
-    let mut sends = Vec::new();
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut entry_of: HashMap<(String, Uuid, i32), usize> = HashMap::new();
     for (ti, topic) in req.topic_data.into_iter().enumerate() {
         // v13+ names topics by id only.
         let name = if version >= 13 {
@@ -206,45 +213,81 @@ async fn handle_produce(
             ..Default::default()
         };
         for p in topic.partition_data {
-            let mut pr = PartitionProduceResponse {
+            let key = (topic.name.clone(), topic.topic_id, p.index);
+            if let Some(&e) = entry_of.get(&key) {
+                entries[e].records = p.records;
+                continue;
+            }
+            entry_of.insert(key, entries.len());
+            entries.push(Entry {
+                topic_index: ti,
+                slot: tr.partition_responses.len(),
+                name: name.clone(),
+                records: p.records,
+            });
+            tr.partition_responses.push(PartitionProduceResponse {
                 index: p.index,
                 base_offset: -1,
                 log_append_time_ms: -1,
                 log_start_offset: -1,
                 ..Default::default()
-            };
-            let Some(name) = name.as_deref() else {
-                pr.error_code = codes::UNKNOWN_TOPIC_ID;
-                tr.partition_responses.push(pr);
-                continue;
-            };
-            if !valid_acks {
-                pr.error_code = codes::INVALID_REQUIRED_ACKS;
-                tr.partition_responses.push(pr);
-                continue;
-            }
-            match lookup(&t, name, p.index) {
-                Err(code) => pr.error_code = code,
-                Ok(replica) => {
-                    let records = match p.records {
-                        Some(Records::Memory(b)) => b,
-                        Some(Records::File(f)) => f.read_to_bytes().unwrap_or_default(),
-                        None => bytes::Bytes::new(),
-                    };
-                    pending.push(Pending {
-                        topic_index: ti,
-                        slot: tr.partition_responses.len(),
-                        tp: TopicPartition::new(name, p.index),
-                    });
-                    sends.push(replica.addr.send(AppendRecords {
-                        records,
-                        required_acks: acks,
-                    }));
-                }
-            }
-            tr.partition_responses.push(pr);
+            });
         }
         responses.push(tr);
+    }
+
+    // One AppendRecords per partition, all in flight at once. The checks before it run in
+    // Kafka's order: the partition exists, the records' shape, acks, internal topics, then
+    // leadership.
+    struct Pending {
+        topic_index: usize,
+        slot: usize,
+        tp: TopicPartition,
+    }
+    let mut pending = Vec::new();
+    let mut sends = Vec::new();
+    for e in entries {
+        let pr = &mut responses[e.topic_index].partition_responses[e.slot];
+        let index = pr.index;
+        let Some(name) = e.name.as_deref() else {
+            pr.error_code = codes::UNKNOWN_TOPIC_ID;
+            continue;
+        };
+        if !t.partition_exists(name, index) {
+            pr.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
+            continue;
+        }
+        let records = match e.records {
+            Some(Records::Memory(b)) => b,
+            Some(Records::File(f)) => f.read_to_bytes().unwrap_or_default(),
+            None => bytes::Bytes::new(),
+        };
+        if let Err(err) = super::core::validate::check_produce_records(&records, version) {
+            pr.error_code = err.code();
+            continue;
+        }
+        if !valid_acks {
+            pr.error_code = codes::INVALID_REQUIRED_ACKS;
+            continue;
+        }
+        if crate::metadata::is_internal_topic(name) && !internal_topics_allowed {
+            pr.error_code = codes::INVALID_TOPIC_EXCEPTION;
+            continue;
+        }
+        match t.get(name, index) {
+            None => pr.error_code = codes::NOT_LEADER_OR_FOLLOWER,
+            Some(replica) => {
+                pending.push(Pending {
+                    topic_index: e.topic_index,
+                    slot: e.slot,
+                    tp: TopicPartition::new(name, index),
+                });
+                sends.push(replica.addr.send(AppendRecords {
+                    records,
+                    required_acks: acks,
+                }));
+            }
+        }
     }
     let results = join_all(sends).await;
 
@@ -252,7 +295,12 @@ async fn handle_produce(
     let mut failed = None;
     for (p, result) in pending.iter().zip(results) {
         let pr = &mut responses[p.topic_index].partition_responses[p.slot];
-        match mailbox(result) {
+        // The partition actor is gone (deleted mid-request).
+        let result = result.unwrap_or(Err(AppendFailure {
+            error: PartitionError::NotLeaderOrFollower,
+            log_start_offset: -1,
+        }));
+        match result {
             Ok(out) => {
                 pr.base_offset = out.base_offset;
                 pr.log_append_time_ms = out.log_append_time_ms;
@@ -270,23 +318,27 @@ async fn handle_produce(
                     });
                 }
             }
-            Err(e) => {
+            Err(AppendFailure {
+                error: e,
+                log_start_offset,
+            }) => {
                 pr.error_code = e.code();
-                if version >= 8
-                    && (e.code() == codes::INVALID_RECORD || e.code() == codes::CORRUPT_MESSAGE)
-                {
-                    pr.error_message = Some(e.to_string());
+                // Fields a version lacks must keep their defaults to encode.
+                if version >= 5 {
+                    pr.log_start_offset = log_start_offset;
                 }
-                pr.record_errors = e
-                    .record_errors()
-                    .iter()
-                    .filter(|_| version >= 8)
-                    .map(|r| BatchIndexAndErrorMessage {
-                        batch_index: r.batch_index,
-                        batch_index_error_message: r.message.clone(),
-                        ..Default::default()
-                    })
-                    .collect();
+                if version >= 8 {
+                    pr.error_message = e.produce_error_message();
+                    pr.record_errors = e
+                        .record_errors()
+                        .iter()
+                        .map(|r| BatchIndexAndErrorMessage {
+                            batch_index: r.batch_index,
+                            batch_index_error_message: r.message.clone(),
+                            ..Default::default()
+                        })
+                        .collect();
+                }
                 failed.get_or_insert_with(|| format!("{}: {e}", p.tp));
             }
         }
@@ -337,6 +389,20 @@ async fn handle_produce(
 
 // ---------------------------------------------------------------- ListOffsets
 
+/// The first ListOffsets version that knows a special (negative) timestamp, `None` for a
+/// negative value that names nothing (Kafka's `ReplicaManager.timestampMinSupportedVersion`).
+fn list_offsets_min_version(timestamp: i64) -> Option<i16> {
+    use super::core::*;
+    match timestamp {
+        LATEST_TIMESTAMP | EARLIEST_TIMESTAMP => Some(1),
+        MAX_TIMESTAMP => Some(7),
+        EARLIEST_LOCAL_TIMESTAMP => Some(8),
+        LATEST_TIERED_TIMESTAMP => Some(9),
+        EARLIEST_PENDING_UPLOAD_TIMESTAMP => Some(11),
+        _ => None,
+    }
+}
+
 async fn handle_list_offsets(
     a: &PartitionApis,
     ctx: &RequestContext,
@@ -347,20 +413,41 @@ async fn handle_list_offsets(
     // Consumers (replica id -1) see offsets bounded by their isolation level; brokers see the
     // log end.
     let isolation = (req.replica_id < 0).then(|| IsolationLevel::from_wire(req.isolation_level));
-    let mut topics = Vec::with_capacity(req.topics.len());
-    for topic in req.topics {
-        let futures = topic.partitions.iter().map(|p| {
-            // MAX_TIMESTAMP (-3) is defined from v7 (KIP-734); an older request asking for it
-            // gets UNSUPPORTED_VERSION for the partition, as Kafka answers.
-            let replica = if p.timestamp == super::core::MAX_TIMESTAMP && version < 7 {
+    // Kafka answers per partition, keyed by partition: one named twice gets one row,
+    // INVALID_REQUEST, and is not looked up (`ListOffsetsRequest.duplicatePartitions`).
+    let mut named: HashMap<(&str, i32), usize> = HashMap::new();
+    for topic in &req.topics {
+        for p in &topic.partitions {
+            *named.entry((&topic.name, p.partition_index)).or_default() += 1;
+        }
+    }
+    let mut topics: Vec<ListOffsetsTopicResponse> = Vec::with_capacity(req.topics.len());
+    let mut answered: std::collections::HashSet<(&str, i32)> = Default::default();
+    for topic in &req.topics {
+        let asked: Vec<_> = topic
+            .partitions
+            .iter()
+            .filter(|p| answered.insert((&topic.name, p.partition_index)))
+            .collect();
+        let futures = asked.iter().map(|p| {
+            let duplicate = named[&(topic.name.as_str(), p.partition_index)] > 1;
+            let unsupported = p.timestamp < 0
+                && list_offsets_min_version(p.timestamp).is_none_or(|min| version < min);
+            let replica = if duplicate {
+                Err(codes::INVALID_REQUEST)
+            } else if unsupported {
                 Err(codes::UNSUPPORTED_VERSION)
+            } else if req.replica_id < 0 && !matches!(req.isolation_level, 0 | 1) {
+                // Kafka reads a consumer's isolation level per partition
+                // (`IsolationLevel.forId`): one it does not know fails each partition.
+                Err(codes::UNKNOWN_SERVER_ERROR)
             } else {
                 lookup(&t, &topic.name, p.partition_index).map(|r| r.addr.clone())
             };
             let msg = GetOffsetForTimestamp {
                 timestamp: p.timestamp,
                 isolation,
-                current_leader_epoch: if ctx.api_version >= 4 {
+                current_leader_epoch: if version >= 4 {
                     p.current_leader_epoch
                 } else {
                     -1
@@ -374,41 +461,40 @@ async fn handle_list_offsets(
             }
         });
         let results = join_all(futures).await;
-        let partitions = topic
-            .partitions
-            .iter()
-            .zip(results)
-            .map(|(p, r)| {
-                let mut pr = ListOffsetsPartitionResponse {
-                    partition_index: p.partition_index,
-                    timestamp: -1,
-                    offset: -1,
-                    leader_epoch: -1,
-                    ..Default::default()
-                };
-                match r {
-                    Ok(Some(found)) => {
-                        pr.timestamp = found.timestamp;
-                        pr.offset = found.offset;
-                        // LeaderEpoch exists from v4.
-                        if version >= 4 {
-                            pr.leader_epoch = found.leader_epoch.unwrap_or(-1);
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(code) => {
-                        ctx.record_error(code);
-                        pr.error_code = code;
+        let partitions = asked.iter().zip(results).map(|(p, r)| {
+            let mut pr = ListOffsetsPartitionResponse {
+                partition_index: p.partition_index,
+                timestamp: -1,
+                offset: -1,
+                leader_epoch: -1,
+                ..Default::default()
+            };
+            match r {
+                Ok(Some(found)) => {
+                    pr.timestamp = found.timestamp;
+                    pr.offset = found.offset;
+                    // LeaderEpoch exists from v4.
+                    if version >= 4 {
+                        pr.leader_epoch = found.leader_epoch.unwrap_or(-1);
                     }
                 }
-                pr
-            })
-            .collect();
-        topics.push(ListOffsetsTopicResponse {
-            name: topic.name,
-            partitions,
-            ..Default::default()
+                Ok(None) => {}
+                Err(code) => {
+                    ctx.record_error(code);
+                    pr.error_code = code;
+                }
+            }
+            pr
         });
+        // A topic named twice is one topic in Kafka's answer.
+        match topics.iter_mut().find(|x| x.name == topic.name) {
+            Some(existing) => existing.partitions.extend(partitions),
+            None => topics.push(ListOffsetsTopicResponse {
+                name: topic.name.clone(),
+                partitions: partitions.collect(),
+                ..Default::default()
+            }),
+        }
     }
     ListOffsetsResponse {
         topics,
@@ -423,11 +509,36 @@ async fn handle_delete_records(
     req: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
     let t = table(a);
-    let mut topics = Vec::with_capacity(req.topics.len());
+    // Kafka keys the request by partition: one named twice is deleted and answered once, with
+    // the offset named last; a topic named twice is one topic.
+    let mut wanted: Vec<(String, Vec<(i32, i64)>)> = Vec::new();
     for topic in req.topics {
-        let futures = topic.partitions.iter().map(|p| {
-            let replica = lookup(&t, &topic.name, p.partition_index).map(|r| r.addr.clone());
-            let offset = p.offset;
+        let at = match wanted.iter().position(|(n, _)| *n == topic.name) {
+            Some(i) => i,
+            None => {
+                wanted.push((topic.name, Vec::new()));
+                wanted.len() - 1
+            }
+        };
+        let parts = &mut wanted[at].1;
+        for p in topic.partitions {
+            match parts.iter_mut().find(|(i, _)| *i == p.partition_index) {
+                Some(existing) => existing.1 = p.offset,
+                None => parts.push((p.partition_index, p.offset)),
+            }
+        }
+    }
+    let mut topics = Vec::with_capacity(wanted.len());
+    for (name, parts) in wanted {
+        let futures = parts.iter().map(|&(partition, offset)| {
+            let replica = if !t.partition_exists(&name, partition) {
+                Err(codes::UNKNOWN_TOPIC_OR_PARTITION)
+            } else if crate::metadata::is_internal_topic(&name) {
+                // Kafka's `ReplicaManager.deleteRecordsOnLocalLog`: never on internal topics.
+                Err(codes::INVALID_TOPIC_EXCEPTION)
+            } else {
+                lookup(&t, &name, partition).map(|r| r.addr.clone())
+            };
             async move {
                 match replica {
                     Err(code) => Err(code),
@@ -437,19 +548,18 @@ async fn handle_delete_records(
             }
         });
         let results = join_all(futures).await;
-        let partitions = topic
-            .partitions
+        let partitions = parts
             .iter()
             .zip(results)
-            .map(|(p, r)| DeleteRecordsPartitionResult {
-                partition_index: p.partition_index,
+            .map(|(&(partition, _), r)| DeleteRecordsPartitionResult {
+                partition_index: partition,
                 low_watermark: *r.as_ref().unwrap_or(&-1),
                 error_code: r.err().unwrap_or(codes::NONE),
                 ..Default::default()
             })
             .collect();
         topics.push(DeleteRecordsTopicResult {
-            name: topic.name,
+            name,
             partitions,
             ..Default::default()
         });

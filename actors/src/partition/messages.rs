@@ -14,10 +14,19 @@ use super::core::{
 /// Produce handler → partition: append this partition's records (one message per partition per
 /// produce request, never per record). Lost: the producer times out and retries.
 #[derive(Message, Debug, Clone)]
-#[rtype(result = "Result<AppendOutcome, PartitionError>")]
+#[rtype(result = "Result<AppendOutcome, AppendFailure>")]
 pub struct AppendRecords {
     pub records: Bytes,
     pub required_acks: i16,
+}
+
+/// A refused [`AppendRecords`]: the error, and the log start offset the produce response
+/// reports with it (-1 for the failures Kafka answers without one, see
+/// [`PartitionError::produce_reports_log_start_offset`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendFailure {
+    pub error: PartitionError,
+    pub log_start_offset: i64,
 }
 
 /// Group / transaction coordinator → partition leader: append records the coordinator writes

@@ -96,18 +96,18 @@ pub fn check_leader_append_from(
     }
 }
 
-/// The Produce answer for a retried batch (Kafka answers NONE with the original offsets; the
-/// log append time is the original batch's timestamp on LogAppendTime topics).
+/// The Produce answer for a retried batch (Kafka answers NONE with the original offsets).
 pub fn duplicate_outcome(
     d: &BatchMetadata,
-    log_append_time: bool,
     log_start_offset: i64,
     high_watermark: i64,
 ) -> AppendOutcome {
     AppendOutcome {
         base_offset: d.first_offset(),
         last_offset: d.last_offset,
-        log_append_time_ms: if log_append_time { d.timestamp } else { -1 },
+        // Kafka's `UnifiedLog.append` answers a duplicate with the original batch's max
+        // timestamp as LogAppendTime, whatever the topic's timestamp type.
+        log_append_time_ms: d.timestamp,
         log_start_offset,
         records_count: 0,
         bytes: 0,

@@ -637,7 +637,8 @@ impl Handler<DescribeQuorumState> for RaftActor {
     }
 }
 
-/// Whole batches from `from`, at most `max_bytes` (at least one batch).
+/// The log from `from`, at most `max_bytes` (at least one whole batch). Like Kafka's log
+/// reads it may end with part of a batch, which the follower drops (`wire::log_batches`).
 fn read_bytes(
     log: &Log,
     from: i64,

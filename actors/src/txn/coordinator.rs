@@ -108,7 +108,7 @@ pub struct EndTransaction {
 }
 
 /// AddPartitionsToTxn v4+ `verify_only` (partition leaders asking before a transactional
-/// append): per partition NONE or INVALID_TXN_STATE. Lost: the produce times out.
+/// append): per partition NONE or TRANSACTION_ABORTABLE. Lost: the produce times out.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<Vec<(TxnPartition, i16)>, i16>")]
 pub struct VerifyTxnPartitions {

@@ -51,6 +51,10 @@ pub enum RecordError {
     TooLarge { size: usize, max: usize },
     #[error("invalid timestamp: {0}")]
     InvalidTimestamp(String),
+    /// Records the topic's key or timestamp rules refuse (Kafka's `RecordValidationException`),
+    /// every one of the batch.
+    #[error("{} records refused by the topic's rules", .0.len())]
+    Rejected(Vec<super::validate::RecordFault>),
 }
 
 impl RecordError {
@@ -70,6 +74,9 @@ impl RecordError {
             | RecordError::DecompressedTooLarge { .. } => 87,
             RecordError::TooLarge { .. } => 10,
             RecordError::InvalidTimestamp(_) => 32,
+            // Kafka's `processRecordErrors`: any timestamp fault makes it INVALID_TIMESTAMP.
+            RecordError::Rejected(faults) if faults.iter().any(|f| f.kind.is_timestamp()) => 32,
+            RecordError::Rejected(_) => 87,
         }
     }
 }

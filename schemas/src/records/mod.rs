@@ -57,5 +57,6 @@ pub(crate) use header::{ATTRIBUTES_OFFSET, MAX_TIMESTAMP_OFFSET};
 pub use record::{Header, Record};
 pub use validate::{
     recompress, recompress_with_limit, set_log_append_time, set_max_timestamp, validate_batch,
-    validate_batch_with, AppendOrigin, ValidatedBatch, ValidationOptions,
+    validate_batch_with, AppendOrigin, RecordFault, RecordFaultKind, ValidatedBatch,
+    ValidationOptions,
 };

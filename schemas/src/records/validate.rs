@@ -85,6 +85,36 @@ pub struct ValidatedBatch {
     pub records_checked: bool,
 }
 
+/// One record the topic's rules refuse (Kafka's `RecordError` in a `RecordValidationException`):
+/// its index in the batch and why. The whole batch is refused; the caller words the messages
+/// (they name the partition and the broker's clock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordFault {
+    pub batch_index: i32,
+    pub kind: RecordFaultKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordFaultKind {
+    /// A compacted topic's record without a key.
+    MissingKey,
+    /// A CreateTime record outside the topic's timestamp bounds.
+    TimestampOutOfRange { timestamp: i64, offset: i64 },
+    /// A record of a batch claiming LogAppendTime where that is refused.
+    LogAppendTimeFromProducer {
+        offset: i64,
+        timestamp: i64,
+        key_len: usize,
+        value_len: usize,
+    },
+}
+
+impl RecordFaultKind {
+    pub fn is_timestamp(&self) -> bool {
+        !matches!(self, RecordFaultKind::MissingKey)
+    }
+}
+
 fn invalid(msg: impl Into<String>) -> RecordError {
     RecordError::InvalidRecord(msg.into())
 }
@@ -153,9 +183,13 @@ pub fn validate_batch_with(
     }
 
     let leader_validated = opts.origin != AppendOrigin::Replication;
-    // Only the broker sets LogAppendTime. Kafka checks it per record: on a LogAppendTime topic
-    // every record fails, on a CreateTime topic only records without a timestamp do.
+    let records_checked =
+        leader_validated && (compression == Compression::None || opts.inspect_compressed.is_some());
+    // Only the broker sets LogAppendTime. Kafka checks it per record (the walk below): on a
+    // LogAppendTime topic every record fails, on a CreateTime topic only records without a
+    // timestamp do. Unwalked records can only be judged by the header.
     if leader_validated
+        && !records_checked
         && count > 0
         && header.timestamp_type() == TimestampType::LogAppendTime
         && opts.topic_timestamp_type == TimestampType::LogAppendTime
@@ -164,8 +198,6 @@ pub fn validate_batch_with(
     }
 
     let mut max_timestamp = header.max_timestamp;
-    let records_checked =
-        leader_validated && (compression == Compression::None || opts.inspect_compressed.is_some());
     if records_checked {
         if count < 0 || i64::from(count) - 1 != i64::from(header.last_offset_delta) {
             return Err(invalid(format!(
@@ -258,7 +290,6 @@ fn walk_records_fast(
         TimestampType::CreateTime => opts.timestamp_bounds,
         TimestampType::LogAppendTime => None,
     };
-    let log_append_time = header.timestamp_type() == TimestampType::LogAppendTime;
     let mut pos = 0;
     let mut max_timestamp = i64::MIN;
     for expected in 0..header.records_count {
@@ -266,11 +297,8 @@ fn walk_records_fast(
         if r.offset_delta != expected || (opts.compacted && !r.has_key) {
             return None;
         }
-        let timestamp = header.base_timestamp.wrapping_add(r.timestamp_delta);
-        if timestamp == super::NO_TIMESTAMP && log_append_time {
-            return None;
-        }
-        if bounds.is_some_and(|b| !within(timestamp, b)) {
+        let timestamp = record_timestamp(header, r.timestamp_delta);
+        if timestamp_fault(timestamp, header, opts.topic_timestamp_type, bounds) {
             return None;
         }
         max_timestamp = max_timestamp.max(timestamp);
@@ -292,11 +320,13 @@ fn walk_records_detailed(
 ) -> Result<i64, RecordError> {
     let mut pos = 0;
     let mut max_timestamp = i64::MIN;
+    let mut faults = Vec::new();
     for expected in 0..header.records_count {
         if pos >= payload.len() {
             return Err(too_few_records(header, expected));
         }
-        max_timestamp = max_timestamp.max(check_record(payload, &mut pos, expected, header, opts)?);
+        let ts = check_record(payload, &mut pos, expected, header, opts, &mut faults)?;
+        max_timestamp = max_timestamp.max(ts);
     }
     if pos != payload.len() {
         return Err(invalid(format!(
@@ -304,7 +334,17 @@ fn walk_records_detailed(
             payload.len() - pos
         )));
     }
-    Ok(batch_max_timestamp(header, max_timestamp))
+    rejected_or(faults, batch_max_timestamp(header, max_timestamp))
+}
+
+/// The walk's verdict: the refused records if any (Kafka rejects the whole batch, naming every
+/// one), else the max timestamp.
+fn rejected_or(faults: Vec<RecordFault>, max_timestamp: i64) -> Result<i64, RecordError> {
+    if faults.is_empty() {
+        Ok(max_timestamp)
+    } else {
+        Err(RecordError::Rejected(faults))
+    }
 }
 
 /// The records of a compressed batch, read from a streaming decoder under
@@ -319,16 +359,18 @@ fn walk_compressed_records(
 ) -> Result<i64, RecordError> {
     let mut stream = RecordStream::new(decompressing_reader(codec, payload, limit)?, limit);
     let mut max_timestamp = i64::MIN;
+    let mut faults = Vec::new();
     for expected in 0..header.records_count {
         let Some(record) = stream.next_record()? else {
             return Err(too_few_records(header, expected));
         };
-        max_timestamp = max_timestamp.max(check_record(record, &mut 0, expected, header, opts)?);
+        let ts = check_record(record, &mut 0, expected, header, opts, &mut faults)?;
+        max_timestamp = max_timestamp.max(ts);
     }
     if stream.next_record()?.is_some() {
         return Err(invalid("records left after the batch's last record"));
     }
-    Ok(batch_max_timestamp(header, max_timestamp))
+    rejected_or(faults, batch_max_timestamp(header, max_timestamp))
 }
 
 fn too_few_records(header: &BatchHeader, found: i32) -> RecordError {
@@ -347,14 +389,45 @@ fn batch_max_timestamp(header: &BatchHeader, walked_max: i64) -> i64 {
     }
 }
 
+/// A record's timestamp as Kafka's batch iterator reports it: a LogAppendTime batch gives every
+/// record the batch's max timestamp.
+#[inline]
+fn record_timestamp(header: &BatchHeader, timestamp_delta: i64) -> i64 {
+    if header.timestamp_type() == TimestampType::LogAppendTime {
+        header.max_timestamp
+    } else {
+        header.base_timestamp.wrapping_add(timestamp_delta)
+    }
+}
+
+/// Kafka's `LogValidator.validateTimestamp` as a yes/no: on a CreateTime topic a record with a
+/// timestamp must lie within the bounds; any other record fails if its batch claims
+/// LogAppendTime (only the broker sets that).
+#[inline]
+fn timestamp_fault(
+    timestamp: i64,
+    header: &BatchHeader,
+    topic_type: TimestampType,
+    bounds: Option<(i64, i64)>,
+) -> bool {
+    if topic_type == TimestampType::CreateTime && timestamp != super::NO_TIMESTAMP {
+        bounds.is_some_and(|b| !within(timestamp, b))
+    } else {
+        header.timestamp_type() == TimestampType::LogAppendTime
+    }
+}
+
 /// Checks the record at `*pos` (the `expected`-th of the batch) against its own length prefix
-/// and the topic's key and timestamp rules; returns its timestamp.
+/// (a malformed record fails the walk at once) and the topic's key and timestamp rules (a
+/// refused record is added to `faults` and the walk goes on, as Kafka's validator collects
+/// them); returns its timestamp.
 fn check_record(
     buf: &[u8],
     pos: &mut usize,
     expected: i32,
     header: &BatchHeader,
     opts: &ValidationOptions,
+    faults: &mut Vec<RecordFault>,
 ) -> Result<i64, RecordError> {
     let r = parse_raw_record(buf, pos, false)?;
     if r.offset_delta != expected {
@@ -363,17 +436,39 @@ fn check_record(
             r.offset_delta
         )));
     }
-    if opts.compacted && r.key.is_none() {
-        return Err(invalid("compacted topic cannot accept message without key"));
-    }
-    let timestamp = header.base_timestamp.wrapping_add(r.timestamp_delta);
-    if timestamp == super::NO_TIMESTAMP && header.timestamp_type() == TimestampType::LogAppendTime {
-        return Err(lat_from_producer());
-    }
-    if opts.topic_timestamp_type == TimestampType::CreateTime {
-        if let Some(bounds) = opts.timestamp_bounds {
-            check_timestamp(timestamp, bounds)?;
-        }
+    let timestamp = record_timestamp(header, r.timestamp_delta);
+    let offset = header.base_offset.wrapping_add(i64::from(r.offset_delta));
+    // One fault per record, the key rule first (Kafka's `validateRecord` order).
+    let kind = if opts.compacted && r.key.is_none() {
+        Some(RecordFaultKind::MissingKey)
+    } else if timestamp_fault(
+        timestamp,
+        header,
+        opts.topic_timestamp_type,
+        opts.timestamp_bounds,
+    ) {
+        Some(
+            if opts.topic_timestamp_type == TimestampType::CreateTime
+                && timestamp != super::NO_TIMESTAMP
+            {
+                RecordFaultKind::TimestampOutOfRange { timestamp, offset }
+            } else {
+                RecordFaultKind::LogAppendTimeFromProducer {
+                    offset,
+                    timestamp,
+                    key_len: r.key.as_ref().map_or(0, |k| k.len()),
+                    value_len: r.value.as_ref().map_or(0, |v| v.len()),
+                }
+            },
+        )
+    } else {
+        None
+    };
+    if let Some(kind) = kind {
+        faults.push(RecordFault {
+            batch_index: expected,
+            kind,
+        });
     }
     Ok(timestamp)
 }

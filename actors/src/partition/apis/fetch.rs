@@ -148,6 +148,15 @@ fn fetch_response_topics(
             }
             Err(code) => {
                 pd.error_code = code;
+                // Kafka answers a partition it refuses before reading (unknown topic id,
+                // unknown topic or partition) with an empty AbortedTransactions list, and one
+                // whose read fails (offset out of range, fenced epoch, not the leader) with null.
+                if !matches!(
+                    code,
+                    codes::UNKNOWN_TOPIC_ID | codes::UNKNOWN_TOPIC_OR_PARTITION
+                ) {
+                    pd.aborted_transactions = None;
+                }
                 pd.records = Some(Records::default());
                 if version >= 12
                     && (code == codes::NOT_LEADER_OR_FOLLOWER || code == codes::FENCED_LEADER_EPOCH)
@@ -182,6 +191,61 @@ fn fetch_response_topics(
     topics
 }
 
+/// The partitions of a request, each once (Kafka keys them in an insertion-ordered map): a
+/// partition named twice is read once, at its first place, with the parameters named last.
+fn dedup_targets(all: impl Iterator<Item = FetchTarget>) -> Vec<FetchTarget> {
+    let mut out: Vec<FetchTarget> = Vec::new();
+    let mut seen: HashMap<(Option<String>, Uuid, i32), usize> = HashMap::new();
+    for target in all {
+        let key = (target.topic.clone(), target.topic_id, target.partition);
+        match seen.get(&key) {
+            Some(&i) => out[i] = target,
+            None => {
+                seen.insert(key, out.len());
+                out.push(target);
+            }
+        }
+    }
+    out
+}
+
+/// A failed request as Kafka's `FetchRequest.getErrorResponse` answers it: the top-level code
+/// and the request's session id; before v13, also every requested partition with the code.
+fn error_response(req: &FetchRequest, version: i16, code: i16) -> FetchResponse {
+    let responses = if version < 13 {
+        req.topics
+            .iter()
+            .map(|topic| FetchableTopicResponse {
+                topic: topic.topic.clone(),
+                topic_id: topic.topic_id,
+                partitions: topic
+                    .partitions
+                    .iter()
+                    .map(|p| PartitionData {
+                        partition_index: p.partition,
+                        error_code: code,
+                        high_watermark: -1,
+                        last_stable_offset: -1,
+                        log_start_offset: -1,
+                        preferred_read_replica: -1,
+                        records: Some(Records::default()),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    FetchResponse {
+        error_code: code,
+        session_id: req.session_id,
+        responses,
+        ..Default::default()
+    }
+}
+
 pub(super) async fn handle_fetch(
     a: &PartitionApis,
     ctx: &RequestContext,
@@ -205,34 +269,30 @@ pub(super) async fn handle_fetch(
         i32::MAX
     };
 
-    let requested: Vec<FetchTarget> = req
-        .topics
-        .iter()
-        .flat_map(|topic| {
-            let name = if version >= 13 {
-                t.topic_name(&topic.topic_id)
+    let requested: Vec<FetchTarget> = dedup_targets(req.topics.iter().flat_map(|topic| {
+        let name = if version >= 13 {
+            t.topic_name(&topic.topic_id)
+        } else {
+            Some(topic.topic.clone())
+        };
+        topic.partitions.iter().map(move |p| FetchTarget {
+            topic: name.clone(),
+            topic_id: topic.topic_id,
+            partition: p.partition,
+            fetch_offset: p.fetch_offset,
+            partition_max_bytes: p.partition_max_bytes,
+            current_leader_epoch: if version >= 9 {
+                p.current_leader_epoch
             } else {
-                Some(topic.topic.clone())
-            };
-            topic.partitions.iter().map(move |p| FetchTarget {
-                topic: name.clone(),
-                topic_id: topic.topic_id,
-                partition: p.partition,
-                fetch_offset: p.fetch_offset,
-                partition_max_bytes: p.partition_max_bytes,
-                current_leader_epoch: if version >= 9 {
-                    p.current_leader_epoch
-                } else {
-                    -1
-                },
-                last_fetched_epoch: if version >= 12 {
-                    p.last_fetched_epoch
-                } else {
-                    -1
-                },
-            })
+                -1
+            },
+            last_fetched_epoch: if version >= 12 {
+                p.last_fetched_epoch
+            } else {
+                -1
+            },
         })
-        .collect();
+    }));
 
     // KIP-227: the session cache decides which partitions this request covers. A sessionless
     // fetch (id 0, final epoch: what librdkafka always sends) leaves the cache as it is, so
@@ -276,6 +336,14 @@ pub(super) async fn handle_fetch(
     } else {
         (0, requested)
     };
+
+    // Kafka reads the isolation level only now (after the session), and fails the request on
+    // a value it does not know (`IsolationLevel.forId`).
+    if version >= 4 && !matches!(req.isolation_level, 0 | 1) {
+        let code = codes::UNKNOWN_SERVER_ERROR;
+        ctx.record_error(code);
+        return error_response(&req, version, code);
+    }
 
     let mut reads = read_all(&t, &targets, max_bytes, isolation, replica_id).await;
     let bytes: usize = reads

@@ -14,6 +14,7 @@ pub mod codes {
     pub const REQUEST_TIMED_OUT: i16 = 7;
     pub const BROKER_NOT_AVAILABLE: i16 = 8;
     pub const MESSAGE_TOO_LARGE: i16 = 10;
+    pub use crate::controller::core::errors::INVALID_TOPIC_EXCEPTION;
     pub const RECORD_LIST_TOO_LARGE: i16 = 18;
     pub const NOT_ENOUGH_REPLICAS: i16 = 19;
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
@@ -28,6 +29,7 @@ pub mod codes {
     pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
     pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+    pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
     pub const OFFSET_NOT_AVAILABLE: i16 = 78;
     pub const INVALID_RECORD: i16 = 87;
     pub const INCONSISTENT_VOTER_SET: i16 = 94;
@@ -68,11 +70,19 @@ pub enum PartitionError {
     /// validator meets an unexpected exception there and answers UNKNOWN_SERVER_ERROR.
     #[error("cannot decompress the record batch: {0}")]
     UndecodableRecords(String),
-    #[error("invalid record batch: {message}")]
-    InvalidRecord {
+    #[error("invalid record batch: {0}")]
+    InvalidRecord(String),
+    /// Records the topic's key or timestamp rules refuse (Kafka's `RecordValidationException`):
+    /// INVALID_TIMESTAMP if a timestamp is at fault, else INVALID_RECORD. The produce response
+    /// carries the message and a row per refused record.
+    #[error("{message}")]
+    RecordsRejected {
+        timestamp: bool,
         message: String,
         record_errors: Vec<RecordErrorDetail>,
     },
+    #[error("unsupported compression type: {0}")]
+    UnsupportedCompressionType(String),
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     MessageTooLarge { size: usize, max: usize },
     #[error("invalid timestamp: {0}")]
@@ -105,7 +115,12 @@ impl PartitionError {
             PartitionError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
             PartitionError::CorruptMessage(_) => CORRUPT_MESSAGE,
             PartitionError::UndecodableRecords(_) => UNKNOWN_SERVER_ERROR,
-            PartitionError::InvalidRecord { .. } => INVALID_RECORD,
+            PartitionError::InvalidRecord(_) => INVALID_RECORD,
+            PartitionError::RecordsRejected {
+                timestamp: true, ..
+            } => INVALID_TIMESTAMP,
+            PartitionError::RecordsRejected { .. } => INVALID_RECORD,
+            PartitionError::UnsupportedCompressionType(_) => UNSUPPORTED_COMPRESSION_TYPE,
             PartitionError::MessageTooLarge { .. } => MESSAGE_TOO_LARGE,
             PartitionError::InvalidTimestamp(_) => INVALID_TIMESTAMP,
             PartitionError::InvalidRequiredAcks(_) => INVALID_REQUIRED_ACKS,
@@ -118,11 +133,35 @@ impl PartitionError {
         }
     }
 
-    /// Per-record errors for the produce response (empty unless INVALID_RECORD).
+    /// Per-record errors for the produce response (empty unless records were refused).
     pub fn record_errors(&self) -> &[RecordErrorDetail] {
         match self {
-            PartitionError::InvalidRecord { record_errors, .. } => record_errors,
+            PartitionError::RecordsRejected { record_errors, .. } => record_errors,
             _ => &[],
         }
+    }
+
+    /// The message a produce response carries: Kafka sends one only for refused records
+    /// (its `hasCustomErrorMessage`), null for every other failure.
+    pub fn produce_error_message(&self) -> Option<String> {
+        match self {
+            PartitionError::RecordsRejected { message, .. } => Some(message.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether a failed produce reports the partition's log start offset. Kafka's
+    /// `ReplicaManager.appendToLocalLog` answers -1 for the failures it expects (unknown or
+    /// moved partition, size limits, corruption, storage) and the log start offset for every
+    /// other one (refused records, producer state, min ISR, ...).
+    pub fn produce_reports_log_start_offset(&self) -> bool {
+        !matches!(
+            self,
+            PartitionError::UnknownTopicOrPartition
+                | PartitionError::NotLeaderOrFollower
+                | PartitionError::MessageTooLarge { .. }
+                | PartitionError::CorruptMessage(_)
+                | PartitionError::Storage(_)
+        )
     }
 }

@@ -110,9 +110,11 @@ pub trait PartitionLog: Send + 'static {
         joined.extend_from_slice(&body);
         self.append(Bytes::from(joined), info)
     }
-    /// Reads whole batches from the batch containing `start_offset`, at most `max_bytes` unless
-    /// `min_one_batch` (then the first batch even if larger), never including a batch that
-    /// reaches `max_offset` (exclusive) or beyond.
+    /// Reads the bytes from the batch containing `start_offset` on, at most `max_bytes` unless
+    /// `min_one_batch` (then at least the first batch), never including a batch that reaches
+    /// `max_offset` (exclusive) or beyond. `max_bytes` may end inside a later batch: the read
+    /// then ends with part of it, as Kafka's log reads do (readers skip a partial trailing
+    /// batch); a first batch that does not fit whole makes the read empty.
     fn read(
         &self,
         start_offset: i64,
@@ -234,19 +236,28 @@ impl PartitionLog for MemoryLog {
     ) -> LogResult<LogRead> {
         let mut out = Vec::new();
         let mut first = None;
+        let mut budget = max_bytes;
         for (h, b) in &self.batches {
             if h.last_offset() < start_offset {
                 continue;
             }
-            if h.last_offset() >= max_offset {
+            if h.last_offset() >= max_offset || out.len() >= budget {
                 break;
             }
-            let fits = out.len() + b.len() <= max_bytes;
-            if !(fits || min_one_batch && first.is_none()) {
-                break;
+            if first.is_none() {
+                if min_one_batch {
+                    budget = budget.max(b.len());
+                } else if b.len() > budget {
+                    // A first batch cut short is no batch at all (Kafka answers empty).
+                    break;
+                }
+                first = Some(h.base_offset);
             }
-            first.get_or_insert(h.base_offset);
             out.extend_from_slice(b);
+        }
+        out.truncate(budget);
+        if out.is_empty() {
+            first = None;
         }
         Ok(LogRead {
             records: LogSlice::Memory(Bytes::from(out)),

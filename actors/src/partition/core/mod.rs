@@ -502,6 +502,7 @@ impl<L: PartitionLog> Partition<L> {
             });
         }
         let v = validate_and_assign(
+            &self.tp,
             records,
             self.log.log_end_offset(),
             self.leader_epoch,
@@ -522,7 +523,6 @@ impl<L: PartitionLog> Partition<L> {
             crate::producer::AppendCheck::Duplicate(d) => {
                 return Ok(crate::producer::partition::duplicate_outcome(
                     &d,
-                    v.log_append_time_ms >= 0,
                     self.log.log_start_offset(),
                     self.high_watermark,
                 ))
@@ -632,8 +632,20 @@ impl<L: PartitionLog> Partition<L> {
             preferred_read_replica: -1,
             aborted_transactions: Vec::new(),
         };
+        // Kafka's `Partition.readRecords`: the fetcher's last epoch must be one the log knows
+        // the end of, and the fetch offset not below the log start, before any divergence.
         if p.last_fetched_epoch >= 0 {
             let (epoch, end_offset) = self.end_offset_for_epoch(p.last_fetched_epoch);
+            if epoch == UNDEFINED_EPOCH
+                || end_offset == UNDEFINED_EPOCH_OFFSET
+                || p.fetch_offset < log_start
+            {
+                return Err(PartitionError::OffsetOutOfRange {
+                    offset: p.fetch_offset,
+                    log_start_offset: log_start,
+                    log_end_offset: leo,
+                });
+            }
             if end_offset < p.fetch_offset || epoch < p.last_fetched_epoch {
                 let hw = self.high_watermark;
                 return Ok(base(

@@ -7,11 +7,13 @@ use bytes::{Bytes, BytesMut};
 use kactor_protocol::records::{
     recompress, set_base_offset, set_log_append_time, set_max_timestamp,
     set_partition_leader_epoch, validate_batch_with, AppendOrigin, BatchHeader, Compression,
-    RecordError, TimestampType, ValidationOptions, BATCH_HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
+    RecordError, RecordFault, RecordFaultKind, TimestampType, ValidationOptions, BATCH_HEADER_LEN,
+    LOG_OVERHEAD, MAGIC_V2,
 };
 
 use super::config::{PartitionConfig, TopicCompression};
-use super::error::PartitionError;
+use super::error::{PartitionError, RecordErrorDetail};
+use super::TopicPartition;
 
 /// The bytes of a validated batch, ready to append.
 #[derive(Debug, Clone)]
@@ -72,9 +74,83 @@ pub struct ValidatedAppend {
 }
 
 fn invalid(message: impl Into<String>) -> PartitionError {
-    PartitionError::InvalidRecord {
-        message: message.into(),
-        record_errors: Vec::new(),
+    PartitionError::InvalidRecord(message.into())
+}
+
+/// What Kafka's messages about refused records name: the partition and the accepted
+/// timestamp range (computed as Kafka does, wrapping where a bound is near `i64::MAX`).
+struct Wording<'a> {
+    tp: &'a TopicPartition,
+    min_timestamp: i64,
+    max_timestamp: i64,
+}
+
+impl Wording<'_> {
+    fn fault(&self, f: &RecordFault) -> RecordErrorDetail {
+        let message = match &f.kind {
+            RecordFaultKind::MissingKey => format!(
+                "Compacted topic cannot accept message without key in topic partition {}",
+                self.tp
+            ),
+            RecordFaultKind::TimestampOutOfRange { timestamp, offset } => format!(
+                "Timestamp {timestamp} of message with offset {offset} is out of range. The \
+                 timestamp should be within [{}, {}]",
+                self.min_timestamp, self.max_timestamp
+            ),
+            RecordFaultKind::LogAppendTimeFromProducer {
+                offset,
+                timestamp,
+                key_len,
+                value_len,
+            } => format!(
+                "Invalid timestamp type in message DefaultRecord(offset={offset}, \
+                 timestamp={timestamp}, key={key_len} bytes, value={value_len} bytes). Producer \
+                 should not set timestamp type to LogAppendTime."
+            ),
+        };
+        RecordErrorDetail {
+            batch_index: f.batch_index,
+            message: Some(message),
+        }
+    }
+
+    /// Kafka's `LogValidator.processRecordErrors`: the whole batch fails, naming every record.
+    fn rejected(&self, faults: &[RecordFault]) -> PartitionError {
+        let record_errors: Vec<RecordErrorDetail> = faults.iter().map(|f| self.fault(f)).collect();
+        let timestamp = faults.iter().any(|f| f.kind.is_timestamp());
+        let message = if timestamp {
+            "One or more records have been rejected due to invalid timestamp".to_string()
+        } else {
+            let first: Vec<String> = record_errors
+                .iter()
+                .take(3)
+                .map(|e| {
+                    format!(
+                        "RecordError(batchIndex={}, message='{}')",
+                        e.batch_index,
+                        e.message.as_deref().unwrap_or_default()
+                    )
+                })
+                .collect();
+            format!(
+                "One or more records have been rejected due to {} record errors in total, and \
+                 only showing the first three errors at most: [{}]",
+                record_errors.len(),
+                first.join(", ")
+            )
+        };
+        PartitionError::RecordsRejected {
+            timestamp,
+            message,
+            record_errors,
+        }
+    }
+
+    fn error(&self, e: RecordError) -> PartitionError {
+        match e {
+            RecordError::Rejected(faults) => self.rejected(&faults),
+            other => from_record_error(other),
+        }
     }
 }
 
@@ -118,6 +194,19 @@ fn single_batch(records: &[u8]) -> Result<BatchHeader, PartitionError> {
     Ok(header)
 }
 
+/// Kafka's `ProduceRequest.validateRecords`, which the Produce handler runs before any other
+/// check of a partition's records: exactly one v2 batch, and zstd only from Produce v7 (the
+/// partition checks the same shape again, for appends that do not come through the handler).
+pub fn check_produce_records(records: &[u8], version: i16) -> Result<(), PartitionError> {
+    let header = single_batch(records)?;
+    if version < 7 && header.compression() == Ok(Compression::Zstd) {
+        return Err(PartitionError::UnsupportedCompressionType(format!(
+            "Produce requests with version {version} are not allowed to use ZStandard compression"
+        )));
+    }
+    Ok(())
+}
+
 /// Whether the topic's `compression.type` demands rewriting this batch.
 pub fn needs_recompression(
     topic: TopicCompression,
@@ -136,8 +225,9 @@ pub fn needs_recompression(
 /// cost: at zstd's speed, a fraction of a second.
 const PRODUCE_DECOMPRESSION_LIMIT: usize = 256 << 20;
 
-/// Validates one partition's produce payload and assigns offsets from `next_offset`.
+/// Validates `tp`'s produce payload and assigns offsets from `next_offset`.
 pub fn validate_and_assign(
+    tp: &TopicPartition,
     records: Bytes,
     next_offset: i64,
     leader_epoch: i32,
@@ -146,6 +236,19 @@ pub fn validate_and_assign(
     origin: AppendOrigin,
 ) -> Result<ValidatedAppend, PartitionError> {
     let header = single_batch(&records)?;
+    // Offsets are the leader's to assign; Kafka refuses a client batch that claims any (v2
+    // batches only, checked before size and CRC).
+    if origin == AppendOrigin::Client && header.base_offset != 0 {
+        return Err(invalid(format!(
+            "The baseOffset of the record batch in the append to {tp} should be 0, but it is {}",
+            header.base_offset
+        )));
+    }
+    let wording = Wording {
+        tp,
+        min_timestamp: now_ms.wrapping_sub(cfg.timestamp_before_max_ms),
+        max_timestamp: now_ms.wrapping_add(cfg.timestamp_after_max_ms),
+    };
     let opts = ValidationOptions {
         origin,
         max_batch_size: cfg.max_message_bytes,
@@ -157,7 +260,7 @@ pub fn validate_and_assign(
         compacted: cfg.cleanup_compact,
         inspect_compressed: Some(PRODUCE_DECOMPRESSION_LIMIT),
     };
-    let v = validate_batch_with(&records, &opts).map_err(from_record_error)?;
+    let v = validate_batch_with(&records, &opts).map_err(|e| wording.error(e))?;
 
     let log_append_time = cfg.timestamp_type == TimestampType::LogAppendTime;
     // Base offset and leader epoch lie before the CRC'd range; stamping LogAppendTime or
@@ -231,7 +334,8 @@ mod tests {
     use kactor_protocol::records::verify_crc;
 
     fn assign(records: Bytes, cfg: &PartitionConfig) -> ValidatedAppend {
-        validate_and_assign(records, 40, 7, cfg, 1_000, AppendOrigin::Client).unwrap()
+        let tp = TopicPartition::new("t", 0);
+        validate_and_assign(&tp, records, 40, 7, cfg, 1_000, AppendOrigin::Client).unwrap()
     }
 
     #[test]
@@ -253,6 +357,72 @@ mod tests {
         verify_crc(&joined).unwrap();
         assert_eq!(v.records.len(), original.len());
         assert_eq!((v.first_offset, v.last_offset), (40, 41));
+    }
+
+    fn refuse(records: Bytes, cfg: &PartitionConfig) -> PartitionError {
+        let tp = TopicPartition::new("t", 3);
+        validate_and_assign(&tp, records, 40, 7, cfg, 10_000, AppendOrigin::Client).unwrap_err()
+    }
+
+    #[test]
+    fn a_client_batch_must_start_at_offset_zero() {
+        let mut b = batch(&[b"a"], 1_000).to_vec();
+        b[..8].copy_from_slice(&42i64.to_be_bytes());
+        let e = refuse(Bytes::from(b), &PartitionConfig::default());
+        assert_eq!(e.code(), super::super::codes::INVALID_RECORD);
+        assert_eq!(e.produce_error_message(), None);
+        assert!(e.produce_reports_log_start_offset());
+    }
+
+    #[test]
+    fn every_refused_record_is_named_in_kafkas_words() {
+        // `batch` writes keyless records: all four fail on a compacted topic.
+        let compacted = PartitionConfig {
+            cleanup_compact: true,
+            ..PartitionConfig::default()
+        };
+        let e = refuse(batch(&[b"a", b"b", b"c", b"d"], 9_000), &compacted);
+        assert_eq!(e.code(), super::super::codes::INVALID_RECORD);
+        let key_message =
+            "Compacted topic cannot accept message without key in topic partition t-3";
+        assert_eq!(
+            e.record_errors()
+                .iter()
+                .map(|r| (r.batch_index, r.message.as_deref().unwrap()))
+                .collect::<Vec<_>>(),
+            (0..4).map(|i| (i, key_message)).collect::<Vec<_>>()
+        );
+        let shown = format!("RecordError(batchIndex=0, message='{key_message}')");
+        assert_eq!(
+            e.produce_error_message().unwrap(),
+            format!(
+                "One or more records have been rejected due to 4 record errors in total, and \
+                 only showing the first three errors at most: [{shown}, {}, {}]",
+                shown.replace("=0,", "=1,"),
+                shown.replace("=0,", "=2,")
+            )
+        );
+
+        // Timestamps 1_000 and 1_001 against now 10_000 with 8_999 ms allowed in the past:
+        // only the first is too old; any timestamp fault makes it INVALID_TIMESTAMP.
+        let bounded = PartitionConfig {
+            timestamp_before_max_ms: 8_999,
+            ..PartitionConfig::default()
+        };
+        let e = refuse(batch(&[b"a", b"b"], 1_000), &bounded);
+        assert_eq!(e.code(), super::super::codes::INVALID_TIMESTAMP);
+        assert_eq!(
+            e.produce_error_message().as_deref(),
+            Some("One or more records have been rejected due to invalid timestamp")
+        );
+        assert_eq!(e.record_errors().len(), 1);
+        assert_eq!(
+            e.record_errors()[0].message.as_deref(),
+            Some(
+                "Timestamp 1000 of message with offset 0 is out of range. The timestamp should \
+                 be within [1001, 3610000]"
+            )
+        );
     }
 
     #[test]
