@@ -273,6 +273,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         min_insync_replicas: cfg.get_i32("min.insync.replicas"),
         broker_session_timeout_ms: cfg.get_i64("broker.session.timeout.ms"),
         delete_topic_enable: cfg.get_bool("delete.topic.enable"),
+        max_idle_interval_ms: cfg.get_i32("metadata.max.idle.interval.ms") as i64,
         static_broker_configs: static_broker_properties(cfg),
         broker_config_table: defs::BROKER_CONFIG_DEFS
             .iter()

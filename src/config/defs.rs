@@ -134,7 +134,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     def("controller.quorum.fetch.max.bytes", Int, Some("1048576"), AtLeast(1), "Largest Raft Fetch response from the controller leader (not used by kactor yet: one-voter quorum)."),
     def("controller.quorum.fetch.snapshot.max.bytes", Int, Some("1048576"), AtLeast(1), "Largest Raft FetchSnapshot response (not used by kactor yet: no metadata snapshots)."),
     def("metadata.log.max.snapshot.interval.ms", Long, Some("3600000"), AtLeast(0), "Longest time between metadata snapshots (not used by kactor yet: no metadata snapshots)."),
-    def("metadata.max.idle.interval.ms", Int, Some("500"), AtLeast(0), "How often an idle active controller appends a no-op record (not used by kactor)."),
+    def("metadata.max.idle.interval.ms", Int, Some("500"), AtLeast(0), "How often the active controller appends a no-op record (0: never), so the metadata high watermark moves while the cluster is idle."),
     // --- listeners and sockets ---
     dynamic("listeners", List, Some("PLAINTEXT://:9092"), NonEmpty,
         "NAME://host:port listeners (kactor single-node default: PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093; dynamic per broker in Kafka, kactor binds them at start-up only)."),

@@ -471,6 +471,27 @@ def test_metadata_quorum_describe(cli, broker):
     assert rows[1][0] == "1" and rows[1][-1] == "Leader" and rows[1][3] == "0"
 
 
+def quorum_high_watermark(cli):
+    out = cli.run("metadata-quorum", "describe", "--status").stdout
+    return int(re.search(r"^HighWatermark:\s+(\d+)$", out, re.M).group(1))
+
+
+def test_metadata_high_watermark_moves_while_idle(cli, broker_factory):
+    """The active controller appends a NoOpRecord every metadata.max.idle.interval.ms (500 by
+    default), so the high watermark of an idle cluster keeps moving; 0 turns that off."""
+    first = quorum_high_watermark(cli)
+    time.sleep(3)
+    # At least 3 s (plus a JVM start) at 500 ms a record.
+    assert quorum_high_watermark(cli) - first >= 5
+
+    quiet = KafkaCli(broker_factory(overrides={"metadata.max.idle.interval.ms": "0"}))
+    # Let start-up settle (the broker registers and is unfenced in its first seconds).
+    time.sleep(2)
+    first = quorum_high_watermark(quiet)
+    time.sleep(3)
+    assert quorum_high_watermark(quiet) == first
+
+
 def test_producer_perf_test_smoke(cli, broker, topic_name):
     """kafka-producer-perf-test runs against the broker (scripts/bench-kafka-tools uses it
     at scale; here only that it completes and reports)."""

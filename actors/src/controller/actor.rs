@@ -201,6 +201,13 @@ impl Actor for QuorumControllerActor {
                 act.write(records, ctx);
             }
         });
+        if self.cfg.max_idle_interval_ms > 0 {
+            let every = Duration::from_millis(self.cfg.max_idle_interval_ms as u64);
+            ctx.run_interval(every, |act, ctx| {
+                let records = act.core.no_op();
+                act.write(records, ctx);
+            });
+        }
     }
 
     fn stopping(&mut self, _: &mut Context<Self>) -> Running {

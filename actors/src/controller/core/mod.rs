@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kactor_protocol::metadata::register_broker_record::BrokerFeature;
 use kactor_protocol::metadata::{
     BeginTransactionRecord, BrokerRegistrationChangeRecord, ConfigRecord, EndTransactionRecord,
-    FeatureLevelRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
+    FeatureLevelRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
     RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
 };
 use kactor_protocol::Uuid;
@@ -85,6 +85,10 @@ pub struct ControllerConfig {
     pub broker_session_timeout_ms: i64,
     /// `delete.topic.enable`
     pub delete_topic_enable: bool,
+    /// `metadata.max.idle.interval.ms`: how often the active controller appends a NoOpRecord,
+    /// so that the metadata high watermark keeps moving (brokers and `kafka-metadata-quorum`
+    /// see the quorum alive); 0 disables it.
+    pub max_idle_interval_ms: i64,
     /// The broker's static (server.properties) values, for config sources in responses.
     pub static_broker_configs: BTreeMap<String, String>,
     /// The node's broker config table: every key it defines, and whether Kafka lets it change
@@ -112,6 +116,7 @@ impl Default for ControllerConfig {
             min_insync_replicas: 1,
             broker_session_timeout_ms: 9000,
             delete_topic_enable: true,
+            max_idle_interval_ms: 500,
             static_broker_configs: BTreeMap::new(),
             broker_config_table: BTreeMap::new(),
             broker_value_kinds: BTreeMap::new(),
@@ -1431,6 +1436,18 @@ impl QuorumControllerCore {
             }
         }
         recs
+    }
+
+    /// Kafka's periodic `writeNoOpRecord` task: every `metadata.max.idle.interval.ms` the
+    /// active controller appends a NoOpRecord, whether or not other records were written.
+    /// Nothing reads it; it only moves the high watermark.
+    pub fn no_op(&mut self) -> Vec<MetadataRecord> {
+        if !self.active {
+            return Vec::new();
+        }
+        let records = vec![MetadataRecord::NoOp(NoOpRecord::default())];
+        self.apply_own(&records);
+        records
     }
 
     /// Periodic work: fence brokers whose session expired (Kafka's `maybeFenceStaleBroker`).

@@ -1296,3 +1296,22 @@ fn scram_credentials_are_records_that_replay_and_encode() {
     }
     assert_eq!(image.scram_credentials, c.image().scram_credentials);
 }
+
+#[test]
+fn the_active_controller_writes_no_op_records_and_a_standby_does_not() {
+    let mut c = controller(1);
+    let before = c.applied_offset();
+    let recs = c.no_op();
+    assert_eq!(recs, vec![MetadataRecord::NoOp(Default::default())]);
+    assert_eq!(c.applied_offset(), before + 1);
+    let image = c.image().clone();
+    c.deactivate();
+    assert!(c.no_op().is_empty());
+    assert_eq!(c.applied_offset(), before + 1);
+    // Replaying it changes nothing but the offset.
+    let mut other = QuorumControllerCore::new(ControllerConfig::default(), 1);
+    other.replay_committed(0, &recs).unwrap();
+    assert_eq!(other.applied_offset(), 0);
+    assert_eq!(*other.image(), MetadataImage::default());
+    assert_eq!(*c.image(), image);
+}
