@@ -471,6 +471,42 @@ def test_metadata_quorum_describe(cli, broker):
     assert rows[1][0] == "1" and rows[1][-1] == "Leader" and rows[1][3] == "0"
 
 
+def metadata_records(cli, broker, record_type):
+    """The payloads of `record_type` records in the broker's metadata log, as kafka-dump-log
+    decodes them."""
+    seg = broker.data_dir / "__cluster_metadata-0" / "00000000000000000000.log"
+    dump = cli.run("dump-log", "--cluster-metadata-decoder", "--files", seg).stdout
+    return [json.loads(m.group(1))["data"] for m in
+            re.finditer(r"payload: (\{.*\})$", dump, re.M)
+            if json.loads(m.group(1))["type"] == record_type]
+
+
+def test_kafka_cluster_unregister(broker_factory, topic_name):
+    """kafka-cluster unregister (UnregisterBroker): an unknown id is refused with
+    BROKER_ID_NOT_REGISTERED; a registered one, even the live broker itself (Kafka 4.4 does not
+    check), is removed with an UnregisterBrokerRecord after it loses its leaderships. A private
+    broker: what becomes of it afterwards differs (Kafka's broker stays unregistered, kactor's
+    registers again)."""
+    b = broker_factory(name="unregister")
+    c = KafkaCli(b)
+    create_topic(b, topic_name)
+    out = c.run("cluster", "unregister", "--id", "5", check=False)
+    assert out.returncode == 1
+    assert ("BrokerIdNotRegisteredException: Broker ID 5 is not currently registered"
+            in out.stderr)
+    out = c.run("cluster", "unregister", "--id", "1")
+    assert out.stdout.strip() == "Broker 1 is no longer registered."
+    (registration,) = metadata_records(c, b, "REGISTER_BROKER_RECORD")[:1]
+    deadline = time.monotonic() + 10
+    while not (gone := metadata_records(c, b, "UNREGISTER_BROKER_RECORD")):
+        assert time.monotonic() < deadline, "no UnregisterBrokerRecord in the metadata log"
+        time.sleep(0.5)
+    assert gone[0] == {"brokerId": 1, "brokerEpoch": registration["brokerEpoch"]}
+    leaderless = [r for r in metadata_records(c, b, "PARTITION_CHANGE_RECORD")
+                  if r.get("leader") == -1]
+    assert leaderless, "the partition it led was not left leaderless"
+
+
 def quorum_high_watermark(cli):
     out = cli.run("metadata-quorum", "describe", "--status").stdout
     return int(re.search(r"^HighWatermark:\s+(\d+)$", out, re.M).group(1))

@@ -347,6 +347,11 @@ controller_op!(RegisterBroker, BrokerRegistrationReply, |core, m| core
     .register_broker(&m.registration, now_ms()));
 controller_op!(ProcessBrokerHeartbeat, BrokerHeartbeatReply, |core, m| core
     .broker_heartbeat(&m.heartbeat, now_ms()));
+controller_op!(
+    UnregisterBroker,
+    super::core::errors::ApiError,
+    |core, m| core.unregister_broker(m.broker_id)
+);
 controller_op!(UpdateFeatures, UpdateFeaturesReply, |core, m| core
     .update_features(&m.updates, m.validate_only));
 controller_op!(ElectLeaders, Vec<TopicElectionResult>, |core, m| core

@@ -287,6 +287,11 @@ pub fn register_with_partitions(
         ListConfigResources,
         cluster::handle_list_config_resources
     );
+    route!(
+        ApiKey::UnregisterBroker,
+        UnregisterBroker,
+        cluster::handle_unregister_broker
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

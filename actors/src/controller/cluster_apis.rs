@@ -1,6 +1,7 @@
 //! Cluster administration APIs beside the topic and config ones in `apis.rs`: ElectLeaders
 //! (`kafka-leader-election`), ListPartitionReassignments (`kafka-reassign-partitions --list`),
 //! DescribeClientQuotas (`kafka-configs --describe --entity-type clients|users|ips`),
+//! UnregisterBroker (`kafka-cluster unregister`),
 //! Describe/AlterUserScramCredentials (`kafka-configs --entity-type users`, SCRAM-SHA-256/512) and
 //! ListConfigResources (`kafka-configs --describe --entity-type groups` without a name).
 //!
@@ -473,4 +474,32 @@ pub(super) async fn handle_list_config_resources(
     };
     ctx.record_error(resp.error_code);
     HandlerOutcome::Respond(ResponseBody::ListConfigResources(resp))
+}
+
+// ---------------------------------------------------------------------------------------------
+// UnregisterBroker
+
+pub(super) async fn handle_unregister_broker(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: UnregisterBrokerRequest,
+) -> HandlerOutcome {
+    let error = match apis
+        .ask(
+            cm::UnregisterBroker {
+                broker_id: req.broker_id,
+            },
+            DEFAULT_TIMEOUT_MS,
+        )
+        .await
+    {
+        Ok(e) => e,
+        Err(code) => ApiError::code(code),
+    };
+    ctx.record_error(error.code);
+    HandlerOutcome::Respond(ResponseBody::UnregisterBroker(UnregisterBrokerResponse {
+        error_code: error.code,
+        error_message: error.message,
+        ..Default::default()
+    }))
 }

@@ -24,7 +24,7 @@ use kactor_protocol::metadata::register_broker_record::BrokerFeature;
 use kactor_protocol::metadata::{
     BeginTransactionRecord, BrokerRegistrationChangeRecord, ConfigRecord, EndTransactionRecord,
     FeatureLevelRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
-    RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+    RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnregisterBrokerRecord,
 };
 use kactor_protocol::Uuid;
 use rand::rngs::StdRng;
@@ -1364,6 +1364,35 @@ impl QuorumControllerCore {
                 should_shut_down,
             },
         )
+    }
+
+    /// UnregisterBroker (`kafka-cluster unregister`, Kafka's `ReplicationControlManager.
+    /// unregisterBroker`): the broker leaves every ISR it is not the last member of and loses
+    /// its leaderships, then its registration goes. Kafka does this for a live broker too
+    /// (nothing checks that it is fenced); only an unknown id is refused.
+    pub fn unregister_broker(&mut self, broker_id: i32) -> ControllerResult<ApiError> {
+        if let Some(r) = self.not_controller(ApiError::code(NOT_CONTROLLER)) {
+            return r;
+        }
+        let Some(epoch) = self.image.brokers.get(&broker_id).map(|b| b.epoch) else {
+            return ControllerResult::of(
+                Vec::new(),
+                ApiError::new(
+                    BROKER_ID_NOT_REGISTERED,
+                    format!("Broker ID {broker_id} is not currently registered"),
+                ),
+            );
+        };
+        let mut records = self.leader_changes_for_fenced(broker_id);
+        records.push(MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+            broker_id,
+            broker_epoch: epoch,
+            ..Default::default()
+        }));
+        self.session_deadlines.remove(&broker_id);
+        self.heard_from.remove(&broker_id);
+        self.registration_offsets.remove(&broker_id);
+        self.finish(records, ApiError::NONE)
     }
 
     fn fence_records(&self, broker_id: i32, epoch: i64) -> Vec<MetadataRecord> {

@@ -1315,3 +1315,46 @@ fn the_active_controller_writes_no_op_records_and_a_standby_does_not() {
     assert_eq!(*other.image(), MetadataImage::default());
     assert_eq!(*c.image(), image);
 }
+
+#[test]
+fn unregister_broker_moves_leadership_off_it_then_removes_it() {
+    let mut c = controller(2);
+    let (_, t) = create(&mut c, topic("t", 2, 2));
+    assert!(t.error.is_ok());
+    let r = c.unregister_broker(7);
+    assert!(r.records.is_empty());
+    assert_eq!(
+        r.response,
+        ApiError::new(
+            BROKER_ID_NOT_REGISTERED,
+            "Broker ID 7 is not currently registered"
+        )
+    );
+    let epoch = c.image().brokers[&2].epoch;
+    let r = c.unregister_broker(2);
+    assert!(r.response.is_ok());
+    let (last, changes) = r.records.split_last().unwrap();
+    assert_eq!(
+        *last,
+        MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+            broker_id: 2,
+            broker_epoch: epoch,
+            ..Default::default()
+        })
+    );
+    // Both partitions had broker 2 in their ISR; one of them it led.
+    assert_eq!(changes.len(), 2);
+    assert!(!c.image().brokers.contains_key(&2));
+    for p in c
+        .image()
+        .topics
+        .get_by_name("t")
+        .unwrap()
+        .partitions
+        .values()
+    {
+        assert_eq!((p.leader, p.isr.clone()), (1, vec![1]));
+    }
+    c.deactivate();
+    assert_eq!(c.unregister_broker(1).response.code, NOT_CONTROLLER);
+}
