@@ -242,6 +242,58 @@ def test_kafka_configs_groups(cli, topic_name):
         f"The group '{group}' doesn't exist and doesn't have dynamic config."
 
 
+def test_kafka_configs_client_metrics(cli, topic_name):
+    """Client metrics subscriptions (`--entity-type client-metrics`, KIP-714): stored as Kafka
+    renders them, described with their sources, listed without a name, checked with Kafka's
+    messages and deleted (outputs as Kafka 4.4.0's)."""
+    sub = f"cm-{topic_name}"
+
+    def configs(*args, check=True):
+        return cli.run("configs", "--entity-type", "client-metrics", *args, check=check)
+
+    out = configs("--describe", "--entity-name", sub)
+    assert out.stdout.strip() == \
+        f"The client-metric '{sub}' doesn't exist and doesn't have dynamic config."
+    out = configs("--alter", "--entity-name", sub, "--add-config",
+                  "metrics=[org.apache.kafka.producer., org.apache.kafka.consumer.],"
+                  "interval.ms=05000,match=[client_id=abc.*,client_software_name=kafka-python]")
+    assert out.stdout.strip() == f"Completed updating config for client-metric {sub}."
+    out = configs("--describe", "--entity-name", sub)
+    assert out.stdout == (
+        f"Dynamic configs for client-metric {sub} are:\n"
+        "  interval.ms=5000 sensitive=false synonyms={DYNAMIC_CLIENT_METRICS_CONFIG:"
+        "interval.ms=5000}\n"
+        "  match=client_id=abc.*,client_software_name=kafka-python sensitive=false synonyms={"
+        "DYNAMIC_CLIENT_METRICS_CONFIG:match=client_id=abc.*,client_software_name=kafka-python}\n"
+        "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer. sensitive=false "
+        "synonyms={DYNAMIC_CLIENT_METRICS_CONFIG:metrics=org.apache.kafka.producer.,"
+        "org.apache.kafka.consumer.}\n")
+    # Without a name: every subscription (ListConfigResources).
+    assert f"Dynamic configs for client-metric {sub} are:" in configs("--describe").stdout
+    for bad, message in [
+        ("interval.ms=99", "InvalidRequestException: Invalid value 99 for interval.ms, interval "
+                           "must be between 100 and 3600000 (1 hour)"),
+        ("match=[client_id]", "InvalidConfigurationException: Illegal client matching pattern: "
+                              "client_id"),
+        ("colour=blue", "InvalidRequestException: Unknown client metrics configuration: colour"),
+    ]:
+        out = configs("--alter", "--entity-name", sub, "--add-config", bad, check=False)
+        assert out.returncode == 1 and message in out.stdout + out.stderr, (bad, out.stderr)
+    configs("--alter", "--entity-name", sub, "--delete-config", "interval.ms,match")
+    out = configs("--describe", "--entity-name", sub, "--all")
+    assert out.stdout == (
+        f"All configs for client-metric {sub} are:\n"
+        "  interval.ms=300000 sensitive=false synonyms={}\n"
+        "  match= sensitive=false synonyms={}\n"
+        "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer. sensitive=false "
+        "synonyms={DYNAMIC_CLIENT_METRICS_CONFIG:metrics=org.apache.kafka.producer.,"
+        "org.apache.kafka.consumer.}\n")
+    configs("--alter", "--entity-name", sub, "--delete-config", "metrics")
+    out = configs("--describe", "--entity-name", sub)
+    assert out.stdout.strip() == \
+        f"The client-metric '{sub}' doesn't exist and doesn't have dynamic config."
+
+
 def test_kafka_configs_scram_users_survive_a_restart(broker_factory):
     """SCRAM credentials set with kafka-configs (AlterUserScramCredentials) are described by
     mechanism and iteration count, kept in the metadata log across a restart, and deleted per

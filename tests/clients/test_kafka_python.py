@@ -252,3 +252,105 @@ def test_list_config_resources(broker, topic_name):
         assert listed([99]) == (35, set())
     finally:
         a.close()
+
+
+# ---- configs of resources the CLIs reach through raw requests -------------------------------
+
+def incremental_alter(admin, resource_type, name, ops, validate_only=False):
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest as IA
+    r = send_raw(admin, IA(version=1, validate_only=validate_only, resources=[
+        IA.AlterConfigsResource(resource_type=resource_type, resource_name=name, configs=[
+            IA.AlterConfigsResource.AlterableConfig(name=k, config_operation=op, value=v)
+            for k, op, v in ops])]))
+    (x,) = r.responses
+    return x.error_code, x.error_message
+
+
+def legacy_alter(admin, resource_type, name, configs):
+    from kafka.protocol.admin import AlterConfigsRequest as AC
+    r = send_raw(admin, AC(version=1, validate_only=False, resources=[
+        AC.AlterConfigsResource(resource_type=resource_type, resource_name=name, configs=[
+            AC.AlterConfigsResource.AlterableConfig(name=k, value=v) for k, v in configs])]))
+    (x,) = r.responses
+    return x.error_code, x.error_message
+
+
+def describe_configs(admin, resource_type, name, keys=None, version=4, synonyms=True,
+                     docs=True):
+    from kafka.protocol.admin import DescribeConfigsRequest as DC
+    r = send_raw(admin, DC(version=version, include_synonyms=synonyms,
+                           include_documentation=docs, resources=[
+                               DC.DescribeConfigsResource(resource_type=resource_type,
+                                                          resource_name=name,
+                                                          configuration_keys=keys)]))
+    (x,) = r.results
+    return x.error_code, x.error_message, [
+        (c.name, c.value, c.read_only, c.config_source, c.is_sensitive,
+         [(s.name, s.value, s.source) for s in c.synonyms], c.config_type, c.documentation)
+        for c in x.configs]
+
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def test_client_metrics_subscriptions(broker_factory):
+    """Client metrics resources (type 16) through IncrementalAlterConfigs, AlterConfigs,
+    DescribeConfigs and ListConfigResources v0/v1, with Kafka 4.4.0's checks, stored forms,
+    sources, types and docs (each answer read off Kafka 4.4.0). A private broker: the listing
+    must hold only this test's subscriptions."""
+    from kafka.protocol.admin.configs import ListConfigResourcesRequest as LCR
+    b = broker_factory(name="client-metrics")
+    a = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    CM = 16
+    try:
+        assert describe_configs(a, CM, "") == \
+            (42, "Client metrics subscription name must not be empty", [])
+        assert describe_configs(a, CM, "none-set") == (0, "", [
+            ("interval.ms", "300000", False, 5, False, [], 3,
+             "Metrics push interval in milliseconds"),
+            ("match", "", False, 5, False, [], 7, "Client match criteria"),
+            ("metrics", "", False, 5, False, [], 7, "Telemetry metric name prefix list")])
+        assert incremental_alter(a, CM, "s1", [("metrics", SET, " b. , a., b. "),
+                                               ("interval.ms", SET, "+0500")]) == (0, None)
+        assert describe_configs(a, CM, "s1", ["metrics", "interval.ms", "nope"]) == (0, "", [
+            ("interval.ms", "500", False, 7, False, [("interval.ms", "500", 7)], 3,
+             "Metrics push interval in milliseconds"),
+            ("metrics", "b.,a.", False, 7, False, [("metrics", "b.,a.", 7)], 7,
+             "Telemetry metric name prefix list")])
+        assert describe_configs(a, CM, "s1", ["metrics"], version=1, synonyms=False)[2] == \
+            [("metrics", "b.,a.", False, 7, False, [], 0, "")]
+        not_list = "Can't {} to key metrics because its type is not LIST."
+        assert incremental_alter(a, CM, "s1", [("metrics", APPEND, "c.")]) == \
+            (40, not_list.format("APPEND"))
+        assert incremental_alter(a, CM, "s1", [("metrics", SUBTRACT, "a.")]) == \
+            (40, not_list.format("SUBTRACT"))
+        assert incremental_alter(a, CM, "s1", [("metrics", SET, "a.,,b.")]) == \
+            (40, "Configuration 'metrics' values must not be empty.")
+        assert incremental_alter(a, CM, "s1", [("interval.ms", SET, "1e3")]) == \
+            (40, "Invalid value 1e3 for configuration interval.ms: Not a number of type INT")
+        assert incremental_alter(a, CM, "s1", [("match", SET, "client_id=(a")]) == \
+            (40, "Illegal client matching pattern: client_id=(a")
+        assert incremental_alter(a, CM, "", [("metrics", SET, "x")]) == \
+            (42, "Subscription name can't be empty")
+        # Deleting a key nothing set succeeds.
+        assert incremental_alter(a, CM, "s1", [("nope", DELETE, None)]) == (0, None)
+        # Legacy AlterConfigs replaces the whole set, with the same checks.
+        assert legacy_alter(a, CM, "s2", [("interval.ms", "50")]) == (42, (
+            "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 "
+            "(1 hour)"))
+        assert legacy_alter(a, CM, "s2", [("match", "client_software_name=kafka-.*")]) == \
+            (0, None)
+        assert describe_configs(a, CM, "s2", ["match"])[2][0][1] == "client_software_name=kafka-.*"
+
+        def listed(version, types=()):
+            kw = {} if version == 0 else {"resource_types": list(types)}
+            r = send_raw(a, LCR(version=version, **kw))
+            return r.error_code, sorted(x.resource_name for x in r.config_resources)
+
+        assert listed(0) == (0, ["s1", "s2"])
+        assert listed(1, [CM]) == (0, ["s1", "s2"])
+        assert incremental_alter(a, CM, "s1", [("metrics", DELETE, None),
+                                               ("interval.ms", DELETE, None)]) == (0, None)
+        assert listed(0) == (0, ["s2"])
+    finally:
+        a.close()

@@ -19,6 +19,7 @@ use kactor_protocol::messages::{self as m, *};
 use kactor_protocol::{ApiKey, RequestBody, ResponseBody, Uuid};
 
 use super::actor::QuorumControllerActor;
+use super::core::client_metrics_configs::CLIENT_METRICS_CONFIGS;
 use super::core::errors::*;
 use super::core::group_configs::{broker_default, GROUP_CONFIGS};
 use super::core::requests as cr;
@@ -1036,6 +1037,61 @@ fn describe_group(
     Ok(out)
 }
 
+/// A client metrics subscription's configs (resource type 16): all three keys, each the
+/// subscription's own value (DYNAMIC_CLIENT_METRICS_CONFIG, listed as its one synonym) or
+/// Kafka's default (DEFAULT_CONFIG, no synonym). Any name can be described, whether or not
+/// anything is set for it, as in Kafka.
+fn describe_client_metrics(
+    image: &MetadataImage,
+    name: &str,
+    keys: Option<&[String]>,
+    (synonyms, docs): (bool, bool),
+    v: i16,
+) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, Option<String>)>
+{
+    if name.is_empty() {
+        return Err((
+            INVALID_REQUEST,
+            Some("Client metrics subscription name must not be empty".into()),
+        ));
+    }
+    let set = image.config_overrides(&ConfigResource::client_metrics(name));
+    let mut defs: Vec<_> = CLIENT_METRICS_CONFIGS
+        .iter()
+        .filter(|d| keys.is_none_or(|k| k.iter().any(|k| k == d.name)))
+        .collect();
+    defs.sort_by_key(|d| d.name);
+    Ok(defs
+        .into_iter()
+        .map(|def| {
+            let (value, src) = match set.get(def.name) {
+                Some(v) => (v.clone(), source::DYNAMIC_CLIENT_METRICS_CONFIG),
+                None => (def.default.to_string(), source::DEFAULT_CONFIG),
+            };
+            let listed = synonyms && v >= 1 && src == source::DYNAMIC_CLIENT_METRICS_CONFIG;
+            m::describe_configs_response::DescribeConfigsResourceResult {
+                name: def.name.to_string(),
+                value: Some(value.clone()),
+                read_only: false,
+                config_source: if v >= 1 { src } else { -1 },
+                is_sensitive: false,
+                synonyms: listed
+                    .then(|| m::describe_configs_response::DescribeConfigsSynonym {
+                        name: def.name.to_string(),
+                        value: Some(value),
+                        source: src,
+                        ..Default::default()
+                    })
+                    .into_iter()
+                    .collect(),
+                config_type: if v >= 3 { def.kind.type_id() } else { 0 },
+                documentation: (v >= 3 && docs).then(|| def.doc.to_string()),
+                ..Default::default()
+            }
+        })
+        .collect())
+}
+
 /// Kafka lists a config's synonyms source by source and then drops every entry before the
 /// first one named like the config itself (`ConfigHelper.configSynonyms`): describing
 /// `log.retention.ms` with only the default `log.retention.hours=168` lists no synonym.
@@ -1217,6 +1273,13 @@ async fn handle_describe_configs(
                     &r.resource_name,
                     keys,
                     req.include_synonyms,
+                    v,
+                ),
+                16 => describe_client_metrics(
+                    &image,
+                    &r.resource_name,
+                    keys,
+                    (req.include_synonyms, req.include_documentation),
                     v,
                 ),
                 32 => describe_group(

@@ -8,6 +8,7 @@
 //! them, as Kafka's timeline structures do); the shell answers only after Raft commits them.
 
 pub mod broker_configs;
+pub mod client_metrics_configs;
 mod elections;
 pub mod errors;
 pub mod group_configs;
@@ -881,6 +882,8 @@ impl QuorumControllerCore {
                 }
                 Ok(ConfigResource::group(name))
             }
+            // The name is checked with the values (`finish_config_change`), as Kafka does.
+            ConfigResourceType::ClientMetrics => Ok(ConfigResource::client_metrics(name)),
             other => Err(ApiError::new(
                 INVALID_REQUEST,
                 format!("Unsupported resource type {}", other.id()),
@@ -896,8 +899,9 @@ impl QuorumControllerCore {
     ) -> Result<(), ApiError> {
         match resource.resource_type {
             // A group's values are checked as one set, merged over the broker's, once all of a
-            // request's operations are applied (`finish_config_change`).
-            ConfigResourceType::Group => {}
+            // request's operations are applied (`finish_config_change`); so are a client
+            // metrics subscription's.
+            ConfigResourceType::Group | ConfigResourceType::ClientMetrics => {}
             ConfigResourceType::Topic => {
                 let Some(def) = topic_configs::topic_config(name) else {
                     return Err(ApiError::new(
@@ -1030,9 +1034,13 @@ impl QuorumControllerCore {
                     current.remove(name);
                 }
                 AlterConfigOp::Append | AlterConfigOp::Subtract
-                    if resource.resource_type == ConfigResourceType::Group =>
+                    if matches!(
+                        resource.resource_type,
+                        ConfigResourceType::Group | ConfigResourceType::ClientMetrics
+                    ) =>
                 {
-                    // Kafka's controller knows no group config as a list.
+                    // Kafka's controller knows no group or client metrics config as a list
+                    // (not even `metrics` and `match`, which are lists).
                     let op = if *op == AlterConfigOp::Append {
                         "APPEND"
                     } else {
@@ -1092,18 +1100,20 @@ impl QuorumControllerCore {
     }
 
     /// The records that give `resource` the overrides `wanted`; a group's set is validated as
-    /// a whole first (Kafka checks it merged over the broker's values) and stored as Kafka
-    /// renders it.
+    /// a whole first (Kafka checks it merged over the broker's values), as is a client metrics
+    /// subscription's, and both are stored as Kafka renders them.
     fn finish_config_change(
         &self,
         resource: &ConfigResource,
         wanted: BTreeMap<String, String>,
     ) -> Result<Vec<MetadataRecord>, ApiError> {
-        let wanted = if resource.resource_type == ConfigResourceType::Group {
-            group_configs::validate(&wanted, &self.cfg.broker_values)
-                .map_err(|m| ApiError::new(INVALID_CONFIG, m))?
-        } else {
-            wanted
+        let wanted = match resource.resource_type {
+            ConfigResourceType::Group => group_configs::validate(&wanted, &self.cfg.broker_values)
+                .map_err(|m| ApiError::new(INVALID_CONFIG, m))?,
+            ConfigResourceType::ClientMetrics => {
+                client_metrics_configs::validate(&resource.name, &wanted)?
+            }
+            _ => wanted,
         };
         Ok(self.diff_config_records(resource, &wanted))
     }

@@ -76,6 +76,12 @@ impl ConfigResource {
             name: name.to_string(),
         }
     }
+    pub fn client_metrics(name: &str) -> Self {
+        ConfigResource {
+            resource_type: ConfigResourceType::ClientMetrics,
+            name: name.to_string(),
+        }
+    }
 }
 
 /// One partition's state (Kafka's `PartitionRegistration`).
