@@ -17,6 +17,7 @@ use kactor_actors::group::apis::{self as group_apis, GroupApis, OffsetsTopicCrea
 use kactor_actors::group::core::GroupCoordinatorConfig;
 use kactor_actors::group::messages::CompleteGroupTransaction;
 use kactor_actors::group::GroupCoordinatorManagerActor;
+use kactor_actors::loggers::BrokerLoggers;
 use kactor_actors::metadata::lifecycle::{BrokerLifecycleConfig, BrokerLifecycleState};
 use kactor_actors::metadata::messages::{SubscribeBrokerConfigChanges, SubscribePartitionChanges};
 use kactor_actors::metrics;
@@ -236,7 +237,7 @@ fn security_protocol_id(name: &str) -> i16 {
 }
 
 /// Starts every component. Must run inside the actix `System`.
-pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
+pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::Result<Node> {
     let readiness = metrics::readiness();
     readiness.require("listeners");
     readiness.require("metadata");
@@ -341,6 +342,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
                 auto_create_topics_enable: cfg.get_bool("auto.create.topics.enable"),
                 broker_configs: Arc::new(broker_config_entries(cfg)),
                 controller_listeners,
+                loggers: Some(loggers),
             },
             Some(partitions.apis.partitions.clone()),
             controller_apis::AUTO_CREATE_WAIT,

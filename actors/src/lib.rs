@@ -6,6 +6,7 @@
 pub mod controller;
 pub mod group;
 pub mod log;
+pub mod loggers;
 pub mod metadata;
 pub mod metrics;
 pub mod network;

@@ -72,6 +72,7 @@ fn metadata_and_admin_apis() {
                     documentation: None,
                 }]),
                 controller_listeners: vec![("CONTROLLER".into(), "127.0.0.1".into(), 9093)],
+                loggers: None,
             },
         );
         let hs = Harness { router };

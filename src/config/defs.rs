@@ -488,7 +488,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     // --- kactor's own keys ---
     def("kactor.http.address", String, Some("127.0.0.1:9464"), NonEmpty, "host:port of /metrics, /healthz, /readyz."),
     def("kactor.log.format", String, Some("text"), OneOf(&["text", "json"]), "Log line format."),
-    def("kactor.log.level", String, Some("info"), NonEmpty, "tracing filter directive (RUST_LOG overrides)."),
+    def("kactor.log.level", String, Some("info"), NonEmpty, "tracing filter directive (RUST_LOG overrides); levels change at run time with kafka-configs --entity-type broker-loggers (loggers are module paths with dots, e.g. kactor_actors.partition)."),
 ];
 
 /// The values a no-argument `kactor` runs with where Kafka has no usable default (Kafka requires

@@ -3,6 +3,7 @@
 Each test batches its tool runs: every invocation is a JVM start (1.5-4 s on 2 cores)."""
 import json
 import re
+import socket
 import time
 
 import pytest
@@ -292,6 +293,73 @@ def test_kafka_configs_client_metrics(cli, topic_name):
     out = configs("--describe", "--entity-name", sub)
     assert out.stdout.strip() == \
         f"The client-metric '{sub}' doesn't exist and doesn't have dynamic config."
+
+
+# A logger that logs every accepted connection at DEBUG, and what that line says.
+ACCEPTOR_LOGGER = {
+    "kactor": ("kactor_actors.network.socket_server", "accepted connection"),
+    "kafka": ("kafka.network.DataPlaneAcceptor", "Accepted connection from"),
+}
+
+
+def test_kafka_configs_broker_loggers(broker_factory, target):
+    """Broker loggers (`--entity-type broker-loggers`): described with their levels, changed at
+    run time (a DEBUG line appears in the broker's log once its logger is set to DEBUG, and no
+    more after the level is deleted), bad changes refused with Kafka 4.4.0's messages. A
+    private broker: its levels and its log are the test's own."""
+    b = broker_factory(name="loggers")
+    c = KafkaCli(b)
+    logger, debug_line = ACCEPTOR_LOGGER[target]
+
+    def loggers(*args, check=True):
+        return c.run("configs", "--entity-type", "broker-loggers", *args, check=check)
+
+    def level_of(name):
+        out = loggers("--describe", "--entity-name", "1").stdout
+        assert out.startswith("Dynamic configs for broker-logger 1 are:\n"), out[:200]
+        levels = dict(re.findall(r"^  (\S+)=(\S+) sensitive=false synonyms=\{\}$", out, re.M))
+        return levels.get(name)
+
+    def accepted():
+        return b.log_text().count(debug_line)
+
+    def connect():
+        with socket.create_connection(("127.0.0.1", b.port), timeout=5):
+            time.sleep(0.3)
+
+    assert (level_of("root"), level_of(logger)) == ("INFO", "INFO")
+    connect()
+    assert accepted() == 0
+    out = loggers("--alter", "--entity-name", "1", "--add-config", f"{logger}=DEBUG")
+    assert out.stdout.strip() == "Completed updating config for broker-logger 1."
+    assert level_of(logger) == "DEBUG"
+    before = accepted()
+    connect()
+    deadline = time.monotonic() + 10
+    while accepted() == before:
+        assert time.monotonic() < deadline, "no DEBUG line after the level was set"
+        time.sleep(0.2)
+    loggers("--alter", "--entity-name", "1", "--delete-config", logger)
+    time.sleep(0.5)
+    after = accepted()
+    connect()
+    time.sleep(1)
+    assert accepted() == after, "DEBUG lines still logged after the level was deleted"
+    assert level_of(logger) == "INFO"
+
+    for args, message in [
+        (("--add-config", f"{logger}=debug"),
+         f"Cannot set the log level of {logger} to debug as it is not a supported log level. "
+         "Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN"),
+        # The tool looks the logger up first.
+        (("--add-config", "no.such.logger=DEBUG"), "Invalid broker logger(s): no.such.logger"),
+        (("--delete-config", "root"), "Removing the log level of the root logger is not allowed"),
+    ]:
+        out = loggers("--alter", "--entity-name", "1", *args, check=False)
+        assert out.returncode == 1 and message in out.stdout + out.stderr, (args, out.stderr)
+    out = loggers("--describe", "--entity-name", "2")
+    assert out.stdout.strip() == \
+        "The broker-logger '2' doesn't exist and doesn't have dynamic config."
 
 
 def test_kafka_configs_scram_users_survive_a_restart(broker_factory):

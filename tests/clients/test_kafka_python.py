@@ -354,3 +354,63 @@ def test_client_metrics_subscriptions(broker_factory):
         assert listed(0) == (0, ["s2"])
     finally:
         a.close()
+
+
+def test_broker_logger_requests(broker_factory):
+    """BROKER_LOGGER resources (type 8) through raw requests, with Kafka 4.4.0's checks, codes
+    and messages (each read off Kafka 4.4.0): the resource is this node, the root logger
+    cannot lose its level, levels are Kafka's upper-case names, APPEND/SUBTRACT and legacy
+    AlterConfigs are refused. A private broker: levels are changed."""
+    from kafka.protocol.admin.configs import ListConfigResourcesRequest as LCR
+    b = broker_factory(name="loggers")
+    a = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    BL = 8
+    try:
+        assert describe_configs(a, BL, "1", ["root", "no.such.logger"]) == \
+            (0, "", [("root", "INFO", False, 6, False, [], 0, "")])
+        assert describe_configs(a, BL, "1", ["root"], version=1, synonyms=False, docs=False) \
+            == (0, "", [("root", "INFO", False, 6, False, [], 0, "")])
+        everything = describe_configs(a, BL, "1", [])[2]
+        assert ("root", "INFO", False, 6, False, [], 0, "") in everything
+        assert len(everything) > 20
+        assert describe_configs(a, BL, "2")[:2] == \
+            (42, "Unexpected broker id, expected 1 but received 2")
+        assert describe_configs(a, BL, "")[:2] == (42, "Broker id must not be empty")
+        assert describe_configs(a, BL, "x")[:2] == \
+            (42, "Broker id must be an integer, but it is: x")
+
+        assert incremental_alter(a, BL, "1", [("root", SET, "WARN")]) == (0, None)
+        assert describe_configs(a, BL, "1", ["root"])[2][0][1] == "WARN"
+        assert incremental_alter(a, BL, "1", [("root", SET, "INFO")], validate_only=True) == \
+            (0, None)
+        assert describe_configs(a, BL, "1", ["root"])[2][0][1] == "WARN"
+        assert incremental_alter(a, BL, "1", [("root", SET, "INFO")]) == (0, None)
+        assert incremental_alter(a, BL, "1", [("no.such.logger", SET, "DEBUG")]) == \
+            (40, "Logger no.such.logger does not exist!")
+        assert incremental_alter(a, BL, "1", [("no.such.logger", DELETE, None)]) == \
+            (40, "Logger no.such.logger does not exist!")
+        assert incremental_alter(a, BL, "1", [("root", SET, "OFF")]) == (40, (
+            "Cannot set the log level of root to OFF as it is not a supported log level. "
+            "Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN"))
+        assert incremental_alter(a, BL, "1", [("root", DELETE, None)]) == \
+            (42, "Removing the log level of the root logger is not allowed")
+        assert incremental_alter(a, BL, "1", [("root", APPEND, "INFO")]) == \
+            (42, "APPEND operation is not allowed for the BROKER_LOGGER resource")
+        assert incremental_alter(a, BL, "1", [("root", SUBTRACT, "INFO")]) == \
+            (42, "SUBTRACT operation is not allowed for the BROKER_LOGGER resource")
+        assert incremental_alter(a, BL, "1", [("root", 7, "INFO")]) == \
+            (42, "Unknown operation type 7 is not allowed for the BROKER_LOGGER resource")
+        assert incremental_alter(a, BL, "1", [("root", SET, "INFO"), ("root", DELETE, None)]) \
+            == (42, "Error due to duplicate config keys")
+        assert incremental_alter(a, BL, "x", [("a", SET, None), ("b", SET, None)]) == \
+            (42, "Null value not supported for : a, b")
+        assert incremental_alter(a, BL, "2", [("root", SET, "INFO")]) == \
+            (42, "Unexpected node id. Expected 1, but received 2")
+        assert incremental_alter(a, BL, "x", [("root", SET, "INFO")]) == \
+            (42, "Node id must be an integer, but it is: x")
+        assert legacy_alter(a, BL, "1", [("root", "INFO")]) == (42, "Unknown resource type 8")
+        r = send_raw(a, LCR(version=1, resource_types=[BL]))
+        assert (r.error_code, [(x.resource_name, x.resource_type) for x in r.config_resources]) \
+            == (0, [("1", BL)])
+    finally:
+        a.close()

@@ -26,6 +26,7 @@ use super::core::requests as cr;
 use super::core::topic_configs::{self, source, ConfigLayers, ConfigType};
 use super::core::validate_topic_name;
 use super::messages::{self as cm, ControllerError, ControllerReply};
+use crate::loggers::BrokerLoggers;
 use crate::metadata::actor::{wait_for_offset, MetadataImageWatch};
 use crate::metadata::core::{ConfigResource, MetadataImage, TopicImage};
 use crate::network::router::{HandlerOutcome, ListenerKind, RequestContext, RequestRouter};
@@ -89,6 +90,8 @@ pub struct MetadataApis {
     pub broker_configs: Arc<Vec<BrokerConfigEntry>>,
     /// This node's controller listeners (name, host, port) for DescribeQuorum v2.
     pub controller_listeners: Vec<(String, String, u16)>,
+    /// This node's loggers (BROKER_LOGGER resources); None: not served.
+    pub loggers: Option<Arc<BrokerLoggers>>,
 }
 
 impl MetadataApis {
@@ -1037,6 +1040,56 @@ fn describe_group(
     Ok(out)
 }
 
+/// The broker-logger resource's name must be this node's id (Kafka's `ConfigHelper` wording).
+fn check_logger_node(apis: &MetadataApis, name: &str) -> Result<(), (i16, Option<String>)> {
+    let bad = |m: String| Err((INVALID_REQUEST, Some(m)));
+    if name.is_empty() {
+        return bad("Broker id must not be empty".into());
+    }
+    match name.parse::<i32>() {
+        Err(_) => bad(format!("Broker id must be an integer, but it is: {name}")),
+        Ok(id) if id != apis.node_id => bad(format!(
+            "Unexpected broker id, expected {} but received {name}",
+            apis.node_id
+        )),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// This node's loggers (resource type 8) with their levels, as Kafka reports them: source
+/// DYNAMIC_BROKER_LOGGER_CONFIG, type UNKNOWN, no synonyms, an empty documentation; an empty
+/// key list asks for all of them.
+fn describe_broker_loggers(
+    apis: &MetadataApis,
+    loggers: &BrokerLoggers,
+    name: &str,
+    keys: Option<&[String]>,
+    v: i16,
+) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, Option<String>)>
+{
+    check_logger_node(apis, name)?;
+    Ok(loggers
+        .describe(keys)
+        .into_iter()
+        .map(
+            |(logger, level)| m::describe_configs_response::DescribeConfigsResourceResult {
+                name: logger,
+                value: Some(level.to_string()),
+                read_only: false,
+                config_source: if v >= 1 {
+                    source::DYNAMIC_BROKER_LOGGER_CONFIG
+                } else {
+                    -1
+                },
+                is_sensitive: false,
+                config_type: 0,
+                documentation: (v >= 3).then(String::new),
+                ..Default::default()
+            },
+        )
+        .collect())
+}
+
 /// A client metrics subscription's configs (resource type 16): all three keys, each the
 /// subscription's own value (DYNAMIC_CLIENT_METRICS_CONFIG, listed as its one synonym) or
 /// Kafka's default (DEFAULT_CONFIG, no synonym). Any name can be described, whether or not
@@ -1275,6 +1328,12 @@ async fn handle_describe_configs(
                     req.include_synonyms,
                     v,
                 ),
+                8 => match &apis.loggers {
+                    Some(loggers) => {
+                        describe_broker_loggers(apis, loggers, &r.resource_name, keys, v)
+                    }
+                    None => Err((INVALID_REQUEST, Some(MALFORMED_REQUEST.into()))),
+                },
                 16 => describe_client_metrics(
                     &image,
                     &r.resource_name,
@@ -1290,10 +1349,8 @@ async fn handle_describe_configs(
                     (req.include_synonyms, req.include_documentation),
                     v,
                 ),
-                other => Err((
-                    INVALID_REQUEST,
-                    Some(format!("Unsupported resource type {other}")),
-                )),
+                // Kafka answers an unknown type with INVALID_REQUEST's generic message.
+                _ => Err((INVALID_REQUEST, Some(MALFORMED_REQUEST.into()))),
             };
             let (code, msg, configs) = match described {
                 // Kafka sends an empty message, not a null one, with success.
@@ -1389,6 +1446,71 @@ async fn handle_alter_configs(
     }))
 }
 
+/// Kafka's default message of INVALID_REQUEST.
+const MALFORMED_REQUEST: &str = "This most likely occurs because of a request being malformed \
+     by the client library or the message was sent to an incompatible broker. See the broker \
+     logs for more details.";
+
+/// ConfigResource type BROKER_LOGGER.
+const BROKER_LOGGER_TYPE: i8 = 8;
+
+/// One broker-logger resource of an IncrementalAlterConfigs request, checked in Kafka's order
+/// (`ConfigAdminManager.preprocess`, then `RuntimeLoggerManager`): repeated names, missing
+/// values, the node id, then each operation.
+fn alter_broker_loggers(
+    apis: &MetadataApis,
+    loggers: &BrokerLoggers,
+    r: &m::incremental_alter_configs_request::AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), ApiError> {
+    let mut names = std::collections::BTreeSet::new();
+    if !r.configs.iter().all(|c| names.insert(c.name.as_str())) {
+        return Err(ApiError::new(
+            INVALID_REQUEST,
+            "Error due to duplicate config keys",
+        ));
+    }
+    let null: Vec<&str> = r
+        .configs
+        .iter()
+        .filter(|c| c.config_operation != 1 && c.value.is_none())
+        .map(|c| c.name.as_str())
+        .collect();
+    if !null.is_empty() {
+        return Err(ApiError::new(
+            INVALID_REQUEST,
+            format!("Null value not supported for : {}", null.join(", ")),
+        ));
+    }
+    match r.resource_name.parse::<i32>() {
+        Err(_) => {
+            return Err(ApiError::new(
+                INVALID_REQUEST,
+                format!("Node id must be an integer, but it is: {}", r.resource_name),
+            ))
+        }
+        Ok(id) if id != apis.node_id => {
+            return Err(ApiError::new(
+                INVALID_REQUEST,
+                format!(
+                    "Unexpected node id. Expected {}, but received {id}",
+                    apis.node_id
+                ),
+            ))
+        }
+        Ok(_) => {}
+    }
+    let ops: Vec<_> = r
+        .configs
+        .iter()
+        .map(|c| {
+            let op = cr::AlterConfigOp::from_id(c.config_operation).ok_or(c.config_operation);
+            (c.name.clone(), op, c.value.clone())
+        })
+        .collect();
+    loggers.alter(&ops, validate_only)
+}
+
 async fn handle_incremental_alter_configs(
     apis: &MetadataApis,
     ctx: &RequestContext,
@@ -1401,7 +1523,20 @@ async fn handle_incremental_alter_configs(
         .collect();
     let mut bad = BTreeMap::new();
     let mut resources = Vec::new();
+    // Broker loggers are this node's own business, answered here (Kafka's broker handles them
+    // before forwarding the rest to the controller).
+    let mut local: BTreeMap<(i8, String), (i16, Option<String>)> = BTreeMap::new();
     for r in &req.resources {
+        if let (BROKER_LOGGER_TYPE, Some(loggers)) = (r.resource_type, &apis.loggers) {
+            let e = alter_broker_loggers(apis, loggers, r, req.validate_only)
+                .err()
+                .unwrap_or(ApiError::NONE);
+            local.insert(
+                (r.resource_type, r.resource_name.clone()),
+                (e.code, e.message),
+            );
+            continue;
+        }
         let mut ops = Vec::new();
         for c in &r.configs {
             match cr::AlterConfigOp::from_id(c.config_operation) {
@@ -1421,18 +1556,21 @@ async fn handle_incremental_alter_configs(
         });
     }
     resources.retain(|r| !bad.contains_key(&(r.resource_type, r.resource_name.clone())));
-    let res = apis
-        .ask(
+    let res = if resources.is_empty() {
+        Ok(Vec::new())
+    } else {
+        apis.ask(
             cm::IncrementalAlterConfigs {
                 resources,
                 validate_only: req.validate_only,
             },
             DEFAULT_TIMEOUT_MS,
         )
-        .await;
+        .await
+    };
     let good: Vec<(i8, String)> = requested
         .iter()
-        .filter(|k| !bad.contains_key(*k))
+        .filter(|k| !bad.contains_key(*k) && !local.contains_key(*k))
         .cloned()
         .collect();
     let mut done: BTreeMap<(i8, String), (i16, Option<String>)> = alter_results(res, good)
@@ -1448,6 +1586,7 @@ async fn handle_incremental_alter_configs(
             ),
         );
     }
+    done.extend(local);
     let responses = requested
         .into_iter()
         .map(|(t, n)| {

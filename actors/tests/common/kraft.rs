@@ -81,6 +81,7 @@ pub fn metadata_apis(h: &KraftHandles) -> MetadataApis {
         auto_create_topics_enable: true,
         broker_configs: Arc::new(vec![]),
         controller_listeners: vec![],
+        loggers: None,
     }
 }
 

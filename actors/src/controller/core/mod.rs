@@ -886,7 +886,7 @@ impl QuorumControllerCore {
             ConfigResourceType::ClientMetrics => Ok(ConfigResource::client_metrics(name)),
             other => Err(ApiError::new(
                 INVALID_REQUEST,
-                format!("Unsupported resource type {}", other.id()),
+                format!("Unknown resource type {}", other.id()),
             )),
         }
     }
