@@ -22,6 +22,10 @@ SCHEMA_VERSION = 39  # Grafana 10.4 / 11
 
 # The selector every broker-level query starts from: the scrape job plus the variables.
 SEL = 'job="kactor", cluster=~"$cluster", instance=~"$instance"'
+# The selector for the recording rules' series (kactor:*): each rule already reads only
+# job="kactor" and aggregates `by (cluster, instance)`, so its output has no job label and
+# SEL would match nothing.
+RULE_SEL = 'cluster=~"$cluster", instance=~"$instance"'
 RATE = "$__rate_interval"
 
 
@@ -189,8 +193,8 @@ def overview():
              f"sum(rate(kactor_network_request_errors_total{{{s}}}[{RATE}])) or vector(0)",
              unit="reqps",
              thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
-        stat("Latency SLO burn rate (1h)", "max(kactor:request_slow_ratio:rate1h"
-             '{job="kactor", cluster=~"$cluster", instance=~"$instance"}) / 0.01',
+        stat("Latency SLO burn rate (1h)",
+             f"max(kactor:request_slow_ratio:rate1h{{{RULE_SEL}}}) / 0.01",
              description="How fast the 1% budget of requests slower than 100 ms (Fetch, "
                          "JoinGroup, SyncGroup excluded) is spent; 1 = exactly on budget. "
                          "Needs the recording rules in dashboards/prometheus/kactor.rules.yml.",
@@ -224,8 +228,8 @@ def overview():
             f"kactor_network_request_duration_seconds_bucket{{{s}}}[{RATE}])))", "{{api}}")],
             unit="s"),
         timeseries("Slow-request ratio (SLO: ≤ 1% over 100 ms)", [
-            target(f"kactor:request_slow_ratio:rate5m{{{s}}}", "{{instance}} 5m", "A"),
-            target(f"kactor:request_slow_ratio:rate1h{{{s}}}", "{{instance}} 1h", "B"),
+            target(f"kactor:request_slow_ratio:rate5m{{{RULE_SEL}}}", "{{instance}} 5m", "A"),
+            target(f"kactor:request_slow_ratio:rate1h{{{RULE_SEL}}}", "{{instance}} 1h", "B"),
         ], unit="percentunit", w=24),
         row("Connections"),
         timeseries("Open connections by listener", [target(
@@ -254,6 +258,12 @@ def overview():
                                      "no connection reads a new request. Broker and controller "
                                      "listeners have a pool each; nothing is counted when the "
                                      "pool is unbounded (the default)."),
+        timeseries("Request queue (queued.max.requests)", [target(
+            f"sum by (instance, listeners) (kactor_network_request_queue_size{{{s}}})",
+            "{{instance}} {{listeners}}")],
+            description="Requests read and not yet handled, across every connection of a "
+                        "listener kind (Kafka's RequestQueueSize). At queued.max.requests no "
+                        "connection reads another request until one is handled."),
         text("Coming with the broker's next metric families",
              ("ISR shrinks/expands, the active controller"
               if PARTITION_PANELS else
@@ -505,10 +515,21 @@ def actors():
             "{{actor}} {{instance}}")], unit="short",
             description="Supervisor restarts per 5 minutes: the actor's handler failed and it "
                         "was restarted from its persisted state."),
+        timeseries("Messages refused (mailbox full)", [target(
+            f"sum by (instance, actor) (rate(kactor_actor_messages_refused_total{{{a}}}"
+            f"[{RATE}]))", "{{actor}} {{instance}}")], unit="ops",
+            description="Messages a sender could not queue because the actor's bounded "
+                        "mailbox was full (try_send). Requests wait for room instead; a "
+                        "non-zero line means an actor is slower than what feeds it."),
         stat("Restarts in range", f"sum(increase(kactor_actor_restarts_total{{{a}}}"
              "[$__range])) or vector(0)",
              thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1},
                          {"color": "red", "value": 4}], w=6, h=8),
+        stat("Stuck handlers", "sum(kactor_actor_stuck_handlers{" + SEL + "}) or vector(0)",
+             thresholds=[{"color": "green", "value": None}, {"color": "red", "value": 1}],
+             w=6, h=8,
+             description="Handlers holding their thread for more than 5 s now (the broker "
+                         "log names the actor and message)."),
         stat("Deepest mailbox", f"max(kactor_actor_mailbox_depth{{{a}}})",
              thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 100},
                          {"color": "red", "value": 1000}], w=6, h=8),

@@ -70,6 +70,39 @@ pub fn random_uuid() -> String {
     }
 }
 
+/// Makes sure `dir` can be a log dir (or the metadata log dir) before anything is read or
+/// written in it: creates it if it is missing, refuses a path that exists but is not a
+/// directory, and checks that a file can be created in it. Kafka meets the same problems as I/O
+/// exceptions on the first file it touches (`meta.properties`, `.lock`,
+/// `leader-epoch-checkpoint`); here each gets one line saying what is wrong with which path.
+pub fn ensure_usable_dir(dir: &Path) -> anyhow::Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => bail!(
+            "log dir {} is not a directory but a file (log.dirs and metadata.log.dir must name \
+             directories)",
+            dir.display()
+        ),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create log dir {}", dir.display()))?,
+        Err(e) => bail!("cannot use log dir {}: {e}", dir.display()),
+    }
+    // A probe rather than the permission bits: they say nothing about read-only mounts, ACLs or
+    // root, and the file operations the broker needs are what must work.
+    let probe = dir.join(WRITE_PROBE);
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            // Left behind it would only be an unknown file, which the log dir scan skips.
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => bail!("log dir {} is not writable: {e}", dir.display()),
+    }
+}
+
+/// The file [`ensure_usable_dir`] creates and removes to see that a dir is writable.
+const WRITE_PROBE: &str = ".kactor-write-check";
+
 /// Writes `meta.properties` (version 1) into `dir`. Refuses a dir already formatted for a
 /// different cluster or node, and leaves a matching one alone (idempotent re-format).
 /// Returns whether it wrote a new file.
@@ -77,7 +110,7 @@ pub fn format_log_dir(dir: &Path, cluster_id: &str, node_id: i32) -> anyhow::Res
     if uuid_from_string(cluster_id).is_none() {
         bail!("cluster id {cluster_id:?} is not a 22-character base64url UUID (use `kactor random-uuid`)");
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("creating log dir {}", dir.display()))?;
+    ensure_usable_dir(dir)?;
     let path = dir.join("meta.properties");
     if path.exists() {
         let existing = crate::config::read_properties(&path)
@@ -133,6 +166,34 @@ mod tests {
         one[15] = 1;
         assert_eq!(uuid_to_string(&one), "AAAAAAAAAAAAAAAAAAAAAQ");
         assert_eq!(uuid_from_string("not-a-uuid"), None);
+    }
+
+    #[test]
+    fn unusable_dirs_are_refused_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("afile");
+        std::fs::write(&file, "").unwrap();
+        let err = format!("{:#}", ensure_usable_dir(&file).unwrap_err());
+        assert_eq!(
+            err,
+            format!(
+                "log dir {} is not a directory but a file (log.dirs and metadata.log.dir must \
+                 name directories)",
+                file.display()
+            )
+        );
+        let under_file = file.join("data");
+        let err = format!("{:#}", ensure_usable_dir(&under_file).unwrap_err());
+        assert!(
+            err.starts_with(&format!("cannot use log dir {}: ", under_file.display())),
+            "{err}"
+        );
+
+        // Missing dirs are created; the probe file does not stay.
+        let new = dir.path().join("a/b");
+        ensure_usable_dir(&new).unwrap();
+        assert!(new.is_dir());
+        assert_eq!(std::fs::read_dir(&new).unwrap().count(), 0);
     }
 
     #[test]

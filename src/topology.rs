@@ -4,15 +4,15 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use actix::prelude::*;
 use anyhow::Context as _;
-use kactor_actors::controller::apis::{self as controller_apis, BrokerConfigEntry, MetadataApis};
+use kactor_actors::controller::apis::{
+    self as controller_apis, BrokerConfigEntry, MetadataApis, QuorumView,
+};
 use kactor_actors::controller::core::topic_configs;
 use kactor_actors::controller::core::ControllerConfig;
-use kactor_actors::controller::startup::{start_kraft, KraftConfig, KraftHandles};
+use kactor_actors::controller::startup::{start_kraft, KraftConfig, KraftHandles, QuorumSettings};
 use kactor_actors::group::apis::{self as group_apis, GroupApis, OffsetsTopicCreator};
 use kactor_actors::group::core::GroupCoordinatorConfig;
 use kactor_actors::group::messages::CompleteGroupTransaction;
@@ -29,7 +29,8 @@ use kactor_actors::network::{
 use kactor_actors::partition::apis as partition_apis;
 use kactor_actors::partition::messages::MarkStrayLogs;
 use kactor_actors::partition::startup::{start_partitions, PartitionLayer, PartitionLayerConfig};
-use kactor_actors::runtime::ArbiterPools;
+use kactor_actors::raft::core::Endpoint;
+use kactor_actors::runtime::{ActorMetrics, ArbiterPools, MeteredAddr};
 use kactor_actors::txn::actor::start_producer_id_manager;
 use kactor_actors::txn::apis::{self as txn_apis, TxnCoordinatorApis, TxnStateTopicCreator};
 use kactor_actors::txn::manager::{TransactionCoordinatorManagerActor, TxnManagerConfig};
@@ -41,11 +42,14 @@ use crate::config::{defs, BrokerConfig, KafkaConfigSource};
 /// What a started node holds on to until shutdown.
 pub struct Node {
     pub pools: ArbiterPools,
-    pub socket_server: Addr<SocketServerActor>,
+    pub socket_server: kactor_actors::runtime::MeteredAddr<SocketServerActor>,
     pub listeners: Vec<BoundListener>,
     pub http_address: SocketAddr,
     pub partitions: PartitionLayer,
     pub kraft: KraftHandles,
+    /// Held so the managers live as long as the node, whatever their timers do.
+    pub group_manager: MeteredAddr<GroupCoordinatorManagerActor>,
+    pub txn_manager: Option<MeteredAddr<TransactionCoordinatorManagerActor>>,
 }
 
 /// The network settings the SocketServerActor needs, from the broker config.
@@ -236,6 +240,46 @@ fn security_protocol_id(name: &str) -> i16 {
     }
 }
 
+/// The other voters' controller listeners and the quorum timeouts. A voter in
+/// `controller.quorum.voters` is reached on the first of `controller.listener.names`, as Kafka
+/// names it.
+fn quorum_settings(cfg: &BrokerConfig, cluster_id: &str) -> QuorumSettings {
+    let listener = cfg
+        .get_list("controller.listener.names")
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| "CONTROLLER".to_string());
+    QuorumSettings {
+        voter_endpoints: cfg
+            .quorum_voters()
+            .into_iter()
+            .map(|v| {
+                (
+                    v.node_id,
+                    vec![Endpoint {
+                        listener: listener.clone(),
+                        host: v.host,
+                        port: v.port,
+                    }],
+                )
+            })
+            .collect(),
+        cluster_id: cluster_id.to_string(),
+        fetch_timeout_ms: cfg.get_i64("controller.quorum.fetch.timeout.ms"),
+        election_backoff_max_ms: cfg.get_i64("controller.quorum.election.backoff.max.ms"),
+        request_timeout_ms: cfg.get_i64("controller.quorum.request.timeout.ms"),
+        retry_backoff_ms: cfg.get_i64("controller.quorum.retry.backoff.ms"),
+    }
+}
+
+/// host:port of each voter's controller listener.
+fn quorum_addresses(cfg: &BrokerConfig) -> std::collections::BTreeMap<i32, String> {
+    cfg.quorum_voters()
+        .into_iter()
+        .map(|v| (v.node_id, format!("{}:{}", v.host, v.port)))
+        .collect()
+}
+
 /// Starts every component. Must run inside the actix `System`.
 pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::Result<Node> {
     let readiness = metrics::readiness();
@@ -252,12 +296,9 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
     let node_id = cfg.node_id();
     let (cluster_id, log_dir_ids) = read_log_dir_identity(cfg)?;
     let log_dirs = cfg.log_dirs();
-    let metadata_log_dir = cfg
-        .get_str("metadata.log.dir")
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| log_dirs[0].clone());
+    let metadata_log_dir = cfg.metadata_log_dir();
     let voters: BTreeSet<i32> = cfg.quorum_voters().iter().map(|v| v.node_id).collect();
+    let voters_n = voters.len();
     let controller_listeners: Vec<(String, String, u16)> = {
         let names = cfg.get_list("controller.listener.names");
         cfg.listeners()
@@ -312,6 +353,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             controller: controller_cfg,
             broker: broker_cfg,
             finalized_features: Some(finalized_features),
+            quorum: quorum_settings(cfg, &cluster_id),
         },
     )
     .map_err(|e| anyhow::anyhow!("cannot start the metadata quorum: {e}"))?;
@@ -321,34 +363,56 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         Some(&pools),
     )
     .map_err(|e| anyhow::anyhow!("cannot load the partition logs: {e}"))?;
-    let registry = partitions.registry.addr().clone();
+    let registry = partitions.registry.clone();
     kraft.publisher.do_send(SubscribePartitionChanges {
-        subscriber: registry.clone().recipient(),
+        subscriber: registry.recipient(),
     });
     kraft.publisher.do_send(SubscribeBrokerConfigChanges {
         subscriber: registry.recipient(),
     });
 
     let mut router = RequestRouter::new();
-    if let Some(controller) = &kraft.controller {
-        controller_apis::register_with_partitions(
-            &mut router,
-            MetadataApis {
-                node_id,
-                cluster_id: cluster_id.clone(),
-                controller: controller.clone(),
-                raft: kraft.raft.clone(),
-                image: kraft.image.clone(),
-                auto_create_topics_enable: cfg.get_bool("auto.create.topics.enable"),
-                broker_configs: Arc::new(broker_config_entries(cfg)),
-                controller_listeners,
-                loggers: Some(loggers),
-            },
-            Some(partitions.apis.partitions.clone()),
-            controller_apis::AUTO_CREATE_WAIT,
-        );
+    // With other voters, or none here, the active controller may be in another process.
+    let quorum_view = (voters_n > 1 || kraft.controller.is_none()).then(|| QuorumView {
+        leader: kraft.raft_leader.clone(),
+        endpoints: quorum_addresses(cfg),
+    });
+    controller_apis::register_with_auto_create_wait(
+        &mut router,
+        MetadataApis {
+            node_id,
+            cluster_id: cluster_id.clone(),
+            controller: kraft.controller.clone(),
+            raft: kraft.raft.clone(),
+            // A broker answers from what its replicas already reflect.
+            image: partitions.served_image.clone(),
+            auto_create_topics_enable: cfg.get_bool("auto.create.topics.enable"),
+            broker_configs: Arc::new(broker_config_entries(cfg)),
+            controller_listeners,
+            quorum: quorum_view.clone(),
+            loggers: Some(loggers),
+        },
+        controller_apis::AUTO_CREATE_WAIT,
+    );
+    if let Some(q) = quorum_view {
+        // Admin writes go to the active controller when it is elsewhere.
+        controller_apis::register_forwarding(&mut router, node_id, q);
     }
     partition_apis::register(&mut router, partitions.apis.clone());
+    if cfg.is_controller() {
+        // Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, and Fetch on controller
+        // listeners, to the RaftActor.
+        kactor_actors::raft::apis::register(&mut router, kraft.raft.clone());
+    }
+    if let Some(controller) = &kraft.controller {
+        // Brokers in other processes register and heartbeat here.
+        kactor_actors::controller::broker_apis::register(&mut router, controller.clone());
+    }
+    // Admin requests Kafka brokers forward inside an Envelope, served by this node's routes.
+    let envelope_router = kactor_actors::controller::envelope::InnerRouter::default();
+    if cfg.is_controller() {
+        kactor_actors::controller::envelope::register(&mut router, envelope_router.clone());
+    }
 
     // Group coordinator shards follow `__consumer_offsets` leadership in the partition table.
     let props = broker_properties(cfg);
@@ -360,7 +424,11 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
     );
     let group_shards = group_manager.shard_table();
     let group_shards_for_txn = group_shards.clone();
-    GroupCoordinatorManagerActor::start_in_arbiter(&pools.controller(), move |_| group_manager);
+    let group_manager = kactor_actors::runtime::start_supervised(
+        &pools.coordinator(),
+        ActorMetrics::new("GroupCoordinatorManagerActor"),
+        move |_| group_manager,
+    );
     group_apis::register(
         &mut router,
         GroupApis {
@@ -368,13 +436,14 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             partitions: partition_table,
             transaction_state_num_partitions: cfg.get_i32("transaction.state.log.num.partitions"),
             offsets_topic: kraft.controller.as_ref().map(|c| OffsetsTopicCreator {
-                controller: c.addr().clone().recipient(),
+                controller: c.recipient(),
                 replication_factor: cfg.get_i32("offsets.topic.replication.factor") as i16,
                 segment_bytes: cfg.get_i64("offsets.topic.segment.bytes"),
             }),
         },
     );
 
+    let mut txn_manager = None;
     // Transactions: producer ids come from blocks the controller allocates (ProducerIdsRecord,
     // so they never repeat across restarts); coordinator shards follow `__transaction_state`
     // leadership; FindCoordinator(TRANSACTION) creates that topic on demand, so this block
@@ -400,9 +469,9 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         );
         if let Some(controller) = &kraft.controller {
             let producer_ids = start_producer_id_manager(
-                &pools.controller(),
+                &pools.coordinator(),
                 node_id,
-                controller.addr().clone().recipient(),
+                controller.recipient(),
                 kraft.image.clone(),
             );
             let config = TxnManagerConfig::from_properties(&props);
@@ -417,15 +486,18 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
                 manager = manager.with_group_completion(c.clone());
             }
             let shards = manager.shard_table();
-            TransactionCoordinatorManagerActor::start_in_arbiter(&pools.controller(), move |_| {
-                manager
-            });
+            txn_manager = Some(kactor_actors::runtime::start_supervised(
+                &pools.coordinator(),
+                ActorMetrics::new("TransactionCoordinatorManagerActor"),
+                move |_| manager,
+            ));
             let apis = TxnCoordinatorApis {
                 producer_ids,
                 shards,
                 num_partitions,
                 offsets_partitions: GroupCoordinatorConfig::from_properties(&props)
                     .offsets_topic_num_partitions,
+                partitions: table.clone(),
             };
             txn_apis::register_coordinator(&mut router, apis.clone());
             // KIP-890: transactional Produce / TxnOffsetCommit add or verify their partition
@@ -440,16 +512,14 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             txn_apis::wrap_find_coordinator(
                 &mut router,
                 table.clone(),
-                TxnStateTopicCreator::from_properties(
-                    controller.addr().clone().recipient(),
-                    &props,
-                ),
+                TxnStateTopicCreator::from_properties(controller.recipient(), &props),
             );
         }
         txn_apis::register_write_txn_markers_with(&mut router, table.clone(), group_completion);
         txn_apis::register_describe_producers(&mut router, table);
     }
     let router: Arc<RequestRouter> = router.build(features);
+    let _ = envelope_router.set(router.clone());
 
     let http: SocketAddr = cfg
         .get_str("kactor.http.address")
@@ -468,7 +538,11 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         server = server.defer_broker_listeners();
     }
     let listeners = server.bound_listeners().to_vec();
-    let socket_server = SocketServerActor::start_in_arbiter(&pools.next_network(), move |_| server);
+    let socket_server = kactor_actors::runtime::start_unsupervised(
+        &pools.next_network(),
+        ActorMetrics::new("SocketServerActor"),
+        move |_| server,
+    );
     readiness.set("listeners", true);
     for l in &listeners {
         tracing::info!(listener = %l.name, address = %l.address, "listener bound");
@@ -476,7 +550,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
     // Ready once this broker is registered and unfenced (its metadata caught up).
     if let Some(mut state) = kraft.broker_state.clone() {
         let socket_server = socket_server.clone();
-        let registry = partitions.registry.addr().clone();
+        let registry = partitions.registry.clone();
         let image = kraft.image.clone();
         actix_rt::spawn(async move {
             loop {
@@ -505,6 +579,8 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         http_address,
         partitions,
         kraft,
+        group_manager,
+        txn_manager,
     })
 }
 
@@ -513,6 +589,17 @@ impl Node {
     pub async fn shutdown(self) {
         metrics::readiness().set("listeners", false);
         let _ = self.socket_server.send(StopAccepting).await;
+        // Coordinators resign first: parked requests get NOT_COORDINATOR now rather than a
+        // closed connection, and nothing writes to the coordinator partitions being closed.
+        let _ = self
+            .group_manager
+            .send(kactor_actors::group::manager::StopGroupCoordinators)
+            .await;
+        if let Some(txn) = &self.txn_manager {
+            let _ = txn
+                .send(kactor_actors::txn::manager::StopTxnCoordinators)
+                .await;
+        }
         // Flush and checkpoint every log and write the clean-shutdown marker, so the next start
         // skips recovery.
         if let Err(e) = self.partitions.shutdown().await {

@@ -3,6 +3,7 @@
 //! `log` is the storage engine (no actix); `runtime` is the actix facade (supervision, per-actor
 //! metrics); the other modules are one component each (actor.rs + messages.rs + core/).
 
+pub mod authorization;
 pub mod controller;
 pub mod group;
 pub mod log;

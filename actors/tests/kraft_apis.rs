@@ -57,7 +57,7 @@ fn metadata_and_admin_apis() {
             MetadataApis {
                 node_id: 1,
                 cluster_id: CLUSTER.into(),
-                controller: h.controller.clone().unwrap(),
+                controller: Some(h.controller.clone().unwrap()),
                 raft: h.raft.clone(),
                 image: h.image.clone(),
                 auto_create_topics_enable: true,
@@ -72,6 +72,7 @@ fn metadata_and_admin_apis() {
                     documentation: None,
                 }]),
                 controller_listeners: vec![("CONTROLLER".into(), "127.0.0.1".into(), 9093)],
+                quorum: None,
                 loggers: None,
             },
         );

@@ -37,6 +37,10 @@ fn config(dir: &Path) -> KraftConfig {
 
 /// Collects PartitionsChanged notifications.
 struct Collector(Arc<Mutex<Vec<PartitionsChanged>>>);
+impl kactor_actors::runtime::SupervisedActor for Collector {
+    const MAILBOX_CAPACITY: usize = 1024;
+}
+kactor_actors::supervised_mailbox!(Collector);
 impl Actor for Collector {
     type Context = Context<Self>;
 }
@@ -93,7 +97,7 @@ fn single_node_metadata_lifecycle_and_restart() {
         async move {
             let h = start_kraft(&Arbiter::current(), config(&dir)).unwrap();
             until_running(&h).await;
-            let collector = Collector(seen.clone()).start();
+            let collector = kactor_actors::runtime::start_here(Collector(seen.clone()));
             h.publisher.do_send(SubscribePartitionChanges {
                 subscriber: collector.recipient(),
             });

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
-use kactor_actors::controller::apis::register_with_partitions;
+use kactor_actors::controller::apis::register_with_auto_create_wait;
 use kactor_actors::controller::core::errors::ApiError;
 use kactor_actors::controller::core::requests::{BrokerHeartbeatReply, BrokerRegistrationReply};
 use kactor_actors::controller::messages::{
@@ -50,6 +50,12 @@ const EPOCH: i64 = 7;
 impl Actor for FakeController {
     type Context = Context<Self>;
 }
+
+impl kactor_actors::runtime::SupervisedActor for FakeController {
+    const MAILBOX_CAPACITY: usize = 64;
+}
+
+kactor_actors::supervised_mailbox!(FakeController);
 
 impl Handler<RegisterBroker> for FakeController {
     type Result = ControllerReply<BrokerRegistrationReply>;
@@ -96,7 +102,7 @@ fn image_at(offset: i64) -> Arc<MetadataImage> {
 fn broker_registers_when_controller_active_and_heartbeats_when_caught_up() {
     System::new().block_on(async {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let controller = FakeController { seen: seen.clone() }.start();
+        let controller = kactor_actors::runtime::start_here(FakeController { seen: seen.clone() });
         let (active_tx, active_rx) = watch::channel(false);
         let (image_tx, image_rx) = watch::channel(image_at(0));
         let cfg = kraft_config(std::path::Path::new("/nonexistent"))
@@ -104,7 +110,7 @@ fn broker_registers_when_controller_active_and_heartbeats_when_caught_up() {
             .expect("broker role");
         let (lifecycle, mut state) = BrokerLifecycleActor::new(
             cfg,
-            controller.clone().recipient(),
+            controller.recipient(),
             controller.recipient(),
             image_rx,
             ActorMetrics::new("BrokerLifecycleActor"),
@@ -176,10 +182,12 @@ fn auto_created_topic_metadata_has_leader_and_first_produce_is_acked() {
         until_running(&h).await;
         let layer = start_partition_layer(&h, data_dir.path());
         let mut router = RequestRouter::new();
-        register_with_partitions(
+        let mut apis = metadata_apis(&h);
+        // A broker answers from the image its replicas already reflect, as the topology wires it.
+        apis.image = layer.served_image.clone();
+        register_with_auto_create_wait(
             &mut router,
-            metadata_apis(&h),
-            Some(layer.apis.partitions.clone()),
+            apis,
             // Generous, so that a slow disk cannot turn this into Kafka's (also valid)
             // UNKNOWN_TOPIC_OR_PARTITION answer.
             Duration::from_secs(10),

@@ -89,7 +89,7 @@ async fn commit_and_abort_end_to_end_then_reload() {
     let t0 = table.borrow().get("t", 0).unwrap().addr.clone();
 
     let (_image_tx, image_rx) = tokio::sync::watch::channel(image_with_broker(7));
-    let controller = FakeController(5000).start();
+    let controller = kactor_actors::runtime::start_here(FakeController(5000));
     let ids = start_producer_id_manager(&Arbiter::current(), 1, controller.recipient(), image_rx);
     let start = |ids: MeteredAddr<_>| {
         TransactionCoordinatorActor::new(
@@ -106,8 +106,7 @@ async fn commit_and_abort_end_to_end_then_reload() {
         .send(InitTxnProducer {
             transactional_id: "tx".into(),
             txn_timeout_ms: 60_000,
-            expected: (-1, -1),
-            client_transaction_version: 0,
+            expected: None,
         })
         .await
         .unwrap()
@@ -156,7 +155,7 @@ async fn commit_and_abort_end_to_end_then_reload() {
             producer_id: pid,
             producer_epoch: epoch + 1,
             commit: true,
-            client_transaction_version: None,
+            client_transaction_version: 0,
         })
         .await
         .unwrap();
@@ -166,7 +165,7 @@ async fn commit_and_abort_end_to_end_then_reload() {
         producer_id: pid,
         producer_epoch: epoch,
         commit: true,
-        client_transaction_version: None,
+        client_transaction_version: 0,
     })
     .await
     .unwrap()
@@ -199,7 +198,7 @@ async fn commit_and_abort_end_to_end_then_reload() {
         producer_id: pid,
         producer_epoch: epoch,
         commit: false,
-        client_transaction_version: None,
+        client_transaction_version: 0,
     })
     .await
     .unwrap()
@@ -237,6 +236,7 @@ async fn add_partitions_handler_serves_clients_and_verification() {
             changes: vec![
                 leader("__transaction_state", shard_partition),
                 leader("t", 0),
+                leader("t", 1),
             ],
         })
         .await
@@ -252,16 +252,15 @@ async fn add_partitions_handler_serves_clients_and_verification() {
     let ids = start_producer_id_manager(
         &Arbiter::current(),
         1,
-        FakeController(9000).start().recipient(),
+        kactor_actors::runtime::start_here(FakeController(9000)).recipient(),
         image_rx,
     );
-    let shard = TransactionCoordinatorActor::new(
+    let shard = kactor_actors::runtime::start_here(TransactionCoordinatorActor::new(
         TxnCoordinatorConfig::default(),
         state_log,
         ids.clone(),
         table.clone(),
-    )
-    .start();
+    ));
     let (_shards_tx, shards) =
         tokio::sync::watch::channel(Arc::new(BTreeMap::from([(shard_partition, shard.clone())])));
     let apis = TxnCoordinatorApis {
@@ -269,13 +268,13 @@ async fn add_partitions_handler_serves_clients_and_verification() {
         shards,
         num_partitions: 50,
         offsets_partitions: 50,
+        partitions: table.clone(),
     };
     let init = shard
         .send(InitTxnProducer {
             transactional_id: "tx".into(),
             txn_timeout_ms: 60_000,
-            expected: (-1, -1),
-            client_transaction_version: 0,
+            expected: None,
         })
         .await
         .unwrap()
@@ -315,21 +314,26 @@ async fn add_partitions_handler_serves_clients_and_verification() {
         }],
         ..Default::default()
     };
-    let r = handle_add_partitions(
-        &apis,
-        5,
-        AddPartitionsToTxnRequest {
-            transactions: vec![verify("tx", vec![0, 1])],
+    let verified = |partitions: Vec<i32>| {
+        let request = AddPartitionsToTxnRequest {
+            transactions: vec![verify("tx", partitions)],
             ..Default::default()
-        },
-    )
-    .await;
-    let codes: Vec<i16> = r.results_by_transaction[0].topic_results[0]
-        .results_by_partition
-        .iter()
-        .map(|p| p.partition_error_code)
-        .collect();
-    assert_eq!(codes, vec![0, 48]);
+        };
+        let apis = &apis;
+        async move {
+            let r = handle_add_partitions(apis, 5, request).await;
+            r.results_by_transaction[0].topic_results[0]
+                .results_by_partition
+                .iter()
+                .map(|p| p.partition_error_code)
+                .collect::<Vec<i16>>()
+        }
+    };
+    // TRANSACTION_ABORTABLE: Kafka's answer for a partition not in the transaction.
+    assert_eq!(verified(vec![0, 1]).await, vec![0, 120]);
+    // A partition that does not exist fails the whole transaction before the coordinator:
+    // OPERATION_NOT_ATTEMPTED for the others.
+    assert_eq!(verified(vec![0, 9]).await, vec![55, 3]);
 
     // DescribeTransactions / ListTransactions see the open transaction.
     use kactor_actors::txn::apis::{handle_describe_transactions, handle_list_transactions};
@@ -385,7 +389,7 @@ async fn leader_adds_wait_for_the_write_in_flight() {
         .addr
         .clone();
     let (_image_tx, image_rx) = tokio::sync::watch::channel(image_with_broker(7));
-    let controller = FakeController(9000).start();
+    let controller = kactor_actors::runtime::start_here(FakeController(9000));
     let ids = start_producer_id_manager(&Arbiter::current(), 1, controller.recipient(), image_rx);
     let c = TransactionCoordinatorActor::new(
         TxnCoordinatorConfig::default(),
@@ -398,8 +402,7 @@ async fn leader_adds_wait_for_the_write_in_flight() {
         .send(InitTxnProducer {
             transactional_id: "lx".into(),
             txn_timeout_ms: 60_000,
-            expected: (-1, -1),
-            client_transaction_version: 2,
+            expected: None,
         })
         .await
         .unwrap()

@@ -3,12 +3,20 @@
 //! version 2 epoch bumps, and `__transaction_state` replay rebuilding the same state.
 
 use kactor_actors::txn::core::{
-    codes, InitDecision, MarkerJob, Transit, TxnCoordinatorConfig, TxnCoordinatorCore, TxnMetadata,
-    TxnState,
+    codes, EndDecision, InitDecision, MarkerJob, TimeoutAbort, Transit, TxnCoordinatorConfig,
+    TxnCoordinatorCore, TxnMetadata, TxnState,
 };
 use kactor_actors::txn::log::{decode, encode_key, encode_value};
 
 const T: i64 = 1_000_000;
+
+/// EndTxn's outcome: the markers to write (None: nothing was written) and the producer id and
+/// epoch the answer carries.
+#[derive(Debug, PartialEq, Eq)]
+struct Ended {
+    job: Option<MarkerJob>,
+    producer: (i64, i16),
+}
 
 /// Runs the core and keeps every committed record, as `__transaction_state` would.
 struct Harness {
@@ -35,12 +43,12 @@ impl Harness {
     }
 
     /// InitProducerId as the actor drives it: fetch an id when asked, write, answer.
-    fn init(&mut self, id: &str, expected: (i64, i16), tv: i16) -> Result<(i64, i16, i16), i16> {
+    fn init(&mut self, id: &str, expected: Option<(i64, i16)>) -> Result<(i64, i16, i16), i16> {
         let mut fresh = None;
         loop {
             match self
                 .core
-                .init_producer_id(id, 60_000, expected, tv, fresh, T)
+                .init_producer_id(id, 60_000, expected, fresh, T)
                 .map_err(|e| e.code())?
             {
                 InitDecision::NeedProducerId => {
@@ -75,7 +83,8 @@ impl Harness {
         }
     }
 
-    /// EndTxn: answers after the Prepare write; returns the marker job.
+    /// EndTxn before KIP-890 (v4 and older): answers after the Prepare write; returns the
+    /// marker job.
     fn end(
         &mut self,
         id: &str,
@@ -83,13 +92,48 @@ impl Harness {
         epoch: i16,
         commit: bool,
     ) -> Result<Option<MarkerJob>, i16> {
-        match self
-            .core
-            .end_txn(id, pid, epoch, commit, T)
-            .map_err(|e| e.code())?
-        {
-            Some(t) => Ok(self.commit(&t)),
-            None => Ok(None),
+        self.end_at(id, pid, epoch, commit, 0).map(|e| e.job)
+    }
+
+    /// EndTxn v5+ (KIP-890): the marker job and the producer id / epoch answered.
+    fn end2(&mut self, id: &str, pid: i64, epoch: i16, commit: bool) -> Result<Ended, i16> {
+        self.end_at(id, pid, epoch, commit, 2)
+    }
+
+    /// EndTxn as the actor drives it at transaction version `tv`.
+    fn end_at(
+        &mut self,
+        id: &str,
+        pid: i64,
+        epoch: i16,
+        commit: bool,
+        tv: i16,
+    ) -> Result<Ended, i16> {
+        let mut fresh = None;
+        loop {
+            match self
+                .core
+                .end_txn(id, (pid, epoch), commit, tv, fresh, T)
+                .map_err(|e| e.code())?
+            {
+                EndDecision::NeedProducerId => {
+                    self.next_pid += 1;
+                    fresh = Some(self.next_pid);
+                }
+                EndDecision::Done(pid, epoch) => {
+                    return Ok(Ended {
+                        job: None,
+                        producer: (pid, epoch),
+                    })
+                }
+                EndDecision::Write(t) => {
+                    let producer = t.target.completed_producer();
+                    return Ok(Ended {
+                        job: self.commit(&t),
+                        producer,
+                    });
+                }
+            }
         }
     }
 
@@ -106,10 +150,10 @@ impl Harness {
 #[test]
 fn init_hands_out_an_id_then_bumps_the_epoch() {
     let mut h = Harness::new();
-    let (pid, epoch, err) = h.init("tx", (-1, -1), 0).unwrap();
+    let (pid, epoch, err) = h.init("tx", None).unwrap();
     assert_eq!((epoch, err), (0, codes::NONE));
     assert_eq!(h.state("tx"), TxnState::Empty);
-    let (pid2, epoch2, _) = h.init("tx", (-1, -1), 0).unwrap();
+    let (pid2, epoch2, _) = h.init("tx", None).unwrap();
     assert_eq!((pid2, epoch2), (pid, 1));
 }
 
@@ -118,14 +162,14 @@ fn invalid_timeout_and_concurrent_requests() {
     let mut h = Harness::new();
     assert_eq!(
         h.core
-            .init_producer_id("tx", 900_001, (-1, -1), 0, Some(1), T)
+            .init_producer_id("tx", 900_001, None, Some(1), T)
             .unwrap_err()
             .code(),
         codes::INVALID_TRANSACTION_TIMEOUT
     );
     let InitDecision::Write(t, _) = h
         .core
-        .init_producer_id("tx", 1000, (-1, -1), 0, Some(1), T)
+        .init_producer_id("tx", 1000, None, Some(1), T)
         .unwrap()
     else {
         panic!()
@@ -133,7 +177,7 @@ fn invalid_timeout_and_concurrent_requests() {
     // The write is in flight: anything else on this id must wait.
     assert_eq!(
         h.core
-            .init_producer_id("tx", 1000, (-1, -1), 0, Some(2), T)
+            .init_producer_id("tx", 1000, None, Some(2), T)
             .unwrap_err()
             .code(),
         codes::CONCURRENT_TRANSACTIONS
@@ -146,7 +190,7 @@ fn invalid_timeout_and_concurrent_requests() {
 #[test]
 fn add_partitions_checks_the_producer_and_is_idempotent() {
     let mut h = Harness::new();
-    let (pid, epoch, _) = h.init("tx", (-1, -1), 0).unwrap();
+    let (pid, epoch, _) = h.init("tx", None).unwrap();
     assert_eq!(
         h.add("nope", pid, epoch, &[("a", 0)]),
         Err(codes::INVALID_PRODUCER_ID_MAPPING)
@@ -168,13 +212,39 @@ fn add_partitions_checks_the_producer_and_is_idempotent() {
         .verify_partitions("tx", pid, epoch, &[("a".into(), 0), ("c".into(), 0)])
         .unwrap();
     assert_eq!(verified[0].1, codes::NONE);
-    assert_eq!(verified[1].1, codes::INVALID_TXN_STATE);
+    assert_eq!(verified[1].1, codes::TRANSACTION_ABORTABLE);
+    // A wrong producer is refused whole, a transaction being ended is busy.
+    assert_eq!(
+        h.core
+            .verify_partitions("tx", pid, epoch + 1, &[("a".into(), 0)])
+            .unwrap_err()
+            .code(),
+        codes::PRODUCER_FENCED
+    );
+    h.end("tx", pid, epoch, true).unwrap();
+    assert_eq!(
+        h.core
+            .verify_partitions("tx", pid, epoch, &[("a".into(), 0)])
+            .unwrap_err()
+            .code(),
+        codes::CONCURRENT_TRANSACTIONS
+    );
+    h.finish_markers("tx");
+    let verified = h
+        .core
+        .verify_partitions("tx", pid, epoch, &[("a".into(), 0)])
+        .unwrap();
+    assert_eq!(
+        verified[0].1,
+        codes::TRANSACTION_ABORTABLE,
+        "none after the end"
+    );
 }
 
 #[test]
 fn commit_goes_through_prepare_markers_and_complete() {
     let mut h = Harness::new();
-    let (pid, epoch, _) = h.init("tx", (-1, -1), 0).unwrap();
+    let (pid, epoch, _) = h.init("tx", None).unwrap();
     h.add("tx", pid, epoch, &[("a", 0), ("b", 2)]).unwrap();
     let job = h.end("tx", pid, epoch, true).unwrap().unwrap();
     assert!(job.commit);
@@ -198,12 +268,13 @@ fn commit_goes_through_prepare_markers_and_complete() {
     assert!(h.core.get("tx").unwrap().partitions.is_empty());
     // A retried commit is fine; an abort of a committed transaction is not.
     assert_eq!(h.end("tx", pid, epoch, true), Ok(None));
+    assert_eq!(h.state("tx"), TxnState::CompleteCommit);
     assert_eq!(
         h.end("tx", pid, epoch, false),
         Err(codes::INVALID_TXN_STATE)
     );
     // EndTxn on an Empty transaction (TV1) is invalid too.
-    let (pid, epoch, _) = h.init("tx2", (-1, -1), 0).unwrap();
+    let (pid, epoch, _) = h.init("tx2", None).unwrap();
     assert_eq!(
         h.end("tx2", pid, epoch, true),
         Err(codes::INVALID_TXN_STATE)
@@ -213,13 +284,15 @@ fn commit_goes_through_prepare_markers_and_complete() {
 #[test]
 fn a_new_producer_instance_fences_the_old_one_and_aborts_its_transaction() {
     let mut h = Harness::new();
-    let (pid, epoch, _) = h.init("tx", (-1, -1), 0).unwrap();
+    let (pid, epoch, _) = h.init("tx", None).unwrap();
     h.add("tx", pid, epoch, &[("a", 0)]).unwrap();
-    // Re-init while Ongoing: epoch bumped, open transaction aborted, client told to retry.
-    let (pid2, epoch2, err) = h.init("tx", (-1, -1), 0).unwrap();
+    // Re-init while Ongoing: epoch bumped, open transaction aborted, client told to retry
+    // (the fencing epoch is not handed out: Kafka answers -1/-1).
+    let (pid2, epoch2, err) = h.init("tx", None).unwrap();
     assert_eq!(err, codes::CONCURRENT_TRANSACTIONS);
-    assert_eq!((pid2, epoch2), (pid, epoch + 1));
+    assert_eq!((pid2, epoch2), (-1, -1));
     assert_eq!(h.state("tx"), TxnState::CompleteAbort);
+    assert_eq!(h.core.get("tx").unwrap().producer_epoch, epoch + 1);
     // The old instance is fenced.
     assert_eq!(
         h.add("tx", pid, epoch, &[("a", 0)]),
@@ -227,63 +300,346 @@ fn a_new_producer_instance_fences_the_old_one_and_aborts_its_transaction() {
     );
     assert_eq!(h.end("tx", pid, epoch, true), Err(codes::PRODUCER_FENCED));
     // The retry gets a clean epoch.
-    let (_, epoch3, err) = h.init("tx", (-1, -1), 0).unwrap();
+    let (_, epoch3, err) = h.init("tx", None).unwrap();
     assert_eq!((epoch3, err), (epoch + 2, codes::NONE));
     // KIP-360: a client claiming an id/epoch it never had is fenced.
-    assert_eq!(h.init("tx", (pid, 77), 0), Err(codes::PRODUCER_FENCED));
+    assert_eq!(h.init("tx", Some((pid, 77))), Err(codes::PRODUCER_FENCED));
 }
 
 #[test]
 fn timed_out_transactions_are_fenced_and_aborted() {
     let mut h = Harness::new();
-    let (pid, epoch, _) = h.init("tx", (-1, -1), 0).unwrap();
+    let (pid, epoch, _) = h.init("tx", None).unwrap();
     h.add("tx", pid, epoch, &[("a", 0)]).unwrap();
     assert!(h.core.abort_timed_out(T + 59_999).is_empty());
     let aborts = h.core.abort_timed_out(T + 60_000);
-    assert_eq!(aborts.len(), 1);
-    let job = h.commit(&aborts[0]).unwrap();
+    let [TimeoutAbort::Write(abort)] = &aborts[..] else {
+        panic!("{aborts:?}")
+    };
+    let job = h.commit(abort).unwrap();
     assert!(!job.commit);
     assert_eq!(job.producer_epoch, epoch + 1);
     h.finish_markers("tx");
     assert_eq!(h.end("tx", pid, epoch, true), Err(codes::PRODUCER_FENCED));
 }
 
+/// A transaction timing out at an exhausted epoch is fenced onto a fresh producer id, which
+/// the producer continues with once the abort completes.
+#[test]
+fn a_timed_out_transaction_at_an_exhausted_epoch_moves_to_a_new_producer_id() {
+    let mut h = Harness::new();
+    let (pid, _, _) = h.init("tx", None).unwrap();
+    let mut m = h.core.get("tx").unwrap().clone();
+    m.producer_epoch = i16::MAX - 1;
+    h.core.replay("tx", Some(m));
+    h.add("tx", pid, i16::MAX - 1, &[("a", 0)]).unwrap();
+    assert_eq!(
+        h.core.abort_timed_out(T + 60_000),
+        vec![TimeoutAbort::NeedProducerId("tx".into())]
+    );
+    let t = h
+        .core
+        .abort_timed_out_with("tx", Some(5_000), T + 60_000)
+        .unwrap();
+    let job = h.commit(&t).unwrap();
+    assert_eq!((job.producer_id, job.producer_epoch), (pid, i16::MAX));
+    h.finish_markers("tx");
+    let m = h.core.get("tx").unwrap();
+    assert_eq!((m.producer_id, m.producer_epoch), (5_000, 0));
+    assert_eq!(m.state, TxnState::CompleteAbort);
+}
+
 #[test]
 fn transaction_version_2_bumps_the_epoch_at_every_end() {
     let mut h = Harness::new();
-    let (pid, epoch, _) = h.init("tx", (-1, -1), 2).unwrap();
+    let (pid, epoch, _) = h.init("tx", None).unwrap();
     h.add("tx", pid, epoch, &[("a", 0)]).unwrap();
-    let job = h.end("tx", pid, epoch, true).unwrap().unwrap();
+    let ended = h.end2("tx", pid, epoch, true).unwrap();
+    let job = ended.job.unwrap();
     assert_eq!(
         job.producer_epoch,
         epoch + 1,
         "markers carry the bumped epoch"
     );
     assert_eq!(job.transaction_version, 2);
+    assert_eq!(ended.producer, (pid, epoch + 1), "v5 answers the new epoch");
     h.finish_markers("tx");
     // A retry of the end with the old epoch succeeds; the next transaction uses the new one.
-    assert_eq!(h.end("tx", pid, epoch, true), Ok(None));
+    assert_eq!(
+        h.end2("tx", pid, epoch, true),
+        Ok(Ended {
+            job: None,
+            producer: (pid, epoch + 1)
+        })
+    );
     assert_eq!(h.add("tx", pid, epoch + 1, &[("a", 0)]), Ok(true));
-    // An abort with nothing added is allowed in TV2 (and bumps again).
-    let job = h.end("tx", pid, epoch + 1, false).unwrap().unwrap();
+    let job = h.end2("tx", pid, epoch + 1, false).unwrap().job.unwrap();
     h.finish_markers("tx");
     assert_eq!(job.producer_epoch, epoch + 2);
-    let (_, e, _) = h.init("tx", (-1, -1), 2).unwrap();
-    let job = h.end("tx", pid, e, false).unwrap().unwrap();
+    // An abort with nothing added is allowed (and bumps again).
+    let (_, e, _) = h.init("tx", None).unwrap();
+    let job = h.end2("tx", pid, e, false).unwrap().job.unwrap();
     assert!(job.partitions.is_empty());
     h.finish_markers("tx");
     assert_eq!(h.state("tx"), TxnState::CompleteAbort);
 }
 
+/// Kafka's KIP-890 EndTxn table (TransactionCoordinator, "Retry" = the epoch just before the
+/// current one): a completed end answers only its own retry; at the current epoch an abort
+/// starts (and ends) a new, empty transaction and a commit has nothing to commit.
+#[test]
+fn transaction_version_2_end_after_a_completed_or_empty_transaction() {
+    const NONE: i16 = codes::NONE;
+    const ITS: i16 = codes::INVALID_TXN_STATE;
+    const PF: i16 = codes::PRODUCER_FENCED;
+    // (state before, commit?, retry?) -> (error, epoch bumped?)
+    let table = [
+        (TxnState::CompleteCommit, true, true, NONE, false),
+        (TxnState::CompleteCommit, true, false, ITS, false),
+        (TxnState::CompleteCommit, false, true, ITS, false),
+        (TxnState::CompleteCommit, false, false, NONE, true),
+        (TxnState::CompleteAbort, true, true, ITS, false),
+        (TxnState::CompleteAbort, true, false, ITS, false),
+        (TxnState::CompleteAbort, false, true, NONE, false),
+        (TxnState::CompleteAbort, false, false, NONE, true),
+        (TxnState::Empty, true, true, PF, false),
+        (TxnState::Empty, true, false, ITS, false),
+        (TxnState::Empty, false, true, PF, false),
+        (TxnState::Empty, false, false, NONE, true),
+    ];
+    for (i, (before, commit, retry, code, bumped)) in table.into_iter().enumerate() {
+        let mut h = Harness::new();
+        let id = format!("tx{i}");
+        let (pid, mut epoch, _) = h.init(&id, None).unwrap();
+        if before != TxnState::Empty {
+            h.add(&id, pid, epoch, &[("a", 0)]).unwrap();
+            h.end2(&id, pid, epoch, before == TxnState::CompleteCommit)
+                .unwrap();
+            h.finish_markers(&id);
+            epoch += 1;
+        }
+        assert_eq!(h.state(&id), before);
+        let sent = if retry { epoch - 1 } else { epoch };
+        let case = format!("{before:?} commit={commit} retry={retry}");
+        match h.end2(&id, pid, sent, commit) {
+            Ok(ended) => {
+                assert_eq!(code, NONE, "{case}");
+                let now = if bumped { epoch + 1 } else { epoch };
+                assert_eq!(ended.producer, (pid, now), "{case}");
+                assert_eq!(ended.job.is_some(), bumped, "{case}");
+                if let Some(job) = ended.job {
+                    // Nothing was added: no marker to write, the abort completes at once.
+                    assert!(!job.commit && job.partitions.is_empty(), "{case}");
+                    h.finish_markers(&id);
+                    assert_eq!(h.state(&id), TxnState::CompleteAbort, "{case}");
+                }
+            }
+            Err(e) => assert_eq!(e, code, "{case}"),
+        }
+        assert_eq!(
+            h.core.get(&id).unwrap().producer_epoch,
+            if bumped { epoch + 1 } else { epoch },
+            "{case}"
+        );
+    }
+}
+
+/// The epochs EndTxn v5 accepts per state: an open transaction only at its epoch, one being
+/// ended only as the retry of that end, any other epoch (older, or ahead) is fenced.
+#[test]
+fn transaction_version_2_end_fences_every_other_epoch() {
+    let mut h = Harness::new();
+    let (pid, epoch, _) = h.init("tx", None).unwrap();
+    h.init("tx", Some((pid, epoch))).unwrap();
+    let epoch = epoch + 1;
+    h.add("tx", pid, epoch, &[("a", 0)]).unwrap();
+    for e in [epoch - 1, epoch + 1, epoch + 2] {
+        assert_eq!(
+            h.end2("tx", pid, e, true),
+            Err(codes::PRODUCER_FENCED),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        h.end2("tx", pid + 1, epoch, true),
+        Err(codes::INVALID_PRODUCER_ID_MAPPING)
+    );
+    h.end2("tx", pid, epoch, true).unwrap();
+    // PrepareCommit at epoch + 1: the retry is in progress, the new epoch is fenced.
+    assert_eq!(
+        h.end2("tx", pid, epoch, true),
+        Err(codes::CONCURRENT_TRANSACTIONS)
+    );
+    assert_eq!(
+        h.end2("tx", pid, epoch, false),
+        Err(codes::INVALID_TXN_STATE)
+    );
+    assert_eq!(
+        h.end2("tx", pid, epoch + 1, true),
+        Err(codes::PRODUCER_FENCED)
+    );
+    h.finish_markers("tx");
+    for e in [epoch - 1, epoch + 2] {
+        assert_eq!(
+            h.end2("tx", pid, e, true),
+            Err(codes::PRODUCER_FENCED),
+            "{e}"
+        );
+    }
+    assert_eq!(h.end2("", pid, epoch, true), Err(codes::INVALID_REQUEST));
+}
+
+/// An end that exhausts the epoch moves the producer to a fresh id at epoch 0 once it
+/// completes (EndTxn v5 answers the new id), and a retry with the old id and last epoch
+/// is still recognised.
+#[test]
+fn transaction_version_2_end_at_an_exhausted_epoch_moves_to_a_new_producer_id() {
+    let mut h = Harness::new();
+    let (pid, _, _) = h.init("tx", None).unwrap();
+    let mut m = h.core.get("tx").unwrap().clone();
+    m.producer_epoch = i16::MAX - 1;
+    h.core.replay("tx", Some(m));
+    let last = i16::MAX - 1;
+    h.add("tx", pid, last, &[("a", 0)]).unwrap();
+    let ended = h.end2("tx", pid, last, true).unwrap();
+    let job = ended.job.unwrap();
+    assert_eq!((job.producer_id, job.producer_epoch), (pid, i16::MAX));
+    let new_pid = h.next_pid;
+    assert_ne!(new_pid, pid);
+    assert_eq!(ended.producer, (new_pid, 0));
+    h.finish_markers("tx");
+    let m = h.core.get("tx").unwrap();
+    assert_eq!(
+        (m.producer_id, m.producer_epoch, m.previous_producer_id),
+        (new_pid, 0, pid)
+    );
+    // The retry of the end names the old producer.
+    assert_eq!(
+        h.end2("tx", pid, last, true),
+        Ok(Ended {
+            job: None,
+            producer: (new_pid, 0)
+        })
+    );
+    assert_eq!(h.add("tx", new_pid, 0, &[("a", 0)]), Ok(true));
+}
+
+/// InitProducerId with the producer a v3+ client holds (KIP-360, Kafka's
+/// `prepareInitProducerIdTransit` / `prepareIncrementProducerEpoch`): its current epoch bumps,
+/// the epoch it had before is a retry answered without a bump, any other is fenced; only the
+/// producer id is checked for an open transaction, which is fenced.
+#[test]
+fn init_with_the_producer_the_client_holds() {
+    let mut h = Harness::new();
+    let (pid, e0, _) = h.init("tx", None).unwrap();
+    assert_eq!(
+        h.init("tx", Some((pid, e0))),
+        Ok((pid, e0 + 1, codes::NONE))
+    );
+    assert_eq!(
+        h.init("tx", Some((pid, e0))),
+        Ok((pid, e0 + 1, codes::NONE))
+    );
+    assert_eq!(
+        h.init("tx", Some((pid, e0 + 1))),
+        Ok((pid, e0 + 2, codes::NONE))
+    );
+    for e in [e0, e0 + 3, 77] {
+        assert_eq!(
+            h.init("tx", Some((pid, e))),
+            Err(codes::PRODUCER_FENCED),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        h.init("tx", Some((pid + 1, e0 + 2))),
+        Err(codes::PRODUCER_FENCED)
+    );
+    // Without an expected producer the previous epoch is forgotten.
+    assert_eq!(h.init("tx", None), Ok((pid, e0 + 3, codes::NONE)));
+    assert_eq!(
+        h.init("tx", Some((pid, e0 + 2))),
+        Err(codes::PRODUCER_FENCED)
+    );
+    // An open transaction is fenced whatever epoch the client names.
+    h.add("tx", pid, e0 + 3, &[("a", 0)]).unwrap();
+    assert_eq!(
+        h.init("tx", Some((pid, 0))),
+        Ok((-1, -1, codes::CONCURRENT_TRANSACTIONS))
+    );
+    assert_eq!(h.state("tx"), TxnState::CompleteAbort);
+    assert_eq!(h.core.get("tx").unwrap().producer_epoch, e0 + 4);
+    // An unknown id starts at epoch 0 whatever the client held.
+    let (_, e, err) = h.init("other", Some((12_345, 3))).unwrap();
+    assert_eq!((e, err), (0, codes::NONE));
+    assert_eq!(h.init("", None), Err(codes::INVALID_REQUEST));
+}
+
+/// A KIP-890 commit bumps the epoch (the one before becomes the last epoch): a client that
+/// re-initialises with the epoch it had before the commit gets the current one without a
+/// bump, as Kafka answers; with the current one it gets a bump.
+#[test]
+fn init_after_a_transaction_version_2_end() {
+    let mut h = Harness::new();
+    let (pid, e, _) = h.init("tx", None).unwrap();
+    h.add("tx", pid, e, &[("a", 0)]).unwrap();
+    h.end2("tx", pid, e, true).unwrap();
+    h.finish_markers("tx");
+    assert_eq!(h.init("tx", Some((pid, e))), Ok((pid, e + 1, codes::NONE)));
+    assert_eq!(h.state("tx"), TxnState::Empty);
+    assert_eq!(
+        h.init("tx", Some((pid, e + 1))),
+        Ok((pid, e + 2, codes::NONE))
+    );
+}
+
+/// At an exhausted epoch InitProducerId moves to a new producer id at epoch 0, and a client
+/// holding the old id at its last epoch is recognised afterwards.
+#[test]
+fn init_at_an_exhausted_epoch_rotates_the_producer_id() {
+    let mut h = Harness::new();
+    let (pid, _, _) = h.init("tx", None).unwrap();
+    let mut m = h.core.get("tx").unwrap().clone();
+    m.producer_epoch = i16::MAX - 1;
+    h.core.replay("tx", Some(m));
+    let (new_pid, e, err) = h.init("tx", Some((pid, i16::MAX - 1))).unwrap();
+    assert_ne!(new_pid, pid);
+    assert_eq!((e, err), (0, codes::NONE));
+    let m = h.core.get("tx").unwrap();
+    assert_eq!(
+        (m.previous_producer_id, m.last_producer_epoch),
+        (pid, i16::MAX - 1)
+    );
+    // The same request again (its answer lost): the new producer, no bump.
+    assert_eq!(
+        h.init("tx", Some((pid, i16::MAX - 1))),
+        Ok((new_pid, 0, codes::NONE))
+    );
+}
+
+#[test]
+fn empty_transactional_ids_are_invalid_requests() {
+    let mut h = Harness::new();
+    assert_eq!(h.add("", 1, 0, &[("a", 0)]), Err(codes::INVALID_REQUEST));
+    assert_eq!(h.end("", 1, 0, true), Err(codes::INVALID_REQUEST));
+    assert_eq!(
+        h.core
+            .verify_partitions("", 1, 0, &[("a".into(), 0)])
+            .unwrap_err()
+            .code(),
+        codes::INVALID_REQUEST
+    );
+}
+
 #[test]
 fn replaying_the_transaction_log_rebuilds_the_same_state() {
     let mut h = Harness::new();
-    let (p1, e1, _) = h.init("a", (-1, -1), 0).unwrap();
+    let (p1, e1, _) = h.init("a", None).unwrap();
     h.add("a", p1, e1, &[("t", 0), ("u", 1)]).unwrap();
-    let (p2, e2, _) = h.init("b", (-1, -1), 2).unwrap();
+    let (p2, e2, _) = h.init("b", None).unwrap();
     h.add("b", p2, e2, &[("t", 1)]).unwrap();
     h.end("b", p2, e2, false).unwrap();
-    let (p3, e3, _) = h.init("c", (-1, -1), 0).unwrap();
+    let (p3, e3, _) = h.init("c", None).unwrap();
     h.add("c", p3, e3, &[("t", 2)]).unwrap();
     h.end("c", p3, e3, true).unwrap();
     h.finish_markers("c");
@@ -314,9 +670,9 @@ fn replaying_the_transaction_log_rebuilds_the_same_state() {
 #[test]
 fn list_filters_by_state_producer_and_duration() {
     let mut h = Harness::new();
-    let (p1, e1, _) = h.init("a", (-1, -1), 0).unwrap();
+    let (p1, e1, _) = h.init("a", None).unwrap();
     h.add("a", p1, e1, &[("t", 0)]).unwrap();
-    let (p2, _, _) = h.init("b", (-1, -1), 0).unwrap();
+    let (p2, _, _) = h.init("b", None).unwrap();
     let names = |v: Vec<&TxnMetadata>| -> Vec<String> {
         v.into_iter().map(|m| m.transactional_id.clone()).collect()
     };
@@ -333,14 +689,16 @@ fn list_filters_by_state_producer_and_duration() {
 #[test]
 fn end_txn_v5_makes_a_transaction_version_2_end_whatever_init_said() {
     let mut h = Harness::new();
-    // Initialised as a classic producer, ended with EndTxn v5 (KIP-890 client).
-    let (pid, epoch, _) = h.init("tx", (-1, -1), 0).unwrap();
+    // The same id ended with EndTxn v5 (KIP-890 client), then v4 (classic).
+    let (pid, epoch, _) = h.init("tx", None).unwrap();
     h.add("tx", pid, epoch, &[("a", 0)]).unwrap();
-    let t = h
+    let EndDecision::Write(t) = h
         .core
-        .end_txn_versioned("tx", pid, epoch, true, Some(2), T)
+        .end_txn("tx", (pid, epoch), true, 2, None, T)
         .unwrap()
-        .unwrap();
+    else {
+        panic!()
+    };
     assert_eq!(t.target.producer_epoch, epoch + 1, "TV2 bumps at the end");
     assert_eq!(
         t.target.client_transaction_version, 2,
@@ -349,23 +707,25 @@ fn end_txn_v5_makes_a_transaction_version_2_end_whatever_init_said() {
     let job = h.commit(&t).unwrap();
     assert_eq!(job.producer_epoch, epoch + 1);
     h.finish_markers("tx");
-    // EndTxn v4 and older (Some(0)) on a classic id keeps the epoch.
-    let (pid, epoch, _) = h.init("classic", (-1, -1), 0).unwrap();
-    h.add("classic", pid, epoch, &[("a", 1)]).unwrap();
-    let t = h
+    let epoch = epoch + 1;
+    h.add("tx", pid, epoch, &[("a", 1)]).unwrap();
+    let EndDecision::Write(t) = h
         .core
-        .end_txn_versioned("classic", pid, epoch, false, Some(0), T)
+        .end_txn("tx", (pid, epoch), false, 0, None, T)
         .unwrap()
-        .unwrap();
-    assert_eq!(t.target.producer_epoch, epoch);
+    else {
+        panic!()
+    };
+    assert_eq!(t.target.producer_epoch, epoch, "TV1 keeps the epoch");
+    assert_eq!(t.target.client_transaction_version, 0);
 }
 
 #[test]
 fn idle_finished_ids_expire_and_open_ones_do_not() {
     let mut h = Harness::new();
     let expiration = 1_000;
-    let (pid, epoch, _) = h.init("idle", (-1, -1), 0).unwrap();
-    let (pid2, epoch2, _) = h.init("open", (-1, -1), 0).unwrap();
+    let (pid, epoch, _) = h.init("idle", None).unwrap();
+    let (pid2, epoch2, _) = h.init("open", None).unwrap();
     h.add("open", pid2, epoch2, &[("t", 0)]).unwrap();
     // Not idle long enough yet.
     assert!(h

@@ -12,6 +12,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use kactor_actors::partition::messages::*;
 use kactor_actors::partition::testing::memory_registry;
+use kactor_actors::runtime::MeteredAddr;
 use kactor_actors::txn::actor::start_producer_id_manager;
 use kactor_actors::txn::apis::{partition_for, TxnShards};
 use kactor_actors::txn::coordinator::*;
@@ -55,7 +56,7 @@ fn image() -> tokio::sync::watch::Receiver<Arc<MetadataImage>> {
 
 async fn wait_shards(
     shards: &TxnShards,
-    f: impl Fn(&BTreeMap<i32, Addr<TransactionCoordinatorActor>>) -> bool,
+    f: impl Fn(&BTreeMap<i32, MeteredAddr<TransactionCoordinatorActor>>) -> bool,
 ) {
     for _ in 0..200 {
         if f(&shards.borrow()) {
@@ -67,7 +68,7 @@ async fn wait_shards(
 }
 
 async fn wait_txn(
-    shard: &Addr<TransactionCoordinatorActor>,
+    shard: &MeteredAddr<TransactionCoordinatorActor>,
     id: &str,
     f: impl Fn(&TxnMetadata) -> bool,
 ) -> TxnMetadata {
@@ -91,7 +92,7 @@ async fn shards_follow_transaction_state_leadership_and_reload_by_replay() {
     let ids = start_producer_id_manager(
         &Arbiter::current(),
         1,
-        FakeController(7000).start().recipient(),
+        kactor_actors::runtime::start_here(FakeController(7000)).recipient(),
         image(),
     );
     let completed: Arc<Mutex<Vec<(i32, i64, bool)>>> = Arc::default();
@@ -150,8 +151,7 @@ async fn shards_follow_transaction_state_leadership_and_reload_by_replay() {
         .send(InitTxnProducer {
             transactional_id: "tx-1".into(),
             txn_timeout_ms: 60_000,
-            expected: (-1, -1),
-            client_transaction_version: 0,
+            expected: None,
         })
         .await
         .unwrap()
@@ -173,7 +173,7 @@ async fn shards_follow_transaction_state_leadership_and_reload_by_replay() {
             producer_id: 7000,
             producer_epoch: 0,
             commit: true,
-            client_transaction_version: None,
+            client_transaction_version: 0,
         })
         .await
         .unwrap();
@@ -222,9 +222,9 @@ async fn shards_follow_transaction_state_leadership_and_reload_by_replay() {
     let status = reloaded.send(DescribeTxnCoordinator).await.unwrap();
     assert!(status.loaded);
     assert_eq!((status.coordinator_epoch, status.transactional_ids), (1, 1));
-    // The resigned shard is gone.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(!shard.connected());
+    // The resigned shard serves nothing any more (supervised, it stays until its last address
+    // is dropped, answering NOT_COORDINATOR).
+    assert!(matches!(shard.send(GetTransactions).await, Ok(Err(16))));
 
     // The reloaded shard finishes the open transaction (abort) with markers.
     reloaded
@@ -233,7 +233,7 @@ async fn shards_follow_transaction_state_leadership_and_reload_by_replay() {
             producer_id: 7000,
             producer_epoch: 0,
             commit: false,
-            client_transaction_version: None,
+            client_transaction_version: 0,
         })
         .await
         .unwrap()
@@ -257,8 +257,7 @@ async fn shards_follow_transaction_state_leadership_and_reload_by_replay() {
         !s.contains_key(&p) && s.len() == PARTITIONS as usize - 1
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(!reloaded.connected());
+    assert!(matches!(reloaded.send(GetTransactions).await, Ok(Err(16))));
 }
 
 #[actix_rt::test]

@@ -36,6 +36,7 @@ fn config(dir: &Path) -> KraftConfig {
             heartbeat_interval_ms: 2000,
         }),
         finalized_features: None,
+        quorum: Default::default(),
     }
 }
 
@@ -57,7 +58,7 @@ fn ids_from_a_node_life(dir: &Path, n: usize) -> Vec<i64> {
         async move {
             let h = start_kraft(&Arbiter::current(), config(&dir)).unwrap();
             until_running(&h).await;
-            let ctl = h.controller.as_ref().unwrap().addr().clone().recipient();
+            let ctl = h.controller.as_ref().unwrap().recipient();
             let ids = start_producer_id_manager(&Arbiter::current(), 1, ctl, h.image.clone());
             let mut out = Vec::new();
             for _ in 0..n {

@@ -33,6 +33,19 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DescribeTopicPartitions,
     ApiKey::DescribeQuorum,
     ApiKey::UpdateFeatures,
+    // KRaft between controllers, on controller listeners (actors/src/raft/apis.rs).
+    ApiKey::Vote,
+    ApiKey::BeginQuorumEpoch,
+    ApiKey::EndQuorumEpoch,
+    ApiKey::FetchSnapshot,
+    // Brokers in other processes reaching the active controller
+    // (actors/src/controller/broker_apis.rs).
+    ApiKey::BrokerRegistration,
+    ApiKey::BrokerHeartbeat,
+    ApiKey::ControllerRegistration,
+    // Admin requests a broker forwards to the active controller
+    // (actors/src/controller/envelope.rs).
+    ApiKey::Envelope,
     // Cluster administration (actors/src/controller/cluster_apis.rs).
     ApiKey::ElectLeaders,
     ApiKey::ListPartitionReassignments,

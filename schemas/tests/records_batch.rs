@@ -786,3 +786,67 @@ fn export_for_java_check() {
         end_transaction_marker_batch(7, 1, 2, 3, 4, EndTransactionMarker::abort(5)).unwrap();
     std::fs::write(dir.join("ours_abort_marker.hex"), to_hex(&marker)).unwrap();
 }
+
+/// Produce validation reads compressed records from a streaming decoder: records larger than
+/// its read-ahead chunk and many records across chunks pass; the inflation bound, a truncated
+/// stream and a stream that is not the codec's are refused (the last two as codec failures,
+/// which Kafka answers UNKNOWN_SERVER_ERROR).
+#[test]
+fn compressed_records_are_walked_as_a_stream() {
+    let big = vec![7u8; 150_000];
+    let opts = |limit| ValidationOptions {
+        inspect_compressed: Some(limit),
+        ..Default::default()
+    };
+    for codec in ALL {
+        let mut b = BatchBuilder::new(0).compression(codec);
+        for i in 0..3 {
+            b.append(1_700_000_000_000 + i, Some(b"k"), Some(&big), &[])
+                .unwrap();
+        }
+        for i in 3..2000 {
+            b.append(1_700_000_000_000 + i, None, Some(b"small"), &[])
+                .unwrap();
+        }
+        let batch = b.build().unwrap();
+        let v = validate_batch_with(&batch, &opts(1 << 20)).unwrap();
+        assert!(v.records_checked, "{codec:?}");
+        assert_eq!(v.max_timestamp, 1_700_000_000_000 + 1999, "{codec:?}");
+        if codec == Compression::None {
+            continue;
+        }
+        assert!(matches!(
+            validate_batch_with(&batch, &opts(100_000)),
+            Err(RecordError::DecompressedTooLarge { limit: 100_000 })
+        ));
+        // The payload cut in half, the header and CRC made to match.
+        let mut cut = batch[..BATCH_HEADER_LEN + (batch.len() - BATCH_HEADER_LEN) / 2].to_vec();
+        let len = (cut.len() - LOG_OVERHEAD) as i32;
+        cut[8..12].copy_from_slice(&len.to_be_bytes());
+        write_crc(&mut cut).unwrap();
+        let err = validate_batch_with(&cut, &opts(1 << 20)).unwrap_err();
+        assert!(
+            matches!(err, RecordError::Compression(_)),
+            "{codec:?}: {err:?}"
+        );
+        // Another codec's stream under this codec's flag.
+        let other = if codec == Compression::Gzip {
+            Compression::Zstd
+        } else {
+            Compression::Gzip
+        };
+        let mut swapped = BatchBuilder::new(0).compression(other);
+        swapped
+            .append(1_700_000_000_000, None, Some(b"v"), &[])
+            .unwrap();
+        let mut swapped = swapped.build().unwrap().to_vec();
+        let attributes = (i16::from_be_bytes([swapped[21], swapped[22]]) & !7) | codec as i16;
+        swapped[21..23].copy_from_slice(&attributes.to_be_bytes());
+        write_crc(&mut swapped).unwrap();
+        let err = validate_batch_with(&swapped, &opts(1 << 20)).unwrap_err();
+        assert!(
+            matches!(err, RecordError::Compression(_)),
+            "{codec:?}: {err:?}"
+        );
+    }
+}

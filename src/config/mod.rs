@@ -110,10 +110,12 @@ impl std::fmt::Display for ConfigOrigin {
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    // `error`, not `source`: the message already carries the OS error, and as a source it was
+    // printed a second time by the `{:#}` chain main prints.
+    #[error("cannot read config file {path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("invalid value {value:?} for configuration {key} (from {origin}): {reason}")]
     Invalid {
@@ -273,9 +275,9 @@ impl BrokerConfig {
                 .collect(),
         ));
         if let Some(path) = &sources.file {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Io {
                 path: path.clone(),
-                source,
+                error,
             })?;
             builder = builder.add_source(FlatLayer::new(
                 ConfigOrigin::File(path.clone()),
@@ -508,6 +510,15 @@ impl BrokerConfig {
         dirs.into_iter().map(PathBuf::from).collect()
     }
 
+    /// `metadata.log.dir` if set, else the first log dir (Kafka's rule).
+    pub fn metadata_log_dir(&self) -> PathBuf {
+        self.get_str("metadata.log.dir")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| self.log_dirs().into_iter().next())
+            .unwrap_or_default()
+    }
+
     /// `log.retention.ms` > `log.retention.minutes` > `log.retention.hours`; -1 = forever.
     pub fn log_retention_ms(&self) -> i64 {
         if let Some(ms) = self.get_opt_i64("log.retention.ms") {
@@ -723,6 +734,22 @@ impl BrokerConfig {
                     ))
                 }
             }
+        }
+        // Security fails closed: an operator who configured an authorizer expects clients to
+        // be refused, and kactor does not enforce ACLs yet, so it must not start at all.
+        if let Some(class) = self
+            .get_str("authorizer.class.name")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+        {
+            return Err(self.invalid(
+                "authorizer.class.name",
+                format!(
+                    "{class} is configured, but kactor does not enforce ACLs yet; \
+                     starting would let every client through. Remove the setting to run \
+                     without authorization"
+                ),
+            ));
         }
         let controller_names = self.get_list("controller.listener.names");
         if self.is_controller() {
@@ -991,6 +1018,24 @@ mod tests {
         .unwrap();
     }
 
+    /// Security fails closed: with an authorizer configured and no ACL enforcement, kactor
+    /// would let every client through, so it refuses to start.
+    #[test]
+    fn a_configured_authorizer_is_refused() {
+        let err = load(
+            None,
+            &[],
+            &["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("authorizer.class.name") && err.contains("does not enforce ACLs"),
+            "{err}"
+        );
+        assert!(load(None, &[], &["authorizer.class.name="]).is_ok());
+    }
+
     #[test]
     fn validation_names_key_and_reason() {
         let err = load(None, &[], &["num.io.threads=zero"])
@@ -1221,11 +1266,11 @@ mod tests {
     }
 
     /// Kafka's dynamic broker configs are not read-only: DescribeConfigs follows `dynamic(...)`
-    /// in defs.rs (the README's "Dynamic" column), and every key the controller's own table
-    /// stores as a dynamic broker config is one of them, so no stored key is described as
-    /// read-only. The rest of the dynamic keys reach the controller from defs.rs through the
-    /// topology (`extra_dynamic_broker_configs`), with Kafka's per-broker and listener-prefix
-    /// rules on top.
+    /// in defs.rs (the "Dynamic" column of docs/configuration.md), and every key the
+    /// controller's own table stores as a dynamic broker config is one of them, so no stored key
+    /// is described as read-only. The rest of the dynamic keys reach the controller from defs.rs
+    /// through the topology (`extra_dynamic_broker_configs`), with Kafka's per-broker and
+    /// listener-prefix rules on top.
     #[test]
     fn dynamic_keys_match_the_controller_and_kafka() {
         use kactor_actors::controller::core::topic_configs::is_dynamic_broker_config;

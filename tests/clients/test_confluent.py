@@ -123,3 +123,27 @@ def test_produce_to_unknown_partition_fails(broker, topic_name):
     p.flush(15)
     assert len(errors) == 1 and errors[0] is not None
     assert errors[0].code() == KafkaError._UNKNOWN_PARTITION
+
+
+def test_commit_to_unknown_partition_fails(broker, topic_name):
+    """OffsetCommit naming a partition the topic does not have: the broker answers
+    UNKNOWN_TOPIC_OR_PARTITION for it (librdkafka fails the commit with it) and stores the
+    partition that exists; nothing is stored for the other."""
+    from confluent_kafka import (Consumer, KafkaError, KafkaException, TopicPartition,
+                                 OFFSET_INVALID)
+    create_topic(broker, topic_name)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-" + topic_name,
+                  "enable.auto.commit": False})
+    try:
+        wanted = [TopicPartition(topic_name, 0), TopicPartition(topic_name, 3)]
+        # OffsetFetch first: librdkafka retries it until the group coordinator has loaded
+        # (a synchronous commit would report NOT_COORDINATOR instead).
+        c.committed(wanted, timeout=30)
+        with pytest.raises(KafkaException) as exc:
+            c.commit(offsets=[TopicPartition(topic_name, 0, 5),
+                              TopicPartition(topic_name, 3, 7)], asynchronous=False)
+        assert exc.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        got = c.committed(wanted, timeout=30)
+        assert [(tp.partition, tp.offset) for tp in got] == [(0, 5), (3, OFFSET_INVALID)]
+    finally:
+        c.close()

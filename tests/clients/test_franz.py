@@ -519,12 +519,6 @@ def test_kip848_lone_member_join_and_leave(franz_driver, broker, topic_name):
     assert r["describe_left"]["epoch"] == r["describe_joined"]["epoch"] + 1
 
 
-@pytest.mark.kactor_pending(
-    "ConsumerGroupHeartbeat v1 join (MemberEpoch 0) of the first member of a new consumer group: "
-    "Kafka 4.4 answers MemberEpoch 2 (its log: 'Bumped group epoch to 2 with metadata hash ...' "
-    "for a brand-new group, so its first bump starts from 1; later bumps add 1: the leave "
-    "that follows logs epoch 3), kactor answers 1; ConsumerGroupDescribe then shows "
-    "GroupEpoch/AssignmentEpoch 2 on Kafka, 1 on kactor")
 def test_kip848_first_join_epoch(franz_driver, broker, topic_name):
     r = cgh(franz_driver, broker, topic_name)
     assert r["join"]["member_epoch"] == 2

@@ -28,6 +28,16 @@ def kactor_bin():
     return target_dir / "release" / "kactor"
 
 
+def fault_injection_bin():
+    """The broker built with the `fault-injection` feature (scripts/test builds it), or None."""
+    path = os.environ.get("KACTOR_FAULT_BIN")
+    if path:
+        return Path(path)
+    target_dir = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    path = target_dir / "release" / "kactor-fault-injection"
+    return path if path.exists() else None
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -77,9 +87,12 @@ class Broker:
     (after `stop()` or `kill9()`) comes back on the same address with the same data."""
 
     node_id = 1
+    # Extra `kafka-storage format` arguments (e.g. `--feature share.version=0`).
+    kafka_format_args = ()
 
-    def __init__(self, workdir, target=TARGET, overrides=None, name="broker"):
+    def __init__(self, workdir, target=TARGET, overrides=None, name="broker", binary=None):
         self.target = target
+        self.binary = binary
         self.name = name
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -147,7 +160,7 @@ class Broker:
 
     def command(self):
         if self.target == "kactor":
-            cmd = [str(kactor_bin()), "start", "--config", str(self.config_path)]
+            cmd = [str(self.binary or kactor_bin()), "start", "--config", str(self.config_path)]
             for k, v in self.overrides.items():
                 cmd += ["--override", f"{k}={v}"]
             return cmd
@@ -158,7 +171,7 @@ class Broker:
         cmd = java_cmd("kafka.tools.StorageTool",
                        # --cluster-id=ID: one token, so no id can be mistaken for a flag.
                        ["format", f"--cluster-id={self.cluster_id}", "-c", self.config_path,
-                        "--ignore-formatted"])
+                        "--ignore-formatted", *self.kafka_format_args])
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         with open(self.log_path, "a") as log:
             log.write(f"$ {' '.join(cmd)}\n{out.stdout}{out.stderr}\n")

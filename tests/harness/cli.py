@@ -3,31 +3,23 @@
 JVM start-up dominates on 2 cores (a few seconds each), so suites batch work per invocation."""
 import subprocess
 
-from .broker import java_cmd
+from .broker import JAVA_DIR, java_cmd
 
-# kafka-<name>.sh → main class in the 4.4.0 jars
-MAIN_CLASSES = {
-    "topics": "org.apache.kafka.tools.TopicCommand",
-    "configs": "org.apache.kafka.tools.ConfigCommand",
-    "acls": "org.apache.kafka.tools.AclCommand",
-    "console-producer": "org.apache.kafka.tools.ConsoleProducer",
-    "console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
-    "get-offsets": "org.apache.kafka.tools.GetOffsetShell",
-    "delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
-    "log-dirs": "org.apache.kafka.tools.LogDirsCommand",
-    "broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
-    "metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
-    "dump-log": "org.apache.kafka.tools.DumpLogSegments",
-    "consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-    "transactions": "org.apache.kafka.tools.TransactionsCommand",
-    "features": "org.apache.kafka.tools.FeatureCommand",
-    "cluster": "org.apache.kafka.tools.ClusterTool",
-    "leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
-    "reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
-    "producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
-    "consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
-    "storage": "kafka.tools.StorageTool",
-}
+# kafka-<name>.sh → main class in the 4.4.0 jars: the table scripts/kafka-cli reads too.
+TOOLS_TABLE = JAVA_DIR / "kafka-tools.txt"
+
+
+def _read_tools_table(path):
+    table = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, main_class = line.split()
+            table[name] = main_class
+    return table
+
+
+MAIN_CLASSES = _read_tools_table(TOOLS_TABLE)
 
 
 class CliError(AssertionError):

@@ -235,3 +235,59 @@ def produce_v3(port, topic, partition, batch, transactional_id=None, acks=-1):
         _, parts = wire.parse_produce_v3_response(wire.recv_frame(s))
     (_, _, err, base), = parts
     return err, base
+
+
+# ---- raw wire: the transactional APIs one request at a time ----------------------------------
+# kafka-python's generated request/response classes (kafka.protocol.*) encode every version of
+# InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and FindCoordinator; `Rpc` sends
+# them on one connection so a test can walk a transactional id through each state and read the
+# coordinator's exact answers (error, producer id, epoch).
+
+# Errors a transaction coordinator answers while it is busy or still loading: retried by
+# `Rpc.init` and `Rpc.until` (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+# NOT_COORDINATOR, CONCURRENT_TRANSACTIONS).
+BUSY = (14, 15, 16, 51)
+
+
+class Rpc:
+    """One connection to `port`; `rpc(RequestClass, version, **fields)` returns the decoded
+    response. Use as a context manager."""
+
+    def __init__(self, port, timeout=30):
+        self.sock = wire.connect(port, timeout=timeout)
+        self.correlation = 0
+
+    def __call__(self, request_class, version, **fields):
+        self.correlation += 1
+        req = request_class(version=version, **fields)
+        req.with_header(correlation_id=self.correlation, client_id="kactor-tests")
+        self.sock.sendall(req.encode(header=True, framed=True))
+        payload = wire.recv_frame(self.sock)
+        response_class = _response_class(request_class)
+        resp = response_class.decode(payload, version=version, header=True)
+        assert resp.header.correlation_id == self.correlation
+        return resp
+
+    def until(self, request_class, version, code_of, timeout=30, **fields):
+        """Sends the request again while `code_of(response)` is a BUSY code (bounded)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            resp = self(request_class, version, **fields)
+            if code_of(resp) not in BUSY or time.monotonic() > deadline:
+                return resp
+            time.sleep(0.2)
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _response_class(request_class):
+    import importlib
+    module = importlib.import_module(request_class.__module__)
+    return getattr(module, request_class.__name__.replace("Request", "Response"))

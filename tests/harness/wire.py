@@ -122,9 +122,8 @@ def api_versions_request(version, correlation_id=1, software=("kactor-tests", "0
     return frame(request_header_v1(API_API_VERSIONS, version, correlation_id))
 
 
-def record_batch(records, base_offset=0, timestamp_ms=None, corrupt_crc=False):
-    """A v2 record batch, uncompressed, no producer id. `records` is a list of (key, value)."""
-    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+def encode_records(records):
+    """The records section of a v2 batch for `records`, a list of (key, value)."""
     recs = b""
     for delta, (key, value) in enumerate(records):
         body = i8(0) + varint(0) + varint(delta)
@@ -132,9 +131,32 @@ def record_batch(records, base_offset=0, timestamp_ms=None, corrupt_crc=False):
         body += varint(-1) if value is None else varint(len(value)) + value
         body += varint(0)  # headers
         recs += varint(len(body)) + body
+    return recs
+
+
+def compress(codec, data):
+    """`data` compressed as Kafka frames it: codec 0 none, 1 gzip, 2 snappy (xerial), 3 lz4 (frame),
+    4 zstd."""
+    from kafka import codec as kc
+    return {0: bytes, 1: kc.gzip_encode, 2: kc.snappy_encode, 3: kc.lz4_encode,
+            4: kc.zstd_encode}[codec](data)
+
+
+def record_batch(records, base_offset=0, timestamp_ms=None, corrupt_crc=False, codec=0,
+                 records_section=None, count=None):
+    """A v2 record batch, no producer id. `records` is a list of (key, value); `codec` (0-4)
+    compresses them. `records_section` replaces the (compressed) records bytes and `count` the
+    declared record count, to build batches whose payload disagrees with their header."""
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    recs = encode_records(records)
+    if codec:
+        recs = compress(codec, recs)
+    if records_section is not None:
+        recs = records_section
+    n = len(records) if count is None else count
     # attributes .. records: the part the CRC covers
-    after_crc = (i16(0) + i32(len(records) - 1) + i64(ts) + i64(ts) + i64(-1) + i16(-1)
-                 + i32(-1) + i32(len(records)) + recs)
+    after_crc = (i16(codec) + i32(n - 1) + i64(ts) + i64(ts) + i64(-1) + i16(-1)
+                 + i32(-1) + i32(n) + recs)
     crc = crc32c(after_crc)
     if corrupt_crc:
         crc ^= 0xDEADBEEF
@@ -142,10 +164,20 @@ def record_batch(records, base_offset=0, timestamp_ms=None, corrupt_crc=False):
     return i64(base_offset) + i32(len(after_length)) + after_length
 
 
-def produce_v3_request(topic, partition, batch, acks=1, timeout_ms=5000, correlation_id=7):
+def produce_v3_request(topic, partition, batch, acks=1, timeout_ms=5000, correlation_id=7,
+                       version=3):
+    """Produce v3 to v8 (one request body shape; zstd needs v7+)."""
+    assert 3 <= version <= 8
     body = string(None) + i16(acks) + i32(timeout_ms)
     body += i32(1) + string(topic) + i32(1) + i32(partition) + i32(len(batch)) + batch
-    return frame(request_header_v1(API_PRODUCE, 3, correlation_id) + body)
+    return frame(request_header_v1(API_PRODUCE, version, correlation_id) + body)
+
+
+def metadata_v1_request(topics, correlation_id=3):
+    """Metadata v1 for `topics` (None = all topics). v1 has no allow_auto_topic_creation flag:
+    a broker with auto.create.topics.enable creates the unknown names it is asked for."""
+    body = i32(-1) if topics is None else i32(len(topics)) + b"".join(string(t) for t in topics)
+    return frame(request_header_v1(API_METADATA, 1, correlation_id) + body)
 
 
 # ---- responses -----------------------------------------------------------------------------
@@ -235,8 +267,16 @@ def parse_api_versions_response(payload, version):
     return corr, err, apis, throttle
 
 
-def parse_produce_v3_response(payload):
-    """Returns (correlation_id, [(topic, partition, error_code, base_offset)])."""
+def parse_produce_v3_response(payload, version=3):
+    """Returns (correlation_id, [(topic, partition, error_code, base_offset)]) of a Produce v3
+    to v8 response (v8's error message is left out; see parse_produce_response)."""
+    corr, rows = parse_produce_response(payload, version)
+    return corr, [row[:4] for row in rows]
+
+
+def parse_produce_response(payload, version):
+    """Returns (correlation_id, [(topic, partition, error_code, base_offset, error_message)])
+    of a Produce v3 to v8 response (the message is None below v8)."""
     r = Reader(payload)
     corr = r.i32()
     out = []
@@ -245,8 +285,41 @@ def parse_produce_v3_response(payload):
         for _ in range(r.i32()):
             partition, err, base = r.i32(), r.i16(), r.i64()
             r.i64()  # log_append_time
-            out.append((topic, partition, err, base))
+            message = None
+            if version >= 5:
+                r.i64()  # log_start_offset
+            if version >= 8:
+                for _ in range(r.i32()):  # record_errors: batch index, message
+                    r.i32(), r.string()
+                message = r.string()
+            out.append((topic, partition, err, base, message))
     return corr, out
+
+
+def parse_metadata_v1_response(payload):
+    """Returns (correlation_id, {topic: (error_code, {partition: (error_code, leader)})})."""
+    r = Reader(payload)
+    corr = r.i32()
+    for _ in range(r.i32()):  # brokers: node_id, host, port, rack
+        r.i32(), r.string(), r.i32(), r.string()
+    r.i32()  # controller_id
+    topics = {}
+    for _ in range(r.i32()):
+        err, name, _internal = r.i16(), r.string(), r.i8()
+        parts = {}
+        for _ in range(r.i32()):
+            perr, index, leader = r.i16(), r.i32(), r.i32()
+            for _ in range(2):  # replicas, isr
+                for _ in range(r.i32()):
+                    r.i32()
+            parts[index] = (perr, leader)
+        topics[name] = (err, parts)
+    return corr, topics
+
+
+def roundtrip(sock, request):
+    sock.sendall(request)
+    return recv_frame(sock)
 
 
 def connect(port, host="127.0.0.1", timeout=5.0):

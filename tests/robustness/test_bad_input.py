@@ -142,3 +142,42 @@ def test_100_oversize_prefixes_rss_bounded(broker, bystander, target):
     assert_still_served(broker, bystander)
     if target == "kactor":
         assert peak - before < 64 * 1024 * 1024, f"RSS grew {(peak - before) >> 20} MiB"
+
+
+def test_huge_partition_counts_are_refused_and_the_broker_stays_up(broker, bystander, target,
+                                                                     topic_name):
+    """CreateTopics / CreatePartitions asking for up to 2^31-1 partitions: Kafka refuses more
+    than 10,000 new partitions per request with POLICY_VIOLATION before placing anything (it
+    used to abort kactor with a 51 GB allocation in replica placement)."""
+    from kafka import KafkaAdminClient
+    from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    before = broker.rss_bytes()
+    many = "Excessively large number of partitions per request."
+    try:
+        def create(topics, validate_only):
+            t = CreateTopicsRequest.CreatableTopic
+            r = a._manager.run(a._manager.send, CreateTopicsRequest(
+                version=5, timeout_ms=30000, validate_only=validate_only,
+                topics=[t(name=n, num_partitions=p, replication_factor=1, assignments=[],
+                          configs=[]) for n, p in topics]))
+            return [(t.name, t.error_code, t.error_message) for t in r.topics]
+
+        for validate_only in (True, False):
+            assert create([(topic_name, 2**31 - 1)], validate_only) == \
+                [(topic_name, 44, many)]
+            assert create([(topic_name + "-a", 5_001), (topic_name + "-b", 5_000)],
+                          validate_only) == [(topic_name + "-a", 44, many),
+                                             (topic_name + "-b", 44, many)]
+        create_topic(broker, topic_name)
+        r = a._manager.run(a._manager.send, CreatePartitionsRequest(
+            version=1, timeout_ms=30000, validate_only=False,
+            topics=[CreatePartitionsRequest.CreatePartitionsTopic(
+                name=topic_name, count=2**31 - 1, assignments=None)]))
+        assert [(t.name, t.error_code, t.error_message) for t in r.results] == [
+            (topic_name, 44, "Excessively large number of additional partitions per request.")]
+    finally:
+        a.close()
+    assert_still_served(broker, bystander)
+    if target == "kactor":
+        assert broker.rss_bytes() - before < 64 * 1024 * 1024

@@ -75,3 +75,89 @@ def test_full_metadata_log_disk_stops_the_node_cleanly(broker_factory, small_dis
         assert "No space left on device" in log
         assert "KRaft metadata log" in log and "shutting down this node" in log
         assert "panicked" not in log
+
+
+def _produce_codes(broker, topic, partitions):
+    """One produce per partition on a raw connection: {partition: error code}."""
+    from harness import wire
+    codes = {}
+    with wire.connect(broker.port, timeout=30) as sock:
+        for p in partitions:
+            batch = wire.record_batch([(None, b"after the disk filled")])
+            _, rows = wire.parse_produce_v3_response(wire.roundtrip(
+                sock, wire.produce_v3_request(topic, p, batch, acks=1, timeout_ms=10000)))
+            codes[p] = rows[0][2]
+    return codes
+
+
+def test_partitions_created_on_a_full_log_dir_take_it_offline(broker_factory, small_disk,
+                                                             tmp_path, topic_name):
+    """Two log dirs, one of them full: CreateTopics succeeds (the metadata is fine), the
+    partitions placed in the full dir cannot be created, and that dir goes offline: produce to
+    them fails (KAFKA_STORAGE_ERROR here, as Kafka answers for a replica in an offline dir; or
+    NOT_LEADER_OR_FOLLOWER once Kafka's controller has moved them), DescribeLogDirs reports the
+    dir with KAFKA_STORAGE_ERROR, the partitions in the healthy dir keep working and the broker
+    stays up. Before, kactor advertised the failed partitions and answered
+    NOT_LEADER_OR_FOLLOWER until a restart, with no dir taken offline."""
+    from differential.client import Client
+    full, healthy = small_disk / "logs", tmp_path / "healthy-logs"
+    b = broker_factory(name="jbod", overrides={
+        "log.dirs": f"{full},{healthy}", "metadata.log.dir": str(tmp_path / "metadata")})
+    fill(small_disk)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    from confluent_kafka.admin import NewTopic
+    admin.create_topics([NewTopic(topic_name, 4, 1)])[topic_name].result(30)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        in_full = sorted(int(d.name.rsplit("-", 1)[1]) for d in full.glob(f"{topic_name}-*"))
+        if in_full:
+            break
+        time.sleep(0.2)
+    assert in_full, "no partition was placed in the full dir"
+    in_healthy = sorted(set(range(4)) - set(in_full))
+    assert in_healthy, "no partition was placed in the healthy dir"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        codes = _produce_codes(b, topic_name, range(4))
+        if all(codes[p] == 0 for p in in_healthy) and all(codes[p] != 0 for p in in_full):
+            break
+        time.sleep(0.5)
+    assert all(codes[p] == 0 for p in in_healthy), codes
+    assert all(codes[p] in (56, 6) for p in in_full), codes
+    if b.target == "kactor":
+        assert all(codes[p] == 56 for p in in_full), codes
+    c = Client(b.target, b.port)
+    try:
+        r = c.call("DescribeLogDirs", 4, {"Topics": None})
+    finally:
+        c.close()
+    errors = {d["LogDir"]: d["ErrorCode"] for d in r["Results"]}
+    assert errors == {str(full): 56, str(healthy): 0}, errors
+    assert b.is_running()
+    if b.target == "kactor":
+        assert "log dir failed" in b.log_text()
+
+
+def test_a_single_full_log_dir_stops_the_node(broker_factory, small_disk, tmp_path, topic_name):
+    """The only log dir fails: the node cannot serve any partition and stops with one clear
+    line and a non-zero exit code, as Kafka halts when all its log dirs have failed."""
+    b = broker_factory(name="onedir", overrides={
+        "log.dirs": str(small_disk / "logs"), "metadata.log.dir": str(tmp_path / "metadata")})
+    fill(small_disk)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    from confluent_kafka.admin import NewTopic
+    try:
+        admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(30)
+    except Exception:  # noqa: BLE001 - the node may be gone before it answers
+        pass
+    deadline = time.monotonic() + 60
+    while b.is_running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not b.is_running(), "still running with its only log dir failed"
+    code = b.proc.wait(30)
+    assert code > 0, f"exit code {code}"
+    if b.target == "kactor":
+        log = b.log_text()
+        assert "all log dirs have failed" in log, log[-3000:]
+        assert "No space left on device" in log
+        assert "panicked" not in log

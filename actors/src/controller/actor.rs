@@ -19,7 +19,7 @@ use crate::raft::actor::now_ms;
 use crate::raft::messages::{
     AppendMetadataRecords, MetadataBatchesCommitted, RaftLeaderChanged, RegisterRaftListener,
 };
-use crate::runtime::{ActorMetrics, SupervisedActor};
+use crate::runtime::{ActorMetrics, MeteredAddr, MeteredRecipient, SupervisedActor};
 
 /// How often broker sessions are checked (Kafka checks on a similar short timer).
 const TICK: Duration = Duration::from_millis(250);
@@ -35,8 +35,8 @@ struct Pending {
 pub struct QuorumControllerActor {
     cfg: ControllerConfig,
     core: QuorumControllerCore,
-    append: Recipient<AppendMetadataRecords>,
-    register: Recipient<RegisterRaftListener>,
+    append: MeteredRecipient<AppendMetadataRecords>,
+    register: MeteredRecipient<RegisterRaftListener>,
     committed_offset: i64,
     pending: VecDeque<Pending>,
     /// `true` while this controller is active: a co-located BrokerLifecycleActor registers
@@ -51,8 +51,8 @@ impl QuorumControllerActor {
     /// when it starts.
     pub fn new(
         cfg: ControllerConfig,
-        append: Recipient<AppendMetadataRecords>,
-        register: Recipient<RegisterRaftListener>,
+        append: MeteredRecipient<AppendMetadataRecords>,
+        register: MeteredRecipient<RegisterRaftListener>,
         metrics: ActorMetrics,
     ) -> Self {
         QuorumControllerActor {
@@ -139,7 +139,7 @@ impl QuorumControllerActor {
     }
 
     fn register_with_raft(&self, ctx: &mut Context<Self>) {
-        let me = ctx.address();
+        let me = MeteredAddr::new(ctx.address(), self.metrics.clone());
         self.register.do_send(RegisterRaftListener {
             name: "QuorumControllerActor",
             committed: me.clone().recipient(),
@@ -219,17 +219,17 @@ impl Actor for QuorumControllerActor {
 
 impl Supervised for QuorumControllerActor {
     fn restarting(&mut self, ctx: &mut Context<Self>) {
-        self.metrics.restarted();
-        // Rebuild from the committed log, as after a leadership change.
+        // Rebuild from the committed log, as after a leadership change (after a caught panic,
+        // or the stop below when its view of the log went wrong).
         self.resign(ctx);
     }
 }
 
 impl SupervisedActor for QuorumControllerActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
-    }
+    const MAILBOX_CAPACITY: usize = 1024;
 }
+
+crate::supervised_mailbox!(QuorumControllerActor);
 
 impl Handler<MetadataBatchesCommitted> for QuorumControllerActor {
     type Result = ();
@@ -345,6 +345,11 @@ controller_op!(AlterConfigs, Vec<AlterConfigsResourceResult>, |core, m| {
 });
 controller_op!(RegisterBroker, BrokerRegistrationReply, |core, m| core
     .register_broker(&m.registration, now_ms()));
+controller_op!(
+    RegisterController,
+    super::core::errors::ApiError,
+    |core, m| core.register_controller(m.record)
+);
 controller_op!(ProcessBrokerHeartbeat, BrokerHeartbeatReply, |core, m| core
     .broker_heartbeat(&m.heartbeat, now_ms()));
 controller_op!(

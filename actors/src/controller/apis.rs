@@ -30,7 +30,6 @@ use crate::loggers::BrokerLoggers;
 use crate::metadata::actor::{wait_for_offset, MetadataImageWatch};
 use crate::metadata::core::{ConfigResource, MetadataImage, TopicImage};
 use crate::network::router::{HandlerOutcome, ListenerKind, RequestContext, RequestRouter};
-use crate::partition::registry::{PartitionTable, PartitionTableReader};
 use crate::raft::actor::RaftActor;
 use crate::raft::messages::DescribeQuorumState;
 use crate::runtime::MeteredAddr;
@@ -78,11 +77,21 @@ pub struct BrokerConfigEntry {
 }
 
 /// What the handlers need, captured by each registered closure.
+/// Where the Raft leader is, for answers that name or come from the active controller.
+#[derive(Clone)]
+pub struct QuorumView {
+    pub leader: tokio::sync::watch::Receiver<Option<i32>>,
+    /// host:port of each voter's controller listener.
+    pub endpoints: std::collections::BTreeMap<i32, String>,
+}
+
 #[derive(Clone)]
 pub struct MetadataApis {
     pub node_id: i32,
     pub cluster_id: String,
-    pub controller: MeteredAddr<QuorumControllerActor>,
+    /// The co-located controller; None on a broker-only node (its admin writes are forwarded
+    /// to the active controller, see [`register_forwarding`]).
+    pub controller: Option<MeteredAddr<QuorumControllerActor>>,
     pub raft: MeteredAddr<RaftActor>,
     pub image: MetadataImageWatch,
     /// `auto.create.topics.enable`
@@ -90,6 +99,8 @@ pub struct MetadataApis {
     pub broker_configs: Arc<Vec<BrokerConfigEntry>>,
     /// This node's controller listeners (name, host, port) for DescribeQuorum v2.
     pub controller_listeners: Vec<(String, String, u16)>,
+    /// The other voters, when the quorum has some (the leader may be in another process).
+    pub quorum: Option<QuorumView>,
     /// This node's loggers (BROKER_LOGGER resources); None: not served.
     pub loggers: Option<Arc<BrokerLoggers>>,
 }
@@ -123,7 +134,10 @@ impl MetadataApis {
             DEFAULT_TIMEOUT_MS
         };
         let deadline = tokio::time::Instant::now() + Duration::from_millis(ms as u64);
-        let reply = tokio::time::timeout_at(deadline, self.controller.send(msg)).await;
+        let Some(controller) = &self.controller else {
+            return Err(NOT_CONTROLLER);
+        };
+        let reply = tokio::time::timeout_at(deadline, controller.send(msg)).await;
         let committed = match reply {
             Err(_) => return Err(REQUEST_TIMED_OUT),
             Ok(Err(_)) => return Err(NOT_CONTROLLER),
@@ -169,24 +183,19 @@ fn record_errors(ctx: &RequestContext, codes: impl IntoIterator<Item = i16>) {
 
 /// Registers every API of this module on `router`.
 pub fn register(router: &mut RequestRouter, apis: MetadataApis) {
-    register_with_partitions(router, apis, None, AUTO_CREATE_WAIT);
+    register_with_auto_create_wait(router, apis, AUTO_CREATE_WAIT);
 }
 
-/// As [`register`], with `auto_create_wait` instead of [`AUTO_CREATE_WAIT`]; with `hosted`
-/// (this broker's partition table), a Metadata request that auto-creates a topic also waits
-/// for this broker to host the partitions it leads, so that the Produce the answer invites
-/// does not arrive first.
-pub fn register_with_partitions(
+/// As [`register`], with `auto_create_wait` instead of [`AUTO_CREATE_WAIT`].
+pub fn register_with_auto_create_wait(
     router: &mut RequestRouter,
     apis: MetadataApis,
-    hosted: Option<PartitionTableReader>,
     auto_create_wait: Duration,
 ) {
     {
         let apis = apis.clone();
         router.register(ApiKey::Metadata, move |ctx, body| {
             let apis = apis.clone();
-            let hosted = hosted.clone();
             Box::pin(async move {
                 let RequestBody::Metadata(req) = body else {
                     return HandlerOutcome::Close(format!(
@@ -194,11 +203,7 @@ pub fn register_with_partitions(
                         "unexpected", ctx.api_key
                     ));
                 };
-                let auto_create = AutoCreate {
-                    hosted,
-                    wait: auto_create_wait,
-                };
-                handle_metadata(&apis, auto_create, &ctx, req).await
+                handle_metadata(&apis, auto_create_wait, &ctx, req).await
             })
         });
     }
@@ -372,9 +377,17 @@ fn endpoint_on<'a>(
     b.listeners.iter().find(|e| e.name == listener)
 }
 
-/// Kafka reports a random live broker as the "controller" to clients in KRaft mode; with a
-/// deterministic choice (the lowest live id) clients see a stable value.
-fn client_facing_controller(image: &MetadataImage) -> i32 {
+/// Kafka reports a random live broker as the "controller" to clients in KRaft mode and
+/// forwards their admin requests to the active controller; with a deterministic choice (the
+/// lowest live id) clients see a stable value. kactor does not forward admin requests yet
+/// (Envelope), so with several voters it names the Raft leader's broker when that broker is
+/// live: the admin client then sends CreateTopics and the like straight to the node whose
+/// controller is active.
+fn client_facing_controller(apis: &MetadataApis, image: &MetadataImage) -> i32 {
+    let leader = apis.quorum.as_ref().and_then(|q| *q.leader.borrow());
+    if let Some(id) = leader.filter(|id| image.brokers.get(id).is_some_and(|b| !b.fenced)) {
+        return id;
+    }
     image
         .brokers
         .values()
@@ -442,22 +455,16 @@ fn metadata_topic(
 /// UNKNOWN_TOPIC_OR_PARTITION and the creation goes on in the background.
 pub const AUTO_CREATE_WAIT: Duration = Duration::from_millis(50);
 
-/// Asks the controller to create `names` with the broker defaults and waits (at most
-/// `auto.wait`) until the local image holds the result and, with `auto.hosted`, until this
-/// broker hosts the new partitions it leads; returns that image, or None if the wait ran out
-/// or the creation failed.
+/// Asks the controller to create `names` with the broker defaults and waits (at most `wait`)
+/// until the served image holds the result (on a broker, that is once this broker hosts the
+/// partitions it leads, so the Produce the answer invites finds them); returns that image, or
+/// None if the wait ran out or the creation failed.
 async fn auto_create(
     apis: &MetadataApis,
-    auto: AutoCreate,
+    bound: Duration,
     names: Vec<String>,
 ) -> Option<Arc<MetadataImage>> {
-    let AutoCreate {
-        hosted,
-        wait: bound,
-    } = auto;
-    let node_id = apis.node_id;
-    let controller = apis.controller.clone();
-    let request_names = names.clone();
+    let controller = apis.controller.clone()?;
     let request = cm::CreateTopics {
         topics: names
             .into_iter()
@@ -485,52 +492,14 @@ async fn auto_create(
             return None;
         }
         let snapshot = image.borrow().clone();
-        if let Some(mut table) = hosted {
-            // The metadata publisher tells the partition layer before it publishes the image,
-            // but creating the log takes a few fsyncs: a Produce sent on this answer could
-            // otherwise find no partition yet (NOT_LEADER_OR_FOLLOWER, and a client retry).
-            let led: Vec<(String, i32, i32)> = names_created(&snapshot, &request_names)
-                .flat_map(|t| {
-                    t.partitions
-                        .iter()
-                        .filter(|(_, p)| p.leader == node_id)
-                        .map(|(i, p)| (t.name.clone(), *i, p.leader_epoch))
-                })
-                .collect();
-            let ready = |t: &Arc<PartitionTable>| {
-                led.iter().all(|(topic, index, epoch)| {
-                    t.get(topic, *index)
-                        .is_some_and(|r| r.leader_epoch >= *epoch)
-                })
-            };
-            if table.wait_for(ready).await.is_err() {
-                return None;
-            }
-        }
         Some(snapshot)
     };
     tokio::time::timeout(bound, wait).await.ok().flatten()
 }
 
-/// The topics among `names` that `image` holds.
-fn names_created<'a>(
-    image: &'a MetadataImage,
-    names: &'a [String],
-) -> impl Iterator<Item = &'a TopicImage> + 'a {
-    names
-        .iter()
-        .filter_map(|n| image.topics.get_by_name(n).map(|t| &**t))
-}
-
-/// How a Metadata request waits for the topics it auto-creates (see [`auto_create`]).
-struct AutoCreate {
-    hosted: Option<PartitionTableReader>,
-    wait: Duration,
-}
-
 async fn handle_metadata(
     apis: &MetadataApis,
-    auto: AutoCreate,
+    auto_create_wait: Duration,
     ctx: &RequestContext,
     req: MetadataRequest,
 ) -> HandlerOutcome {
@@ -609,7 +578,7 @@ async fn handle_metadata(
         }
         if !to_create.is_empty() {
             let requested = to_create.clone();
-            if let Some(created) = auto_create(apis, auto, to_create).await {
+            if let Some(created) = auto_create(apis, auto_create_wait, to_create).await {
                 // The topics are in the image now: answer as a Metadata request arriving a
                 // moment later would be answered (a partition may still lack a live leader).
                 for t in topics.iter_mut() {
@@ -636,7 +605,7 @@ async fn handle_metadata(
             None
         },
         controller_id: if v >= 1 {
-            client_facing_controller(&image)
+            client_facing_controller(apis, &image)
         } else {
             -1
         },
@@ -1697,7 +1666,7 @@ async fn handle_describe_cluster(
         error_message: None,
         endpoint_type,
         cluster_id: apis.cluster_id.clone(),
-        controller_id: client_facing_controller(&image),
+        controller_id: client_facing_controller(apis, &image),
         brokers,
         cluster_authorized_operations: if req.include_cluster_authorized_operations {
             CLUSTER_OPERATIONS
@@ -1806,6 +1775,33 @@ async fn handle_describe_quorum(
 ) -> HandlerOutcome {
     use m::describe_quorum_response as r;
     let v = ctx.api_version;
+    // Only the leader knows every replica's progress: another voter asks it, as Kafka's
+    // broker forwards DescribeQuorum to the active controller.
+    if let Some(q) = &apis.quorum {
+        let leader = *q.leader.borrow();
+        if let Some(addr) = leader
+            .filter(|l| *l != apis.node_id)
+            .and_then(|l| q.endpoints.get(&l))
+        {
+            let timeout = Duration::from_millis(DEFAULT_TIMEOUT_MS as u64);
+            let asked = async {
+                let mut conn = crate::network::client::KafkaConnection::connect(
+                    addr,
+                    "describe-quorum",
+                    timeout,
+                )
+                .await
+                .ok()?;
+                let version = conn.version_for(ApiKey::DescribeQuorum)?.min(v);
+                conn.send_at(RequestBody::DescribeQuorum(req.clone()), version, timeout)
+                    .await
+                    .ok()
+            };
+            if let Some(ResponseBody::DescribeQuorum(resp)) = asked.await {
+                return respond(ResponseBody::DescribeQuorum(resp));
+            }
+        }
+    }
     let info = match apis.raft.send(DescribeQuorumState).await {
         Ok(i) => i,
         Err(_) => {
@@ -1979,4 +1975,130 @@ async fn handle_update_features(
     };
     ctx.record_error(resp.error_code);
     respond(ResponseBody::UpdateFeatures(resp))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forwarding to the active controller
+
+/// The admin writes a node forwards when the active controller is elsewhere.
+pub const FORWARDED: &[ApiKey] = &[
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::CreatePartitions,
+    ApiKey::AlterConfigs,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::UpdateFeatures,
+    ApiKey::ElectLeaders,
+    ApiKey::AlterUserScramCredentials,
+];
+
+/// Wraps the [`FORWARDED`] routes so that, while the Raft leader is another node, the request
+/// goes to that node's controller listener at the client's version and its answer comes back
+/// unchanged (Kafka's broker forwards these to the active controller too, inside an Envelope;
+/// kactor sends the request itself, which the controller listener serves as it would from
+/// `--bootstrap-controller` tools). While this node leads, the local handler answers.
+///
+/// During a failover (no leader known, or the known one unreachable) the request waits for the
+/// next leader, up to [`FORWARD_WAIT`], as Kafka's forwarding channel queues it: clients see
+/// latency rather than NOT_CONTROLLER, which some (librdkafka's admin API) pass straight to the
+/// application. Past the wait the local answer (NOT_CONTROLLER without an active controller
+/// here) goes back and the client decides.
+pub fn register_forwarding(router: &mut RequestRouter, node_id: i32, quorum: QuorumView) {
+    for &key in FORWARDED {
+        let Some(local) = router.route(key).map(|r| r.handler.clone()) else {
+            continue;
+        };
+        let quorum = quorum.clone();
+        router.register(key, move |ctx, body| {
+            let local = local.clone();
+            let mut quorum = quorum.clone();
+            Box::pin(async move {
+                let deadline = tokio::time::Instant::now() + FORWARD_WAIT;
+                loop {
+                    let leader = *quorum.leader.borrow_and_update();
+                    if leader == Some(node_id) {
+                        return local(ctx, body).await;
+                    }
+                    let target = leader.and_then(|l| quorum.endpoints.get(&l).cloned());
+                    if let Some(address) = target {
+                        match forward(&address, &ctx, body.clone(), deadline).await {
+                            // A controller that lost (or has not yet taken up) leadership
+                            // refuses the whole request: look again, as Kafka's channel does.
+                            Ok(resp)
+                                if says_not_controller(&resp)
+                                    && tokio::time::Instant::now() < deadline => {}
+                            Ok(resp) => return HandlerOutcome::Respond(resp),
+                            Err(ForwardFailed::Unsupported) => return local(ctx, body).await,
+                            Err(ForwardFailed::Unreachable) => {}
+                        }
+                    }
+                    // No leader, or it did not answer: wait for a change (or poll again
+                    // shortly, since an unreachable leader may not be replaced at once).
+                    let now = tokio::time::Instant::now();
+                    if now >= deadline {
+                        return local(ctx, body).await;
+                    }
+                    let nap = (deadline - now).min(FORWARD_RETRY);
+                    let _ = tokio::time::timeout(nap, quorum.leader.changed()).await;
+                }
+            })
+        });
+    }
+}
+
+/// How long a forwarded admin request waits for an active controller during a failover.
+const FORWARD_WAIT: Duration = Duration::from_secs(15);
+/// How often a request waiting for an active controller looks again without a leader change.
+const FORWARD_RETRY: Duration = Duration::from_millis(200);
+
+/// Whether a forwarded admin response says the controller it reached is not the active one
+/// (a controller answers NOT_CONTROLLER for every item when it is not).
+fn says_not_controller(resp: &ResponseBody) -> bool {
+    let nc = |code: i16| code == NOT_CONTROLLER;
+    match resp {
+        ResponseBody::CreateTopics(r) => r.topics.iter().any(|t| nc(t.error_code)),
+        ResponseBody::DeleteTopics(r) => r.responses.iter().any(|t| nc(t.error_code)),
+        ResponseBody::CreatePartitions(r) => r.results.iter().any(|t| nc(t.error_code)),
+        ResponseBody::AlterConfigs(r) => r.responses.iter().any(|t| nc(t.error_code)),
+        ResponseBody::IncrementalAlterConfigs(r) => r.responses.iter().any(|t| nc(t.error_code)),
+        ResponseBody::AlterUserScramCredentials(r) => r.results.iter().any(|t| nc(t.error_code)),
+        ResponseBody::ElectLeaders(r) => nc(r.error_code),
+        ResponseBody::UpdateFeatures(r) => {
+            nc(r.error_code) || r.results.iter().any(|t| nc(t.error_code))
+        }
+        _ => false,
+    }
+}
+
+/// Why a forward did not bring an answer back.
+enum ForwardFailed {
+    /// Not connected or no answer before the deadline: another leader may answer.
+    Unreachable,
+    /// The controller does not serve this version: no other one will either.
+    Unsupported,
+}
+
+async fn forward(
+    address: &str,
+    ctx: &RequestContext,
+    body: RequestBody,
+    deadline: tokio::time::Instant,
+) -> Result<ResponseBody, ForwardFailed> {
+    let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let mut conn = crate::network::client::KafkaConnection::connect(address, "forwarding", timeout)
+        .await
+        .map_err(|_| ForwardFailed::Unreachable)?;
+    let supported = conn
+        .api_versions
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ctx.api_key as i16)
+        .is_some_and(|k| (k.min_version..=k.max_version).contains(&ctx.api_version));
+    if !supported {
+        return Err(ForwardFailed::Unsupported);
+    }
+    let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+    conn.send_at(body, ctx.api_version, timeout)
+        .await
+        .map_err(|_| ForwardFailed::Unreachable)
 }

@@ -77,6 +77,14 @@ pub struct RegisterBroker {
     pub registration: BrokerRegistration,
 }
 
+/// Sent by the ControllerRegistration API (another controller announcing itself). Lost: that
+/// controller retries.
+#[derive(Debug, Message)]
+#[rtype(result = "ControllerReply<super::core::errors::ApiError>")]
+pub struct RegisterController {
+    pub record: kactor_protocol::metadata::RegisterControllerRecord,
+}
+
 /// Sent by a broker's lifecycle actor every `broker.heartbeat.interval.ms`. Lost: one missed
 /// heartbeat; the session survives until `broker.session.timeout.ms`.
 #[derive(Debug, Message)]

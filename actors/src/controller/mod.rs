@@ -4,7 +4,9 @@
 //! (router → controller → Raft → publisher).
 
 pub mod actor;
+pub mod broker_apis;
 pub mod core;
+pub mod envelope;
 pub mod messages;
 
 pub use self::actor::QuorumControllerActor;

@@ -4,7 +4,7 @@
 //! and BrokerLifecycleActor (if this node is a broker) under supervision on one arbiter, and
 //! registers the Raft listeners. The process topology calls this once.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use actix::prelude::*;
@@ -13,12 +13,14 @@ use tokio::sync::watch;
 use super::actor::QuorumControllerActor;
 use super::core::ControllerConfig;
 use crate::metadata::actor::{MetadataImageWatch, MetadataPublisherActor};
+use crate::metadata::controller_channel::ControllerChannelActor;
 use crate::metadata::lifecycle::{
     BrokerLifecycleActor, BrokerLifecycleConfig, BrokerLifecycleState,
 };
 use crate::network::api_versions::FinalizedFeatures;
 use crate::raft::actor::{RaftActor, RaftActorConfig};
-use crate::raft::messages::{RaftError, RegisterRaftListener};
+use crate::raft::core::Endpoints;
+use crate::raft::messages::RaftError;
 use crate::runtime::{start_supervised, ActorMetrics, MeteredAddr};
 
 #[derive(Debug, Clone)]
@@ -38,6 +40,39 @@ pub struct KraftConfig {
     pub broker: Option<BrokerLifecycleConfig>,
     /// The sender half of `network::features_channel`, for ApiVersions' finalized features.
     pub finalized_features: Option<watch::Sender<FinalizedFeatures>>,
+    /// Where the other voters are and the quorum's timeouts.
+    pub quorum: QuorumSettings,
+}
+
+/// The multi-voter part of the quorum configuration (Kafka's `QuorumConfig`).
+#[derive(Debug, Clone)]
+pub struct QuorumSettings {
+    /// Each voter's controller listener (`controller.quorum.voters`).
+    pub voter_endpoints: BTreeMap<i32, Endpoints>,
+    /// `meta.properties` `cluster.id`, carried and checked in Raft requests.
+    pub cluster_id: String,
+    /// `controller.quorum.fetch.timeout.ms`
+    pub fetch_timeout_ms: i64,
+    /// `controller.quorum.election.backoff.max.ms`
+    pub election_backoff_max_ms: i64,
+    /// `controller.quorum.request.timeout.ms`
+    pub request_timeout_ms: i64,
+    /// `controller.quorum.retry.backoff.ms`
+    pub retry_backoff_ms: i64,
+}
+
+impl Default for QuorumSettings {
+    /// Kafka's defaults, no remote voters.
+    fn default() -> Self {
+        QuorumSettings {
+            voter_endpoints: BTreeMap::new(),
+            cluster_id: String::new(),
+            fetch_timeout_ms: 2000,
+            election_backoff_max_ms: 1000,
+            request_timeout_ms: 2000,
+            retry_backoff_ms: 20,
+        }
+    }
 }
 
 /// Addresses and watch channels of the started actors.
@@ -48,6 +83,8 @@ pub struct KraftHandles {
     pub lifecycle: Option<MeteredAddr<BrokerLifecycleActor>>,
     /// The latest published metadata image.
     pub image: MetadataImageWatch,
+    /// The Raft leader's id as it changes.
+    pub raft_leader: watch::Receiver<Option<i32>>,
     /// The broker's lifecycle state (`Running` = unfenced, ready to serve).
     pub broker_state: Option<watch::Receiver<BrokerLifecycleState>>,
 }
@@ -60,7 +97,16 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     raft_cfg.voters = cfg.voters.clone();
     raft_cfg.election_timeout_ms = cfg.election_timeout_ms;
     raft_cfg.segment_bytes = cfg.metadata_log_segment_bytes;
+    raft_cfg.voter_endpoints = cfg.quorum.voter_endpoints.clone();
+    raft_cfg.cluster_id = cfg.quorum.cluster_id.clone();
+    raft_cfg.fetch_timeout_ms = cfg.quorum.fetch_timeout_ms;
+    raft_cfg.election_backoff_max_ms = cfg.quorum.election_backoff_max_ms;
+    raft_cfg.request_timeout_ms = cfg.quorum.request_timeout_ms;
+    raft_cfg.retry_backoff_ms = cfg.quorum.retry_backoff_ms;
     let raft_actor = RaftActor::open(raft_cfg, raft_metrics.clone())?;
+    let raft_leader = raft_actor.leader_watch();
+    // Other voters: the active controller may be in another process.
+    let remote_voters = cfg.voters.iter().any(|v| *v != cfg.node_id);
     let raft = start_supervised(arbiter, raft_metrics, move |_| raft_actor);
 
     let pub_metrics = ActorMetrics::new("MetadataPublisherActor");
@@ -69,30 +115,59 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     if let Some(tx) = cfg.finalized_features {
         publisher_actor = publisher_actor.publish_features_to(tx);
     }
+    publisher_actor = publisher_actor.registered_with(raft.clone().recipient());
     let publisher = start_supervised(arbiter, pub_metrics, move |_| publisher_actor);
-    raft.do_send(RegisterRaftListener {
-        name: "MetadataPublisherActor",
-        committed: publisher.addr().clone().recipient(),
-        leader_changes: Some(publisher.addr().clone().recipient()),
-    });
 
     let mut controller_active = None;
     let controller = cfg.controller.map(|ccfg| {
         let metrics = ActorMetrics::new("QuorumControllerActor");
-        let append = raft.addr().clone().recipient();
-        let register = raft.addr().clone().recipient();
+        let append = raft.recipient();
+        let register = raft.recipient();
         let actor = QuorumControllerActor::new(ccfg, append, register, metrics.clone());
         controller_active = Some(actor.active_watch());
         start_supervised(arbiter, metrics, move |_| actor)
     });
 
     let (lifecycle, broker_state) = match (cfg.broker, &controller) {
+        (Some(bcfg), ctl) if remote_voters || ctl.is_none() => {
+            // Register and heartbeat through the channel to wherever the leader is.
+            let endpoints = cfg
+                .quorum
+                .voter_endpoints
+                .iter()
+                .filter_map(|(id, eps)| {
+                    Some((*id, format!("{}:{}", eps.first()?.host, eps.first()?.port)))
+                })
+                .collect();
+            let channel_metrics = ActorMetrics::new("ControllerChannelActor");
+            let channel = ControllerChannelActor::new(
+                cfg.node_id,
+                ctl.clone(),
+                raft_leader.clone(),
+                endpoints,
+                std::time::Duration::from_millis(cfg.quorum.request_timeout_ms.max(1) as u64),
+                channel_metrics.clone(),
+            );
+            let channel = start_supervised(arbiter, channel_metrics, move |_| channel);
+            let metrics = ActorMetrics::new("BrokerLifecycleActor");
+            let (actor, state) = BrokerLifecycleActor::new(
+                bcfg,
+                channel.clone().recipient(),
+                channel.recipient(),
+                image.clone(),
+                metrics.clone(),
+            );
+            (
+                Some(start_supervised(arbiter, metrics, move |_| actor)),
+                Some(state),
+            )
+        }
         (Some(bcfg), Some(ctl)) => {
             let metrics = ActorMetrics::new("BrokerLifecycleActor");
             let (actor, state) = BrokerLifecycleActor::new(
                 bcfg,
-                ctl.addr().clone().recipient(),
-                ctl.addr().clone().recipient(),
+                ctl.recipient(),
+                ctl.recipient(),
                 image.clone(),
                 metrics.clone(),
             );
@@ -105,11 +180,12 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
                 Some(state),
             )
         }
-        // A broker-only node reaches a remote controller over the network: a later issue.
+        // A controller-only node has no broker lifecycle.
         _ => (None, None),
     };
 
     Ok(KraftHandles {
+        raft_leader,
         raft,
         controller,
         publisher,

@@ -23,7 +23,7 @@ use super::metrics::{group_metrics, ShardMetrics};
 use crate::partition::core::{IsolationLevel, PartitionError, ReadParams};
 use crate::partition::messages::{AppendCoordinatorRecords, DescribeReplica, ReadRecords};
 use crate::partition::registry::PartitionTableReader;
-use crate::runtime::ActorMetrics;
+use crate::runtime::{ActorMetrics, SupervisedActor};
 
 /// How often an uncommitted write re-checks the high watermark (multi-replica partitions).
 const COMMIT_POLL: Duration = Duration::from_millis(5);
@@ -89,6 +89,9 @@ enum Phase {
     Active,
     /// A write failed: reloading from the log to drop the state it produced.
     Reloading,
+    /// This broker no longer leads the partition: every request gets NOT_COORDINATOR until the
+    /// last address is dropped (a supervised actor that stops is restarted, so it stays, inert).
+    Resigned,
 }
 
 pub struct GroupCoordinatorActor {
@@ -109,6 +112,8 @@ pub struct GroupCoordinatorActor {
     metrics: ActorMetrics,
     /// Where the high watermarks for consumer lag come from.
     partitions: Option<(PartitionTableReader, i32)>,
+    /// The partition table version its topics view comes from (None before the first).
+    topics_version: Option<u64>,
     group_metrics: ShardMetrics,
     /// A lag refresh is in flight (skip the next tick rather than pile up).
     refreshing: bool,
@@ -145,6 +150,7 @@ impl GroupCoordinatorActor {
             commit_poll: None,
             metrics: ActorMetrics::new("GroupCoordinatorActor"),
             partitions: None,
+            topics_version: None,
             group_metrics: ShardMetrics::default(),
             refreshing: false,
             deleted_while_loading: Vec::new(),
@@ -160,6 +166,22 @@ impl GroupCoordinatorActor {
     ) -> Self {
         self.partitions = Some((partitions, broker_id));
         self
+    }
+
+    /// Takes the topics from the newest partition table when the manager's last
+    /// `UpdateGroupTopics` is older: a member's heartbeat right after its topic was created
+    /// (the client learnt of it from Metadata, served from that same table) gets its
+    /// assignment in this very response, as on Kafka, instead of one heartbeat later.
+    fn refresh_topics(&mut self) {
+        let Some((reader, _)) = &self.partitions else {
+            return;
+        };
+        let table = reader.borrow().clone();
+        if self.topics_version.is_some_and(|v| v >= table.version) {
+            return;
+        }
+        self.topics_version = Some(table.version);
+        self.shard.set_topics(super::manager::topics_view(&table));
     }
 
     /// Refreshes this shard's group metrics; lag needs a DescribeReplica per partition led
@@ -181,7 +203,7 @@ impl GroupCoordinatorActor {
             committed.keys().map(|(_, t, p)| (t.clone(), *p)).collect();
         for (topic, p) in wanted {
             if let Some(h) = table.get(&topic, p).filter(|h| h.leader == broker_id) {
-                let fut = h.addr.addr().send(DescribeReplica);
+                let fut = h.addr.send(DescribeReplica);
                 asks.push(async move { fut.await.ok().map(|i| ((topic, p), i.high_watermark)) });
             }
         }
@@ -491,6 +513,9 @@ impl Actor for GroupCoordinatorActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.phase == Phase::Resigned {
+            return;
+        }
         self.load(ctx);
         ctx.run_interval(METRICS_INTERVAL, |act, ctx| act.refresh_metrics(ctx));
     }
@@ -500,6 +525,35 @@ impl Actor for GroupCoordinatorActor {
     }
 }
 
+impl actix::Supervised for GroupCoordinatorActor {
+    /// After a caught panic the in-memory groups may be half-updated: drop them with every
+    /// request waiting on them (their clients get NOT_COORDINATOR and look again) and replay
+    /// the coordinator partition, which `started` does once more.
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        if self.phase == Phase::Resigned {
+            return;
+        }
+        self.waiting.clear();
+        self.writes.clear();
+        let _ = self.shard.unload();
+        self.shard = {
+            let mut fresh = GroupCoordinatorShard::new(self.config.clone(), self.seed);
+            fresh.adopt_views(&self.shard);
+            fresh
+        };
+        self.timer = None;
+        self.commit_poll = None;
+        self.refreshing = false;
+        self.phase = Phase::Loading;
+    }
+}
+
+impl SupervisedActor for GroupCoordinatorActor {
+    const MAILBOX_CAPACITY: usize = 1024;
+}
+
+crate::supervised_mailbox!(GroupCoordinatorActor);
+
 impl Handler<HandleGroupRequest> for GroupCoordinatorActor {
     type Result = ResponseFuture<GroupResponse>;
 
@@ -508,7 +562,12 @@ impl Handler<HandleGroupRequest> for GroupCoordinatorActor {
         let _m = metrics.handle();
         let request = msg.request;
         if self.phase != Phase::Active {
-            let response = request.error_response(errors::COORDINATOR_LOAD_IN_PROGRESS);
+            let code = if self.phase == Phase::Resigned {
+                errors::NOT_COORDINATOR
+            } else {
+                errors::COORDINATOR_LOAD_IN_PROGRESS
+            };
+            let response = request.error_response(code);
             return Box::pin(async move { response });
         }
         let fallback = request.error_response(errors::NOT_COORDINATOR);
@@ -519,6 +578,7 @@ impl Handler<HandleGroupRequest> for GroupCoordinatorActor {
             }),
             _ => None,
         };
+        self.refresh_topics();
         self.next_request_id += 1;
         let id = self.next_request_id;
         let (tx, rx) = oneshot::channel();
@@ -537,6 +597,10 @@ impl Handler<HandleGroupRequest> for GroupCoordinatorActor {
 impl Handler<UpdateGroupTopics> for GroupCoordinatorActor {
     type Result = ();
     fn handle(&mut self, msg: UpdateGroupTopics, _: &mut Context<Self>) {
+        if self.topics_version.is_some_and(|v| v >= msg.version) {
+            return;
+        }
+        self.topics_version = Some(msg.version);
         self.shard.set_topics(msg.topics);
     }
 }
@@ -578,7 +642,9 @@ impl Handler<ResignGroupCoordinator> for GroupCoordinatorActor {
             failed.extend(fail_all(w.responses, errors::NOT_COORDINATOR));
         }
         self.deliver(failed);
-        self.phase = Phase::Loading;
+        self.phase = Phase::Resigned;
+        self.group_metrics.clear();
+        // Timers and loads stop with the context; `started` keeps a resigned shard idle.
         ctx.stop();
     }
 }

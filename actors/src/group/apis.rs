@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use actix::Recipient;
+use crate::runtime::MeteredRecipient;
 use futures_util::future::join_all;
 use kactor_protocol::messages::{
     consumer_group_describe_response as cgd, consumer_group_heartbeat_response as cgh,
@@ -31,6 +31,7 @@ use super::core::api::*;
 use super::core::errors::*;
 use super::core::hashing::{group_partition, transaction_partition};
 use super::messages::HandleGroupRequest;
+use crate::authorization::{authorized_operations, ResourceType, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
 use crate::partition::registry::PartitionTableReader;
 
@@ -39,9 +40,9 @@ use crate::partition::registry::PartitionTableReader;
 #[derive(Clone, Default)]
 pub struct GroupShardTable {
     pub offsets_topic_num_partitions: i32,
-    pub shards: HashMap<i32, Recipient<HandleGroupRequest>>,
+    pub shards: HashMap<i32, MeteredRecipient<HandleGroupRequest>>,
     /// The same shards, told when a transaction marker lands in their partition.
-    pub txn_completions: HashMap<i32, Recipient<super::messages::CompleteGroupTransaction>>,
+    pub txn_completions: HashMap<i32, MeteredRecipient<super::messages::CompleteGroupTransaction>>,
 }
 
 pub type GroupShardTableReader = watch::Receiver<Arc<GroupShardTable>>;
@@ -63,7 +64,7 @@ pub struct GroupApis {
 /// How to create `__consumer_offsets` through the controller.
 #[derive(Clone)]
 pub struct OffsetsTopicCreator {
-    pub controller: Recipient<crate::controller::messages::CreateTopics>,
+    pub controller: MeteredRecipient<crate::controller::messages::CreateTopics>,
     /// `offsets.topic.replication.factor`
     pub replication_factor: i16,
     /// `offsets.topic.segment.bytes`
@@ -93,7 +94,7 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 
 impl GroupApis {
-    fn shard_for(&self, group_id: &str) -> Option<Recipient<HandleGroupRequest>> {
+    fn shard_for(&self, group_id: &str) -> Option<MeteredRecipient<HandleGroupRequest>> {
         let table = self.shards.borrow().clone();
         if table.offsets_topic_num_partitions <= 0 {
             return None;
@@ -278,7 +279,7 @@ pub fn leave_group_response(version: i16, o: LeaveGroupOutput) -> LeaveGroupResp
 /// Commit topics, by name before v10 and by id from v10 (unknown ids: UNKNOWN_TOPIC_ID, kept
 /// out of the request and reported in the response).
 fn commit_topics<T>(
-    version: i16,
+    by_id: bool,
     topics: &[T],
     name_of: &dyn Fn(&Uuid) -> Option<String>,
     fields: impl Fn(&T) -> (String, Uuid, Vec<CommitPartitionInput>),
@@ -287,7 +288,7 @@ fn commit_topics<T>(
     let mut unknown = Vec::new();
     for t in topics {
         let (name, id, partitions) = fields(t);
-        if version >= 10 {
+        if by_id {
             match name_of(&id) {
                 Some(name) => known.push(CommitTopicInput {
                     name,
@@ -316,26 +317,85 @@ fn commit_topics<T>(
 
 const UNKNOWN_TOPIC_ID: i16 = 100;
 
+/// Adds `partitions` with `code` to the error rows, under the topic's row if it has one (by
+/// id from v10, by name before: Kafka's `OffsetCommitResponse.Builder`).
+fn add_commit_errors(
+    rows: &mut Vec<CommitTopicOutput>,
+    by_id: bool,
+    name: &str,
+    topic_id: Uuid,
+    partitions: impl IntoIterator<Item = (i32, i16)>,
+) {
+    let i = match rows.iter().position(|t| {
+        if by_id {
+            t.topic_id == topic_id
+        } else {
+            t.name == name
+        }
+    }) {
+        Some(i) => i,
+        None => {
+            rows.push(CommitTopicOutput {
+                name: name.to_string(),
+                topic_id,
+                partitions: Vec::new(),
+            });
+            rows.len() - 1
+        }
+    };
+    rows[i].partitions.extend(partitions);
+}
+
+/// OffsetCommit as the group coordinator gets it, with what Kafka's `KafkaApis` answers
+/// before asking the coordinator (in request order): an id the cluster does not know
+/// (v10+) is UNKNOWN_TOPIC_ID, a topic or partition it does not have
+/// UNKNOWN_TOPIC_OR_PARTITION; neither is committed.
 pub fn offset_commit_input(
     version: i16,
     r: &OffsetCommitRequest,
     name_of: &dyn Fn(&Uuid) -> Option<String>,
+    partition_exists: &dyn Fn(&str, i32) -> bool,
 ) -> (OffsetCommitInput, Vec<CommitTopicOutput>) {
-    let (topics, unknown) = commit_topics(version, &r.topics, name_of, |t| {
-        (
-            t.name.clone(),
-            t.topic_id,
-            t.partitions
+    let by_id = version >= 10;
+    let mut topics: Vec<CommitTopicInput> = Vec::new();
+    let mut errors = Vec::new();
+    for t in &r.topics {
+        let name = if by_id {
+            name_of(&t.topic_id)
+        } else {
+            Some(t.name.clone())
+        };
+        let topic_id = if by_id { t.topic_id } else { Uuid::ZERO };
+        let Some(name) = name else {
+            let failed = t
+                .partitions
                 .iter()
-                .map(|p| CommitPartitionInput {
+                .map(|p| (p.partition_index, UNKNOWN_TOPIC_ID));
+            add_commit_errors(&mut errors, by_id, "", topic_id, failed);
+            continue;
+        };
+        let mut valid = Vec::new();
+        for p in &t.partitions {
+            if partition_exists(&name, p.partition_index) {
+                valid.push(CommitPartitionInput {
                     partition_index: p.partition_index,
                     committed_offset: p.committed_offset,
                     committed_leader_epoch: since(version, 6, p.committed_leader_epoch, -1),
                     committed_metadata: p.committed_metadata.clone(),
-                })
-                .collect(),
-        )
-    });
+                });
+            } else {
+                let failed = [(p.partition_index, UNKNOWN_TOPIC_OR_PARTITION)];
+                add_commit_errors(&mut errors, by_id, &name, topic_id, failed);
+            }
+        }
+        if !valid.is_empty() {
+            topics.push(CommitTopicInput {
+                name,
+                topic_id,
+                partitions: valid,
+            });
+        }
+    }
     (
         OffsetCommitInput {
             api_version: version,
@@ -350,8 +410,25 @@ pub fn offset_commit_input(
             },
             topics,
         },
-        unknown,
+        errors,
     )
+}
+
+/// The coordinator's rows merged into the error rows found before it (Kafka's
+/// `OffsetCommitResponse.Builder.merge`): a topic already there gets the partitions appended.
+pub fn merge_commit_results(
+    version: i16,
+    errors: Vec<CommitTopicOutput>,
+    results: Vec<CommitTopicOutput>,
+) -> Vec<CommitTopicOutput> {
+    if errors.is_empty() {
+        return results;
+    }
+    let mut rows = errors;
+    for t in results {
+        add_commit_errors(&mut rows, version >= 10, &t.name, t.topic_id, t.partitions);
+    }
+    rows
 }
 
 pub fn offset_commit_response(
@@ -385,7 +462,8 @@ pub fn txn_offset_commit_input(
     r: &TxnOffsetCommitRequest,
     name_of: &dyn Fn(&Uuid) -> Option<String>,
 ) -> (TxnOffsetCommitInput, Vec<CommitTopicOutput>) {
-    let (topics, unknown) = commit_topics(version.min(9), &r.topics, name_of, |t| {
+    // TxnOffsetCommit names topics by id from v6 (OffsetCommit from v10).
+    let (topics, unknown) = commit_topics(version >= 6, &r.topics, name_of, |t| {
         (
             t.name.clone(),
             t.topic_id,
@@ -414,12 +492,24 @@ pub fn txn_offset_commit_input(
     )
 }
 
-pub fn txn_offset_commit_response(topics: Vec<CommitTopicOutput>) -> TxnOffsetCommitResponse {
+/// From v6 the rows carry the topic id the request named (Kafka echoes it), not the name.
+pub fn txn_offset_commit_response(
+    version: i16,
+    topics: Vec<CommitTopicOutput>,
+    id_of: &dyn Fn(&str) -> Uuid,
+) -> TxnOffsetCommitResponse {
     TxnOffsetCommitResponse {
         topics: topics
             .into_iter()
             .map(|t| tcr::TxnOffsetCommitResponseTopic {
-                name: t.name,
+                topic_id: if version < 6 {
+                    Uuid::ZERO
+                } else if t.topic_id != Uuid::ZERO {
+                    t.topic_id
+                } else {
+                    id_of(&t.name)
+                },
+                name: if version < 6 { t.name } else { String::new() },
                 partitions: t
                     .partitions
                     .into_iter()
@@ -460,15 +550,17 @@ pub fn offset_fetch_inputs(
             group_id: g.group_id.clone(),
             member_id: g.member_id.clone(),
             member_epoch: g.member_epoch,
+            // v10+: ids the cluster does not know are answered by the handler
+            // (`unknown_fetch_topic_ids`), not looked up.
             topics: g.topics.as_ref().map(|ts| {
                 ts.iter()
-                    .map(|t| {
+                    .filter_map(|t| {
                         let name = if version >= 10 {
-                            name_of(&t.topic_id).unwrap_or_default()
+                            name_of(&t.topic_id)?
                         } else {
                             t.name.clone()
                         };
-                        (name, t.partition_indexes.clone())
+                        Some((name, t.partition_indexes.clone()))
                     })
                     .collect()
             }),
@@ -476,9 +568,37 @@ pub fn offset_fetch_inputs(
         .collect()
 }
 
+/// Per group of an OffsetFetch v10+, the topic ids the cluster does not know with their
+/// partitions: Kafka's `KafkaApis` answers them UNKNOWN_TOPIC_ID itself, echoing the id.
+pub fn unknown_fetch_topic_ids(
+    version: i16,
+    r: &OffsetFetchRequest,
+    name_of: &dyn Fn(&Uuid) -> Option<String>,
+) -> Vec<Vec<(Uuid, Vec<i32>)>> {
+    if version < 10 {
+        return Vec::new();
+    }
+    r.groups
+        .iter()
+        .map(|g| {
+            g.topics
+                .iter()
+                .flatten()
+                .filter(|t| name_of(&t.topic_id).is_none())
+                .map(|t| (t.topic_id, t.partition_indexes.clone()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The OffsetFetch answer at `version`. `unknown` (v10+, per group, from
+/// `unknown_fetch_topic_ids`) are appended as UNKNOWN_TOPIC_ID rows after the coordinator's
+/// topics of a group fetched without error; from v10 a topic whose id is gone (deleted) is
+/// left out, as Kafka does.
 pub fn offset_fetch_response(
     version: i16,
     groups: Vec<FetchedGroup>,
+    unknown: Vec<Vec<(Uuid, Vec<i32>)>>,
     id_of: &dyn Fn(&str) -> Uuid,
 ) -> OffsetFetchResponse {
     if version < 8 {
@@ -515,17 +635,19 @@ pub fn offset_fetch_response(
         }
         return resp;
     }
+    let mut unknown = unknown.into_iter();
     OffsetFetchResponse {
         groups: groups
             .into_iter()
-            .map(|g| ofr::OffsetFetchResponseGroup {
-                group_id: g.group_id,
-                error_code: g.error_code,
-                topics: g
+            .map(|g| {
+                let unknown = unknown.next().unwrap_or_default();
+                let mut topics: Vec<ofr::OffsetFetchResponseTopics> = g
                     .topics
                     .into_iter()
-                    .map(|(name, ps)| ofr::OffsetFetchResponseTopics {
-                        topic_id: since(version, 10, id_of(&name), Uuid::ZERO),
+                    .map(|(name, ps)| (since(version, 10, id_of(&name), Uuid::ZERO), name, ps))
+                    .filter(|(id, _, _)| version < 10 || *id != Uuid::ZERO)
+                    .map(|(topic_id, name, ps)| ofr::OffsetFetchResponseTopics {
+                        topic_id,
                         name: if version >= 10 { String::new() } else { name },
                         partitions: ps
                             .into_iter()
@@ -540,11 +662,87 @@ pub fn offset_fetch_response(
                             .collect(),
                         ..Default::default()
                     })
-                    .collect(),
-                ..Default::default()
+                    .collect();
+                if g.error_code == NONE {
+                    topics.extend(unknown.into_iter().map(|(topic_id, partitions)| {
+                        ofr::OffsetFetchResponseTopics {
+                            topic_id,
+                            partitions: partitions
+                                .into_iter()
+                                .map(|p| ofr::OffsetFetchResponsePartitions {
+                                    partition_index: p,
+                                    committed_offset: -1,
+                                    committed_leader_epoch: -1,
+                                    metadata: Some(String::new()),
+                                    error_code: UNKNOWN_TOPIC_ID,
+                                    ..Default::default()
+                                })
+                                .collect(),
+                            ..Default::default()
+                        }
+                    }));
+                }
+                ofr::OffsetFetchResponseGroup {
+                    group_id: g.group_id,
+                    error_code: g.error_code,
+                    topics,
+                    ..Default::default()
+                }
             })
             .collect(),
         ..Default::default()
+    }
+}
+
+/// (topic, [(partition, error code)]) rows of an OffsetDelete answer.
+pub type TopicPartitionErrors = Vec<(String, Vec<(i32, i16)>)>;
+
+/// (topic, partitions) split into those the cluster has and error rows for the others
+/// (UNKNOWN_TOPIC_OR_PARTITION), as Kafka's `KafkaApis.handleOffsetDeleteRequest` does before
+/// the coordinator.
+pub fn split_unknown_partitions(
+    topics: Vec<(String, Vec<i32>)>,
+    partition_exists: &dyn Fn(&str, i32) -> bool,
+) -> (Vec<(String, Vec<i32>)>, TopicPartitionErrors) {
+    let mut valid = Vec::new();
+    let mut errors: TopicPartitionErrors = Vec::new();
+    for (topic, partitions) in topics {
+        let (known, unknown): (Vec<i32>, Vec<i32>) = partitions
+            .into_iter()
+            .partition(|p| partition_exists(&topic, *p));
+        if !unknown.is_empty() {
+            let failed = unknown.into_iter().map(|p| (p, UNKNOWN_TOPIC_OR_PARTITION));
+            match errors.iter_mut().find(|(t, _)| *t == topic) {
+                Some((_, ps)) => ps.extend(failed),
+                None => errors.push((topic.clone(), failed.collect())),
+            }
+        }
+        if !known.is_empty() {
+            valid.push((topic, known));
+        }
+    }
+    (valid, errors)
+}
+
+/// The coordinator's answer merged into the error rows found before it (Kafka's
+/// `OffsetDeleteResponse.Builder.merge`): a group-level error replaces everything.
+pub fn merge_offset_delete(
+    errors: TopicPartitionErrors,
+    out: OffsetDeleteOutput,
+) -> OffsetDeleteOutput {
+    if out.error_code != NONE || errors.is_empty() {
+        return out;
+    }
+    let mut topics = errors;
+    for (topic, partitions) in out.topics {
+        match topics.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, ps)) => ps.extend(partitions),
+            None => topics.push((topic, partitions)),
+        }
+    }
+    OffsetDeleteOutput {
+        error_code: NONE,
+        topics,
     }
 }
 
@@ -569,10 +767,29 @@ pub fn offset_delete_response(o: OffsetDeleteOutput) -> OffsetDeleteResponse {
     }
 }
 
-pub fn described_group(g: DescribedGroup) -> dsr::DescribedGroup {
+/// `AuthorizedOperations` of a described group: what a client without restrictions may do on
+/// a GROUP resource, only for groups described without error and when asked (Kafka's
+/// `KafkaApis.handleDescribeGroupsRequest` / `handleConsumerGroupDescribe`).
+fn group_authorized_operations(error_code: i16, requested: bool) -> i32 {
+    if requested && error_code == NONE {
+        authorized_operations(ResourceType::Group)
+    } else {
+        AUTHORIZED_OPERATIONS_OMITTED
+    }
+}
+
+/// One DescribeGroups row; `include_operations` is the request's
+/// IncludeAuthorizedOperations, which Kafka honours from v3.
+pub fn described_group(
+    version: i16,
+    include_operations: bool,
+    g: DescribedGroup,
+) -> dsr::DescribedGroup {
+    let authorized_operations =
+        group_authorized_operations(g.error_code, version >= 3 && include_operations);
     dsr::DescribedGroup {
         error_code: g.error_code,
-        error_message: None,
+        error_message: g.error_message,
         group_id: g.group_id,
         group_state: g.group_state,
         protocol_type: g.protocol_type,
@@ -590,8 +807,7 @@ pub fn described_group(g: DescribedGroup) -> dsr::DescribedGroup {
                 ..Default::default()
             })
             .collect(),
-        // Kafka's "not requested" marker.
-        authorized_operations: i32::MIN,
+        authorized_operations,
         ..Default::default()
     }
 }
@@ -647,7 +863,11 @@ pub fn consumer_group_heartbeat_response(
     }
 }
 
-pub fn described_consumer_group(g: DescribedConsumerGroup) -> cgd::DescribedGroup {
+pub fn described_consumer_group(
+    include_operations: bool,
+    g: DescribedConsumerGroup,
+) -> cgd::DescribedGroup {
+    let authorized_operations = group_authorized_operations(g.error_code, include_operations);
     let assignment = |tps: Vec<(Uuid, String, Vec<i32>)>| cgd::Assignment {
         topic_partitions: tps
             .into_iter()
@@ -687,45 +907,82 @@ pub fn described_consumer_group(g: DescribedConsumerGroup) -> cgd::DescribedGrou
                 ..Default::default()
             })
             .collect(),
-        authorized_operations: i32::MIN,
+        authorized_operations,
         ..Default::default()
     }
 }
 
-/// FindCoordinator for one key: the leader of the key's coordinator partition, at the
-/// listener the request came in on.
+/// Kafka's `FindCoordinatorRequest.CoordinatorType` ids.
+const GROUP_KEY: i8 = 0;
+const TRANSACTION_KEY: i8 = 1;
+const SHARE_KEY: i8 = 2;
+/// Share coordinator keys exist from FindCoordinator v6 (KIP-932).
+const SHARE_KEY_MIN_VERSION: i16 = 6;
+
+/// Where one key's coordinator is: the error and the node (Kafka's `Node.noNode()`, -1 "" -1,
+/// with an error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub error_code: i16,
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+}
+
+impl Located {
+    fn error(code: i16) -> Self {
+        Located {
+            error_code: code,
+            node_id: -1,
+            host: String::new(),
+            port: -1,
+        }
+    }
+}
+
+/// Whether `key` is a share coordinator key `groupId:topicId:partition` (Kafka's
+/// `SharePartitionKey.getInstance`: the group id may itself hold ':' but not be blank).
+fn is_share_partition_key(key: &str) -> bool {
+    // Java's String.split drops trailing empty tokens.
+    let mut tokens: Vec<&str> = key.split(':').collect();
+    while tokens.last() == Some(&"") {
+        tokens.pop();
+    }
+    if key.is_empty() || tokens.len() < 3 {
+        return false;
+    }
+    let n = tokens.len();
+    let group = tokens[..n - 2].join(":");
+    !group.trim().is_empty()
+        && tokens[n - 2].parse::<Uuid>().is_ok()
+        && tokens[n - 1].parse::<i32>().is_ok()
+}
+
+/// FindCoordinator for one key (Kafka's `KafkaApis.getCoordinator`): the leader of the key's
+/// coordinator partition, at the listener the request came in on. Any group id is hashed,
+/// the empty one too. `key_type` is one Kafka knows (see `find_coordinator_response`).
 pub fn find_coordinator(
     key: &str,
     key_type: i8,
+    version: i16,
     num_partitions: i32,
     listener: &str,
     image: Option<&crate::metadata::core::MetadataImage>,
-) -> fcr::Coordinator {
-    let error = |code: i16, message: &str| fcr::Coordinator {
-        key: key.to_string(),
-        node_id: -1,
-        host: String::new(),
-        port: -1,
-        error_code: code,
-        error_message: Some(message.to_string()),
-        ..Default::default()
-    };
+) -> Located {
     let (topic, partition) = match key_type {
-        0 => (OFFSETS_TOPIC, group_partition(key, num_partitions.max(1))),
-        1 => (
+        GROUP_KEY => (OFFSETS_TOPIC, group_partition(key, num_partitions.max(1))),
+        TRANSACTION_KEY => (
             TRANSACTION_STATE_TOPIC,
             transaction_partition(key, num_partitions.max(1)),
         ),
-        _ => return error(INVALID_REQUEST, "Unknown coordinator key type."),
+        SHARE_KEY if version < SHARE_KEY_MIN_VERSION || !is_share_partition_key(key) => {
+            return Located::error(INVALID_REQUEST)
+        }
+        // A well-formed share key: kactor runs no share coordinator (no share groups).
+        _ => return Located::error(COORDINATOR_NOT_AVAILABLE),
     };
-    if key_type == 0 && key.is_empty() {
-        return error(INVALID_GROUP_ID, "Group id can't be empty.");
-    }
     let Some(image) = image else {
-        return error(
-            COORDINATOR_NOT_AVAILABLE,
-            "The coordinator is not available.",
-        );
+        return Located::error(COORDINATOR_NOT_AVAILABLE);
     };
     let leader = image
         .topics
@@ -739,22 +996,20 @@ pub fn find_coordinator(
         Some((l, ep.host.clone(), ep.port as i32))
     });
     match endpoint {
-        Some((node_id, host, port)) => fcr::Coordinator {
-            key: key.to_string(),
+        Some((node_id, host, port)) => Located {
+            error_code: NONE,
             node_id,
             host,
             port,
-            error_code: NONE,
-            error_message: None,
-            ..Default::default()
         },
-        None => error(
-            COORDINATOR_NOT_AVAILABLE,
-            "The coordinator is not available.",
-        ),
+        None => Located::error(COORDINATOR_NOT_AVAILABLE),
     }
 }
 
+/// FindCoordinator at any version. v4+ answers a row per key whose ErrorMessage Kafka leaves
+/// empty; v1–v3 answer one key with `Errors.message()` ("NONE" on success), and an error
+/// there carries no node. A key type Kafka does not know fails the whole request with
+/// INVALID_REQUEST and its standard message.
 pub fn find_coordinator_response(
     version: i16,
     r: &FindCoordinatorRequest,
@@ -763,17 +1018,32 @@ pub fn find_coordinator_response(
     listener: &str,
     image: Option<&crate::metadata::core::MetadataImage>,
 ) -> FindCoordinatorResponse {
-    let key_type = since(version, 1, r.key_type, 0);
-    let partitions = if key_type == 1 {
+    let key_type = since(version, 1, r.key_type, GROUP_KEY);
+    let partitions = if key_type == TRANSACTION_KEY {
         transaction_partitions
     } else {
         offsets_partitions
     };
+    let known_type = matches!(key_type, GROUP_KEY | TRANSACTION_KEY | SHARE_KEY);
     if version < 4 {
-        let c = find_coordinator(&r.key, key_type, partitions, listener, image);
+        let c = if known_type {
+            find_coordinator(&r.key, key_type, version, partitions, listener, image)
+        } else {
+            Located::error(INVALID_REQUEST)
+        };
+        let c = if c.error_code == NONE {
+            c
+        } else {
+            Located::error(c.error_code)
+        };
         return FindCoordinatorResponse {
             error_code: c.error_code,
-            error_message: since(version, 1, c.error_message, None),
+            error_message: since(
+                version,
+                1,
+                Some(default_message(c.error_code).to_string()),
+                None,
+            ),
             node_id: c.node_id,
             host: c.host,
             port: c.port,
@@ -784,7 +1054,25 @@ pub fn find_coordinator_response(
         coordinators: r
             .coordinator_keys
             .iter()
-            .map(|k| find_coordinator(k, key_type, partitions, listener, image))
+            .map(|k| {
+                let (c, message) = if known_type {
+                    let c = find_coordinator(k, key_type, version, partitions, listener, image);
+                    (c, String::new())
+                } else {
+                    let c = Located::error(INVALID_REQUEST);
+                    let message = default_message(c.error_code).to_string();
+                    (c, message)
+                };
+                fcr::Coordinator {
+                    key: k.clone(),
+                    node_id: c.node_id,
+                    host: c.host,
+                    port: c.port,
+                    error_code: c.error_code,
+                    error_message: Some(message),
+                    ..Default::default()
+                }
+            })
             .collect(),
         ..Default::default()
     }
@@ -966,10 +1254,22 @@ async fn handle_offset_commit(
     body: RequestBody,
 ) -> HandlerOutcome {
     let r = request_body!(body, OffsetCommit);
-    let (input, unknown) = offset_commit_input(ctx.api_version, &r, &|id| a.topic_name(id));
-    let mut topics = shard_call!(a, &r.group_id, GroupRequest::OffsetCommit(input),
-        GroupResponse::OffsetCommit { topics } => topics);
-    topics.extend(unknown);
+    let table = a.partitions.borrow().clone();
+    let (input, errors) = offset_commit_input(
+        ctx.api_version,
+        &r,
+        &|id| table.topic_name(id),
+        &|topic, p| table.partition_exists(topic, p),
+    );
+    // Nothing left to commit: Kafka answers without asking the coordinator (no group is
+    // created, no group check made).
+    let topics = if input.topics.is_empty() {
+        errors
+    } else {
+        let results = shard_call!(a, &r.group_id, GroupRequest::OffsetCommit(input),
+            GroupResponse::OffsetCommit { topics } => topics);
+        merge_commit_results(ctx.api_version, errors, results)
+    };
     let resp = offset_commit_response(ctx.api_version, topics);
     respond(&ctx, NONE, ResponseBody::OffsetCommit(resp))
 }
@@ -984,7 +1284,7 @@ async fn handle_txn_offset_commit(
     let mut topics = shard_call!(a, &r.group_id, GroupRequest::TxnOffsetCommit(input),
         GroupResponse::TxnOffsetCommit { topics } => topics);
     topics.extend(unknown);
-    let resp = txn_offset_commit_response(topics);
+    let resp = txn_offset_commit_response(ctx.api_version, topics, &|name| a.topic_id(name));
     respond(&ctx, NONE, ResponseBody::TxnOffsetCommit(resp))
 }
 
@@ -1012,7 +1312,8 @@ async fn handle_offset_fetch(
     })
     .await;
     let code = groups.first().map_or(NONE, |g| g.error_code);
-    let resp = offset_fetch_response(ctx.api_version, groups, &|name| a.topic_id(name));
+    let unknown = unknown_fetch_topic_ids(ctx.api_version, &r, &|id| a.topic_name(id));
+    let resp = offset_fetch_response(ctx.api_version, groups, unknown, &|name| a.topic_id(name));
     respond(&ctx, code, ResponseBody::OffsetFetch(resp))
 }
 
@@ -1022,20 +1323,33 @@ async fn handle_offset_delete(
     body: RequestBody,
 ) -> HandlerOutcome {
     let r = request_body!(body, OffsetDelete);
-    let request = GroupRequest::OffsetDelete {
-        group_id: r.group_id.clone(),
-        topics: r
-            .topics
-            .iter()
-            .map(|t| {
-                (
-                    t.name.clone(),
-                    t.partitions.iter().map(|p| p.partition_index).collect(),
-                )
-            })
-            .collect(),
+    let table = a.partitions.borrow().clone();
+    let requested: Vec<(String, Vec<i32>)> = r
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.clone(),
+                t.partitions.iter().map(|p| p.partition_index).collect(),
+            )
+        })
+        .collect();
+    let (topics, errors) =
+        split_unknown_partitions(requested, &|topic, p| table.partition_exists(topic, p));
+    let out = if r.group_id.is_empty() {
+        // Kafka's GroupCoordinatorService refuses it before any shard.
+        OffsetDeleteOutput {
+            error_code: INVALID_GROUP_ID,
+            topics: Vec::new(),
+        }
+    } else {
+        let request = GroupRequest::OffsetDelete {
+            group_id: r.group_id.clone(),
+            topics,
+        };
+        shard_call!(a, &r.group_id, request, GroupResponse::OffsetDelete(o) => o)
     };
-    let out = shard_call!(a, &r.group_id, request, GroupResponse::OffsetDelete(o) => o);
+    let out = merge_offset_delete(errors, out);
     let code = out.error_code;
     respond(
         &ctx,
@@ -1068,7 +1382,7 @@ async fn handle_describe_groups(
     })
     .await
     .into_iter()
-    .map(described_group)
+    .map(|g| described_group(api_version, r.include_authorized_operations, g))
     .collect();
     respond(
         &ctx,
@@ -1137,9 +1451,12 @@ async fn handle_delete_groups(
     body: RequestBody,
 ) -> HandlerOutcome {
     let r = request_body!(body, DeleteGroups);
+    // A group named twice is deleted (and answered) once, as Kafka's `distinct`.
+    let mut seen = std::collections::HashSet::new();
     let requests = r
         .groups_names
         .iter()
+        .filter(|g| seen.insert(g.as_str()))
         .map(|g| {
             let request = GroupRequest::DeleteGroups {
                 group_ids: vec![g.clone()],
@@ -1190,9 +1507,12 @@ async fn handle_consumer_group_describe(
     body: RequestBody,
 ) -> HandlerOutcome {
     let r = request_body!(body, ConsumerGroupDescribe);
-    let requests = r
-        .group_ids
-        .iter()
+    // Kafka's GroupCoordinatorService answers an empty group id itself (INVALID_GROUP_ID, no
+    // message), ahead of the groups its shards describe.
+    let (empty, named): (Vec<&String>, Vec<&String>) =
+        r.group_ids.iter().partition(|g| g.is_empty());
+    let requests = named
+        .into_iter()
         .map(|g| {
             let request = GroupRequest::ConsumerGroupDescribe {
                 group_ids: vec![g.clone()],
@@ -1200,14 +1520,17 @@ async fn handle_consumer_group_describe(
             (g.clone(), request)
         })
         .collect();
-    let groups = per_group(&a, requests, |resp| match resp {
+    let described = per_group(&a, requests, |resp| match resp {
         GroupResponse::ConsumerGroupDescribe { groups } => groups,
         other => unreachable!("ConsumerGroupDescribe answered with {other:?}"),
     })
-    .await
-    .into_iter()
-    .map(described_consumer_group)
-    .collect();
+    .await;
+    let groups = empty
+        .into_iter()
+        .map(|_| DescribedConsumerGroup::error(INVALID_GROUP_ID, ""))
+        .chain(described)
+        .map(|g| described_consumer_group(r.include_authorized_operations, g))
+        .collect();
     respond(
         &ctx,
         NONE,
@@ -1341,7 +1664,8 @@ mod tests {
             ..Default::default()
         };
         let names = |id: &Uuid| (*id == Uuid([1; 16])).then(|| "orders".to_string());
-        let (input, unknown) = offset_commit_input(10, &r, &names);
+        let all = |_: &str, _: i32| true;
+        let (input, unknown) = offset_commit_input(10, &r, &names, &all);
         assert_eq!(input.topics.len(), 1);
         assert_eq!(input.topics[0].name, "orders");
         assert_eq!(
@@ -1349,11 +1673,116 @@ mod tests {
             "only v2-v4 carry a retention time"
         );
         assert_eq!(unknown[0].partitions, vec![(0, UNKNOWN_TOPIC_ID)]);
-        let (v4, _) = offset_commit_input(4, &r, &no_ids);
+        let (v4, _) = offset_commit_input(4, &r, &no_ids, &all);
         assert_eq!((v4.topics.len(), v4.retention_time_ms), (2, 5_000));
         assert_eq!(v4.topics[0].partitions[0].committed_leader_epoch, -1);
         let resp = offset_commit_response(10, unknown);
         assert_eq!(resp.topics[0].topic_id, Uuid([2; 16]));
+    }
+
+    #[test]
+    fn offset_commit_refuses_unknown_topics_and_partitions() {
+        let part = |i: i32| offset_commit_request::OffsetCommitRequestPartition {
+            partition_index: i,
+            committed_offset: 5,
+            ..Default::default()
+        };
+        let topic = |name: &str, ps: Vec<i32>| offset_commit_request::OffsetCommitRequestTopic {
+            name: name.into(),
+            partitions: ps.into_iter().map(part).collect(),
+            ..Default::default()
+        };
+        let r = OffsetCommitRequest {
+            group_id: "g".into(),
+            generation_id_or_member_epoch: -1,
+            topics: vec![
+                topic("orders", vec![0, 3, 1]),
+                topic("missing", vec![0]),
+                topic("other", vec![0]),
+            ],
+            ..Default::default()
+        };
+        // orders has partitions 0-2, other has 0, missing does not exist.
+        let exists = |t: &str, p: i32| match t {
+            "orders" => (0..3).contains(&p),
+            "other" => p == 0,
+            _ => false,
+        };
+        let (input, errors) = offset_commit_input(9, &r, &no_ids, &exists);
+        let sent: Vec<(&str, Vec<i32>)> = input
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.partitions.iter().map(|p| p.partition_index).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(sent, vec![("orders", vec![0, 1]), ("other", vec![0])]);
+        // Error rows first, in request order; the coordinator's rows merged into them.
+        let results = input
+            .topics
+            .iter()
+            .map(|t| CommitTopicOutput {
+                name: t.name.clone(),
+                topic_id: Uuid::ZERO,
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition_index, NONE))
+                    .collect(),
+            })
+            .collect();
+        let rows: Vec<(String, Vec<(i32, i16)>)> = merge_commit_results(9, errors, results)
+            .into_iter()
+            .map(|t| (t.name, t.partitions))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                (
+                    "orders".to_string(),
+                    vec![(3, UNKNOWN_TOPIC_OR_PARTITION), (0, NONE), (1, NONE)]
+                ),
+                ("missing".to_string(), vec![(0, UNKNOWN_TOPIC_OR_PARTITION)]),
+                ("other".to_string(), vec![(0, NONE)]),
+            ]
+        );
+    }
+
+    #[test]
+    fn offset_delete_refuses_unknown_topics_and_partitions() {
+        let exists = |t: &str, p: i32| t == "t" && p < 2;
+        let (valid, errors) = split_unknown_partitions(
+            vec![("t".into(), vec![0, 4, 1]), ("missing".into(), vec![0])],
+            &exists,
+        );
+        assert_eq!(valid, vec![("t".to_string(), vec![0, 1])]);
+        let ok = OffsetDeleteOutput {
+            error_code: NONE,
+            topics: vec![("t".into(), vec![(0, NONE), (1, NONE)])],
+        };
+        let merged = merge_offset_delete(errors.clone(), ok);
+        assert_eq!(
+            merged.topics,
+            vec![
+                (
+                    "t".to_string(),
+                    vec![(4, UNKNOWN_TOPIC_OR_PARTITION), (0, NONE), (1, NONE)]
+                ),
+                ("missing".to_string(), vec![(0, UNKNOWN_TOPIC_OR_PARTITION)]),
+            ]
+        );
+        let failed = OffsetDeleteOutput {
+            error_code: GROUP_ID_NOT_FOUND,
+            topics: Vec::new(),
+        };
+        assert_eq!(
+            merge_offset_delete(errors, failed.clone()),
+            failed,
+            "a group error replaces the partition rows"
+        );
     }
 
     #[test]
@@ -1406,16 +1835,80 @@ mod tests {
             )],
         };
         let ids = |_: &str| Uuid::ZERO;
-        let old = offset_fetch_response(1, vec![fetched.clone()], &ids);
+        let old = offset_fetch_response(1, vec![fetched.clone()], vec![], &ids);
         assert_eq!(
             old.topics[0].partitions[0].error_code,
             COORDINATOR_LOAD_IN_PROGRESS
         );
-        let v2 = offset_fetch_response(2, vec![fetched.clone()], &ids);
+        let v2 = offset_fetch_response(2, vec![fetched.clone()], vec![], &ids);
         assert_eq!(v2.error_code, COORDINATOR_LOAD_IN_PROGRESS);
-        let v8 = offset_fetch_response(8, vec![fetched], &ids);
+        let v8 = offset_fetch_response(8, vec![fetched], vec![], &ids);
         assert_eq!(v8.groups[0].error_code, COORDINATOR_LOAD_IN_PROGRESS);
         assert_eq!(v8.groups[0].topics[0].name, "t");
+    }
+
+    #[test]
+    fn offset_fetch_v10_answers_unknown_topic_ids_itself() {
+        let (known, gone) = (Uuid([1; 16]), Uuid([9; 16]));
+        let r = OffsetFetchRequest {
+            groups: vec![offset_fetch_request::OffsetFetchRequestGroup {
+                group_id: "g".into(),
+                member_epoch: -1,
+                topics: Some(vec![
+                    offset_fetch_request::OffsetFetchRequestTopics {
+                        topic_id: gone,
+                        partition_indexes: vec![0, 2],
+                        ..Default::default()
+                    },
+                    offset_fetch_request::OffsetFetchRequestTopics {
+                        topic_id: known,
+                        partition_indexes: vec![1],
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let names = |id: &Uuid| (*id == Uuid([1; 16])).then(|| "t".to_string());
+        let inputs = offset_fetch_inputs(10, &r, &names);
+        assert_eq!(inputs[0].topics, Some(vec![("t".to_string(), vec![1])]));
+        let unknown = unknown_fetch_topic_ids(10, &r, &names);
+        assert_eq!(unknown, vec![vec![(gone, vec![0, 2])]]);
+        let fetched = FetchedGroup {
+            group_id: "g".into(),
+            error_code: NONE,
+            topics: vec![(
+                "t".into(),
+                vec![FetchedPartition {
+                    partition_index: 1,
+                    committed_offset: 8,
+                    committed_leader_epoch: -1,
+                    metadata: String::new(),
+                    error_code: NONE,
+                }],
+            )],
+        };
+        let ids = |n: &str| if n == "t" { known } else { Uuid::ZERO };
+        let resp = offset_fetch_response(10, vec![fetched], unknown, &ids);
+        let topics = &resp.groups[0].topics;
+        assert_eq!(
+            (topics[0].topic_id, topics[0].partitions[0].committed_offset),
+            (known, 8)
+        );
+        assert_eq!(
+            topics[1].topic_id, gone,
+            "the unknown id is echoed after the rest"
+        );
+        let errs: Vec<(i32, i64, i16)> = topics[1]
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.committed_offset, p.error_code))
+            .collect();
+        assert_eq!(
+            errs,
+            vec![(0, -1, UNKNOWN_TOPIC_ID), (2, -1, UNKNOWN_TOPIC_ID)]
+        );
     }
 
     fn image() -> MetadataImage {
@@ -1488,26 +1981,22 @@ mod tests {
     fn find_coordinator_points_at_the_partition_leader() {
         let image = image();
         // "my-group" hashes to partition 12 of 50, led by broker 1.
-        let c = find_coordinator("my-group", 0, 50, "PLAINTEXT", Some(&image));
+        let c = find_coordinator("my-group", 0, 6, 50, "PLAINTEXT", Some(&image));
         assert_eq!(
             (c.error_code, c.node_id, c.host.as_str(), c.port),
             (NONE, 1, "localhost", 9092)
         );
-        let c = find_coordinator("test-consumer-group", 0, 50, "PLAINTEXT", Some(&image));
+        let c = find_coordinator("test-consumer-group", 0, 6, 50, "PLAINTEXT", Some(&image));
         assert_eq!(
             c.error_code, COORDINATOR_NOT_AVAILABLE,
             "partition 31 has no leader"
         );
-        let c = find_coordinator("my-group", 0, 50, "OTHER", Some(&image));
+        let c = find_coordinator("my-group", 0, 6, 50, "OTHER", Some(&image));
         assert_eq!(c.error_code, COORDINATOR_NOT_AVAILABLE);
         assert_eq!(
-            find_coordinator("x", 1, 50, "PLAINTEXT", Some(&image)).error_code,
+            find_coordinator("x", 1, 6, 50, "PLAINTEXT", Some(&image)).error_code,
             COORDINATOR_NOT_AVAILABLE,
             "no __transaction_state"
-        );
-        assert_eq!(
-            find_coordinator("x", 3, 50, "PLAINTEXT", Some(&image)).error_code,
-            INVALID_REQUEST
         );
         let old = find_coordinator_response(
             2,
@@ -1521,6 +2010,7 @@ mod tests {
             Some(&image),
         );
         assert_eq!((old.node_id, old.port), (1, 9092));
+        assert_eq!(old.error_message.as_deref(), Some("NONE"));
         let batched = find_coordinator_response(
             4,
             &FindCoordinatorRequest {
@@ -1534,6 +2024,69 @@ mod tests {
         );
         assert_eq!(batched.coordinators.len(), 2);
         assert_eq!(batched.coordinators[0].node_id, 1);
+        assert_eq!(batched.coordinators[0].error_message.as_deref(), Some(""));
         assert_eq!(batched.coordinators[1].node_id, -1);
+        assert_eq!(batched.coordinators[1].error_message.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn find_coordinator_key_types() {
+        let image = image();
+        let req = |key_type: i8, keys: &[&str]| FindCoordinatorRequest {
+            key_type,
+            coordinator_keys: keys.iter().map(|k| k.to_string()).collect(),
+            ..Default::default()
+        };
+        // The empty group id is hashed like any other (Kafka finds its coordinator).
+        // (It lands on partition 0, which the test image has no leader for.)
+        let r = find_coordinator_response(6, &req(0, &[""]), 50, 50, "PLAINTEXT", Some(&image));
+        assert_eq!(r.coordinators[0].error_code, COORDINATOR_NOT_AVAILABLE);
+        assert_eq!(r.coordinators[0].error_message.as_deref(), Some(""));
+        // An unknown key type fails the request as a whole, with Kafka's standard message.
+        let r = find_coordinator_response(6, &req(7, &["a", "b"]), 50, 50, "PLAINTEXT", None);
+        for c in &r.coordinators {
+            assert_eq!((c.error_code, c.node_id), (INVALID_REQUEST, -1));
+            assert_eq!(
+                c.error_message.as_deref(),
+                Some(default_message(INVALID_REQUEST))
+            );
+        }
+        // Share keys: malformed ones are INVALID_REQUEST without a message.
+        let id = Uuid([7; 16]).to_string();
+        for bad in ["g:topicid:0", "g:x", "", " :{id}:0", "g:{id}:x"] {
+            let key = bad.replace("{id}", &id);
+            let r = find_coordinator_response(6, &req(2, &[&key]), 50, 50, "PLAINTEXT", None);
+            assert_eq!(r.coordinators[0].error_code, INVALID_REQUEST, "{key}");
+            assert_eq!(r.coordinators[0].error_message.as_deref(), Some(""));
+        }
+        let good = format!("a:b:{id}:3");
+        let r = find_coordinator_response(6, &req(2, &[&good]), 50, 50, "PLAINTEXT", None);
+        assert_eq!(r.coordinators[0].error_code, COORDINATOR_NOT_AVAILABLE);
+        let r = find_coordinator_response(5, &req(2, &[&good]), 50, 50, "PLAINTEXT", None);
+        assert_eq!(
+            r.coordinators[0].error_code, INVALID_REQUEST,
+            "share keys from v6"
+        );
+        // v1-v3 errors: no node, the error's standard message.
+        let old = find_coordinator_response(
+            3,
+            &FindCoordinatorRequest {
+                key: "x".into(),
+                key_type: 9,
+                ..Default::default()
+            },
+            50,
+            50,
+            "PLAINTEXT",
+            Some(&image),
+        );
+        assert_eq!(
+            (old.error_code, old.node_id, old.port),
+            (INVALID_REQUEST, -1, -1)
+        );
+        assert_eq!(
+            old.error_message.as_deref(),
+            Some(default_message(INVALID_REQUEST))
+        );
     }
 }

@@ -7,9 +7,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
-use actix::{Actor, Addr, AsyncContext, Context, Handler, Message};
+use actix::{Actor, Context, Handler, Message};
 use kactor_protocol::Uuid;
 use tokio::sync::watch;
 
@@ -21,17 +20,14 @@ use super::messages::{
     UpdateGroupTopics,
 };
 use crate::controller::core::group_configs::{
-    CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS,
+    CONSUMER_ASSIGNMENT_INTERVAL_MS, CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS,
 };
 use crate::metadata::core::ConfigResourceType;
 use crate::partition::registry::{PartitionTable, PartitionTableReader};
-use crate::runtime::ActorMetrics;
-
-/// How often the partition table is checked for leadership changes.
-const WATCH_INTERVAL: Duration = Duration::from_millis(50);
+use crate::runtime::{follow_watch, ActorMetrics, MeteredAddr, SupervisedActor};
 
 struct Shard {
-    addr: Addr<GroupCoordinatorActor>,
+    addr: MeteredAddr<GroupCoordinatorActor>,
     leader_epoch: i32,
 }
 
@@ -103,20 +99,22 @@ impl GroupCoordinatorManagerActor {
                     if let Some(old) = self.shards.remove(&p) {
                         old.addr.do_send(ResignGroupCoordinator);
                     }
-                    let addr = h.addr.addr().clone();
                     let shard = GroupCoordinatorActor::new(
                         p,
                         self.config.clone(),
                         CoordinatorPartition {
-                            append: addr.clone().recipient(),
-                            read: addr.clone().recipient(),
-                            describe: addr.recipient(),
+                            append: h.addr.recipient(),
+                            read: h.addr.recipient(),
+                            describe: h.addr.recipient(),
                         },
                         self.topics.clone(),
                         self.group_configs.clone(),
                     )
-                    .with_partition_table(self.partitions.clone(), self.broker_id)
-                    .start();
+                    .with_partition_table(self.partitions.clone(), self.broker_id);
+                    let shard = crate::runtime::start_supervised_here(
+                        ActorMetrics::new("GroupCoordinatorActor"),
+                        move |_| shard,
+                    );
                     tracing::info!(
                         partition = p,
                         leader_epoch = h.leader_epoch,
@@ -143,6 +141,7 @@ impl GroupCoordinatorManagerActor {
             for s in self.shards.values() {
                 s.addr.do_send(UpdateGroupTopics {
                     topics: self.topics.clone(),
+                    version: table.version,
                 });
             }
         }
@@ -167,12 +166,12 @@ impl GroupCoordinatorManagerActor {
             shards: self
                 .shards
                 .iter()
-                .map(|(p, s)| (*p, s.addr.clone().recipient()))
+                .map(|(p, s)| (*p, s.addr.recipient()))
                 .collect(),
             txn_completions: self
                 .shards
                 .iter()
-                .map(|(p, s)| (*p, s.addr.clone().recipient()))
+                .map(|(p, s)| (*p, s.addr.recipient()))
                 .collect(),
         }));
     }
@@ -220,6 +219,7 @@ fn group_configs_view(table: &PartitionTable) -> GroupConfigsView {
             let overrides = GroupConfigOverrides {
                 consumer_session_timeout_ms: int(CONSUMER_SESSION_TIMEOUT_MS),
                 consumer_heartbeat_interval_ms: int(CONSUMER_HEARTBEAT_INTERVAL_MS),
+                consumer_assignment_interval_ms: int(CONSUMER_ASSIGNMENT_INTERVAL_MS),
             };
             (r.name.clone(), overrides)
         })
@@ -229,9 +229,10 @@ fn group_configs_view(table: &PartitionTable) -> GroupConfigsView {
 
 /// Every topic the broker knows: from the metadata image when there is one, else from the
 /// hosted partitions.
-fn topics_view(table: &PartitionTable) -> TopicsView {
+pub(super) fn topics_view(table: &PartitionTable) -> TopicsView {
     let mut view = TopicsView::new();
     if let Some(image) = &table.image {
+        view.version = image.provenance.last_offset;
         for t in image.topics.by_id.values() {
             view.upsert(&t.name, t.id, t.partitions.len() as i32);
         }
@@ -254,10 +255,36 @@ impl Actor for GroupCoordinatorManagerActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        // Told of every new partition table (leadership, topics, configs) as it is published,
+        // rather than looking every few milliseconds.
+        let changes = self.partitions.clone();
         self.sync();
-        ctx.run_interval(WATCH_INTERVAL, |act, _| act.sync());
+        follow_watch(
+            ctx,
+            changes,
+            self.metrics.clone(),
+            "a partition table change",
+            |act, _| act.sync(),
+        );
     }
 }
+
+impl actix::Supervised for GroupCoordinatorManagerActor {
+    /// Its shard map may be half-updated after a caught panic: resign every shard and let
+    /// `started` elect them again from the partition table.
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        for (_, s) in self.shards.drain() {
+            s.addr.do_send(ResignGroupCoordinator);
+        }
+        self.last_version = None;
+    }
+}
+
+impl SupervisedActor for GroupCoordinatorManagerActor {
+    const MAILBOX_CAPACITY: usize = 256;
+}
+
+crate::supervised_mailbox!(GroupCoordinatorManagerActor);
 
 /// Process shutdown → manager: resign every shard (parked requests get NOT_COORDINATOR).
 #[derive(Message, Debug, Clone, Copy)]

@@ -1,6 +1,8 @@
 //! Messages of the `GroupCoordinatorActor` (one shard per `__consumer_offsets` partition led).
 
-use actix::{Message, Recipient};
+use actix::Message;
+
+use crate::runtime::MeteredRecipient;
 
 use super::core::{GroupConfigsView, GroupRequest, GroupResponse, TopicsView};
 use crate::partition::messages::{AppendCoordinatorRecords, DescribeReplica, ReadRecords};
@@ -20,6 +22,9 @@ pub struct HandleGroupRequest {
 #[rtype(result = "()")]
 pub struct UpdateGroupTopics {
     pub topics: TopicsView,
+    /// The partition table version the view was taken from: a shard that already refreshed
+    /// from a newer table (at a heartbeat) ignores an older view.
+    pub version: u64,
 }
 
 /// Manager → shard: the group configs in the metadata image changed (`kafka-configs
@@ -74,7 +79,7 @@ pub struct GroupCoordinatorStatus {
 /// The shard's `__consumer_offsets` partition leader, as the shard uses it.
 #[derive(Clone)]
 pub struct CoordinatorPartition {
-    pub append: Recipient<AppendCoordinatorRecords>,
-    pub read: Recipient<ReadRecords>,
-    pub describe: Recipient<DescribeReplica>,
+    pub append: MeteredRecipient<AppendCoordinatorRecords>,
+    pub read: MeteredRecipient<ReadRecords>,
+    pub describe: MeteredRecipient<DescribeReplica>,
 }

@@ -17,8 +17,8 @@ use super::core::{
 use super::messages::*;
 use crate::metadata::core::ConfigResource;
 use crate::network::api_versions::FinalizedFeatures;
-use crate::raft::messages::{MetadataBatchesCommitted, RaftLeaderChanged};
-use crate::runtime::{ActorMetrics, SupervisedActor};
+use crate::raft::messages::{MetadataBatchesCommitted, RaftLeaderChanged, RegisterRaftListener};
+use crate::runtime::{ActorMetrics, MeteredAddr, MeteredRecipient, SupervisedActor};
 
 /// Readers' handle on the latest image: `rx.borrow().clone()` is an `Arc` snapshot.
 pub type MetadataImageWatch = watch::Receiver<Arc<MetadataImage>>;
@@ -27,10 +27,16 @@ pub struct MetadataPublisherActor {
     node_id: i32,
     image: Arc<MetadataImage>,
     image_tx: watch::Sender<Arc<MetadataImage>>,
-    partition_subscribers: Vec<Recipient<PartitionsChanged>>,
-    config_subscribers: Vec<Recipient<BrokerConfigsChanged>>,
+    partition_subscribers: Vec<MeteredRecipient<PartitionsChanged>>,
+    /// The image offset the partition subscribers last received.
+    partitions_published_offset: i64,
+    config_subscribers: Vec<MeteredRecipient<BrokerConfigsChanged>>,
     /// ApiVersions' view of the finalized features.
     features_tx: Option<watch::Sender<FinalizedFeatures>>,
+    /// Where it registers for committed batches, at every start: a restart after a panic
+    /// mid-batch re-registers and Raft delivers again from the log start (batches already in
+    /// the image are skipped), so a batch lost with the panic is not a gap.
+    raft: Option<MeteredRecipient<RegisterRaftListener>>,
     metrics: ActorMetrics,
 }
 
@@ -46,8 +52,10 @@ impl MetadataPublisherActor {
                 image,
                 image_tx,
                 partition_subscribers: Vec::new(),
+                partitions_published_offset: -1,
                 config_subscribers: Vec::new(),
                 features_tx: None,
+                raft: None,
                 metrics,
             },
             rx,
@@ -58,6 +66,12 @@ impl MetadataPublisherActor {
     /// image offset as the features epoch, as Kafka does.
     pub fn publish_features_to(mut self, tx: watch::Sender<FinalizedFeatures>) -> Self {
         self.features_tx = Some(tx);
+        self
+    }
+
+    /// Registers with Raft when started, and again after every restart.
+    pub fn registered_with(mut self, raft: MeteredRecipient<RegisterRaftListener>) -> Self {
+        self.raft = Some(raft);
         self
     }
 
@@ -102,17 +116,29 @@ impl MetadataPublisherActor {
         out
     }
 
+    /// Sends the partition subscribers `local` with the current image. Every image reaches
+    /// them, with or without changes for this node (see [`PartitionsChanged`]), but replaying
+    /// many batches sends only the ones that change a hosted replica and the last.
+    fn publish_partitions(&mut self, local: LocalChanges) {
+        let msg = PartitionsChanged {
+            image: self.image.clone(),
+            partitions: local.partitions,
+            topic_configs: local.topic_configs,
+        };
+        self.partition_subscribers.retain(|s| s.connected());
+        for s in &self.partition_subscribers {
+            s.do_send(msg.clone());
+        }
+        self.partitions_published_offset = self.image.provenance.last_offset;
+    }
+
     fn publish(&mut self, local: LocalChanges) {
         if !local.partitions.is_empty() || !local.topic_configs.is_empty() {
-            let msg = PartitionsChanged {
-                image: self.image.clone(),
+            self.publish_partitions(LocalChanges {
                 partitions: local.partitions,
                 topic_configs: local.topic_configs,
-            };
-            self.partition_subscribers.retain(|s| s.connected());
-            for s in &self.partition_subscribers {
-                s.do_send(msg.clone());
-            }
+                broker_configs: None,
+            });
         }
         if let Some(c) = local.broker_configs {
             let msg = BrokerConfigsChanged {
@@ -129,21 +155,31 @@ impl MetadataPublisherActor {
 
 impl Actor for MetadataPublisherActor {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if let Some(raft) = &self.raft {
+            let me = MeteredAddr::new(ctx.address(), self.metrics.clone());
+            raft.do_send(RegisterRaftListener {
+                name: "MetadataPublisherActor",
+                committed: me.clone().recipient(),
+                leader_changes: Some(me.recipient()),
+            });
+        }
+    }
 }
 
 impl Supervised for MetadataPublisherActor {
     fn restarting(&mut self, _: &mut Context<Self>) {
-        // The image is immutable and only replaced after a whole batch replayed, so what we
-        // hold is consistent; Raft keeps delivering from where it left off.
-        self.metrics.restarted();
+        // The image is immutable and only replaced after a whole batch applied, so what we
+        // hold is consistent; started() registers again for what the panic may have lost.
     }
 }
 
 impl SupervisedActor for MetadataPublisherActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
-    }
+    const MAILBOX_CAPACITY: usize = 256;
 }
+
+crate::supervised_mailbox!(MetadataPublisherActor);
 
 impl Handler<MetadataBatchesCommitted> for MetadataPublisherActor {
     type Result = ();
@@ -188,6 +224,9 @@ impl Handler<MetadataBatchesCommitted> for MetadataPublisherActor {
             }
         }
         if self.image.provenance.last_offset != before {
+            if self.partitions_published_offset != self.image.provenance.last_offset {
+                self.publish_partitions(LocalChanges::default());
+            }
             self.image_tx.send_replace(self.image.clone());
         }
     }
@@ -207,14 +246,12 @@ impl Handler<SubscribePartitionChanges> for MetadataPublisherActor {
 
     fn handle(&mut self, msg: SubscribePartitionChanges, _: &mut Context<Self>) {
         let _m = self.metrics.handle();
-        let partitions = self.hosted_partitions();
-        if !partitions.is_empty() {
-            msg.subscriber.do_send(PartitionsChanged {
-                image: self.image.clone(),
-                partitions,
-                topic_configs: Vec::new(),
-            });
-        }
+        // Always, even with nothing hosted: the subscriber serves this image from now on.
+        msg.subscriber.do_send(PartitionsChanged {
+            image: self.image.clone(),
+            partitions: self.hosted_partitions(),
+            topic_configs: Vec::new(),
+        });
         self.partition_subscribers.push(msg.subscriber);
     }
 }

@@ -18,7 +18,7 @@ use crate::controller::core::errors::{
 use crate::controller::core::requests::{BrokerHeartbeat, BrokerRegistration};
 use crate::controller::core::SUPPORTED_FEATURES;
 use crate::controller::messages::{ProcessBrokerHeartbeat, RegisterBroker};
-use crate::runtime::{ActorMetrics, SupervisedActor};
+use crate::runtime::{run_caught, ActorMetrics, MeteredRecipient, SupervisedActor};
 
 /// While not yet running, a heartbeat goes out as soon as the image has caught up with what
 /// the controller is waiting for, and at the latest this long after the previous one (Kafka
@@ -64,8 +64,8 @@ pub struct BeginControlledShutdown;
 
 pub struct BrokerLifecycleActor {
     cfg: BrokerLifecycleConfig,
-    register: Recipient<RegisterBroker>,
-    heartbeat: Recipient<ProcessBrokerHeartbeat>,
+    register: MeteredRecipient<RegisterBroker>,
+    heartbeat: MeteredRecipient<ProcessBrokerHeartbeat>,
     image: MetadataImageWatch,
     /// The co-located controller's `QuorumControllerActor::active_watch`, if any: registration
     /// waits for it instead of polling a controller that is still activating.
@@ -80,8 +80,8 @@ pub struct BrokerLifecycleActor {
 impl BrokerLifecycleActor {
     pub fn new(
         cfg: BrokerLifecycleConfig,
-        register: Recipient<RegisterBroker>,
-        heartbeat: Recipient<ProcessBrokerHeartbeat>,
+        register: MeteredRecipient<RegisterBroker>,
+        heartbeat: MeteredRecipient<ProcessBrokerHeartbeat>,
         image: MetadataImageWatch,
         metrics: ActorMetrics,
     ) -> (Self, watch::Receiver<BrokerLifecycleState>) {
@@ -224,7 +224,12 @@ impl BrokerLifecycleActor {
     }
 
     fn schedule_heartbeat(&mut self, ctx: &mut Context<Self>, after: Duration) {
-        ctx.run_later(after, |act, ctx| act.send_heartbeat(ctx));
+        ctx.run_later(after, |act, ctx| {
+            let metrics = act.metrics.clone();
+            run_caught(act, ctx, &metrics, "the heartbeat timer", |act, ctx| {
+                act.send_heartbeat(ctx)
+            });
+        });
     }
 
     fn send_heartbeat(&mut self, ctx: &mut Context<Self>) {
@@ -306,7 +311,6 @@ impl Actor for BrokerLifecycleActor {
 
 impl Supervised for BrokerLifecycleActor {
     fn restarting(&mut self, ctx: &mut Context<Self>) {
-        self.metrics.restarted();
         self.heartbeat_in_flight = false;
         if self.broker_epoch.is_some() {
             self.schedule_heartbeat(ctx, Duration::ZERO);
@@ -317,10 +321,10 @@ impl Supervised for BrokerLifecycleActor {
 }
 
 impl SupervisedActor for BrokerLifecycleActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
-    }
+    const MAILBOX_CAPACITY: usize = 64;
 }
+
+crate::supervised_mailbox!(BrokerLifecycleActor);
 
 impl Handler<BeginControlledShutdown> for BrokerLifecycleActor {
     type Result = ();

@@ -7,12 +7,16 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
+use crate::runtime::MeteredRecipient;
+
 use super::core::{LocalPartitionChange, MetadataImage, TopicConfigChange};
 
 /// Sent by MetadataPublisherActor to each partition-changes subscriber (the replica manager)
-/// after every committed delta that touches this node's replicas or their topics' configs; the
-/// first one after subscribing lists every hosted replica. Lost, a partition would not become
-/// leader (clients see NOT_LEADER_OR_FOLLOWER) or keep serving a deleted topic.
+/// after every committed delta that touches this node's replicas or their topics' configs, and
+/// with no changes for every newer image otherwise (the subscriber publishes each image to the
+/// request handlers once it has applied it, Kafka's order); the first one after subscribing
+/// lists every hosted replica. Lost, a partition would not become leader (clients see
+/// NOT_LEADER_OR_FOLLOWER) or keep serving a deleted topic.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
 pub struct PartitionsChanged {
@@ -40,14 +44,14 @@ pub struct BrokerConfigsChanged {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SubscribePartitionChanges {
-    pub subscriber: Recipient<PartitionsChanged>,
+    pub subscriber: MeteredRecipient<PartitionsChanged>,
 }
 
 /// Sent by the topology / config owner: subscribe to [`BrokerConfigsChanged`].
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SubscribeBrokerConfigChanges {
-    pub subscriber: Recipient<BrokerConfigsChanged>,
+    pub subscriber: MeteredRecipient<BrokerConfigsChanged>,
 }
 
 /// Query: the current image (request handlers normally read the watch channel instead).

@@ -75,7 +75,16 @@ pub fn respond(head: &[u8]) -> Vec<u8> {
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if path == "/debug/panic" {
+        if let Some(outcome) = crate::runtime::fault_injection::arm_from_query(query) {
+            return match (method, outcome) {
+                ("POST", Ok(text)) => reply(200, "text/plain", text + "\n"),
+                ("POST", Err(e)) => reply(400, "text/plain", e + "\n"),
+                _ => reply(405, "text/plain", "use POST\n".into()),
+            };
+        }
+    }
     if method != "GET" && method != "HEAD" {
         return reply(405, "text/plain", "only GET is served\n".into());
     }
@@ -111,6 +120,7 @@ pub fn respond(head: &[u8]) -> Vec<u8> {
 fn reply(status: u16, content_type: &str, body: String) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
+        400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
         431 => "Request Header Fields Too Large",

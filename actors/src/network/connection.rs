@@ -4,10 +4,11 @@
 //!
 //! Reading and writing are futures spawned in the actor's context that own the socket halves
 //! while they run and hand them back when done, so the actor state is only touched between
-//! awaits. At most `queued.max.requests` requests are in flight (read, not yet answered);
-//! at that point reading pauses, which pushes back on the client through TCP. With
-//! `queued.max.request.bytes` set, reading also pauses while the broker-wide [`MemoryPool`]
-//! cannot give a request's bytes (Kafka's memory mute), until another request releases some.
+//! awaits. Reading pauses, which pushes back on the client through TCP, while the broker-wide
+//! request queue is full (`queued.max.requests` requests read and not yet handled over every
+//! connection, Kafka's RequestChannel), while this connection has `queued.max.requests`
+//! responses not yet written, and, with `queued.max.request.bytes` set, while the broker-wide
+//! [`MemoryPool`] cannot give a request's bytes (Kafka's memory mute).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -26,21 +27,22 @@ use tokio::net::TcpStream;
 
 use super::api_versions;
 use super::frame::{read_frame, FrameError, RequestPrefix};
-use super::memory_pool::{MemoryPool, PoolLease};
+use super::request_queue::{RequestBudget, RequestHold};
 use super::router::{
     record_error, ConnectionInfo, HandlerOutcome, RequestContext, RequestRouter,
     UNSUPPORTED_VERSION,
 };
 use super::writer::{with_size_prefix, write_chunks};
 use crate::metrics;
-use crate::runtime::{ActorMetrics, MeteredRecipient};
+use crate::runtime::{run_caught, ActorMetrics, MeteredRecipient};
 
 /// Per-connection limits from the broker config.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionLimits {
     /// `socket.request.max.bytes`
     pub socket_request_max_bytes: usize,
-    /// `queued.max.requests`
+    /// `queued.max.requests`: the broker-wide request queue's size, and the most responses one
+    /// connection may have pending (read and not yet written).
     pub queued_max_requests: usize,
     /// `connections.max.idle.ms`; negative = never.
     pub connections_max_idle_ms: i64,
@@ -69,7 +71,7 @@ pub struct ConnectionActor {
     router: Arc<RequestRouter>,
     limits: ConnectionLimits,
     /// Shared with every connection of the same listener kind.
-    memory_pool: MemoryPool,
+    budget: RequestBudget,
     on_closed: MeteredRecipient<ConnectionClosed>,
     metrics: ActorMetrics,
     stream: Option<std::net::TcpStream>,
@@ -96,14 +98,14 @@ impl ConnectionActor {
         info: ConnectionInfo,
         router: Arc<RequestRouter>,
         limits: ConnectionLimits,
-        memory_pool: MemoryPool,
+        budget: RequestBudget,
         on_closed: MeteredRecipient<ConnectionClosed>,
     ) -> Self {
         ConnectionActor {
             info,
             router,
             limits,
-            memory_pool,
+            budget,
             on_closed,
             metrics: ActorMetrics::new("ConnectionActor"),
             stream: Some(stream),
@@ -149,25 +151,29 @@ impl ConnectionActor {
         };
         self.reading = true;
         let max = self.limits.socket_request_max_bytes;
-        // Unbounded (the default) clones a `None`: no reference count touched per request.
-        let pool = self.memory_pool.clone();
+        let budget = self.budget.clone();
         let fut = async move {
-            let r = read_frame(&mut reader, max, &pool).await;
+            let r = read_frame(&mut reader, max, &budget).await;
             (reader, r)
         };
         ctx.spawn(fut.into_actor(self).map(|(reader, result), act, ctx| {
             act.reader = Some(reader);
             act.reading = false;
-            act.on_frame(result, ctx);
+            // Decoding and routing run in this callback, not in a message handler: caught
+            // the same way, a panic closes this connection alone (the client reconnects).
+            let metrics = act.metrics.clone();
+            run_caught(act, ctx, &metrics, "a request frame", |act, ctx| {
+                act.on_frame(result, ctx)
+            });
         }));
     }
 
     fn on_frame(
         &mut self,
-        result: Result<(Bytes, Option<Arc<PoolLease>>), FrameError>,
+        result: Result<(Bytes, RequestHold), FrameError>,
         ctx: &mut Context<Self>,
     ) {
-        let (frame, lease) = match result {
+        let (frame, hold) = match result {
             Ok(f) => f,
             Err(FrameError::Closed) => {
                 tracing::debug!(connection = self.info.connection_id, peer = %self.info.peer, "peer closed");
@@ -189,27 +195,22 @@ impl ConnectionActor {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.in_flight += 1;
-        self.dispatch(seq, frame, lease, ctx);
+        self.dispatch(seq, frame, hold, ctx);
         self.maybe_read(ctx);
     }
 
     /// Decodes and routes one request; the response (or closing) happens in [`Self::finish`].
     ///
-    /// `lease` holds the frame's pool bytes (bounded pool only). They go back as soon as
-    /// either nothing points into the frame any more or the handler has finished: a request
-    /// whose decoded body does not refer to its buffer frees its bytes when this returns, as
-    /// Kafka releases a parsed request's buffer at once; Produce's records are referred to
-    /// until the partitions have appended them (Kafka releases them when `KafkaApis.handle`
-    /// returns, before an acks=all produce waits for replicas); and a handler that keeps a
-    /// slice of its request (a group's member metadata) cannot pin the bytes past its end.
-    /// Every early return below (refused, malformed, closing) drops both, releasing them.
-    fn dispatch(
-        &mut self,
-        seq: u64,
-        frame: Bytes,
-        lease: Option<Arc<PoolLease>>,
-        ctx: &mut Context<Self>,
-    ) {
+    /// `hold` is the request's place in the broker-wide queue and its pool bytes (bounded pool
+    /// only); both go back when the handler has finished. The bytes may go back earlier, once
+    /// nothing points into the frame any more: a request whose decoded body does not refer to
+    /// its buffer frees its bytes when this returns, as Kafka releases a parsed request's
+    /// buffer at once; Produce's records are referred to until the partitions have appended
+    /// them (Kafka releases them when `KafkaApis.handle` returns, before an acks=all produce
+    /// waits for replicas); and a handler that keeps a slice of its request (a group's member
+    /// metadata) cannot pin the bytes past its end. Every early return below (refused,
+    /// malformed, closing) drops the hold, releasing it.
+    fn dispatch(&mut self, seq: u64, frame: Bytes, hold: RequestHold, ctx: &mut Context<Self>) {
         let received_at = Instant::now();
         let Some(prefix) = RequestPrefix::peek(&frame) else {
             return self.close(ctx, "malformed", "request shorter than a header");
@@ -284,17 +285,13 @@ impl ConnectionActor {
         // the actor, and actix skips messages whose reply receiver is gone, so the partition
         // would never see the records.
         let handler = (route.handler)(rctx, body);
-        let task = match lease {
-            // The default: the handler future as it is, nothing added per request.
-            None => actix_rt::spawn(handler),
-            // The lease's end is tied to the handler task, not to this actor's context, so it
-            // is released even if the connection closes while the handler runs.
-            Some(lease) => actix_rt::spawn(async move {
-                let outcome = handler.await;
-                lease.release();
-                outcome
-            }),
-        };
+        // The hold's end is tied to the handler task, not to this actor's context, so it is
+        // released even if the connection closes while the handler runs.
+        let task = actix_rt::spawn(async move {
+            let outcome = handler.await;
+            drop(hold);
+            outcome
+        });
         ctx.spawn(task.into_actor(self).map(move |joined, act, ctx| {
             let outcome = match joined {
                 Ok(outcome) => outcome,
@@ -481,6 +478,15 @@ pub fn encode_response(
     Ok(w.into_chunks())
 }
 
+impl crate::runtime::SupervisedActor for ConnectionActor {
+    /// Control messages only (the socket is read and written by the actor's own futures).
+    const MAILBOX_CAPACITY: usize = 16;
+    /// A connection's state is its socket: a panic closes it.
+    const ON_PANIC: crate::runtime::OnPanic = crate::runtime::OnPanic::Stop;
+}
+
+crate::supervised_mailbox!(ConnectionActor);
+
 impl Actor for ConnectionActor {
     type Context = Context<Self>;
 
@@ -551,6 +557,7 @@ mod tests {
     use crate::network::api_versions::{
         bootstrap_finalized_features, features_channel, supported_features,
     };
+    use crate::network::memory_pool::MemoryPool;
     use kactor_protocol::messages::ApiVersionsResponse;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -559,6 +566,10 @@ mod tests {
     impl Actor for Sink {
         type Context = Context<Self>;
     }
+    impl crate::runtime::SupervisedActor for Sink {
+        const MAILBOX_CAPACITY: usize = 16;
+    }
+    crate::supervised_mailbox!(Sink);
     impl Handler<ConnectionClosed> for Sink {
         type Result = ();
         fn handle(&mut self, _: ConnectionClosed, _: &mut Context<Self>) {}
@@ -581,6 +592,12 @@ mod tests {
         queued_max_requests: usize,
         peak: Arc<AtomicUsize>,
     ) -> tokio::net::TcpStream {
+        connect(slow_router(peak), queued_max_requests).await
+    }
+
+    /// A router whose ApiVersions handler takes 10 * (10 - correlation id) ms and records the
+    /// most handlers running at once in `peak`.
+    fn slow_router(peak: Arc<AtomicUsize>) -> Arc<RequestRouter> {
         let (_, features) = features_channel(supported_features(), bootstrap_finalized_features());
         let mut router = RequestRouter::new().build(features);
         let running = Arc::new(AtomicUsize::new(0));
@@ -600,7 +617,7 @@ mod tests {
                 })
             }),
         );
-        connect(router, queued_max_requests).await
+        router
     }
 
     /// A ConnectionActor serving `router` on a fresh socket; returns the client end.
@@ -608,14 +625,28 @@ mod tests {
         router: Arc<RequestRouter>,
         queued_max_requests: usize,
     ) -> tokio::net::TcpStream {
-        connect_pooled(router, queued_max_requests, MemoryPool::unbounded()).await
+        let budget = RequestBudget::new(queued_max_requests, -1, "test");
+        connect_with(router, queued_max_requests, budget).await
     }
 
-    /// [`connect`] with the request memory pool the connection shares.
+    /// [`connect`] with the request memory pool the connection shares (its own queue).
     async fn connect_pooled(
         router: Arc<RequestRouter>,
         queued_max_requests: usize,
         pool: MemoryPool,
+    ) -> tokio::net::TcpStream {
+        let budget = RequestBudget {
+            queue: super::super::request_queue::RequestQueue::new(queued_max_requests, "test"),
+            pool,
+        };
+        connect_with(router, queued_max_requests, budget).await
+    }
+
+    /// [`connect`] with the request budget the connection shares with others.
+    async fn connect_with(
+        router: Arc<RequestRouter>,
+        queued_max_requests: usize,
+        budget: RequestBudget,
     ) -> tokio::net::TcpStream {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
@@ -636,9 +667,9 @@ mod tests {
             queued_max_requests,
             connections_max_idle_ms: -1,
         };
-        let sink =
-            MeteredRecipient::new(Sink.start().recipient(), ActorMetrics::new("SinkTestActor"));
-        ConnectionActor::new(server, info, router, limits, pool, sink).start();
+        let metrics = ActorMetrics::new("SinkTestActor");
+        let sink = crate::runtime::MeteredAddr::new(Sink.start(), metrics);
+        ConnectionActor::new(server, info, router, limits, budget, sink.recipient()).start();
         client
     }
 
@@ -732,6 +763,29 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         panic!("pool never reached {bytes} available: {pool:?}");
+    }
+
+    /// `queued.max.requests` bounds requests read and not yet handled over every connection:
+    /// with one place, a quick request on B waits for A's slow one to be handled.
+    #[actix_rt::test]
+    async fn the_request_queue_is_shared_by_connections() {
+        let router = slow_router(Arc::new(AtomicUsize::new(0)));
+        let budget = RequestBudget::new(1, -1, "test");
+        let mut a = connect_with(router.clone(), 10, budget.clone()).await;
+        let mut b = connect_with(router, 10, budget.clone()).await;
+        a.write_all(&request(0)).await.unwrap(); // 100 ms
+        while budget.queue.available() != 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        b.write_all(&request(5)).await.unwrap(); // 50 ms, once it gets the place
+        let b_answered = tokio::spawn(async move {
+            read_correlation_ids(&mut b, 1).await;
+            Instant::now()
+        });
+        assert_eq!(read_correlation_ids(&mut a, 1).await, vec![0]);
+        let a_answered = Instant::now();
+        assert!(b_answered.await.unwrap() >= a_answered);
+        assert_eq!(budget.queue.available(), 1);
     }
 
     #[actix_rt::test]

@@ -2,8 +2,9 @@
 //! The size is checked against `socket.request.max.bytes` before a single byte of the body is
 //! buffered; frames up to 2 MiB get their buffer at once, larger ones grow only as bytes
 //! actually arrive, so a lying length prefix costs at most 2 MiB of (untouched) allocation
-//! (DESIGN.md §1.5). With `queued.max.request.bytes` set, the frame's size is taken from the
-//! broker's [`MemoryPool`] before its body is read, as Kafka's `NetworkReceive` does.
+//! (DESIGN.md §1.5). Before the body is read the request takes a place in the broker-wide
+//! request queue and, with `queued.max.request.bytes` set, its size from the broker's
+//! [`MemoryPool`], as Kafka's `NetworkReceive` does.
 
 use std::sync::Arc;
 
@@ -11,7 +12,8 @@ use bytes::{Bytes, BytesMut};
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::memory_pool::{MemoryPool, PoolLease};
+use super::memory_pool::PoolLease;
+use super::request_queue::{RequestBudget, RequestHold};
 
 /// api_key (2) + api_version (2) + correlation_id (4): the part every header version shares.
 pub const MIN_REQUEST_BYTES: usize = 8;
@@ -65,15 +67,15 @@ impl Drop for PooledBody {
     }
 }
 
-/// Reads one frame body (without its prefix), with the pool bytes it holds (`None` when the
-/// pool is unbounded). The bytes go back when both the body (every slice of it) and the
-/// returned lease are gone, or at [`PoolLease::release`]. Cancel-safe only between frames; a
-/// frame abandoned half-read (error, cancel) gives its pool bytes back with the dropped lease.
+/// Reads one frame body (without its prefix), with what it holds of `budget`: its queue place,
+/// and its pool bytes, which go back when both the body (every slice of it) and the hold are
+/// gone. Cancel-safe only between frames; a frame abandoned half-read (error, cancel) gives
+/// everything back as it is dropped.
 pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max_bytes: usize,
-    pool: &MemoryPool,
-) -> Result<(Bytes, Option<Arc<PoolLease>>), FrameError> {
+    budget: &RequestBudget,
+) -> Result<(Bytes, RequestHold), FrameError> {
     let mut prefix = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -89,11 +91,12 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         }
     }
     let size = check_size(i32::from_be_bytes(prefix), max_bytes)?;
-    // Kafka's NetworkReceive asks the pool for the body's size once it knows it, and reads on
-    // only when given it; waiting here leaves the body in the socket buffer, so the client is
-    // pushed back through TCP. The check keeps the unbounded default to a branch.
-    let lease = if pool.is_bounded() {
-        pool.allocate(size).await
+    // Waiting for a queue place, then (Kafka's NetworkReceive) for the body's size from the
+    // pool, leaves the body in the socket buffer, so the client is pushed back through TCP.
+    // The check keeps the unbounded pool (the default) to a branch.
+    let slot = budget.queue.enter().await;
+    let lease = if budget.pool.is_bounded() {
+        budget.pool.allocate(size).await
     } else {
         None
     };
@@ -118,7 +121,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         }
     }
     match lease {
-        None => Ok((body.freeze(), None)),
+        None => Ok((body.freeze(), RequestHold::new(slot, None))),
         Some(lease) => {
             // Tying the lease to the buffer frees the bytes as soon as nothing points into it
             // (Kafka frees a parsed request's buffer at once unless the request still refers
@@ -128,7 +131,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
                 body,
                 lease: lease.clone(),
             });
-            Ok((body, Some(lease)))
+            Ok((body, RequestHold::new(slot, Some(lease))))
         }
     }
 }
@@ -160,7 +163,7 @@ mod tests {
 
     /// `read_frame` without a pool, for the framing tests.
     async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Bytes, FrameError> {
-        super::read_frame(r, max, &MemoryPool::unbounded())
+        super::read_frame(r, max, &RequestBudget::new(100, -1, "test"))
             .await
             .map(|(body, _)| body)
     }

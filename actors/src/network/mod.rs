@@ -1,7 +1,8 @@
 //! The network layer (Kafka's `SocketServer`, `Processor`, `RequestChannel` and the dispatch
 //! half of `KafkaApis`): [`SocketServerActor`] accepts, [`ConnectionActor`] frames and orders,
 //! [`RequestRouter`] maps API keys to handlers, [`api_versions`] answers ApiVersions,
-//! [`MemoryPool`] bounds the request bytes read and not yet handled across connections.
+//! [`RequestQueue`] and [`MemoryPool`] bound the requests and request bytes read and not yet
+//! handled across connections.
 //!
 //! Plugging an API in (in the topology, before `build`):
 //!
@@ -20,9 +21,11 @@
 //! ```
 
 pub mod api_versions;
+pub mod client;
 pub mod connection;
 pub mod frame;
 pub mod memory_pool;
+pub mod request_queue;
 pub mod router;
 pub mod socket_server;
 pub mod writer;
@@ -30,6 +33,7 @@ pub mod writer;
 pub use api_versions::{features_channel, FeaturesHandle, FinalizedFeatures, SupportedFeature};
 pub use connection::{ConnectionActor, ConnectionLimits};
 pub use memory_pool::MemoryPool;
+pub use request_queue::{RequestBudget, RequestQueue};
 pub use router::{
     ConnectionInfo, Handler, HandlerFuture, HandlerOutcome, ListenerKind, RequestContext,
     RequestRouter,

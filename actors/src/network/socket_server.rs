@@ -13,10 +13,10 @@ use futures_util::stream::{self, StreamExt};
 use tokio::net::{TcpListener, TcpSocket};
 
 use super::connection::{CloseConnection, ConnectionActor, ConnectionClosed, ConnectionLimits};
-use super::memory_pool::MemoryPool;
+use super::request_queue::RequestBudget;
 use super::router::{ConnectionInfo, ListenerKind, RequestRouter};
 use crate::metrics;
-use crate::runtime::{ActorMetrics, ArbiterPools, MeteredAddr, MeteredRecipient};
+use crate::runtime::{ActorMetrics, ArbiterPools, MeteredAddr};
 
 /// One listener to bind, from `listeners` (+ `controller.listener.names` for the kind).
 #[derive(Debug, Clone)]
@@ -100,12 +100,12 @@ pub struct SocketServerActor {
     accept_streams: Vec<SpawnHandle>,
     metrics: ActorMetrics,
     connection_metrics: ActorMetrics,
-    /// Shared by every connection of every broker listener. Controller listeners get a pool of
-    /// their own of the same size: in Kafka's combined mode the broker and the controller each
-    /// run a SocketServer with its own pool, so clients filling theirs cannot stop the quorum's
-    /// and the broker's own heartbeats from being read.
-    broker_pool: MemoryPool,
-    controller_pool: MemoryPool,
+    /// Shared by every connection of every broker listener. Controller listeners get a request
+    /// queue and pool of their own of the same sizes: in Kafka's combined mode the broker and
+    /// the controller each run a SocketServer with its own, so clients filling theirs cannot
+    /// stop the quorum's and the broker's own heartbeats from being read.
+    broker_budget: RequestBudget,
+    controller_budget: RequestBudget,
 }
 
 fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {
@@ -165,8 +165,12 @@ impl SocketServerActor {
             pending.push((bound, listener));
         }
         let bound = pending.iter().map(|(b, _)| b.clone()).collect();
-        let broker_pool = MemoryPool::new(config.queued_max_request_bytes, "broker");
-        let controller_pool = MemoryPool::new(config.queued_max_request_bytes, "controller");
+        let (queued_requests, queued_bytes) = (
+            config.limits.queued_max_requests,
+            config.queued_max_request_bytes,
+        );
+        let broker_budget = RequestBudget::new(queued_requests, queued_bytes, "broker");
+        let controller_budget = RequestBudget::new(queued_requests, queued_bytes, "controller");
         Ok(SocketServerActor {
             config,
             router,
@@ -182,8 +186,8 @@ impl SocketServerActor {
             accept_streams: Vec::new(),
             metrics: ActorMetrics::new("SocketServerActor"),
             connection_metrics: ActorMetrics::new("ConnectionActor"),
-            broker_pool,
-            controller_pool,
+            broker_budget,
+            controller_budget,
         })
     }
 
@@ -297,21 +301,30 @@ impl SocketServerActor {
         };
         let router = self.router.clone();
         let limits = self.config.limits;
-        let pool = match bound.kind {
-            ListenerKind::Broker => self.broker_pool.clone(),
-            ListenerKind::Controller => self.controller_pool.clone(),
+        let budget = match bound.kind {
+            ListenerKind::Broker => self.broker_budget.clone(),
+            ListenerKind::Controller => self.controller_budget.clone(),
         };
-        let on_closed = MeteredRecipient::new(ctx.address().recipient(), self.metrics.clone());
+        let on_closed = MeteredAddr::new(ctx.address(), self.metrics.clone()).recipient();
         let arbiter = self.pools.next_network();
-        let addr = ConnectionActor::start_in_arbiter(&arbiter, move |_| {
-            ConnectionActor::new(std_stream, info, router, limits, pool, on_closed)
-        });
+        let addr = crate::runtime::start_unsupervised(
+            &arbiter,
+            self.connection_metrics.clone(),
+            move |_| ConnectionActor::new(std_stream, info, router, limits, budget, on_closed),
+        );
         tracing::debug!(connection = id, peer = %peer, listener = %bound.name, "accepted connection");
-        let addr = MeteredAddr::new(addr, self.connection_metrics.clone());
         self.connections.insert(id, (ip, addr));
         *self.per_ip.entry(ip).or_insert(0) += 1;
     }
 }
+
+impl crate::runtime::SupervisedActor for SocketServerActor {
+    const MAILBOX_CAPACITY: usize = 1024;
+    /// Its listeners are taken once at start: without them the broker serves nothing.
+    const ON_PANIC: crate::runtime::OnPanic = crate::runtime::OnPanic::Escalate;
+}
+
+crate::supervised_mailbox!(SocketServerActor);
 
 impl Actor for SocketServerActor {
     type Context = Context<Self>;
@@ -331,8 +344,7 @@ impl Actor for SocketServerActor {
 
 impl StreamHandler<Accepted> for SocketServerActor {
     fn handle(&mut self, msg: Accepted, ctx: &mut Context<Self>) {
-        // Stream items do not pass through a mailbox; keep the depth gauge balanced.
-        self.metrics.sent();
+        // Stream items do not pass through the mailbox, so they are not in its depth.
         let _m = self.metrics.handle();
         if let Ok((stream, peer)) = msg.result {
             self.on_accept(msg.listener, stream, peer, ctx);

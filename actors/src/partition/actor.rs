@@ -9,7 +9,7 @@ use actix::{
 use super::core::{AppendOutcome, Partition, PartitionError, PartitionLog, Role, TopicPartition};
 use super::messages::*;
 use crate::purgatory::{HighWatermarkAdvanced, LeadershipLost};
-use crate::runtime::{ActorMetrics, MeteredRecipient, SupervisedActor};
+use crate::runtime::{ActorMetrics, MeteredAddr, MeteredRecipient, SupervisedActor};
 use bytes::Bytes;
 use kactor_protocol::records::AppendOrigin;
 use prometheus::{IntCounter, IntGauge};
@@ -41,6 +41,8 @@ pub struct PartitionActor {
     /// This topic's series of the per-topic counters, looked up on first use (so a topic's
     /// series still appear only once it has traffic) instead of by label on every append.
     topic_counters: Option<TopicCounters>,
+    /// Where failures of this replica are reported (the registry), and its log dir.
+    registry: Option<(MeteredAddr<super::registry::ReplicaManagerActor>, String)>,
 }
 
 /// One topic's `kactor_partition_{bytes,messages}_in_total` / `bytes_out_total` series, and
@@ -77,6 +79,39 @@ impl PartitionActor {
             flush_in_flight: false,
             metrics: ActorMetrics::new("PartitionActor"),
             topic_counters: None,
+            registry: None,
+        }
+    }
+
+    /// Reports this replica's failures to `registry` (with the replica's log dir).
+    pub fn reporting_to(
+        mut self,
+        registry: Option<(MeteredAddr<super::registry::ReplicaManagerActor>, String)>,
+    ) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// An I/O error on this replica's log: the log no longer matches what the core believes,
+    /// so the replica stops serving now and its log dir goes offline (Kafka's
+    /// `LogDirFailureChannel`), instead of the error being logged and the next write tried.
+    fn log_dir_failed(&mut self, what: &str, error: &str) {
+        let Some((to, log_dir)) = &self.registry else {
+            tracing::error!(tp = %self.tp, error, "{what} failed");
+            return;
+        };
+        tracing::error!(tp = %self.tp, log_dir = %log_dir, error, "{what} failed; taking the log dir offline");
+        to.do_send(LogDirFailed {
+            log_dir: log_dir.clone(),
+            reason: format!("{what} of {}: {error}", self.tp),
+        });
+        self.go_offline();
+    }
+
+    fn go_offline(&mut self) {
+        if let Some(mut core) = self.core.take() {
+            core.stop();
+            self.leadership_lost();
         }
     }
 
@@ -152,7 +187,7 @@ impl PartitionActor {
         let work = match work {
             Ok(w) => w,
             Err(e) => {
-                tracing::error!(%tp, error = %e, "flush failed");
+                self.log_dir_failed("flush", &e.to_string());
                 return;
             }
         };
@@ -183,10 +218,10 @@ impl PartitionActor {
                     // More may have become due meanwhile (e.g. another roll).
                     act.schedule_flush(ctx, false);
                 }
-                // An fsync failure means the disk lost acknowledged data's durability: Kafka
-                // takes the log dir offline. We log it; the recovery point stays put, so
-                // recovery after a restart re-checks everything above it.
-                Ok((_, Err(e))) => tracing::error!(%tp, error = %e, "fsync failed"),
+                // An fsync failure means the disk lost acknowledged data's durability: the log
+                // dir goes offline, as in Kafka. The recovery point stays put, so recovery
+                // after a restart re-checks everything above it.
+                Ok((_, Err(e))) => act.log_dir_failed("fsync", &e),
                 Err(e) => tracing::error!(%tp, error = %e, "flush task panicked"),
             }
         }));
@@ -198,17 +233,39 @@ impl Actor for PartitionActor {
 }
 
 impl Supervised for PartitionActor {
+    /// After a caught panic the core may be half-way through an append: the log is reopened
+    /// from disk (recovery cuts a torn tail) and what the partition derives from it (producer
+    /// state, high watermark bound) rebuilt; role, epochs and replicas are kept.
     fn restarting(&mut self, _: &mut Context<Self>) {
-        // The core (log, epoch, high watermark) survives in this value; only count the restart.
-        self.metrics.restarted();
+        let Some(core) = self.core.as_mut() else {
+            return;
+        };
+        match core.reload_from_log(now_ms()) {
+            Ok(()) => {
+                tracing::info!(tp = %self.tp, log_end_offset = core.log_end_offset(), "partition reloaded from its log")
+            }
+            Err(e) => self.log_dir_failed("reload", &e.to_string()),
+        }
     }
 }
 
 impl SupervisedActor for PartitionActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
+    /// Restarts beyond the intensity take this partition offline (KAFKA_STORAGE_ERROR), as
+    /// Kafka takes offline a partition whose log it cannot trust, instead of the process.
+    fn escalate(&mut self, reason: String, _: &mut Context<Self>) {
+        tracing::error!(tp = %self.tp, "{reason}: taking the partition offline");
+        if let Some((registry, _)) = &self.registry {
+            registry.do_send(ReplicaFailed {
+                tp: self.tp.clone(),
+                reason,
+            });
+        }
+        self.go_offline();
     }
+    const MAILBOX_CAPACITY: usize = 1024;
 }
+
+crate::supervised_mailbox!(PartitionActor);
 
 impl PartitionActor {
     fn append(
@@ -222,6 +279,10 @@ impl PartitionActor {
         let result = self
             .core()
             .and_then(|c| c.append_from(records, required_acks, now, origin));
+        if let Err(PartitionError::Storage(e)) = &result {
+            let e = e.clone();
+            self.log_dir_failed("append", &e);
+        }
         if result.is_ok() {
             // flush.messages is checked on the append path, as Kafka does; rolled segments are
             // flushed right away. Both run on the blocking pool.
@@ -474,6 +535,15 @@ impl Handler<StopReplica> for PartitionActor {
         } else {
             Some(log)
         }
+    }
+}
+
+impl Handler<TakeReplicaOffline> for PartitionActor {
+    type Result = ();
+    fn handle(&mut self, _: TakeReplicaOffline, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        self.go_offline();
     }
 }
 

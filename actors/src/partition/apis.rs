@@ -141,10 +141,15 @@ fn table(a: &PartitionApis) -> Arc<PartitionTable> {
     a.partitions.borrow().clone()
 }
 
-/// The error for a partition this node does not host: NOT_LEADER_OR_FOLLOWER if the cluster
-/// knows it (another broker leads it), else UNKNOWN_TOPIC_OR_PARTITION.
+/// The error for a partition this node does not serve: KAFKA_STORAGE_ERROR if its log dir is
+/// offline here, NOT_LEADER_OR_FOLLOWER if the cluster knows it (another broker leads it), else
+/// UNKNOWN_TOPIC_OR_PARTITION.
 fn not_hosted(t: &PartitionTable, topic: &str, partition: i32) -> i16 {
-    if t.partition_exists(topic, partition) {
+    if t.offline
+        .contains_key(&TopicPartition::new(topic, partition))
+    {
+        codes::KAFKA_STORAGE_ERROR
+    } else if t.partition_exists(topic, partition) {
         codes::NOT_LEADER_OR_FOLLOWER
     } else {
         codes::UNKNOWN_TOPIC_OR_PARTITION
@@ -536,10 +541,18 @@ async fn handle_describe_log_dirs(
             // FileStore's; -1 (UNKNOWN_VOLUME_BYTES) only if it cannot be read.
             let (total_bytes, usable_bytes) =
                 super::log_dirs::volume_bytes(std::path::Path::new(d)).unwrap_or((-1, -1));
+            // An offline dir is reported with KAFKA_STORAGE_ERROR and nothing in it, as Kafka
+            // reports its offline dirs.
+            let offline = t.offline_log_dirs.contains(d);
             DescribeLogDirsResult {
+                error_code: if offline {
+                    codes::KAFKA_STORAGE_ERROR
+                } else {
+                    codes::NONE
+                },
                 log_dir: d.clone(),
-                total_bytes,
-                usable_bytes,
+                total_bytes: if offline { -1 } else { total_bytes },
+                usable_bytes: if offline { -1 } else { usable_bytes },
                 ..Default::default()
             }
         })

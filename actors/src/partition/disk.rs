@@ -85,6 +85,27 @@ impl DiskLog {
 }
 
 impl PartitionLog for DiskLog {
+    fn reopen(&mut self) -> LogResult<()> {
+        let log = self.log.take().ok_or("the log is closed")?;
+        let dir = log.dir().to_path_buf();
+        let config = log.config().clone();
+        let (log_start_offset, recovery_point) = (log.log_start_offset(), log.recovery_point());
+        // Dropped, not closed: nothing more is written into files whose tail may be torn.
+        drop(log);
+        let log = Log::open(
+            &dir,
+            config,
+            log_start_offset,
+            recovery_point,
+            false,
+            now_ms(),
+        )
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+        self.log = Some(log);
+        self.roll_flush = None;
+        Ok(())
+    }
+
     fn log_start_offset(&self) -> i64 {
         self.log().log_start_offset()
     }

@@ -24,7 +24,7 @@ use super::core::log::PartitionLog;
 use super::core::TopicPartition;
 use super::disk::{log_config, DiskLog};
 use super::messages::ReplicaInfo;
-use super::registry::LogFactory;
+use super::registry::{LogFactory, LogOpenError};
 use crate::log::checkpoint::{
     fsync_dir, read_offset_checkpoint, write_atomically, write_offset_checkpoint,
     CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
@@ -117,7 +117,7 @@ pub fn scan_log_dir(path: &Path, defaults: &LogConfig, now: i64) -> Result<Scann
     }
     if clean {
         // From now on a crash must be treated as unclean.
-        fs::remove_file(&marker).map_err(|e| err(path, e))?;
+        fs::remove_file(&marker).map_err(|e| err(&marker, e))?;
         fsync_dir(path).map_err(|e| err(path, e))?;
     }
     tracing::info!(dir = %path.display(), clean, logs = out.logs.len(), "log dir loaded");
@@ -184,6 +184,8 @@ pub struct LogDirsFactory {
     leftover_deletions: Vec<PathBuf>,
     broker_epoch: i64,
     closed: bool,
+    /// Indexes of dirs taken offline after an I/O error (until the process restarts).
+    offline: std::collections::BTreeSet<usize>,
 }
 
 impl LogDirsFactory {
@@ -214,6 +216,7 @@ impl LogDirsFactory {
             leftover_deletions,
             broker_epoch: -1,
             closed: false,
+            offline: Default::default(),
         })
     }
 
@@ -251,7 +254,8 @@ impl LogDirsFactory {
         self.broker_epoch = epoch;
     }
 
-    fn least_loaded_dir(&self) -> usize {
+    /// The online dir with the fewest partitions (Kafka's default placement in a broker).
+    fn least_loaded_dir(&self) -> Option<usize> {
         let mut counts = vec![0usize; self.dirs.len()];
         for i in self.placement.values() {
             counts[*i] += 1;
@@ -259,9 +263,16 @@ impl LogDirsFactory {
         counts
             .iter()
             .enumerate()
+            .filter(|(i, _)| !self.offline.contains(i))
             .min_by_key(|(_, c)| **c)
             .map(|(i, _)| i)
-            .unwrap_or(0)
+    }
+
+    fn dir_name(&self, i: usize) -> String {
+        self.dirs
+            .get(i)
+            .map(|d| d.display().to_string())
+            .unwrap_or_default()
     }
 
     fn write_checkpoints(
@@ -297,38 +308,63 @@ impl LogFactory for LogDirsFactory {
         topic_id: Uuid,
         config: &PartitionConfig,
         _topic_overrides: &BTreeMap<String, String>,
-    ) -> Result<Box<dyn PartitionLog>, String> {
+    ) -> Result<Box<dyn PartitionLog>, LogOpenError> {
         let log_config = log_config(&config.effective);
+        let names: Vec<String> = self.dirs.iter().map(|d| d.display().to_string()).collect();
+        let failed = |i: usize, message: String| LogOpenError {
+            log_dir: names[i].clone(),
+            message,
+        };
         let found = match self.unclaimed.remove(tp) {
-            Some((_, log)) if is_stray_for(&log, topic_id) => {
+            Some((i, log)) if is_stray_for(&log, topic_id) => {
                 tracing::warn!(%tp, topic_id = %topic_id, found = ?log.topic_id(), "log on disk belongs to another incarnation of the topic");
                 self.placement.remove(tp);
-                rename_stray(log)?;
+                rename_stray(log).map_err(|e| failed(i, e))?;
                 None
             }
             other => other,
         };
-        let mut log = match found {
-            Some((_, mut log)) => {
+        let (i, mut log) = match found {
+            Some((i, mut log)) => {
                 log.update_config(log_config);
-                log
+                (i, log)
             }
             None => {
-                if self.dirs.is_empty() {
-                    return Err("no log.dirs configured".into());
-                }
-                let i = self.least_loaded_dir();
+                let Some(i) = self.least_loaded_dir() else {
+                    return Err(LogOpenError {
+                        log_dir: String::new(),
+                        message: "no online log dir".into(),
+                    });
+                };
                 let dir = self.dirs[i].join(storage_tp(tp).dir_name());
-                let log =
-                    Log::open(&dir, log_config, 0, 0, true, now_ms()).map_err(|e| err(&dir, e))?;
+                let log = Log::open(&dir, log_config, 0, 0, true, now_ms())
+                    .map_err(|e| failed(i, err(&dir, e)))?;
                 self.placement.insert(tp.clone(), i);
-                log
+                (i, log)
             }
         };
         if log.topic_id() != Some(topic_id) {
-            log.assign_topic_id(topic_id).map_err(|e| e.to_string())?;
+            log.assign_topic_id(topic_id)
+                .map_err(|e| failed(i, err(log.dir(), e)))?;
         }
         Ok(Box::new(DiskLog::new(log)))
+    }
+
+    fn take_offline(&mut self, log_dir: &str) -> usize {
+        if let Some(i) = self
+            .dirs
+            .iter()
+            .position(|d| d.display().to_string() == log_dir)
+        {
+            self.offline.insert(i);
+            // Logs found at start-up in the failed dir will never be served by this process.
+            self.unclaimed.retain(|_, (j, _)| *j != i);
+        }
+        self.dirs.len() - self.offline.len()
+    }
+
+    fn offline_log_dirs(&self) -> Vec<String> {
+        self.offline.iter().map(|i| self.dir_name(*i)).collect()
     }
 
     fn delete_unopened(&mut self, tp: &TopicPartition) -> Result<(), String> {
@@ -341,11 +377,7 @@ impl LogFactory for LogDirsFactory {
     }
 
     fn log_dir_of(&self, tp: &TopicPartition) -> String {
-        let i = self.placement.get(tp).copied().unwrap_or(0);
-        self.dirs
-            .get(i)
-            .map(|d| d.display().to_string())
-            .unwrap_or_default()
+        self.dir_name(self.placement.get(tp).copied().unwrap_or(0))
     }
 
     fn log_dirs(&self) -> Vec<String> {
@@ -356,7 +388,7 @@ impl LogFactory for LogDirsFactory {
         if self.closed {
             return Ok(());
         }
-        for i in 0..self.dirs.len() {
+        for i in (0..self.dirs.len()).filter(|i| !self.offline.contains(i)) {
             let mut entries: Vec<(TopicPartition, i64, i64, i64)> = replicas
                 .iter()
                 .filter(|(tp, info)| self.placement.get(tp) == Some(&i) && info.log_end_offset >= 0)
@@ -397,6 +429,11 @@ impl LogFactory for LogDirsFactory {
             per_dir[i].push(log);
         }
         for (i, mut logs) in per_dir.into_iter().enumerate() {
+            if self.offline.contains(&i) {
+                // A failed dir gets no flush and no clean-shutdown marker: its next start
+                // recovers it.
+                continue;
+            }
             for log in logs.iter_mut() {
                 let leo = log.log_end_offset();
                 log.flush(leo, now).map_err(|e| err(log.dir(), e))?;

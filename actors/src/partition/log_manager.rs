@@ -18,7 +18,7 @@ use super::messages::{FlushTick, ProducerExpirationTick, RetentionTick, Shutdown
 use super::registry::{
     CheckpointLogDirs, PartitionTableReader, PurgeDeletedLogs, ReplicaManagerActor,
 };
-use crate::runtime::{ActorMetrics, MeteredAddr, SupervisedActor};
+use crate::runtime::{run_caught, ActorMetrics, MeteredAddr, SupervisedActor};
 
 /// Intervals in milliseconds; `i64::MAX` (Kafka's default for the flush scheduler) = never.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,24 +140,32 @@ impl Actor for LogManagerActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         if let Some(every) = interval(self.config.retention_check_interval_ms) {
-            ctx.run_interval(every, |act, _| {
+            ctx.run_interval(every, |act, ctx| {
                 let metrics = act.metrics.clone();
                 let _m = metrics.handle();
-                act.retention();
+                run_caught(act, ctx, &metrics, "the retention check", |act, _| {
+                    act.retention()
+                });
             });
         }
         if let Some(every) = interval(self.config.producer_id_expiration_check_interval_ms) {
-            ctx.run_interval(every, |act, _| {
+            ctx.run_interval(every, |act, ctx| {
                 let metrics = act.metrics.clone();
                 let _m = metrics.handle();
-                act.expire_producers();
+                run_caught(
+                    act,
+                    ctx,
+                    &metrics,
+                    "the producer id expiration check",
+                    |act, _| act.expire_producers(),
+                );
             });
         }
         if let Some(every) = interval(self.config.flush_scheduler_interval_ms) {
-            ctx.run_interval(every, |act, _| {
+            ctx.run_interval(every, |act, ctx| {
                 let metrics = act.metrics.clone();
                 let _m = metrics.handle();
-                act.flush();
+                run_caught(act, ctx, &metrics, "the flush check", |act, _| act.flush());
             });
         }
         if let Some(every) = interval(self.config.flush_offset_checkpoint_interval_ms) {
@@ -174,16 +182,15 @@ impl Actor for LogManagerActor {
 }
 
 impl Supervised for LogManagerActor {
-    fn restarting(&mut self, _: &mut Context<Self>) {
-        self.metrics.restarted();
-    }
+    /// Stateless between ticks: `started` schedules them again.
+    fn restarting(&mut self, _: &mut Context<Self>) {}
 }
 
 impl SupervisedActor for LogManagerActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
-    }
+    const MAILBOX_CAPACITY: usize = 64;
 }
+
+crate::supervised_mailbox!(LogManagerActor);
 
 /// Tests / operators → log manager: run a retention pass now.
 #[derive(Message)]

@@ -160,6 +160,32 @@ pub struct StopReplica {
     pub delete: bool,
 }
 
+/// Partition (or anything else that met an I/O error in a log dir) → registry: take the dir
+/// offline (Kafka's `LogDirFailureChannel.maybeAddOfflineLogDir`). Lost: the dir stays online
+/// and its replicas keep failing one request at a time.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct LogDirFailed {
+    pub log_dir: String,
+    pub reason: String,
+}
+
+/// Partition → registry: restarts beyond the intensity; this replica alone goes offline until
+/// the process restarts. Lost: the replica answers NOT_LEADER_OR_FOLLOWER instead of
+/// KAFKA_STORAGE_ERROR.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct ReplicaFailed {
+    pub tp: super::core::TopicPartition,
+    pub reason: String,
+}
+
+/// Registry → partition: its log dir failed; stop serving at once and drop the log without
+/// flushing into the failed disk. Lost: the replica keeps failing requests on its own.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct TakeReplicaOffline;
+
 /// Log manager / DescribeLogDirs / tests → partition: the replica's vital numbers.
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "ReplicaInfo")]

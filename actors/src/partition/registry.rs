@@ -22,15 +22,38 @@ use crate::runtime::{ActorMetrics, ArbiterPools, MeteredAddr, SupervisedActor};
 
 /// Opens and creates partition logs under `log.dirs` (the disk-backed implementation wraps
 /// `crate::log::LogDir`; [`MemoryLogFactory`] keeps logs in memory).
+/// A log that could not be opened or created, and the log dir it failed in (an I/O error there
+/// takes the whole dir offline, as Kafka's `LogDirFailureChannel` does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogOpenError {
+    pub log_dir: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for LogOpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 pub trait LogFactory: Send + 'static {
-    /// The existing log of `tp` (recovered at load), or a new empty one.
+    /// The existing log of `tp` (recovered at load), or a new empty one in an online dir.
     fn open_or_create(
         &mut self,
         tp: &TopicPartition,
         topic_id: Uuid,
         config: &PartitionConfig,
         topic_overrides: &BTreeMap<String, String>,
-    ) -> Result<Box<dyn PartitionLog>, String>;
+    ) -> Result<Box<dyn PartitionLog>, LogOpenError>;
+    /// Takes `log_dir` offline after an I/O error: nothing is placed, checkpointed or marked
+    /// cleanly shut down there any more. Returns how many dirs are still online.
+    fn take_offline(&mut self, _log_dir: &str) -> usize {
+        1
+    }
+    /// The log dirs taken offline.
+    fn offline_log_dirs(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Removes a log this node has on disk but never opened (deleted while we were down).
     fn delete_unopened(&mut self, _tp: &TopicPartition) -> Result<(), String> {
         Ok(())
@@ -69,7 +92,7 @@ impl LogFactory for MemoryLogFactory {
         _topic_id: Uuid,
         _config: &PartitionConfig,
         _overrides: &BTreeMap<String, String>,
-    ) -> Result<Box<dyn PartitionLog>, String> {
+    ) -> Result<Box<dyn PartitionLog>, LogOpenError> {
         Ok(Box::new(MemoryLog::new()))
     }
     fn log_dir_of(&self, _tp: &TopicPartition) -> String {
@@ -104,6 +127,11 @@ pub struct HostedReplica {
 #[derive(Clone, Default)]
 pub struct PartitionTable {
     pub partitions: HashMap<TopicPartition, HostedReplica>,
+    /// Replicas assigned here whose log dir is offline (Kafka's `HostedPartition.Offline`):
+    /// requests for them get KAFKA_STORAGE_ERROR. Value: the failed log dir.
+    pub offline: HashMap<TopicPartition, String>,
+    /// Log dirs taken offline after an I/O error.
+    pub offline_log_dirs: Vec<String>,
     pub topic_ids: HashMap<String, Uuid>,
     pub topic_names: HashMap<Uuid, String>,
     /// The metadata image the table was last updated from (every topic, hosted or not).
@@ -158,9 +186,13 @@ pub struct ReplicaManagerActor {
     arbiters: Option<ArbiterPools>,
     purgatory: Option<PurgatoryLink>,
     table: Arc<PartitionTable>,
-    /// Replicas whose log failed to open (Kafka's offline partitions).
-    offline: usize,
+    /// Where partitions report their failures (this actor), once started.
+    own_addr: Option<MeteredAddr<ReplicaManagerActor>>,
     publisher: watch::Sender<Arc<PartitionTable>>,
+    /// The metadata image once this broker's replicas reflect it: what request handlers
+    /// answer from (Kafka publishes an image to its metadata cache only after the replica
+    /// manager applied the delta), so Metadata never shows a partition Produce cannot find.
+    served_image: watch::Sender<Arc<crate::metadata::core::MetadataImage>>,
     metrics: ActorMetrics,
 }
 
@@ -177,6 +209,7 @@ impl ReplicaManagerActor {
             ..Default::default()
         });
         let (publisher, _) = watch::channel(table.clone());
+        let (served_image, _) = watch::channel(Arc::default());
         ReplicaManagerActor {
             broker_id,
             static_broker_config: broker_config.clone(),
@@ -186,8 +219,9 @@ impl ReplicaManagerActor {
             arbiters,
             purgatory,
             table,
-            offline: 0,
+            own_addr: None,
             publisher,
+            served_image,
             metrics: ActorMetrics::new("ReplicaManagerActor"),
         }
     }
@@ -197,47 +231,55 @@ impl ReplicaManagerActor {
         self.publisher.subscribe()
     }
 
+    /// A reader of the served image (see the field), for wiring before the actor starts.
+    pub fn served_image(&self) -> crate::metadata::actor::MetadataImageWatch {
+        self.served_image.subscribe()
+    }
+
     fn config_for(&self, topic: &str) -> PartitionConfig {
         let empty = BTreeMap::new();
         let overrides = self.topic_overrides.get(topic).unwrap_or(&empty);
         PartitionConfig::resolve(&self.broker_config, overrides)
     }
 
-    fn start_replica(&mut self, change: &PartitionChange) -> Result<HostedReplica, String> {
+    fn start_replica(&mut self, change: &PartitionChange) -> Result<HostedReplica, LogOpenError> {
         let tp = change.tp();
         let config = self.config_for(&change.topic);
         let log =
             self.factory
                 .open_or_create(&tp, change.topic_id, &config, &change.config_overrides)?;
+        let log_dir = self.factory.log_dir_of(&tp);
         let mut core = Partition::new(tp.clone(), self.broker_id, log, config, now_ms());
         // The new replica takes its role before it serves anything: the actor starts ready.
         match change.kind {
             PartitionChangeKind::BecomeLeader => {
                 core.become_leader(&change.assignment())
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| LogOpenError {
+                        log_dir: log_dir.clone(),
+                        message: e.to_string(),
+                    })?;
             }
             _ => core.become_follower(&change.assignment()),
         }
         let purgatory = self.purgatory.clone();
+        let registry = self.own_addr.clone().map(|to| (to, log_dir.clone()));
         let metrics = ActorMetrics::new("PartitionActor");
+        let make = move |_: &mut Context<PartitionActor>| {
+            PartitionActor::new(core, purgatory).reporting_to(registry)
+        };
         let addr = match &self.arbiters {
             Some(pools) => {
                 let arbiter = pools.io_for(&(tp.topic.as_str(), tp.partition));
-                crate::runtime::start_supervised(&arbiter, metrics, move |_| {
-                    PartitionActor::new(core, purgatory)
-                })
+                crate::runtime::start_supervised(&arbiter, metrics, make)
             }
-            None => MeteredAddr::new(
-                actix::Supervisor::start(move |_| PartitionActor::new(core, purgatory)),
-                metrics,
-            ),
+            None => MeteredAddr::new(actix::Supervisor::start(make), metrics),
         };
         Ok(HostedReplica {
             addr,
             topic_id: change.topic_id,
             leader: change.leader,
             leader_epoch: change.leader_epoch,
-            log_dir: self.factory.log_dir_of(&tp),
+            log_dir,
             replica_count: change.replicas.len(),
             isr_size: change.isr.len(),
         })
@@ -297,6 +339,9 @@ impl ReplicaManagerActor {
             let tp = change.tp();
             match change.kind {
                 PartitionChangeKind::Delete => {
+                    // An offline replica's files stay where they are, as Kafka leaves them in a
+                    // failed dir; the next start of a healed dir finds them unassigned.
+                    table.offline.remove(&tp);
                     if let Some(r) = table.partitions.remove(&tp) {
                         r.addr.do_send(StopReplica { delete: true });
                     } else if let Err(e) = self.factory.delete_unopened(&tp) {
@@ -319,6 +364,8 @@ impl ReplicaManagerActor {
                         .topic_names
                         .insert(change.topic_id, change.topic.clone());
                     let config = self.config_for(&change.topic);
+                    // A replica whose dir failed stays offline until a restart, as in Kafka.
+                    let offline = table.offline.contains_key(&tp);
                     if let Some(r) = table.partitions.get_mut(&tp) {
                         r.leader = change.leader;
                         r.leader_epoch = change.leader_epoch;
@@ -335,14 +382,15 @@ impl ReplicaManagerActor {
                                 config,
                             });
                         }
-                    } else {
+                    } else if !offline {
                         match self.start_replica(&change) {
                             Ok(r) => {
                                 table.partitions.insert(tp, r);
                             }
                             Err(e) => {
-                                self.offline += 1;
-                                tracing::error!(%tp, error = %e, "failed to open partition")
+                                tracing::error!(%tp, log_dir = %e.log_dir, error = %e, "cannot open the partition's log");
+                                table.offline.insert(tp, e.log_dir.clone());
+                                self.take_log_dir_offline(&mut table, &e.log_dir, &e.message);
                             }
                         }
                     }
@@ -369,11 +417,52 @@ impl ReplicaManagerActor {
                 .filter(|r| r.leader == self.broker_id && r.isr_size < r.replica_count)
                 .count() as i64,
         );
-        m.offline.set(self.offline as i64);
+        m.offline.set(table.offline.len() as i64);
         table.version += 1;
         table.log_dirs = self.factory.log_dirs();
+        table.offline_log_dirs = self.factory.offline_log_dirs();
         self.table = Arc::new(table);
         self.publisher.send_replace(self.table.clone());
+        if let Some(image) = &self.table.image {
+            if !Arc::ptr_eq(image, &self.served_image.borrow()) {
+                self.served_image.send_replace(image.clone());
+            }
+        }
+    }
+
+    /// Kafka's `ReplicaManager.handleLogDirFailure`: the dir is offline until a restart; every
+    /// replica in it stops at once, without flushing or checkpointing into a failed disk, and
+    /// answers KAFKA_STORAGE_ERROR from now on. With no log dir left the node cannot serve
+    /// anything and stops, as Kafka halts ("all log dirs have failed").
+    fn take_log_dir_offline(&mut self, table: &mut PartitionTable, log_dir: &str, reason: &str) {
+        if self.factory.offline_log_dirs().iter().any(|d| d == log_dir) {
+            return;
+        }
+        let online = self.factory.take_offline(log_dir);
+        let stopped: Vec<TopicPartition> = table
+            .partitions
+            .iter()
+            .filter(|(_, r)| r.log_dir == log_dir)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in &stopped {
+            if let Some(r) = table.partitions.remove(tp) {
+                r.addr.do_send(TakeReplicaOffline);
+            }
+            table.offline.insert(tp.clone(), log_dir.to_string());
+        }
+        tracing::error!(
+            log_dir,
+            error = reason,
+            replicas = stopped.len(),
+            online_log_dirs = online,
+            "log dir failed: it is offline until restart and its replicas answer KAFKA_STORAGE_ERROR"
+        );
+        if online == 0 {
+            crate::runtime::fault::report_fatal(format!(
+                "all log dirs have failed (the last, {log_dir}: {reason}); shutting down this node"
+            ));
+        }
     }
 
     fn push_configs<'a>(
@@ -390,17 +479,47 @@ impl ReplicaManagerActor {
 
 impl Actor for ReplicaManagerActor {
     type Context = Context<Self>;
-}
 
-impl Supervised for ReplicaManagerActor {
-    fn restarting(&mut self, _: &mut Context<Self>) {
-        self.metrics.restarted();
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.own_addr = Some(MeteredAddr::new(ctx.address(), self.metrics.clone()));
     }
 }
 
+impl Supervised for ReplicaManagerActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {}
+}
+
 impl SupervisedActor for ReplicaManagerActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
+    /// Its table is what every request handler and coordinator reads: a half-applied change
+    /// cannot be told from a finished one, so the node stops rather than serve it.
+    const ON_PANIC: crate::runtime::OnPanic = crate::runtime::OnPanic::Escalate;
+    const MAILBOX_CAPACITY: usize = 256;
+}
+
+crate::supervised_mailbox!(ReplicaManagerActor);
+
+impl Handler<LogDirFailed> for ReplicaManagerActor {
+    type Result = ();
+    fn handle(&mut self, msg: LogDirFailed, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let mut table = (*self.table).clone();
+        self.take_log_dir_offline(&mut table, &msg.log_dir, &msg.reason);
+        self.publish(table);
+    }
+}
+
+impl Handler<ReplicaFailed> for ReplicaManagerActor {
+    type Result = ();
+    fn handle(&mut self, msg: ReplicaFailed, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let mut table = (*self.table).clone();
+        if let Some(r) = table.partitions.remove(&msg.tp) {
+            tracing::error!(tp = %msg.tp, reason = %msg.reason, "replica offline until restart; it answers KAFKA_STORAGE_ERROR");
+            table.offline.insert(msg.tp, r.log_dir);
+            self.publish(table);
+        }
     }
 }
 

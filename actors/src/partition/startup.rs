@@ -64,6 +64,9 @@ pub struct PartitionLayer {
     pub registry: MeteredAddr<ReplicaManagerActor>,
     pub purgatory: MeteredAddr<PurgatoryActor>,
     pub log_manager: MeteredAddr<LogManagerActor>,
+    /// The metadata image once this broker's replicas reflect it: the one client-facing
+    /// handlers answer from.
+    pub served_image: crate::metadata::actor::MetadataImageWatch,
     /// What `apis::register` needs.
     pub apis: PartitionApis,
 }
@@ -117,9 +120,10 @@ pub fn start_with_factory(
         Some(link),
     );
     let reader = registry_actor.reader();
+    let served_image = registry_actor.served_image();
     let registry_metrics = ActorMetrics::new("ReplicaManagerActor");
     let registry = match pools {
-        Some(p) => start_supervised(&p.controller(), registry_metrics, move |_| registry_actor),
+        Some(p) => start_supervised(&p.storage(), registry_metrics, move |_| registry_actor),
         None => MeteredAddr::new(Supervisor::start(move |_| registry_actor), registry_metrics),
     };
     let fetch_sessions = FetchSessions::new(cfg.fetch_session_cache_slots);
@@ -127,7 +131,7 @@ pub fn start_with_factory(
     let lm_metrics = ActorMetrics::new("LogManagerActor");
     let (lm_registry, lm_reader) = (registry.clone(), reader.clone());
     let log_manager = match pools {
-        Some(p) => start_supervised(&p.controller(), lm_metrics, move |_| {
+        Some(p) => start_supervised(&p.storage(), lm_metrics, move |_| {
             LogManagerActor::new(lm_config, lm_registry, lm_reader)
         }),
         None => MeteredAddr::new(
@@ -139,6 +143,7 @@ pub fn start_with_factory(
         registry,
         purgatory: purgatory.clone(),
         log_manager,
+        served_image,
         apis: PartitionApis {
             partitions: reader,
             purgatory,

@@ -73,16 +73,16 @@ impl Actor for PurgatoryActor {
 
 impl Supervised for PurgatoryActor {
     fn restarting(&mut self, _: &mut Context<Self>) {
-        // Waiters keep their channels: the state lives on in this value across a restart.
-        self.metrics.restarted();
+        // Waiters keep their channels: the parked operations live on in this value across a
+        // restart, and each completes or times out as before.
     }
 }
 
 impl SupervisedActor for PurgatoryActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
-    }
+    const MAILBOX_CAPACITY: usize = 4096;
 }
+
+crate::supervised_mailbox!(PurgatoryActor);
 
 impl Handler<WatchProduce> for PurgatoryActor {
     type Result = ();

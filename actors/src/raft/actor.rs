@@ -4,22 +4,32 @@
 //! Metadata appends are fsynced inline: they are small and rare, and a commit must not be
 //! acknowledged before it is durable.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use kactor_protocol::messages::{RequestBody, ResponseBody};
 use kactor_protocol::Uuid;
-use tracing::{debug, error, info};
+use tokio::sync::oneshot;
+use tracing::{debug, error, info, warn};
 
-use super::batch::{decode_batches, encode_control_batch, encode_data_batch, MetadataBatch};
-use super::core::{RaftConfig, RaftCore, RaftInput, RaftOutput};
+use super::batch::{
+    control_records, decode_batches, encode_control_batch, encode_data_batch, MetadataBatch,
+};
+use super::core::log::{EpochEntry, LogState};
+use super::core::rpc::{ControlRecord, Records, Response, SnapshotBytes};
+use super::core::{
+    BatchContent, Endpoints, Input, Output, RaftConfig, RaftCore, RequestId, VoterSet,
+};
 use super::messages::*;
+use super::peer::{RaftPeerActor, RaftPeerResult, SendRaftRequest};
 use super::quorum_state;
+use super::wire;
 use crate::log::config::LogConfig;
 use crate::log::unified::Log;
-use crate::runtime::{ActorMetrics, SupervisedActor};
+use crate::runtime::{ActorMetrics, MeteredAddr, MeteredRecipient, SupervisedActor};
 
 /// The metadata topic's partition directory name.
 pub const METADATA_PARTITION_DIR: &str = "__cluster_metadata-0";
@@ -27,17 +37,33 @@ pub const METADATA_PARTITION_DIR: &str = "__cluster_metadata-0";
 pub const MAX_BATCH_SIZE_BYTES: i32 = 8 * 1024 * 1024;
 /// How much of the log one delivery reads at a time.
 const DELIVERY_READ_BYTES: u32 = 1024 * 1024;
-const TICK: Duration = Duration::from_millis(100);
+/// How often the core's timers (election, fetch, check-quorum, parked fetches) are checked.
+const TICK: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Clone)]
 pub struct RaftActorConfig {
     pub node_id: i32,
     /// Voter ids from `controller.quorum.voters`.
     pub voters: BTreeSet<i32>,
+    /// Each voter's controller listeners (from `controller.quorum.voters`, named after the
+    /// first of `controller.quorum.listener.names`); the peer connections dial the first.
+    pub voter_endpoints: BTreeMap<i32, Endpoints>,
+    /// `meta.properties` `cluster.id`, checked in Raft requests ("" accepts any).
+    pub cluster_id: String,
+    /// Seeds the randomized election timeouts.
+    pub seed: u64,
     /// `metadata.log.dir` (or the first `log.dirs` entry); the partition dir goes inside.
     pub metadata_log_dir: PathBuf,
     /// `controller.quorum.election.timeout.ms`
     pub election_timeout_ms: i64,
+    /// `controller.quorum.fetch.timeout.ms`
+    pub fetch_timeout_ms: i64,
+    /// `controller.quorum.election.backoff.max.ms`
+    pub election_backoff_max_ms: i64,
+    /// `controller.quorum.request.timeout.ms`
+    pub request_timeout_ms: i64,
+    /// `controller.quorum.retry.backoff.ms`
+    pub retry_backoff_ms: i64,
     /// `metadata.log.segment.bytes`
     pub segment_bytes: i32,
     /// `metadata.log.segment.ms`
@@ -49,8 +75,15 @@ impl RaftActorConfig {
         RaftActorConfig {
             node_id,
             voters: BTreeSet::from([node_id]),
+            voter_endpoints: Default::default(),
+            cluster_id: String::new(),
+            seed: node_id as u64,
             metadata_log_dir: metadata_log_dir.into(),
             election_timeout_ms: 1000,
+            fetch_timeout_ms: 2000,
+            election_backoff_max_ms: 1000,
+            request_timeout_ms: 2000,
+            retry_backoff_ms: 20,
             segment_bytes: 1024 * 1024 * 1024,
             segment_ms: 7 * 24 * 60 * 60 * 1000,
         }
@@ -69,8 +102,8 @@ pub(crate) fn now_ms() -> i64 {
 
 struct Listener {
     name: &'static str,
-    committed: Recipient<MetadataBatchesCommitted>,
-    leader_changes: Option<Recipient<RaftLeaderChanged>>,
+    committed: MeteredRecipient<MetadataBatchesCommitted>,
+    leader_changes: Option<MeteredRecipient<RaftLeaderChanged>>,
     /// First offset not yet delivered.
     next_offset: i64,
     /// The last leadership notice sent.
@@ -87,11 +120,24 @@ pub struct RaftActor {
     /// high watermark) no longer matches the file, so nothing more is appended or delivered
     /// and the process is told to stop (Kafka halts the node on a metadata log I/O error).
     failed: Option<String>,
+    /// Inbound Raft requests waiting for the core's reply: (version, listener name, where the
+    /// wire answer goes).
+    replies: HashMap<RequestId, (i16, String, oneshot::Sender<ResponseBody>)>,
+    next_request_id: RequestId,
+    /// One connection actor per remote voter with a known endpoint (started with the actor).
+    peers: BTreeMap<i32, MeteredAddr<RaftPeerActor>>,
+    /// The current leader, for the broker's channel to the active controller.
+    leader_tx: tokio::sync::watch::Sender<Option<i32>>,
     metrics: ActorMetrics,
 }
 
 fn storage(e: impl std::fmt::Display) -> RaftError {
     RaftError::Storage(e.to_string())
+}
+
+/// A storage error that names the path it happened at (start-up errors reach the operator).
+fn storage_at(path: &Path, e: impl std::fmt::Display) -> RaftError {
+    RaftError::Storage(format!("{}: {e}", path.display()))
 }
 
 impl RaftActor {
@@ -100,7 +146,7 @@ impl RaftActor {
     /// a broken metadata dir stops start-up with a clear error.
     pub fn open(cfg: RaftActorConfig, metrics: ActorMetrics) -> Result<RaftActor, RaftError> {
         let dir = cfg.partition_dir();
-        std::fs::create_dir_all(&dir).map_err(storage)?;
+        std::fs::create_dir_all(&dir).map_err(|e| storage_at(&dir, e))?;
         let now = now_ms();
         let log_config = LogConfig {
             segment_bytes: cfg.segment_bytes,
@@ -111,24 +157,34 @@ impl RaftActor {
             retention_bytes: -1,
             ..LogConfig::default()
         };
-        let mut log = Log::open(&dir, log_config, 0, 0, false, now).map_err(storage)?;
+        let mut log =
+            Log::open(&dir, log_config, 0, 0, false, now).map_err(|e| storage_at(&dir, e))?;
         if log.topic_id().is_none() {
             log.assign_topic_id(Uuid::METADATA_TOPIC_ID)
-                .map_err(storage)?;
+                .map_err(|e| storage_at(&dir, e))?;
         }
-        let election = quorum_state::read(&dir).map_err(storage)?;
-        let last_epoch = log.latest_epoch().unwrap_or(0);
+        let election = quorum_state::read(&dir).map_err(|e| storage_at(&dir, e))?;
+        let log_state = log_state(&log)?;
         info!(
             node_id = cfg.node_id,
             log_end_offset = log.log_end_offset(),
-            last_epoch,
+            last_epoch = log.latest_epoch().unwrap_or(0),
             "opened the metadata log"
         );
-        let core = RaftCore::new(RaftConfig {
-            node_id: cfg.node_id,
-            voters: cfg.voters.clone(),
-            election_timeout_ms: cfg.election_timeout_ms,
-        });
+        let voters = VoterSet::from_static(cfg.voters.iter().map(|id| {
+            (
+                *id,
+                cfg.voter_endpoints.get(id).cloned().unwrap_or_default(),
+            )
+        }));
+        let mut raft_cfg = RaftConfig::with_static_voters(cfg.node_id, voters);
+        raft_cfg.election_timeout_ms = cfg.election_timeout_ms;
+        raft_cfg.fetch_timeout_ms = cfg.fetch_timeout_ms;
+        raft_cfg.election_backoff_max_ms = cfg.election_backoff_max_ms;
+        raft_cfg.request_timeout_ms = cfg.request_timeout_ms;
+        raft_cfg.retry_backoff_ms = cfg.retry_backoff_ms;
+        raft_cfg.cluster_id = cfg.cluster_id.clone();
+        let core = RaftCore::new(raft_cfg, cfg.seed);
         let mut actor = RaftActor {
             cfg,
             core,
@@ -136,18 +192,25 @@ impl RaftActor {
             listeners: Vec::new(),
             leader_notice: None,
             failed: None,
+            replies: HashMap::new(),
+            next_request_id: 0,
+            peers: BTreeMap::new(),
+            leader_tx: tokio::sync::watch::channel(None).0,
             metrics,
         };
-        let log_end_offset = actor.log.log_end_offset();
         actor.run(
-            RaftInput::Start {
+            Input::Start {
                 election,
-                log_end_offset,
-                last_epoch,
+                log: log_state,
             },
             now,
         )?;
         Ok(actor)
+    }
+
+    /// The Raft leader's id as it changes (the active controller's node).
+    pub fn leader_watch(&self) -> tokio::sync::watch::Receiver<Option<i32>> {
+        self.leader_tx.subscribe()
     }
 
     pub fn config(&self) -> &RaftActorConfig {
@@ -176,7 +239,7 @@ impl RaftActor {
             self.log.dir().display()
         );
         error!("{reason}; shutting down this node (as Kafka does on a metadata log I/O error)");
-        super::fault::report_fatal(reason.clone());
+        crate::runtime::fault::report_fatal(reason.clone());
         self.failed = Some(reason);
     }
 
@@ -184,7 +247,7 @@ impl RaftActor {
     /// Returns the reply to an Append, if the input was one.
     fn run(
         &mut self,
-        input: RaftInput,
+        input: Input,
         now: i64,
     ) -> Result<Option<Result<AppendedBatch, RaftError>>, RaftError> {
         if let Some(reason) = &self.failed {
@@ -195,28 +258,42 @@ impl RaftActor {
         while let Some(input) = inputs.pop_front() {
             for out in self.core.handle(input, now) {
                 match out {
-                    RaftOutput::PersistElectionState(state) => {
-                        quorum_state::write(self.log.dir(), &state).map_err(storage)?;
+                    Output::PersistElection {
+                        state,
+                        data_version,
+                    } => {
+                        quorum_state::write(self.log.dir(), &state, data_version)
+                            .map_err(storage)?;
                     }
-                    RaftOutput::AppendControl {
+                    Output::AppendLeader {
                         base_offset,
                         epoch,
-                        record,
+                        content,
                     } => {
-                        let batch = encode_control_batch(base_offset, epoch, now, &record)
-                            .map_err(storage)?;
-                        inputs.push_back(self.append_and_flush(&batch, now)?);
+                        let batch = match &content {
+                            BatchContent::Data(records) => {
+                                encode_data_batch(base_offset, epoch, now, records)
+                            }
+                            BatchContent::Control(record) => {
+                                encode_control_batch(base_offset, epoch, now, record)
+                            }
+                        }
+                        .map_err(storage)?;
+                        self.log.append(&batch, now).map_err(storage)?;
                     }
-                    RaftOutput::AppendData {
-                        base_offset,
-                        epoch,
-                        records,
-                    } => {
-                        let batch = encode_data_batch(base_offset, epoch, now, &records)
-                            .map_err(storage)?;
-                        inputs.push_back(self.append_and_flush(&batch, now)?);
+                    Output::AppendFollower { batches } => {
+                        for b in batches {
+                            self.log.append(&b.bytes, now).map_err(storage)?;
+                        }
                     }
-                    RaftOutput::Appended {
+                    Output::Truncate { offset } => {
+                        self.log.truncate_to(offset, now).map_err(storage)?;
+                    }
+                    Output::Flush { end_offset } => {
+                        self.log.flush(end_offset, now).map_err(storage)?;
+                        inputs.push_back(Input::Flushed { end_offset });
+                    }
+                    Output::Appended {
                         base_offset,
                         last_offset,
                         epoch,
@@ -227,29 +304,54 @@ impl RaftActor {
                             epoch,
                         }))
                     }
-                    RaftOutput::AppendRejected { leader_id, epoch } => {
+                    Output::AppendRejected { leader_id, epoch } => {
                         reply = Some(Err(RaftError::NotLeader { leader_id, epoch }))
                     }
-                    RaftOutput::HighWatermarkAdvanced { high_watermark } => {
+                    Output::HighWatermark(high_watermark) => {
                         debug!(high_watermark, "metadata high watermark advanced");
                     }
-                    RaftOutput::LeaderChanged {
+                    Output::LeaderChanged {
                         leader_id,
                         epoch,
-                        next_offset,
+                        epoch_start_offset,
                     } => {
                         info!(?leader_id, epoch, "metadata quorum leader changed");
+                        self.leader_tx.send_replace(leader_id);
                         self.leader_notice = Some(RaftLeaderChanged {
                             leader_id,
                             epoch,
-                            next_offset,
+                            // The first data batch goes after the LeaderChangeMessage.
+                            next_offset: epoch_start_offset.map(|o| o + 1),
                         });
                     }
-                    RaftOutput::SendVoteRequest { to, .. }
-                    | RaftOutput::SendVoteResponse { to, .. } => {
-                        // The Vote RPC transport comes with multi-voter quorums.
-                        debug!(to, "no transport for vote RPCs yet");
+                    Output::Send {
+                        to,
+                        correlation_id,
+                        request,
+                    } => {
+                        let sent = self.peers.get(&to).is_some_and(|peer| {
+                            peer.try_send(SendRaftRequest {
+                                correlation_id,
+                                request,
+                                queued_at: std::time::Instant::now(),
+                            })
+                            .is_ok()
+                        });
+                        if !sent {
+                            // No connection to that voter (no endpoint, or its queue is full):
+                            // the core backs off and tries again.
+                            inputs.push_back(Input::RequestFailed { to, correlation_id });
+                        }
                     }
+                    Output::Reply { id, response } => self.reply(id, response),
+                    Output::BeginSnapshot { id }
+                    | Output::WriteSnapshotChunk { id, .. }
+                    | Output::InstallSnapshot { id } => {
+                        // Snapshots are fetched only from a remote leader.
+                        debug!(?id, "no snapshot transfer without a transport");
+                    }
+                    Output::ShutdownComplete { .. } => {}
+                    Output::Fatal(reason) => return Err(RaftError::Storage(reason)),
                 }
             }
         }
@@ -257,11 +359,60 @@ impl RaftActor {
         Ok(reply)
     }
 
-    fn append_and_flush(&mut self, batch: &[u8], now: i64) -> Result<RaftInput, RaftError> {
-        self.log.append(batch, now).map_err(storage)?;
-        let end = self.log.log_end_offset();
-        self.log.flush(end, now).map_err(storage)?;
-        Ok(RaftInput::Flushed { end_offset: end })
+    /// Sends the core's answer to an inbound request, reading the log bytes it points at.
+    fn reply(&mut self, id: RequestId, response: Response) {
+        let Some((version, listener, tx)) = self.replies.remove(&id) else {
+            return;
+        };
+        let mut records = None;
+        if let Response::Fetch(f) = &response {
+            if let Records::Read {
+                from_offset,
+                max_bytes,
+            } = f.records
+            {
+                // Raft followers replicate beyond the high watermark: read up to the log end.
+                match read_bytes(&self.log, from_offset, max_bytes) {
+                    Ok(bytes) => records = bytes.map(kactor_protocol::Records::Memory),
+                    Err(e) => {
+                        warn!(from_offset, error = %e, "cannot read the metadata log for a Fetch")
+                    }
+                }
+            }
+        }
+        let snapshot = match &response {
+            // No snapshots are written yet, so none is ever offered for reading.
+            Response::FetchSnapshot(s) if !matches!(s.bytes, SnapshotBytes::None) => None,
+            _ => None,
+        };
+        let _ = tx.send(wire::response_to_wire(
+            response, version, &listener, records, snapshot,
+        ));
+    }
+
+    /// Starts a connection actor for every other voter whose controller listener is known.
+    fn start_peers(&mut self, ctx: &mut Context<Self>) {
+        let me = MeteredAddr::new(ctx.address(), self.metrics.clone());
+        for (id, endpoints) in &self.cfg.voter_endpoints {
+            if *id == self.cfg.node_id || self.peers.contains_key(id) {
+                continue;
+            }
+            let Some(e) = endpoints.first() else { continue };
+            let actor = RaftPeerActor::new(
+                *id,
+                format!("{}:{}", e.host, e.port),
+                e.listener.clone(),
+                me.clone().recipient(),
+                Duration::from_millis(self.cfg.request_timeout_ms.max(1) as u64),
+                Duration::from_millis(self.cfg.retry_backoff_ms.max(1) as u64),
+                ActorMetrics::new("RaftPeerActor"),
+            );
+            let addr = crate::runtime::start_supervised_here(
+                ActorMetrics::new("RaftPeerActor"),
+                move |_| actor,
+            );
+            self.peers.insert(*id, addr);
+        }
     }
 
     /// Reads committed batches from `from` up to the high watermark.
@@ -337,11 +488,12 @@ impl Actor for RaftActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.start_peers(ctx);
         ctx.run_interval(TICK, |act, _| {
             if act.failed.is_some() {
                 return;
             }
-            if let Err(e) = act.run(RaftInput::Tick, now_ms()) {
+            if let Err(e) = act.run(Input::Tick, now_ms()) {
                 act.fail(&e);
             }
         });
@@ -349,16 +501,17 @@ impl Actor for RaftActor {
 }
 
 impl Supervised for RaftActor {
-    fn restarting(&mut self, _: &mut Context<Self>) {
-        self.metrics.restarted();
-    }
+    fn restarting(&mut self, _: &mut Context<Self>) {}
 }
 
 impl SupervisedActor for RaftActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
-    }
+    /// Its core's view of the log cannot be trusted after a panic mid-write: the node stops,
+    /// as Kafka halts on a Raft I/O thread failure, and recovery reads the log at restart.
+    const ON_PANIC: crate::runtime::OnPanic = crate::runtime::OnPanic::Escalate;
+    const MAILBOX_CAPACITY: usize = 1024;
 }
+
+crate::supervised_mailbox!(RaftActor);
 
 impl Handler<AppendMetadataRecords> for RaftActor {
     type Result = Result<AppendedBatch, RaftError>;
@@ -366,7 +519,7 @@ impl Handler<AppendMetadataRecords> for RaftActor {
     fn handle(&mut self, msg: AppendMetadataRecords, _: &mut Context<Self>) -> Self::Result {
         let _m = self.metrics.handle();
         let reply = self.run(
-            RaftInput::Append {
+            Input::Append {
                 records: msg.records,
             },
             now_ms(),
@@ -379,6 +532,66 @@ impl Handler<AppendMetadataRecords> for RaftActor {
                 self.fail(&e);
                 Err(e)
             }
+        }
+    }
+}
+
+/// Sent by the controller listener's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and
+/// FetchSnapshot handlers. Answered when the core replies (a Fetch may wait at the leader up to
+/// its max wait). Lost, the peer's request times out and it retries.
+#[derive(Debug, Message)]
+#[rtype(result = "Option<ResponseBody>")]
+pub struct RaftRequest {
+    pub body: RequestBody,
+    pub api_version: i16,
+    pub listener: String,
+}
+
+impl Handler<RaftRequest> for RaftActor {
+    type Result = ResponseFuture<Option<ResponseBody>>;
+
+    fn handle(&mut self, msg: RaftRequest, _: &mut Context<Self>) -> Self::Result {
+        let _m = self.metrics.handle();
+        let api_key = msg.body.api_key();
+        let request = match wire::request_from_wire(msg.body, msg.api_version) {
+            Ok(r) => r,
+            Err(code) => {
+                let resp = wire::error_response(api_key, code);
+                return Box::pin(async move { resp });
+            }
+        };
+        let id = self.next_request_id;
+        self.next_request_id += 1;
+        let (tx, rx) = oneshot::channel();
+        self.replies.insert(id, (msg.api_version, msg.listener, tx));
+        if let Err(e) = self.run(Input::Request { id, request }, now_ms()) {
+            self.fail(&e);
+        }
+        Box::pin(async move { rx.await.ok() })
+    }
+}
+
+impl Handler<RaftPeerResult> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: RaftPeerResult, _: &mut Context<Self>) {
+        let _m = self.metrics.handle();
+        let input = match msg.result {
+            Ok(response) => Input::Response {
+                from: msg.from,
+                correlation_id: msg.correlation_id,
+                response,
+            },
+            Err(why) => {
+                debug!(peer = msg.from, %why, "Raft request to a peer failed");
+                Input::RequestFailed {
+                    to: msg.from,
+                    correlation_id: msg.correlation_id,
+                }
+            }
+        };
+        if let Err(e) = self.run(input, now_ms()) {
+            self.fail(&e);
         }
     }
 }
@@ -406,32 +619,129 @@ impl Handler<DescribeQuorumState> for RaftActor {
     fn handle(&mut self, _: DescribeQuorumState, _: &mut Context<Self>) -> Self::Result {
         let _m = self.metrics.handle();
         let now = now_ms();
-        let ends = self.core.voter_end_offsets();
-        let voters = self
-            .core
-            .voters()
-            .iter()
-            .map(|id| {
-                let leo = if *id == self.core.node_id() {
-                    self.core.log_end_offset()
-                } else {
-                    ends.get(id).copied().unwrap_or(-1)
-                };
-                QuorumReplicaInfo {
-                    replica_id: *id,
-                    log_end_offset: leo,
-                    last_fetch_timestamp_ms: if *id == self.core.node_id() { now } else { -1 },
-                    last_caught_up_timestamp_ms: if *id == self.core.node_id() { now } else { -1 },
-                }
-            })
-            .collect();
+        let d = self.core.describe_quorum(now);
+        let replica = |r: &super::core::rpc::ReplicaStateView| QuorumReplicaInfo {
+            replica_id: r.key.id,
+            log_end_offset: r.log_end_offset,
+            last_fetch_timestamp_ms: r.last_fetch_timestamp,
+            last_caught_up_timestamp_ms: r.last_caught_up_timestamp,
+        };
         MessageResult(QuorumInfo {
             leader_id: self.core.leader_id(),
             leader_epoch: self.core.epoch(),
             high_watermark: self.core.high_watermark(),
             log_end_offset: self.core.log_end_offset(),
-            voters,
-            observers: Vec::new(),
+            voters: d.current_voters.iter().map(replica).collect(),
+            observers: d.observers.iter().map(replica).collect(),
         })
+    }
+}
+
+/// Whole batches from `from`, at most `max_bytes` (at least one batch).
+fn read_bytes(
+    log: &Log,
+    from: i64,
+    max_bytes: i32,
+) -> Result<Option<bytes::Bytes>, crate::log::error::LogError> {
+    let info = log.read(from, max_bytes.max(0) as u32, None, true)?;
+    match info.records {
+        Some(slice) if slice.len > 0 => Ok(Some(slice.read_to_bytes()?)),
+        _ => Ok(None),
+    }
+}
+
+/// What the core needs to know about the log at start-up: its bounds, epoch boundaries, and
+/// the voter sets and kraft.version its control records set (Kafka reads the whole log for
+/// these, as `KRaftControlRecordStateMachine` does).
+fn log_state(log: &Log) -> Result<LogState, RaftError> {
+    let mut state = LogState {
+        start_offset: log.log_start_offset(),
+        end_offset: log.log_end_offset(),
+        epochs: log
+            .leader_epoch_cache()
+            .entries()
+            .iter()
+            .map(|e| EpochEntry {
+                epoch: e.epoch,
+                start_offset: e.start_offset,
+            })
+            .collect(),
+        ..LogState::default()
+    };
+    let mut next = log.log_start_offset();
+    while next < log.log_end_offset() {
+        let info = log
+            .read(next, DELIVERY_READ_BYTES, None, true)
+            .map_err(storage)?;
+        let Some(slice) = info.records else { break };
+        if slice.len == 0 {
+            break;
+        }
+        let batches = decode_batches(slice.read_to_bytes().map_err(storage)?).map_err(storage)?;
+        let Some(last) = batches.last() else { break };
+        next = last.last_offset + 1;
+        for b in batches.iter().filter(|b| b.is_control) {
+            for c in control_records(b).map_err(storage)? {
+                match c {
+                    ControlRecord::Voters(v) => state.voters_records.push((b.base_offset, v)),
+                    ControlRecord::KRaftVersion(k) => {
+                        state.kraft_version_records.push((b.base_offset, k))
+                    }
+                    ControlRecord::LeaderChange { .. } => {}
+                }
+            }
+        }
+    }
+    Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn lone_voter_leads_appends_and_restarts_into_the_next_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = RaftActorConfig::single_node(1, dir.path());
+        let mut a = RaftActor::open(cfg.clone(), ActorMetrics::new("RaftActorTest")).unwrap();
+        assert!(a.core.is_leader());
+        assert_eq!((a.core.epoch(), a.core.high_watermark()), (1, 1));
+        // The file as Kafka 4.4 writes it for a static quorum's leader.
+        assert_eq!(
+            std::fs::read_to_string(quorum_state::path_in(a.log.dir())).unwrap(),
+            r#"{"clusterId":"","leaderId":1,"leaderEpoch":1,"votedId":-1,"appliedOffset":0,"currentVoters":[{"voterId":1}],"data_version":0}"#
+        );
+        let appended = a
+            .run(
+                Input::Append {
+                    records: vec![Bytes::from_static(b"r1"), Bytes::from_static(b"r2")],
+                },
+                now_ms(),
+            )
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            appended,
+            AppendedBatch {
+                base_offset: 1,
+                last_offset: 2,
+                epoch: 1
+            }
+        );
+        assert_eq!(a.core.high_watermark(), 3);
+        drop(a);
+        // A restarted leader resigns its epoch and leads the next, after the old entries.
+        let a = RaftActor::open(cfg, ActorMetrics::new("RaftActorTest")).unwrap();
+        assert!(a.core.is_leader());
+        assert_eq!(a.core.epoch(), 2);
+        assert_eq!((a.log.log_end_offset(), a.core.high_watermark()), (4, 4));
+        let batches = a.read_committed(0).unwrap();
+        let epochs: Vec<(i64, i32, bool)> = batches
+            .iter()
+            .map(|b| (b.base_offset, b.epoch, b.is_control))
+            .collect();
+        assert_eq!(epochs, vec![(0, 1, true), (1, 1, false), (3, 2, true)]);
     }
 }

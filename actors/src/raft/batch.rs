@@ -7,14 +7,27 @@
 
 use bytes::Bytes;
 use kactor_protocol::metadata::leader_change_message::Voter;
-use kactor_protocol::metadata::LeaderChangeMessage;
+use kactor_protocol::metadata::voters_record;
+use kactor_protocol::metadata::{KRaftVersionRecord, LeaderChangeMessage, VotersRecord};
 use kactor_protocol::records::{batches, BatchBuilder, ControlRecordType, RecordError};
-use kactor_protocol::{Encode, Writer};
+use kactor_protocol::{Decode, Encode, Writer};
 
-use super::core::ControlRecord;
+use super::core::types::{Endpoint, KRaftVersionRange, ReplicaKey, VoterNode, VoterSet};
 
-/// The LeaderChangeMessage version Kafka writes with a static voter set.
+use super::core::rpc::ControlRecord;
+
+/// The LeaderChangeMessage version Kafka 4.4 writes.
 const LEADER_CHANGE_VERSION: i16 = 0;
+/// The VotersRecord and KRaftVersionRecord versions Kafka 4.4 writes.
+const VOTERS_RECORD_VERSION: i16 = 0;
+const KRAFT_VERSION_RECORD_VERSION: i16 = 0;
+
+fn encode<M: Encode>(msg: &M, version: i16) -> Result<Bytes, RecordError> {
+    let mut w = Writer::new();
+    msg.encode(&mut w, version)
+        .map_err(|e| RecordError::InvalidRecord(e.to_string()))?;
+    Ok(w.into_bytes())
+}
 
 /// A data batch of record values.
 pub fn encode_data_batch(
@@ -54,10 +67,54 @@ pub fn encode_control_batch(
                 granting_voters: granting_voters.iter().map(voter).collect(),
                 ..Default::default()
             };
-            let mut w = Writer::new();
-            msg.encode(&mut w, LEADER_CHANGE_VERSION)
-                .map_err(|e| RecordError::InvalidRecord(e.to_string()))?;
-            (ControlRecordType::LeaderChange, w.into_bytes())
+            (
+                ControlRecordType::LeaderChange,
+                encode(&msg, LEADER_CHANGE_VERSION)?,
+            )
+        }
+        ControlRecord::Voters(set) => {
+            let msg = VotersRecord {
+                version: VOTERS_RECORD_VERSION,
+                voters: set
+                    .nodes()
+                    .map(|n| voters_record::Voter {
+                        voter_id: n.key.id,
+                        voter_directory_id: n.key.wire_directory_id(),
+                        endpoints: n
+                            .listeners
+                            .iter()
+                            .map(|e| voters_record::Endpoint {
+                                name: e.listener.clone(),
+                                host: e.host.clone(),
+                                port: e.port,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        k_raft_version_feature: voters_record::KRaftVersionFeature {
+                            min_supported_version: n.supported_kraft_version.min,
+                            max_supported_version: n.supported_kraft_version.max,
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            (
+                ControlRecordType::KRaftVoters,
+                encode(&msg, VOTERS_RECORD_VERSION)?,
+            )
+        }
+        ControlRecord::KRaftVersion(v) => {
+            let msg = KRaftVersionRecord {
+                version: KRAFT_VERSION_RECORD_VERSION,
+                k_raft_version: *v,
+                ..Default::default()
+            };
+            (
+                ControlRecordType::KRaftVersion,
+                encode(&msg, KRAFT_VERSION_RECORD_VERSION)?,
+            )
         }
     };
     let mut b = BatchBuilder::new(base_offset)
@@ -115,6 +172,62 @@ pub fn decode_batches(buf: Bytes) -> Result<Vec<MetadataBatch>, RecordError> {
     Ok(out)
 }
 
+/// The control records of a control batch that Raft tracks (LeaderChange, Voters,
+/// KRaftVersion); snapshot header and footer records are skipped.
+pub fn control_records(batch: &MetadataBatch) -> Result<Vec<ControlRecord>, RecordError> {
+    fn msg<M: Decode>(value: &Bytes) -> Result<M, RecordError> {
+        // Every control message starts with its own int16 Version field.
+        let version = match value.get(..2) {
+            Some(v) => i16::from_be_bytes([v[0], v[1]]),
+            None => return Err(RecordError::InvalidRecord("empty control record".into())),
+        };
+        M::decode(&mut value.clone(), version)
+            .map_err(|e| RecordError::InvalidRecord(e.to_string()))
+    }
+    let mut out = Vec::new();
+    for (kind, value) in batch.control_types.iter().zip(&batch.records) {
+        match kind {
+            ControlRecordType::LeaderChange => {
+                let m: LeaderChangeMessage = msg(value)?;
+                out.push(ControlRecord::LeaderChange {
+                    leader_id: m.leader_id,
+                    voters: m.voters.iter().map(|v| v.voter_id).collect(),
+                    granting_voters: m.granting_voters.iter().map(|v| v.voter_id).collect(),
+                });
+            }
+            ControlRecordType::KRaftVoters => {
+                let m: VotersRecord = msg(value)?;
+                out.push(ControlRecord::Voters(VoterSet::new(m.voters.iter().map(
+                    |v| {
+                        VoterNode {
+                            key: ReplicaKey::of(v.voter_id, Some(v.voter_directory_id)),
+                            listeners: v
+                                .endpoints
+                                .iter()
+                                .map(|e| Endpoint {
+                                    listener: e.name.clone(),
+                                    host: e.host.clone(),
+                                    port: e.port,
+                                })
+                                .collect(),
+                            supported_kraft_version: KRaftVersionRange {
+                                min: v.k_raft_version_feature.min_supported_version,
+                                max: v.k_raft_version_feature.max_supported_version,
+                            },
+                        }
+                    },
+                ))));
+            }
+            ControlRecordType::KRaftVersion => {
+                let m: KRaftVersionRecord = msg(value)?;
+                out.push(ControlRecord::KRaftVersion(m.k_raft_version));
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +264,33 @@ mod tests {
             decoded[0].control_types,
             vec![ControlRecordType::LeaderChange]
         );
+        assert_eq!(
+            control_records(&decoded[0]).unwrap(),
+            vec![ControlRecord::LeaderChange {
+                leader_id: 1,
+                voters: vec![1],
+                granting_voters: vec![1]
+            }]
+        );
+    }
+
+    #[test]
+    fn voters_and_kraft_version_records_round_trip() {
+        let dir: kactor_protocol::Uuid = "nhSm0cU3RgubQ5xy6jjn7g".parse().unwrap();
+        let set = VoterSet::new([VoterNode {
+            key: ReplicaKey::of(3, Some(dir)),
+            listeners: vec![Endpoint {
+                listener: "CONTROLLER".into(),
+                host: "localhost".into(),
+                port: 9093,
+            }],
+            supported_kraft_version: KRaftVersionRange::UP_TO_1,
+        }]);
+        for rec in [ControlRecord::Voters(set), ControlRecord::KRaftVersion(1)] {
+            let b = encode_control_batch(7, 2, 1000, &rec).unwrap();
+            let d = decode_batches(b).unwrap();
+            assert_eq!(control_records(&d[0]).unwrap(), vec![rec]);
+        }
     }
 
     #[test]

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
+
+use crate::runtime::MeteredRecipient;
 use bytes::Bytes;
 
 use super::batch::MetadataBatch;
@@ -63,8 +65,8 @@ pub struct RaftLeaderChanged {
 pub struct RegisterRaftListener {
     /// Identifies the listener, e.g. "QuorumControllerActor".
     pub name: &'static str,
-    pub committed: Recipient<MetadataBatchesCommitted>,
-    pub leader_changes: Option<Recipient<RaftLeaderChanged>>,
+    pub committed: MeteredRecipient<MetadataBatchesCommitted>,
+    pub leader_changes: Option<MeteredRecipient<RaftLeaderChanged>>,
 }
 
 /// Query for DescribeQuorum (`kafka-metadata-quorum describe --status`).

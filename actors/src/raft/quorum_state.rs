@@ -1,7 +1,10 @@
 //! The `quorum-state` file in the metadata log dir (Kafka's `FileQuorumStateStore`): a JSON
 //! rendering of `QuorumStateData`. With a static voter set (`controller.quorum.voters`,
 //! kraft.version 0) Kafka 4.4.0 writes data_version 0, e.g.
-//! `{"clusterId":"","leaderId":1,"leaderEpoch":1,"votedId":-1,"appliedOffset":0,"currentVoters":[{"voterId":1}],"data_version":0}`.
+//! `{"clusterId":"","leaderId":1,"leaderEpoch":1,"votedId":-1,"appliedOffset":0,"currentVoters":[{"voterId":1}],"data_version":0}`;
+//! with kraft.version 1 (KIP-853) it writes data_version 1, with the voted replica's directory
+//! id and no voter list:
+//! `{"leaderId":-1,"leaderEpoch":3,"votedId":2,"votedDirectoryId":"...","data_version":1}`.
 //! Written to a temp file, fsynced and renamed, so a crash leaves the old or the new state.
 
 use std::fs::{self, File};
@@ -10,7 +13,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::core::ElectionState;
+use kactor_protocol::Uuid;
+
+use super::core::{ElectionState, ReplicaKey};
 
 pub const QUORUM_STATE_FILE: &str = "quorum-state";
 
@@ -58,30 +63,53 @@ pub fn read(dir: &Path) -> Result<Option<ElectionState>, QuorumStateError> {
                 .collect()
         })
         .unwrap_or_default();
+    let voted_dir = v
+        .get("votedDirectoryId")
+        .and_then(Value::as_str)
+        .map(|s| {
+            s.parse::<Uuid>()
+                .map_err(|_| invalid("bad votedDirectoryId"))
+        })
+        .transpose()?;
     Ok(Some(ElectionState {
         epoch: int("leaderEpoch")? as i32,
         leader_id: opt(int("leaderId")?),
-        voted_id: opt(int("votedId")?),
+        voted_key: opt(int("votedId")?).map(|id| ReplicaKey::of(id, voted_dir)),
         voters,
     }))
 }
 
-/// Writes the file durably.
-pub fn write(dir: &Path, state: &ElectionState) -> Result<(), QuorumStateError> {
-    let voters: Vec<Value> = state
-        .voters
-        .iter()
-        .map(|id| json!({ "voterId": id }))
-        .collect();
+/// Writes the file durably, in `data_version` 0 (kraft.version 0) or 1.
+pub fn write(dir: &Path, state: &ElectionState, data_version: i16) -> Result<(), QuorumStateError> {
     // Field order as Kafka's JSON converter emits it (serde_json keeps insertion order only
     // with a feature we do not enable, so the text is built by hand).
-    let text = format!(
-        "{{\"clusterId\":\"\",\"leaderId\":{},\"leaderEpoch\":{},\"votedId\":{},\"appliedOffset\":0,\"currentVoters\":{},\"data_version\":0}}",
-        state.leader_id.unwrap_or(-1),
-        state.epoch,
-        state.voted_id.unwrap_or(-1),
-        Value::Array(voters),
-    );
+    let voted_id = state.voted_key.map_or(-1, |k| k.id);
+    let text = if data_version == 0 {
+        let voters: Vec<Value> = state
+            .voters
+            .iter()
+            .map(|id| json!({ "voterId": id }))
+            .collect();
+        format!(
+            "{{\"clusterId\":\"\",\"leaderId\":{},\"leaderEpoch\":{},\"votedId\":{},\"appliedOffset\":0,\"currentVoters\":{},\"data_version\":0}}",
+            state.leader_id.unwrap_or(-1),
+            state.epoch,
+            voted_id,
+            Value::Array(voters),
+        )
+    } else {
+        let dir_id = state
+            .voted_key
+            .and_then(|k| k.directory_id)
+            .unwrap_or(Uuid::ZERO);
+        format!(
+            "{{\"leaderId\":{},\"leaderEpoch\":{},\"votedId\":{},\"votedDirectoryId\":\"{}\",\"data_version\":1}}",
+            state.leader_id.unwrap_or(-1),
+            state.epoch,
+            voted_id,
+            dir_id,
+        )
+    };
     let path = path_in(dir);
     let tmp = dir.join(format!("{QUORUM_STATE_FILE}.tmp"));
     {
@@ -105,10 +133,10 @@ mod tests {
         let s = ElectionState {
             epoch: 1,
             leader_id: Some(1),
-            voted_id: None,
+            voted_key: None,
             voters: vec![1],
         };
-        write(dir.path(), &s).unwrap();
+        write(dir.path(), &s, 0).unwrap();
         assert_eq!(
             fs::read_to_string(path_in(dir.path())).unwrap(),
             r#"{"clusterId":"","leaderId":1,"leaderEpoch":1,"votedId":-1,"appliedOffset":0,"currentVoters":[{"voterId":1}],"data_version":0}"#
@@ -125,7 +153,24 @@ mod tests {
         )
         .unwrap();
         let s = read(dir.path()).unwrap().unwrap();
-        assert_eq!((s.epoch, s.leader_id, s.voted_id), (3, None, Some(2)));
+        assert_eq!(
+            (s.epoch, s.leader_id, s.voted_key),
+            (3, None, Some(ReplicaKey::without_dir(2)))
+        );
+        // What this node writes back in data_version 1 reads the same.
+        let dir_id: Uuid = "nhSm0cU3RgubQ5xy6jjn7g".parse().unwrap();
+        let voted = ElectionState {
+            epoch: 4,
+            leader_id: None,
+            voted_key: Some(ReplicaKey::of(2, Some(dir_id))),
+            voters: vec![],
+        };
+        write(dir.path(), &voted, 1).unwrap();
+        assert_eq!(
+            fs::read_to_string(path_in(dir.path())).unwrap(),
+            r#"{"leaderId":-1,"leaderEpoch":4,"votedId":2,"votedDirectoryId":"nhSm0cU3RgubQ5xy6jjn7g","data_version":1}"#
+        );
+        assert_eq!(read(dir.path()).unwrap(), Some(voted));
         fs::write(path_in(dir.path()), "nope").unwrap();
         assert!(read(dir.path()).is_err());
     }

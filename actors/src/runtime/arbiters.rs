@@ -1,7 +1,14 @@
 //! Arbiter pools mirroring Kafka's thread pools: `num.network.threads` network arbiters
 //! (Kafka's `Processor` threads: connections, round-robin), `num.io.threads` partition arbiters
-//! (Kafka's request handler threads: `PartitionActor`s by hash of topic-partition), and one
-//! controller arbiter (Kafka's `QuorumController` event loop + `KafkaRaftClient`).
+//! (Kafka's request handler threads: `PartitionActor`s by hash of topic-partition), and three
+//! single-thread arbiters by latency class:
+//! - controller: Raft and the controller (Kafka's `QuorumController` event loop and
+//!   `KafkaRaftClient`), and the metadata publisher that follows them;
+//! - coordinator: the group and transaction coordinator managers and their shards, and the
+//!   producer id manager (Kafka's coordinator runtime threads), so that a burst of offset
+//!   commits never delays a Raft fsync or an election, and the reverse;
+//! - storage: the replica manager and the log manager, whose work is file work (creating,
+//!   deleting and flushing logs, retention), kept off the threads above.
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,6 +22,8 @@ pub struct ArbiterPools {
     network: Arc<Vec<ArbiterHandle>>,
     io: Arc<Vec<ArbiterHandle>>,
     controller: ArbiterHandle,
+    coordinator: ArbiterHandle,
+    storage: ArbiterHandle,
     next_network: Arc<AtomicUsize>,
 }
 
@@ -30,6 +39,8 @@ impl ArbiterPools {
             network: Arc::new(spawn(network_threads)),
             io: Arc::new(spawn(io_threads)),
             controller: Arbiter::new().handle(),
+            coordinator: Arbiter::new().handle(),
+            storage: Arbiter::new().handle(),
             next_network: Arc::new(AtomicUsize::new(0)),
         }
     }
@@ -55,14 +66,28 @@ impl ArbiterPools {
         self.controller.clone()
     }
 
+    /// The group and transaction coordinators' arbiter.
+    pub fn coordinator(&self) -> ArbiterHandle {
+        self.coordinator.clone()
+    }
+
+    /// The replica manager's and log manager's arbiter (file work).
+    pub fn storage(&self) -> ArbiterHandle {
+        self.storage.clone()
+    }
+
+    /// Every arbiter: network, partition, controller, coordinator, storage.
+    pub fn all(&self) -> impl Iterator<Item = &ArbiterHandle> {
+        self.network.iter().chain(self.io.iter()).chain([
+            &self.controller,
+            &self.coordinator,
+            &self.storage,
+        ])
+    }
+
     /// Asks every arbiter thread to stop (process shutdown).
     pub fn stop(&self) {
-        for a in self
-            .network
-            .iter()
-            .chain(self.io.iter())
-            .chain(std::iter::once(&self.controller))
-        {
+        for a in self.all() {
             a.stop();
         }
     }

@@ -1,13 +1,13 @@
 //! Per-actor metrics (Kafka's per-thread-pool `RequestChannel`/`KafkaRequestHandler` metrics,
-//! generalised to every actor type): mailbox depth, messages handled, handle time, restarts,
-//! in families named `kactor_actor_*` with an `actor` label (the actor type's name).
+//! generalised to every actor type): mailbox depth, messages handled, handle time, refusals,
+//! restarts, in families named `kactor_actor_*` with an `actor` label (the actor type's name).
 //!
-//! actix does not expose a mailbox's length, so depth is counted at the edges: senders go
-//! through [`MeteredAddr`] / [`MeteredRecipient`] (+1 on send), handlers hold a [`HandleGuard`]
-//! from [`ActorMetrics::handle`] (−1 when the handler starts, duration observed when it ends).
+//! actix does not expose a mailbox's length, so the depth is counted by the envelopes every
+//! message travels in (`runtime::mailbox`): +1 when one is queued, -1 when it is opened or
+//! dropped unopened. Handlers time themselves with a [`HandleGuard`] from
+//! [`ActorMetrics::handle`]:
 //!
 //! ```ignore
-//! struct PartitionActor { metrics: ActorMetrics, /* ... */ }
 //! impl Handler<AppendRecords> for PartitionActor {
 //!     type Result = /* ... */;
 //!     fn handle(&mut self, msg: AppendRecords, _: &mut Context<Self>) -> Self::Result {
@@ -15,20 +15,17 @@
 //!         /* ... */
 //!     }
 //! }
-//! // sender side, wired in the topology:
-//! let addr = MeteredAddr::new(PartitionActor::start(..), ActorMetrics::new("PartitionActor"));
-//! addr.do_send(AppendRecords { .. });
 //! ```
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use actix::dev::ToEnvelope;
-use actix::prelude::*;
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
 };
 
+use super::mailbox::RestartWindow;
 use crate::metrics::{register, LATENCY_BUCKETS};
 
 pub struct ActorFamilies {
@@ -36,6 +33,7 @@ pub struct ActorFamilies {
     pub messages_handled_total: IntCounterVec,
     pub handle_duration_seconds: HistogramVec,
     pub restarts_total: IntCounterVec,
+    pub messages_refused_total: IntCounterVec,
 }
 
 /// The `kactor_actor_*` families, registered on first use.
@@ -83,6 +81,16 @@ pub fn families() -> &'static ActorFamilies {
             )
             .expect("valid family"),
         ),
+        messages_refused_total: register(
+            IntCounterVec::new(
+                Opts::new(
+                    "kactor_actor_messages_refused_total",
+                    "Notifications refused because the mailbox was full, by actor type.",
+                ),
+                &["actor"],
+            )
+            .expect("valid family"),
+        ),
     })
 }
 
@@ -94,6 +102,8 @@ pub struct ActorMetrics {
     handled: IntCounter,
     duration: Histogram,
     restarts: IntCounter,
+    refusals: IntCounter,
+    restart_window: Arc<RestartWindow>,
 }
 
 impl std::fmt::Debug for ActorMetrics {
@@ -115,6 +125,8 @@ impl ActorMetrics {
             handled: f.messages_handled_total.with_label_values(&[actor]),
             duration: f.handle_duration_seconds.with_label_values(&[actor]),
             restarts: f.restarts_total.with_label_values(&[actor]),
+            refusals: f.messages_refused_total.with_label_values(&[actor]),
+            restart_window: restart_window(actor),
         }
     }
 
@@ -122,20 +134,24 @@ impl ActorMetrics {
         self.actor
     }
 
-    /// A message was put into the mailbox.
-    pub fn sent(&self) {
+    /// An envelope was put into the mailbox.
+    pub(crate) fn sent(&self) {
         self.depth.inc();
     }
 
-    /// A message could not be delivered (mailbox closed): undo [`sent`](Self::sent).
-    pub fn send_failed(&self) {
+    /// An envelope left the mailbox (opened, or dropped unopened).
+    pub(crate) fn dequeued(&self) {
         self.depth.dec();
+    }
+
+    /// A notification was refused: the mailbox was full.
+    pub(crate) fn refused(&self) {
+        self.refusals.inc();
     }
 
     /// Call first thing in a handler; the guard records the handling when dropped.
     /// The guard owns its handles (two `Arc` clones), so the handler may still use `&mut self`.
     pub fn handle(&self) -> HandleGuard {
-        self.depth.dec();
         HandleGuard {
             handled: self.handled.clone(),
             duration: self.duration.clone(),
@@ -143,7 +159,12 @@ impl ActorMetrics {
         }
     }
 
-    /// Call from `Supervised::restarting`.
+    pub(crate) fn restart_window(&self) -> &RestartWindow {
+        &self.restart_window
+    }
+
+    /// A restart: counted by the runtime for a caught panic, by an actor's own `restarting`
+    /// hook when it stopped itself on purpose.
     pub fn restarted(&self) {
         self.restarts.inc();
     }
@@ -156,6 +177,9 @@ impl ActorMetrics {
     }
     pub fn restart_count(&self) -> u64 {
         self.restarts.get()
+    }
+    pub fn refused_count(&self) -> u64 {
+        self.refusals.get()
     }
 }
 
@@ -173,163 +197,14 @@ impl Drop for HandleGuard {
     }
 }
 
-/// An `Addr<A>` that counts mailbox depth on send.
-pub struct MeteredAddr<A: Actor> {
-    addr: Addr<A>,
-    metrics: ActorMetrics,
-}
-
-impl<A: Actor> Clone for MeteredAddr<A> {
-    fn clone(&self) -> Self {
-        MeteredAddr {
-            addr: self.addr.clone(),
-            metrics: self.metrics.clone(),
-        }
-    }
-}
-
-impl<A: Actor> MeteredAddr<A> {
-    pub fn new(addr: Addr<A>, metrics: ActorMetrics) -> Self {
-        MeteredAddr { addr, metrics }
-    }
-
-    pub fn addr(&self) -> &Addr<A> {
-        &self.addr
-    }
-
-    /// Fire and forget, like `Addr::do_send` (ignores mailbox capacity, never fails loudly).
-    pub fn do_send<M>(&self, msg: M)
-    where
-        M: Message + Send + 'static,
-        M::Result: Send,
-        A: Handler<M>,
-        A::Context: ToEnvelope<A, M>,
-    {
-        if self.addr.connected() {
-            self.metrics.sent();
-            self.addr.do_send(msg);
-        }
-    }
-
-    /// Request/response, like `Addr::send`.
-    pub async fn send<M>(&self, msg: M) -> Result<M::Result, MailboxError>
-    where
-        M: Message + Send + 'static,
-        M::Result: Send,
-        A: Handler<M>,
-        A::Context: ToEnvelope<A, M>,
-    {
-        self.metrics.sent();
-        let r = self.addr.send(msg).await;
-        if matches!(r, Err(MailboxError::Closed)) {
-            self.metrics.send_failed();
-        }
-        r
-    }
-
-    /// A metered recipient for one message type (what other components should hold).
-    pub fn recipient<M>(&self) -> MeteredRecipient<M>
-    where
-        M: Message + Send + 'static,
-        M::Result: Send,
-        A: Handler<M>,
-        A::Context: ToEnvelope<A, M>,
-    {
-        MeteredRecipient {
-            recipient: self.addr.clone().recipient(),
-            metrics: self.metrics.clone(),
-        }
-    }
-}
-
-/// A `Recipient<M>` that counts mailbox depth on send.
-pub struct MeteredRecipient<M: Message + Send>
-where
-    M::Result: Send,
-{
-    recipient: Recipient<M>,
-    metrics: ActorMetrics,
-}
-
-impl<M: Message + Send> Clone for MeteredRecipient<M>
-where
-    M::Result: Send,
-{
-    fn clone(&self) -> Self {
-        MeteredRecipient {
-            recipient: self.recipient.clone(),
-            metrics: self.metrics.clone(),
-        }
-    }
-}
-
-impl<M: Message + Send + 'static> MeteredRecipient<M>
-where
-    M::Result: Send,
-{
-    pub fn new(recipient: Recipient<M>, metrics: ActorMetrics) -> Self {
-        MeteredRecipient { recipient, metrics }
-    }
-
-    pub fn do_send(&self, msg: M) {
-        if self.recipient.connected() {
-            self.metrics.sent();
-            self.recipient.do_send(msg);
-        }
-    }
-
-    pub async fn send(&self, msg: M) -> Result<M::Result, MailboxError> {
-        self.metrics.sent();
-        let r = self.recipient.send(msg).await;
-        if matches!(r, Err(MailboxError::Closed)) {
-            self.metrics.send_failed();
-        }
-        r
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    struct Echo {
-        metrics: ActorMetrics,
-    }
-    impl Actor for Echo {
-        type Context = Context<Self>;
-    }
-    #[derive(Message)]
-    #[rtype(result = "u32")]
-    struct Ping(u32);
-    impl Handler<Ping> for Echo {
-        type Result = u32;
-        fn handle(&mut self, msg: Ping, _: &mut Context<Self>) -> u32 {
-            let _m = self.metrics.handle();
-            msg.0 + 1
-        }
-    }
-
-    #[actix_rt::test]
-    async fn counts_depth_handled_and_time() {
-        let metrics = ActorMetrics::new("EchoTestActor");
-        let addr = MeteredAddr::new(
-            Echo {
-                metrics: metrics.clone(),
-            }
-            .start(),
-            metrics.clone(),
-        );
-        for i in 0..5 {
-            addr.do_send(Ping(i));
-        }
-        assert_eq!(metrics.mailbox_depth(), 5);
-        assert_eq!(addr.send(Ping(41)).await.unwrap(), 42);
-        assert_eq!(metrics.mailbox_depth(), 0);
-        assert_eq!(metrics.handled_count(), 6);
-        let text = crate::metrics::render();
-        assert!(
-            text.contains("kactor_actor_handle_duration_seconds_count{actor=\"EchoTestActor\"} 6"),
-            "{text}"
-        );
-    }
+/// One restart window per actor type, shared by every `ActorMetrics` of that type.
+fn restart_window(actor: &'static str) -> Arc<RestartWindow> {
+    static WINDOWS: OnceLock<Mutex<HashMap<&'static str, Arc<RestartWindow>>>> = OnceLock::new();
+    WINDOWS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(actor)
+        .or_default()
+        .clone()
 }

@@ -12,7 +12,7 @@ use super::producer_ids::{
 use crate::controller::core::requests::AllocateProducerIdsReply;
 use crate::controller::messages::{AllocateProducerIds, ControllerReply};
 use crate::metadata::actor::MetadataImageWatch;
-use crate::runtime::{ActorMetrics, SupervisedActor};
+use crate::runtime::{ActorMetrics, MeteredRecipient, SupervisedActor};
 
 /// Callers that may wait for a block at once; more get a retriable error.
 const MAX_WAITERS: usize = 10_000;
@@ -24,7 +24,7 @@ type Waiter = oneshot::Sender<Result<i64, i16>>;
 
 pub struct ProducerIdManagerActor {
     node_id: i32,
-    controller: Recipient<AllocateProducerIds>,
+    controller: MeteredRecipient<AllocateProducerIds>,
     image: MetadataImageWatch,
     core: ProducerIdManager<Waiter>,
     metrics: ActorMetrics,
@@ -33,7 +33,7 @@ pub struct ProducerIdManagerActor {
 impl ProducerIdManagerActor {
     pub fn new(
         node_id: i32,
-        controller: Recipient<AllocateProducerIds>,
+        controller: MeteredRecipient<AllocateProducerIds>,
         image: MetadataImageWatch,
     ) -> Self {
         ProducerIdManagerActor {
@@ -106,10 +106,10 @@ impl Actor for ProducerIdManagerActor {
 impl Supervised for ProducerIdManagerActor {}
 
 impl SupervisedActor for ProducerIdManagerActor {
-    fn metrics(&self) -> &ActorMetrics {
-        &self.metrics
-    }
+    const MAILBOX_CAPACITY: usize = 256;
 }
+
+crate::supervised_mailbox!(ProducerIdManagerActor);
 
 impl Handler<GenerateProducerId> for ProducerIdManagerActor {
     type Result = ResponseFuture<Result<i64, i16>>;
@@ -142,7 +142,7 @@ impl Handler<GenerateProducerId> for ProducerIdManagerActor {
 pub fn start_producer_id_manager(
     arbiter: &ArbiterHandle,
     node_id: i32,
-    controller: Recipient<AllocateProducerIds>,
+    controller: MeteredRecipient<AllocateProducerIds>,
     image: MetadataImageWatch,
 ) -> crate::runtime::MeteredAddr<ProducerIdManagerActor> {
     let actor = ProducerIdManagerActor::new(node_id, controller, image);

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use actix::{Addr, Recipient};
 use futures_util::future::join_all;
 use kactor_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kactor_protocol::messages::add_partitions_to_txn_response::{
@@ -34,20 +33,24 @@ use super::coordinator::{
     AddTxnPartitions, EndTransaction, GroupTxnCompletion, InitTxnProducer,
     TransactionCoordinatorActor, VerifyTxnPartitions, OFFSETS_TOPIC,
 };
-use super::core::codes::{INVALID_PRODUCER_EPOCH, PRODUCER_FENCED};
+use super::core::codes::{
+    INVALID_PRODUCER_EPOCH, INVALID_REQUEST, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED,
+    TOPIC_AUTHORIZATION_FAILED,
+};
 use super::core::{TxnMetadata, TxnPartition, TxnState};
 use super::messages::GenerateProducerId;
 use crate::group::core::hashing::coordinator_partition;
+use crate::group::core::INTERNAL_TOPICS;
 use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
 use crate::partition::messages::{AppendTxnMarker, DescribeProducerState};
-use crate::partition::registry::PartitionTableReader;
+use crate::partition::registry::{PartitionTable, PartitionTableReader};
 use crate::producer::partition::TxnMarker;
-use crate::runtime::MeteredAddr;
+use crate::runtime::{MeteredAddr, MeteredRecipient};
 
 pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 pub const NOT_COORDINATOR: i16 = 16;
 pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+pub use super::core::codes::UNKNOWN_TOPIC_OR_PARTITION;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
 
 /// The transaction coordinator's topic.
@@ -205,8 +208,9 @@ pub fn partition_for(key: &str, num_partitions: i32) -> i32 {
 
 /// The shards this broker runs, by `__transaction_state` partition (published by whoever starts
 /// and stops them as leadership moves).
-pub type TxnShards =
-    tokio::sync::watch::Receiver<std::sync::Arc<BTreeMap<i32, Addr<TransactionCoordinatorActor>>>>;
+pub type TxnShards = tokio::sync::watch::Receiver<
+    std::sync::Arc<BTreeMap<i32, MeteredAddr<TransactionCoordinatorActor>>>,
+>;
 
 /// What the transactional API handlers capture.
 #[derive(Clone)]
@@ -217,11 +221,16 @@ pub struct TxnCoordinatorApis {
     pub num_partitions: i32,
     /// `offsets.topic.num.partitions` (AddOffsetsToTxn enrolls the group's partition).
     pub offsets_partitions: i32,
+    /// Which partitions exist (AddPartitionsToTxn refuses the others).
+    pub partitions: PartitionTableReader,
 }
 
 impl TxnCoordinatorApis {
     /// The local shard of `transactional_id`'s `__transaction_state` partition, if led here.
-    pub fn shard(&self, transactional_id: &str) -> Option<Addr<TransactionCoordinatorActor>> {
+    pub fn shard(
+        &self,
+        transactional_id: &str,
+    ) -> Option<MeteredAddr<TransactionCoordinatorActor>> {
         let p = partition_for(transactional_id, self.num_partitions);
         self.shards.borrow().get(&p).cloned()
     }
@@ -237,31 +246,9 @@ pub fn register_coordinator(router: &mut RequestRouter, apis: TxnCoordinatorApis
             let RequestBody::InitProducerId(req) = body else {
                 return wrong_body();
             };
-            let resp = match req.transactional_id.clone() {
-                None => {
-                    let idem = TxnApis {
-                        producer_ids: a.producer_ids.clone(),
-                    };
-                    handle_init_producer_id(&idem, &ctx, req).await
-                }
-                Some(id) => match a.shard(&id) {
-                    None => response(NOT_COORDINATOR, -1, -1),
-                    Some(shard) => match shard
-                        .send(InitTxnProducer {
-                            transactional_id: id,
-                            txn_timeout_ms: req.transaction_timeout_ms,
-                            expected: (req.producer_id, req.producer_epoch),
-                            client_transaction_version: 0,
-                        })
-                        .await
-                    {
-                        Ok(Ok(r)) => response(r.error, r.producer_id, r.producer_epoch),
-                        Ok(Err(code)) => response(code, -1, -1),
-                        Err(_) => response(NOT_COORDINATOR, -1, -1),
-                    },
-                },
-            };
-            HandlerOutcome::Respond(ResponseBody::InitProducerId(resp))
+            HandlerOutcome::Respond(ResponseBody::InitProducerId(
+                init_producer_id(&a, &ctx, req).await,
+            ))
         })
     });
     let a = apis.clone();
@@ -318,7 +305,7 @@ pub fn register_coordinator(router: &mut RequestRouter, apis: TxnCoordinatorApis
                         commit: req.committed,
                         // KIP-890: EndTxn v5+ is only sent by TV2 clients (Kafka's
                         // `TransactionVersion.transactionVersionForEndTxn`).
-                        client_transaction_version: Some(if ctx.api_version >= 5 { 2 } else { 0 }),
+                        client_transaction_version: if ctx.api_version >= 5 { 2 } else { 0 },
                     })
                     .await
                     .unwrap_or(Err(NOT_COORDINATOR)),
@@ -327,6 +314,43 @@ pub fn register_coordinator(router: &mut RequestRouter, apis: TxnCoordinatorApis
             HandlerOutcome::Respond(ResponseBody::EndTxn(end_txn_response(result)))
         })
     });
+}
+
+/// InitProducerId once a coordinator serves it (Kafka's `handleInitProducerIdRequest`): a v3+
+/// client names the producer it already holds with both fields or neither; the transactional
+/// form goes to the id's shard. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v4 (KIP-588).
+async fn init_producer_id(
+    a: &TxnCoordinatorApis,
+    ctx: &RequestContext,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let expected = match (req.producer_id, req.producer_epoch) {
+        (-1, -1) => None,
+        (-1, _) | (_, -1) => return response(INVALID_REQUEST, -1, -1),
+        held => Some(held),
+    };
+    let Some(id) = req.transactional_id.clone() else {
+        let idem = TxnApis {
+            producer_ids: a.producer_ids.clone(),
+        };
+        return handle_init_producer_id(&idem, ctx, req).await;
+    };
+    let Some(shard) = a.shard(&id) else {
+        return response(NOT_COORDINATOR, -1, -1);
+    };
+    let init = InitTxnProducer {
+        transactional_id: id,
+        txn_timeout_ms: req.transaction_timeout_ms,
+        expected,
+    };
+    match shard.send(init).await {
+        Ok(Ok(r)) => response(r.error, r.producer_id, r.producer_epoch),
+        Ok(Err(code)) if ctx.api_version < 4 && code == PRODUCER_FENCED => {
+            response(INVALID_PRODUCER_EPOCH, -1, -1)
+        }
+        Ok(Err(code)) => response(code, -1, -1),
+        Err(_) => response(NOT_COORDINATOR, -1, -1),
+    }
 }
 
 /// PRODUCER_FENCED (KIP-588) as a client of EndTxn, AddPartitionsToTxn or AddOffsetsToTxn
@@ -415,63 +439,113 @@ fn flatten(topics: &[AddPartitionsToTxnTopic]) -> Vec<TxnPartition> {
         .collect()
 }
 
+/// Kafka's checks of an AddPartitionsToTxn transaction before its coordinator sees it: every
+/// partition must exist, and a client (v0–3) may not name an internal topic (Kafka's
+/// authorization leaves those out). Any failure fails the whole transaction: the failing
+/// partitions answer their error, the others OPERATION_NOT_ATTEMPTED. None: nothing failed.
+fn refused_partitions(
+    table: &PartitionTable,
+    version: i16,
+    partitions: &[TxnPartition],
+) -> Option<BTreeMap<TxnPartition, i16>> {
+    let codes: BTreeMap<TxnPartition, i16> = partitions
+        .iter()
+        .map(|(topic, p)| {
+            let code = if version < 4 && INTERNAL_TOPICS.contains(&topic.as_str()) {
+                TOPIC_AUTHORIZATION_FAILED
+            } else if !table.partition_exists(topic, *p) {
+                UNKNOWN_TOPIC_OR_PARTITION
+            } else {
+                OPERATION_NOT_ATTEMPTED
+            };
+            ((topic.clone(), *p), code)
+        })
+        .collect();
+    codes
+        .values()
+        .any(|c| *c != OPERATION_NOT_ATTEMPTED)
+        .then_some(codes)
+}
+
+/// One transaction of an AddPartitionsToTxn request: its per-partition results.
+async fn add_partitions_of(
+    a: &TxnCoordinatorApis,
+    version: i16,
+    transactional_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    verify_only: bool,
+    topics: &[AddPartitionsToTxnTopic],
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let partitions = flatten(topics);
+    let table = a.partitions.borrow().clone();
+    if let Some(refused) = refused_partitions(&table, version, &partitions) {
+        return topic_results(topics, |n, p| refused[&(n.to_string(), p)]);
+    }
+    if !verify_only {
+        let code = add(a, transactional_id, producer_id, producer_epoch, partitions).await;
+        let code = fenced_for_version(code, version);
+        return topic_results(topics, |_, _| code);
+    }
+    let verified = match a.shard(transactional_id) {
+        None => Err(NOT_COORDINATOR),
+        Some(shard) => shard
+            .send(VerifyTxnPartitions {
+                transactional_id: transactional_id.to_string(),
+                producer_id,
+                producer_epoch,
+                partitions,
+            })
+            .await
+            .unwrap_or(Err(NOT_COORDINATOR)),
+    };
+    match verified {
+        Ok(v) => {
+            let codes: BTreeMap<TxnPartition, i16> = v.into_iter().collect();
+            topic_results(topics, |n, p| {
+                codes.get(&(n.to_string(), p)).copied().unwrap_or(0)
+            })
+        }
+        Err(code) => topic_results(topics, |_, _| code),
+    }
+}
+
 /// AddPartitionsToTxn: v0–3 one transaction from a client; v4+ a batch, possibly verify-only,
-/// from brokers (Kafka's `handleAddPartitionsToTxnRequest`). Errors apply to every partition.
+/// from brokers (Kafka's `handleAddPartitionsToTxnRequest`). A coordinator error applies to
+/// every partition of its transaction.
 pub async fn handle_add_partitions(
     a: &TxnCoordinatorApis,
     version: i16,
     req: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
     if version < 4 {
-        let code = add(
+        let results = add_partitions_of(
             a,
+            version,
             &req.v3_and_below_transactional_id,
             req.v3_and_below_producer_id,
             req.v3_and_below_producer_epoch,
-            flatten(&req.v3_and_below_topics),
+            false,
+            &req.v3_and_below_topics,
         )
         .await;
-        let code = fenced_for_version(code, version);
         return AddPartitionsToTxnResponse {
-            results_by_topic_v3_and_below: topic_results(&req.v3_and_below_topics, |_, _| code),
+            results_by_topic_v3_and_below: results,
             ..Default::default()
         };
     }
     let mut results = Vec::with_capacity(req.transactions.len());
     for t in &req.transactions {
-        let topic_results = if t.verify_only {
-            let verified = match a.shard(&t.transactional_id) {
-                None => Err(NOT_COORDINATOR),
-                Some(shard) => shard
-                    .send(VerifyTxnPartitions {
-                        transactional_id: t.transactional_id.clone(),
-                        producer_id: t.producer_id,
-                        producer_epoch: t.producer_epoch,
-                        partitions: flatten(&t.topics),
-                    })
-                    .await
-                    .unwrap_or(Err(NOT_COORDINATOR)),
-            };
-            match verified {
-                Ok(v) => {
-                    let codes: BTreeMap<TxnPartition, i16> = v.into_iter().collect();
-                    topic_results(&t.topics, |n, p| {
-                        codes.get(&(n.to_string(), p)).copied().unwrap_or(0)
-                    })
-                }
-                Err(code) => topic_results(&t.topics, |_, _| code),
-            }
-        } else {
-            let code = add(
-                a,
-                &t.transactional_id,
-                t.producer_id,
-                t.producer_epoch,
-                flatten(&t.topics),
-            )
-            .await;
-            topic_results(&t.topics, |_, _| code)
-        };
+        let topic_results = add_partitions_of(
+            a,
+            version,
+            &t.transactional_id,
+            t.producer_id,
+            t.producer_epoch,
+            t.verify_only,
+            &t.topics,
+        )
+        .await;
         results.push(AddPartitionsToTxnResult {
             transactional_id: t.transactional_id.clone(),
             topic_results,
@@ -519,20 +593,20 @@ pub async fn handle_describe_transactions(
 ) -> DescribeTransactionsResponse {
     let mut states = Vec::with_capacity(req.transactional_ids.len());
     for id in req.transactional_ids {
+        // An error leaves every other field at its default, as Kafka answers.
         let failed = |code| describe_transactions_response::TransactionState {
             error_code: code,
             transactional_id: id.clone(),
-            producer_id: -1,
-            producer_epoch: -1,
-            transaction_start_time_ms: -1,
             ..Default::default()
         };
         let state = match a.shard(&id) {
+            _ if id.is_empty() => failed(INVALID_REQUEST),
             None => failed(NOT_COORDINATOR),
             Some(shard) => match shard.send(GetTransactions).await {
                 Ok(Ok(all)) => match all.iter().find(|m| m.transactional_id == id) {
-                    Some(m) => wire_state(m),
-                    None => failed(TRANSACTIONAL_ID_NOT_FOUND),
+                    // A Dead id is being expired: already gone for Kafka.
+                    Some(m) if m.state != TxnState::Dead => wire_state(m),
+                    _ => failed(TRANSACTIONAL_ID_NOT_FOUND),
                 },
                 Ok(Err(code)) => failed(code),
                 Err(_) => failed(NOT_COORDINATOR),
@@ -721,7 +795,7 @@ pub fn register_describe_producers(router: &mut RequestRouter, partitions: Parti
 /// How to create `__transaction_state` through the controller.
 #[derive(Clone)]
 pub struct TxnStateTopicCreator {
-    pub controller: Recipient<crate::controller::messages::CreateTopics>,
+    pub controller: MeteredRecipient<crate::controller::messages::CreateTopics>,
     /// `transaction.state.log.num.partitions`
     pub num_partitions: i32,
     /// `transaction.state.log.replication.factor`
@@ -737,7 +811,7 @@ impl TxnStateTopicCreator {
     /// keep Kafka's defaults except the replication factor and min ISR, whose kactor defaults
     /// are 1 (a single node must be able to create it).
     pub fn from_properties(
-        controller: Recipient<crate::controller::messages::CreateTopics>,
+        controller: MeteredRecipient<crate::controller::messages::CreateTopics>,
         props: &BTreeMap<String, String>,
     ) -> Self {
         let get = |key: &str| props.get(key).and_then(|v| v.trim().parse::<i64>().ok());

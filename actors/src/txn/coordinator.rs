@@ -16,8 +16,8 @@ use tokio::sync::oneshot;
 
 use super::actor::ProducerIdManagerActor;
 use super::core::{
-    InitDecision, InitResult, MarkerJob, Transit, TxnCoordinatorConfig, TxnCoordinatorCore,
-    TxnMetadata, TxnPartition, TxnState,
+    EndDecision, InitDecision, InitResult, MarkerJob, TimeoutAbort, Transit, TxnCoordinatorConfig,
+    TxnCoordinatorCore, TxnMetadata, TxnPartition, TxnState,
 };
 use super::log::{decode, encode_key, encode_value};
 use super::messages::GenerateProducerId;
@@ -27,7 +27,7 @@ use crate::partition::messages::{AppendRecords, AppendTxnMarker, DescribeReplica
 use crate::partition::registry::PartitionTableReader;
 use crate::partition::PartitionActor;
 use crate::producer::partition::TxnMarker;
-use crate::runtime::{ActorMetrics, MeteredAddr};
+use crate::runtime::{ActorMetrics, MeteredAddr, SupervisedActor};
 
 /// `transactional.id.expiration.ms` default (7 days).
 pub const DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS: i64 = 604_800_000;
@@ -66,8 +66,8 @@ type Reply<T> = oneshot::Sender<Result<T, i16>>;
 pub struct InitTxnProducer {
     pub transactional_id: String,
     pub txn_timeout_ms: i32,
-    pub expected: (i64, i16),
-    pub client_transaction_version: i16,
+    /// The (producer id, epoch) a v3+ client already holds.
+    pub expected: Option<(i64, i16)>,
 }
 
 /// AddPartitionsToTxn / AddOffsetsToTxn. Lost: the client times out and retries.
@@ -103,9 +103,8 @@ pub struct EndTransaction {
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub commit: bool,
-    /// The client's transaction version as the request tells it (EndTxn v5+: 2), or None to
-    /// keep the one the id was initialised with.
-    pub client_transaction_version: Option<i16>,
+    /// The client's transaction version as the request tells it (EndTxn v5+: 2, older: 0).
+    pub client_transaction_version: i16,
 }
 
 /// AddPartitionsToTxn v4+ `verify_only` (partition leaders asking before a transactional
@@ -185,6 +184,9 @@ impl AbortReason {
 pub struct TransactionCoordinatorActor {
     core: TxnCoordinatorCore,
     loaded: bool,
+    /// This broker no longer leads the partition: everything gets NOT_COORDINATOR until the
+    /// last address is dropped (a supervised actor that stops is restarted, so it stays).
+    resigned: bool,
     /// The `__transaction_state` partition this shard owns.
     log: MeteredAddr<PartitionActor>,
     producer_ids: MeteredAddr<ProducerIdManagerActor>,
@@ -216,6 +218,7 @@ impl TransactionCoordinatorActor {
         TransactionCoordinatorActor {
             core: TxnCoordinatorCore::new(config),
             loaded: false,
+            resigned: false,
             log,
             producer_ids,
             partitions,
@@ -382,10 +385,7 @@ impl TransactionCoordinatorActor {
                     let _ = tx.send(Ok(()));
                 }
                 Answer::End(tx) => {
-                    let _ = tx.send(Ok((
-                        transit.target.producer_id,
-                        transit.target.producer_epoch,
-                    )));
+                    let _ = tx.send(Ok(transit.target.completed_producer()));
                 }
                 Answer::None => {}
             }
@@ -622,7 +622,6 @@ impl TransactionCoordinatorActor {
             &msg.transactional_id,
             msg.txn_timeout_ms,
             msg.expected,
-            msg.client_transaction_version,
             fresh,
             now_ms(),
         );
@@ -643,19 +642,87 @@ impl TransactionCoordinatorActor {
                     let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
                     return;
                 }
-                let ids = self.producer_ids.clone();
-                let send = async move { ids.send(GenerateProducerId).await };
-                ctx.spawn(send.into_actor(self).map(move |res, act, ctx| match res {
-                    Ok(Ok(id)) => act.init(msg, Some(id), tx, ctx),
-                    Ok(Err(code)) => {
+                self.with_fresh_producer_id(ctx, move |act, id, ctx| match id {
+                    Ok(id) => act.init(msg, Some(id), tx, ctx),
+                    Err(code) => {
                         let _ = tx.send(Err(code));
                     }
-                    Err(_) => {
-                        let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
-                    }
-                }));
+                });
             }
         }
+    }
+
+    /// EndTxn, given a fresh producer id once the core asked for one (an end that exhausts
+    /// the epoch).
+    fn end(
+        &mut self,
+        msg: EndTransaction,
+        fresh: Option<i64>,
+        tx: Reply<(i64, i16)>,
+        ctx: &mut Context<Self>,
+    ) {
+        match self.core.end_txn(
+            &msg.transactional_id,
+            (msg.producer_id, msg.producer_epoch),
+            msg.commit,
+            msg.client_transaction_version,
+            fresh,
+            now_ms(),
+        ) {
+            Ok(EndDecision::Write(t)) => {
+                if !msg.commit {
+                    self.abort_reasons
+                        .insert(msg.transactional_id.clone(), AbortReason::Client);
+                }
+                self.write(t, Answer::End(tx), ctx)
+            }
+            Ok(EndDecision::Done(producer_id, producer_epoch)) => {
+                // A retried end that already finished: answered with the current id/epoch.
+                let _ = tx.send(Ok((producer_id, producer_epoch)));
+            }
+            Ok(EndDecision::NeedProducerId) => {
+                if fresh.is_some() {
+                    let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
+                    return;
+                }
+                self.with_fresh_producer_id(ctx, move |act, id, ctx| match id {
+                    Ok(id) => act.end(msg, Some(id), tx, ctx),
+                    Err(code) => {
+                        let _ = tx.send(Err(code));
+                    }
+                });
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e.code()));
+            }
+        }
+    }
+
+    /// Asks the producer-id manager for an id, then runs `then` on the actor with it (or the
+    /// error code to answer).
+    fn with_fresh_producer_id(
+        &mut self,
+        ctx: &mut Context<Self>,
+        then: impl FnOnce(&mut Self, Result<i64, i16>, &mut Context<Self>) + 'static,
+    ) {
+        let ids = self.producer_ids.clone();
+        let send = async move { ids.send(GenerateProducerId).await };
+        ctx.spawn(send.into_actor(self).map(move |res, act, ctx| {
+            let id = match res {
+                Ok(Ok(id)) => Ok(id),
+                Ok(Err(code)) => Err(code),
+                Err(_) => Err(COORDINATOR_LOAD_IN_PROGRESS),
+            };
+            then(act, id, ctx)
+        }));
+    }
+
+    /// Writes the fencing abort of a timed-out transaction.
+    fn abort_timed_out(&mut self, t: Transit, ctx: &mut Context<Self>) {
+        tracing::info!(txn = %t.target.transactional_id, "aborting timed-out transaction");
+        self.abort_reasons
+            .insert(t.target.transactional_id.clone(), AbortReason::Timeout);
+        self.write(t, Answer::None, ctx);
     }
 }
 
@@ -709,6 +776,9 @@ impl Actor for TransactionCoordinatorActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.resigned {
+            return;
+        }
         self.load(ctx);
         ctx.run_interval(self.abort_interval, |_, ctx| {
             ctx.notify(AbortTimedOutTick);
@@ -730,6 +800,34 @@ impl Actor for TransactionCoordinatorActor {
     }
 }
 
+impl TransactionCoordinatorActor {
+    /// Why a request cannot be served now, if it cannot.
+    fn unavailable(&self) -> Option<i16> {
+        if self.resigned {
+            Some(NOT_COORDINATOR)
+        } else if !self.loaded {
+            Some(COORDINATOR_LOAD_IN_PROGRESS)
+        } else {
+            None
+        }
+    }
+}
+
+impl actix::Supervised for TransactionCoordinatorActor {
+    /// After a caught panic the in-memory transactions may be half-updated: the load that
+    /// `started` runs again replaces them with the partition's content (requests waiting on
+    /// the old state were dropped with the context and get NOT_COORDINATOR).
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        self.loaded = false;
+    }
+}
+
+impl SupervisedActor for TransactionCoordinatorActor {
+    const MAILBOX_CAPACITY: usize = 1024;
+}
+
+crate::supervised_mailbox!(TransactionCoordinatorActor);
+
 impl Handler<ResignTxnCoordinator> for TransactionCoordinatorActor {
     type Result = ();
     fn handle(&mut self, _: ResignTxnCoordinator, ctx: &mut Context<Self>) {
@@ -738,6 +836,7 @@ impl Handler<ResignTxnCoordinator> for TransactionCoordinatorActor {
             "transaction coordinator shard unloading"
         );
         self.loaded = false;
+        self.resigned = true;
         // Waiting requests hold oneshot senders inside spawned futures: stopping drops them and
         // their callers answer NOT_COORDINATOR (see `reply`).
         ctx.stop();
@@ -765,11 +864,21 @@ impl Handler<AbortTimedOutTick> for TransactionCoordinatorActor {
         if !self.loaded {
             return;
         }
-        for t in self.core.abort_timed_out(now_ms()) {
-            tracing::info!(txn = %t.target.transactional_id, "aborting timed-out transaction");
-            self.abort_reasons
-                .insert(t.target.transactional_id.clone(), AbortReason::Timeout);
-            self.write(t, Answer::None, ctx);
+        for due in self.core.abort_timed_out(now_ms()) {
+            match due {
+                TimeoutAbort::Write(t) => self.abort_timed_out(t, ctx),
+                TimeoutAbort::NeedProducerId(id) => {
+                    self.with_fresh_producer_id(ctx, move |act, fresh, ctx| {
+                        // Still due once the id arrives (else the next tick looks again).
+                        let t = fresh.ok().and_then(|fresh| {
+                            act.core.abort_timed_out_with(&id, Some(fresh), now_ms())
+                        });
+                        if let Some(t) = t {
+                            act.abort_timed_out(t, ctx);
+                        }
+                    });
+                }
+            }
         }
     }
 }
@@ -795,8 +904,8 @@ impl Handler<InitTxnProducer> for TransactionCoordinatorActor {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         let (tx, rx) = oneshot::channel();
-        if !self.loaded {
-            let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
+        if let Some(code) = self.unavailable() {
+            let _ = tx.send(Err(code));
         } else {
             self.init(msg, None, tx, ctx);
         }
@@ -810,8 +919,8 @@ impl Handler<AddTxnPartitions> for TransactionCoordinatorActor {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         let (tx, rx) = oneshot::channel();
-        if !self.loaded {
-            let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
+        if let Some(code) = self.unavailable() {
+            let _ = tx.send(Err(code));
             return reply(rx);
         }
         self.add_partitions(msg, tx, false, ctx);
@@ -825,8 +934,8 @@ impl Handler<LeaderAddTxnPartitions> for TransactionCoordinatorActor {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         let (tx, rx) = oneshot::channel();
-        if !self.loaded {
-            let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
+        if let Some(code) = self.unavailable() {
+            let _ = tx.send(Err(code));
             return reply(rx);
         }
         self.add_partitions(msg.0, tx, true, ctx);
@@ -840,38 +949,11 @@ impl Handler<EndTransaction> for TransactionCoordinatorActor {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         let (tx, rx) = oneshot::channel();
-        if !self.loaded {
-            let _ = tx.send(Err(COORDINATOR_LOAD_IN_PROGRESS));
+        if let Some(code) = self.unavailable() {
+            let _ = tx.send(Err(code));
             return reply(rx);
         }
-        match self.core.end_txn_versioned(
-            &msg.transactional_id,
-            msg.producer_id,
-            msg.producer_epoch,
-            msg.commit,
-            msg.client_transaction_version,
-            now_ms(),
-        ) {
-            Ok(Some(t)) => {
-                if !msg.commit {
-                    self.abort_reasons
-                        .insert(msg.transactional_id.clone(), AbortReason::Client);
-                }
-                self.write(t, Answer::End(tx), ctx)
-            }
-            Ok(None) => {
-                // A retried end that already finished: answer with the current id/epoch.
-                let current = self
-                    .core
-                    .get(&msg.transactional_id)
-                    .map(|m| (m.producer_id, m.producer_epoch))
-                    .unwrap_or((msg.producer_id, msg.producer_epoch));
-                let _ = tx.send(Ok(current));
-            }
-            Err(e) => {
-                let _ = tx.send(Err(e.code()));
-            }
-        }
+        self.end(msg, None, tx, ctx);
         reply(rx)
     }
 }
@@ -898,8 +980,8 @@ impl Handler<VerifyTxnPartitions> for TransactionCoordinatorActor {
 impl Handler<GetTransactions> for TransactionCoordinatorActor {
     type Result = MessageResult<GetTransactions>;
     fn handle(&mut self, _: GetTransactions, _: &mut Context<Self>) -> Self::Result {
-        if !self.loaded {
-            return MessageResult(Err(COORDINATOR_LOAD_IN_PROGRESS));
+        if let Some(code) = self.unavailable() {
+            return MessageResult(Err(code));
         }
         MessageResult(Ok(self.core.transactions().cloned().collect()))
     }

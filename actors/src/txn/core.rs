@@ -16,6 +16,9 @@ pub type TxnPartition = (String, i32);
 
 /// Wire codes (Kafka's `Errors`).
 pub mod codes {
+    pub use crate::partition::core::error::codes::{
+        INVALID_REQUEST, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION,
+    };
     pub const NONE: i16 = 0;
     pub const NOT_COORDINATOR: i16 = 16;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
@@ -23,7 +26,9 @@ pub mod codes {
     pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
     pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
     pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+    pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
     pub const PRODUCER_FENCED: i16 = 90;
+    pub const TRANSACTION_ABORTABLE: i16 = 120;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -36,10 +41,10 @@ pub enum TxnError {
     InvalidProducerIdMapping,
     #[error("the producer was fenced by a newer epoch")]
     ProducerFenced,
-    #[error("invalid producer epoch")]
-    InvalidProducerEpoch,
     #[error("invalid transaction state for this request")]
     InvalidTxnState,
+    #[error("empty transactional id")]
+    InvalidRequest,
 }
 
 impl TxnError {
@@ -49,8 +54,8 @@ impl TxnError {
             TxnError::ConcurrentTransactions => codes::CONCURRENT_TRANSACTIONS,
             TxnError::InvalidProducerIdMapping => codes::INVALID_PRODUCER_ID_MAPPING,
             TxnError::ProducerFenced => codes::PRODUCER_FENCED,
-            TxnError::InvalidProducerEpoch => codes::INVALID_PRODUCER_EPOCH,
             TxnError::InvalidTxnState => codes::INVALID_TXN_STATE,
+            TxnError::InvalidRequest => codes::INVALID_REQUEST,
         }
     }
 }
@@ -196,19 +201,80 @@ pub struct TxnCoordinatorCore {
     pending: BTreeSet<String>,
 }
 
-fn bump_epoch(m: &mut TxnMetadata, fresh_producer_id: Option<i64>) -> Result<(), ()> {
-    // Epoch exhaustion moves to a new producer id at epoch 0 (Kafka: at Short.MAX_VALUE - 1).
-    if m.producer_epoch >= i16::MAX - 1 || m.producer_id < 0 {
-        let id = fresh_producer_id.ok_or(())?;
-        m.previous_producer_id = m.producer_id;
-        m.producer_id = id;
-        m.last_producer_epoch = -1;
-        m.producer_epoch = 0;
-    } else {
-        m.last_producer_epoch = m.producer_epoch;
-        m.producer_epoch += 1;
+/// Kafka's `TransactionMetadata.isEpochExhausted`: an epoch from which one more bump would
+/// leave no room to fence its holder (`i16::MAX` is the coordinator's alone).
+pub fn is_epoch_exhausted(epoch: i16) -> bool {
+    epoch >= i16::MAX - 1
+}
+
+/// The transaction version the coordinator ends transactions with on its own (an abort that
+/// fences a producer, a timed-out transaction; Kafka's `transactionVersionLevel()`): kactor's
+/// controller finalizes `transaction.version` 2.
+pub const SERVER_TRANSACTION_VERSION: i16 = 2;
+
+impl TxnMetadata {
+    /// The (producer id, epoch) the producer continues with once this prepared end completes
+    /// (the ids of Kafka's `prepareComplete`, which EndTxn v5 answers): a KIP-890 end that
+    /// exhausted the epoch moves to `next_producer_id` at epoch 0.
+    pub fn completed_producer(&self) -> (i64, i16) {
+        if self.client_transaction_version >= 2 && self.next_producer_id >= 0 {
+            (self.next_producer_id, 0)
+        } else {
+            (self.producer_id, self.producer_epoch)
+        }
     }
-    Ok(())
+
+    /// The start of a change (Kafka's `prepareTransitionTo`): every transition records the
+    /// producer id it leaves as the previous one.
+    fn transition(&self, now_ms: i64) -> TxnMetadata {
+        let mut t = self.clone();
+        t.previous_producer_id = self.producer_id;
+        t.txn_last_update_timestamp_ms = now_ms;
+        t
+    }
+}
+
+/// EndTxn's outcome (Kafka's `endTransaction` before the append).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndDecision {
+    /// Nothing to write (a retry of an end that already completed): answer NONE with this
+    /// producer id and epoch.
+    Done(i64, i16),
+    /// The end exhausts the epoch: ask the producer-id manager for the id the producer moves
+    /// to, and call again with it.
+    NeedProducerId,
+    /// Write the Prepare state, then answer with its [`TxnMetadata::completed_producer`].
+    Write(Transit),
+}
+
+/// A transaction past its timeout (Kafka's `abortTimedOutTransactions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimeoutAbort {
+    /// Write this fencing abort.
+    Write(Transit),
+    /// The fence exhausts the epoch: call [`TxnCoordinatorCore::abort_timed_out_with`] with a
+    /// fresh producer id.
+    NeedProducerId(String),
+}
+
+/// The abort a coordinator starts on its own to fence the producer of an open transaction
+/// (Kafka's `prepareFenceProducerEpoch` followed by an abort at the server's transaction
+/// version): the epoch moves one past the producer's. `None`: the epoch is exhausted and a
+/// fresh producer id is needed for after the abort.
+fn fence_abort(
+    m: &TxnMetadata,
+    fresh_producer_id: Option<i64>,
+    now_ms: i64,
+) -> Option<TxnMetadata> {
+    let mut t = m.transition(now_ms);
+    if is_epoch_exhausted(m.producer_epoch) {
+        t.next_producer_id = fresh_producer_id?;
+    }
+    t.last_producer_epoch = m.producer_epoch;
+    t.producer_epoch = m.producer_epoch.saturating_add(1);
+    t.state = TxnState::PrepareAbort;
+    t.client_transaction_version = SERVER_TRANSACTION_VERSION;
+    Some(t)
 }
 
 impl TxnCoordinatorCore {
@@ -254,22 +320,27 @@ impl TxnCoordinatorCore {
         }
     }
 
-    /// InitProducerId with a transactional id (Kafka's `handleInitProducerId`).
-    /// `expected` is the (producer id, epoch) a v3+ client already holds, or (-1, -1).
+    /// InitProducerId with a transactional id (Kafka's `handleInitProducerId` and
+    /// `prepareInitProducerIdTransit`). `expected` is the (producer id, epoch) a v3+ client
+    /// already holds.
     pub fn init_producer_id(
         &mut self,
         transactional_id: &str,
         txn_timeout_ms: i32,
-        expected: (i64, i16),
-        client_transaction_version: i16,
+        expected: Option<(i64, i16)>,
         fresh_producer_id: Option<i64>,
         now_ms: i64,
     ) -> Result<InitDecision, TxnError> {
+        if transactional_id.is_empty() {
+            return Err(TxnError::InvalidRequest);
+        }
         if txn_timeout_ms <= 0 || txn_timeout_ms > self.config.transaction_max_timeout_ms {
             return Err(TxnError::InvalidTransactionTimeout);
         }
         self.check_free(transactional_id)?;
         let Some(current) = self.txns.get(transactional_id).cloned() else {
+            // A new id (whatever the client expected: it may be recovering from an expired
+            // one) starts at epoch 0.
             let Some(id) = fresh_producer_id else {
                 return Ok(InitDecision::NeedProducerId);
             };
@@ -285,7 +356,7 @@ impl TxnCoordinatorCore {
                 partitions: BTreeSet::new(),
                 txn_start_timestamp_ms: -1,
                 txn_last_update_timestamp_ms: now_ms,
-                client_transaction_version,
+                client_transaction_version: 0,
             };
             let result = InitResult {
                 producer_id: id,
@@ -294,51 +365,69 @@ impl TxnCoordinatorCore {
             };
             return Ok(InitDecision::Write(self.begin(target), result));
         };
-        // A client re-initialising with the id/epoch it holds (KIP-360) must hold the current
-        // one, or the one just before an epoch bump it never saw.
-        if expected.0 >= 0 {
-            let matches_current =
-                expected.0 == current.producer_id && expected.1 == current.producer_epoch;
-            let matches_last = expected.0 == current.producer_id
-                && current.last_producer_epoch >= 0
-                && expected.1 == current.last_producer_epoch;
-            let matches_previous_id = expected.0 == current.previous_producer_id;
-            if !(matches_current || matches_last || matches_previous_id) {
+        // Only the producer id is checked here (the epoch is when it is bumped): the client's
+        // current id, or the one it had before the epoch ran out and the id moved on.
+        if let Some((pid, epoch)) = expected {
+            let valid = pid == current.producer_id
+                || (pid == current.previous_producer_id && is_epoch_exhausted(epoch));
+            if !valid {
                 return Err(TxnError::ProducerFenced);
             }
         }
         match current.state {
-            TxnState::PrepareAbort | TxnState::PrepareCommit | TxnState::PrepareEpochFence => {
-                Err(TxnError::ConcurrentTransactions)
-            }
-            TxnState::Dead => Err(TxnError::ConcurrentTransactions),
+            TxnState::PrepareAbort
+            | TxnState::PrepareCommit
+            | TxnState::PrepareEpochFence
+            | TxnState::Dead => Err(TxnError::ConcurrentTransactions),
             TxnState::Ongoing => {
-                // Fence the old producer and abort its transaction; the caller retries and
-                // gets a clean epoch once the abort completes.
-                let mut target = current;
-                if bump_epoch(&mut target, fresh_producer_id).is_err() {
+                // Fence the old producer and abort its transaction; the epoch it fenced with is
+                // never handed out: the caller retries and gets a fresh one once the abort
+                // completes.
+                let Some(target) = fence_abort(&current, fresh_producer_id, now_ms) else {
                     return Ok(InitDecision::NeedProducerId);
-                }
-                target.state = TxnState::PrepareAbort;
-                target.txn_last_update_timestamp_ms = now_ms;
+                };
                 let result = InitResult {
-                    producer_id: target.producer_id,
-                    producer_epoch: target.producer_epoch,
+                    producer_id: -1,
+                    producer_epoch: -1,
                     error: codes::CONCURRENT_TRANSACTIONS,
                 };
                 Ok(InitDecision::Write(self.begin(target), result))
             }
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
-                let mut target = current;
-                if bump_epoch(&mut target, fresh_producer_id).is_err() {
-                    return Ok(InitDecision::NeedProducerId);
+                let epoch = current.producer_epoch;
+                let mut target = current.transition(now_ms);
+                let rotate = is_epoch_exhausted(epoch) && expected.is_none_or(|(_, e)| e == epoch);
+                if rotate {
+                    // Kafka's `prepareProducerIdRotation`.
+                    let Some(id) = fresh_producer_id else {
+                        return Ok(InitDecision::NeedProducerId);
+                    };
+                    target.producer_id = id;
+                    target.producer_epoch = 0;
+                    target.last_producer_epoch = if expected.is_some() { epoch } else { -1 };
+                } else {
+                    // Kafka's `prepareIncrementProducerEpoch`.
+                    match expected {
+                        None => {
+                            target.producer_epoch = epoch + 1;
+                            target.last_producer_epoch = -1;
+                        }
+                        Some((_, e)) if e == epoch => {
+                            target.producer_epoch = epoch + 1;
+                            target.last_producer_epoch = epoch;
+                        }
+                        // A retry of an init whose answer was lost: the same epoch again.
+                        // (At an exhausted epoch Kafka fails this retry with
+                        // UNKNOWN_SERVER_ERROR; the same answer is what it was for.)
+                        Some((_, e)) if e == current.last_producer_epoch => {}
+                        Some(_) => return Err(TxnError::ProducerFenced),
+                    }
                 }
+                target.next_producer_id = -1;
                 target.state = TxnState::Empty;
                 target.partitions.clear();
                 target.txn_timeout_ms = txn_timeout_ms;
                 target.txn_start_timestamp_ms = -1;
-                target.txn_last_update_timestamp_ms = now_ms;
-                target.client_transaction_version = client_transaction_version;
                 let result = InitResult {
                     producer_id: target.producer_id,
                     producer_epoch: target.producer_epoch,
@@ -378,6 +467,9 @@ impl TxnCoordinatorCore {
         partitions: &[(String, i32)],
         now_ms: i64,
     ) -> Result<Option<Transit>, TxnError> {
+        if transactional_id.is_empty() {
+            return Err(TxnError::InvalidRequest);
+        }
         self.check_free(transactional_id)?;
         let m = self.check_producer(transactional_id, producer_id, producer_epoch)?;
         match m.state {
@@ -390,19 +482,19 @@ impl TxnCoordinatorCore {
         if m.state == TxnState::Ongoing && partitions.iter().all(|p| m.partitions.contains(p)) {
             return Ok(None);
         }
-        let mut target = m.clone();
+        let mut target = m.transition(now_ms);
         if target.state != TxnState::Ongoing {
             target.partitions.clear();
             target.txn_start_timestamp_ms = now_ms;
         }
         target.state = TxnState::Ongoing;
         target.partitions.extend(partitions.iter().cloned());
-        target.txn_last_update_timestamp_ms = now_ms;
         Ok(Some(self.begin(target)))
     }
 
-    /// AddPartitionsToTxn v4+ `verify_only` (KIP-890 part 1, asked by partition leaders): NONE
-    /// for partitions in the producer's open transaction, INVALID_TXN_STATE for the others.
+    /// AddPartitionsToTxn v4+ `verify_only` (KIP-890 part 1, asked by partition leaders;
+    /// Kafka's `handleVerifyPartitionsInTransaction`): NONE for partitions in the producer's
+    /// transaction, TRANSACTION_ABORTABLE for the others; a transaction being ended is busy.
     pub fn verify_partitions(
         &self,
         transactional_id: &str,
@@ -410,105 +502,145 @@ impl TxnCoordinatorCore {
         producer_epoch: i16,
         partitions: &[(String, i32)],
     ) -> Result<Vec<(TxnPartition, i16)>, TxnError> {
+        if transactional_id.is_empty() {
+            return Err(TxnError::InvalidRequest);
+        }
         let m = self.check_producer(transactional_id, producer_id, producer_epoch)?;
+        if matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+            return Err(TxnError::ConcurrentTransactions);
+        }
         Ok(partitions
             .iter()
             .map(|p| {
-                let ok = m.state == TxnState::Ongoing && m.partitions.contains(p);
-                (
-                    p.clone(),
-                    if ok {
-                        codes::NONE
-                    } else {
-                        codes::INVALID_TXN_STATE
-                    },
-                )
+                let code = if m.partitions.contains(p) {
+                    codes::NONE
+                } else {
+                    codes::TRANSACTION_ABORTABLE
+                };
+                (p.clone(), code)
             })
             .collect())
     }
 
-    /// EndTxn (Kafka's `endTransaction`) under the transaction version the id was initialised
-    /// with. `Ok(None)`: a retry of a finished end, answer NONE.
+    /// EndTxn (Kafka's `endTransaction` / `endTransactionWithTV1`) from the producer (id,
+    /// epoch) the request names, at the client's transaction version: EndTxn v5+ means
+    /// KIP-890 (2), whatever the id was initialised with; the version is persisted with the
+    /// end. `fresh_producer_id` answers a [`EndDecision::NeedProducerId`].
     pub fn end_txn(
         &mut self,
         transactional_id: &str,
-        producer_id: i64,
-        producer_epoch: i16,
+        (producer_id, producer_epoch): (i64, i16),
         commit: bool,
+        client_transaction_version: i16,
+        fresh_producer_id: Option<i64>,
         now_ms: i64,
-    ) -> Result<Option<Transit>, TxnError> {
-        self.end_txn_versioned(
-            transactional_id,
-            producer_id,
-            producer_epoch,
-            commit,
-            None,
-            now_ms,
-        )
-    }
-
-    /// EndTxn with the client's transaction version when the request tells it (Kafka: EndTxn
-    /// v5+ means KIP-890 transactions, TV2, whatever the id was initialised with); the version
-    /// is persisted with the end.
-    pub fn end_txn_versioned(
-        &mut self,
-        transactional_id: &str,
-        producer_id: i64,
-        producer_epoch: i16,
-        commit: bool,
-        client_transaction_version: Option<i16>,
-        now_ms: i64,
-    ) -> Result<Option<Transit>, TxnError> {
+    ) -> Result<EndDecision, TxnError> {
+        if transactional_id.is_empty() {
+            return Err(TxnError::InvalidRequest);
+        }
+        if client_transaction_version < 2 {
+            return self.end_txn_v1(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                commit,
+                now_ms,
+            );
+        }
         self.check_free(transactional_id)?;
         let m = self
             .txns
             .get(transactional_id)
             .ok_or(TxnError::InvalidProducerIdMapping)?;
-        let version = client_transaction_version.unwrap_or(m.client_transaction_version);
-        let tv2 = version >= 2;
-        if m.producer_id != producer_id {
+        // Every KIP-890 end bumps the epoch, so a retry of an end carries the epoch just
+        // before the current one; the same epoch is the next transaction's end. A retry of an
+        // end that exhausted the epoch carries the previous producer id and the last epoch.
+        let retry_on_overflow = m.previous_producer_id == producer_id
+            && producer_epoch == i16::MAX - 1
+            && m.producer_epoch == 0;
+        let retry_on_bump = i32::from(m.producer_epoch) == i32::from(producer_epoch) + 1;
+        if m.producer_id != producer_id && !retry_on_overflow {
             return Err(TxnError::InvalidProducerIdMapping);
         }
-        // TV2 bumps the epoch at the end: a retry of the end arrives with the epoch before it.
-        let is_retry_epoch =
-            tv2 && m.last_producer_epoch >= 0 && producer_epoch == m.last_producer_epoch;
-        if m.producer_epoch != producer_epoch && !is_retry_epoch {
+        let current = producer_epoch == m.producer_epoch;
+        let valid_epoch = match m.state {
+            TxnState::Ongoing | TxnState::Empty | TxnState::Dead | TxnState::PrepareEpochFence => {
+                current
+            }
+            TxnState::PrepareCommit | TxnState::PrepareAbort => retry_on_bump,
+            TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                retry_on_bump || retry_on_overflow || current
+            }
+        };
+        if !valid_epoch {
             return Err(TxnError::ProducerFenced);
         }
-        match (m.state, commit) {
-            (TxnState::Ongoing, _) if !is_retry_epoch => {
-                let mut target = m.clone();
-                target.client_transaction_version = version;
-                if tv2 {
-                    target.last_producer_epoch = target.producer_epoch;
-                    target.producer_epoch += 1;
-                }
-                target.state = if commit {
-                    TxnState::PrepareCommit
-                } else {
-                    TxnState::PrepareAbort
-                };
-                target.txn_last_update_timestamp_ms = now_ms;
-                Ok(Some(self.begin(target)))
+        let is_retry = retry_on_bump || retry_on_overflow;
+        // (Kafka's table: a completed end answers its own retry; an abort at the current epoch
+        // after any completed or empty transaction is a new, empty transaction's abort.)
+        let (state, no_partition_added) = match (m.state, commit) {
+            (TxnState::Ongoing, true) => (TxnState::PrepareCommit, false),
+            (TxnState::Ongoing, false) => (TxnState::PrepareAbort, false),
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) if is_retry => {
+                return Ok(EndDecision::Done(m.producer_id, m.producer_epoch));
             }
-            (TxnState::Empty, false) if tv2 && !is_retry_epoch => {
-                // TV2 lets a producer abort with nothing added; the epoch still moves on.
-                let mut target = m.clone();
-                target.client_transaction_version = version;
-                target.last_producer_epoch = target.producer_epoch;
-                target.producer_epoch += 1;
-                target.state = TxnState::PrepareAbort;
-                target.txn_last_update_timestamp_ms = now_ms;
-                Ok(Some(self.begin(target)))
+            (TxnState::CompleteCommit, false) if is_retry => return Err(TxnError::InvalidTxnState),
+            (TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort, false) => {
+                (TxnState::PrepareAbort, true)
             }
-            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(None),
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
-                Err(TxnError::ConcurrentTransactions)
+                return Err(TxnError::ConcurrentTransactions)
             }
-            (TxnState::PrepareEpochFence, _) => Err(TxnError::InvalidProducerEpoch),
-            _ if is_retry_epoch => Err(TxnError::ProducerFenced),
-            _ => Err(TxnError::InvalidTxnState),
+            _ => return Err(TxnError::InvalidTxnState),
+        };
+        let mut target = m.transition(now_ms);
+        target.next_producer_id = -1;
+        if is_epoch_exhausted(m.producer_epoch) {
+            let Some(id) = fresh_producer_id else {
+                return Ok(EndDecision::NeedProducerId);
+            };
+            target.next_producer_id = id;
         }
+        target.last_producer_epoch = m.producer_epoch;
+        // At most i16::MAX (from an exhausted epoch, which moves to the next id on completion).
+        target.producer_epoch = m.producer_epoch.saturating_add(1);
+        target.state = state;
+        target.client_transaction_version = client_transaction_version;
+        if no_partition_added {
+            // Nothing was added, so the abort is also where this "transaction" started.
+            target.partitions.clear();
+            target.txn_start_timestamp_ms = now_ms;
+        }
+        Ok(EndDecision::Write(self.begin(target)))
+    }
+
+    /// EndTxn before KIP-890 (Kafka's `endTransactionWithTV1`): the epoch never moves, so
+    /// only the current one is valid and a completed end of the same kind is its retry.
+    fn end_txn_v1(
+        &mut self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        now_ms: i64,
+    ) -> Result<EndDecision, TxnError> {
+        let m = self.check_producer(transactional_id, producer_id, producer_epoch)?;
+        self.check_free(transactional_id)?;
+        let state = match (m.state, commit) {
+            (TxnState::Ongoing, true) => TxnState::PrepareCommit,
+            (TxnState::Ongoing, false) => TxnState::PrepareAbort,
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+                return Ok(EndDecision::Done(m.producer_id, m.producer_epoch));
+            }
+            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+                return Err(TxnError::ConcurrentTransactions)
+            }
+            _ => return Err(TxnError::InvalidTxnState),
+        };
+        let mut target = m.transition(now_ms);
+        target.state = state;
+        target.client_transaction_version = 0;
+        Ok(EndDecision::Write(self.begin(target)))
     }
 
     /// The `__transaction_state` write of `transit` finished. On success the target becomes
@@ -540,7 +672,8 @@ impl TxnCoordinatorCore {
         })
     }
 
-    /// Every marker of the prepared end was written: persist CompleteCommit / CompleteAbort.
+    /// Every marker of the prepared end was written: persist CompleteCommit / CompleteAbort
+    /// (Kafka's `prepareComplete`, which also moves an exhausted KIP-890 producer to its next id).
     pub fn markers_written(&mut self, transactional_id: &str, now_ms: i64) -> Option<Transit> {
         if self.pending.contains(transactional_id) {
             return None;
@@ -551,17 +684,20 @@ impl TxnCoordinatorCore {
             TxnState::PrepareAbort => TxnState::CompleteAbort,
             _ => return None,
         };
-        let mut target = m.clone();
+        let (producer_id, producer_epoch) = m.completed_producer();
+        let mut target = m.transition(now_ms);
+        target.producer_id = producer_id;
+        target.producer_epoch = producer_epoch;
+        target.next_producer_id = -1;
         target.state = state;
         target.partitions.clear();
-        target.txn_last_update_timestamp_ms = now_ms;
         Some(self.begin(target))
     }
 
     /// Open transactions past their `transaction.timeout.ms` (Kafka's
     /// `abortTimedOutTransactions`): each is fenced (epoch bump) and aborted.
-    pub fn abort_timed_out(&mut self, now_ms: i64) -> Vec<Transit> {
-        let due: Vec<TxnMetadata> = self
+    pub fn abort_timed_out(&mut self, now_ms: i64) -> Vec<TimeoutAbort> {
+        let due: Vec<String> = self
             .txns
             .values()
             .filter(|m| {
@@ -569,18 +705,31 @@ impl TxnCoordinatorCore {
                     && !self.pending.contains(&m.transactional_id)
                     && m.txn_start_timestamp_ms + m.txn_timeout_ms as i64 <= now_ms
             })
-            .cloned()
+            .map(|m| m.transactional_id.clone())
             .collect();
-        let mut out = Vec::new();
-        for mut target in due {
-            if bump_epoch(&mut target, None).is_err() {
-                // Epoch exhausted: abort at the current epoch; InitProducerId moves the id on.
-            }
-            target.state = TxnState::PrepareAbort;
-            target.txn_last_update_timestamp_ms = now_ms;
-            out.push(self.begin(target));
+        due.into_iter()
+            .map(|id| match self.abort_timed_out_with(&id, None, now_ms) {
+                Some(t) => TimeoutAbort::Write(t),
+                None => TimeoutAbort::NeedProducerId(id),
+            })
+            .collect()
+    }
+
+    /// The fencing abort of `transactional_id`'s timed-out transaction, given a fresh producer
+    /// id when its epoch is exhausted. `None`: it needs one (or is no longer due: not Ongoing,
+    /// or busy).
+    pub fn abort_timed_out_with(
+        &mut self,
+        transactional_id: &str,
+        fresh_producer_id: Option<i64>,
+        now_ms: i64,
+    ) -> Option<Transit> {
+        let m = self.txns.get(transactional_id)?;
+        if m.state != TxnState::Ongoing || self.pending.contains(transactional_id) {
+            return None;
         }
-        out
+        let target = fence_abort(m, fresh_producer_id, now_ms)?;
+        Some(self.begin(target))
     }
 
     /// Markers still owed after a load (transactions persisted in a Prepare state).

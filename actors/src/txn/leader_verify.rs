@@ -73,7 +73,7 @@ pub mod codes {
     pub const CONCURRENT_TRANSACTIONS: i16 = 51;
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
     pub const PRODUCER_FENCED: i16 = 90;
-    pub const TRANSACTION_ABORTABLE: i16 = 120;
+    pub use crate::txn::core::codes::TRANSACTION_ABORTABLE;
 }
 
 /// What a request version lets the leader do about a partition not yet in the transaction

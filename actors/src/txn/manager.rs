@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::{Actor, Addr, AsyncContext, Context, Handler, Message};
+use actix::{Actor, Context, Handler, Message};
 use tokio::sync::watch;
 
 use super::actor::ProducerIdManagerActor;
@@ -17,10 +17,7 @@ use super::apis::{TxnShards, TRANSACTION_STATE_TOPIC};
 use super::coordinator::{GroupTxnCompletion, ResignTxnCoordinator, TransactionCoordinatorActor};
 use super::core::{TxnCoordinatorConfig, DEFAULT_TRANSACTION_MAX_TIMEOUT_MS};
 use crate::partition::registry::PartitionTableReader;
-use crate::runtime::{ActorMetrics, MeteredAddr};
-
-/// How often the partition table is checked for leadership changes (as the group manager).
-const WATCH_INTERVAL: Duration = Duration::from_millis(50);
+use crate::runtime::{follow_watch, ActorMetrics, MeteredAddr};
 
 /// The transaction coordinator's settings (Kafka's `TransactionConfig`), by Kafka's names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +86,7 @@ impl TxnManagerConfig {
 }
 
 struct Shard {
-    addr: Addr<TransactionCoordinatorActor>,
+    addr: MeteredAddr<TransactionCoordinatorActor>,
     leader_epoch: i32,
 }
 
@@ -101,7 +98,7 @@ pub struct TransactionCoordinatorManagerActor {
     group_completion: Option<GroupTxnCompletion>,
     shards: HashMap<i32, Shard>,
     last_version: Option<u64>,
-    publisher: watch::Sender<Arc<BTreeMap<i32, Addr<TransactionCoordinatorActor>>>>,
+    publisher: watch::Sender<Arc<BTreeMap<i32, MeteredAddr<TransactionCoordinatorActor>>>>,
     metrics: ActorMetrics,
 }
 
@@ -187,7 +184,10 @@ impl TransactionCoordinatorManagerActor {
                     self.shards.insert(
                         p,
                         Shard {
-                            addr: shard.start(),
+                            addr: crate::runtime::start_supervised_here(
+                                ActorMetrics::new("TransactionCoordinatorActor"),
+                                move |_| shard,
+                            ),
                             leader_epoch: h.leader_epoch,
                         },
                     );
@@ -222,10 +222,36 @@ impl Actor for TransactionCoordinatorManagerActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        // Told of every new partition table (leadership, topics, configs) as it is published,
+        // rather than looking every few milliseconds.
+        let changes = self.partitions.clone();
         self.sync();
-        ctx.run_interval(WATCH_INTERVAL, |act, _| act.sync());
+        follow_watch(
+            ctx,
+            changes,
+            self.metrics.clone(),
+            "a partition table change",
+            |act, _| act.sync(),
+        );
     }
 }
+
+impl actix::Supervised for TransactionCoordinatorManagerActor {
+    /// Its shard map may be half-updated after a caught panic: resign every shard and let
+    /// `started` elect them again from the partition table.
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        for (_, s) in std::mem::take(&mut self.shards) {
+            s.addr.do_send(ResignTxnCoordinator);
+        }
+        self.publish();
+    }
+}
+
+impl crate::runtime::SupervisedActor for TransactionCoordinatorManagerActor {
+    const MAILBOX_CAPACITY: usize = 256;
+}
+
+crate::supervised_mailbox!(TransactionCoordinatorManagerActor);
 
 /// Process shutdown → manager: resign every shard (waiting requests get NOT_COORDINATOR).
 /// Lost: the shards stop with the arbiter anyway.

@@ -59,13 +59,17 @@ pub async fn coordinator(
     partition: &Addr<PartitionActor>,
     config: GroupCoordinatorConfig,
 ) -> Addr<GroupCoordinatorActor> {
+    let partition = kactor_actors::runtime::MeteredAddr::new(
+        partition.clone(),
+        kactor_actors::runtime::ActorMetrics::new("PartitionActor"),
+    );
     let addr = GroupCoordinatorActor::new(
         0,
         config,
         CoordinatorPartition {
-            append: partition.clone().recipient(),
-            read: partition.clone().recipient(),
-            describe: partition.clone().recipient(),
+            append: partition.recipient(),
+            read: partition.recipient(),
+            describe: partition.recipient(),
         },
         topics(),
         Default::default(),

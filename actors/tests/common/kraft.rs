@@ -54,6 +54,7 @@ pub fn kraft_config(dir: &Path) -> KraftConfig {
             heartbeat_interval_ms: 2000,
         }),
         finalized_features: None,
+        quorum: Default::default(),
     }
 }
 
@@ -75,12 +76,13 @@ pub fn metadata_apis(h: &KraftHandles) -> MetadataApis {
     MetadataApis {
         node_id: 1,
         cluster_id: CLUSTER.into(),
-        controller: h.controller.clone().expect("controller role"),
+        controller: Some(h.controller.clone().expect("controller role")),
         raft: h.raft.clone(),
         image: h.image.clone(),
         auto_create_topics_enable: true,
         broker_configs: Arc::new(vec![]),
         controller_listeners: vec![],
+        quorum: None,
         loggers: None,
     }
 }
@@ -93,9 +95,9 @@ pub fn start_partition_layer(h: &KraftHandles, data_dir: &Path) -> PartitionLaye
         None,
     )
     .expect("partition layer starts");
-    let registry = layer.registry.addr().clone();
+    let registry = layer.registry.clone();
     h.publisher.do_send(SubscribePartitionChanges {
-        subscriber: registry.clone().recipient(),
+        subscriber: registry.recipient(),
     });
     h.publisher.do_send(SubscribeBrokerConfigChanges {
         subscriber: registry.recipient(),

@@ -19,6 +19,12 @@ impl Actor for FakeController {
     type Context = Context<Self>;
 }
 
+impl kactor_actors::runtime::SupervisedActor for FakeController {
+    const MAILBOX_CAPACITY: usize = 64;
+}
+
+kactor_actors::supervised_mailbox!(FakeController);
+
 impl Handler<AllocateProducerIds> for FakeController {
     type Result = MessageResult<AllocateProducerIds>;
     fn handle(&mut self, _: AllocateProducerIds, _: &mut Context<Self>) -> Self::Result {

@@ -57,6 +57,114 @@ pub fn compress(codec: Compression, data: &[u8]) -> Result<Vec<u8>, RecordError>
     }
 }
 
+/// A reader of `data`'s decompressed bytes, for walking a compressed records section without
+/// inflating all of it at once (produce validation keeps one record in memory at a time). No
+/// single snappy block may inflate past `limit`; the caller caps the total. Decoder failures
+/// surface as `io::Error`s from `read`.
+pub fn decompressing_reader<'a>(
+    codec: Compression,
+    data: &'a [u8],
+    limit: usize,
+) -> Result<Box<dyn Read + 'a>, RecordError> {
+    Ok(match codec {
+        Compression::None => Box::new(data),
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(data)),
+        Compression::Snappy => Box::new(SnappyBlocks {
+            data,
+            pos: 0,
+            raw_pending: !data.starts_with(&XERIAL_MAGIC),
+            block: Vec::new(),
+            block_pos: 0,
+            limit,
+        }),
+        Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(data)),
+        Compression::Zstd => {
+            let mut dec =
+                zstd::stream::read::Decoder::new(data).map_err(|e| codec_err("zstd", e))?;
+            dec.window_log_max(27).map_err(|e| codec_err("zstd", e))?;
+            Box::new(dec)
+        }
+    })
+}
+
+/// [`snappy_decompress`] one block at a time, as a reader.
+struct SnappyBlocks<'a> {
+    data: &'a [u8],
+    /// Where the next xerial block starts.
+    pos: usize,
+    /// No xerial magic: the whole payload is one raw block, not read yet.
+    raw_pending: bool,
+    block: Vec<u8>,
+    block_pos: usize,
+    limit: usize,
+}
+
+impl SnappyBlocks<'_> {
+    /// Decompresses the next block into `self.block`; false at the end of the data.
+    fn next_block(&mut self) -> Result<bool, RecordError> {
+        self.block.clear();
+        self.block_pos = 0;
+        let block = if std::mem::take(&mut self.raw_pending) {
+            self.pos = self.data.len();
+            self.data
+        } else {
+            match next_xerial_block(self.data, self.pos)? {
+                Some((block, next)) => {
+                    self.pos = next;
+                    block
+                }
+                None => return Ok(false),
+            }
+        };
+        snappy_raw_into(block, &mut self.block, self.limit)?;
+        Ok(true)
+    }
+}
+
+impl Read for SnappyBlocks<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.block_pos == self.block.len() {
+            if !self.next_block().map_err(std::io::Error::other)? {
+                return Ok(0);
+            }
+        }
+        let n = out.len().min(self.block.len() - self.block_pos);
+        out[..n].copy_from_slice(&self.block[self.block_pos..self.block_pos + n]);
+        self.block_pos += n;
+        Ok(n)
+    }
+}
+
+/// The compressed block at or after `pos` in a xerial stream (skipping stream headers, as
+/// snappy-java accepts concatenated streams) and the position after it; None at the end.
+fn next_xerial_block(data: &[u8], mut pos: usize) -> Result<Option<(&[u8], usize)>, RecordError> {
+    while pos < data.len() {
+        if data[pos..].starts_with(&XERIAL_MAGIC) {
+            if data.len() - pos < XERIAL_HEADER_LEN {
+                return Err(codec_err("snappy", "truncated xerial header"));
+            }
+            pos += XERIAL_HEADER_LEN;
+            continue;
+        }
+        let Some(len_bytes) = data.get(pos..pos + 4) else {
+            return Err(codec_err("snappy", "truncated xerial block length"));
+        };
+        let len = i32::from_be_bytes(len_bytes.try_into().expect("4 bytes"));
+        pos += 4;
+        let Some(block) = usize::try_from(len)
+            .ok()
+            .and_then(|l| data.get(pos..pos + l))
+        else {
+            return Err(codec_err(
+                "snappy",
+                format!("invalid xerial block length {len}"),
+            ));
+        };
+        return Ok(Some((block, pos + block.len())));
+    }
+    Ok(None)
+}
+
 /// Decompresses a records section, failing once the output would exceed `limit` bytes.
 pub fn decompress(codec: Compression, data: &[u8], limit: usize) -> Result<Vec<u8>, RecordError> {
     match codec {
@@ -139,30 +247,8 @@ fn snappy_decompress(data: &[u8], limit: usize) -> Result<Vec<u8>, RecordError> 
         return Ok(out);
     }
     let mut pos = 0;
-    while pos < data.len() {
-        // snappy-java accepts concatenated streams, each with its own header.
-        if data[pos..].starts_with(&XERIAL_MAGIC) {
-            if data.len() - pos < XERIAL_HEADER_LEN {
-                return Err(codec_err("snappy", "truncated xerial header"));
-            }
-            pos += XERIAL_HEADER_LEN;
-            continue;
-        }
-        let Some(len_bytes) = data.get(pos..pos + 4) else {
-            return Err(codec_err("snappy", "truncated xerial block length"));
-        };
-        let len = i32::from_be_bytes(len_bytes.try_into().expect("4 bytes"));
-        pos += 4;
-        let Some(block) = usize::try_from(len)
-            .ok()
-            .and_then(|l| data.get(pos..pos + l))
-        else {
-            return Err(codec_err(
-                "snappy",
-                format!("invalid xerial block length {len}"),
-            ));
-        };
-        pos += block.len();
+    while let Some((block, next)) = next_xerial_block(data, pos)? {
+        pos = next;
         snappy_raw_into(block, &mut out, limit)?;
     }
     Ok(out)

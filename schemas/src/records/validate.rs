@@ -1,12 +1,15 @@
 //! Produce-path checks and rewrites for v2 batches (the magic-v2 facts of Kafka's
 //! `LogValidator`, `ProduceRequest.validateRecords` and `UnifiedLog.analyzeAndValidateRecords`,
-//! plus `DefaultRecordBatch.setMaxTimestamp`). Unlike Kafka, compressed batches are checked by
-//! header and CRC only unless the caller opts in to inflating them
-//! ([`ValidationOptions::inspect_compressed`]): the produce path stays copy- and inflate-free.
+//! plus `DefaultRecordBatch.setMaxTimestamp`). Compressed batches are checked by header and CRC
+//! only unless the caller opts in to walking their records
+//! ([`ValidationOptions::inspect_compressed`], which the produce path does, as Kafka does):
+//! they are read from a streaming decoder one record at a time, never inflated whole.
 
 use bytes::Bytes;
 
-use super::compression::{compress, decompress, DEFAULT_DECOMPRESSION_LIMIT};
+use std::io::Read;
+
+use super::compression::{compress, decompress, decompressing_reader, DEFAULT_DECOMPRESSION_LIMIT};
 use super::record::{parse_raw_record, skim_record};
 use super::{
     verify_crc, write_crc, BatchHeader, Compression, RecordError, TimestampType, ATTRIBUTES_OFFSET,
@@ -38,10 +41,11 @@ pub struct ValidationOptions {
     pub timestamp_bounds: Option<(i64, i64)>,
     /// `cleanup.policy=compact`: every record needs a key.
     pub compacted: bool,
-    /// When set, compressed batches are inflated (up to this many bytes) and their records
-    /// checked like uncompressed ones. When unset, compressed batches get header and CRC checks
-    /// only; their timestamp bounds are then checked on the header's base and max timestamps
-    /// and a compacted topic's key rule is not checked.
+    /// When set, the records of compressed batches are read from a streaming decoder (which may
+    /// inflate them to this many bytes in all) and checked like uncompressed ones. When unset,
+    /// compressed batches get header and CRC checks only; their timestamp bounds are then
+    /// checked on the header's base and max timestamps and a compacted topic's key rule is not
+    /// checked.
     pub inspect_compressed: Option<usize>,
 }
 
@@ -160,25 +164,26 @@ pub fn validate_batch_with(
     }
 
     let mut max_timestamp = header.max_timestamp;
-    let inflated;
-    let records: Option<&[u8]> = match (leader_validated, compression, opts.inspect_compressed) {
-        (false, _, _) => None,
-        (true, Compression::None, _) => Some(&batch[BATCH_HEADER_LEN..]),
-        (true, codec, Some(limit)) => {
-            inflated = decompress(codec, &batch[BATCH_HEADER_LEN..], limit)?;
-            Some(&inflated)
-        }
-        (true, _, None) => None,
-    };
-    let records_checked = records.is_some();
-    if let Some(records) = records {
+    let records_checked =
+        leader_validated && (compression == Compression::None || opts.inspect_compressed.is_some());
+    if records_checked {
         if count < 0 || i64::from(count) - 1 != i64::from(header.last_offset_delta) {
             return Err(invalid(format!(
                 "last offset delta {} does not match record count {count}",
                 header.last_offset_delta
             )));
         }
-        max_timestamp = walk_records(records, &header, opts)?;
+        let payload = &batch[BATCH_HEADER_LEN..];
+        max_timestamp = match (compression, opts.inspect_compressed) {
+            (Compression::None, _) => walk_records(payload, &header, opts)?,
+            (codec, limit) => walk_compressed_records(
+                codec,
+                payload,
+                &header,
+                opts,
+                limit.unwrap_or(DEFAULT_DECOMPRESSION_LIMIT),
+            )?,
+        };
     } else if leader_validated
         && opts.topic_timestamp_type == TimestampType::CreateTime
         && count > 0
@@ -287,37 +292,11 @@ fn walk_records_detailed(
 ) -> Result<i64, RecordError> {
     let mut pos = 0;
     let mut max_timestamp = i64::MIN;
-    let bounds = match opts.topic_timestamp_type {
-        TimestampType::CreateTime => opts.timestamp_bounds,
-        TimestampType::LogAppendTime => None,
-    };
     for expected in 0..header.records_count {
         if pos >= payload.len() {
-            return Err(invalid(format!(
-                "batch declares {} records but holds {expected}",
-                header.records_count
-            )));
+            return Err(too_few_records(header, expected));
         }
-        let r = parse_raw_record(payload, &mut pos, false)?;
-        if r.offset_delta != expected {
-            return Err(invalid(format!(
-                "record has offset delta {} where {expected} was expected",
-                r.offset_delta
-            )));
-        }
-        if opts.compacted && r.key.is_none() {
-            return Err(invalid("compacted topic cannot accept message without key"));
-        }
-        let timestamp = header.base_timestamp.wrapping_add(r.timestamp_delta);
-        if timestamp == super::NO_TIMESTAMP
-            && header.timestamp_type() == TimestampType::LogAppendTime
-        {
-            return Err(lat_from_producer());
-        }
-        if let Some(bounds) = bounds {
-            check_timestamp(timestamp, bounds)?;
-        }
-        max_timestamp = max_timestamp.max(timestamp);
+        max_timestamp = max_timestamp.max(check_record(payload, &mut pos, expected, header, opts)?);
     }
     if pos != payload.len() {
         return Err(invalid(format!(
@@ -325,12 +304,162 @@ fn walk_records_detailed(
             payload.len() - pos
         )));
     }
-    // An empty batch (coordinator origin) keeps the header's value.
-    Ok(if header.records_count > 0 {
-        max_timestamp
+    Ok(batch_max_timestamp(header, max_timestamp))
+}
+
+/// The records of a compressed batch, read from a streaming decoder under
+/// [`walk_records_detailed`]'s rules, one record in memory at a time; the section may inflate
+/// to `limit` bytes in all. A stream the codec cannot read is a [`RecordError::Compression`].
+fn walk_compressed_records(
+    codec: Compression,
+    payload: &[u8],
+    header: &BatchHeader,
+    opts: &ValidationOptions,
+    limit: usize,
+) -> Result<i64, RecordError> {
+    let mut stream = RecordStream::new(decompressing_reader(codec, payload, limit)?, limit);
+    let mut max_timestamp = i64::MIN;
+    for expected in 0..header.records_count {
+        let Some(record) = stream.next_record()? else {
+            return Err(too_few_records(header, expected));
+        };
+        max_timestamp = max_timestamp.max(check_record(record, &mut 0, expected, header, opts)?);
+    }
+    if stream.next_record()?.is_some() {
+        return Err(invalid("records left after the batch's last record"));
+    }
+    Ok(batch_max_timestamp(header, max_timestamp))
+}
+
+fn too_few_records(header: &BatchHeader, found: i32) -> RecordError {
+    invalid(format!(
+        "batch declares {} records but holds {found}",
+        header.records_count
+    ))
+}
+
+/// The max timestamp of a walked batch: an empty batch (coordinator origin) keeps the header's.
+fn batch_max_timestamp(header: &BatchHeader, walked_max: i64) -> i64 {
+    if header.records_count > 0 {
+        walked_max
     } else {
         header.max_timestamp
-    })
+    }
+}
+
+/// Checks the record at `*pos` (the `expected`-th of the batch) against its own length prefix
+/// and the topic's key and timestamp rules; returns its timestamp.
+fn check_record(
+    buf: &[u8],
+    pos: &mut usize,
+    expected: i32,
+    header: &BatchHeader,
+    opts: &ValidationOptions,
+) -> Result<i64, RecordError> {
+    let r = parse_raw_record(buf, pos, false)?;
+    if r.offset_delta != expected {
+        return Err(invalid(format!(
+            "record has offset delta {} where {expected} was expected",
+            r.offset_delta
+        )));
+    }
+    if opts.compacted && r.key.is_none() {
+        return Err(invalid("compacted topic cannot accept message without key"));
+    }
+    let timestamp = header.base_timestamp.wrapping_add(r.timestamp_delta);
+    if timestamp == super::NO_TIMESTAMP && header.timestamp_type() == TimestampType::LogAppendTime {
+        return Err(lat_from_producer());
+    }
+    if opts.topic_timestamp_type == TimestampType::CreateTime {
+        if let Some(bounds) = opts.timestamp_bounds {
+            check_timestamp(timestamp, bounds)?;
+        }
+    }
+    Ok(timestamp)
+}
+
+/// Whole records (length prefix and body) from a decompressing reader. Reads ahead in chunks
+/// and keeps only the bytes of records not yet returned, so memory stays near one record
+/// however far the section inflates.
+struct RecordStream<R> {
+    reader: R,
+    buf: Vec<u8>,
+    /// Where the next record starts in `buf`.
+    start: usize,
+    end_of_stream: bool,
+    inflated: usize,
+    limit: usize,
+}
+
+/// How much a refill asks the decoder for at least.
+const STREAM_CHUNK: usize = 64 * 1024;
+
+impl<R: Read> RecordStream<R> {
+    fn new(reader: R, limit: usize) -> Self {
+        RecordStream {
+            reader,
+            buf: Vec::new(),
+            start: 0,
+            end_of_stream: false,
+            inflated: 0,
+            limit,
+        }
+    }
+
+    /// The next record's bytes, or None when the stream ends between records.
+    fn next_record(&mut self) -> Result<Option<&[u8]>, RecordError> {
+        use super::varint::{read_unsigned_checked, zigzag_decode_i32};
+        loop {
+            let available = &self.buf[self.start..];
+            let mut p = 0;
+            match read_unsigned_checked(available, &mut p, 5) {
+                Some(v) => {
+                    let len = zigzag_decode_i32(v as u32);
+                    if len < 0 {
+                        return Err(invalid(format!("negative record length {len}")));
+                    }
+                    let size = p + len as usize;
+                    if available.len() >= size {
+                        let record = self.start..self.start + size;
+                        self.start += size;
+                        return Ok(Some(&self.buf[record]));
+                    }
+                }
+                None if available.len() >= 5 => {
+                    return Err(invalid("invalid record length varint"));
+                }
+                None => {}
+            }
+            if self.end_of_stream {
+                return match available.len() {
+                    0 => Ok(None),
+                    n => Err(invalid(format!("last record truncated after {n} bytes"))),
+                };
+            }
+            self.refill()?;
+        }
+    }
+
+    fn refill(&mut self) -> Result<(), RecordError> {
+        self.buf.drain(..self.start);
+        self.start = 0;
+        let old = self.buf.len();
+        self.buf.resize(old + STREAM_CHUNK, 0);
+        let n = loop {
+            match self.reader.read(&mut self.buf[old..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(RecordError::Compression(e.to_string())),
+            }
+        };
+        self.buf.truncate(old + n);
+        self.end_of_stream = n == 0;
+        self.inflated += n;
+        if self.inflated > self.limit {
+            return Err(RecordError::DecompressedTooLarge { limit: self.limit });
+        }
+        Ok(())
+    }
 }
 
 /// Sets the timestamp type and max timestamp, then recomputes the CRC (both lie in the CRC'd

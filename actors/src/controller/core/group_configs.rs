@@ -5,9 +5,9 @@
 //!
 //! Kafka 4.4 accepts and describes all 21 keys whatever group types the broker serves. kactor
 //! does the same, so tools and scripts see Kafka's set; its group coordinator applies
-//! `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` (the only ones [`APPLIED`]
-//! lists). The share and streams keys are stored for groups kactor does not serve, and
-//! `consumer.assignment.interval.ms` is stored while kactor recomputes assignments at once.
+//! `consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms` and
+//! `consumer.assignment.interval.ms` (the ones [`APPLIED`] lists). The other consumer, share
+//! and streams keys are stored for features kactor does not have.
 
 use std::collections::BTreeMap;
 
@@ -85,14 +85,19 @@ use GroupValue::*;
 
 pub const CONSUMER_SESSION_TIMEOUT_MS: &str = "consumer.session.timeout.ms";
 pub const CONSUMER_HEARTBEAT_INTERVAL_MS: &str = "consumer.heartbeat.interval.ms";
+pub const CONSUMER_ASSIGNMENT_INTERVAL_MS: &str = "consumer.assignment.interval.ms";
 
 /// The group configs kactor's group coordinator acts on.
-pub const APPLIED: &[&str] = &[CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS];
+pub const APPLIED: &[&str] = &[
+    CONSUMER_SESSION_TIMEOUT_MS,
+    CONSUMER_HEARTBEAT_INTERVAL_MS,
+    CONSUMER_ASSIGNMENT_INTERVAL_MS,
+];
 
 /// Every group config Kafka 4.4 accepts, sorted by name.
 pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
     g(
-        "consumer.assignment.interval.ms",
+        CONSUMER_ASSIGNMENT_INTERVAL_MS,
         Some("group.consumer.assignment.interval.ms"),
         "1000",
         Int { min: 0 },
@@ -100,7 +105,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
             "group.consumer.min.assignment.interval.ms",
             "group.consumer.max.assignment.interval.ms",
         ),
-        "Least time between two target assignments of this consumer group (stored; kactor assigns at once).",
+        "Least time between two target assignments of this consumer group.",
     ),
     g(
         CONSUMER_HEARTBEAT_INTERVAL_MS,

@@ -25,7 +25,8 @@ use kactor_protocol::metadata::register_broker_record::BrokerFeature;
 use kactor_protocol::metadata::{
     BeginTransactionRecord, BrokerRegistrationChangeRecord, ConfigRecord, EndTransactionRecord,
     FeatureLevelRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
-    RegisterBrokerRecord, RemoveTopicRecord, TopicRecord, UnregisterBrokerRecord,
+    RegisterBrokerRecord, RegisterControllerRecord, RemoveTopicRecord, TopicRecord,
+    UnregisterBrokerRecord,
 };
 use kactor_protocol::Uuid;
 use rand::rngs::StdRng;
@@ -42,6 +43,8 @@ use topic_configs::ConfigLayers;
 /// `metadata.version` level of Kafka 4.4-IV2, the latest production level of Kafka 4.4.0
 /// (`kafka-storage format` bootstraps it).
 pub const LATEST_METADATA_VERSION: i16 = 33;
+/// The first `metadata.version` with controller registrations (3.7-IV0).
+pub const CONTROLLER_REGISTRATION_METADATA_VERSION: i16 = 15;
 /// The lowest `metadata.version` Kafka 4.x supports (3.3-IV3).
 pub const MINIMUM_METADATA_VERSION: i16 = 7;
 
@@ -69,6 +72,10 @@ pub const PRODUCER_ID_BLOCK_SIZE: i32 = 1000;
 
 /// Longest legal topic name (Kafka's `Topic.MAX_NAME_LENGTH`).
 pub const MAX_TOPIC_NAME_LENGTH: usize = 249;
+/// The most partitions one CreateTopics or CreatePartitions request may add (Kafka's
+/// `QuorumController.MAX_RECORDS_PER_USER_OP`): checked before anything is placed or
+/// allocated, so no request can make the controller build an unbounded batch.
+pub const MAX_PARTITIONS_PER_REQUEST: i64 = 10_000;
 
 /// Static settings of the controller (from server.properties).
 #[derive(Debug, Clone)]
@@ -434,6 +441,23 @@ impl QuorumControllerCore {
                 .collect();
             return ControllerResult::of(Vec::new(), resp);
         }
+        // Kafka's ReplicationControlManager.validateTotalNumberOfPartitions: every topic fails.
+        let total: i64 = topics
+            .iter()
+            .map(|t| match (t.assignments.len(), t.num_partitions) {
+                (0, -1) => i64::from(self.cfg.num_partitions),
+                (0, n) => i64::from(n.max(0)),
+                (assigned, _) => assigned as i64,
+            })
+            .sum();
+        if total > MAX_PARTITIONS_PER_REQUEST {
+            let e = ApiError::new(
+                POLICY_VIOLATION,
+                "Excessively large number of partitions per request.",
+            );
+            let resp = topics.iter().map(|t| failed(t, e.clone())).collect();
+            return ControllerResult::of(Vec::new(), resp);
+        }
         // Kafka rejects every copy of a name that appears twice in one request.
         let mut seen = BTreeMap::<&str, usize>::new();
         for t in topics {
@@ -730,6 +754,28 @@ impl QuorumControllerCore {
         topics: &[CreatePartitionsTopic],
         validate_only: bool,
     ) -> ControllerResult<Vec<CreatePartitionsTopicResult>> {
+        // Kafka counts the partitions each existing topic would gain; every topic fails.
+        let added: i64 = topics
+            .iter()
+            .filter_map(|t| {
+                let current = self.image.topics.get_by_name(&t.name)?.partitions.len() as i64;
+                Some((i64::from(t.count) - current).max(0))
+            })
+            .sum();
+        if self.active && added > MAX_PARTITIONS_PER_REQUEST {
+            let error = ApiError::new(
+                POLICY_VIOLATION,
+                "Excessively large number of additional partitions per request.",
+            );
+            let results = topics
+                .iter()
+                .map(|t| CreatePartitionsTopicResult {
+                    name: t.name.clone(),
+                    error: error.clone(),
+                })
+                .collect();
+            return ControllerResult::of(Vec::new(), results);
+        }
         let mut seen = BTreeMap::<&str, usize>::new();
         for t in topics {
             *seen.entry(t.name.as_str()).or_default() += 1;
@@ -1290,6 +1336,37 @@ impl QuorumControllerCore {
                 error: ApiError::NONE,
                 broker_epoch,
             },
+        )
+    }
+
+    /// ControllerRegistration (KIP-919): a controller in another process (kactor or Kafka)
+    /// announces its listeners and features; the record lets every node find it. Kafka checks
+    /// only that the metadata.version has the record (3.7-IV0, level 15, and later).
+    pub fn register_controller(
+        &mut self,
+        record: RegisterControllerRecord,
+    ) -> ControllerResult<ApiError> {
+        if let Some(r) = self.not_controller(ApiError::code(NOT_CONTROLLER)) {
+            return r;
+        }
+        let level = self
+            .image
+            .features
+            .get("metadata.version")
+            .copied()
+            .unwrap_or(0);
+        if level < CONTROLLER_REGISTRATION_METADATA_VERSION {
+            return ControllerResult::of(
+                Vec::new(),
+                ApiError::new(
+                    UNSUPPORTED_VERSION,
+                    "The current MetadataVersion is too old to support controller registrations.",
+                ),
+            );
+        }
+        self.finish(
+            vec![MetadataRecord::RegisterController(record)],
+            ApiError::NONE,
         )
     }
 

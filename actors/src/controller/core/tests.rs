@@ -330,6 +330,44 @@ fn create_partitions_paths() {
     );
 }
 
+/// Kafka's bound of 10,000 new partitions per request, checked before anything is placed: a
+/// request for i32::MAX partitions is answered at once and writes nothing, validate_only too.
+#[test]
+fn partitions_per_request_are_bounded() {
+    let mut c = controller(1);
+    for validate_only in [true, false] {
+        let r = c.create_topics(&[topic("huge", i32::MAX, 1)], validate_only);
+        assert!(r.records.is_empty());
+        assert_eq!(r.response[0].error.code, POLICY_VIOLATION);
+        assert_eq!(
+            r.response[0].error.message.as_deref(),
+            Some("Excessively large number of partitions per request.")
+        );
+    }
+    // The sum counts: 5,001 + 5,000 fails both topics; 5,000 + 5,000 passes.
+    let r = c.create_topics(&[topic("a", 5_001, 1), topic("b", 5_000, 1)], true);
+    assert!(r.response.iter().all(|t| t.error.code == POLICY_VIOLATION));
+    let r = c.create_topics(&[topic("a", 5_000, 1), topic("b", 5_000, 1)], true);
+    assert!(r.response.iter().all(|t| t.error.is_ok()));
+
+    create(&mut c, topic("grow", 2, 1));
+    let grow = |count| CreatePartitionsTopic {
+        name: "grow".into(),
+        count,
+        assignments: None,
+    };
+    let r = c.create_partitions(&[grow(i32::MAX)], false);
+    assert!(r.records.is_empty());
+    assert_eq!(r.response[0].error.code, POLICY_VIOLATION);
+    assert_eq!(
+        r.response[0].error.message.as_deref(),
+        Some("Excessively large number of additional partitions per request.")
+    );
+    assert!(c.create_partitions(&[grow(10_002)], true).response[0]
+        .error
+        .is_ok());
+}
+
 #[test]
 fn create_partitions_needs_enough_brokers() {
     let mut c = controller(2);

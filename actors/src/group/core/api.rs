@@ -14,15 +14,28 @@ use super::records::{CoordinatorRecord, TopicPartitions};
 pub type RequestId = u64;
 
 /// What the shard knows of the cluster's topics (from the broker's metadata image).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct TopicsView {
     by_name: BTreeMap<String, (Uuid, i32)>,
     by_id: BTreeMap<Uuid, String>,
+    /// The metadata image's offset the view was taken at (Kafka's `MetadataImage.version()`,
+    /// what resolved regexes record); not part of equality: views compare by their topics.
+    pub version: i64,
+}
+
+impl PartialEq for TopicsView {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_name == other.by_name
+    }
 }
 
 impl TopicsView {
     pub fn new() -> Self {
         Self::default()
+    }
+    /// Whether `other` has a topic name this view lacks.
+    pub fn lacks_a_topic_of(&self, other: &TopicsView) -> bool {
+        other.by_name.keys().any(|n| !self.by_name.contains_key(n))
     }
     /// Adds or replaces a topic.
     pub fn upsert(&mut self, name: &str, id: Uuid, num_partitions: i32) {
@@ -58,6 +71,8 @@ pub struct GroupConfigOverrides {
     pub consumer_session_timeout_ms: Option<i32>,
     /// `consumer.heartbeat.interval.ms`
     pub consumer_heartbeat_interval_ms: Option<i32>,
+    /// `consumer.assignment.interval.ms`
+    pub consumer_assignment_interval_ms: Option<i32>,
 }
 
 /// The group configs set in the metadata image, by group id (groups with none are absent).
@@ -192,6 +207,7 @@ pub struct DescribedMember {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DescribedGroup {
     pub error_code: i16,
+    pub error_message: Option<String>,
     pub group_id: String,
     pub group_state: String,
     pub protocol_type: String,
@@ -379,6 +395,22 @@ pub struct DescribedConsumerGroup {
     pub members: Vec<DescribedConsumerMember>,
 }
 
+impl DescribedConsumerGroup {
+    /// A group answered with an error only: the other fields keep the schema's defaults.
+    pub fn error(code: i16, group_id: &str) -> Self {
+        DescribedConsumerGroup {
+            error_code: code,
+            error_message: None,
+            group_id: group_id.to_string(),
+            group_state: String::new(),
+            group_epoch: 0,
+            assignment_epoch: 0,
+            assignor_name: String::new(),
+            members: Vec::new(),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 /// Every request the shard handles.
@@ -509,6 +541,7 @@ impl GroupRequest {
                     .iter()
                     .map(|g| DescribedGroup {
                         error_code: code,
+                        error_message: None,
                         group_id: g.clone(),
                         group_state: String::new(),
                         protocol_type: String::new(),
@@ -534,16 +567,7 @@ impl GroupRequest {
                 GroupResponse::ConsumerGroupDescribe {
                     groups: group_ids
                         .iter()
-                        .map(|g| DescribedConsumerGroup {
-                            error_code: code,
-                            error_message: None,
-                            group_id: g.clone(),
-                            group_state: String::new(),
-                            group_epoch: 0,
-                            assignment_epoch: 0,
-                            assignor_name: String::new(),
-                            members: Vec::new(),
-                        })
+                        .map(|g| DescribedConsumerGroup::error(code, g))
                         .collect(),
                 }
             }

@@ -861,8 +861,9 @@ impl GroupCoordinatorShard {
     // DescribeGroups
 
     pub(super) fn classic_describe(&self, group_id: &str, api_version: i16) -> DescribedGroup {
-        let dead = |code| DescribedGroup {
+        let dead = |code, message: Option<String>| DescribedGroup {
             error_code: code,
+            error_message: message,
             group_id: group_id.to_string(),
             group_state: "Dead".to_string(),
             protocol_type: String::new(),
@@ -875,6 +876,7 @@ impl GroupCoordinatorShard {
                 let protocol = g.protocol_name.clone().unwrap_or_default();
                 DescribedGroup {
                     error_code: NONE,
+                    error_message: None,
                     group_id: group_id.to_string(),
                     group_state: g.state.name().to_string(),
                     protocol_type: g.protocol_type.clone().unwrap_or_default(),
@@ -907,8 +909,15 @@ impl GroupCoordinatorShard {
                 }
             }
             // v6+ (KIP-1043) says so; older versions describe a missing group as Dead.
-            _ if api_version >= 6 => dead(GROUP_ID_NOT_FOUND),
-            _ => dead(NONE),
+            None if api_version >= 6 => dead(
+                GROUP_ID_NOT_FOUND,
+                Some(format!("Group {group_id} not found.")),
+            ),
+            Some(Group::Consumer(_)) if api_version >= 6 => dead(
+                GROUP_ID_NOT_FOUND,
+                Some(format!("Group {group_id} is not a classic group.")),
+            ),
+            _ => dead(NONE, None),
         }
     }
 }

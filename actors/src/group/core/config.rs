@@ -35,6 +35,16 @@ pub struct GroupCoordinatorConfig {
     pub consumer_max_heartbeat_interval_ms: i32,
     /// `group.consumer.max.size`
     pub consumer_max_size: usize,
+    /// `group.consumer.assignment.interval.ms`: least time between two target assignments of
+    /// a group (Kafka 4.4; a group epoch bumped sooner waits for a later heartbeat).
+    pub consumer_assignment_interval_ms: i32,
+    /// `group.consumer.min.assignment.interval.ms` / `group.consumer.max.assignment.interval.ms`:
+    /// the range a group's own `consumer.assignment.interval.ms` is held to.
+    pub consumer_min_assignment_interval_ms: i32,
+    pub consumer_max_assignment_interval_ms: i32,
+    /// `group.consumer.regex.refresh.interval.ms`: how old a group's resolved regular
+    /// expressions may get before a heartbeat has them resolved again.
+    pub consumer_regex_refresh_interval_ms: i64,
     /// `group.consumer.assignors`: the first is the default.
     pub consumer_assignors: Vec<String>,
     /// `group.consumer.migration.policy`: whether a classic group may become a consumer group
@@ -93,6 +103,10 @@ impl Default for GroupCoordinatorConfig {
             consumer_min_heartbeat_interval_ms: 5_000,
             consumer_max_heartbeat_interval_ms: 15_000,
             consumer_max_size: i32::MAX as usize,
+            consumer_assignment_interval_ms: 1_000,
+            consumer_min_assignment_interval_ms: 0,
+            consumer_max_assignment_interval_ms: 15_000,
+            consumer_regex_refresh_interval_ms: 600_000,
             consumer_assignors: vec!["uniform".to_string(), "range".to_string()],
             consumer_migration_policy: ConsumerGroupMigrationPolicy::default(),
         }
@@ -175,6 +189,26 @@ impl GroupCoordinatorConfig {
             &mut c.consumer_max_heartbeat_interval_ms,
         );
         get(props, "group.consumer.max.size", &mut c.consumer_max_size);
+        get(
+            props,
+            "group.consumer.assignment.interval.ms",
+            &mut c.consumer_assignment_interval_ms,
+        );
+        get(
+            props,
+            "group.consumer.min.assignment.interval.ms",
+            &mut c.consumer_min_assignment_interval_ms,
+        );
+        get(
+            props,
+            "group.consumer.max.assignment.interval.ms",
+            &mut c.consumer_max_assignment_interval_ms,
+        );
+        get(
+            props,
+            "group.consumer.regex.refresh.interval.ms",
+            &mut c.consumer_regex_refresh_interval_ms,
+        );
         if let Some(policy) = props
             .get("group.consumer.migration.policy")
             .and_then(|v| ConsumerGroupMigrationPolicy::parse(v))
@@ -220,6 +254,7 @@ mod tests {
             ),
             ("group.max.size", "not a number"),
             ("group.consumer.migration.policy", "Upgrade"),
+            ("group.consumer.assignment.interval.ms", "0"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -237,6 +272,8 @@ mod tests {
             GroupCoordinatorConfig::default().group_max_size
         );
         assert_eq!(c.consumer_session_timeout_ms, 45_000);
+        assert_eq!(c.consumer_assignment_interval_ms, 0);
+        assert_eq!(c.consumer_regex_refresh_interval_ms, 600_000);
         assert_eq!(
             c.consumer_migration_policy,
             ConsumerGroupMigrationPolicy::Upgrade

@@ -4,7 +4,9 @@
 //! ConsumerGroupDescribe, and the session and rebalance timeouts. Every change is expressed as
 //! records that are replayed onto the group, as Kafka does.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use kactor_protocol::Uuid;
 
 use super::api::{
     ConsumerGroupHeartbeatInput, ConsumerGroupHeartbeatOutput, DescribedConsumerGroup,
@@ -24,12 +26,28 @@ use super::timers::{TimerAction, TimerKey};
 /// ConsumerGroupHeartbeat v1+ (KIP-1082): the client generates its member id.
 const CLIENT_MEMBER_ID_VERSION: i16 = 1;
 
-/// Kafka's internal topics never match a regex subscription.
-const INTERNAL_TOPICS: &[&str] = &[
+/// Kafka's internal topics (`Topic.INTERNAL_TOPICS`): a client's AddPartitionsToTxn may not
+/// name them. (A regex subscription may match them: Kafka 4.4 resolves regexes against every
+/// topic name.)
+pub(crate) const INTERNAL_TOPICS: &[&str] = &[
     "__consumer_offsets",
     "__transaction_state",
     "__share_group_state",
 ];
+
+/// Least time between two resolutions of a group's regexes (Kafka's fixed 10 s).
+const REGEX_MIN_REFRESH_MS: i64 = 10_000;
+
+/// What a member's heartbeat did to its regex subscription (Kafka's
+/// `UpdateRegularExpressionStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RegexUpdate {
+    None,
+    /// Changed, to a regex not resolved yet (its resolution bumps the epoch later).
+    Updated,
+    /// Changed, to one already resolved, or dropped: the subscription is known now.
+    UpdatedAndResolved,
+}
 
 pub(super) type HbResult<T> = Result<T, ConsumerGroupHeartbeatOutput>;
 
@@ -41,6 +59,12 @@ pub(super) fn session_key(group_id: &str, member_id: &str) -> TimerKey {
     TimerKey::ConsumerSession {
         group_id: group_id.to_string(),
         member_id: member_id.to_string(),
+    }
+}
+
+fn regex_key(group_id: &str) -> TimerKey {
+    TimerKey::ConsumerRegexResolution {
+        group_id: group_id.to_string(),
     }
 }
 
@@ -87,167 +111,193 @@ pub(super) fn metadata_hash(names: &BTreeSet<String>, topics: &super::api::Topic
     }
 }
 
-/// Kafka's `CurrentAssignmentBuilder`: moves a member one step towards its target, revoking
-/// before assigning and never assigning a partition another member still holds.
-fn next_assignment(
-    group: &ConsumerGroup,
-    member: &ConsumerMember,
-    target_epoch: i32,
-    target: &Assignment,
-    owned: Option<&Assignment>,
-) -> Result<ConsumerMember, ConsumerGroupHeartbeatOutput> {
-    let owns_any = |to_revoke: &Assignment| match owned {
-        None => true,
-        Some(owned) => owned
-            .iter()
-            .any(|(t, ps)| to_revoke.get(t).is_some_and(|r| !r.is_disjoint(ps))),
-    };
-    match member.state {
-        MemberState::Stable => {
-            if member.member_epoch != target_epoch {
-                Ok(compute_next(
-                    group,
-                    member,
-                    member.member_epoch,
-                    target_epoch,
-                    target,
-                    owned,
-                ))
-            } else {
-                Ok(member.clone())
-            }
-        }
-        MemberState::UnrevokedPartitions => {
-            if owned.is_none() || owns_any(&member.pending_revocation) {
-                Ok(member.clone())
-            } else {
-                // Revocation acknowledged: the member may move on.
-                Ok(compute_next(
-                    group,
-                    member,
-                    (member.member_epoch + 1).min(target_epoch),
-                    target_epoch,
-                    target,
-                    owned,
-                ))
-            }
-        }
-        MemberState::UnreleasedPartitions => Ok(compute_next(
-            group,
-            member,
-            member.member_epoch,
-            target_epoch,
-            target,
-            owned,
-        )),
-        MemberState::Unknown => {
-            if !owned.is_some_and(|o| o.values().all(|ps| ps.is_empty())) {
-                return fail(
-                    FENCED_MEMBER_EPOCH,
-                    "The consumer group member is in a unknown state. The member must abandon all its partitions and rejoin.",
-                );
-            }
-            Ok(compute_next(
-                group,
-                member,
-                target_epoch,
-                target_epoch,
-                target,
-                owned,
-            ))
-        }
-    }
+/// What moving a member towards its target needs to know besides the member (Kafka's
+/// `CurrentAssignmentBuilder` inputs).
+pub(super) struct Reconcile<'a> {
+    pub group: &'a ConsumerGroup,
+    pub target_epoch: i32,
+    pub target: &'a Assignment,
+    /// Ids of the topics the member subscribes to (names and resolved regex), as the
+    /// metadata knows them: target partitions of other topics are not given.
+    pub subscribed: &'a BTreeSet<Uuid>,
+    pub subscription_changed: bool,
+    /// What the member says it owns (None: not told in this request).
+    pub owned: Option<&'a Assignment>,
 }
 
-fn compute_next(
-    group: &ConsumerGroup,
-    member: &ConsumerMember,
-    revoking_epoch: i32,
-    target_epoch: i32,
-    target: &Assignment,
-    owned: Option<&Assignment>,
-) -> ConsumerMember {
-    let mut assigned = Assignment::new();
-    let mut revoke = Assignment::new();
-    let mut to_assign = Assignment::new();
-    let mut unreleased = false;
-    let topics: BTreeSet<_> = target
-        .keys()
-        .chain(member.assigned.keys())
-        .copied()
-        .collect();
-    for t in topics {
-        let tgt = target.get(&t).cloned().unwrap_or_default();
-        let cur = member.assigned.get(&t).cloned().unwrap_or_default();
-        let keep: BTreeSet<i32> = cur.intersection(&tgt).copied().collect();
-        let rev: BTreeSet<i32> = cur.difference(&keep).copied().collect();
-        let mut add: BTreeSet<i32> = tgt.difference(&keep).copied().collect();
-        let pending = member.pending_revocation.get(&t);
-        let before = add.len();
-        add.retain(|p| {
-            group.current_partition_epoch(&t, *p) == -1 || pending.is_some_and(|s| s.contains(p))
-        });
-        unreleased |= add.len() != before;
-        if !keep.is_empty() {
-            assigned.insert(t, keep);
-        }
-        if !rev.is_empty() {
-            revoke.insert(t, rev);
-        }
-        if !add.is_empty() {
-            to_assign.insert(t, add);
+impl Reconcile<'_> {
+    /// Whether the member still owns any of `revoking` (not told: assume it does).
+    fn owns_any(&self, revoking: &Assignment) -> bool {
+        match self.owned {
+            None => true,
+            Some(owned) => owned
+                .iter()
+                .any(|(t, ps)| revoking.get(t).is_some_and(|r| !r.is_disjoint(ps))),
         }
     }
-    let owns_revoked = match owned {
-        None => true,
-        Some(owned) => owned
-            .iter()
-            .any(|(t, ps)| revoke.get(t).is_some_and(|r| !r.is_disjoint(ps))),
-    };
-    let mut next = member.clone();
-    // Held partitions keep the epoch they were assigned at; new ones get the target epoch.
-    let epochs_for = |assigned: &Assignment, revoking: &Assignment| {
-        let mut epochs = std::collections::BTreeMap::new();
-        for a in [assigned, revoking] {
-            for (t, ps) in a {
-                for p in ps {
-                    let at = member
-                        .assignment_epochs
-                        .get(&(*t, *p))
-                        .copied()
-                        .unwrap_or(target_epoch);
-                    epochs.insert((*t, *p), at);
+
+    /// Kafka's `CurrentAssignmentBuilder.build`: one step of the member towards its target,
+    /// revoking before assigning and never assigning a partition another member still holds.
+    pub fn next(&self, member: &ConsumerMember) -> HbResult<ConsumerMember> {
+        match member.state {
+            MemberState::Stable if member.member_epoch != self.target_epoch => {
+                Ok(self.compute_next(member, member.member_epoch))
+            }
+            MemberState::Stable if self.subscription_changed => {
+                Ok(self.drop_unsubscribed(member, member.member_epoch))
+            }
+            MemberState::Stable => Ok(member.clone()),
+            MemberState::UnrevokedPartitions if self.owns_any(&member.pending_revocation) => {
+                if self.subscription_changed {
+                    Ok(self.drop_unsubscribed(member, member.member_epoch))
+                } else {
+                    Ok(member.clone())
+                }
+            }
+            // Revocation acknowledged: the member may move on.
+            MemberState::UnrevokedPartitions | MemberState::UnreleasedPartitions => {
+                Ok(self.compute_next(member, member.member_epoch))
+            }
+            MemberState::Unknown => {
+                if self
+                    .owned
+                    .is_some_and(|o| o.values().all(|ps| ps.is_empty()))
+                {
+                    Ok(self.compute_next(member, self.target_epoch))
+                } else {
+                    fail(
+                        FENCED_MEMBER_EPOCH,
+                        "The consumer group member is in a unknown state. The member must abandon all its partitions and rejoin.",
+                    )
                 }
             }
         }
-        epochs
-    };
-    let set_epoch = |m: &mut ConsumerMember, epoch: i32| {
-        m.previous_member_epoch = m.member_epoch;
-        m.member_epoch = epoch;
-    };
-    if !revoke.is_empty() && owns_revoked {
-        // Revoke first; the member stays in its epoch until it confirms.
-        next.state = MemberState::UnrevokedPartitions;
-        set_epoch(&mut next, revoking_epoch);
-        next.assignment_epochs = epochs_for(&assigned, &revoke);
-        next.assigned = assigned;
-        next.pending_revocation = revoke;
-    } else {
-        for (t, ps) in to_assign {
-            assigned.entry(t).or_default().extend(ps);
-        }
-        next.state = if unreleased {
-            MemberState::UnreleasedPartitions
-        } else {
-            MemberState::Stable
-        };
-        set_epoch(&mut next, target_epoch);
-        next.assignment_epochs = epochs_for(&assigned, &Assignment::new());
-        next.assigned = assigned;
-        next.pending_revocation = Assignment::new();
     }
-    next
+
+    /// Kafka's `updateCurrentAssignment`: the subscription changed while the member is at
+    /// its target; partitions of topics it no longer subscribes to are revoked at once.
+    fn drop_unsubscribed(&self, member: &ConsumerMember, member_epoch: i32) -> ConsumerMember {
+        let (assigned, pending) =
+            if self.subscribed.is_empty() && member.pending_revocation.is_empty() {
+                (Assignment::new(), member.assigned.clone())
+            } else {
+                let mut assigned = member.assigned.clone();
+                let mut pending = member.pending_revocation.clone();
+                for (t, ps) in &member.assigned {
+                    if !self.subscribed.contains(t) {
+                        assigned.remove(t);
+                        pending.entry(*t).or_default().extend(ps.iter().copied());
+                    }
+                }
+                (assigned, pending)
+            };
+        if assigned == member.assigned {
+            return member.clone();
+        }
+        let mut next = member.clone();
+        next.previous_member_epoch = member.member_epoch;
+        next.member_epoch = member_epoch;
+        next.assigned = assigned;
+        if !pending.is_empty() && self.owns_any(&pending) {
+            next.state = MemberState::UnrevokedPartitions;
+            next.pending_revocation = pending;
+        }
+        // Partitions moved to the revoking set keep the epoch they were assigned at; dropped
+        // ones lose theirs.
+        let held = |t: &Uuid, p: &i32| {
+            [&next.assigned, &next.pending_revocation]
+                .iter()
+                .any(|a| a.get(t).is_some_and(|ps| ps.contains(p)))
+        };
+        let epochs = std::mem::take(&mut next.assignment_epochs);
+        next.assignment_epochs = epochs
+            .into_iter()
+            .filter(|((t, p), _)| held(t, p))
+            .collect();
+        next
+    }
+
+    /// Kafka's `computeNextAssignment`.
+    fn compute_next(&self, member: &ConsumerMember, member_epoch: i32) -> ConsumerMember {
+        let mut assigned = Assignment::new();
+        let mut revoke = Assignment::new();
+        let mut to_assign = Assignment::new();
+        let mut unreleased = false;
+        let topics: BTreeSet<Uuid> = self
+            .target
+            .keys()
+            .chain(member.assigned.keys())
+            .copied()
+            .collect();
+        for t in topics {
+            let target = if self.subscribed.contains(&t) {
+                self.target.get(&t).cloned().unwrap_or_default()
+            } else {
+                BTreeSet::new()
+            };
+            let current = member.assigned.get(&t).cloned().unwrap_or_default();
+            let keep: BTreeSet<i32> = current.intersection(&target).copied().collect();
+            let rev: BTreeSet<i32> = current.difference(&keep).copied().collect();
+            let mut add: BTreeSet<i32> = target.difference(&keep).copied().collect();
+            let revoking = member.pending_revocation.get(&t);
+            let before = add.len();
+            add.retain(|p| {
+                self.group.current_partition_epoch(&t, *p) == -1
+                    || revoking.is_some_and(|s| s.contains(p))
+            });
+            unreleased |= add.len() != before;
+            if !keep.is_empty() {
+                assigned.insert(t, keep);
+            }
+            if !rev.is_empty() {
+                revoke.insert(t, rev);
+            }
+            if !add.is_empty() {
+                to_assign.insert(t, add);
+            }
+        }
+        let mut next = member.clone();
+        next.previous_member_epoch = member.member_epoch;
+        // Held partitions keep the epoch they were assigned at; new ones get the target's.
+        let epochs_of = |held: &[&Assignment]| {
+            let mut epochs = BTreeMap::new();
+            for a in held {
+                for (t, ps) in *a {
+                    for p in ps {
+                        let at = member
+                            .assignment_epochs
+                            .get(&(*t, *p))
+                            .copied()
+                            .unwrap_or(self.target_epoch);
+                        epochs.insert((*t, *p), at);
+                    }
+                }
+            }
+            epochs
+        };
+        if !revoke.is_empty() && self.owns_any(&revoke) {
+            // Revoke first; the member stays in its epoch until it confirms.
+            next.state = MemberState::UnrevokedPartitions;
+            next.member_epoch = member_epoch;
+            next.assignment_epochs = epochs_of(&[&assigned, &revoke]);
+            next.assigned = assigned;
+            next.pending_revocation = revoke;
+        } else {
+            for (t, ps) in to_assign {
+                assigned.entry(t).or_default().extend(ps);
+            }
+            next.state = if unreleased {
+                MemberState::UnreleasedPartitions
+            } else {
+                MemberState::Stable
+            };
+            next.member_epoch = self.target_epoch;
+            next.assignment_epochs = epochs_of(&[&assigned]);
+            next.assigned = assigned;
+            next.pending_revocation = Assignment::new();
+        }
+        next
+    }
 }
 
 impl GroupCoordinatorShard {
@@ -522,25 +572,9 @@ impl GroupCoordinatorShard {
         // The member as it is before this heartbeat.
         let old_member: ConsumerMember = match &req.instance_id {
             None => match group.members.get(&member_id) {
-                Some(m) if create => {
-                    // Rejoining with epoch 0: the client has released everything.
-                    let mut m = m.clone();
-                    m.member_epoch = 0;
-                    m.previous_member_epoch = 0;
-                    m.state = MemberState::Stable;
-                    m.assigned.clear();
-                    m.pending_revocation.clear();
-                    m.assignment_epochs.clear();
-                    self.emit(
-                        out,
-                        CoordinatorRecord::ConsumerGroupCurrentMemberAssignment {
-                            group_id: group_id.clone(),
-                            member_id: member_id.clone(),
-                            value: Some(m.assignment_value()),
-                        },
-                    );
-                    m
-                }
+                // Joining again with epoch 0 under a known member id: no epoch check, and the
+                // member is taken as it is (Kafka answers its current epoch and assignment).
+                Some(m) if create => m.clone(),
                 Some(m) => {
                     Self::check_member_epoch(m, req.member_epoch, owned.as_ref())?;
                     m.clone()
@@ -631,6 +665,7 @@ impl GroupCoordinatorShard {
             updated,
             is_new,
             owned.as_ref(),
+            true,
             now_ms,
             out,
         )?;
@@ -699,11 +734,21 @@ impl GroupCoordinatorShard {
         replacement
     }
 
-    /// Steps 1–5 of a member's heartbeat or (mixed group) JoinGroup, shared by both protocols
+    fn default_consumer_assignor(&self) -> String {
+        self.config
+            .consumer_assignors
+            .first()
+            .cloned()
+            .unwrap_or_else(|| assignor::UNIFORM.to_string())
+    }
+
+    /// Steps 1–4 of a member's heartbeat or (mixed group) JoinGroup, shared by both protocols
     /// (Kafka's `consumerGroupHeartbeat` / `classicGroupJoinToConsumerGroup`): persist the
-    /// member if it changed, bump the group epoch on a subscription or metadata change,
-    /// recompute the target assignment for a new epoch, and move the member one step towards
-    /// its target given the partitions it says it owns. Returns the member as it now is.
+    /// member if it changed and track its regex, bump the group epoch when its subscription,
+    /// the preferred assignor (heartbeat only) or the subscribed topics' metadata changed,
+    /// compute the target assignment for a new epoch unless one was computed less than the
+    /// assignment interval ago, and move the member one step towards its target given the
+    /// partitions it says it owns. Returns the member as it now is.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn apply_member_update(
         &mut self,
@@ -712,13 +757,30 @@ impl GroupCoordinatorShard {
         updated: ConsumerMember,
         is_new: bool,
         owned: Option<&Assignment>,
+        heartbeat: bool,
         now_ms: i64,
         out: &mut Output,
     ) -> HbResult<ConsumerMember> {
         let group_id = group_id.to_string();
         let member_id = updated.member_id.clone();
         let owned = owned.cloned();
-        let mut bump = self.consumer_group(&group_id).expect("group").group_epoch == 0;
+        let default_assignor = self.default_consumer_assignor();
+        // Judged on the group as it was before this request, as Kafka does.
+        let assignor_before = self
+            .consumer_group(&group_id)
+            .expect("group")
+            .preferred_assignor(&default_assignor);
+        let mut regex_records = Vec::new();
+        let regex = self.update_member_regex(
+            &group_id,
+            old_member.subscribed_topic_regex.as_deref(),
+            updated.subscribed_topic_regex.as_deref(),
+            now_ms,
+            &mut regex_records,
+        );
+
+        // 1. The member's subscription.
+        let mut names_changed = false;
         if is_new || updated.metadata_value() != old_member.metadata_value() {
             self.emit(
                 out,
@@ -730,19 +792,22 @@ impl GroupCoordinatorShard {
             );
             let old_names: BTreeSet<&String> = old_member.subscribed_topic_names.iter().collect();
             let new_names: BTreeSet<&String> = updated.subscribed_topic_names.iter().collect();
-            if is_new
-                || old_names != new_names
-                || old_member.subscribed_topic_regex != updated.subscribed_topic_regex
-            {
-                bump = true;
-            }
+            names_changed = old_names != new_names;
         }
-
-        // 2. Regular expressions: resolve new ones, refresh the others, drop unused ones.
-        bump |= self.refresh_regexes(&group_id, now_ms, out);
-
-        // 3. Group epoch: bumps on subscription or topic metadata changes.
+        for r in regex_records {
+            self.emit(out, r);
+        }
+        let subscription_changed = names_changed || regex != RegexUpdate::None;
         let group = self.consumer_group(&group_id).expect("group");
+        let bump = if heartbeat {
+            names_changed
+                || regex == RegexUpdate::UpdatedAndResolved
+                || group.preferred_assignor(&default_assignor) != assignor_before
+        } else {
+            subscription_changed
+        };
+
+        // 2. Group epoch: bumps on subscription or subscribed topics' metadata changes.
         let hash = metadata_hash(&group.subscribed_topic_names(), &self.topics);
         if bump || hash != group.metadata_hash {
             let epoch = group.group_epoch + 1;
@@ -755,22 +820,39 @@ impl GroupCoordinatorShard {
             );
         }
 
-        // 4. Target assignment for the new group epoch.
+        // 3. Target assignment for a new group epoch, at most once per assignment interval
+        // (a later heartbeat computes it otherwise).
         let group = self.consumer_group(&group_id).expect("group");
-        if group.group_epoch > group.assignment_epoch {
+        let interval = self.consumer_assignment_interval_ms(&group_id) as i64;
+        let may_assign = group.assignment_timestamp_ms == 0
+            || interval == 0
+            || now_ms >= group.assignment_timestamp_ms + interval;
+        if group.assignment_epoch < group.group_epoch && may_assign {
             self.update_target_assignment(&group_id, now_ms, out);
         }
 
-        // 5. Reconcile this member towards its target.
+        // 4. Reconcile this member towards its target.
         let group = self.consumer_group(&group_id).expect("group");
         let member = group.members.get(&member_id).expect("member").clone();
         let target_epoch = group.assignment_epoch;
+        if !subscription_changed && member.is_reconciled_to(target_epoch) {
+            return Ok(member);
+        }
         let target = group.target.get(&member_id).cloned().unwrap_or_default();
-        let reconciled = if member.is_reconciled_to(target_epoch) {
-            member.clone()
-        } else {
-            next_assignment(group, &member, target_epoch, &target, owned.as_ref())?
-        };
+        let subscribed: BTreeSet<Uuid> = group
+            .member_topic_names(&member)
+            .iter()
+            .filter_map(|name| self.topics.id_of(name))
+            .collect();
+        let reconciled = Reconcile {
+            group,
+            target_epoch,
+            target: &target,
+            subscribed: &subscribed,
+            subscription_changed,
+            owned: owned.as_ref(),
+        }
+        .next(&member)?;
         if reconciled != member {
             self.emit(
                 out,
@@ -798,67 +880,155 @@ impl GroupCoordinatorShard {
         Ok(reconciled)
     }
 
-    /// Resolves every regex members use against the current topics; writes the ones that
-    /// changed and deletes the ones nobody uses. True when a resolution changed.
-    fn refresh_regexes(&mut self, group_id: &str, now_ms: i64, out: &mut Output) -> bool {
+    /// Kafka's `maybeUpdateRegularExpressions`, on the group as it is before the member's
+    /// update: a regex no member uses any more is deleted (its tombstone goes to `records`,
+    /// written after the member's), and the group's regexes are resolved again, off this
+    /// request, when one is new or the set changed, when topics were created since the last
+    /// resolution or when it is older than `group.consumer.regex.refresh.interval.ms`, at
+    /// most once per `REGEX_MIN_REFRESH_MS`.
+    fn update_member_regex(
+        &mut self,
+        group_id: &str,
+        old: Option<&str>,
+        new: Option<&str>,
+        now_ms: i64,
+        records: &mut Vec<CoordinatorRecord>,
+    ) -> RegexUpdate {
         let group = self.consumer_group(group_id).expect("group");
-        let used: BTreeSet<String> = group
-            .members
-            .values()
-            .filter_map(|m| m.subscribed_topic_regex.clone())
-            .collect();
-        let mut changed = false;
-        let mut records = Vec::new();
-        for regex in group.regexes.keys() {
-            if !used.contains(regex) {
-                records.push(CoordinatorRecord::ConsumerGroupRegularExpression {
-                    group_id: group_id.to_string(),
-                    regex: regex.clone(),
-                    value: None,
-                });
-                changed = true;
+        let mut subscribed: BTreeMap<String, usize> = BTreeMap::new();
+        for m in group.members.values() {
+            if let Some(r) = &m.subscribed_topic_regex {
+                *subscribed.entry(r.clone()).or_default() += 1;
             }
         }
-        for regex in &used {
-            let Ok(compiled) = TopicRegex::new(regex) else {
-                continue;
-            };
-            let topics: Vec<String> = self
-                .topics
-                .names()
-                .filter(|t| !INTERNAL_TOPICS.contains(t) && compiled.full_match(t))
-                .map(str::to_string)
-                .collect();
-            if group.regexes.get(regex).map(|v| &v.topics) != Some(&topics) {
-                let version = group.regexes.get(regex).map_or(0, |v| v.version + 1);
+        let users = |r: &str| subscribed.get(r).copied().unwrap_or(0);
+        let mut status = RegexUpdate::None;
+        let mut require_refresh = false;
+        if old != new {
+            status = RegexUpdate::Updated;
+            if let Some(old) = old.filter(|o| users(o) == 1) {
                 records.push(CoordinatorRecord::ConsumerGroupRegularExpression {
                     group_id: group_id.to_string(),
-                    regex: regex.clone(),
-                    value: Some(RegularExpressionValue {
-                        topics,
-                        version,
-                        timestamp_ms: now_ms,
-                    }),
+                    regex: old.to_string(),
+                    value: None,
                 });
-                changed = true;
             }
+            match new {
+                Some(new) if users(new) == 0 => require_refresh = true,
+                Some(new) if group.regexes.contains_key(new) => {
+                    status = RegexUpdate::UpdatedAndResolved
+                }
+                Some(_) => {}
+                None => status = RegexUpdate::UpdatedAndResolved,
+            }
+        }
+        let key = regex_key(group_id);
+        if (!require_refresh && subscribed.is_empty()) || self.timers.is_scheduled(&key) {
+            return status;
+        }
+        // Regexes are resolved all together, so any one's time and image version will do.
+        let last_refresh = group.regexes.values().map(|v| v.timestamp_ms).max();
+        if last_refresh.is_some_and(|t| now_ms <= t + REGEX_MIN_REFRESH_MS) {
+            return status;
+        }
+        let last_version = group.regexes.values().map(|v| v.version).max().unwrap_or(0);
+        let resolved = group.regexes.len();
+        if let Some(old) = old {
+            if let Some(n) = subscribed.get_mut(old) {
+                *n -= 1;
+                if *n == 0 {
+                    subscribed.remove(old);
+                }
+            }
+        }
+        if let Some(new) = new {
+            *subscribed.entry(new.to_string()).or_default() += 1;
+        }
+        require_refresh |= subscribed.len() != resolved;
+        require_refresh |= last_version < self.new_topics_version;
+        require_refresh |= last_refresh
+            .is_none_or(|t| now_ms > t + self.config.consumer_regex_refresh_interval_ms);
+        if require_refresh && !subscribed.is_empty() {
+            self.timers.schedule(
+                key,
+                now_ms,
+                TimerAction::ConsumerResolveRegexes {
+                    regexes: subscribed.into_keys().collect(),
+                },
+            );
+        }
+        status
+    }
+
+    /// The group's regexes resolved against the topics (Kafka's
+    /// `handleRegularExpressionsResult`): each regex still in use is written with its topics,
+    /// and the group epoch bumps when a resolution or the subscribed topics' metadata changed.
+    pub(super) fn on_consumer_regexes_resolved(
+        &mut self,
+        group_id: &str,
+        regexes: &[String],
+        now_ms: i64,
+        out: &mut Output,
+    ) {
+        let Some(group) = self.consumer_group(group_id) else {
+            return;
+        };
+        let mut bump = false;
+        let mut records = Vec::new();
+        for regex in regexes {
+            if !group
+                .members
+                .values()
+                .any(|m| m.subscribed_topic_regex.as_deref() == Some(regex.as_str()))
+            {
+                continue;
+            }
+            // Validated when the member subscribed; one that no longer compiles matches
+            // nothing, as Kafka ignores it.
+            let topics: Vec<String> = match TopicRegex::new(regex) {
+                Ok(compiled) => self
+                    .topics
+                    .names()
+                    .filter(|t| compiled.full_match(t))
+                    .map(str::to_string)
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            if group.regexes.get(regex).map(|v| &v.topics) != Some(&topics) {
+                bump = true;
+            }
+            records.push(CoordinatorRecord::ConsumerGroupRegularExpression {
+                group_id: group_id.to_string(),
+                regex: regex.clone(),
+                value: Some(RegularExpressionValue {
+                    topics,
+                    version: self.topics.version,
+                    timestamp_ms: now_ms,
+                }),
+            });
         }
         for r in records {
             self.emit(out, r);
         }
-        changed
+        let group = self.consumer_group(group_id).expect("group");
+        let hash = metadata_hash(&group.subscribed_topic_names(), &self.topics);
+        if bump || hash != group.metadata_hash {
+            let epoch = group.group_epoch + 1;
+            self.emit(
+                out,
+                CoordinatorRecord::ConsumerGroupMetadata {
+                    group_id: group_id.to_string(),
+                    value: Some((epoch, hash)),
+                },
+            );
+        }
     }
 
     /// Runs the group's assignor and writes the members whose target changed, then the new
     /// assignment epoch.
     fn update_target_assignment(&mut self, group_id: &str, now_ms: i64, out: &mut Output) {
+        let default = self.default_consumer_assignor();
         let group = self.consumer_group(group_id).expect("group");
-        let default = self
-            .config
-            .consumer_assignors
-            .first()
-            .cloned()
-            .unwrap_or_else(|| assignor::UNIFORM.to_string());
         let assignor_name = group.preferred_assignor(&default);
         let mut spec = GroupSpec::default();
         for m in group.members.values() {
@@ -943,8 +1113,29 @@ impl GroupCoordinatorShard {
             // The group went back to classic without the member (Kafka's online downgrade).
             return;
         }
+        let regex = self
+            .consumer_group(group_id)
+            .and_then(|g| g.members.get(member_id))
+            .and_then(|m| m.subscribed_topic_regex.clone());
         self.remove_member_records(group_id, member_id, out);
-        self.refresh_regexes(group_id, now_ms, out);
+        // Its regex goes with it when nobody else uses it (resolved or not).
+        if let Some(regex) = regex {
+            let group = self.consumer_group(group_id).expect("group");
+            if !group
+                .members
+                .values()
+                .any(|m| m.subscribed_topic_regex.as_ref() == Some(&regex))
+            {
+                self.emit(
+                    out,
+                    CoordinatorRecord::ConsumerGroupRegularExpression {
+                        group_id: group_id.to_string(),
+                        regex,
+                        value: None,
+                    },
+                );
+            }
+        }
         let group = self.consumer_group(group_id).expect("group");
         let hash = metadata_hash(&group.subscribed_topic_names(), &self.topics);
         let epoch = group.group_epoch + 1;
@@ -959,12 +1150,13 @@ impl GroupCoordinatorShard {
         if now_empty {
             // The empty target assignment is already known, so it is settled at the new epoch
             // at once, as Kafka 4.4 does (ConsumerGroupDescribe of an emptied group shows
-            // AssignmentEpoch == GroupEpoch there).
+            // AssignmentEpoch == GroupEpoch there), with no time: the next member to join is
+            // assigned without waiting for the assignment interval.
             self.emit(
                 out,
                 CoordinatorRecord::ConsumerGroupTargetAssignmentMetadata {
                     group_id: group_id.to_string(),
-                    value: Some((epoch, now_ms)),
+                    value: Some((epoch, 0)),
                 },
             );
         }
@@ -1019,13 +1211,16 @@ impl GroupCoordinatorShard {
                 if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
                     // Temporary leave: the partitions stay reserved for the instance until its
                     // session expires.
+                    // Its partitions count as assigned at epoch 0 from now on, so that the
+                    // instance coming back (at epoch 0) may commit for them.
                     let mut left = member.clone();
                     left.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH;
-                    for (t, ps) in std::mem::take(&mut left.pending_revocation) {
-                        for p in ps {
-                            left.assignment_epochs.remove(&(t, p));
-                        }
-                    }
+                    left.pending_revocation.clear();
+                    left.assignment_epochs = left
+                        .assigned
+                        .iter()
+                        .flat_map(|(t, ps)| ps.iter().map(move |p| ((*t, *p), 0)))
+                        .collect();
                     self.emit(
                         out,
                         CoordinatorRecord::ConsumerGroupCurrentMemberAssignment {
@@ -1080,14 +1275,8 @@ impl GroupCoordinatorShard {
     pub(super) fn consumer_describe(&self, group_id: &str) -> DescribedConsumerGroup {
         // Kafka fills in only the id and the error; the rest keeps the schema's defaults.
         let not_found = |message: String| DescribedConsumerGroup {
-            error_code: GROUP_ID_NOT_FOUND,
             error_message: Some(message),
-            group_id: group_id.to_string(),
-            group_state: String::new(),
-            group_epoch: 0,
-            assignment_epoch: 0,
-            assignor_name: String::new(),
-            members: Vec::new(),
+            ..DescribedConsumerGroup::error(GROUP_ID_NOT_FOUND, group_id)
         };
         let g = match self.groups.get(group_id) {
             None => return not_found(format!("Group {group_id} not found.")),
@@ -1129,8 +1318,18 @@ impl GroupCoordinatorShard {
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
                     subscribed_topic_names: m.subscribed_topic_names.clone(),
-                    subscribed_topic_regex: m.subscribed_topic_regex.clone(),
-                    assignment: named(&m.assigned),
+                    // "" for a member without one, as Kafka describes it.
+                    subscribed_topic_regex: Some(
+                        m.subscribed_topic_regex.clone().unwrap_or_default(),
+                    ),
+                    // Kafka reports the partitions being revoked as still assigned.
+                    assignment: named(&{
+                        let mut held = m.assigned.clone();
+                        for (t, ps) in &m.pending_revocation {
+                            held.entry(*t).or_default().extend(ps.iter().copied());
+                        }
+                        held
+                    }),
                     target_assignment: named(
                         &g.target.get(&m.member_id).cloned().unwrap_or_default(),
                     ),

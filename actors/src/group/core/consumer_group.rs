@@ -108,7 +108,8 @@ impl ConsumerMember {
             client_id: self.client_id.clone(),
             client_host: self.client_host.clone(),
             subscribed_topic_names: self.subscribed_topic_names.clone(),
-            subscribed_topic_regex: self.subscribed_topic_regex.clone(),
+            // Kafka writes "" for a member without a regex.
+            subscribed_topic_regex: Some(self.subscribed_topic_regex.clone().unwrap_or_default()),
             rebalance_timeout_ms: self.rebalance_timeout_ms,
             server_assignor: self.server_assignor.clone(),
             classic_member_metadata: self.classic.clone(),
@@ -181,11 +182,14 @@ pub struct ConsumerGroup {
 
 impl ConsumerGroup {
     pub fn new(group_id: &str) -> Self {
+        // Kafka 4.4 starts a group at epoch 1 with its (empty) target assignment at epoch 1:
+        // the first member's subscription bumps it to 2, and a group that only ever had
+        // regex members not resolved yet stays at 1 without a ConsumerGroupMetadata record.
         ConsumerGroup {
             group_id: group_id.to_string(),
-            group_epoch: 0,
+            group_epoch: 1,
             metadata_hash: 0,
-            assignment_epoch: 0,
+            assignment_epoch: 1,
             assignment_timestamp_ms: 0,
             members: BTreeMap::new(),
             target: BTreeMap::new(),
@@ -412,7 +416,8 @@ impl ConsumerGroup {
                     member.client_id = v.client_id.clone();
                     member.client_host = v.client_host.clone();
                     member.subscribed_topic_names = v.subscribed_topic_names.clone();
-                    member.subscribed_topic_regex = v.subscribed_topic_regex.clone();
+                    member.subscribed_topic_regex =
+                        v.subscribed_topic_regex.clone().filter(|r| !r.is_empty());
                     member.rebalance_timeout_ms = v.rebalance_timeout_ms;
                     member.server_assignor = v.server_assignor.clone();
                     member.classic = v.classic_member_metadata.clone();

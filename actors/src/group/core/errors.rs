@@ -28,3 +28,22 @@ pub const UNRELEASED_INSTANCE_ID: i16 = 111;
 pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
 pub const STALE_MEMBER_EPOCH: i16 = 113;
 pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
+
+/// The text Kafka's `Errors.message()` gives a code: what a response carries when an error
+/// (or success, "NONE") is reported without a message of its own, e.g. FindCoordinator v1–v3
+/// and a request failed as a whole.
+pub fn default_message(code: i16) -> &'static str {
+    match code {
+        NONE => "NONE",
+        UNKNOWN_SERVER_ERROR => {
+            "The server experienced an unexpected error when processing the request."
+        }
+        COORDINATOR_LOAD_IN_PROGRESS => "The coordinator is loading and hence can't process requests.",
+        COORDINATOR_NOT_AVAILABLE => "The coordinator is not available.",
+        NOT_COORDINATOR => "This is not the correct coordinator.",
+        INVALID_GROUP_ID => "The group id is invalid.",
+        INVALID_REQUEST => "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.",
+        GROUP_ID_NOT_FOUND => "The group id does not exist.",
+        _ => "",
+    }
+}

@@ -346,6 +346,7 @@ impl GroupCoordinatorShard {
             updated,
             is_new,
             Some(&owned),
+            false,
             now_ms,
             out,
         )
@@ -393,7 +394,9 @@ impl GroupCoordinatorShard {
         {
             return respond(out, INCONSISTENT_GROUP_PROTOCOL);
         }
-        if group.group_epoch > member.member_epoch
+        // Behind the target assignment (not merely the group epoch, which may run ahead of it
+        // for an assignment interval): the member must rejoin to catch up.
+        if group.assignment_epoch > member.member_epoch
             && member.state != MemberState::UnrevokedPartitions
         {
             let group_id = req.group_id.clone();
@@ -436,7 +439,7 @@ impl GroupCoordinatorShard {
         if req.generation_id != member.member_epoch {
             return ILLEGAL_GENERATION;
         }
-        let rejoin = member.member_epoch < group.group_epoch
+        let rejoin = member.member_epoch < group.assignment_epoch
             || member.state == MemberState::UnrevokedPartitions
             || (member.state == MemberState::UnreleasedPartitions
                 && !group.waiting_on_unreleased_partition(&member));
@@ -689,9 +692,11 @@ impl GroupCoordinatorShard {
         }
         self.emit(
             out,
+            // No assignment time (Kafka's conversion): the member that triggered the upgrade
+            // gets a new target at once, whatever the assignment interval.
             CoordinatorRecord::ConsumerGroupTargetAssignmentMetadata {
                 group_id: g(),
-                value: Some((generation, now_ms)),
+                value: Some((generation, 0)),
             },
         );
         for m in &members {

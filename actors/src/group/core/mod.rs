@@ -10,6 +10,7 @@ mod classic;
 pub mod classic_group;
 pub mod config;
 mod consumer;
+pub(crate) use consumer::INTERNAL_TOPICS;
 pub mod consumer_group;
 pub mod consumer_protocol;
 pub mod errors;

@@ -245,7 +245,9 @@ impl GroupCoordinatorShard {
             generation_or_epoch,
             transactional,
         } = *who;
-        if group_id.is_empty() {
+        if group_id.is_empty() && transactional {
+            // Kafka's GroupCoordinatorService refuses an empty id for TxnOffsetCommit only; an
+            // OffsetCommit for "" commits like any other group's.
             return Err(INVALID_GROUP_ID);
         }
         let Some(group) = self.groups.get(group_id) else {

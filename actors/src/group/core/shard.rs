@@ -68,6 +68,10 @@ pub struct GroupCoordinatorShard {
     pub(super) offsets: OffsetStore,
     pub(super) timers: Timers,
     pub(super) topics: TopicsView,
+    /// Version of the first topics view, then of the last one with a topic the previous one
+    /// lacked (Kafka's `lastMetadataImageWithNewTopics`): regexes resolved before it are
+    /// resolved again.
+    pub(super) new_topics_version: i64,
     group_configs: GroupConfigsView,
     rng_state: u64,
 }
@@ -81,6 +85,7 @@ impl GroupCoordinatorShard {
             offsets: OffsetStore::default(),
             timers: Timers::default(),
             topics: TopicsView::default(),
+            new_topics_version: -1,
             group_configs: GroupConfigsView::default(),
             rng_state: seed ^ 0x9e37_79b9_7f4a_7c15,
         }
@@ -92,6 +97,9 @@ impl GroupCoordinatorShard {
 
     /// Replaces the view of the cluster's topics (KIP-848 assignments, topic ids).
     pub fn set_topics(&mut self, topics: TopicsView) {
+        if self.new_topics_version == -1 || self.topics.lacks_a_topic_of(&topics) {
+            self.new_topics_version = topics.version;
+        }
         self.topics = topics;
     }
 
@@ -108,6 +116,7 @@ impl GroupCoordinatorShard {
     /// load gets the updates that reached the one it replaces meanwhile.
     pub fn adopt_views(&mut self, other: &GroupCoordinatorShard) {
         self.topics = other.topics.clone();
+        self.new_topics_version = other.new_topics_version;
         self.group_configs = other.group_configs.clone();
     }
 
@@ -136,6 +145,21 @@ impl GroupCoordinatorShard {
             (
                 c.consumer_min_session_timeout_ms,
                 c.consumer_max_session_timeout_ms,
+            ),
+        )
+    }
+
+    /// The least time between two target assignments of `group_id`
+    /// (`consumer.assignment.interval.ms`).
+    pub(super) fn consumer_assignment_interval_ms(&self, group_id: &str) -> i32 {
+        let c = &self.config;
+        self.consumer_group_setting(
+            group_id,
+            |o| o.consumer_assignment_interval_ms,
+            c.consumer_assignment_interval_ms,
+            (
+                c.consumer_min_assignment_interval_ms,
+                c.consumer_max_assignment_interval_ms,
             ),
         )
     }
@@ -360,6 +384,10 @@ impl GroupCoordinatorShard {
                 ) => {
                     self.on_consumer_classic_member_expired(&group_id, &member_id, now_ms, &mut out)
                 }
+                (
+                    TimerKey::ConsumerRegexResolution { group_id },
+                    TimerAction::ConsumerResolveRegexes { regexes },
+                ) => self.on_consumer_regexes_resolved(&group_id, &regexes, now_ms, &mut out),
                 (TimerKey::OffsetExpiration, TimerAction::OffsetExpiration) => {
                     self.cleanup_expired(now_ms, &mut out);
                     self.timers.schedule(
@@ -408,9 +436,7 @@ impl GroupCoordinatorShard {
     /// DeleteGroups for one group: tombstones for its offsets and its state.
     fn delete_group(&mut self, group_id: &str, out: &mut Output) -> i16 {
         use super::errors::*;
-        if group_id.is_empty() {
-            return INVALID_GROUP_ID;
-        }
+        // The empty group id is a group id like any other here (Kafka only refuses null).
         let Some(group) = self.groups.get(group_id) else {
             return GROUP_ID_NOT_FOUND;
         };

@@ -17,6 +17,8 @@ pub enum TimerKey {
     ConsumerSession { group_id: String, member_id: String },
     /// KIP-848 member that must revoke partitions within its rebalance timeout.
     ConsumerRebalance { group_id: String, member_id: String },
+    /// A KIP-848 group's regexes being resolved (Kafka's `<group>-regex` background task).
+    ConsumerRegexResolution { group_id: String },
     /// A classic member of a consumer group told to rejoin must send JoinGroup in time.
     ConsumerClassicJoin { group_id: String, member_id: String },
     /// A classic member of a consumer group must send SyncGroup after its JoinGroup in time.
@@ -44,6 +46,11 @@ pub enum TimerAction {
     },
     /// The classic member did not rejoin (or sync) within its rebalance timeout: fence it.
     ConsumerClassicMemberExpired,
+    /// Resolve these regexes of the group against the topics: Kafka does it off the request
+    /// path, so the heartbeat that subscribed is answered before the resolution is applied.
+    ConsumerResolveRegexes {
+        regexes: Vec<String>,
+    },
     OffsetExpiration,
 }
 

@@ -169,6 +169,12 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// SCRAM credentials by user and mechanism id (Kafka's `ScramImage`).
     pub scram_credentials: BTreeMap<String, BTreeMap<i8, ScramCredential>>,
+    /// Controllers that registered (ControllerRegistration, KIP-919): their listeners and
+    /// supported features, as the last `RegisterControllerRecord` of each said.
+    pub controllers: BTreeMap<
+        i32,
+        kactor_protocol::metadata::register_controller_record::RegisterControllerRecord,
+    >,
 }
 
 /// One user's SCRAM credential for one mechanism (`UserScramCredentialRecord`): what a SCRAM
@@ -409,6 +415,9 @@ impl MetadataImage {
                         self.scram_credentials.remove(&r.name);
                     }
                 }
+            }
+            MetadataRecord::RegisterController(r) => {
+                self.controllers.insert(r.controller_id, r.clone());
             }
             MetadataRecord::NoOp(_)
             | MetadataRecord::BeginTransaction(_)

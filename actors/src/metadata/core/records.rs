@@ -8,8 +8,9 @@ use kactor_protocol::codec::{get_uvarint, put_uvarint, Decode, DecodeError, Enco
 use kactor_protocol::metadata::{
     BeginTransactionRecord, BrokerRegistrationChangeRecord, ConfigRecord, EndTransactionRecord,
     FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RemoveTopicRecord, RemoveUserScramCredentialRecord,
-    TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord, UserScramCredentialRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord, RemoveTopicRecord,
+    RemoveUserScramCredentialRecord, TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 };
 use kactor_protocol::Writer;
 use thiserror::Error;
@@ -17,8 +18,7 @@ use thiserror::Error;
 /// The only frame version Kafka defines for metadata record values.
 pub const FRAME_VERSION: u32 = 1;
 
-/// One metadata record. Types the image does not model (ACLs, quotas, SCRAM, controller
-/// registrations, ...) are kept as `Other` so a log written by a newer or fuller controller
+/// One metadata record. Types the image does not model (ACLs, quotas, ...) are kept as `Other` so a log written by a newer or fuller controller
 /// still replays.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MetadataRecord {
@@ -39,6 +39,7 @@ pub enum MetadataRecord {
     EndTransaction(EndTransactionRecord),
     UserScramCredential(UserScramCredentialRecord),
     RemoveUserScramCredential(RemoveUserScramCredentialRecord),
+    RegisterController(RegisterControllerRecord),
     Other {
         api_key: u32,
         version: u32,
@@ -79,6 +80,7 @@ pub mod api_key {
     pub const REMOVE_USER_SCRAM_CREDENTIAL: u32 = 22;
     pub const BEGIN_TRANSACTION: u32 = 23;
     pub const END_TRANSACTION: u32 = 24;
+    pub const REGISTER_CONTROLLER: u32 = 27;
 }
 
 impl MetadataRecord {
@@ -104,6 +106,7 @@ impl MetadataRecord {
             MetadataRecord::EndTransaction(_) => (END_TRANSACTION, 0),
             MetadataRecord::UserScramCredential(_) => (USER_SCRAM_CREDENTIAL, 0),
             MetadataRecord::RemoveUserScramCredential(_) => (REMOVE_USER_SCRAM_CREDENTIAL, 0),
+            MetadataRecord::RegisterController(_) => (REGISTER_CONTROLLER, 0),
             MetadataRecord::Other {
                 api_key, version, ..
             } => (*api_key, *version),
@@ -136,6 +139,7 @@ impl MetadataRecord {
             MetadataRecord::EndTransaction(r) => r.encode(&mut w, v)?,
             MetadataRecord::UserScramCredential(r) => r.encode(&mut w, v)?,
             MetadataRecord::RemoveUserScramCredential(r) => r.encode(&mut w, v)?,
+            MetadataRecord::RegisterController(r) => r.encode(&mut w, v)?,
             MetadataRecord::Other { body, .. } => w.put_raw(body),
         }
         Ok(w.into_bytes())
@@ -179,6 +183,7 @@ impl MetadataRecord {
             REMOVE_USER_SCRAM_CREDENTIAL => {
                 MetadataRecord::RemoveUserScramCredential(body(&mut value, v?)?)
             }
+            REGISTER_CONTROLLER => MetadataRecord::RegisterController(body(&mut value, v?)?),
             _ => {
                 let body = value.split_to(value.len());
                 return Ok(MetadataRecord::Other {
@@ -232,9 +237,10 @@ mod tests {
 
     #[test]
     fn unknown_types_round_trip_as_other() {
-        let raw = Bytes::from_static(&[1, 27, 0, 9, 9]);
+        // 25 = AccessControlEntryRecord, which the image does not model.
+        let raw = Bytes::from_static(&[1, 25, 0, 9, 9]);
         let rec = MetadataRecord::decode(raw.clone()).unwrap();
-        assert!(matches!(rec, MetadataRecord::Other { api_key: 27, .. }));
+        assert!(matches!(rec, MetadataRecord::Other { api_key: 25, .. }));
         assert_eq!(rec.encode().unwrap(), raw);
     }
 

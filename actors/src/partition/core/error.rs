@@ -12,11 +12,13 @@ pub mod codes {
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
     pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const BROKER_NOT_AVAILABLE: i16 = 8;
     pub const MESSAGE_TOO_LARGE: i16 = 10;
     pub const RECORD_LIST_TOO_LARGE: i16 = 18;
     pub const NOT_ENOUGH_REPLICAS: i16 = 19;
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
     pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+    pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
     pub const INVALID_TIMESTAMP: i16 = 32;
     pub const UNSUPPORTED_VERSION: i16 = 35;
     pub const INVALID_REQUEST: i16 = 42;
@@ -28,8 +30,14 @@ pub mod codes {
     pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
     pub const OFFSET_NOT_AVAILABLE: i16 = 78;
     pub const INVALID_RECORD: i16 = 87;
+    pub const INCONSISTENT_VOTER_SET: i16 = 94;
+    pub const SNAPSHOT_NOT_FOUND: i16 = 98;
+    pub const POSITION_OUT_OF_RANGE: i16 = 99;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
     pub const FETCH_SESSION_TOPIC_ID_ERROR: i16 = 106;
+    pub const INVALID_VOTER_KEY: i16 = 125;
+    pub const DUPLICATE_VOTER: i16 = 126;
+    pub const VOTER_NOT_FOUND: i16 = 127;
 }
 
 /// Why one record inside a rejected batch is invalid (Kafka's `RecordError`: the record's index
@@ -56,6 +64,10 @@ pub enum PartitionError {
     },
     #[error("corrupt record batch: {0}")]
     CorruptMessage(String),
+    /// A compressed records section its codec cannot read (garbage, a truncated stream): Kafka's
+    /// validator meets an unexpected exception there and answers UNKNOWN_SERVER_ERROR.
+    #[error("cannot decompress the record batch: {0}")]
+    UndecodableRecords(String),
     #[error("invalid record batch: {message}")]
     InvalidRecord {
         message: String,
@@ -92,6 +104,7 @@ impl PartitionError {
             PartitionError::UnknownLeaderEpoch { .. } => UNKNOWN_LEADER_EPOCH,
             PartitionError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
             PartitionError::CorruptMessage(_) => CORRUPT_MESSAGE,
+            PartitionError::UndecodableRecords(_) => UNKNOWN_SERVER_ERROR,
             PartitionError::InvalidRecord { .. } => INVALID_RECORD,
             PartitionError::MessageTooLarge { .. } => MESSAGE_TOO_LARGE,
             PartitionError::InvalidTimestamp(_) => INVALID_TIMESTAMP,

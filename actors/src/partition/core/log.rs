@@ -150,6 +150,12 @@ pub trait PartitionLog: Send + 'static {
     }
     /// Removes the log from disk (the partition is deleted or moved away).
     fn delete(&mut self) -> LogResult<()>;
+    /// Closes and opens the log again from what is on disk, recovering above the recovery
+    /// point as after a crash (a partition restarted after a caught panic). Logs that are not
+    /// on disk have nothing to reread.
+    fn reopen(&mut self) -> LogResult<()> {
+        Ok(())
+    }
     /// Hands the concrete log back to whoever created it (clean shutdown closes it).
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
     /// The topic's configuration changed (topic-level names → values in force).

@@ -380,6 +380,27 @@ impl<L: PartitionLog> Partition<L> {
         self.role = Role::Offline;
     }
 
+    /// Rereads the log from disk ([`PartitionLog::reopen`]) and rebuilds what the partition
+    /// derives from it: producer state, and the high watermark bounded by the reread log.
+    /// Role, epochs and replica sets stay as they were.
+    pub fn reload_from_log(&mut self, now_ms: i64) -> Result<(), PartitionError> {
+        self.log.reopen().map_err(PartitionError::Storage)?;
+        self.producers = crate::producer::partition::rebuild_from_log(
+            &self.log,
+            self.log.producer_snapshot_dir().as_deref(),
+            producer_state_config(&self.config),
+            now_ms,
+        );
+        self.high_watermark = self
+            .high_watermark
+            .clamp(self.log.log_start_offset(), self.log.log_end_offset());
+        self.follower_end_offsets.clear();
+        self.unflushed_messages = 0;
+        self.roll_flush = None;
+        self.roll_snapshot = None;
+        Ok(())
+    }
+
     /// The leader's high watermark: the smallest log end offset among ISR members (Kafka's
     /// `maybeIncrementLeaderHW`); never moves backwards.
     fn maybe_increment_high_watermark(&mut self) -> bool {

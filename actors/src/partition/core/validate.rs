@@ -82,6 +82,7 @@ fn from_record_error(e: RecordError) -> PartitionError {
     match e {
         RecordError::TooLarge { size, max } => PartitionError::MessageTooLarge { size, max },
         RecordError::InvalidTimestamp(m) => PartitionError::InvalidTimestamp(m),
+        RecordError::Compression(m) => PartitionError::UndecodableRecords(m),
         other if other.error_code() == super::error::codes::INVALID_RECORD => {
             invalid(other.to_string())
         }
@@ -129,6 +130,12 @@ pub fn needs_recompression(
     }
 }
 
+/// How far a produced compressed batch may inflate while its records are checked. Kafka walks
+/// every record of a compressed batch with no such bound; kactor reads them from a streaming
+/// decoder (memory stays near one record), so the bound only caps the CPU a crafted batch can
+/// cost: at zstd's speed, a fraction of a second.
+const PRODUCE_DECOMPRESSION_LIMIT: usize = 256 << 20;
+
 /// Validates one partition's produce payload and assigns offsets from `next_offset`.
 pub fn validate_and_assign(
     records: Bytes,
@@ -148,7 +155,7 @@ pub fn validate_and_assign(
             now_ms.saturating_add(cfg.timestamp_after_max_ms),
         )),
         compacted: cfg.cleanup_compact,
-        inspect_compressed: None,
+        inspect_compressed: Some(PRODUCE_DECOMPRESSION_LIMIT),
     };
     let v = validate_batch_with(&records, &opts).map_err(from_record_error)?;
 

@@ -1,118 +1,140 @@
-//! The KRaft state machine (Kafka's `KafkaRaftClient` + `QuorumState` + `LeaderState`):
-//! epochs, votes, unattached / voted / candidate / leader / follower states, and the high
-//! watermark as the largest offset a majority of voters hold. Pure: inputs are messages and a
-//! clock value, outputs are what the shell must do (persist, append, flush, send, notify), in
-//! order.
+//! The KRaft protocol as a pure state machine (Kafka 4.4's `KafkaRaftClient`, `QuorumState`
+//! and the epoch states): elections with pre-vote (KIP-996), replication by follower Fetch
+//! with diverging-epoch truncation (KIP-595), snapshots by FetchSnapshot (KIP-630), the voter
+//! set from configuration or the log (KIP-853) and the high watermark.
 //!
-//! Only the single-voter path is wired end to end today: at start-up the lone voter bumps the
-//! epoch, votes for itself, becomes leader and writes a LeaderChangeMessage; an append commits
-//! once it is flushed locally. Vote handling and follower end offsets are modelled so the
-//! multi-voter RPCs (Vote, BeginQuorumEpoch, Fetch) plug in later.
+//! No I/O and no clock: [`RaftCore::handle`] takes one [`Input`] and the current time and
+//! returns the [`Output`]s the shell carries out, in order. Rules for the shell:
+//! - `PersistElection` must be durable before any later output is carried out (a vote is
+//!   written before it is granted).
+//! - Appends (`AppendLeader`, `AppendFollower`) may sit in the OS cache until the following
+//!   `Flush`; the shell answers each `Flush` with [`Input::Flushed`] once durable. The core
+//!   counts only flushed offsets toward the high watermark, and a voter sends its next Fetch
+//!   only once everything it appended is flushed (Kafka flushes inline before fetching again).
+//! - `InstallSnapshot` is answered at once by [`Input::SnapshotLoaded`].
+//! - `Send` carries a correlation id; the shell feeds the answer back as [`Input::Response`]
+//!   (or [`Input::RequestFailed`] when the transport gives up) with that id.
+//! - `Records::Read` / `SnapshotBytes::Read` in replies are filled by the shell from its log.
+//!
+//! Kafka's behaviour is followed as of 4.4.0; where the core differs it says why.
 
+pub mod election;
+pub mod leader;
+pub mod log;
+pub mod requests;
+pub mod rpc;
+pub mod state;
+pub mod types;
+
+#[cfg(test)]
+mod sim;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
-/// What the `quorum-state` file holds (Kafka's `ElectionState`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ElectionState {
-    pub epoch: i32,
-    pub leader_id: Option<i32>,
-    pub voted_id: Option<i32>,
-    pub voters: Vec<i32>,
-}
+use crate::controller::core::errors::INCONSISTENT_CLUSTER_ID;
+use crate::partition::core::error::codes::*;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RaftConfig {
-    pub node_id: i32,
-    /// `controller.quorum.voters` ids.
-    pub voters: BTreeSet<i32>,
-    /// `controller.quorum.election.timeout.ms`
-    pub election_timeout_ms: i64,
-}
+use self::election::EpochElection;
+use self::leader::{LeaderState, PendingVoterChange};
+use self::log::{LogState, LogView, ValidOffsetAndEpoch};
+use self::requests::RequestManager;
+use self::rpc::*;
+use self::state::{EpochState, SnapshotDownload};
+pub use self::types::{
+    ElectionState, Endpoint, Endpoints, KRaftVersionRange, OffsetAndEpoch, RaftConfig, ReplicaKey,
+    VoterNode, VoterSet,
+};
 
-/// The node's role in the current epoch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RaftState {
-    /// Knows the epoch but neither leader nor vote.
-    Unattached,
-    /// Granted its vote in this epoch.
-    Voted { voted_id: i32 },
-    /// Asking for votes.
-    Candidate { granted: BTreeSet<i32> },
-    /// Leads the epoch; `epoch_start_offset` is where its LeaderChangeMessage went.
-    Leader {
-        epoch_start_offset: i64,
-        /// Log end offset each voter is known to hold (its own: flushed end offset).
-        end_offsets: BTreeMap<i32, i64>,
-    },
-    /// Follows `leader_id`.
-    Follower { leader_id: i32 },
-}
+/// Identifies an inbound request so the reply can be routed back (assigned by the shell).
+pub type RequestId = u64;
 
-/// A control record the shell must write (Kafka's `ControlRecordType` with its message).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ControlRecord {
-    LeaderChange {
-        leader_id: i32,
-        voters: Vec<i32>,
-        granting_voters: Vec<i32>,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RaftInput {
-    /// Recovered state: the persisted election state (None if no file) and the log's end.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// Recovered state: the quorum-state file (None when absent) and the log.
     Start {
         election: Option<ElectionState>,
-        log_end_offset: i64,
-        last_epoch: i32,
+        log: LogState,
     },
-    /// The controller asks to append one atomic batch of record values.
+    /// Append one atomic batch of record values (only the leader accepts it).
     Append { records: Vec<Bytes> },
     /// The log is durable up to `end_offset` (exclusive).
     Flushed { end_offset: i64 },
-    /// Timer.
+    /// Time passed.
     Tick,
-    /// A candidate asks for our vote (Vote RPC).
-    VoteRequested {
-        candidate_id: i32,
-        candidate_epoch: i32,
-        last_epoch: i32,
-        last_offset: i64,
+    /// A Raft request from a peer (or an admin client for DescribeQuorum / voter changes).
+    Request { id: RequestId, request: Request },
+    /// The answer to a `Send`.
+    Response {
+        from: i32,
+        correlation_id: u64,
+        response: Response,
     },
-    /// A voter answered our vote request.
-    VoteAnswered {
-        voter_id: i32,
-        epoch: i32,
-        granted: bool,
+    /// A `Send` failed in the transport (disconnect, unreachable).
+    RequestFailed { to: i32, correlation_id: u64 },
+    /// The state machine wrote a snapshot at `id` (at or below the high watermark).
+    SnapshotCreated { id: OffsetAndEpoch, size: u64 },
+    /// The shell deleted log segments below `start_offset` (covered by a snapshot).
+    LogStartAdvanced { start_offset: i64 },
+    /// The snapshot from `InstallSnapshot` is in place; its control records say this.
+    SnapshotLoaded {
+        id: OffsetAndEpoch,
+        voters: Option<VoterSet>,
+        kraft_version: Option<i16>,
     },
-    /// A follower voter fetched from us at `fetch_offset` (it holds everything below it).
-    FollowerFetched { replica_id: i32, fetch_offset: i64 },
-    /// Learned of a leader (BeginQuorumEpoch or a fetch response).
-    LeaderDiscovered { leader_id: i32, epoch: i32 },
+    /// Kafka's `resign(epoch)`: the leader of `epoch` steps down.
+    Resign { epoch: i32 },
+    /// Kafka's `shutdown(timeoutMs)`: resign if leading, then finish.
+    Shutdown { timeout_ms: i64 },
 }
 
+/// The content of a batch the leader appends.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RaftOutput {
-    /// Write the quorum-state file (before anything else that depends on it).
-    PersistElectionState(ElectionState),
-    /// Append a control batch at `base_offset` with partition leader epoch `epoch`, then flush.
-    AppendControl {
+pub enum BatchContent {
+    Data(Vec<Bytes>),
+    Control(ControlRecord),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Write the quorum-state file durably (`data_version` 0 for kraft.version 0, else 1).
+    PersistElection {
+        state: ElectionState,
+        data_version: i16,
+    },
+    /// Append a batch as leader at `base_offset` with partition leader epoch `epoch`.
+    AppendLeader {
         base_offset: i64,
         epoch: i32,
-        record: ControlRecord,
+        content: BatchContent,
     },
-    /// Append a data batch at `base_offset`, then flush.
-    AppendData {
-        base_offset: i64,
-        epoch: i32,
-        records: Vec<Bytes>,
+    /// Append batches fetched from the leader, as they are.
+    AppendFollower {
+        batches: Vec<LogBatch>,
     },
-    /// Answer to `Append`: where the batch went.
+    /// Remove everything at and above `offset`.
+    Truncate {
+        offset: i64,
+    },
+    /// Make the log durable up to `end_offset`; answer with `Flushed`.
+    Flush {
+        end_offset: i64,
+    },
+    Send {
+        to: i32,
+        correlation_id: u64,
+        request: Request,
+    },
+    Reply {
+        id: RequestId,
+        response: Response,
+    },
+    /// Answer to `Append`.
     Appended {
         base_offset: i64,
         last_offset: i64,
@@ -123,393 +145,2424 @@ pub enum RaftOutput {
         leader_id: Option<i32>,
         epoch: i32,
     },
-    /// Everything below `high_watermark` is committed: deliver it to listeners.
-    HighWatermarkAdvanced {
-        high_watermark: i64,
-    },
-    /// Leadership changed; `next_offset` is set when this node became leader (the offset its
-    /// first data batch will get).
+    /// Everything below this offset is committed.
+    HighWatermark(i64),
+    /// The leader or epoch changed. For this node as leader, `epoch_start_offset` is where
+    /// its LeaderChangeMessage went.
     LeaderChanged {
         leader_id: Option<i32>,
         epoch: i32,
-        next_offset: Option<i64>,
+        epoch_start_offset: Option<i64>,
     },
-    SendVoteRequest {
-        to: i32,
-        epoch: i32,
-        last_epoch: i32,
-        last_offset: i64,
+    /// Start writing snapshot `id` received from the leader (drop any partial one).
+    BeginSnapshot {
+        id: OffsetAndEpoch,
     },
-    SendVoteResponse {
-        to: i32,
-        epoch: i32,
-        granted: bool,
+    /// Append `bytes` at `position` of the snapshot being received.
+    WriteSnapshotChunk {
+        id: OffsetAndEpoch,
+        position: u64,
+        bytes: Bytes,
     },
+    /// The snapshot is complete: freeze it, replace the log with it (log start = log end =
+    /// `id.offset`), then feed `SnapshotLoaded`.
+    InstallSnapshot {
+        id: OffsetAndEpoch,
+    },
+    /// Graceful shutdown finished (or timed out).
+    ShutdownComplete {
+        timed_out: bool,
+    },
+    /// An invariant Kafka guards with an exception broke: stop the node.
+    Fatal(String),
+}
+
+/// A Fetch the leader holds until data arrives, the high watermark moves or `max_wait_ms`
+/// passes (Kafka's fetch purgatory).
+#[derive(Debug, Clone)]
+struct ParkedFetch {
+    id: RequestId,
+    request: FetchRequest,
+    deadline: i64,
+    original: FetchResponse,
 }
 
 #[derive(Debug, Clone)]
 pub struct RaftCore {
     cfg: RaftConfig,
-    epoch: i32,
-    state: RaftState,
-    log_end_offset: i64,
-    /// Epoch of the last batch in the log.
-    last_epoch: i32,
-    flushed_end_offset: i64,
-    high_watermark: i64,
-    election_deadline_ms: Option<i64>,
+    rng: StdRng,
+    state: EpochState,
+    log: LogView,
+    requests: RequestManager,
+    next_correlation_id: u64,
+    /// Highest committed offset announced (the log's high watermark).
+    committed: i64,
+    parked: Vec<ParkedFetch>,
+    shutdown_deadline: Option<i64>,
+    shutdown_done: bool,
+    last_leader_notice: Option<(Option<i32>, i32)>,
     started: bool,
+    /// The clock of the input being handled.
+    now: i64,
+    /// The node of an AddRaftVoter waiting for the new voter to catch up.
+    pending_add_node: Option<VoterNode>,
+    /// Correlation id of the ApiVersions request to a voter being added.
+    api_versions_in_flight: Option<u64>,
+    out: Vec<Output>,
+}
+
+fn is_set(e: i16) -> bool {
+    e != NONE
 }
 
 impl RaftCore {
-    pub fn new(cfg: RaftConfig) -> Self {
+    /// `seed` drives the randomized election timeouts and the choice of bootstrap server.
+    pub fn new(mut cfg: RaftConfig, seed: u64) -> Self {
+        // Kafka lists every voter (itself included) as a bootstrap server; a Fetch to
+        // ourselves can only learn what we know, so it is skipped.
+        if let Some(id) = cfg.node_id {
+            cfg.bootstrap_servers.retain(|b| *b != id);
+        }
+        let requests = RequestManager::new(
+            cfg.bootstrap_servers.clone(),
+            cfg.request_timeout_ms,
+            cfg.retry_backoff_ms,
+        );
         RaftCore {
-            cfg,
-            epoch: 0,
-            state: RaftState::Unattached,
-            log_end_offset: 0,
-            last_epoch: 0,
-            flushed_end_offset: 0,
-            high_watermark: 0,
-            election_deadline_ms: None,
+            rng: StdRng::seed_from_u64(seed),
+            state: EpochState::Unattached {
+                epoch: 0,
+                leader_id: None,
+                voted_key: None,
+                election_deadline: i64::MAX,
+                high_watermark: None,
+            },
+            log: LogView::default(),
+            requests,
+            next_correlation_id: 0,
+            committed: 0,
+            parked: Vec::new(),
+            shutdown_deadline: None,
+            shutdown_done: false,
+            last_leader_notice: None,
             started: false,
+            now: 0,
+            pending_add_node: None,
+            api_versions_in_flight: None,
+            out: Vec::new(),
+            cfg,
         }
     }
 
-    pub fn epoch(&self) -> i32 {
-        self.epoch
+    // ---- queries -------------------------------------------------------------------------
+
+    pub fn config(&self) -> &RaftConfig {
+        &self.cfg
     }
-    pub fn state(&self) -> &RaftState {
+    pub fn epoch(&self) -> i32 {
+        self.state.epoch()
+    }
+    pub fn state(&self) -> &EpochState {
         &self.state
     }
-    pub fn high_watermark(&self) -> i64 {
-        self.high_watermark
-    }
-    pub fn log_end_offset(&self) -> i64 {
-        self.log_end_offset
-    }
-    pub fn node_id(&self) -> i32 {
-        self.cfg.node_id
-    }
-    pub fn voters(&self) -> &BTreeSet<i32> {
-        &self.cfg.voters
+    pub fn state_name(&self) -> &'static str {
+        self.state.name()
     }
     pub fn leader_id(&self) -> Option<i32> {
+        self.state.leader_id(self.cfg.node_id)
+    }
+    pub fn is_leader(&self) -> bool {
+        matches!(self.state, EpochState::Leader(_))
+    }
+    /// The committed offset (the log's high watermark).
+    pub fn high_watermark(&self) -> i64 {
+        self.committed
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.log.end_offset
+    }
+    pub fn log(&self) -> &LogView {
+        &self.log
+    }
+    pub fn node_id(&self) -> Option<i32> {
+        self.cfg.node_id
+    }
+    pub fn voters(&self) -> VoterSet {
+        self.log.last_voter_set()
+    }
+    pub fn local_key(&self) -> Option<ReplicaKey> {
+        self.cfg.local_key()
+    }
+    pub fn is_voter(&self) -> bool {
+        self.local_key()
+            .is_some_and(|k| self.log.last_voter_set().is_voter(k))
+    }
+    fn is_only_voter(&self) -> bool {
+        self.local_key()
+            .is_some_and(|k| self.log.last_voter_set().is_only_voter(k))
+    }
+    /// The election state the quorum-state file holds now.
+    pub fn election_state(&self) -> ElectionState {
+        self.state.election(self.local_key(), self.voter_ids())
+    }
+    /// The DescribeQuorum answer (as the leader gives it; an error elsewhere).
+    pub fn describe_quorum(&mut self, now: i64) -> DescribeQuorumResponse {
+        self.describe(now)
+    }
+
+    fn voter_ids(&self) -> Vec<i32> {
+        self.log.last_voter_set().ids().collect()
+    }
+    fn leader_id_or_sentinel(&self) -> i32 {
+        self.leader_id().unwrap_or(-1)
+    }
+    fn leader_endpoints(&self) -> Endpoints {
         match &self.state {
-            RaftState::Leader { .. } => Some(self.cfg.node_id),
-            RaftState::Follower { leader_id } => Some(*leader_id),
+            EpochState::Leader(_) | EpochState::Resigned { .. } => self.cfg.local_listeners.clone(),
+            EpochState::Follower {
+                leader_endpoints, ..
+            }
+            | EpochState::Prospective {
+                leader_endpoints, ..
+            } => leader_endpoints.clone(),
+            _ => Endpoints::new(),
+        }
+    }
+
+    // ---- entry point ---------------------------------------------------------------------
+
+    pub fn handle(&mut self, input: Input, now: i64) -> Vec<Output> {
+        self.now = now;
+        match input {
+            Input::Start { election, log } => self.start(election, log, now),
+            _ if !self.started => {}
+            Input::Append { records } => self.append(records, now),
+            Input::Flushed { end_offset } => self.flushed(end_offset, now),
+            Input::Tick => {}
+            Input::Request { id, request } => self.handle_request(id, request, now),
+            Input::Response {
+                from,
+                correlation_id,
+                response:
+                    Response::ApiVersions {
+                        error,
+                        kraft_version,
+                    },
+            } => {
+                if self.api_versions_in_flight == Some(correlation_id) {
+                    self.api_versions_in_flight = None;
+                    self.handle_api_versions_response(error, kraft_version, now);
+                }
+                let _ = from;
+            }
+            Input::Response {
+                from,
+                correlation_id,
+                response,
+            } => {
+                if self.requests.is_response_expected(from, correlation_id) {
+                    let ok = self.handle_response(from, response, now);
+                    self.requests.on_result(from, correlation_id, ok, now);
+                }
+            }
+            Input::RequestFailed { to, correlation_id } => {
+                if self.api_versions_in_flight == Some(correlation_id) {
+                    self.api_versions_in_flight = None;
+                    self.handle_api_versions_response(BROKER_NOT_AVAILABLE, None, now);
+                }
+                self.requests.on_result(to, correlation_id, false, now);
+            }
+            Input::SnapshotCreated { id, size } => self.log.add_snapshot(id, size),
+            Input::LogStartAdvanced { start_offset } => self.log.advance_start(start_offset),
+            Input::SnapshotLoaded {
+                id,
+                voters,
+                kraft_version,
+            } => {
+                if self.log.start_offset == id.offset && self.log.end_offset == id.offset {
+                    if let Some(v) = voters {
+                        self.log.record_voters(i64::MIN, v);
+                    }
+                    if let Some(k) = kraft_version {
+                        self.log.record_kraft_version(i64::MIN, k);
+                    }
+                }
+            }
+            Input::Resign { epoch } => {
+                if let EpochState::Leader(l) = &mut self.state {
+                    if l.epoch == epoch {
+                        l.resign_requested = true;
+                    }
+                }
+            }
+            Input::Shutdown { timeout_ms } => {
+                if self.shutdown_deadline.is_none() {
+                    self.shutdown_deadline = Some(now.saturating_add(timeout_ms));
+                }
+            }
+        }
+        if self.started {
+            self.poll(now);
+            self.maybe_complete_shutdown(now);
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    // ---- start-up (Kafka's QuorumState.initialize + KafkaRaftClient.initialize) -----------
+
+    fn start(&mut self, election: Option<ElectionState>, log: LogState, now: i64) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        self.log = LogView::from_state(&log, self.cfg.static_voters.as_ref());
+        let election =
+            election.unwrap_or_else(|| ElectionState::unknown_leader(0, self.voter_ids()));
+        let end = self.log.end_offset_and_epoch();
+        let local = self.local_key();
+        let voters = self.log.last_voter_set();
+        let timeout = self.random_election_timeout();
+        let initial = if election.epoch < end.epoch {
+            // The log is ahead of the file (a crash between the two writes).
+            EpochState::Unattached {
+                epoch: end.epoch,
+                leader_id: None,
+                voted_key: None,
+                election_deadline: now + timeout,
+                high_watermark: None,
+            }
+        } else if local.is_some_and(|k| election.is_leader(k.id)) {
+            // A leader restarts resigned in its epoch: it cannot vote again in it, and its
+            // unflushed tail may be gone, so it must not lead it again.
+            EpochState::Resigned {
+                epoch: election.epoch,
+                unacked_voters: voters
+                    .ids()
+                    .filter(|v| Some(*v) != self.cfg.node_id)
+                    .collect(),
+                preferred_successors: Vec::new(),
+                election_deadline: now + timeout,
+            }
+        } else if let Some(leader) = election.leader_id {
+            // Checked before "voted for itself": a candidate that then learned its epoch's
+            // leader follows it after a restart. Resuming the candidacy would send Votes whose
+            // last epoch equals the candidate epoch (it holds the leader's records of that
+            // epoch), which voters refuse as INVALID_REQUEST, fatal to the sender (found by
+            // the simulation, seed 2002004 of five_voters_two_observers).
+            let endpoints = voters.listeners(leader);
+            if endpoints.is_empty() {
+                EpochState::Unattached {
+                    epoch: election.epoch,
+                    leader_id: Some(leader),
+                    voted_key: election.voted_key,
+                    election_deadline: now + timeout,
+                    high_watermark: None,
+                }
+            } else {
+                EpochState::Follower {
+                    epoch: election.epoch,
+                    leader_id: leader,
+                    leader_endpoints: endpoints,
+                    voted_key: election.voted_key,
+                    fetch_deadline: now + self.cfg.fetch_timeout_ms,
+                    has_fetched_from_leader: false,
+                    high_watermark: None,
+                    fetching_snapshot: None,
+                }
+            }
+        } else if local.is_some_and(|k| election.is_voted_candidate(k)) {
+            let mut e = EpochElection::new(voters.keys());
+            e.record(local.expect("local").id, true);
+            EpochState::Candidate {
+                epoch: election.epoch,
+                election: e,
+                election_deadline: now + timeout,
+                high_watermark: None,
+            }
+        } else {
+            EpochState::Unattached {
+                epoch: election.epoch,
+                leader_id: None,
+                voted_key: election.voted_key,
+                election_deadline: if self.is_voter() {
+                    now + timeout
+                } else {
+                    i64::MAX
+                },
+                high_watermark: None,
+            }
+        };
+        self.durable(initial);
+        self.fire_leader_change();
+        if self.is_only_voter()
+            && matches!(
+                self.state,
+                EpochState::Unattached { .. }
+                    | EpochState::Follower { .. }
+                    | EpochState::Resigned { .. }
+            )
+        {
+            self.transition_to_prospective(now);
+        }
+        if matches!(self.state, EpochState::Candidate { .. }) {
+            self.on_become_candidate(now);
+        }
+    }
+
+    // ---- transitions (QuorumState) ---------------------------------------------------------
+
+    fn random_election_timeout(&mut self) -> i64 {
+        let t = self.cfg.election_timeout_ms;
+        if t <= 0 {
+            return 0;
+        }
+        t + self.rng.gen_range(0..t)
+    }
+
+    fn data_version(&self) -> i16 {
+        if self.log.last_kraft_version() >= 1 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// Writes the new state's election to the quorum-state file, then switches to it.
+    fn durable(&mut self, new_state: EpochState) {
+        let voters = if self.data_version() == 0 {
+            self.voter_ids()
+        } else {
+            Vec::new()
+        };
+        let state = new_state.election(self.local_key(), voters);
+        self.out.push(Output::PersistElection {
+            state,
+            data_version: self.data_version(),
+        });
+        self.state = new_state;
+    }
+
+    fn fire_leader_change(&mut self) {
+        let leader = self.leader_id();
+        let epoch = self.epoch();
+        // A resigned leader no longer leads: listeners hear "no leader" (Kafka's Resigned
+        // reports itself, but its controller has already stopped writing).
+        let leader = if matches!(self.state, EpochState::Resigned { .. }) {
+            None
+        } else {
+            leader
+        };
+        if self.last_leader_notice == Some((leader, epoch)) {
+            return;
+        }
+        self.last_leader_notice = Some((leader, epoch));
+        let epoch_start_offset = match &self.state {
+            EpochState::Leader(l) => Some(l.epoch_start_offset),
+            _ => None,
+        };
+        self.out.push(Output::LeaderChanged {
+            leader_id: leader,
+            epoch,
+            epoch_start_offset,
+        });
+    }
+
+    /// Kafka's `transitionToUnattached(epoch, leaderId)`: a higher epoch, or the same epoch
+    /// from Prospective (keeping the vote), or epoch + 1 from Resigned.
+    fn transition_to_unattached(&mut self, epoch: i32, leader_id: Option<i32>, now: i64) {
+        let current = self.epoch();
+        let prospective = matches!(self.state, EpochState::Prospective { .. });
+        if epoch < current || (epoch == current && !prospective) {
+            return;
+        }
+        let remaining = |d: i64| (d - now).max(0);
+        let timeout = if !self.is_voter() {
+            i64::MAX
+        } else {
+            match &self.state {
+                EpochState::Candidate {
+                    election_deadline, ..
+                }
+                | EpochState::Unattached {
+                    election_deadline, ..
+                }
+                | EpochState::Resigned {
+                    election_deadline, ..
+                } => remaining(*election_deadline),
+                EpochState::Prospective {
+                    election,
+                    election_deadline,
+                    ..
+                } if !election.is_rejected() => remaining(*election_deadline),
+                _ => self.random_election_timeout(),
+            }
+        };
+        let voted_key = if epoch == current {
+            self.state.voted_key(self.local_key())
+        } else {
+            None
+        };
+        let hw = self.state.high_watermark();
+        self.leave_leadership(now);
+        self.durable(EpochState::Unattached {
+            epoch,
+            leader_id,
+            voted_key,
+            election_deadline: now.saturating_add(timeout),
+            high_watermark: hw,
+        });
+        self.fire_leader_change();
+        self.requests.reset_all();
+    }
+
+    /// Grant a vote while Unattached or Prospective (Kafka's `unattachedAddVotedState` /
+    /// `prospectiveAddVotedState`).
+    fn add_voted_state(&mut self, candidate: ReplicaKey, now: i64) {
+        let timeout = self.random_election_timeout();
+        let new_state = match &self.state {
+            EpochState::Unattached {
+                epoch,
+                leader_id,
+                voted_key: None,
+                high_watermark,
+                ..
+            } => EpochState::Unattached {
+                epoch: *epoch,
+                leader_id: *leader_id,
+                voted_key: Some(candidate),
+                election_deadline: now + timeout,
+                high_watermark: *high_watermark,
+            },
+            EpochState::Prospective {
+                epoch,
+                leader_id,
+                leader_endpoints,
+                voted_key: None,
+                election,
+                high_watermark,
+                ..
+            } => EpochState::Prospective {
+                epoch: *epoch,
+                leader_id: *leader_id,
+                leader_endpoints: leader_endpoints.clone(),
+                voted_key: Some(candidate),
+                election: election.clone(),
+                election_deadline: now + timeout,
+                high_watermark: *high_watermark,
+            },
+            _ => return,
+        };
+        self.durable(new_state);
+    }
+
+    /// Kafka's `transitionToFollower`.
+    fn transition_to_follower(
+        &mut self,
+        epoch: i32,
+        leader_id: i32,
+        endpoints: Endpoints,
+        now: i64,
+    ) {
+        let current = self.epoch();
+        if Some(leader_id) == self.cfg.node_id || epoch < current {
+            return;
+        }
+        if endpoints.is_empty() {
+            // Kafka cannot follow a leader whose listeners it does not know; it stays
+            // unattached (learning the epoch) until a request or response names them.
+            if epoch > current {
+                self.transition_to_unattached(epoch, Some(leader_id), now);
+            }
+            return;
+        }
+        if epoch == current {
+            match &self.state {
+                EpochState::Follower {
+                    leader_endpoints, ..
+                } if leader_endpoints.len() >= endpoints.len() => return,
+                EpochState::Leader(_) => return,
+                _ => {}
+            }
+        }
+        let voted_key = if epoch == current {
+            self.state.voted_key(self.local_key())
+        } else {
+            None
+        };
+        let hw = self.state.high_watermark();
+        self.leave_leadership(now);
+        self.durable(EpochState::Follower {
+            epoch,
+            leader_id,
+            leader_endpoints: endpoints,
+            voted_key,
+            fetch_deadline: now + self.cfg.fetch_timeout_ms,
+            has_fetched_from_leader: false,
+            high_watermark: hw,
+            fetching_snapshot: None,
+        });
+        self.fire_leader_change();
+        // onBecomeFollower
+        self.requests.reset_all();
+        self.fail_parked_fetches(NOT_LEADER_OR_FOLLOWER);
+    }
+
+    /// Kafka's `transitionToProspective` (not persisted: nothing in the file changes).
+    fn transition_to_prospective(&mut self, now: i64) {
+        if !self.is_voter()
+            || matches!(
+                self.state,
+                EpochState::Leader(_) | EpochState::Prospective { .. }
+            )
+        {
+            return;
+        }
+        let voters = self.log.last_voter_set();
+        let mut election = EpochElection::new(voters.keys());
+        election.record(self.cfg.node_id.expect("voter has an id"), true);
+        let leader_id = self
+            .leader_id()
+            .filter(|_| !matches!(self.state, EpochState::Resigned { .. }));
+        let timeout = self.random_election_timeout();
+        self.state = EpochState::Prospective {
+            epoch: self.epoch(),
+            leader_id,
+            leader_endpoints: self.leader_endpoints_if_follower(),
+            voted_key: self.state.voted_key(self.local_key()),
+            election,
+            election_deadline: now + timeout,
+            high_watermark: self.state.high_watermark(),
+        };
+        // onBecomeProspective
+        if !self.maybe_transition_to_candidate(now) {
+            self.requests.reset_all();
+        }
+    }
+
+    fn leader_endpoints_if_follower(&self) -> Endpoints {
+        match &self.state {
+            EpochState::Follower {
+                leader_endpoints, ..
+            }
+            | EpochState::Prospective {
+                leader_endpoints, ..
+            } => leader_endpoints.clone(),
+            _ => Endpoints::new(),
+        }
+    }
+
+    fn maybe_transition_to_candidate(&mut self, now: i64) -> bool {
+        if let EpochState::Prospective { election, .. } = &self.state {
+            if election.is_granted() {
+                self.transition_to_candidate(now);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Kafka's `transitionToCandidate`: only from Prospective; bumps the epoch and votes for
+    /// itself (persisted).
+    fn transition_to_candidate(&mut self, now: i64) {
+        if !self.is_voter() || !matches!(self.state, EpochState::Prospective { .. }) {
+            return;
+        }
+        let voters = self.log.last_voter_set();
+        let mut election = EpochElection::new(voters.keys());
+        election.record(self.cfg.node_id.expect("voter has an id"), true);
+        let timeout = self.random_election_timeout();
+        let hw = self.state.high_watermark();
+        self.durable(EpochState::Candidate {
+            epoch: self.epoch() + 1,
+            election,
+            election_deadline: now + timeout,
+            high_watermark: hw,
+        });
+        self.fire_leader_change();
+        self.on_become_candidate(now);
+    }
+
+    fn on_become_candidate(&mut self, now: i64) {
+        if !self.maybe_transition_to_leader(now) {
+            self.requests.reset_all();
+        }
+    }
+
+    fn maybe_transition_to_leader(&mut self, now: i64) -> bool {
+        let granting = match &self.state {
+            EpochState::Candidate { election, .. } if election.is_granted() => election.granting(),
+            _ => return false,
+        };
+        self.become_leader(granting.into_iter().collect(), now);
+        true
+    }
+
+    /// Kafka's `onBecomeLeader`: persist, then write the LeaderChangeMessage at the log end so
+    /// the epoch has an entry to commit.
+    fn become_leader(&mut self, granting: BTreeSet<i32>, now: i64) {
+        let Some(local) = self.local_key() else {
+            return;
+        };
+        let epoch = self.epoch();
+        let start = self.log.end_offset;
+        let voters = self.log.last_voter_set();
+        let mut leader = LeaderState::new(
+            local,
+            epoch,
+            start,
+            &voters,
+            self.log.last_voter_set_offset(),
+            granting.clone(),
+            self.cfg.fetch_timeout_ms,
+            now,
+        );
+        leader.update_local(self.log.flushed_end);
+        self.durable(EpochState::Leader(Box::new(leader)));
+        let record = ControlRecord::LeaderChange {
+            leader_id: local.id,
+            voters: voters.ids().collect(),
+            granting_voters: granting.into_iter().collect(),
+        };
+        self.append_as_leader(BatchContent::Control(record), 1);
+        self.fire_leader_change();
+        self.requests.reset_all();
+    }
+
+    /// Kafka's `transitionToResigned`.
+    fn transition_to_resigned(&mut self, preferred: Vec<ReplicaKey>, now: i64) {
+        if !self.is_leader() {
+            return;
+        }
+        self.fail_parked_fetches(NOT_LEADER_OR_FOLLOWER);
+        let epoch = self.epoch();
+        let timeout = self.random_election_timeout();
+        let unacked = self
+            .log
+            .last_voter_set()
+            .ids()
+            .filter(|v| Some(*v) != self.cfg.node_id)
+            .collect();
+        self.state = EpochState::Resigned {
+            epoch,
+            unacked_voters: unacked,
+            preferred_successors: preferred,
+            election_deadline: now + timeout,
+        };
+        self.fire_leader_change();
+        self.requests.reset_all();
+    }
+
+    /// Leaving the Leader state by any transition: pending voter changes fail.
+    fn leave_leadership(&mut self, _now: i64) {
+        if let EpochState::Leader(l) = &mut self.state {
+            if let Some(change) = l.pending_voter_change.take() {
+                self.reply_voter_change(change, NOT_LEADER_OR_FOLLOWER, None);
+            }
+        }
+    }
+
+    // ---- polling (KafkaRaftClient.pollCurrentState) ---------------------------------------
+
+    fn poll(&mut self, now: i64) {
+        // Transitions made while polling are followed by another poll of the new state, as
+        // Kafka's loop does (a timeout of 0 wakes it at once); bounded for safety.
+        for _ in 0..8 {
+            let before = (self.state.name(), self.epoch());
+            match &self.state {
+                EpochState::Leader(_) => self.poll_leader(now),
+                EpochState::Candidate { .. } => self.poll_candidate(now),
+                EpochState::Prospective { .. } => self.poll_prospective(now),
+                EpochState::Follower { .. } => self.poll_follower(now),
+                EpochState::Unattached { .. } => self.poll_unattached(now),
+                EpochState::Resigned { .. } => self.poll_resigned(now),
+            }
+            if (self.state.name(), self.epoch()) == before {
+                break;
+            }
+        }
+    }
+
+    fn poll_leader(&mut self, now: i64) {
+        self.fire_leader_change();
+        let (resign, preferred) = match &self.state {
+            EpochState::Leader(l) => (
+                self.shutdown_deadline.is_some()
+                    || l.resign_requested
+                    || l.time_until_check_quorum_expires(now) == 0,
+                l.non_leader_voters_by_descending_fetch_offset(),
+            ),
+            _ => return,
+        };
+        if resign {
+            self.transition_to_resigned(preferred, now);
+            return;
+        }
+        self.expire_voter_change(now);
+        self.expire_parked_fetches(now);
+        let targets = match &mut self.state {
+            EpochState::Leader(l) if l.time_until_begin_quorum_epoch(now) == 0 => {
+                let t = l.need_begin_quorum_epoch(now);
+                l.reset_begin_quorum_epoch_timer(now);
+                t
+            }
+            _ => Vec::new(),
+        };
+        for key in targets {
+            let req = Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+                cluster_id: Some(self.cfg.cluster_id.clone()),
+                voter_key: Some(key),
+                leader_id: self.cfg.node_id.unwrap_or(-1),
+                leader_epoch: self.epoch(),
+                leader_endpoints: self.cfg.local_listeners.clone(),
+            });
+            self.maybe_send(key.id, req, now);
+        }
+    }
+
+    fn poll_candidate(&mut self, now: i64) {
+        let expired = match &self.state {
+            EpochState::Candidate {
+                election_deadline, ..
+            } => now >= *election_deadline,
+            _ => return,
+        };
+        if self.shutdown_deadline.is_none() && expired {
+            self.transition_to_prospective(now);
+            return;
+        }
+        self.maybe_send_vote_requests(now);
+    }
+
+    fn poll_prospective(&mut self, now: i64) {
+        let expired = match &self.state {
+            EpochState::Prospective {
+                election_deadline, ..
+            } => now >= *election_deadline,
+            _ => return,
+        };
+        if self.shutdown_deadline.is_none() && expired {
+            self.prospective_after_election_loss(now);
+            return;
+        }
+        self.maybe_send_vote_requests(now);
+    }
+
+    /// Kafka's `prospectiveTransitionAfterElectionLoss`: back to following the known leader,
+    /// else unattached in the same epoch.
+    fn prospective_after_election_loss(&mut self, now: i64) {
+        let (epoch, leader, endpoints) = match &self.state {
+            EpochState::Prospective {
+                epoch,
+                leader_id,
+                leader_endpoints,
+                ..
+            } => (*epoch, *leader_id, leader_endpoints.clone()),
+            _ => return,
+        };
+        match leader {
+            Some(l) if !endpoints.is_empty() => {
+                // Same epoch, so Kafka's transitionToFollower accepts it from Prospective.
+                self.transition_to_follower(epoch, l, endpoints, now)
+            }
+            _ => self.transition_to_unattached(epoch, leader, now),
+        }
+    }
+
+    fn maybe_send_vote_requests(&mut self, now: i64) {
+        let (targets, pre_vote) = match &self.state {
+            EpochState::Prospective { election, .. } if !election.is_rejected() => {
+                (election.unrecorded(), true)
+            }
+            EpochState::Candidate { election, .. } if !election.is_rejected() => {
+                (election.unrecorded(), false)
+            }
+            _ => return,
+        };
+        let end = self.log.end_offset_and_epoch();
+        let Some(local) = self.local_key() else {
+            return;
+        };
+        for key in targets {
+            if Some(key.id) == self.cfg.node_id {
+                continue;
+            }
+            let req = Request::Vote(VoteRequest {
+                cluster_id: Some(self.cfg.cluster_id.clone()),
+                voter_key: Some(key),
+                candidate: local,
+                candidate_epoch: self.epoch(),
+                last_offset_epoch: end.epoch,
+                last_offset: end.offset,
+                pre_vote,
+            });
+            self.maybe_send(key.id, req, now);
+        }
+    }
+
+    fn poll_follower(&mut self, now: i64) {
+        let expired = match &self.state {
+            EpochState::Follower { fetch_deadline, .. } => now >= *fetch_deadline,
+            _ => return,
+        };
+        if self.shutdown_deadline.is_some() {
+            return;
+        }
+        if self.is_voter() && expired {
+            self.transition_to_prospective(now);
+            return;
+        }
+        self.maybe_send_fetch_to_best_node(now);
+    }
+
+    fn poll_unattached(&mut self, now: i64) {
+        let expired = match &self.state {
+            EpochState::Unattached {
+                election_deadline, ..
+            } => now >= *election_deadline,
+            _ => return,
+        };
+        if self.is_voter() {
+            if self.shutdown_deadline.is_some() {
+                return;
+            }
+            if expired {
+                self.transition_to_prospective(now);
+                return;
+            }
+        }
+        self.maybe_send_fetch_to_any_bootstrap(now);
+    }
+
+    fn poll_resigned(&mut self, now: i64) {
+        let (epoch, unacked, preferred, expired) = match &self.state {
+            EpochState::Resigned {
+                epoch,
+                unacked_voters,
+                preferred_successors,
+                election_deadline,
+            } => (
+                *epoch,
+                unacked_voters.clone(),
+                preferred_successors.clone(),
+                now >= *election_deadline,
+            ),
+            _ => return,
+        };
+        for v in unacked {
+            let req = Request::EndQuorumEpoch(EndQuorumEpochRequest {
+                cluster_id: Some(self.cfg.cluster_id.clone()),
+                leader_id: self.cfg.node_id.unwrap_or(-1),
+                leader_epoch: epoch,
+                preferred_candidates: preferred.clone(),
+                leader_endpoints: self.cfg.local_listeners.clone(),
+            });
+            self.maybe_send(v, req, now);
+        }
+        if self.shutdown_deadline.is_none() && expired {
+            self.transition_to_unattached(epoch + 1, None, now);
+        }
+    }
+
+    fn maybe_send(&mut self, to: i32, request: Request, now: i64) -> bool {
+        if self.requests.is_backing_off(to, now) || !self.requests.is_ready(to, now) {
+            return false;
+        }
+        self.next_correlation_id += 1;
+        let correlation_id = self.next_correlation_id;
+        self.requests.on_sent(to, correlation_id, now);
+        self.out.push(Output::Send {
+            to,
+            correlation_id,
+            request,
+        });
+        true
+    }
+
+    fn build_fetch(&self) -> Request {
+        Request::Fetch(FetchRequest {
+            cluster_id: Some(self.cfg.cluster_id.clone()),
+            replica: self.local_key().unwrap_or(ReplicaKey::without_dir(-1)),
+            max_wait_ms: self.cfg.fetch_max_wait_ms,
+            max_bytes: self.cfg.fetch_max_bytes,
+            current_leader_epoch: self.epoch(),
+            fetch_offset: self.log.end_offset,
+            last_fetched_epoch: self.log.last_fetched_epoch(),
+            high_watermark: self.state.high_watermark().unwrap_or(-1),
+        })
+    }
+
+    /// A voter fetches only what it has made durable: the leader counts the fetch offset as
+    /// held by this voter (Kafka flushes inline before the next poll sends the Fetch).
+    fn fetch_blocked_on_flush(&self) -> bool {
+        self.is_voter() && self.log.flushed_end < self.log.end_offset
+    }
+
+    fn maybe_send_fetch_to_any_bootstrap(&mut self, now: i64) {
+        if self.fetch_blocked_on_flush() {
+            return;
+        }
+        let n = self.requests.bootstrap_len();
+        if n == 0 {
+            return;
+        }
+        let start = self.rng.gen_range(0..n);
+        if let Some(node) = self.requests.ready_bootstrap(now, start) {
+            let req = self.build_fetch();
+            self.maybe_send(node, req, now);
+        }
+    }
+
+    fn maybe_send_fetch_to_best_node(&mut self, now: i64) {
+        let leader = match &self.state {
+            EpochState::Follower { leader_id, .. } => *leader_id,
+            _ => return,
+        };
+        if self.requests.has_timed_out(leader, now) {
+            self.requests.reset(leader);
+            self.maybe_send_fetch_to_any_bootstrap(now);
+        } else if self.requests.is_backing_off(leader, now) {
+            self.maybe_send_fetch_to_any_bootstrap(now);
+        } else if !self.requests.has_any_inflight(now) {
+            self.maybe_send_fetch_or_fetch_snapshot(leader, now);
+        }
+    }
+
+    fn maybe_send_fetch_or_fetch_snapshot(&mut self, leader: i32, now: i64) {
+        let download = match &self.state {
+            EpochState::Follower {
+                fetching_snapshot, ..
+            } => fetching_snapshot.clone(),
+            _ => return,
+        };
+        let req = match download {
+            Some(d) => Request::FetchSnapshot(FetchSnapshotRequest {
+                cluster_id: Some(self.cfg.cluster_id.clone()),
+                replica: self.local_key().unwrap_or(ReplicaKey::without_dir(-1)),
+                max_bytes: self.cfg.fetch_snapshot_max_bytes,
+                current_leader_epoch: self.epoch(),
+                snapshot_id: d.id,
+                position: d.written as i64,
+            }),
+            None => {
+                if self.fetch_blocked_on_flush() {
+                    return;
+                }
+                self.build_fetch()
+            }
+        };
+        self.maybe_send(leader, req, now);
+    }
+
+    fn maybe_complete_shutdown(&mut self, now: i64) {
+        let Some(deadline) = self.shutdown_deadline else {
+            return;
+        };
+        if self.shutdown_done {
+            return;
+        }
+        let has_remote_leader = self
+            .leader_id()
+            .is_some_and(|l| Some(l) != self.cfg.node_id)
+            && !matches!(self.state, EpochState::Resigned { .. });
+        if now >= deadline {
+            self.shutdown_done = true;
+            self.out.push(Output::ShutdownComplete { timed_out: true });
+        } else if !self.is_voter() || self.is_only_voter() || has_remote_leader {
+            self.shutdown_done = true;
+            self.out.push(Output::ShutdownComplete { timed_out: false });
+        }
+    }
+
+    // ---- leader appends and the high watermark ---------------------------------------------
+
+    fn append(&mut self, records: Vec<Bytes>, now: i64) {
+        let leader = matches!(&self.state,
+            EpochState::Leader(l) if !l.resign_requested && self.shutdown_deadline.is_none());
+        if !leader || records.is_empty() {
+            self.out.push(Output::AppendRejected {
+                leader_id: if self.is_leader() {
+                    None
+                } else {
+                    self.leader_id()
+                },
+                epoch: self.epoch(),
+            });
+            return;
+        }
+        let n = records.len() as i64;
+        let (base, last, epoch) = self.append_as_leader(BatchContent::Data(records), n);
+        self.out.push(Output::Appended {
+            base_offset: base,
+            last_offset: last,
+            epoch,
+        });
+        let _ = now;
+    }
+
+    /// Appends a batch of `count` records at the log end in the current epoch, then asks for a
+    /// flush. Parked fetches waiting for data wake up.
+    fn append_as_leader(&mut self, content: BatchContent, count: i64) -> (i64, i64, i32) {
+        let epoch = self.epoch();
+        let base = self.log.end_offset;
+        let last = base + count - 1;
+        if let BatchContent::Control(ControlRecord::Voters(v)) = &content {
+            self.log.record_voters(base, v.clone());
+        }
+        if let BatchContent::Control(ControlRecord::KRaftVersion(k)) = &content {
+            self.log.record_kraft_version(base, *k);
+        }
+        self.log.append(base, last, epoch);
+        self.out.push(Output::AppendLeader {
+            base_offset: base,
+            epoch,
+            content,
+        });
+        self.out.push(Output::Flush {
+            end_offset: self.log.end_offset,
+        });
+        self.wake_parked_fetches(Some(self.log.end_offset));
+        (base, last, epoch)
+    }
+
+    fn flushed(&mut self, end_offset: i64, now: i64) {
+        let end = end_offset.min(self.log.end_offset);
+        if end <= self.log.flushed_end {
+            return;
+        }
+        self.log.flushed_end = end;
+        let moved = match &mut self.state {
+            EpochState::Leader(l) => l.update_local(end),
+            _ => false,
+        };
+        if moved {
+            self.on_leader_high_watermark(now);
+        }
+    }
+
+    /// Kafka's `onUpdateLeaderHighWatermark`: commit, let voter changes complete, and answer
+    /// every parked fetch (followers learn the new high watermark promptly).
+    fn on_leader_high_watermark(&mut self, now: i64) {
+        let Some(hw) = self.state.high_watermark() else {
+            return;
+        };
+        self.advance_committed(hw);
+        self.voter_change_on_high_watermark(hw, now);
+        self.wake_parked_fetches(None);
+    }
+
+    fn advance_committed(&mut self, hw: i64) {
+        if hw > self.committed {
+            self.committed = hw;
+            self.out.push(Output::HighWatermark(hw));
+        }
+    }
+
+    // ---- requests --------------------------------------------------------------------------
+
+    fn valid_cluster_id(&self, cluster_id: &Option<String>) -> bool {
+        match cluster_id {
+            None => true,
+            Some(c) => c.is_empty() && self.cfg.cluster_id.is_empty() || *c == self.cfg.cluster_id,
+        }
+    }
+
+    fn is_valid_voter_key(&self, key: Option<ReplicaKey>) -> bool {
+        match key {
+            None => true,
+            Some(k) => {
+                Some(k.id) == self.cfg.node_id
+                    && (k.directory_id.is_none() || k.directory_id == Some(self.cfg.directory_id))
+            }
+        }
+    }
+
+    /// Kafka's `validateVoterOnlyRequest`.
+    fn validate_voter_only(&self, remote_id: i32, epoch: i32) -> Option<i16> {
+        if epoch < self.epoch() {
+            Some(FENCED_LEADER_EPOCH)
+        } else if remote_id < 0 {
+            Some(INVALID_REQUEST)
+        } else {
+            None
+        }
+    }
+
+    /// Kafka's `validateLeaderOnlyRequest`.
+    fn validate_leader_only(&self, epoch: i32) -> Option<i16> {
+        if epoch < self.epoch() {
+            Some(FENCED_LEADER_EPOCH)
+        } else if epoch > self.epoch() {
+            Some(UNKNOWN_LEADER_EPOCH)
+        } else if !self.is_leader() {
+            Some(NOT_LEADER_OR_FOLLOWER)
+        } else if self.shutdown_deadline.is_some() {
+            Some(BROKER_NOT_AVAILABLE)
+        } else {
+            None
+        }
+    }
+
+    fn quorum_response(&self, error: i16, partition_error: i16) -> QuorumResponse {
+        QuorumResponse {
+            error,
+            partition_error,
+            leader_id: self.leader_id_or_sentinel(),
+            leader_epoch: self.epoch(),
+            leader_endpoints: self.leader_endpoints(),
+        }
+    }
+
+    fn reply(&mut self, id: RequestId, response: Response) {
+        self.out.push(Output::Reply { id, response });
+    }
+
+    fn handle_request(&mut self, id: RequestId, request: Request, now: i64) {
+        let response = match request {
+            Request::Vote(r) => Some(Response::Vote(self.handle_vote(r, now))),
+            Request::BeginQuorumEpoch(r) => Some(Response::BeginQuorumEpoch(
+                self.handle_begin_quorum_epoch(r, now),
+            )),
+            Request::EndQuorumEpoch(r) => Some(Response::EndQuorumEpoch(
+                self.handle_end_quorum_epoch(r, now),
+            )),
+            Request::Fetch(r) => self.handle_fetch(id, r, now).map(Response::Fetch),
+            Request::FetchSnapshot(r) => {
+                Some(Response::FetchSnapshot(self.handle_fetch_snapshot(r, now)))
+            }
+            Request::DescribeQuorum => Some(Response::DescribeQuorum(self.describe(now))),
+            Request::AddRaftVoter(r) => self
+                .handle_add_voter(id, r, now)
+                .map(Response::AddRaftVoter),
+            Request::RemoveRaftVoter(r) => self
+                .handle_remove_voter(id, r, now)
+                .map(Response::RemoveRaftVoter),
+            Request::UpdateRaftVoter(r) => self
+                .handle_update_voter(id, r, now)
+                .map(Response::UpdateRaftVoter),
+            // Raft itself only sends ApiVersions (to a voter being added); the broker's
+            // network layer answers ApiVersions requests.
+            Request::ApiVersions { .. } => None,
+        };
+        if let Some(response) = response {
+            self.reply(id, response);
+        }
+    }
+
+    /// Kafka's `handleVoteRequest`.
+    fn handle_vote(&mut self, r: VoteRequest, now: i64) -> VoteResponse {
+        let reject = |s: &Self, e: i16| VoteResponse {
+            common: s.quorum_response(NONE, e),
+            vote_granted: false,
+        };
+        if !self.valid_cluster_id(&r.cluster_id) {
+            return VoteResponse {
+                common: QuorumResponse {
+                    error: INCONSISTENT_CLUSTER_ID,
+                    partition_error: NONE,
+                    leader_id: -1,
+                    leader_epoch: -1,
+                    leader_endpoints: Endpoints::new(),
+                },
+                vote_granted: false,
+            };
+        }
+        let illegal_epoch = if r.pre_vote {
+            r.last_offset_epoch > r.candidate_epoch
+        } else {
+            r.last_offset_epoch >= r.candidate_epoch
+        };
+        if r.last_offset < 0 || r.last_offset_epoch < 0 || illegal_epoch {
+            return reject(self, INVALID_REQUEST);
+        }
+        if let Some(e) = self.validate_voter_only(r.candidate.id, r.candidate_epoch) {
+            return reject(self, e);
+        }
+        // Even a pre-vote teaches us the epoch (Kafka 4.4 moves to Unattached in it).
+        if r.candidate_epoch > self.epoch() {
+            self.transition_to_unattached(r.candidate_epoch, None, now);
+        }
+        if !self.is_valid_voter_key(r.voter_key) {
+            return reject(self, INVALID_VOTER_KEY);
+        }
+        let up_to_date = OffsetAndEpoch::new(r.last_offset, r.last_offset_epoch)
+            >= self.log.end_offset_and_epoch();
+        let granted = self
+            .state
+            .can_grant_vote(r.candidate, up_to_date, r.pre_vote);
+        if !r.pre_vote && granted {
+            // The vote is persisted (PersistElection) before the response leaves.
+            self.add_voted_state(r.candidate, now);
+        }
+        VoteResponse {
+            common: self.quorum_response(NONE, NONE),
+            vote_granted: granted,
+        }
+    }
+
+    /// Kafka's `handleBeginQuorumEpochRequest`.
+    fn handle_begin_quorum_epoch(
+        &mut self,
+        r: BeginQuorumEpochRequest,
+        now: i64,
+    ) -> QuorumResponse {
+        if !self.valid_cluster_id(&r.cluster_id) {
+            return QuorumResponse {
+                error: INCONSISTENT_CLUSTER_ID,
+                partition_error: NONE,
+                leader_id: -1,
+                leader_epoch: -1,
+                leader_endpoints: Endpoints::new(),
+            };
+        }
+        if let Some(e) = self.validate_voter_only(r.leader_id, r.leader_epoch) {
+            return self.quorum_response(NONE, e);
+        }
+        let endpoints = if r.leader_endpoints.is_empty() {
+            self.log.last_voter_set().listeners(r.leader_id)
+        } else {
+            r.leader_endpoints.clone()
+        };
+        if let Err(msg) = self.maybe_transition(Some(r.leader_id), r.leader_epoch, endpoints, now) {
+            self.out.push(Output::Fatal(msg));
+            return self.quorum_response(NONE, UNKNOWN_SERVER_ERROR);
+        }
+        if !self.is_valid_voter_key(r.voter_key) {
+            return self.quorum_response(NONE, INVALID_VOTER_KEY);
+        }
+        self.quorum_response(NONE, NONE)
+    }
+
+    /// Kafka's `handleEndQuorumEpochRequest`.
+    fn handle_end_quorum_epoch(&mut self, r: EndQuorumEpochRequest, now: i64) -> QuorumResponse {
+        if !self.valid_cluster_id(&r.cluster_id) {
+            return QuorumResponse {
+                error: INCONSISTENT_CLUSTER_ID,
+                partition_error: NONE,
+                leader_id: -1,
+                leader_epoch: -1,
+                leader_endpoints: Endpoints::new(),
+            };
+        }
+        if let Some(e) = self.validate_voter_only(r.leader_id, r.leader_epoch) {
+            return self.quorum_response(NONE, e);
+        }
+        let endpoints = if r.leader_endpoints.is_empty() {
+            self.log.last_voter_set().listeners(r.leader_id)
+        } else {
+            r.leader_endpoints.clone()
+        };
+        if let Err(msg) = self.maybe_transition(Some(r.leader_id), r.leader_epoch, endpoints, now) {
+            self.out.push(Output::Fatal(msg));
+            return self.quorum_response(NONE, UNKNOWN_SERVER_ERROR);
+        }
+        let backoff = self.end_epoch_election_backoff(&r.preferred_candidates);
+        if let EpochState::Follower {
+            leader_id,
+            fetch_deadline,
+            ..
+        } = &mut self.state
+        {
+            if *leader_id == r.leader_id {
+                // A preferred successor starts its election sooner; the first at once.
+                *fetch_deadline = now + backoff;
+            }
+        }
+        self.quorum_response(NONE, NONE)
+    }
+
+    /// Kafka's `endEpochElectionBackoff` with `strictExponentialElectionBackoffMs`.
+    fn end_epoch_election_backoff(&self, preferred: &[ReplicaKey]) -> i64 {
+        let position = preferred
+            .iter()
+            .position(|k| {
+                Some(k.id) == self.cfg.node_id
+                    && (k.directory_id.is_none() || k.directory_id == Some(self.cfg.directory_id))
+            })
+            .unwrap_or(preferred.len());
+        let total = preferred.len();
+        let max = self.cfg.election_backoff_max_ms;
+        if position == 0 {
+            0
+        } else if position >= total {
+            max
+        } else {
+            let base = max >> (total as u32 - 1).min(62);
+            max.min(base << (position as u32 - 1).min(62))
+        }
+    }
+
+    /// Kafka's `hasConsistentLeader`.
+    fn has_consistent_leader(&self, epoch: i32, leader_id: Option<i32>) -> bool {
+        match leader_id {
+            Some(l) if Some(l) == self.cfg.node_id => self.is_leader(),
+            _ => {
+                epoch != self.epoch()
+                    || leader_id.is_none()
+                    || self.leader_id().is_none()
+                    || self.leader_id() == leader_id
+            }
+        }
+    }
+
+    /// Kafka's `maybeTransition`: follow a newer epoch's leader (or learn the epoch), or the
+    /// current epoch's leader once known.
+    fn maybe_transition(
+        &mut self,
+        leader_id: Option<i32>,
+        epoch: i32,
+        endpoints: Endpoints,
+        now: i64,
+    ) -> Result<(), String> {
+        if !self.has_consistent_leader(epoch, leader_id) {
+            return Err(format!(
+                "received request or response with leader {leader_id:?} and epoch {epoch} which \
+                 is inconsistent with current leader {:?} and epoch {}",
+                self.leader_id(),
+                self.epoch()
+            ));
+        }
+        if epoch > self.epoch() {
+            match leader_id {
+                Some(l) => self.transition_to_follower(epoch, l, endpoints, now),
+                None => self.transition_to_unattached(epoch, None, now),
+            }
+        } else if let Some(l) = leader_id {
+            if self.leader_id().is_none() || endpoints.len() > self.leader_endpoints().len() {
+                self.transition_to_follower(epoch, l, endpoints, now);
+            }
+        }
+        Ok(())
+    }
+
+    // ---- Fetch (leader side) ---------------------------------------------------------------
+
+    fn empty_fetch_response(&self, error: i16, partition_error: i16) -> FetchResponse {
+        FetchResponse {
+            error,
+            partition_error,
+            high_watermark: -1,
+            log_start_offset: self.log.start_offset,
+            leader_id: self.leader_id_or_sentinel(),
+            leader_epoch: self.epoch(),
+            diverging_epoch: None,
+            snapshot_id: None,
+            records: Records::None,
+            leader_endpoints: self.leader_endpoints(),
+        }
+    }
+
+    /// Kafka's `handleFetchRequest`: answers now, or parks the Fetch (returns None).
+    fn handle_fetch(&mut self, id: RequestId, r: FetchRequest, now: i64) -> Option<FetchResponse> {
+        if !self.valid_cluster_id(&r.cluster_id) {
+            let mut resp = self.empty_fetch_response(INCONSISTENT_CLUSTER_ID, NONE);
+            resp.leader_id = -1;
+            resp.leader_epoch = -1;
+            return Some(resp);
+        }
+        if r.max_wait_ms < 0
+            || r.fetch_offset < 0
+            || r.last_fetched_epoch < 0
+            || r.last_fetched_epoch > r.current_leader_epoch
+        {
+            return Some(self.empty_fetch_response(NONE, INVALID_REQUEST));
+        }
+        let resp = self.try_complete_fetch(&r, now);
+        let answer_now = resp.partition_error != NONE
+            || !matches!(resp.records, Records::None)
+            || r.max_wait_ms == 0
+            || resp.diverging_epoch.is_some()
+            || resp.snapshot_id.is_some()
+            || r.high_watermark < resp.high_watermark;
+        if answer_now {
+            return Some(resp);
+        }
+        self.parked.push(ParkedFetch {
+            id,
+            deadline: now + r.max_wait_ms as i64,
+            request: r,
+            original: resp,
+        });
+        None
+    }
+
+    /// Kafka's `tryCompleteFetchRequest`.
+    fn try_complete_fetch(&mut self, r: &FetchRequest, now: i64) -> FetchResponse {
+        if let Some(e) = self.validate_leader_only(r.current_leader_epoch) {
+            return self.empty_fetch_response(NONE, e);
+        }
+        let valid = match self.log.latest_snapshot() {
+            Some(s) if r.fetch_offset == 0 && s != types::BOOTSTRAP_SNAPSHOT_ID => {
+                ValidOffsetAndEpoch::Snapshot(s)
+            }
+            _ => self
+                .log
+                .validate_offset_and_epoch(r.fetch_offset, r.last_fetched_epoch),
+        };
+        let mut records = Records::None;
+        if valid == ValidOffsetAndEpoch::Valid {
+            let moved = match &mut self.state {
+                EpochState::Leader(l) => l.update_replica(r.replica, now, r.fetch_offset),
+                _ => false,
+            };
+            if moved {
+                self.on_leader_high_watermark(now);
+            }
+            if r.fetch_offset < self.log.end_offset {
+                records = Records::Read {
+                    from_offset: r.fetch_offset,
+                    max_bytes: r.max_bytes,
+                };
+            }
+        }
+        let mut resp = self.empty_fetch_response(NONE, NONE);
+        resp.high_watermark = self.state.high_watermark().unwrap_or(-1);
+        resp.records = records;
+        match valid {
+            ValidOffsetAndEpoch::Diverging(d) => resp.diverging_epoch = Some(d),
+            ValidOffsetAndEpoch::Snapshot(s) => resp.snapshot_id = Some(s),
+            ValidOffsetAndEpoch::Valid => {}
+        }
+        resp
+    }
+
+    /// Wake parked fetches: those below `end_offset` (new data), or all (`None`: the high
+    /// watermark moved). Each is answered with a fresh `tryCompleteFetchRequest`.
+    fn wake_parked_fetches(&mut self, end_offset: Option<i64>) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let parked = std::mem::take(&mut self.parked);
+        let (wake, keep): (Vec<_>, Vec<_>) = parked
+            .into_iter()
+            .partition(|p| end_offset.is_none_or(|e| p.request.fetch_offset < e));
+        self.parked = keep;
+        let now = self.now;
+        for p in wake {
+            let resp = self.try_complete_fetch(&p.request, now);
+            self.reply(p.id, Response::Fetch(resp));
+        }
+    }
+
+    fn expire_parked_fetches(&mut self, now: i64) {
+        if self.parked.iter().all(|p| p.deadline > now) {
+            return;
+        }
+        let parked = std::mem::take(&mut self.parked);
+        for p in parked {
+            if p.deadline <= now {
+                self.reply(p.id, Response::Fetch(p.original));
+            } else {
+                self.parked.push(p);
+            }
+        }
+    }
+
+    fn fail_parked_fetches(&mut self, error: i16) {
+        for p in std::mem::take(&mut self.parked) {
+            let resp = self.empty_fetch_response(NONE, error);
+            self.reply(p.id, Response::Fetch(resp));
+        }
+    }
+
+    // ---- FetchSnapshot (leader side) -------------------------------------------------------
+
+    fn handle_fetch_snapshot(
+        &mut self,
+        r: FetchSnapshotRequest,
+        now: i64,
+    ) -> FetchSnapshotResponse {
+        let mut resp = FetchSnapshotResponse {
+            error: NONE,
+            partition_error: NONE,
+            leader_id: self.leader_id_or_sentinel(),
+            leader_epoch: self.epoch(),
+            snapshot_id: OffsetAndEpoch::new(-1, -1),
+            size: -1,
+            position: -1,
+            bytes: SnapshotBytes::None,
+            leader_endpoints: self.leader_endpoints(),
+        };
+        if !self.valid_cluster_id(&r.cluster_id) {
+            resp.error = INCONSISTENT_CLUSTER_ID;
+            resp.leader_id = -1;
+            resp.leader_epoch = -1;
+            return resp;
+        }
+        if let Some(e) = self.validate_leader_only(r.current_leader_epoch) {
+            resp.partition_error = e;
+            return resp;
+        }
+        let size = match self.log.snapshot_size(r.snapshot_id) {
+            Some(s) if r.snapshot_id != types::BOOTSTRAP_SNAPSHOT_ID => s,
+            _ => {
+                resp.partition_error = SNAPSHOT_NOT_FOUND;
+                return resp;
+            }
+        };
+        if r.position < 0 || r.position as u64 >= size {
+            resp.partition_error = POSITION_OUT_OF_RANGE;
+            return resp;
+        }
+        let len = (size - r.position as u64).min(r.max_bytes.max(0) as u64);
+        if let EpochState::Leader(l) = &mut self.state {
+            l.update_check_quorum(r.replica, now);
+        }
+        resp.snapshot_id = r.snapshot_id;
+        resp.size = size as i64;
+        resp.position = r.position;
+        resp.bytes = SnapshotBytes::Read {
+            id: r.snapshot_id,
+            position: r.position as u64,
+            len,
+        };
+        resp
+    }
+
+    fn describe(&mut self, now: i64) -> DescribeQuorumResponse {
+        let voters = self.log.last_voter_set();
+        let nodes = voters
+            .nodes()
+            .map(|n| (n.key.id, n.listeners.clone()))
+            .collect();
+        match &mut self.state {
+            EpochState::Leader(l) => {
+                let leader_id = l.local.id;
+                let current_voters = l.voters.values().map(|s| s.view(leader_id, now)).collect();
+                let observers = l
+                    .active_observers(now)
+                    .iter()
+                    .filter(|s| s.key.id >= 0)
+                    .map(|s| s.view(leader_id, now))
+                    .collect();
+                DescribeQuorumResponse {
+                    error: NONE,
+                    partition_error: NONE,
+                    leader_id,
+                    leader_epoch: l.epoch,
+                    high_watermark: l.high_watermark.unwrap_or(-1),
+                    current_voters,
+                    observers,
+                    nodes,
+                }
+            }
+            _ => DescribeQuorumResponse {
+                error: NONE,
+                partition_error: NOT_LEADER_OR_FOLLOWER,
+                leader_id: -1,
+                leader_epoch: -1,
+                high_watermark: -1,
+                current_voters: Vec::new(),
+                observers: Vec::new(),
+                nodes: Vec::new(),
+            },
+        }
+    }
+
+    // ---- responses -------------------------------------------------------------------------
+
+    /// Returns whether the response counts as a success for the request manager.
+    fn handle_response(&mut self, from: i32, response: Response, now: i64) -> bool {
+        match response {
+            Response::Vote(r) => self.handle_vote_response(from, r, now),
+            Response::BeginQuorumEpoch(r) => {
+                if is_set(r.error) {
+                    return self.top_level_error(r.error);
+                }
+                let ep = self.response_endpoints(r.leader_id, &r.leader_endpoints);
+                match self.common_response(
+                    r.partition_error,
+                    opt(r.leader_id),
+                    r.leader_epoch,
+                    ep,
+                    now,
+                ) {
+                    Some(h) => h,
+                    None if r.partition_error == NONE => {
+                        if let EpochState::Leader(l) = &mut self.state {
+                            l.add_acknowledgement(from);
+                        }
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Response::EndQuorumEpoch(r) => {
+                if is_set(r.error) {
+                    return self.top_level_error(r.error);
+                }
+                let ep = self.response_endpoints(r.leader_id, &r.leader_endpoints);
+                match self.common_response(
+                    r.partition_error,
+                    opt(r.leader_id),
+                    r.leader_epoch,
+                    ep,
+                    now,
+                ) {
+                    Some(h) => h,
+                    None if r.partition_error == NONE => {
+                        if let EpochState::Resigned { unacked_voters, .. } = &mut self.state {
+                            unacked_voters.retain(|v| *v != from);
+                        }
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Response::Fetch(r) => self.handle_fetch_response(r, now),
+            Response::FetchSnapshot(r) => self.handle_fetch_snapshot_response(r, now),
+            Response::UpdateRaftVoter(_)
+            | Response::ApiVersions { .. }
+            | Response::AddRaftVoter(_)
+            | Response::RemoveRaftVoter(_)
+            | Response::DescribeQuorum(_) => true,
+        }
+    }
+
+    fn top_level_error(&mut self, error: i16) -> bool {
+        if error == CLUSTER_AUTHORIZATION_FAILED {
+            self.out.push(Output::Fatal(
+                "cluster authorization failed in a Raft response".into(),
+            ));
+        }
+        false
+    }
+
+    fn response_endpoints(&self, leader_id: i32, endpoints: &Endpoints) -> Endpoints {
+        if leader_id < 0 {
+            Endpoints::new()
+        } else if endpoints.is_empty() {
+            self.log.last_voter_set().listeners(leader_id)
+        } else {
+            endpoints.clone()
+        }
+    }
+
+    /// Kafka's `maybeHandleCommonResponse`: `Some(handled)` when the epoch or error settles
+    /// it, `None` to go on with the response.
+    fn common_response(
+        &mut self,
+        error: i16,
+        leader_id: Option<i32>,
+        epoch: i32,
+        endpoints: Endpoints,
+        now: i64,
+    ) -> Option<bool> {
+        let endpoints = match leader_id {
+            Some(l) if endpoints.is_empty() => self.log.last_voter_set().listeners(l),
+            _ => endpoints,
+        };
+        if epoch < self.epoch() || error == UNKNOWN_LEADER_EPOCH {
+            return Some(true);
+        }
+        if epoch > self.epoch() || error == FENCED_LEADER_EPOCH || error == NOT_LEADER_OR_FOLLOWER {
+            if let Err(msg) = self.maybe_transition(leader_id, epoch, endpoints, now) {
+                self.out.push(Output::Fatal(msg));
+            }
+            return Some(true);
+        }
+        if let Some(leader) =
+            leader_id.filter(|_| epoch == self.epoch() && self.leader_id().is_none())
+        {
+            self.transition_to_follower(epoch, leader, endpoints, now);
+            return if error == NONE { None } else { Some(true) };
+        }
+        match error {
+            BROKER_NOT_AVAILABLE => Some(false),
+            INVALID_VOTER_KEY => Some(true),
+            INVALID_REQUEST => {
+                self.out.push(Output::Fatal(
+                    "received unexpected invalid request error".into(),
+                ));
+                Some(false)
+            }
             _ => None,
         }
     }
-    pub fn is_leader(&self) -> bool {
-        matches!(self.state, RaftState::Leader { .. })
-    }
-    /// Known end offsets of the voters while leader (for DescribeQuorum).
-    pub fn voter_end_offsets(&self) -> BTreeMap<i32, i64> {
-        match &self.state {
-            RaftState::Leader { end_offsets, .. } => end_offsets.clone(),
-            _ => BTreeMap::new(),
+
+    fn handle_vote_response(&mut self, from: i32, r: VoteResponse, now: i64) -> bool {
+        if r.common.error == UNSUPPORTED_VERSION
+            && matches!(self.state, EpochState::Prospective { .. })
+        {
+            // A voter that predates pre-vote: become a candidate without it.
+            self.transition_to_candidate(now);
+            return true;
         }
-    }
-
-    fn majority(&self) -> usize {
-        self.cfg.voters.len() / 2 + 1
-    }
-
-    fn election_state(&self) -> ElectionState {
-        ElectionState {
-            epoch: self.epoch,
-            leader_id: self.leader_id(),
-            voted_id: match &self.state {
-                RaftState::Voted { voted_id } => Some(*voted_id),
-                RaftState::Candidate { .. } => Some(self.cfg.node_id),
-                _ => None,
-            },
-            voters: self.cfg.voters.iter().copied().collect(),
+        if is_set(r.common.error) {
+            return self.top_level_error(r.common.error);
         }
-    }
-
-    /// A randomized timeout in [T, 2T), derived from the node id and epoch so runs are
-    /// reproducible (deterministic simulation) yet voters spread out.
-    fn election_timeout(&self) -> i64 {
-        let t = self.cfg.election_timeout_ms;
-        let spread =
-            (self.cfg.node_id as i64 * 7919 + self.epoch as i64 * 104729).rem_euclid(t.max(1));
-        t + spread
-    }
-
-    pub fn handle(&mut self, input: RaftInput, now_ms: i64) -> Vec<RaftOutput> {
-        let mut out = Vec::new();
-        match input {
-            RaftInput::Start {
-                election,
-                log_end_offset,
-                last_epoch,
-            } => self.start(election, log_end_offset, last_epoch, now_ms, &mut out),
-            RaftInput::Append { records } => self.append(records, &mut out),
-            RaftInput::Flushed { end_offset } => {
-                self.flushed_end_offset = self.flushed_end_offset.max(end_offset);
-                if let RaftState::Leader { end_offsets, .. } = &mut self.state {
-                    end_offsets.insert(self.cfg.node_id, self.flushed_end_offset);
-                }
-                self.maybe_advance_high_watermark(&mut out);
-            }
-            RaftInput::Tick => {
-                if self.election_deadline_ms.is_some_and(|d| now_ms >= d) {
-                    self.start_election(now_ms, &mut out);
-                }
-            }
-            RaftInput::VoteRequested {
-                candidate_id,
-                candidate_epoch,
-                last_epoch,
-                last_offset,
-            } => self.vote_requested(
-                candidate_id,
-                candidate_epoch,
-                last_epoch,
-                last_offset,
-                now_ms,
-                &mut out,
-            ),
-            RaftInput::VoteAnswered {
-                voter_id,
-                epoch,
-                granted,
-            } => {
-                if epoch > self.epoch {
-                    self.become_unattached(epoch, now_ms, &mut out);
-                } else if epoch == self.epoch && granted {
-                    if let RaftState::Candidate { granted } = &mut self.state {
-                        granted.insert(voter_id);
-                        if granted.len() >= self.majority() {
-                            self.become_leader(&mut out);
-                        }
+        let c = &r.common;
+        let ep = self.response_endpoints(c.leader_id, &c.leader_endpoints);
+        if let Some(h) =
+            self.common_response(c.partition_error, opt(c.leader_id), c.leader_epoch, ep, now)
+        {
+            return h;
+        }
+        if c.partition_error != NONE {
+            return false;
+        }
+        match &mut self.state {
+            EpochState::Prospective { election, .. } | EpochState::Candidate { election, .. } => {
+                election.record(from, r.vote_granted);
+                let rejected = election.is_rejected();
+                if r.vote_granted {
+                    if matches!(self.state, EpochState::Prospective { .. }) {
+                        self.maybe_transition_to_candidate(now);
+                    } else {
+                        self.maybe_transition_to_leader(now);
                     }
+                } else if rejected && matches!(self.state, EpochState::Prospective { .. }) {
+                    // A candidate waits out its election timeout before going back to
+                    // Prospective; a prospective gives up at once.
+                    self.prospective_after_election_loss(now);
                 }
             }
-            RaftInput::FollowerFetched {
-                replica_id,
-                fetch_offset,
-            } => {
-                if let RaftState::Leader { end_offsets, .. } = &mut self.state {
-                    if self.cfg.voters.contains(&replica_id) {
-                        end_offsets.insert(replica_id, fetch_offset);
-                    }
-                }
-                self.maybe_advance_high_watermark(&mut out);
-            }
-            RaftInput::LeaderDiscovered { leader_id, epoch } => {
-                if epoch > self.epoch || (epoch == self.epoch && self.leader_id().is_none()) {
-                    self.epoch = epoch;
-                    self.state = RaftState::Follower { leader_id };
-                    self.election_deadline_ms = Some(now_ms + self.election_timeout());
-                    out.push(RaftOutput::PersistElectionState(self.election_state()));
-                    out.push(RaftOutput::LeaderChanged {
-                        leader_id: Some(leader_id),
-                        epoch,
-                        next_offset: None,
-                    });
-                }
-            }
+            _ => {}
         }
-        out
+        true
     }
 
-    fn start(
-        &mut self,
-        election: Option<ElectionState>,
-        log_end_offset: i64,
-        last_epoch: i32,
-        now_ms: i64,
-        out: &mut Vec<RaftOutput>,
-    ) {
-        self.started = true;
-        self.log_end_offset = log_end_offset;
-        // Everything on disk at start-up survived a restart: it is durable.
-        self.flushed_end_offset = log_end_offset;
-        self.last_epoch = last_epoch;
-        // The log can be ahead of the file if we crashed between the two writes.
-        self.epoch = election.as_ref().map_or(0, |e| e.epoch).max(last_epoch);
-        self.state = match &election {
-            Some(e) if e.epoch == self.epoch => match (e.leader_id, e.voted_id) {
-                // A leader of a past life cannot keep leading the same epoch: its in-memory
-                // state is gone (Kafka resigns); it waits for the next election.
-                (Some(l), _) if l != self.cfg.node_id => RaftState::Follower { leader_id: l },
-                (_, Some(v)) if v != self.cfg.node_id => RaftState::Voted { voted_id: v },
-                _ => RaftState::Unattached,
-            },
-            _ => RaftState::Unattached,
-        };
-        if self.cfg.voters.len() == 1 && self.cfg.voters.contains(&self.cfg.node_id) {
-            // A lone voter wins every election it starts.
-            self.start_election(now_ms, out);
+    // ---- Fetch (follower side) -------------------------------------------------------------
+
+    fn handle_fetch_response(&mut self, r: FetchResponse, now: i64) -> bool {
+        if is_set(r.error) {
+            return self.top_level_error(r.error);
+        }
+        let ep = self.response_endpoints(r.leader_id, &r.leader_endpoints);
+        if let Some(h) =
+            self.common_response(r.partition_error, opt(r.leader_id), r.leader_epoch, ep, now)
+        {
+            return h;
+        }
+        if !matches!(self.state, EpochState::Follower { .. }) {
+            return true;
+        }
+        if r.partition_error != NONE {
+            return false;
+        }
+        if let Some(d) = r.diverging_epoch.filter(|d| d.epoch >= 0) {
+            let hw = self.state.high_watermark();
+            if hw.is_some_and(|hw| d.offset < hw) {
+                self.out.push(Output::Fatal(format!(
+                    "the leader requested truncation to offset {}, below the high watermark {}",
+                    d.offset,
+                    hw.unwrap_or(-1)
+                )));
+                return false;
+            }
+            let offset = self.log.truncation_offset(d);
+            if offset < self.committed {
+                self.out.push(Output::Fatal(format!(
+                    "truncation to {offset} would remove committed data below {}",
+                    self.committed
+                )));
+                return false;
+            }
+            self.log.truncate_to(offset);
+            self.out.push(Output::Truncate { offset });
+            self.refresh_after_log_change();
+        } else if let Some(s) = r.snapshot_id.filter(|s| s.epoch >= 0 || s.offset >= 0) {
+            if s.epoch < 0 || s.offset < 0 {
+                return false;
+            }
+            let already = self.log.snapshot_size(s).is_some();
+            if let EpochState::Follower {
+                fetching_snapshot, ..
+            } = &mut self.state
+            {
+                if already {
+                    *fetching_snapshot = None;
+                } else {
+                    *fetching_snapshot = Some(SnapshotDownload { id: s, written: 0 });
+                    self.out.push(Output::BeginSnapshot { id: s });
+                }
+            }
         } else {
-            self.election_deadline_ms = Some(now_ms + self.election_timeout());
-        }
-    }
-
-    fn start_election(&mut self, now_ms: i64, out: &mut Vec<RaftOutput>) {
-        if !self.cfg.voters.contains(&self.cfg.node_id) || self.is_leader() {
-            return;
-        }
-        self.epoch += 1;
-        self.state = RaftState::Candidate {
-            granted: BTreeSet::from([self.cfg.node_id]),
-        };
-        self.election_deadline_ms = Some(now_ms + self.election_timeout());
-        out.push(RaftOutput::PersistElectionState(self.election_state()));
-        if self.majority() <= 1 {
-            self.become_leader(out);
-            return;
-        }
-        for v in &self.cfg.voters {
-            if *v != self.cfg.node_id {
-                out.push(RaftOutput::SendVoteRequest {
-                    to: *v,
-                    epoch: self.epoch,
-                    last_epoch: self.last_epoch,
-                    last_offset: self.log_end_offset,
-                });
+            if let Records::Batches(batches) = r.records {
+                if !batches.is_empty() && !self.append_as_follower(batches) {
+                    return false;
+                }
             }
+            let hw = (r.high_watermark >= 0).then_some(r.high_watermark);
+            self.update_follower_high_watermark(hw);
+        }
+        if let EpochState::Follower {
+            fetch_deadline,
+            has_fetched_from_leader,
+            ..
+        } = &mut self.state
+        {
+            *fetch_deadline = now + self.cfg.fetch_timeout_ms;
+            *has_fetched_from_leader = true;
+        }
+        true
+    }
+
+    fn append_as_follower(&mut self, batches: Vec<LogBatch>) -> bool {
+        // Batches wholly below our end (possible only after a truncation raced the fetch)
+        // are skipped; a gap is a protocol violation.
+        let batches: Vec<LogBatch> = batches
+            .into_iter()
+            .filter(|b| b.last_offset >= self.log.end_offset)
+            .collect();
+        let Some(first) = batches.first() else {
+            return true;
+        };
+        if first.base_offset != self.log.end_offset {
+            self.out.push(Output::Fatal(format!(
+                "fetched batch at offset {} does not start at the log end {}",
+                first.base_offset, self.log.end_offset
+            )));
+            return false;
+        }
+        let mut last_epoch = self.log.last_fetched_epoch();
+        for b in &batches {
+            if b.epoch < last_epoch {
+                self.out.push(Output::Fatal(format!(
+                    "fetched batch at offset {} has epoch {} below the log's {last_epoch}",
+                    b.base_offset, b.epoch
+                )));
+                return false;
+            }
+            last_epoch = b.epoch;
+            for c in &b.control {
+                match c {
+                    ControlRecord::Voters(v) => self.log.record_voters(b.base_offset, v.clone()),
+                    ControlRecord::KRaftVersion(k) => {
+                        self.log.record_kraft_version(b.base_offset, *k)
+                    }
+                    ControlRecord::LeaderChange { .. } => {}
+                }
+            }
+            self.log.append(b.base_offset, b.last_offset, b.epoch);
+        }
+        self.out.push(Output::AppendFollower { batches });
+        self.out.push(Output::Flush {
+            end_offset: self.log.end_offset,
+        });
+        self.refresh_after_log_change();
+        true
+    }
+
+    /// The voter set may have changed with the log (a VotersRecord appended or truncated):
+    /// a replica removed from the voters stops electing; the leader re-tracks its replicas.
+    fn refresh_after_log_change(&mut self) {
+        let voters = self.log.last_voter_set();
+        if let EpochState::Leader(l) = &mut self.state {
+            l.update_voter_set(&voters);
         }
     }
 
-    fn become_unattached(&mut self, epoch: i32, now_ms: i64, out: &mut Vec<RaftOutput>) {
-        let was_leader = self.is_leader();
-        self.epoch = epoch;
-        self.state = RaftState::Unattached;
-        self.election_deadline_ms = Some(now_ms + self.election_timeout());
-        out.push(RaftOutput::PersistElectionState(self.election_state()));
-        if was_leader {
-            out.push(RaftOutput::LeaderChanged {
-                leader_id: None,
-                epoch,
-                next_offset: None,
-            });
-        }
-    }
-
-    fn become_leader(&mut self, out: &mut Vec<RaftOutput>) {
-        let granting = match &self.state {
-            RaftState::Candidate { granted } => granted.iter().copied().collect(),
-            _ => vec![self.cfg.node_id],
-        };
-        let epoch_start_offset = self.log_end_offset;
-        let mut end_offsets = BTreeMap::new();
-        end_offsets.insert(self.cfg.node_id, self.flushed_end_offset);
-        self.state = RaftState::Leader {
-            epoch_start_offset,
-            end_offsets,
-        };
-        self.election_deadline_ms = None;
-        out.push(RaftOutput::PersistElectionState(self.election_state()));
-        out.push(RaftOutput::AppendControl {
-            base_offset: epoch_start_offset,
-            epoch: self.epoch,
-            record: ControlRecord::LeaderChange {
-                leader_id: self.cfg.node_id,
-                voters: self.cfg.voters.iter().copied().collect(),
-                granting_voters: granting,
+    fn update_follower_high_watermark(&mut self, hw: Option<i64>) {
+        let Some(hw) = hw else { return };
+        let new = self.log.end_offset.min(hw);
+        let moved = match &mut self.state {
+            EpochState::Follower { high_watermark, .. } => match high_watermark {
+                Some(old) if new <= *old => false,
+                _ => {
+                    *high_watermark = Some(new);
+                    true
+                }
             },
-        });
-        self.log_end_offset += 1;
-        self.last_epoch = self.epoch;
-        out.push(RaftOutput::LeaderChanged {
-            leader_id: Some(self.cfg.node_id),
-            epoch: self.epoch,
-            next_offset: Some(self.log_end_offset),
-        });
-    }
-
-    fn append(&mut self, records: Vec<Bytes>, out: &mut Vec<RaftOutput>) {
-        if !self.is_leader() || records.is_empty() {
-            if !self.is_leader() {
-                out.push(RaftOutput::AppendRejected {
-                    leader_id: self.leader_id(),
-                    epoch: self.epoch,
-                });
-            }
-            return;
-        }
-        let base_offset = self.log_end_offset;
-        let last_offset = base_offset + records.len() as i64 - 1;
-        self.log_end_offset = last_offset + 1;
-        out.push(RaftOutput::AppendData {
-            base_offset,
-            epoch: self.epoch,
-            records,
-        });
-        out.push(RaftOutput::Appended {
-            base_offset,
-            last_offset,
-            epoch: self.epoch,
-        });
-    }
-
-    fn vote_requested(
-        &mut self,
-        candidate_id: i32,
-        candidate_epoch: i32,
-        last_epoch: i32,
-        last_offset: i64,
-        now_ms: i64,
-        out: &mut Vec<RaftOutput>,
-    ) {
-        if candidate_epoch < self.epoch {
-            out.push(RaftOutput::SendVoteResponse {
-                to: candidate_id,
-                epoch: self.epoch,
-                granted: false,
-            });
-            return;
-        }
-        if candidate_epoch > self.epoch {
-            self.become_unattached(candidate_epoch, now_ms, out);
-        }
-        let log_ok = (last_epoch, last_offset) >= (self.last_epoch, self.log_end_offset);
-        let granted = match &self.state {
-            RaftState::Unattached => log_ok,
-            RaftState::Voted { voted_id } => *voted_id == candidate_id,
             _ => false,
         };
-        if granted && matches!(self.state, RaftState::Unattached) {
-            self.state = RaftState::Voted {
-                voted_id: candidate_id,
-            };
-            self.election_deadline_ms = Some(now_ms + self.election_timeout());
-            out.push(RaftOutput::PersistElectionState(self.election_state()));
+        if moved {
+            self.advance_committed(new);
         }
-        out.push(RaftOutput::SendVoteResponse {
-            to: candidate_id,
-            epoch: self.epoch,
-            granted,
-        });
     }
 
-    /// The high watermark is the largest offset held by a majority of voters, and only moves
-    /// once the leader has committed something of its own epoch (Raft §5.4.2).
-    fn maybe_advance_high_watermark(&mut self, out: &mut Vec<RaftOutput>) {
-        let RaftState::Leader {
-            epoch_start_offset,
-            end_offsets,
-        } = &self.state
-        else {
-            return;
+    fn handle_fetch_snapshot_response(&mut self, r: FetchSnapshotResponse, now: i64) -> bool {
+        if is_set(r.error) {
+            return self.top_level_error(r.error);
+        }
+        let ep = self.response_endpoints(r.leader_id, &r.leader_endpoints);
+        if let Some(h) =
+            self.common_response(r.partition_error, opt(r.leader_id), r.leader_epoch, ep, now)
+        {
+            return h;
+        }
+        let download = match &self.state {
+            EpochState::Follower {
+                fetching_snapshot, ..
+            } => fetching_snapshot.clone(),
+            _ => return true,
         };
-        let mut offsets: Vec<i64> = self
-            .cfg
-            .voters
-            .iter()
-            .map(|v| end_offsets.get(v).copied().unwrap_or(0))
-            .collect();
-        offsets.sort_unstable_by(|a, b| b.cmp(a));
-        let candidate = offsets[self.majority() - 1];
-        if candidate > *epoch_start_offset && candidate > self.high_watermark {
-            self.high_watermark = candidate;
-            out.push(RaftOutput::HighWatermarkAdvanced {
-                high_watermark: candidate,
-            });
+        if r.partition_error == SNAPSHOT_NOT_FOUND
+            || r.snapshot_id.offset < 0
+            || r.snapshot_id.epoch < 0
+        {
+            // The leader no longer has it: fetch again, which names the current snapshot.
+            self.set_follower_download(None, now);
+            return true;
+        }
+        if r.partition_error != NONE {
+            return false;
+        }
+        let Some(d) = download else {
+            self.out.push(Output::Fatal(format!(
+                "received a FetchSnapshot response for {:?} while not fetching a snapshot",
+                r.snapshot_id
+            )));
+            return false;
+        };
+        if d.id != r.snapshot_id {
+            self.out.push(Output::Fatal(format!(
+                "received fetch snapshot response with an invalid id. Expected {:?}; Received {:?}",
+                d.id, r.snapshot_id
+            )));
+            return false;
+        }
+        if d.written as i64 != r.position {
+            self.out.push(Output::Fatal(format!(
+                "received fetch snapshot response with an invalid position. Expected {}; Received {}",
+                d.written, r.position
+            )));
+            return false;
+        }
+        let bytes = match r.bytes {
+            SnapshotBytes::Bytes(b) => b,
+            _ => Bytes::new(),
+        };
+        let written = d.written + bytes.len() as u64;
+        self.out.push(Output::WriteSnapshotChunk {
+            id: d.id,
+            position: d.written,
+            bytes,
+        });
+        if written as i64 == r.size {
+            self.set_follower_download(None, now);
+            self.out.push(Output::InstallSnapshot { id: d.id });
+            self.log.add_snapshot(d.id, written);
+            self.log.reset_to_snapshot(d.id, None, None);
+            self.refresh_after_log_change();
+            self.update_follower_high_watermark(Some(d.id.offset));
+        } else {
+            self.set_follower_download(Some(SnapshotDownload { id: d.id, written }), now);
+        }
+        true
+    }
+
+    fn set_follower_download(&mut self, d: Option<SnapshotDownload>, now: i64) {
+        if let EpochState::Follower {
+            fetching_snapshot,
+            fetch_deadline,
+            has_fetched_from_leader,
+            ..
+        } = &mut self.state
+        {
+            *fetching_snapshot = d;
+            *fetch_deadline = now + self.cfg.fetch_timeout_ms;
+            *has_fetched_from_leader = true;
         }
     }
+
+    // ---- voter changes (KIP-853) -----------------------------------------------------------
+
+    /// Kafka's `handleAddVoterRequest` and `AddVoterHandler`: checks in Kafka's order, then an
+    /// ApiVersions round trip to the new voter (its supported kraft.version), then the
+    /// VotersRecord once the new voter has caught up; the answer waits for its commit.
+    fn handle_add_voter(
+        &mut self,
+        id: RequestId,
+        r: AddRaftVoterRequest,
+        now: i64,
+    ) -> Option<VoterChangeResponse> {
+        let err = |e: i16, m: String| {
+            Some(VoterChangeResponse {
+                error: e,
+                error_message: Some(m),
+            })
+        };
+        if !self.valid_cluster_id(&r.cluster_id) {
+            return err(
+                INCONSISTENT_CLUSTER_ID,
+                "the cluster id does not match".into(),
+            );
+        }
+        if let Some(e) = self.validate_leader_only(self.epoch()) {
+            return err(e, "this node is not the leader".into());
+        }
+        if r.voter.directory_id.is_none() {
+            return err(
+                INVALID_REQUEST,
+                "Add voter request didn't include a valid voter".into(),
+            );
+        }
+        if r.listeners.is_empty() {
+            return err(
+                INVALID_REQUEST,
+                "Add voter request didn't include the default listener".into(),
+            );
+        }
+        if let Some(e) = self.voter_change_precheck() {
+            return Some(e);
+        }
+        let voters = self.log.last_voter_set();
+        if voters.contains_id(r.voter.id) {
+            return err(
+                DUPLICATE_VOTER,
+                format!(
+                    "The voter id for {} is already part of the set of voters",
+                    r.voter
+                ),
+            );
+        }
+        let node = VoterNode {
+            key: r.voter,
+            listeners: r.listeners.clone(),
+            supported_kraft_version: KRaftVersionRange::UP_TO_1,
+        };
+        if let EpochState::Leader(l) = &mut self.state {
+            l.pending_voter_change = Some(PendingVoterChange::Add {
+                request: id,
+                voter: r.voter,
+                offset: None,
+                deadline: now + self.cfg.request_timeout_ms,
+                awaiting_catch_up: true,
+            });
+        }
+        self.pending_add_node = Some(node);
+        self.next_correlation_id += 1;
+        let correlation_id = self.next_correlation_id;
+        self.api_versions_in_flight = Some(correlation_id);
+        self.out.push(Output::Send {
+            to: r.voter.id,
+            correlation_id,
+            request: Request::ApiVersions {
+                listeners: r.listeners,
+            },
+        });
+        None
+    }
+
+    /// The checks every voter change starts with (Kafka's handlers, in their order).
+    fn voter_change_precheck(&self) -> Option<VoterChangeResponse> {
+        let err = |e: i16, m: String| {
+            Some(VoterChangeResponse {
+                error: e,
+                error_message: Some(m),
+            })
+        };
+        let (hw, pending) = match &self.state {
+            EpochState::Leader(l) => (l.high_watermark, l.pending_voter_change.is_some()),
+            _ => return err(NOT_LEADER_OR_FOLLOWER, "this node is not the leader".into()),
+        };
+        if pending {
+            return err(
+                REQUEST_TIMED_OUT,
+                "Request timed out waiting for leader to handle previous voter change request"
+                    .into(),
+            );
+        }
+        let Some(hw) = hw else {
+            return err(
+                REQUEST_TIMED_OUT,
+                "Request timed out waiting for leader to establish HWM and fence previous \
+                 voter changes"
+                    .into(),
+            );
+        };
+        let kraft_version = self.log.last_kraft_version();
+        if kraft_version < 1 {
+            return err(
+                UNSUPPORTED_VERSION,
+                format!(
+                    "Cluster doesn't support changing voters because the kraft.version feature \
+                     is {kraft_version}"
+                ),
+            );
+        }
+        if self.log.last_voter_set_offset().is_some_and(|o| o >= hw) {
+            return err(
+                REQUEST_TIMED_OUT,
+                format!(
+                    "Request timed out waiting for voters to commit the latest voter change with \
+                     HWM {hw}"
+                ),
+            );
+        }
+        None
+    }
+
+    fn handle_remove_voter(
+        &mut self,
+        id: RequestId,
+        r: RemoveRaftVoterRequest,
+        _now: i64,
+    ) -> Option<VoterChangeResponse> {
+        let err = |e: i16, m: String| {
+            Some(VoterChangeResponse {
+                error: e,
+                error_message: Some(m),
+            })
+        };
+        if !self.valid_cluster_id(&r.cluster_id) {
+            return err(
+                INCONSISTENT_CLUSTER_ID,
+                "the cluster id does not match".into(),
+            );
+        }
+        if let Some(e) = self.validate_leader_only(self.epoch()) {
+            return err(e, "this node is not the leader".into());
+        }
+        if let Some(e) = self.voter_change_precheck() {
+            return Some(e);
+        }
+        let voters = self.log.last_voter_set();
+        let new_voters = match voters.with_removed(r.voter) {
+            // An empty voter set could never commit again.
+            Some(v) if !v.is_empty() => v,
+            _ => {
+                return err(
+                    VOTER_NOT_FOUND,
+                    format!("Cannot remove voter {} from the set of voters", r.voter),
+                )
+            }
+        };
+        let (offset, _, _) =
+            self.append_as_leader(BatchContent::Control(ControlRecord::Voters(new_voters)), 1);
+        self.refresh_after_log_change();
+        if let EpochState::Leader(l) = &mut self.state {
+            l.pending_voter_change = Some(PendingVoterChange::Remove {
+                request: id,
+                voter: r.voter,
+                offset,
+            });
+        }
+        None
+    }
+
+    /// Kafka's `handleUpdateVoterRequest` and `UpdateVoterHandler`.
+    fn handle_update_voter(
+        &mut self,
+        id: RequestId,
+        r: UpdateRaftVoterRequest,
+        _now: i64,
+    ) -> Option<UpdateVoterResponse> {
+        let resp = |s: &Self, e: i16| {
+            Some(UpdateVoterResponse {
+                error: e,
+                leader_id: s.leader_id_or_sentinel(),
+                leader_epoch: s.epoch(),
+                leader_endpoints: s.leader_endpoints(),
+            })
+        };
+        if !self.valid_cluster_id(&r.cluster_id) {
+            return resp(self, INCONSISTENT_CLUSTER_ID);
+        }
+        if let Some(e) = self.validate_leader_only(r.current_leader_epoch) {
+            return resp(self, e);
+        }
+        if r.voter.directory_id.is_none() {
+            return resp(self, INVALID_REQUEST);
+        }
+        let (hw, pending) = match &self.state {
+            EpochState::Leader(l) => (l.high_watermark, l.pending_voter_change.is_some()),
+            _ => return resp(self, NOT_LEADER_OR_FOLLOWER),
+        };
+        let Some(hw) = hw.filter(|_| !pending) else {
+            return resp(self, REQUEST_TIMED_OUT);
+        };
+        let kraft_version = self.log.last_kraft_version();
+        if kraft_version < r.kraft_version.min || kraft_version > r.kraft_version.max {
+            return resp(self, INVALID_REQUEST);
+        }
+        if r.listeners.is_empty() {
+            return resp(self, INVALID_REQUEST);
+        }
+        let voters = self.log.last_voter_set();
+        if kraft_version < 1 {
+            // A static quorum has nothing to record; Kafka only checks the id.
+            let e = if voters.contains_id(r.voter.id) {
+                NONE
+            } else {
+                VOTER_NOT_FOUND
+            };
+            return resp(self, e);
+        }
+        if self.log.last_voter_set_offset().is_some_and(|o| o >= hw) {
+            return resp(self, REQUEST_TIMED_OUT);
+        }
+        let node = VoterNode {
+            key: r.voter,
+            listeners: r.listeners,
+            supported_kraft_version: r.kraft_version,
+        };
+        let Some(updated) = voters.with_updated(node) else {
+            return resp(self, VOTER_NOT_FOUND);
+        };
+        let (offset, _, _) =
+            self.append_as_leader(BatchContent::Control(ControlRecord::Voters(updated)), 1);
+        if let EpochState::Leader(l) = &mut self.state {
+            l.pending_voter_change = Some(PendingVoterChange::Update {
+                request: id,
+                offset,
+            });
+        }
+        None
+    }
+
+    /// The new voter answered ApiVersions (Kafka's `AddVoterHandler.handleApiVersionsResponse`):
+    /// it must support kraft.version 1 and be caught up; then the VotersRecord is written.
+    fn handle_api_versions_response(
+        &mut self,
+        error: i16,
+        kraft_version: Option<KRaftVersionRange>,
+        now: i64,
+    ) {
+        let voter = match &self.state {
+            EpochState::Leader(l) => match &l.pending_voter_change {
+                Some(PendingVoterChange::Add {
+                    voter,
+                    awaiting_catch_up: true,
+                    ..
+                }) => *voter,
+                _ => return,
+            },
+            _ => return,
+        };
+        let fail = |s: &mut Self, e: i16, m: String| {
+            if let EpochState::Leader(l) = &mut s.state {
+                if let Some(c) = l.pending_voter_change.take() {
+                    s.pending_add_node = None;
+                    s.reply_voter_change(c, e, Some(m));
+                }
+            }
+        };
+        if error != NONE {
+            return fail(
+                self,
+                REQUEST_TIMED_OUT,
+                format!("Add voter {voter} failed: ApiVersions returned error {error}"),
+            );
+        }
+        let current = self.log.last_kraft_version();
+        let Some(range) = kraft_version.filter(|r| r.min <= current && current <= r.max) else {
+            return fail(
+                self,
+                INVALID_REQUEST,
+                format!("Add voter {voter} failed: it does not support kraft.version {current}"),
+            );
+        };
+        let caught_up = match &self.state {
+            EpochState::Leader(l) => l.is_replica_caught_up(voter, now),
+            _ => false,
+        };
+        if !caught_up {
+            return fail(
+                self,
+                REQUEST_TIMED_OUT,
+                format!("Add voter {voter} failed: the new voter is not caught up to the leader"),
+            );
+        }
+        let Some(mut node) = self.pending_add_node.take() else {
+            return;
+        };
+        node.supported_kraft_version = range;
+        let Some(new_voters) = self.log.last_voter_set().with_added(node) else {
+            return;
+        };
+        let (offset, _, _) =
+            self.append_as_leader(BatchContent::Control(ControlRecord::Voters(new_voters)), 1);
+        self.refresh_after_log_change();
+        if let EpochState::Leader(l) = &mut self.state {
+            if let Some(PendingVoterChange::Add {
+                offset: o,
+                awaiting_catch_up,
+                ..
+            }) = &mut l.pending_voter_change
+            {
+                *o = Some(offset);
+                *awaiting_catch_up = false;
+            }
+        }
+    }
+
+    /// A pending voter change completes once its VotersRecord is committed; a removed leader
+    /// then resigns (Kafka's RemoveVoterHandler).
+    fn voter_change_on_high_watermark(&mut self, hw: i64, now: i64) {
+        let (done, resign) = match &mut self.state {
+            EpochState::Leader(l) => match &l.pending_voter_change {
+                Some(PendingVoterChange::Add {
+                    offset: Some(o), ..
+                })
+                | Some(PendingVoterChange::Update { offset: o, .. })
+                    if *o < hw =>
+                {
+                    (l.pending_voter_change.take(), false)
+                }
+                Some(PendingVoterChange::Remove { offset, voter, .. }) if *offset < hw => {
+                    let resign = voter.id == l.local.id;
+                    (l.pending_voter_change.take(), resign)
+                }
+                _ => (None, false),
+            },
+            _ => return,
+        };
+        if let Some(change) = done {
+            self.reply_voter_change(change, NONE, None);
+        }
+        if resign {
+            if let EpochState::Leader(l) = &mut self.state {
+                l.resign_requested = true;
+            }
+        }
+        let _ = now;
+    }
+
+    fn expire_voter_change(&mut self, now: i64) {
+        let expired = match &mut self.state {
+            EpochState::Leader(l) => match &l.pending_voter_change {
+                Some(PendingVoterChange::Add { deadline, .. }) if now >= *deadline => {
+                    l.pending_voter_change.take()
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(change) = expired {
+            self.pending_add_node = None;
+            self.reply_voter_change(
+                change,
+                REQUEST_TIMED_OUT,
+                Some("Timed out waiting for the voter to be added".into()),
+            );
+        }
+    }
+
+    fn reply_voter_change(
+        &mut self,
+        change: PendingVoterChange,
+        error: i16,
+        message: Option<String>,
+    ) {
+        match change {
+            PendingVoterChange::Add { request, .. } => self.reply(
+                request,
+                Response::AddRaftVoter(VoterChangeResponse {
+                    error,
+                    error_message: message,
+                }),
+            ),
+            PendingVoterChange::Remove { request, .. } => self.reply(
+                request,
+                Response::RemoveRaftVoter(VoterChangeResponse {
+                    error,
+                    error_message: message,
+                }),
+            ),
+            PendingVoterChange::Update { request, .. } => {
+                let response = UpdateVoterResponse {
+                    error,
+                    leader_id: self.leader_id_or_sentinel(),
+                    leader_epoch: self.epoch(),
+                    leader_endpoints: self.leader_endpoints(),
+                };
+                self.reply(request, Response::UpdateRaftVoter(response))
+            }
+        }
+    }
+}
+
+fn opt(id: i32) -> Option<i32> {
+    (id >= 0).then_some(id)
 }

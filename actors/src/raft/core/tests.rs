@@ -1,92 +1,241 @@
+//! Unit tests of the core's RPC paths against Kafka 4.4's answers (error codes and fields as
+//! `KafkaRaftClient` fills them).
+
+use super::log::{EpochEntry, LogState, SnapshotInfo};
 use super::*;
 
+fn ep(id: i32) -> Endpoints {
+    vec![Endpoint {
+        listener: "CONTROLLER".into(),
+        host: format!("node{id}"),
+        port: 9093,
+    }]
+}
+
 fn cfg(node: i32, voters: &[i32]) -> RaftConfig {
-    RaftConfig {
-        node_id: node,
-        voters: voters.iter().copied().collect(),
-        election_timeout_ms: 1000,
+    let set = VoterSet::from_static(voters.iter().map(|v| (*v, ep(*v))));
+    let mut c = RaftConfig::with_static_voters(node, set);
+    c.cluster_id = "cluster".into();
+    c
+}
+
+fn log_with(end: i64, epochs: &[(i32, i64)]) -> LogState {
+    LogState {
+        end_offset: end,
+        epochs: epochs
+            .iter()
+            .map(|(e, o)| EpochEntry {
+                epoch: *e,
+                start_offset: *o,
+            })
+            .collect(),
+        ..LogState::default()
     }
 }
 
-fn start(
-    core: &mut RaftCore,
+fn started(
+    node: i32,
+    voters: &[i32],
     election: Option<ElectionState>,
-    leo: i64,
-    last_epoch: i32,
-) -> Vec<RaftOutput> {
-    core.handle(
-        RaftInput::Start {
-            election,
-            log_end_offset: leo,
-            last_epoch,
+    log: LogState,
+) -> (RaftCore, Vec<Output>) {
+    let mut c = RaftCore::new(cfg(node, voters), 7);
+    let out = c.handle(Input::Start { election, log }, 0);
+    (c, out)
+}
+
+fn replies(out: &[Output]) -> Vec<Response> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Reply { response, .. } => Some(response.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn sends(out: &[Output]) -> Vec<(i32, u64, Request)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Send {
+                to,
+                correlation_id,
+                request,
+            } => Some((*to, *correlation_id, request.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn persisted(out: &[Output]) -> Vec<ElectionState> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::PersistElection { state, .. } => Some(state.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn vote_req(cand: i32, epoch: i32, last_epoch: i32, last_offset: i64, pre_vote: bool) -> Request {
+    Request::Vote(VoteRequest {
+        cluster_id: Some("cluster".into()),
+        voter_key: None,
+        candidate: ReplicaKey::without_dir(cand),
+        candidate_epoch: epoch,
+        last_offset_epoch: last_epoch,
+        last_offset,
+        pre_vote,
+    })
+}
+
+fn vote(c: &mut RaftCore, req: Request, now: i64) -> (VoteResponse, Vec<Output>) {
+    let out = c.handle(
+        Input::Request {
+            id: 1,
+            request: req,
         },
-        0,
-    )
+        now,
+    );
+    let r = match replies(&out).pop() {
+        Some(Response::Vote(v)) => v,
+        other => panic!("expected a vote response, got {other:?}"),
+    };
+    (r, out)
+}
+
+fn fetch_req(replica: i32, epoch: i32, offset: i64, last_epoch: i32) -> FetchRequest {
+    FetchRequest {
+        cluster_id: Some("cluster".into()),
+        replica: ReplicaKey::without_dir(replica),
+        max_wait_ms: 0,
+        max_bytes: 1 << 20,
+        current_leader_epoch: epoch,
+        fetch_offset: offset,
+        last_fetched_epoch: last_epoch,
+        high_watermark: -1,
+    }
+}
+
+fn fetch(c: &mut RaftCore, r: FetchRequest, now: i64) -> FetchResponse {
+    let out = c.handle(
+        Input::Request {
+            id: 9,
+            request: Request::Fetch(r),
+        },
+        now,
+    );
+    match replies(&out).pop() {
+        Some(Response::Fetch(f)) => f,
+        other => panic!("expected a fetch response, got {other:?}"),
+    }
+}
+
+/// Drives a 3-voter node 1 to leadership in epoch 1 (pre-vote, vote, LeaderChange flushed).
+fn leader_of_three() -> RaftCore {
+    let (mut c, _) = started(1, &[1, 2, 3], None, LogState::default());
+    // Election timeout (≤ 2 s) passes: Prospective, pre-votes out.
+    let out = c.handle(Input::Tick, 2_000);
+    assert_eq!(c.state_name(), "Prospective");
+    let pre = sends(&out);
+    assert_eq!(pre.len(), 2);
+    assert!(pre
+        .iter()
+        .all(|(_, _, r)| matches!(r, Request::Vote(v) if v.pre_vote && v.candidate_epoch == 0)));
+    let granted = |epoch| {
+        Response::Vote(VoteResponse {
+            common: QuorumResponse {
+                error: NONE,
+                partition_error: NONE,
+                leader_id: -1,
+                leader_epoch: epoch,
+                leader_endpoints: vec![],
+            },
+            vote_granted: true,
+        })
+    };
+    let out = c.handle(
+        Input::Response {
+            from: pre[0].0,
+            correlation_id: pre[0].1,
+            response: granted(0),
+        },
+        2_001,
+    );
+    assert_eq!(c.state_name(), "Candidate");
+    assert_eq!(c.epoch(), 1);
+    let votes = sends(&out);
+    assert!(votes
+        .iter()
+        .all(|(_, _, r)| matches!(r, Request::Vote(v) if !v.pre_vote && v.candidate_epoch == 1)));
+    c.handle(
+        Input::Response {
+            from: votes[0].0,
+            correlation_id: votes[0].1,
+            response: granted(1),
+        },
+        2_002,
+    );
+    assert!(c.is_leader());
+    c.handle(Input::Flushed { end_offset: 1 }, 2_003);
+    c
 }
 
 #[test]
 fn single_voter_elects_itself_and_writes_leader_change() {
-    let mut c = RaftCore::new(cfg(1, &[1]));
-    let out = start(&mut c, None, 0, 0);
+    let (mut c, out) = started(1, &[1], None, LogState::default());
     assert!(c.is_leader());
     assert_eq!(c.epoch(), 1);
-    // Candidate state persisted first, then leader, then the control record, then the news.
-    assert!(
-        matches!(&out[0], RaftOutput::PersistElectionState(e) if e.voted_id == Some(1) && e.leader_id.is_none())
-    );
-    assert!(
-        matches!(&out[1], RaftOutput::PersistElectionState(e) if e.leader_id == Some(1) && e.epoch == 1)
+    // Unattached at epoch 0 (persisted), then the candidate's self-vote, then leadership.
+    let p = persisted(&out);
+    assert_eq!(p.len(), 3);
+    assert_eq!(
+        p[1].voted_key,
+        Some(ReplicaKey::of(1, Some(kactor_protocol::Uuid::ZERO)))
     );
     assert_eq!(
-        out[2],
-        RaftOutput::AppendControl {
-            base_offset: 0,
-            epoch: 1,
-            record: ControlRecord::LeaderChange {
-                leader_id: 1,
-                voters: vec![1],
-                granting_voters: vec![1]
-            }
-        }
+        (p[2].epoch, p[2].leader_id, p[2].voted_key),
+        (1, Some(1), None)
     );
-    assert_eq!(
-        out[3],
-        RaftOutput::LeaderChanged {
-            leader_id: Some(1),
-            epoch: 1,
-            next_offset: Some(1)
-        }
-    );
-    // Nothing is committed until the control record is flushed.
+    assert!(out.contains(&Output::AppendLeader {
+        base_offset: 0,
+        epoch: 1,
+        content: BatchContent::Control(ControlRecord::LeaderChange {
+            leader_id: 1,
+            voters: vec![1],
+            granting_voters: vec![1],
+        }),
+    }));
+    assert!(out.contains(&Output::LeaderChanged {
+        leader_id: Some(1),
+        epoch: 1,
+        epoch_start_offset: Some(0),
+    }));
+    // Nothing commits until the LeaderChangeMessage is durable.
     assert_eq!(c.high_watermark(), 0);
-    let out = c.handle(RaftInput::Flushed { end_offset: 1 }, 0);
-    assert_eq!(
-        out,
-        vec![RaftOutput::HighWatermarkAdvanced { high_watermark: 1 }]
-    );
+    let out = c.handle(Input::Flushed { end_offset: 1 }, 1);
+    assert!(out.contains(&Output::HighWatermark(1)));
 }
 
 #[test]
 fn single_voter_commits_appends_once_flushed() {
-    let mut c = RaftCore::new(cfg(1, &[1]));
-    start(&mut c, None, 0, 0);
-    c.handle(RaftInput::Flushed { end_offset: 1 }, 0);
+    let (mut c, _) = started(1, &[1], None, LogState::default());
+    c.handle(Input::Flushed { end_offset: 1 }, 0);
     let recs = vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")];
     let out = c.handle(
-        RaftInput::Append {
+        Input::Append {
             records: recs.clone(),
         },
-        0,
+        1,
     );
     assert_eq!(
         out,
         vec![
-            RaftOutput::AppendData {
+            Output::AppendLeader {
                 base_offset: 1,
                 epoch: 1,
-                records: recs
+                content: BatchContent::Data(recs)
             },
-            RaftOutput::Appended {
+            Output::Flush { end_offset: 3 },
+            Output::Appended {
                 base_offset: 1,
                 last_offset: 2,
                 epoch: 1
@@ -94,55 +243,52 @@ fn single_voter_commits_appends_once_flushed() {
         ]
     );
     assert_eq!(c.high_watermark(), 1);
-    let out = c.handle(RaftInput::Flushed { end_offset: 3 }, 0);
-    assert_eq!(
-        out,
-        vec![RaftOutput::HighWatermarkAdvanced { high_watermark: 3 }]
-    );
+    let out = c.handle(Input::Flushed { end_offset: 3 }, 2);
+    assert_eq!(out, vec![Output::HighWatermark(3)]);
 }
 
 #[test]
-fn restart_bumps_the_epoch_past_file_and_log() {
-    let mut c = RaftCore::new(cfg(1, &[1]));
-    let persisted = ElectionState {
+fn restarted_single_voter_leads_a_new_epoch() {
+    // The file says we led epoch 4; the log's last batch is epoch 6: the log wins.
+    let persisted_state = ElectionState {
         epoch: 4,
         leader_id: Some(1),
-        voted_id: None,
+        voted_key: None,
         voters: vec![1],
     };
-    let out = start(&mut c, Some(persisted), 10, 6);
-    // The log says epoch 6 was used even if the file says 4.
-    assert_eq!(c.epoch(), 7);
-    assert!(out.contains(&RaftOutput::AppendControl {
-        base_offset: 10,
-        epoch: 7,
-        record: ControlRecord::LeaderChange {
-            leader_id: 1,
-            voters: vec![1],
-            granting_voters: vec![1]
-        }
-    }));
-    // Old entries commit together with the new epoch's first record.
-    let out = c.handle(RaftInput::Flushed { end_offset: 11 }, 0);
-    assert_eq!(
-        out,
-        vec![RaftOutput::HighWatermarkAdvanced { high_watermark: 11 }]
+    let (c, out) = started(
+        1,
+        &[1],
+        Some(persisted_state.clone()),
+        log_with(10, &[(6, 5)]),
     );
+    assert_eq!(c.epoch(), 7);
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::AppendLeader {
+            base_offset: 10,
+            epoch: 7,
+            content: BatchContent::Control(_)
+        }
+    )));
+    // A leader restarting in its own epoch resigns it and leads the next one.
+    let (c, _) = started(1, &[1], Some(persisted_state), log_with(10, &[(4, 5)]));
+    assert_eq!(c.epoch(), 5);
+    assert!(c.is_leader());
 }
 
 #[test]
 fn appends_are_rejected_when_not_leader() {
-    let mut c = RaftCore::new(cfg(1, &[1, 2, 3]));
-    start(&mut c, None, 0, 0);
+    let (mut c, _) = started(1, &[1, 2, 3], None, LogState::default());
     let out = c.handle(
-        RaftInput::Append {
+        Input::Append {
             records: vec![Bytes::new()],
         },
         0,
     );
     assert_eq!(
         out,
-        vec![RaftOutput::AppendRejected {
+        vec![Output::AppendRejected {
             leader_id: None,
             epoch: 0
         }]
@@ -150,130 +296,760 @@ fn appends_are_rejected_when_not_leader() {
 }
 
 #[test]
-fn three_voters_elect_and_commit_by_majority() {
-    let mut c = RaftCore::new(cfg(1, &[1, 2, 3]));
-    start(&mut c, None, 0, 0);
-    // Election timeout fires.
-    let out = c.handle(RaftInput::Tick, 5_000);
-    assert_eq!(c.epoch(), 1);
-    let requests: Vec<_> = out
-        .iter()
-        .filter(|o| matches!(o, RaftOutput::SendVoteRequest { .. }))
-        .collect();
-    assert_eq!(requests.len(), 2);
-    let out = c.handle(
-        RaftInput::VoteAnswered {
-            voter_id: 2,
-            epoch: 1,
-            granted: true,
-        },
-        5_001,
+fn vote_with_stale_epoch_is_fenced() {
+    let (mut c, _) = started(
+        2,
+        &[1, 2, 3],
+        Some(ElectionState::unknown_leader(5, vec![])),
+        log_with(10, &[(3, 0)]),
     );
-    assert!(c.is_leader());
-    assert!(out
+    let (r, _) = vote(&mut c, vote_req(1, 4, 3, 10, false), 0);
+    assert_eq!(r.common.partition_error, FENCED_LEADER_EPOCH);
+    assert_eq!(r.common.leader_epoch, 5);
+    assert!(!r.vote_granted);
+}
+
+#[test]
+fn vote_with_illegal_last_epoch_is_invalid_request() {
+    let (mut c, _) = started(2, &[1, 2, 3], None, LogState::default());
+    // A candidate's last epoch must be below its epoch; a prospective's at most equal.
+    let (r, _) = vote(&mut c, vote_req(1, 3, 3, 10, false), 0);
+    assert_eq!(r.common.partition_error, INVALID_REQUEST);
+    let (r, _) = vote(&mut c, vote_req(1, 3, 3, 10, true), 0);
+    assert_eq!(r.common.partition_error, NONE);
+    let (r, _) = vote(&mut c, vote_req(1, 3, 2, -1, false), 0);
+    assert_eq!(r.common.partition_error, INVALID_REQUEST);
+}
+
+#[test]
+fn vote_from_another_cluster_is_inconsistent_cluster_id() {
+    let (mut c, _) = started(2, &[1, 2, 3], None, LogState::default());
+    let mut req = vote_req(1, 1, 0, 0, false);
+    if let Request::Vote(v) = &mut req {
+        v.cluster_id = Some("other".into());
+    }
+    let (r, _) = vote(&mut c, req, 0);
+    assert_eq!(r.common.error, INCONSISTENT_CLUSTER_ID);
+}
+
+#[test]
+fn vote_for_another_replica_key_is_invalid_voter_key() {
+    let (mut c, _) = started(2, &[1, 2, 3], None, LogState::default());
+    let mut req = vote_req(1, 1, 0, 0, false);
+    if let Request::Vote(v) = &mut req {
+        v.voter_key = Some(ReplicaKey::without_dir(3));
+    }
+    let (r, _) = vote(&mut c, req, 0);
+    assert_eq!(r.common.partition_error, INVALID_VOTER_KEY);
+    assert!(!r.vote_granted);
+}
+
+#[test]
+fn votes_follow_log_rules_and_are_persisted_before_granted() {
+    let (mut c, _) = started(2, &[1, 2, 3], None, log_with(10, &[(3, 0)]));
+    // Shorter log in the same last epoch: rejected (but the epoch is learned).
+    let (r, _) = vote(&mut c, vote_req(1, 4, 3, 9, false), 0);
+    assert!(!r.vote_granted);
+    assert_eq!(c.epoch(), 4);
+    // Up to date: granted, and the vote is persisted before the reply.
+    let (r, out) = vote(&mut c, vote_req(3, 4, 3, 10, false), 0);
+    assert!(r.vote_granted);
+    let persist_at = out.iter().position(|o| matches!(o, Output::PersistElection { state, .. } if state.voted_key == Some(ReplicaKey::without_dir(3)))).unwrap();
+    let reply_at = out
         .iter()
-        .any(|o| matches!(o, RaftOutput::AppendControl { base_offset: 0, .. })));
+        .position(|o| matches!(o, Output::Reply { .. }))
+        .unwrap();
+    assert!(persist_at < reply_at);
+    // One vote per epoch; the same candidate may ask again.
+    let (r, _) = vote(&mut c, vote_req(1, 4, 5, 100, false), 0);
+    assert!(!r.vote_granted);
+    let (r, _) = vote(&mut c, vote_req(3, 4, 3, 10, false), 0);
+    assert!(r.vote_granted);
+}
+
+#[test]
+fn pre_vote_grants_without_recording_a_vote() {
+    let (mut c, _) = started(2, &[1, 2, 3], None, log_with(10, &[(3, 0)]));
+    let (r, out) = vote(&mut c, vote_req(1, 3, 3, 10, true), 0);
+    assert!(r.vote_granted);
+    assert!(persisted(&out).is_empty());
+    assert_eq!(c.epoch(), 3);
+    // A real vote for another candidate in the same epoch is still possible.
+    let (r, _) = vote(&mut c, vote_req(3, 4, 3, 10, false), 0);
+    assert!(r.vote_granted);
+    // A higher-epoch pre-vote moves us to that epoch (Kafka 4.4) but records no vote.
+    let (r, out) = vote(&mut c, vote_req(1, 6, 3, 10, true), 0);
+    assert!(r.vote_granted);
+    assert_eq!(c.epoch(), 6);
+    assert!(persisted(&out).iter().all(|p| p.voted_key.is_none()));
+}
+
+#[test]
+fn follower_that_has_fetched_rejects_pre_votes() {
+    let (mut c, _) = started(2, &[1, 2, 3], None, LogState::default());
+    let out = c.handle(
+        Input::Request {
+            id: 1,
+            request: Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+                cluster_id: Some("cluster".into()),
+                voter_key: None,
+                leader_id: 1,
+                leader_epoch: 1,
+                leader_endpoints: vec![],
+            }),
+        },
+        0,
+    );
+    assert_eq!(c.state_name(), "Follower");
+    assert_eq!(c.leader_id(), Some(1));
+    assert!(
+        matches!(replies(&out)[0], Response::BeginQuorumEpoch(ref r) if r.partition_error == NONE && r.leader_id == 1)
+    );
+    // Not fetched yet: a pre-vote may be granted.
+    let (r, _) = vote(&mut c, vote_req(3, 1, 0, 0, true), 1);
+    assert!(r.vote_granted);
+    let fetch = sends(&out)
+        .into_iter()
+        .find(|(_, _, r)| matches!(r, Request::Fetch(_)))
+        .unwrap();
     c.handle(
-        RaftInput::Append {
-            records: vec![Bytes::new(); 4],
+        Input::Response {
+            from: 1,
+            correlation_id: fetch.1,
+            response: Response::Fetch(FetchResponse {
+                error: NONE,
+                partition_error: NONE,
+                high_watermark: -1,
+                log_start_offset: 0,
+                leader_id: 1,
+                leader_epoch: 1,
+                diverging_epoch: None,
+                snapshot_id: None,
+                records: Records::None,
+                leader_endpoints: vec![],
+            }),
         },
-        5_002,
+        2,
     );
-    // Our own flush is not a majority.
-    assert!(c
-        .handle(RaftInput::Flushed { end_offset: 5 }, 5_003)
-        .is_empty());
+    let (r, _) = vote(&mut c, vote_req(3, 1, 0, 0, true), 3);
+    assert!(!r.vote_granted);
+    // And a binding vote in the leader's epoch is never granted.
+    let (r, _) = vote(&mut c, vote_req(3, 1, 0, 0, false), 3);
+    assert!(!r.vote_granted);
+}
+
+#[test]
+fn begin_quorum_epoch_with_stale_epoch_is_fenced() {
+    let (mut c, _) = started(
+        2,
+        &[1, 2, 3],
+        Some(ElectionState::unknown_leader(3, vec![])),
+        LogState::default(),
+    );
     let out = c.handle(
-        RaftInput::FollowerFetched {
-            replica_id: 3,
-            fetch_offset: 3,
+        Input::Request {
+            id: 1,
+            request: Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+                cluster_id: None,
+                voter_key: None,
+                leader_id: 1,
+                leader_epoch: 2,
+                leader_endpoints: vec![],
+            }),
         },
-        5_004,
+        0,
+    );
+    assert!(
+        matches!(&replies(&out)[0], Response::BeginQuorumEpoch(r) if r.partition_error == FENCED_LEADER_EPOCH && r.leader_epoch == 3)
+    );
+}
+
+#[test]
+fn leader_fetch_errors_match_kafka() {
+    let mut c = leader_of_three();
+    // Stale epoch: FENCED_LEADER_EPOCH; newer epoch: UNKNOWN_LEADER_EPOCH.
+    assert_eq!(
+        fetch(&mut c, fetch_req(2, 0, 0, 0), 3_000).partition_error,
+        FENCED_LEADER_EPOCH
     );
     assert_eq!(
-        out,
-        vec![RaftOutput::HighWatermarkAdvanced { high_watermark: 3 }]
+        fetch(&mut c, fetch_req(2, 2, 0, 0), 3_000).partition_error,
+        UNKNOWN_LEADER_EPOCH
     );
-    // Non-voters do not count.
-    assert!(c
-        .handle(
-            RaftInput::FollowerFetched {
-                replica_id: 9,
-                fetch_offset: 5
-            },
-            5_005
-        )
-        .is_empty());
+    // Last fetched epoch above the current leader epoch, or a negative offset: INVALID_REQUEST.
+    assert_eq!(
+        fetch(&mut c, fetch_req(2, 1, 0, 2), 3_000).partition_error,
+        INVALID_REQUEST
+    );
+    assert_eq!(
+        fetch(&mut c, fetch_req(2, 1, -1, 0), 3_000).partition_error,
+        INVALID_REQUEST
+    );
+    // A valid fetch reads from its offset and names the leader.
+    let r = fetch(&mut c, fetch_req(2, 1, 0, 0), 3_000);
+    assert_eq!(r.partition_error, NONE);
+    assert_eq!((r.leader_id, r.leader_epoch), (1, 1));
+    assert_eq!(
+        r.records,
+        Records::Read {
+            from_offset: 0,
+            max_bytes: 1 << 20
+        }
+    );
+    // Beyond the log end in the current epoch: diverging at the log end, not an error.
+    let r = fetch(&mut c, fetch_req(2, 1, 5, 1), 3_000);
+    assert_eq!(r.partition_error, NONE);
+    assert_eq!(r.diverging_epoch, Some(OffsetAndEpoch::new(1, 1)));
+    // A follower of an old epoch the leader never had: diverging to where epoch 1 begins.
+    let r = fetch(&mut c, fetch_req(3, 1, 7, 0), 3_000);
+    assert_eq!(r.diverging_epoch, Some(OffsetAndEpoch::new(0, 0)));
 }
 
 #[test]
-fn votes_follow_epoch_and_log_rules() {
-    let mut c = RaftCore::new(cfg(2, &[1, 2, 3]));
-    start(&mut c, None, 10, 3);
-    let ask = |c: &mut RaftCore, cand, epoch, last_epoch, last_offset| {
-        c.handle(
-            RaftInput::VoteRequested {
-                candidate_id: cand,
-                candidate_epoch: epoch,
-                last_epoch,
-                last_offset,
+fn high_watermark_needs_a_majority_and_the_epoch_start() {
+    let mut c = leader_of_three();
+    assert_eq!(c.high_watermark(), 0);
+    c.handle(
+        Input::Append {
+            records: vec![Bytes::from_static(b"x"); 3],
+        },
+        3_000,
+    );
+    c.handle(Input::Flushed { end_offset: 4 }, 3_000);
+    // Voter 2 holds the LeaderChangeMessage: committed up to 1.
+    let r = fetch(&mut c, fetch_req(2, 1, 1, 1), 3_001);
+    assert_eq!(r.high_watermark, 1);
+    assert_eq!(c.high_watermark(), 1);
+    // An observer does not count.
+    fetch(&mut c, fetch_req(9, 1, 4, 1), 3_002);
+    assert_eq!(c.high_watermark(), 1);
+    let r = fetch(&mut c, fetch_req(3, 1, 4, 1), 3_003);
+    assert_eq!(r.high_watermark, 4);
+    // DescribeQuorum shows both voters and the observer.
+    let d = c.describe_quorum(3_004);
+    assert_eq!(d.high_watermark, 4);
+    assert_eq!(d.current_voters.len(), 3);
+    assert_eq!(d.observers.len(), 1);
+    assert_eq!(d.observers[0].log_end_offset, 4);
+    let v2 = d.current_voters.iter().find(|v| v.key.id == 2).unwrap();
+    assert_eq!((v2.log_end_offset, v2.last_fetch_timestamp), (1, 3_001));
+}
+
+#[test]
+fn describe_quorum_on_a_non_leader_is_not_leader_or_follower() {
+    let (mut c, _) = started(2, &[1, 2, 3], None, LogState::default());
+    let d = c.describe_quorum(0);
+    assert_eq!(d.partition_error, NOT_LEADER_OR_FOLLOWER);
+}
+
+#[test]
+fn leader_without_majority_fetches_resigns_after_check_quorum() {
+    let mut c = leader_of_three();
+    // 1.5 × fetch timeout (2 s) with no fetches: resign and tell the voters.
+    let out = c.handle(Input::Tick, 2_003 + 3_000);
+    assert_eq!(c.state_name(), "Resigned");
+    let ends = sends(&out);
+    assert_eq!(ends.len(), 2);
+    assert!(ends
+        .iter()
+        .all(|(_, _, r)| matches!(r, Request::EndQuorumEpoch(e) if e.leader_epoch == 1)));
+}
+
+#[test]
+fn parked_fetch_completes_on_append_or_timeout() {
+    let mut c = leader_of_three();
+    let mut r = fetch_req(2, 1, 1, 1);
+    r.max_wait_ms = 500;
+    r.high_watermark = 0;
+    // Voter 2 at the end: its fetch moves the high watermark, so it is answered at once.
+    let out = c.handle(
+        Input::Request {
+            id: 5,
+            request: Request::Fetch(r.clone()),
+        },
+        3_000,
+    );
+    assert!(matches!(&replies(&out)[0], Response::Fetch(f) if f.high_watermark == 1));
+    // Again with the same high watermark: parked.
+    r.high_watermark = 1;
+    let out = c.handle(
+        Input::Request {
+            id: 6,
+            request: Request::Fetch(r.clone()),
+        },
+        3_001,
+    );
+    assert!(replies(&out).is_empty());
+    let out = c.handle(
+        Input::Append {
+            records: vec![Bytes::from_static(b"y")],
+        },
+        3_002,
+    );
+    assert!(out.iter().any(|o| matches!(o, Output::Reply { id: 6, response: Response::Fetch(f) } if f.records == Records::Read { from_offset: 1, max_bytes: 1 << 20 })));
+    // Nothing new: it times out after max_wait_ms with the original (empty) answer.
+    let mut r2 = fetch_req(3, 1, 2, 1);
+    r2.max_wait_ms = 500;
+    r2.high_watermark = 1;
+    c.handle(Input::Flushed { end_offset: 2 }, 3_003);
+    let out = c.handle(
+        Input::Request {
+            id: 7,
+            request: Request::Fetch(r2),
+        },
+        3_004,
+    );
+    // Voter 3 at offset 2 makes a majority at 2: the HW moves and the fetch is answered.
+    assert!(matches!(&replies(&out)[0], Response::Fetch(f) if f.high_watermark == 2));
+    let mut r3 = fetch_req(3, 1, 2, 1);
+    r3.max_wait_ms = 500;
+    r3.high_watermark = 2;
+    let out = c.handle(
+        Input::Request {
+            id: 8,
+            request: Request::Fetch(r3),
+        },
+        3_005,
+    );
+    assert!(replies(&out).is_empty());
+    let out = c.handle(Input::Tick, 3_505);
+    assert!(out.iter().any(|o| matches!(o, Output::Reply { id: 8, response: Response::Fetch(f) } if f.records == Records::None && f.partition_error == NONE)));
+}
+
+#[test]
+fn fetch_below_the_log_start_gets_the_snapshot_id() {
+    let log = LogState {
+        start_offset: 100,
+        end_offset: 120,
+        epochs: vec![EpochEntry {
+            epoch: 3,
+            start_offset: 100,
+        }],
+        snapshots: vec![SnapshotInfo {
+            id: OffsetAndEpoch::new(100, 3),
+            size: 5000,
+        }],
+        ..LogState::default()
+    };
+    let (mut c, _) = started(1, &[1], None, log);
+    assert!(c.is_leader());
+    c.handle(Input::Flushed { end_offset: 121 }, 0);
+    let epoch = c.epoch();
+    let r = fetch(&mut c, fetch_req(5, epoch, 0, 0), 1);
+    assert_eq!(r.snapshot_id, Some(OffsetAndEpoch::new(100, 3)));
+    let r = fetch(&mut c, fetch_req(5, epoch, 50, 2), 1);
+    assert_eq!(r.snapshot_id, Some(OffsetAndEpoch::new(100, 3)));
+    assert_eq!(r.log_start_offset, 100);
+    // At the snapshot's end with its epoch: valid.
+    let r = fetch(&mut c, fetch_req(5, epoch, 100, 3), 1);
+    assert_eq!((r.snapshot_id, r.diverging_epoch), (None, None));
+}
+
+#[test]
+fn fetch_snapshot_errors_match_kafka() {
+    let log = LogState {
+        start_offset: 100,
+        end_offset: 100,
+        snapshots: vec![SnapshotInfo {
+            id: OffsetAndEpoch::new(100, 3),
+            size: 5000,
+        }],
+        ..LogState::default()
+    };
+    let (mut c, _) = started(1, &[1], None, log);
+    let epoch = c.epoch();
+    let ask = |c: &mut RaftCore, epoch: i32, id: OffsetAndEpoch, position: i64| {
+        let out = c.handle(
+            Input::Request {
+                id: 3,
+                request: Request::FetchSnapshot(FetchSnapshotRequest {
+                    cluster_id: None,
+                    replica: ReplicaKey::without_dir(5),
+                    max_bytes: 4096,
+                    current_leader_epoch: epoch,
+                    snapshot_id: id,
+                    position,
+                }),
             },
-            0,
-        )
+            1,
+        );
+        match replies(&out).pop() {
+            Some(Response::FetchSnapshot(r)) => r,
+            other => panic!("{other:?}"),
+        }
     };
-    let granted = |out: &[RaftOutput]| {
-        out.iter()
-            .any(|o| matches!(o, RaftOutput::SendVoteResponse { granted: true, .. }))
-    };
-    // Stale epoch.
-    assert!(!granted(&ask(&mut c, 1, 2, 3, 10)));
-    // Shorter log.
-    assert!(!granted(&ask(&mut c, 1, 4, 3, 9)));
-    // Up to date: granted and persisted.
-    let out = ask(&mut c, 3, 4, 3, 10);
-    assert!(granted(&out));
+    let id = OffsetAndEpoch::new(100, 3);
+    assert_eq!(
+        ask(&mut c, epoch - 1, id, 0).partition_error,
+        FENCED_LEADER_EPOCH
+    );
+    assert_eq!(
+        ask(&mut c, epoch, OffsetAndEpoch::new(90, 3), 0).partition_error,
+        SNAPSHOT_NOT_FOUND
+    );
+    assert_eq!(
+        ask(&mut c, epoch, id, 5000).partition_error,
+        POSITION_OUT_OF_RANGE
+    );
+    assert_eq!(
+        ask(&mut c, epoch, id, -1).partition_error,
+        POSITION_OUT_OF_RANGE
+    );
+    let r = ask(&mut c, epoch, id, 4096);
+    assert_eq!(r.partition_error, NONE);
+    assert_eq!((r.size, r.position), (5000, 4096));
+    assert_eq!(
+        r.bytes,
+        SnapshotBytes::Read {
+            id,
+            position: 4096,
+            len: 904
+        }
+    );
+}
+
+#[test]
+fn follower_rejects_a_snapshot_chunk_that_does_not_match() {
+    let (mut c, out) = started(
+        2,
+        &[1, 2, 3],
+        Some(ElectionState {
+            epoch: 1,
+            leader_id: Some(1),
+            voted_key: None,
+            voters: vec![],
+        }),
+        LogState::default(),
+    );
+    assert_eq!(c.state_name(), "Follower");
+    let f = sends(&out)
+        .into_iter()
+        .find(|(_, _, r)| matches!(r, Request::Fetch(_)))
+        .unwrap();
+    let id = OffsetAndEpoch::new(50, 1);
+    let out = c.handle(
+        Input::Response {
+            from: 1,
+            correlation_id: f.1,
+            response: Response::Fetch(FetchResponse {
+                error: NONE,
+                partition_error: NONE,
+                high_watermark: 50,
+                log_start_offset: 50,
+                leader_id: 1,
+                leader_epoch: 1,
+                diverging_epoch: None,
+                snapshot_id: Some(id),
+                records: Records::None,
+                leader_endpoints: vec![],
+            }),
+        },
+        1,
+    );
+    assert!(out.contains(&Output::BeginSnapshot { id }));
+    let fs = sends(&out)
+        .into_iter()
+        .find(|(_, _, r)| matches!(r, Request::FetchSnapshot(_)))
+        .unwrap();
+    // A chunk for another position: Kafka throws ("invalid position"); the core stops.
+    let out = c.handle(
+        Input::Response {
+            from: 1,
+            correlation_id: fs.1,
+            response: Response::FetchSnapshot(FetchSnapshotResponse {
+                error: NONE,
+                partition_error: NONE,
+                leader_id: 1,
+                leader_epoch: 1,
+                snapshot_id: id,
+                size: 10,
+                position: 4,
+                bytes: SnapshotBytes::Bytes(Bytes::from_static(b"abcdef")),
+                leader_endpoints: vec![],
+            }),
+        },
+        2,
+    );
     assert!(out
         .iter()
-        .any(|o| matches!(o, RaftOutput::PersistElectionState(e) if e.voted_id == Some(3))));
-    // One vote per epoch.
-    assert!(!granted(&ask(&mut c, 1, 4, 5, 100)));
-    assert!(granted(&ask(&mut c, 3, 4, 3, 10)));
+        .any(|o| matches!(o, Output::Fatal(m) if m.contains("invalid position"))));
 }
 
 #[test]
-fn leader_steps_down_on_higher_epoch() {
-    let mut c = RaftCore::new(cfg(1, &[1, 2, 3]));
-    start(&mut c, None, 0, 0);
-    c.handle(RaftInput::Tick, 5_000);
+fn end_quorum_epoch_backs_off_by_successor_position() {
+    let mut c = RaftCore::new(cfg(3, &[1, 2, 3, 4]), 1);
     c.handle(
-        RaftInput::VoteAnswered {
-            voter_id: 2,
-            epoch: 1,
-            granted: true,
+        Input::Start {
+            election: Some(ElectionState {
+                epoch: 2,
+                leader_id: Some(1),
+                voted_key: None,
+                voters: vec![],
+            }),
+            log: LogState::default(),
         },
-        5_000,
+        0,
     );
-    assert!(c.is_leader());
+    let keys = |ids: &[i32]| {
+        ids.iter()
+            .map(|i| ReplicaKey::without_dir(*i))
+            .collect::<Vec<_>>()
+    };
+    let end = |c: &mut RaftCore, preferred: Vec<ReplicaKey>| {
+        c.handle(
+            Input::Request {
+                id: 1,
+                request: Request::EndQuorumEpoch(EndQuorumEpochRequest {
+                    cluster_id: None,
+                    leader_id: 1,
+                    leader_epoch: 2,
+                    preferred_candidates: preferred,
+                    leader_endpoints: vec![],
+                }),
+            },
+            100,
+        )
+    };
+    // Third of three successors: max >> 2 << 1 = 500 ms.
+    end(&mut c, keys(&[2, 4, 3]));
+    match c.state() {
+        EpochState::Follower { fetch_deadline, .. } => assert_eq!(*fetch_deadline, 600),
+        s => panic!("{s:?}"),
+    }
+    // First successor: at once.
+    end(&mut c, keys(&[3, 2, 4]));
+    c.handle(Input::Tick, 100);
+    assert_eq!(c.state_name(), "Prospective");
+}
+
+fn dir(n: u8) -> kactor_protocol::Uuid {
+    kactor_protocol::Uuid([n; 16])
+}
+
+/// A lone voter 1 of a KIP-853 quorum (kraft.version 1, voters from the log), leading with
+/// its epoch start committed.
+fn dynamic_leader() -> RaftCore {
+    let node = |id: i32| VoterNode {
+        key: ReplicaKey::of(id, Some(dir(id as u8))),
+        listeners: ep(id),
+        supported_kraft_version: KRaftVersionRange::UP_TO_1,
+    };
+    let mut c = RaftConfig::with_static_voters(1, VoterSet::new([node(1)]));
+    c.static_voters = None;
+    c.directory_id = dir(1);
+    c.cluster_id = "cluster".into();
+    let mut core = RaftCore::new(c, 3);
+    // kafka-storage format's bootstrap: KRaftVersionRecord and VotersRecord at 0 and 1.
+    let log = LogState {
+        end_offset: 2,
+        epochs: vec![EpochEntry {
+            epoch: 0,
+            start_offset: 0,
+        }],
+        kraft_version_records: vec![(0, 1)],
+        voters_records: vec![(1, VoterSet::new([node(1)]))],
+        ..LogState::default()
+    };
+    let out = core.handle(
+        Input::Start {
+            election: None,
+            log,
+        },
+        0,
+    );
+    assert!(core.is_leader());
+    // kraft.version 1 writes data_version 1 files.
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::PersistElection {
+            data_version: 1,
+            ..
+        }
+    )));
+    core.handle(Input::Flushed { end_offset: 3 }, 0);
+    assert_eq!(core.high_watermark(), 3);
+    core
+}
+
+fn add_voter(c: &mut RaftCore, id: i32, now: i64) -> Vec<Output> {
+    c.handle(
+        Input::Request {
+            id: 40 + id as u64,
+            request: Request::AddRaftVoter(AddRaftVoterRequest {
+                cluster_id: None,
+                timeout_ms: 30_000,
+                voter: ReplicaKey::of(id, Some(dir(id as u8))),
+                listeners: ep(id),
+            }),
+        },
+        now,
+    )
+}
+
+fn voter_change_reply(out: &[Output]) -> Option<VoterChangeResponse> {
+    replies(out).into_iter().find_map(|r| match r {
+        Response::AddRaftVoter(v) | Response::RemoveRaftVoter(v) => Some(v),
+        _ => None,
+    })
+}
+
+fn answer_api_versions(c: &mut RaftCore, out: &[Output], now: i64) -> Vec<Output> {
+    let (to, corr, req) = sends(out).pop().expect("an ApiVersions request");
+    assert!(matches!(req, Request::ApiVersions { .. }));
+    c.handle(
+        Input::Response {
+            from: to,
+            correlation_id: corr,
+            response: Response::ApiVersions {
+                error: NONE,
+                kraft_version: Some(KRaftVersionRange::UP_TO_1),
+            },
+        },
+        now,
+    )
+}
+
+#[test]
+fn add_voter_needs_a_caught_up_observer_and_commits_the_voters_record() {
+    let mut c = dynamic_leader();
+    // Not fetched yet: ApiVersions answered, but the new voter is not caught up.
+    let out = add_voter(&mut c, 4, 10);
+    assert!(voter_change_reply(&out).is_none());
+    let out = answer_api_versions(&mut c, &out, 11);
+    let r = voter_change_reply(&out).unwrap();
+    assert_eq!(r.error, REQUEST_TIMED_OUT);
+    // Node 4 fetches up to the leader's end as an observer, then asks again.
+    let mut f = fetch_req(4, c.epoch(), 3, c.epoch());
+    f.replica = ReplicaKey::of(4, Some(dir(4)));
+    fetch(&mut c, f.clone(), 20);
+    let out = add_voter(&mut c, 4, 21);
+    let out = answer_api_versions(&mut c, &out, 22);
+    assert!(voter_change_reply(&out).is_none(), "waits for the commit");
+    let record_at = out
+        .iter()
+        .find_map(|o| match o {
+            Output::AppendLeader {
+                base_offset,
+                content: BatchContent::Control(ControlRecord::Voters(v)),
+                ..
+            } => Some((*base_offset, v.ids().collect::<Vec<_>>())),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(record_at, (3, vec![1, 4]));
+    assert_eq!(c.voters().ids().collect::<Vec<_>>(), vec![1, 4]);
+    // Another change while this one is pending: REQUEST_TIMED_OUT.
+    let out = add_voter(&mut c, 5, 23);
+    assert_eq!(voter_change_reply(&out).unwrap().error, REQUEST_TIMED_OUT);
+    // The new voter set (1 and 4) must hold the record: the leader's flush is not enough.
+    let out = c.handle(Input::Flushed { end_offset: 4 }, 24);
+    assert!(voter_change_reply(&out).is_none());
+    f.fetch_offset = 4;
     let out = c.handle(
-        RaftInput::VoteAnswered {
-            voter_id: 3,
-            epoch: 5,
-            granted: false,
+        Input::Request {
+            id: 99,
+            request: Request::Fetch(f),
         },
-        5_001,
+        25,
     );
-    assert!(!c.is_leader());
-    assert!(out.contains(&RaftOutput::LeaderChanged {
-        leader_id: None,
-        epoch: 5,
-        next_offset: None
-    }));
-    c.handle(
-        RaftInput::LeaderDiscovered {
-            leader_id: 3,
-            epoch: 5,
-        },
-        5_002,
+    assert_eq!(voter_change_reply(&out).unwrap().error, NONE);
+    assert_eq!(c.high_watermark(), 4);
+    // A voter id already in the set.
+    let out = add_voter(&mut c, 4, 26);
+    assert_eq!(voter_change_reply(&out).unwrap().error, DUPLICATE_VOTER);
+}
+
+#[test]
+fn remove_voter_errors_and_commit() {
+    let mut c = dynamic_leader();
+    let remove = |c: &mut RaftCore, id: i32| {
+        c.handle(
+            Input::Request {
+                id: 7,
+                request: Request::RemoveRaftVoter(RemoveRaftVoterRequest {
+                    cluster_id: None,
+                    voter: ReplicaKey::of(id, Some(dir(id as u8))),
+                }),
+            },
+            30,
+        )
+    };
+    assert_eq!(
+        voter_change_reply(&remove(&mut c, 9)).unwrap().error,
+        VOTER_NOT_FOUND
     );
+    // The last voter cannot go.
+    assert_eq!(
+        voter_change_reply(&remove(&mut c, 1)).unwrap().error,
+        VOTER_NOT_FOUND
+    );
+}
+
+#[test]
+fn voter_changes_need_kraft_version_1() {
+    let (mut c, _) = started(1, &[1], None, LogState::default());
+    c.handle(Input::Flushed { end_offset: 1 }, 0);
+    let out = add_voter(&mut c, 4, 10);
+    assert_eq!(voter_change_reply(&out).unwrap().error, UNSUPPORTED_VERSION);
+    // A follower answers NOT_LEADER_OR_FOLLOWER.
+    let (mut f, _) = started(2, &[1, 2, 3], None, LogState::default());
+    let out = add_voter(&mut f, 4, 10);
+    assert_eq!(
+        voter_change_reply(&out).unwrap().error,
+        NOT_LEADER_OR_FOLLOWER
+    );
+}
+
+#[test]
+fn update_voter_on_a_static_quorum_only_checks_the_id() {
+    let (mut c, _) = started(1, &[1], None, LogState::default());
+    c.handle(Input::Flushed { end_offset: 1 }, 0);
+    let update = |c: &mut RaftCore, id: i32, epoch: i32| {
+        let out = c.handle(
+            Input::Request {
+                id: 5,
+                request: Request::UpdateRaftVoter(UpdateRaftVoterRequest {
+                    cluster_id: None,
+                    current_leader_epoch: epoch,
+                    voter: ReplicaKey::of(id, Some(dir(id as u8))),
+                    listeners: ep(id),
+                    kraft_version: KRaftVersionRange::UP_TO_1,
+                }),
+            },
+            1,
+        );
+        match replies(&out).pop() {
+            Some(Response::UpdateRaftVoter(r)) => r,
+            other => panic!("{other:?}"),
+        }
+    };
+    let epoch = c.epoch();
+    assert_eq!(update(&mut c, 1, epoch).error, NONE);
+    assert_eq!(update(&mut c, 7, epoch).error, VOTER_NOT_FOUND);
+    let r = update(&mut c, 1, epoch + 1);
+    assert_eq!((r.error, r.leader_id), (UNKNOWN_LEADER_EPOCH, 1));
+}
+
+#[test]
+fn a_candidate_that_learned_its_epochs_leader_restarts_as_its_follower() {
+    // Voted for itself in epoch 10, then followed node 3 in that epoch and took records of
+    // epoch 10 from it: the file names both. Resuming the candidacy would send a Vote whose
+    // last epoch equals its candidate epoch, which voters refuse as INVALID_REQUEST.
+    let persisted_state = ElectionState {
+        epoch: 10,
+        leader_id: Some(3),
+        voted_key: Some(ReplicaKey::of(2, None)),
+        voters: vec![1, 2, 3],
+    };
+    let (c, out) = started(
+        2,
+        &[1, 2, 3],
+        Some(persisted_state),
+        log_with(25, &[(10, 20)]),
+    );
+    assert_eq!(c.state_name(), "Follower");
     assert_eq!(c.leader_id(), Some(3));
+    assert!(!sends(&out)
+        .iter()
+        .any(|(_, _, r)| matches!(r, Request::Vote(_))));
 }

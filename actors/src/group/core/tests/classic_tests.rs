@@ -582,6 +582,25 @@ fn describe_groups() {
         panic!()
     };
     assert_eq!(groups[0].error_code, GROUP_ID_NOT_FOUND);
+    assert_eq!(
+        groups[0].error_message.as_deref(),
+        Some("Group missing not found.")
+    );
+    h.cg_join("modern", "m1", &["t1"]);
+    let id = h.send(GroupRequest::DescribeGroups {
+        api_version: 6,
+        group_ids: vec!["modern".into()],
+    });
+    let Some(GroupResponse::DescribeGroups { groups }) = h.take(id) else {
+        panic!()
+    };
+    assert_eq!(
+        (groups[0].error_code, groups[0].error_message.as_deref()),
+        (
+            GROUP_ID_NOT_FOUND,
+            Some("Group modern is not a classic group.")
+        )
+    );
     // Mid-rebalance: no metadata or assignment.
     h.join_dynamic("g");
     let id = h.send(GroupRequest::DescribeGroups {
@@ -652,7 +671,13 @@ fn delete_groups() {
     let codes: Vec<i16> = results.iter().map(|(_, c)| *c).collect();
     assert_eq!(
         codes,
-        vec![NON_EMPTY_GROUP, NONE, GROUP_ID_NOT_FOUND, INVALID_GROUP_ID]
+        vec![
+            NON_EMPTY_GROUP,
+            NONE,
+            GROUP_ID_NOT_FOUND,
+            GROUP_ID_NOT_FOUND
+        ],
+        "the empty id names a group like any other (Kafka only refuses null)"
     );
     assert!(h.shard.group("idle").is_none());
     let tombstones: Vec<_> = h.log.iter().rev().take(3).collect();

@@ -16,22 +16,23 @@ fn first_member_gets_everything() {
     let r = h.cg_join("g", "m1", &["t1", "t2"]);
     assert_eq!(r.error_code, NONE);
     assert_eq!(r.member_id.as_deref(), Some("m1"));
-    assert_eq!(r.member_epoch, 1);
+    // A new group is at epoch 1; the member's subscription bumps it to 2 (Kafka 4.4).
+    assert_eq!(r.member_epoch, 2);
     assert_eq!(r.heartbeat_interval_ms, 5_000);
     assert_eq!(parts(&r.assignment, tid(1)), vec![0, 1, 2, 3, 4, 5]);
     assert_eq!(parts(&r.assignment, tid(2)), vec![0, 1, 2]);
     let g = h.consumer("g");
-    assert_eq!((g.group_epoch, g.assignment_epoch), (1, 1));
+    assert_eq!((g.group_epoch, g.assignment_epoch), (2, 2));
     assert_eq!(g.state(), ConsumerGroupState::Stable);
     // A steady heartbeat changes nothing and carries no assignment.
     let before = h.log.len();
     let r = h.cg_beat(
         "g",
         "m1",
-        1,
+        2,
         &[(tid(1), vec![0, 1, 2, 3, 4, 5]), (tid(2), vec![0, 1, 2])],
     );
-    assert_eq!((r.error_code, r.member_epoch), (NONE, 1));
+    assert_eq!((r.error_code, r.member_epoch), (NONE, 2));
     assert!(r.assignment.is_none());
     assert_eq!(h.log.len(), before, "no records for a no-op heartbeat");
 }
@@ -41,9 +42,11 @@ fn second_member_reconciles_with_revocation_first() {
     let mut h = Harness::new();
     h.cg_join("g", "m1", &["t1"]);
     let all: Vec<i32> = (0..6).collect();
+    // Past the assignment interval: the second join gets a new target at once.
+    h.advance(1_000);
 
     let r2 = h.cg_join("g", "m2", &["t1"]);
-    assert_eq!(r2.member_epoch, 2);
+    assert_eq!(r2.member_epoch, 3);
     assert_eq!(
         count(&r2.assignment),
         0,
@@ -55,9 +58,9 @@ fn second_member_reconciles_with_revocation_first() {
     );
     assert_eq!(h.consumer("g").state(), ConsumerGroupState::Reconciling);
 
-    // m1 is asked to revoke, staying at epoch 1.
-    let r1 = h.cg_beat("g", "m1", 1, &[(tid(1), all.clone())]);
-    assert_eq!(r1.member_epoch, 1);
+    // m1 is asked to revoke, staying at epoch 2.
+    let r1 = h.cg_beat("g", "m1", 2, &[(tid(1), all.clone())]);
+    assert_eq!(r1.member_epoch, 2);
     let kept = parts(&r1.assignment, tid(1));
     assert_eq!(kept.len(), 3);
     assert_eq!(
@@ -65,14 +68,14 @@ fn second_member_reconciles_with_revocation_first() {
         MemberState::UnrevokedPartitions
     );
     // Still owning them: no progress.
-    let r1b = h.cg_beat("g", "m1", 1, &[(tid(1), all.clone())]);
-    assert_eq!(r1b.member_epoch, 1);
-    // Revoked: m1 moves to epoch 2.
-    let r1c = h.cg_beat("g", "m1", 1, &[(tid(1), kept.clone())]);
-    assert_eq!(r1c.member_epoch, 2);
+    let r1b = h.cg_beat("g", "m1", 2, &[(tid(1), all.clone())]);
+    assert_eq!(r1b.member_epoch, 2);
+    // Revoked: m1 moves to epoch 3.
+    let r1c = h.cg_beat("g", "m1", 2, &[(tid(1), kept.clone())]);
+    assert_eq!(r1c.member_epoch, 3);
     assert_eq!(h.consumer("g").members["m1"].state, MemberState::Stable);
     // Now m2 gets the released partitions.
-    let r2b = h.cg_beat("g", "m2", 2, &[]);
+    let r2b = h.cg_beat("g", "m2", 3, &[]);
     let got = parts(&r2b.assignment, tid(1));
     assert_eq!(got.len(), 3);
     assert!(got.iter().all(|p| !kept.contains(p)));
@@ -86,18 +89,19 @@ fn epoch_fencing() {
     let r = h.cg_beat("g", "m1", 5, &[]);
     assert_eq!(r.error_code, FENCED_MEMBER_EPOCH);
     assert!(r.member_id.is_none());
+    h.advance(1_000);
     h.cg_join("g", "m2", &["t1"]);
-    h.cg_beat("g", "m1", 1, &[(tid(1), (0..6).collect())]);
-    let r = h.cg_beat("g", "m1", 1, &[(tid(1), vec![0, 1, 2])]);
-    assert_eq!(r.member_epoch, 2);
+    h.cg_beat("g", "m1", 2, &[(tid(1), (0..6).collect())]);
+    let r = h.cg_beat("g", "m1", 2, &[(tid(1), vec![0, 1, 2])]);
+    assert_eq!(r.member_epoch, 3);
     // The previous epoch is accepted if the member owns a subset of its assignment (lost
     // response), not otherwise.
     assert_eq!(
-        h.cg_beat("g", "m1", 1, &[(tid(1), vec![0])]).error_code,
+        h.cg_beat("g", "m1", 2, &[(tid(1), vec![0])]).error_code,
         NONE
     );
     assert_eq!(
-        h.cg_beat("g", "m1", 1, &[(tid(1), vec![5])]).error_code,
+        h.cg_beat("g", "m1", 2, &[(tid(1), vec![5])]).error_code,
         FENCED_MEMBER_EPOCH
     );
     assert_eq!(
@@ -241,11 +245,12 @@ fn request_validation() {
 fn leave_gives_partitions_to_the_others() {
     let mut h = Harness::new();
     h.cg_join("g", "m1", &["t1"]);
+    h.advance(1_000);
     h.cg_join("g", "m2", &["t1"]);
-    let r = h.cg_beat("g", "m1", 1, &[(tid(1), (0..6).collect())]);
+    let r = h.cg_beat("g", "m1", 2, &[(tid(1), (0..6).collect())]);
     let kept = parts(&r.assignment, tid(1));
-    h.cg_beat("g", "m1", 1, &[(tid(1), kept)]);
-    h.cg_beat("g", "m2", 2, &[]);
+    h.cg_beat("g", "m1", 2, &[(tid(1), kept)]);
+    h.cg_beat("g", "m2", 3, &[]);
     let epoch = h.consumer("g").group_epoch;
     let leave = h.cg(ConsumerGroupHeartbeatInput {
         api_version: 1,
@@ -257,7 +262,9 @@ fn leave_gives_partitions_to_the_others() {
     assert_eq!((leave.error_code, leave.member_epoch), (NONE, -1));
     assert_eq!(h.consumer("g").group_epoch, epoch + 1);
     assert!(!h.consumer("g").members.contains_key("m1"));
-    let r = h.cg_beat("g", "m2", 2, &[(tid(1), vec![3, 4, 5])]);
+    // The emptied target assignment is recomputed once the interval allows.
+    h.advance(1_000);
+    let r = h.cg_beat("g", "m2", 3, &[(tid(1), vec![3, 4, 5])]);
     assert_eq!(r.member_epoch, epoch + 1);
     assert_eq!(count(&r.assignment), 6);
 }
@@ -289,9 +296,10 @@ fn session_timeout_fences_member() {
 fn member_that_does_not_revoke_is_fenced_after_rebalance_timeout() {
     let mut h = Harness::new();
     h.cg_join("g", "m1", &["t1"]);
+    h.advance(1_000);
     h.cg_join("g", "m2", &["t1"]);
     let all: Vec<i32> = (0..6).collect();
-    h.cg_beat("g", "m1", 1, &[(tid(1), all.clone())]);
+    h.cg_beat("g", "m1", 2, &[(tid(1), all.clone())]);
     assert_eq!(
         h.consumer("g").members["m1"].state,
         MemberState::UnrevokedPartitions
@@ -300,7 +308,7 @@ fn member_that_does_not_revoke_is_fenced_after_rebalance_timeout() {
     for _ in 0..16 {
         h.advance(4_000);
         if h.consumer("g").members.contains_key("m1") {
-            h.cg_beat("g", "m1", 1, &[(tid(1), all.clone())]);
+            h.cg_beat("g", "m1", 2, &[(tid(1), all.clone())]);
         }
         h.cg_beat("g", "m2", h.consumer("g").members["m2"].member_epoch, &[]);
     }
@@ -308,7 +316,7 @@ fn member_that_does_not_revoke_is_fenced_after_rebalance_timeout() {
         !h.consumer("g").members.contains_key("m1"),
         "fenced after 60s rebalance timeout"
     );
-    assert_eq!(h.cg_beat("g", "m1", 1, &[]).error_code, UNKNOWN_MEMBER_ID);
+    assert_eq!(h.cg_beat("g", "m1", 2, &[]).error_code, UNKNOWN_MEMBER_ID);
 }
 
 #[test]
@@ -319,7 +327,7 @@ fn static_member_leave_and_rejoin_keeps_assignment() {
         ..cg_join_req("g", member, &["t1"])
     };
     let r = h.cg(join("a"));
-    assert_eq!(r.member_epoch, 1);
+    assert_eq!(r.member_epoch, 2);
     // Another incarnation while the first is active.
     assert_eq!(h.cg(join("b")).error_code, UNRELEASED_INSTANCE_ID);
     // Wrong member id for the instance.
@@ -327,7 +335,7 @@ fn static_member_leave_and_rejoin_keeps_assignment() {
         api_version: 1,
         group_id: "g".into(),
         member_id: "b".into(),
-        member_epoch: 1,
+        member_epoch: 2,
         instance_id: Some("i1".into()),
         ..Default::default()
     });
@@ -391,6 +399,7 @@ fn range_assignor_selected_by_members() {
         ..cg_join_req("g", m, &["t1", "t2"])
     };
     h.cg(join("a"));
+    h.advance(1_000);
     h.cg(join("b"));
     let g = h.consumer("g");
     assert_eq!(
@@ -419,31 +428,127 @@ fn range_assignor_selected_by_members() {
 }
 
 #[test]
-fn regex_subscription_follows_topic_creation() {
+fn regex_subscription_is_resolved_after_the_join_and_follows_topic_creation() {
     let mut h = Harness::new();
     let r = h.cg(ConsumerGroupHeartbeatInput {
         subscribed_topic_names: None,
         subscribed_topic_regex: Some("t.*".into()),
         ..cg_join_req("g", "m1", &[])
     });
-    assert_eq!(r.error_code, NONE);
-    assert_eq!(count(&r.assignment), 9, "t1 and t2, not `other`");
+    // Kafka resolves regexes off the request: the join is answered at once, at the new
+    // group's epoch 1, with nothing (no epoch bump: no topic is known to be subscribed).
+    assert_eq!(
+        (r.error_code, r.member_epoch, count(&r.assignment)),
+        (NONE, 1, 0)
+    );
+    assert!(h.consumer("g").regexes.is_empty());
+    assert!(!h
+        .log
+        .iter()
+        .any(|r| matches!(r, CoordinatorRecord::ConsumerGroupMetadata { .. })));
+    h.advance(0);
     assert_eq!(
         h.consumer("g").regexes["t.*"].topics,
-        vec!["t1".to_string(), "t2".to_string()]
+        vec!["t1".to_string(), "t2".to_string()],
+        "t1 and t2, not `other`"
     );
-    let epoch = h.consumer("g").group_epoch;
+    assert_eq!(h.consumer("g").group_epoch, 2, "the resolution bumps it");
+    let r = h.cg_beat("g", "m1", 1, &[]);
+    assert_eq!((r.member_epoch, count(&r.assignment)), (2, 9));
+    let owned = [(tid(1), (0..6).collect()), (tid(2), vec![0, 1, 2])];
+
+    // A topic is created: the regexes are resolved again on a heartbeat, but at most once
+    // per 10 s.
     let mut topics = h.shard.topics().clone();
     topics.upsert("t3", tid(3), 1);
+    topics.version = 1;
+    h.shard.set_topics(topics);
+    h.cg_beat("g", "m1", 2, &owned);
+    h.advance(0);
+    assert_eq!(
+        h.consumer("g").group_epoch,
+        2,
+        "resolved less than 10 s ago"
+    );
+    h.advance(10_001);
+    h.cg_beat("g", "m1", 2, &owned);
+    h.advance(0);
+    assert_eq!(h.consumer("g").group_epoch, 3);
+    let r = h.cg_beat("g", "m1", 2, &owned);
+    assert_eq!(r.member_epoch, 3);
+    assert_eq!(count(&r.assignment), 10, "t3 added");
+}
+
+#[test]
+fn regex_resolution_includes_internal_topics() {
+    let mut h = Harness::new();
+    let mut topics = h.shard.topics().clone();
     topics.upsert("__consumer_offsets", tid(50), 50);
     h.shard.set_topics(topics);
-    let r = h.cg_beat("g", "m1", 1, &[]);
-    assert_eq!(h.consumer("g").group_epoch, epoch + 1);
+    h.cg(ConsumerGroupHeartbeatInput {
+        subscribed_topic_names: None,
+        subscribed_topic_regex: Some("__consumer_offsets|t2".into()),
+        ..cg_join_req("g", "m1", &[])
+    });
+    h.advance(0);
+    // Kafka 4.4 resolves regexes against every topic name, internal ones included.
     assert_eq!(
-        count(&r.assignment),
-        10,
-        "t3 added, internal topics never match"
+        h.consumer("g").regexes["__consumer_offsets|t2"].topics,
+        vec!["__consumer_offsets".to_string(), "t2".to_string()]
     );
+    let r = h.cg_beat("g", "m1", 1, &[]);
+    assert_eq!((r.member_epoch, count(&r.assignment)), (2, 53));
+}
+
+#[test]
+fn assignment_interval_delays_the_next_target() {
+    let mut h = Harness::new();
+    assert_eq!(h.cg_join("g", "m1", &["t1"]).member_epoch, 2);
+    // Within the interval (1 s) of the last target assignment: the group epoch moves on,
+    // the target does not; the new member is at the old target's epoch with nothing.
+    let r = h.cg_join("g", "m2", &["t1"]);
+    assert_eq!((r.member_epoch, count(&r.assignment)), (2, 0));
+    let g = h.consumer("g");
+    assert_eq!((g.group_epoch, g.assignment_epoch), (3, 2));
+    assert_eq!(g.state(), ConsumerGroupState::Assigning);
+    h.advance(999);
+    assert_eq!(h.cg_beat("g", "m2", 2, &[]).member_epoch, 2);
+    h.advance(1);
+    // Past it, the next heartbeat computes it.
+    let r = h.cg_beat("g", "m2", 2, &[]);
+    assert_eq!((r.member_epoch, count(&r.assignment)), (3, 0));
+    assert_eq!(h.consumer("g").assignment_epoch, 3);
+    assert_eq!(
+        h.consumer("g").members["m2"].state,
+        MemberState::UnreleasedPartitions
+    );
+    // A group config of 0 assigns at every epoch bump.
+    h.shard.set_group_configs(GroupConfigsView::from([(
+        "g".to_string(),
+        GroupConfigOverrides {
+            consumer_assignment_interval_ms: Some(0),
+            ..Default::default()
+        },
+    )]));
+    let r = h.cg_join("g", "m3", &["t1"]);
+    assert_eq!(r.member_epoch, 4);
+    assert_eq!(h.consumer("g").assignment_epoch, 4);
+}
+
+#[test]
+fn rejoining_with_epoch_zero_keeps_the_member_as_it_is() {
+    let mut h = Harness::new();
+    let r = h.cg_join("g", "m1", &["t1"]);
+    assert_eq!(r.member_epoch, 2);
+    let before = h.log.len();
+    // Kafka does not reset a known member that sends epoch 0: same epoch, its assignment
+    // repeated in full, nothing written.
+    let r = h.cg_join("g", "m1", &["t1"]);
+    assert_eq!(
+        (r.error_code, r.member_epoch, count(&r.assignment)),
+        (NONE, 2, 6)
+    );
+    assert_eq!(h.log.len(), before);
 }
 
 #[test]
@@ -453,8 +558,9 @@ fn partition_count_change_bumps_the_epoch() {
     let mut topics = h.shard.topics().clone();
     topics.upsert("t2", tid(2), 5);
     h.shard.set_topics(topics);
-    let r = h.cg_beat("g", "m1", 1, &[(tid(2), vec![0, 1, 2])]);
-    assert_eq!(r.member_epoch, 2);
+    h.advance(1_000);
+    let r = h.cg_beat("g", "m1", 2, &[(tid(2), vec![0, 1, 2])]);
+    assert_eq!(r.member_epoch, 3);
     assert_eq!(parts(&r.assignment, tid(2)), vec![0, 1, 2, 3, 4]);
 }
 
@@ -466,20 +572,29 @@ fn subscription_change_moves_partitions() {
         api_version: 1,
         group_id: "g".into(),
         member_id: "m1".into(),
-        member_epoch: 1,
+        member_epoch: 2,
         rebalance_timeout_ms: -1,
         subscribed_topic_names: Some(vec!["t2".into()]),
         topic_partitions: Some(vec![(tid(1), (0..6).collect())]),
         ..Default::default()
     });
-    // t1 must be revoked before t2 is assigned.
+    // t1 is revoked at once (the subscription no longer has it), before t2 is assigned;
+    // the new target waits for the assignment interval.
     assert_eq!(count(&r.assignment), 0);
+    assert_eq!(r.member_epoch, 2);
     assert_eq!(
         h.consumer("g").members["m1"].state,
         MemberState::UnrevokedPartitions
     );
-    let r = h.cg_beat("g", "m1", 1, &[]);
-    assert_eq!(r.member_epoch, 2);
+    let r = h.cg_beat("g", "m1", 2, &[]);
+    assert_eq!(
+        (r.member_epoch, count(&r.assignment)),
+        (2, 0),
+        "revoked; t2 not assigned yet"
+    );
+    h.advance(1_000);
+    let r = h.cg_beat("g", "m1", 2, &[]);
+    assert_eq!(r.member_epoch, 3);
     assert_eq!(parts(&r.assignment, tid(2)), vec![0, 1, 2]);
 }
 
@@ -510,7 +625,7 @@ fn consumer_group_describe() {
     };
     assert_eq!(groups[0].error_code, NONE);
     assert_eq!(groups[0].group_state, "Stable");
-    assert_eq!((groups[0].group_epoch, groups[0].assignment_epoch), (1, 1));
+    assert_eq!((groups[0].group_epoch, groups[0].assignment_epoch), (2, 2));
     assert_eq!(groups[0].assignor_name, "uniform");
     let m = &groups[0].members[0];
     assert_eq!(
@@ -519,6 +634,11 @@ fn consumer_group_describe() {
     );
     assert_eq!(m.target_assignment, m.assignment);
     assert_eq!(m.subscribed_topic_names, vec!["t2".to_string()]);
+    // No regex: "" as Kafka describes it and writes it in the member's record.
+    assert_eq!(m.subscribed_topic_regex.as_deref(), Some(""));
+    assert!(h.log.iter().any(|r| matches!(r,
+        CoordinatorRecord::ConsumerGroupMemberMetadata { value: Some(v), .. }
+            if v.subscribed_topic_regex.as_deref() == Some(""))));
     assert_eq!(groups[1].error_code, GROUP_ID_NOT_FOUND);
     assert_eq!(groups[2].error_code, GROUP_ID_NOT_FOUND);
 }
@@ -580,6 +700,7 @@ fn group_configs_set_the_session_timeout_and_heartbeat_interval() {
     let own = |session, heartbeat| GroupConfigOverrides {
         consumer_session_timeout_ms: session,
         consumer_heartbeat_interval_ms: heartbeat,
+        ..Default::default()
     };
     h.shard.set_group_configs(GroupConfigsView::from([
         ("g".to_string(), own(Some(50_000), Some(7_000))),
@@ -608,6 +729,7 @@ fn group_configs_set_the_session_timeout_and_heartbeat_interval() {
 fn the_last_member_leaving_settles_the_empty_assignment_at_the_new_epoch() {
     let mut h = Harness::new();
     h.cg_join("g", "m1", &["t1"]);
+    h.advance(1_000);
     h.cg_join("g", "m2", &["t1"]);
     let leave = |member: &str| ConsumerGroupHeartbeatInput {
         member_epoch: -1,
@@ -620,16 +742,20 @@ fn the_last_member_leaving_settles_the_empty_assignment_at_the_new_epoch() {
     assert_eq!(h.cg(leave("m2")).member_epoch, -1);
     // A member is left: its next heartbeat computes the new target, not the leave.
     let g = h.consumer("g");
-    assert_eq!((g.group_epoch, g.assignment_epoch), (3, 2));
+    assert_eq!((g.group_epoch, g.assignment_epoch), (4, 3));
     h.cg(leave("m1"));
     let g = h.consumer("g");
     assert_eq!(g.state(), ConsumerGroupState::Empty);
-    assert_eq!((g.group_epoch, g.assignment_epoch), (4, 4));
+    assert_eq!((g.group_epoch, g.assignment_epoch), (5, 5));
+    // Settled with no time: a member joining now is assigned at once.
+    assert_eq!(g.assignment_timestamp_ms, 0);
+    let r = h.cg_join("g", "m3", &["t1"]);
+    assert_eq!((r.member_epoch, count(&r.assignment)), (6, 6));
     // Replaying the log rebuilds the same epochs.
     let replayed = h.replayed();
     let g = replayed.group("g").unwrap();
     let Group::Consumer(g) = g else {
         panic!("not a consumer group")
     };
-    assert_eq!((g.group_epoch, g.assignment_epoch), (4, 4));
+    assert_eq!((g.group_epoch, g.assignment_epoch), (6, 6));
 }

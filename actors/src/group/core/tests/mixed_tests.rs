@@ -79,19 +79,21 @@ fn all_t1() -> Vec<(Uuid, Vec<i32>)> {
 fn classic_member_joins_a_consumer_group_and_gets_its_share() {
     let mut h = Harness::new();
     let r = h.cg_join("cg", "m1", &["t1"]);
-    assert_eq!(r.member_epoch, 1);
+    assert_eq!(r.member_epoch, 2);
+    // Past the assignment interval: the classic join gets a new target at once.
+    h.advance(1_000);
 
     let j = classic_join_new(&mut h, "cg");
     assert_eq!(j.error_code, NONE);
     // The member epoch is the generation; no leader, no member list: the broker assigns.
-    assert_eq!(j.generation_id, 2);
+    assert_eq!(j.generation_id, 3);
     assert_eq!(j.leader, "");
     assert!(j.members.is_empty());
     assert_eq!(j.protocol_type.as_deref(), Some("consumer"));
     assert_eq!(j.protocol_name.as_deref(), Some("range"));
     let classic_id = j.member_id.clone();
     let g = h.consumer("cg");
-    assert_eq!(g.group_epoch, 2);
+    assert_eq!(g.group_epoch, 3);
     let m = &g.members[&classic_id];
     let c = m.classic.as_ref().expect("a classic member");
     assert_eq!(c.session_timeout_ms, 10_000);
@@ -99,31 +101,31 @@ fn classic_member_joins_a_consumer_group_and_gets_its_share() {
     assert_eq!(m.subscribed_topic_names, vec!["t1".to_string()]);
     // Its partitions are still held by m1: nothing yet.
     assert_eq!(m.state, MemberState::UnreleasedPartitions);
-    let s = sync_to(&mut h, "cg", &classic_id, 2);
+    let s = sync_to(&mut h, "cg", &classic_id, 3);
     assert_eq!(s.error_code, NONE);
     assert_eq!(assigned_t1(&s.assignment), Vec::<i32>::new());
     // Waiting on partitions m1 holds: no need to rejoin yet.
-    assert_eq!(h.heartbeat("cg", &classic_id, 2, None), NONE);
+    assert_eq!(h.heartbeat("cg", &classic_id, 3, None), NONE);
 
     // m1 is asked to revoke half and confirms.
-    let r = h.cg_beat("cg", "m1", 1, &all_t1());
-    assert_eq!(r.member_epoch, 1);
-    let kept = r.assignment.clone().expect("revocation");
-    let r = h.cg_beat("cg", "m1", 1, &kept);
+    let r = h.cg_beat("cg", "m1", 2, &all_t1());
     assert_eq!(r.member_epoch, 2);
+    let kept = r.assignment.clone().expect("revocation");
+    let r = h.cg_beat("cg", "m1", 2, &kept);
+    assert_eq!(r.member_epoch, 3);
 
     // The freed partitions make the classic member rejoin, then sync its share.
     assert_eq!(
-        h.heartbeat("cg", &classic_id, 2, None),
+        h.heartbeat("cg", &classic_id, 3, None),
         REBALANCE_IN_PROGRESS
     );
     let id = classic_join(&mut h, "cg", &classic_id, &[]);
     let j = h.join_resp(id);
-    assert_eq!((j.error_code, j.generation_id), (NONE, 2));
-    let s = sync_to(&mut h, "cg", &classic_id, 2);
+    assert_eq!((j.error_code, j.generation_id), (NONE, 3));
+    let s = sync_to(&mut h, "cg", &classic_id, 3);
     let mine = assigned_t1(&s.assignment);
     assert_eq!(mine.len(), 3);
-    assert_eq!(h.heartbeat("cg", &classic_id, 2, None), NONE);
+    assert_eq!(h.heartbeat("cg", &classic_id, 3, None), NONE);
     assert_eq!(h.consumer("cg").state(), ConsumerGroupState::Stable);
     // The state rebuilt from the records keeps the member classic.
     let replayed = h.replayed();
@@ -231,21 +233,24 @@ fn classic_members_leave_and_time_out_of_a_consumer_group() {
 fn classic_member_that_does_not_rejoin_is_fenced_after_its_rebalance_timeout() {
     let mut h = Harness::new();
     h.cg_join("cg", "m1", &["t1"]);
+    h.advance(1_000);
     let me = classic_join_new(&mut h, "cg").member_id;
-    // Another member joins: the classic member is told to rejoin ...
+    // Another member joins (past the assignment interval): the classic member is told to
+    // rejoin ...
+    h.advance(1_000);
     h.cg_join("cg", "m2", &["t1"]);
-    assert_eq!(h.heartbeat("cg", &me, 2, None), REBALANCE_IN_PROGRESS);
+    assert_eq!(h.heartbeat("cg", &me, 3, None), REBALANCE_IN_PROGRESS);
     // ... and keeps heartbeating without rejoining: its 30 s rebalance timeout fences it.
     for _ in 0..12 {
         h.advance(3_000);
-        let _ = h.heartbeat("cg", &me, 2, None);
+        let _ = h.heartbeat("cg", &me, 3, None);
         for m in ["m1", "m2"] {
             let e = h.consumer("cg").members[m].member_epoch;
             h.cg_beat("cg", m, e, &[]);
         }
     }
     assert!(!h.consumer("cg").members.contains_key(&me));
-    assert_eq!(h.heartbeat("cg", &me, 2, None), UNKNOWN_MEMBER_ID);
+    assert_eq!(h.heartbeat("cg", &me, 3, None), UNKNOWN_MEMBER_ID);
 }
 
 /// A stable classic group "g" whose one member owns all of t1; returns its member id.

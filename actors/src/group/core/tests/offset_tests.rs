@@ -71,7 +71,13 @@ fn commit_generation_and_member_checks() {
     assert_eq!(h.commit(big), vec![(1, OFFSET_METADATA_TOO_LARGE)]);
     let mut empty_id = commit_req("", "", -1, "t1", 0, 1);
     empty_id.group_id.clear();
-    assert_eq!(h.commit(empty_id), vec![(0, INVALID_GROUP_ID)]);
+    assert_eq!(
+        h.commit(empty_id),
+        vec![(0, NONE)],
+        "Kafka commits for the empty group id too"
+    );
+    let f = h.fetch(vec![fetch_group("", Some(vec![("t1", vec![0])]))], false);
+    assert_eq!(f[0].topics[0].1[0].committed_offset, 1);
 }
 
 #[test]
@@ -105,7 +111,7 @@ fn consumer_group_commits_use_member_epochs() {
     let mut h = Harness::new();
     h.cg_join("g", "m1", &["t1"]);
     assert_eq!(
-        h.commit(commit_req("g", "m1", 1, "t1", 0, 7)),
+        h.commit(commit_req("g", "m1", 2, "t1", 0, 7)),
         vec![(0, NONE)]
     );
     assert_eq!(
@@ -113,10 +119,10 @@ fn consumer_group_commits_use_member_epochs() {
         vec![(0, STALE_MEMBER_EPOCH)]
     );
     assert_eq!(
-        h.commit(commit_req("g", "ghost", 1, "t1", 0, 7)),
+        h.commit(commit_req("g", "ghost", 2, "t1", 0, 7)),
         vec![(0, UNKNOWN_MEMBER_ID)]
     );
-    let mut old = commit_req("g", "m1", 1, "t1", 0, 7);
+    let mut old = commit_req("g", "m1", 2, "t1", 0, 7);
     old.api_version = 8;
     assert_eq!(h.commit(old), vec![(0, UNSUPPORTED_VERSION)]);
     assert_eq!(
@@ -131,7 +137,7 @@ fn consumer_group_commits_use_member_epochs() {
         member_epoch: epoch,
         topics: Some(vec![("t1".into(), vec![0])]),
     };
-    let f = h.fetch(vec![fetch(Some("m1"), 1)], false);
+    let f = h.fetch(vec![fetch(Some("m1"), 2)], false);
     assert_eq!(
         (f[0].error_code, f[0].topics[0].1[0].committed_offset),
         (NONE, 7)
@@ -141,7 +147,7 @@ fn consumer_group_commits_use_member_epochs() {
         STALE_MEMBER_EPOCH
     );
     assert_eq!(
-        h.fetch(vec![fetch(Some("ghost"), 1)], false)[0].error_code,
+        h.fetch(vec![fetch(Some("ghost"), 2)], false)[0].error_code,
         UNKNOWN_MEMBER_ID
     );
     assert_eq!(h.fetch(vec![fetch(None, -1)], false)[0].error_code, NONE);
@@ -294,7 +300,7 @@ fn offset_delete() {
 
     // KIP-848 groups: subscribed topics are known.
     h.cg_join("cg", "m1", &["t1"]);
-    h.commit(commit_req("cg", "m1", 1, "t2", 0, 1));
+    h.commit(commit_req("cg", "m1", 2, "t2", 0, 1));
     let id = h.send(GroupRequest::OffsetDelete {
         group_id: "cg".into(),
         topics: vec![("t1".into(), vec![0]), ("t2".into(), vec![0])],
@@ -336,35 +342,37 @@ fn offsets_expire_and_empty_groups_go_away() {
 fn older_epoch_commits_accepted_for_partitions_held_since_then() {
     let mut h = Harness::new();
     h.cg_join("g", "m1", &["t1"]);
+    // Past the assignment interval: m2's join gets a new target at once.
+    h.advance(1_000);
     h.cg_join("g", "m2", &["t1"]);
-    let r = h.cg_beat("g", "m1", 1, &[(tid(1), (0..6).collect())]);
+    let r = h.cg_beat("g", "m1", 2, &[(tid(1), (0..6).collect())]);
     let kept = parts_of(&r.assignment, tid(1));
-    h.cg_beat("g", "m1", 1, &[(tid(1), kept.clone())]);
-    assert_eq!(h.consumer("g").members["m1"].member_epoch, 2);
-    // m1 still commits with epoch 1 for a partition it has held since epoch 1: accepted.
+    h.cg_beat("g", "m1", 2, &[(tid(1), kept.clone())]);
+    assert_eq!(h.consumer("g").members["m1"].member_epoch, 3);
+    // m1 still commits with epoch 2 for a partition it has held since epoch 2: accepted.
     assert_eq!(
-        h.commit(commit_req("g", "m1", 1, "t1", kept[0], 5)),
+        h.commit(commit_req("g", "m1", 2, "t1", kept[0], 5)),
         vec![(kept[0], NONE)]
     );
     // A partition it no longer holds: stale.
     let gone = (0..6).find(|p| !kept.contains(p)).unwrap();
     assert_eq!(
-        h.commit(commit_req("g", "m1", 1, "t1", gone, 5)),
+        h.commit(commit_req("g", "m1", 2, "t1", gone, 5)),
         vec![(gone, STALE_MEMBER_EPOCH)]
     );
-    // m2 got its partitions at epoch 2: an epoch-1 commit is stale, a newer epoch too.
-    let r2 = h.cg_beat("g", "m2", 2, &[]);
+    // m2 got its partitions at epoch 3: an epoch-2 commit is stale, a newer epoch too.
+    let r2 = h.cg_beat("g", "m2", 3, &[]);
     let p2 = parts_of(&r2.assignment, tid(1))[0];
     assert_eq!(
-        h.commit(commit_req("g", "m2", 1, "t1", p2, 5)),
+        h.commit(commit_req("g", "m2", 2, "t1", p2, 5)),
+        vec![(p2, STALE_MEMBER_EPOCH)]
+    );
+    assert_eq!(
+        h.commit(commit_req("g", "m2", 4, "t1", p2, 5)),
         vec![(p2, STALE_MEMBER_EPOCH)]
     );
     assert_eq!(
         h.commit(commit_req("g", "m2", 3, "t1", p2, 5)),
-        vec![(p2, STALE_MEMBER_EPOCH)]
-    );
-    assert_eq!(
-        h.commit(commit_req("g", "m2", 2, "t1", p2, 5)),
         vec![(p2, NONE)]
     );
 }

@@ -88,18 +88,20 @@ fn consumer_groups_replay_at_every_step() {
     let mut h = Harness::new();
     h.cg_join("g", "m1", &["t1", "t2"]);
     assert_replay_matches(&h);
+    // Past the assignment interval: m2's join gets a new target at once.
+    h.advance(1_000);
     h.cg_join("g", "m2", &["t1"]);
     assert_replay_matches(&h);
     let r = h.cg_beat(
         "g",
         "m1",
-        1,
+        2,
         &[(tid(1), (0..6).collect()), (tid(2), vec![0, 1, 2])],
     );
     assert_replay_matches(&h);
     let owned = r.assignment.clone().unwrap();
-    h.cg_beat("g", "m1", 1, &owned);
-    h.cg_beat("g", "m2", 2, &[]);
+    h.cg_beat("g", "m1", 2, &owned);
+    h.cg_beat("g", "m2", 3, &[]);
     h.cg(ConsumerGroupHeartbeatInput {
         subscribed_topic_names: None,
         subscribed_topic_regex: Some("t.*".into()),
@@ -157,8 +159,8 @@ fn members_continue_after_reload() {
     let mut h2 = Harness::new();
     h2.shard = replayed;
     h2.now = h.now;
-    let r = h2.cg_beat("g", "m1", 1, &[(tid(1), (0..6).collect())]);
-    assert_eq!((r.error_code, r.member_epoch), (NONE, 1));
+    let r = h2.cg_beat("g", "m1", 2, &[(tid(1), (0..6).collect())]);
+    assert_eq!((r.error_code, r.member_epoch), (NONE, 2));
     assert_eq!(h2.heartbeat("c", &m, 1, None), NONE);
     // Members whose clients are gone expire after their session timeouts.
     h2.advance(46_000);

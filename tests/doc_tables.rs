@@ -1,13 +1,14 @@
-//! Keeps README.md's generated tables true to the code (the README counterpart of Kafka's
-//! generated protocol and config docs, `protocol_api_keys.html` / `generated_broker_config.html`):
-//! the compatibility table from `kactor_protocol::versions` and the configuration reference from
-//! `src/config/defs.rs`. Each table lives between `<!-- NAME:begin -->` / `<!-- NAME:end -->`
-//! markers; the test fails with a diff when the README differs from what the code says now.
+//! Keeps the generated tables in docs/ true to the code (kactor's counterpart of Kafka's generated
+//! protocol and config docs, `protocol_api_keys.html` / `generated_broker_config.html`): the
+//! compatibility tables in docs/compatibility.md from `kactor_protocol::versions` and the
+//! configuration reference in docs/configuration.md from `src/config/defs.rs`. Each table lives
+//! between `<!-- NAME:begin -->` / `<!-- NAME:end -->` markers; the test fails with a diff when a
+//! document differs from what the code says now.
 //!
-//! Regenerate both regions in place with:
+//! Regenerate every region in place with:
 //!
 //! ```sh
-//! UPDATE_README=1 cargo test --test readme_tables
+//! UPDATE_DOCS=1 cargo test --test doc_tables
 //! ```
 
 use std::collections::BTreeMap;
@@ -169,7 +170,7 @@ fn config_row(d: &ConfigDef) -> String {
 }
 
 /// Section titles in definition order, with the keys under each, read from the
-/// `// --- title ---` comments in defs.rs so the README groups keys as the code does.
+/// `// --- title ---` comments in defs.rs so the reference groups keys as the code does.
 fn sections() -> Vec<(String, Vec<&'static ConfigDef>)> {
     let source = include_str!("../src/config/defs.rs");
     let mut by_name: BTreeMap<&str, &'static ConfigDef> =
@@ -236,28 +237,19 @@ fn markers(name: &str) -> (String, String) {
     )
 }
 
-/// Byte bounds of the text between `name`'s markers (after the begin line, up to the end marker).
-fn region_bounds(readme: &str, name: &str) -> (usize, usize) {
+/// Byte bounds of the text between `name`'s markers in `doc` (after the begin line, up to the
+/// end marker); `file` names the document in the panic.
+fn region_bounds(doc: &str, file: &str, name: &str) -> (usize, usize) {
     let (begin, end) = markers(name);
-    let start = readme
+    let start = doc
         .find(&begin)
-        .unwrap_or_else(|| panic!("README.md has no `{}` marker", begin.trim()))
+        .unwrap_or_else(|| panic!("{file} has no `{}` marker", begin.trim()))
         + begin.len();
     let stop = start
-        + readme[start..]
+        + doc[start..]
             .find(&end)
-            .unwrap_or_else(|| panic!("README.md has no `{end}` marker after the begin marker"));
+            .unwrap_or_else(|| panic!("{file} has no `{end}` marker after the begin marker"));
     (start, stop)
-}
-
-fn region<'a>(readme: &'a str, name: &str) -> &'a str {
-    let (start, stop) = region_bounds(readme, name);
-    &readme[start..stop]
-}
-
-fn replace_region(readme: &str, name: &str, content: &str) -> String {
-    let (start, stop) = region_bounds(readme, name);
-    format!("{}{}{}", &readme[..start], content, &readme[stop..])
 }
 
 /// A line diff (longest common subsequence; the regions are a few hundred lines).
@@ -291,35 +283,36 @@ fn diff(expected: &str, actual: &str) -> String {
 }
 
 #[test]
-fn readme_tables_match_the_code() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md");
-    let readme = std::fs::read_to_string(&path).expect("read README.md");
-    let wanted = [("compat", compat_region()), ("config", config_region())];
-
-    if std::env::var_os("UPDATE_README").is_some_and(|v| v == "1") {
-        let mut updated = readme.clone();
-        for (name, content) in &wanted {
-            updated = replace_region(&updated, name, content);
-        }
-        if updated != readme {
-            std::fs::write(&path, updated).expect("write README.md");
-        }
-        return;
-    }
+fn doc_tables_match_the_code() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let wanted = [
+        ("docs/compatibility.md", "compat", compat_region()),
+        ("docs/configuration.md", "config", config_region()),
+    ];
+    let update = std::env::var_os("UPDATE_DOCS").is_some_and(|v| v == "1");
 
     let mut report = String::new();
-    for (name, content) in &wanted {
-        let current = region(&readme, name);
-        if current != content {
+    for (file, name, content) in &wanted {
+        let path = root.join(file);
+        let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {file}: {e}"));
+        let (start, stop) = region_bounds(&doc, file, name);
+        let current = &doc[start..stop];
+        if current == content {
+            continue;
+        }
+        if update {
+            let updated = format!("{}{}{}", &doc[..start], content, &doc[stop..]);
+            std::fs::write(&path, updated).unwrap_or_else(|e| panic!("write {file}: {e}"));
+        } else {
             let _ = write!(
                 report,
-                "README.md region `{name}` is out of date (- README, + code):\n{}\n",
+                "{file} region `{name}` is out of date (- document, + code):\n{}\n",
                 diff(content, current)
             );
         }
     }
     assert!(
         report.is_empty(),
-        "{report}Regenerate with: UPDATE_README=1 cargo test --test readme_tables"
+        "{report}Regenerate with: UPDATE_DOCS=1 cargo test --test doc_tables"
     );
 }

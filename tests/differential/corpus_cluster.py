@@ -1,0 +1,327 @@
+"""Cases: ApiVersions, unsupported versions, DescribeCluster, DescribeQuorum, UpdateFeatures,
+ACLs, client quotas, SCRAM credentials."""
+import struct
+
+from harness import schema_codec as sc
+
+from .engine import case
+
+# ---- ApiVersions ---------------------------------------------------------------------------
+
+
+@case("ApiVersions", "v4")
+def _(c):
+    c.call("ApiVersions", 4, {"ClientSoftwareName": "kactor-diff",
+                              "ClientSoftwareVersion": "1.0"}, check=True)
+
+
+@case("ApiVersions", "v0")
+def _(c):
+    c.call("ApiVersions", 0, {}, check=True)
+
+
+@case("ApiVersions", "v3-invalid-software-name")
+def _(c):
+    """A client software name with characters outside [a-zA-Z0-9.-]: INVALID_REQUEST (KIP-511)."""
+    c.call("ApiVersions", 3, {"ClientSoftwareName": "bad name!",
+                              "ClientSoftwareVersion": "1.0"}, check=True)
+
+
+@case("ApiVersions", "v5-cluster-id-mismatch")
+def _(c):
+    """v5 names the cluster and node the client means to reach; a wrong cluster id."""
+    c.call("ApiVersions", 5, {"ClientSoftwareName": "kactor-diff",
+                              "ClientSoftwareVersion": "1.0",
+                              "ClusterId": "AAAAAAAAAAAAAAAAAAAAAA", "NodeId": 1}, check=True)
+
+
+@case("ApiVersions", "unsupported-version-fallback")
+def _(c):
+    """ApiVersions v99: answered as v0 with UNSUPPORTED_VERSION and the version table."""
+    body = sc.uvarint(0)
+    hdr = struct.pack(">hhih", 18, 99, 7, 4) + b"diff" + sc.uvarint(0)
+    frame = struct.pack(">i", len(hdr) + len(body)) + hdr + body
+    c.call_raw(frame, decode_as=(18, 0), label="ApiVersions v99 answered as v0")
+
+
+# ---- versions outside the served range: Kafka closes the connection -------------------------
+
+def _versioned_probe(c, api_key, version, label):
+    body = b"\0" * 16
+    hdr = struct.pack(">hhih", api_key, version, 9, 4) + b"diff" + sc.uvarint(0)
+    frame = struct.pack(">i", len(hdr) + len(body)) + hdr + body
+    c.call_raw(frame, decode_as=None, label=label)
+
+
+@case("Produce", "version-above-max")
+def _(c):
+    _versioned_probe(c, 0, 14, "Produce v14")
+
+
+@case("Fetch", "version-below-min")
+def _(c):
+    _versioned_probe(c, 1, 3, "Fetch v3")
+
+
+@case("Metadata", "version-above-max")
+def _(c):
+    _versioned_probe(c, 3, 14, "Metadata v14")
+
+
+@case("ApiVersions", "unknown-api-key")
+def _(c):
+    """A request for an api key nobody serves (999)."""
+    _versioned_probe(c, 999, 0, "api key 999")
+
+
+@case("ApiVersions", "unserved-api-sasl-handshake")
+def _(c):
+    """SaslHandshake v1 on a PLAINTEXT listener (kactor does not serve SASL)."""
+    hdr = struct.pack(">hhih", 17, 1, 9, 4) + b"diff"
+    body = struct.pack(">h", 5) + b"PLAIN"
+    frame = struct.pack(">i", len(hdr) + len(body)) + hdr + body
+    c.call_raw(frame, decode_as=None, label="SaslHandshake v1")
+
+
+# ---- DescribeCluster -----------------------------------------------------------------------
+
+@case("DescribeCluster", "v2")
+def _(c):
+    c.call("DescribeCluster", 2, {"IncludeClusterAuthorizedOperations": False,
+                                  "EndpointType": 1, "IncludeFencedBrokers": True}, check=True)
+
+
+@case("DescribeCluster", "v0")
+def _(c):
+    c.call("DescribeCluster", 0, {"IncludeClusterAuthorizedOperations": False}, check=True)
+
+
+@case("DescribeCluster", "authorized-operations")
+def _(c):
+    c.call("DescribeCluster", 1, {"IncludeClusterAuthorizedOperations": True,
+                                  "EndpointType": 1}, check=True)
+
+
+@case("DescribeCluster", "endpoint-type-controller")
+def _(c):
+    """EndpointType 2 (controllers) sent to a broker listener."""
+    c.call("DescribeCluster", 1, {"IncludeClusterAuthorizedOperations": False,
+                                  "EndpointType": 2}, check=True)
+
+
+@case("DescribeCluster", "endpoint-type-unknown")
+def _(c):
+    c.call("DescribeCluster", 1, {"IncludeClusterAuthorizedOperations": False,
+                                  "EndpointType": 9}, check=True)
+
+
+# ---- DescribeQuorum ------------------------------------------------------------------------
+
+@case("DescribeQuorum", "v2")
+def _(c):
+    c.call("DescribeQuorum", 2, {"Topics": [{"TopicName": "__cluster_metadata",
+                                             "Partitions": [{"PartitionIndex": 0}]}]},
+           check=True)
+
+
+@case("DescribeQuorum", "v0")
+def _(c):
+    c.call("DescribeQuorum", 0, {"Topics": [{"TopicName": "__cluster_metadata",
+                                             "Partitions": [{"PartitionIndex": 0}]}]},
+           check=True)
+
+
+@case("DescribeQuorum", "unknown-topic")
+def _(c):
+    c.call("DescribeQuorum", 2, {"Topics": [{"TopicName": "not-the-metadata-topic",
+                                             "Partitions": [{"PartitionIndex": 0}]}]},
+           check=True)
+
+
+@case("DescribeQuorum", "unknown-partition")
+def _(c):
+    c.call("DescribeQuorum", 2, {"Topics": [{"TopicName": "__cluster_metadata",
+                                             "Partitions": [{"PartitionIndex": 3}]}]},
+           check=True)
+
+
+# ---- UpdateFeatures ------------------------------------------------------------------------
+
+@case("UpdateFeatures", "validate-only-same-level")
+def _(c):
+    c.call("UpdateFeatures", 1, {"timeoutMs": 30000, "ValidateOnly": True, "FeatureUpdates": [
+        {"Feature": "group.version", "MaxVersionLevel": 1, "UpgradeType": 1}]}, check=True)
+
+
+@case("UpdateFeatures", "unknown-feature")
+def _(c):
+    c.call("UpdateFeatures", 1, {"timeoutMs": 30000, "ValidateOnly": True, "FeatureUpdates": [
+        {"Feature": "no.such.feature", "MaxVersionLevel": 1, "UpgradeType": 1}]}, check=True)
+
+
+@case("UpdateFeatures", "level-too-high")
+def _(c):
+    c.call("UpdateFeatures", 1, {"timeoutMs": 30000, "ValidateOnly": True, "FeatureUpdates": [
+        {"Feature": "transaction.version", "MaxVersionLevel": 99, "UpgradeType": 1}]},
+        check=True)
+
+
+@case("UpdateFeatures", "downgrade-without-flag")
+def _(c):
+    """Lowering a level with UpgradeType UPGRADE (1)."""
+    c.call("UpdateFeatures", 1, {"timeoutMs": 30000, "ValidateOnly": True, "FeatureUpdates": [
+        {"Feature": "group.version", "MaxVersionLevel": 0, "UpgradeType": 1}]}, check=True)
+
+
+@case("UpdateFeatures", "duplicate-feature")
+def _(c):
+    c.call("UpdateFeatures", 1, {"timeoutMs": 30000, "ValidateOnly": True, "FeatureUpdates": [
+        {"Feature": "group.version", "MaxVersionLevel": 1, "UpgradeType": 1},
+        {"Feature": "group.version", "MaxVersionLevel": 1, "UpgradeType": 1}]}, check=True)
+
+
+@case("UpdateFeatures", "v0-empty")
+def _(c):
+    c.call("UpdateFeatures", 0, {"timeoutMs": 30000, "FeatureUpdates": []}, check=True)
+
+
+# ---- ACLs (no authorizer configured on either broker) --------------------------------------
+
+ACL_ANY = {"ResourceTypeFilter": 1, "ResourceNameFilter": None, "PatternTypeFilter": 1,
+           "PrincipalFilter": None, "HostFilter": None, "Operation": 1, "PermissionType": 1}
+
+
+@case("DescribeAcls", "any-no-authorizer")
+def _(c):
+    c.call("DescribeAcls", 3, ACL_ANY, check=True)
+
+
+@case("DescribeAcls", "v1-no-authorizer")
+def _(c):
+    c.call("DescribeAcls", 1, ACL_ANY, check=True)
+
+
+@case("DescribeAcls", "invalid-filter")
+def _(c):
+    """ResourceTypeFilter UNKNOWN (0)."""
+    c.call("DescribeAcls", 3, dict(ACL_ANY, ResourceTypeFilter=0), check=True)
+
+
+@case("CreateAcls", "no-authorizer")
+def _(c):
+    c.call("CreateAcls", 3, {"Creations": [
+        {"ResourceType": 2, "ResourceName": "t", "ResourcePatternType": 3,
+         "Principal": "User:alice", "Host": "*", "Operation": 3, "PermissionType": 3}]},
+        check=True)
+
+
+@case("CreateAcls", "empty")
+def _(c):
+    c.call("CreateAcls", 3, {"Creations": []}, check=True)
+
+
+@case("DeleteAcls", "no-authorizer")
+def _(c):
+    c.call("DeleteAcls", 3, {"Filters": [ACL_ANY]}, check=True)
+
+
+# ---- client quotas -------------------------------------------------------------------------
+
+@case("DescribeClientQuotas", "all-empty")
+def _(c):
+    c.call("DescribeClientQuotas", 1, {"Components": [], "Strict": False}, check=True)
+
+
+@case("DescribeClientQuotas", "user-exact-v0")
+def _(c):
+    c.call("DescribeClientQuotas", 0, {"Components": [
+        {"EntityType": "user", "MatchType": 0, "Match": "alice"}], "Strict": True},
+        check=True)
+
+
+@case("DescribeClientQuotas", "unknown-entity-type")
+def _(c):
+    c.call("DescribeClientQuotas", 1, {"Components": [
+        {"EntityType": "no-such-type", "MatchType": 1, "Match": None}], "Strict": False},
+        check=True)
+
+
+@case("DescribeClientQuotas", "invalid-match-type")
+def _(c):
+    c.call("DescribeClientQuotas", 1, {"Components": [
+        {"EntityType": "user", "MatchType": 7, "Match": None}], "Strict": False}, check=True)
+
+
+@case("DescribeClientQuotas", "duplicate-entity-type")
+def _(c):
+    c.call("DescribeClientQuotas", 1, {"Components": [
+        {"EntityType": "user", "MatchType": 1, "Match": None},
+        {"EntityType": "user", "MatchType": 1, "Match": None}], "Strict": False}, check=True)
+
+
+# ---- SCRAM credentials ---------------------------------------------------------------------
+
+@case("DescribeUserScramCredentials", "all-none")
+def _(c):
+    c.call("DescribeUserScramCredentials", 0, {"Users": None}, check=True)
+
+
+@case("DescribeUserScramCredentials", "unknown-user")
+def _(c):
+    c.call("DescribeUserScramCredentials", 0, {"Users": [{"Name": "nobody"}]}, check=True)
+
+
+@case("DescribeUserScramCredentials", "duplicate-user")
+def _(c):
+    c.call("DescribeUserScramCredentials", 0, {"Users": [{"Name": "x"}, {"Name": "x"}]},
+           check=True)
+
+
+@case("AlterUserScramCredentials", "upsert-describe-delete")
+def _(c):
+    up = {"Name": "diff-user", "Mechanism": 1, "Iterations": 8192, "Salt": b"s" * 16,
+          "SaltedPassword": b"p" * 32}
+    c.call("AlterUserScramCredentials", 0, {"Deletions": [], "Upsertions": [up]}, check=True)
+
+    def visible():  # Kafka applies it through its metadata log, a moment after answering
+        r = c.call("DescribeUserScramCredentials", 0, {"Users": [{"Name": "diff-user"}]})
+        return r["Results"][0]["ErrorCode"] == 0, r
+    c.check("DescribeUserScramCredentials v0", c.wait_for("credential visible", visible))
+    c.call("AlterUserScramCredentials", 0, {"Deletions": [{"Name": "diff-user",
+                                                           "Mechanism": 1}],
+                                            "Upsertions": []}, check=True)
+
+
+@case("AlterUserScramCredentials", "iterations-too-low")
+def _(c):
+    up = {"Name": "diff-low", "Mechanism": 2, "Iterations": 10, "Salt": b"s" * 16,
+          "SaltedPassword": b"p" * 64}
+    c.call("AlterUserScramCredentials", 0, {"Deletions": [], "Upsertions": [up]}, check=True)
+
+
+@case("AlterUserScramCredentials", "unknown-mechanism")
+def _(c):
+    up = {"Name": "diff-mech", "Mechanism": 9, "Iterations": 8192, "Salt": b"s" * 16,
+          "SaltedPassword": b"p" * 32}
+    c.call("AlterUserScramCredentials", 0, {"Deletions": [], "Upsertions": [up]}, check=True)
+
+
+@case("AlterUserScramCredentials", "delete-unknown")
+def _(c):
+    c.call("AlterUserScramCredentials", 0, {"Deletions": [{"Name": "ghost", "Mechanism": 1}],
+                                            "Upsertions": []}, check=True)
+
+
+@case("AlterUserScramCredentials", "empty-user-name")
+def _(c):
+    up = {"Name": "", "Mechanism": 1, "Iterations": 8192, "Salt": b"s" * 16,
+          "SaltedPassword": b"p" * 32}
+    c.call("AlterUserScramCredentials", 0, {"Deletions": [], "Upsertions": [up]}, check=True)
+
+
+@case("AlterUserScramCredentials", "duplicate-user-in-request")
+def _(c):
+    up = {"Name": "diff-dup", "Mechanism": 1, "Iterations": 8192, "Salt": b"s" * 16,
+          "SaltedPassword": b"p" * 32}
+    c.call("AlterUserScramCredentials", 0, {"Deletions": [{"Name": "diff-dup", "Mechanism": 1}],
+                                            "Upsertions": [up]}, check=True)
