@@ -269,6 +269,13 @@ fn quorum_settings(cfg: &BrokerConfig, cluster_id: &str) -> QuorumSettings {
         election_backoff_max_ms: cfg.get_i64("controller.quorum.election.backoff.max.ms"),
         request_timeout_ms: cfg.get_i64("controller.quorum.request.timeout.ms"),
         retry_backoff_ms: cfg.get_i64("controller.quorum.retry.backoff.ms"),
+        // KIP-853 names a voter by its metadata log dir's id (kactor format writes it).
+        directory_id: crate::config::read_properties(
+            &cfg.metadata_log_dir().join("meta.properties"),
+        )
+        .ok()
+        .and_then(|p| p.get("directory.id")?.parse::<Uuid>().ok())
+        .unwrap_or(Uuid::ZERO),
     }
 }
 

@@ -1813,7 +1813,8 @@ async fn handle_describe_quorum(
     };
     let replica = |s: &crate::raft::messages::QuorumReplicaInfo| r::ReplicaState {
         replica_id: s.replica_id,
-        replica_directory_id: Uuid::ZERO,
+        // Known from the VotersRecord (kraft.version 1) or, for observers, their Fetch.
+        replica_directory_id: s.directory_id,
         log_end_offset: s.log_end_offset,
         last_fetch_timestamp: if v >= 1 {
             s.last_fetch_timestamp_ms
