@@ -1897,41 +1897,24 @@ async fn handle_update_features(
     req: UpdateFeaturesRequest,
 ) -> HandlerOutcome {
     let v = ctx.api_version;
-    let mut updates = Vec::new();
-    let mut bad = None;
-    for u in &req.feature_updates {
-        let upgrade_type = if v == 0 {
-            // v0 had a boolean: downgrades were "safe" ones.
-            Some(if u.allow_downgrade {
-                cr::UpgradeType::SafeDowngrade
+    let updates = req
+        .feature_updates
+        .iter()
+        .map(|u| cr::FeatureUpdate {
+            feature: u.feature.clone(),
+            max_version_level: u.max_version_level,
+            upgrade_type: if v == 0 {
+                // v0 had a boolean: downgrades were "safe" ones.
+                if u.allow_downgrade {
+                    cr::UpgradeType::SafeDowngrade
+                } else {
+                    cr::UpgradeType::Upgrade
+                }
             } else {
-                cr::UpgradeType::Upgrade
-            })
-        } else {
-            cr::UpgradeType::from_id(u.upgrade_type)
-        };
-        match upgrade_type {
-            Some(t) => updates.push(cr::FeatureUpdate {
-                feature: u.feature.clone(),
-                max_version_level: u.max_version_level,
-                upgrade_type: t,
-            }),
-            None => {
-                bad = Some(format!(
-                    "Unknown upgrade type {} for feature {}",
-                    u.upgrade_type, u.feature
-                ))
-            }
-        }
-    }
-    if let Some(msg) = bad {
-        ctx.record_error(INVALID_REQUEST);
-        return respond(ResponseBody::UpdateFeatures(UpdateFeaturesResponse {
-            error_code: INVALID_REQUEST,
-            error_message: Some(msg),
-            ..Default::default()
-        }));
-    }
+                cr::UpgradeType::from_id(u.upgrade_type)
+            },
+        })
+        .collect();
     let res = apis
         .ask(
             cm::UpdateFeatures {
@@ -1941,41 +1924,33 @@ async fn handle_update_features(
             req.timeout_ms,
         )
         .await;
-    let resp = match res {
-        Err(code) => UpdateFeaturesResponse {
-            error_code: code,
-            ..Default::default()
-        },
-        Ok(reply) => UpdateFeaturesResponse {
-            throttle_time_ms: 0,
-            // v2 reports only the top-level error; earlier versions per feature.
-            error_code: if v >= 2 { reply.error.code } else { 0 },
-            error_message: if v >= 2 {
-                reply.error.message.clone()
-            } else {
-                None
-            },
-            results: if v < 2 {
-                reply
-                    .results
-                    .into_iter()
-                    .map(
-                        |(feature, e)| m::update_features_response::UpdatableFeatureResult {
-                            feature,
-                            error_code: e.code,
-                            error_message: e.message,
-                            ..Default::default()
-                        },
-                    )
-                    .collect()
-            } else {
-                Vec::new()
-            },
-            ..Default::default()
-        },
+    let error = match res {
+        Ok(reply) => reply.error,
+        Err(code) => ApiError::code(code),
     };
-    ctx.record_error(resp.error_code);
-    respond(ResponseBody::UpdateFeatures(resp))
+    // As Kafka 4.4 answers every version: the outcome at the top; before v2, on success, a row
+    // per requested feature too, with NONE's name as its message.
+    let results = if v < 2 && error.is_ok() {
+        req.feature_updates
+            .iter()
+            .map(|u| m::update_features_response::UpdatableFeatureResult {
+                feature: u.feature.clone(),
+                error_code: 0,
+                error_message: Some("NONE".into()),
+                ..Default::default()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    ctx.record_error(error.code);
+    respond(ResponseBody::UpdateFeatures(UpdateFeaturesResponse {
+        throttle_time_ms: 0,
+        error_code: error.code,
+        error_message: error.message,
+        results,
+        ..Default::default()
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -128,8 +128,10 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     let controller = cfg.controller.map(|ccfg| {
         let metrics = ActorMetrics::new("QuorumControllerActor");
         let append = raft.recipient();
+        let upgrade_kraft = raft.recipient();
         let register = raft.recipient();
-        let actor = QuorumControllerActor::new(ccfg, append, register, metrics.clone());
+        let actor =
+            QuorumControllerActor::new(ccfg, append, upgrade_kraft, register, metrics.clone());
         controller_active = Some(actor.active_watch());
         start_supervised(arbiter, metrics, move |_| actor)
     });
