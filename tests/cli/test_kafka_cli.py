@@ -648,6 +648,88 @@ def test_metadata_high_watermark_moves_while_idle(cli, broker_factory):
     assert quorum_high_watermark(quiet) == first
 
 
+def features_table(cli):
+    """kafka-features describe as {feature: (SupportedMin, SupportedMax, FinalizedLevel)}."""
+    out = cli.run("features", "describe").stdout
+    return {name: rest for name, *rest in re.findall(
+        r"^Feature: (\S+)\s+SupportedMinVersion: (\S+)\s+SupportedMaxVersion: (\S+)\s+"
+        r"FinalizedVersionLevel: (\S+)", out, re.M)}
+
+
+# Kafka 4.4.0's supported range of every feature its release version 4.4 sets.
+KAFKA_FEATURE_RANGES = {
+    "eligible.leader.replicas.version": ("0", "1"),
+    "group.version": ("0", "1"),
+    "kraft.version": ("0", "1"),
+    "metadata.version": ("3.3-IV3", "4.4-IV2"),
+    "share.version": ("0", "2"),
+    "streams.version": ("0", "1"),
+    "transaction.version": ("0", "2"),
+}
+
+
+def test_kafka_features_upgrade_to_release_version(broker_factory):
+    """kafka-features upgrade --release-version 4.4 on a node formatted with static voters:
+    every feature of the release is accepted, kraft.version goes 0 -> 1 with Raft's
+    KRaftVersion and KRaftVoters control records (KIP-853) naming this voter by its directory
+    id, which DescribeQuorum reports from then on, and the level survives a restart. Refusals
+    with Kafka 4.4.0's messages. A private broker: its features change."""
+    b = broker_factory(name="features")
+    c = KafkaCli(b)
+    before = features_table(c)
+    assert {f: tuple(v[:2]) for f, v in before.items()} == KAFKA_FEATURE_RANGES
+    assert before["kraft.version"][2] == "0"
+    release = ["eligible.leader.replicas.version was upgraded to 1.",
+               "group.version was upgraded to 1.", "kraft.version was upgraded to 1.",
+               "metadata.version was upgraded to 33.", "share.version was upgraded to 2.",
+               "streams.version was upgraded to 1.", "transaction.version was upgraded to 2."]
+    out = c.run("features", "upgrade", "--release-version", "4.4", "--dry-run")
+    assert out.stdout.splitlines() == [line.replace(" was upgraded ", " can be upgraded ")
+                                       for line in release]
+    out = c.run("features", "upgrade", "--release-version", "4.4")
+    assert out.stdout.splitlines() == release
+    after = features_table(c)
+    assert {f: v[2] for f, v in after.items()} == {
+        "eligible.leader.replicas.version": "1", "group.version": "1", "kraft.version": "1",
+        "metadata.version": "4.4-IV2", "share.version": "2", "streams.version": "1",
+        "transaction.version": "2"}
+
+    directory_id = re.search(r"^directory\.id=(\S+)$",
+                             (b.data_dir / "meta.properties").read_text(), re.M).group(1)
+    seg = b.data_dir / "__cluster_metadata-0" / "00000000000000000000.log"
+    dump = c.run("dump-log", "--files", seg, "--print-data-log").stdout
+    assert re.search(r'KRaftVersion \{"version":0,"kRaftVersion":1\}$', dump, re.M), dump[-2000:]
+    voters = json.loads(re.search(r"KRaftVoters (\{.*\})$", dump, re.M).group(1))
+    assert voters == {"version": 0, "voters": [{
+        "voterId": 1, "voterDirectoryId": directory_id,
+        "endpoints": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": b.controller_port}],
+        "kRaftVersionFeature": {"minSupportedVersion": 0, "maxSupportedVersion": 1}}]}
+    out = c.run("metadata-quorum", "describe", "--status").stdout
+    (voter,) = json.loads(re.search(r"^CurrentVoters:\s+(.*)$", out, re.M).group(1))
+    assert voter["directoryId"] == directory_id
+
+    b.restart()
+    assert features_table(c)["kraft.version"][2] == "1"
+    for args, message in [
+        (("downgrade", "--feature", "kraft.version=0"),
+         "Invalid update version 0 for feature kraft.version. Can't downgrade the version of "
+         "this feature."),
+        (("downgrade", "--feature", "metadata.version=32"),
+         "Unsupported metadata.version downgrade from 33 to 32. Refusing to perform the "
+         "requested downgrade because it might delete metadata information."),
+        (("upgrade", "--feature", "foo.version=1"),
+         "Invalid update version 1 for feature foo.version. Local controller 1 does not "
+         "support this feature."),
+        (("upgrade", "--feature", "share.version=3"),
+         "Invalid update version 3 for feature share.version. Local controller 1 only "
+         "supports versions 0-2"),
+    ]:
+        out = c.run("features", *args, check=False)
+        assert out.returncode == 1, (args, out.stdout)
+        assert ("The update failed for all features since the following feature had an "
+                f"error: {message}") in out.stdout, (args, out.stdout)
+
+
 def test_producer_perf_test_smoke(cli, broker, topic_name):
     """kafka-producer-perf-test runs against the broker (scripts/bench-kafka-tools uses it
     at scale; here only that it completes and reports)."""
