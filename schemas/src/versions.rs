@@ -38,6 +38,8 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::BeginQuorumEpoch,
     ApiKey::EndQuorumEpoch,
     ApiKey::FetchSnapshot,
+    // A voter announcing its listeners and kraft.version range to the leader (KIP-853).
+    ApiKey::UpdateRaftVoter,
     // Brokers in other processes reaching the active controller
     // (actors/src/controller/broker_apis.rs).
     ApiKey::BrokerRegistration,

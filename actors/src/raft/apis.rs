@@ -35,6 +35,7 @@ pub fn register(router: &mut RequestRouter, raft: MeteredAddr<RaftActor>) {
         ApiKey::BeginQuorumEpoch,
         ApiKey::EndQuorumEpoch,
         ApiKey::FetchSnapshot,
+        ApiKey::UpdateRaftVoter,
     ] {
         let raft = raft.clone();
         router.register(key, move |ctx, body| {

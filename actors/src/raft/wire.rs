@@ -157,6 +157,24 @@ pub fn request_from_wire(body: RequestBody, version: i16) -> Result<Request, i16
                 position: p.position,
             }))
         }
+        RequestBody::UpdateRaftVoter(r) => Ok(Request::UpdateRaftVoter(UpdateRaftVoterRequest {
+            cluster_id: cluster(r.cluster_id.clone()),
+            current_leader_epoch: r.current_leader_epoch,
+            voter: key(r.voter_id, r.voter_directory_id),
+            listeners: r
+                .listeners
+                .iter()
+                .map(|l| Endpoint {
+                    listener: l.name.clone(),
+                    host: l.host.clone(),
+                    port: l.port,
+                })
+                .collect(),
+            kraft_version: KRaftVersionRange {
+                min: r.k_raft_version_feature.min_supported_version,
+                max: r.k_raft_version_feature.max_supported_version,
+            },
+        })),
         _ => Err(INVALID_REQUEST),
     }
 }
@@ -183,6 +201,10 @@ pub fn error_response(api_key: m::ApiKey, error_code: i16) -> Option<ResponseBod
             ..Default::default()
         }),
         m::ApiKey::FetchSnapshot => ResponseBody::FetchSnapshot(m::FetchSnapshotResponse {
+            error_code,
+            ..Default::default()
+        }),
+        m::ApiKey::UpdateRaftVoter => ResponseBody::UpdateRaftVoter(m::UpdateRaftVoterResponse {
             error_code,
             ..Default::default()
         }),
@@ -393,6 +415,21 @@ fn response_body(
                     })
                 } else {
                     Vec::new()
+                },
+                ..Default::default()
+            })
+        }
+        Response::UpdateRaftVoter(u) => {
+            // The leader's endpoint on the listener the request came in on.
+            let at = u.leader_endpoints.iter().find(|e| e.listener == listener);
+            ResponseBody::UpdateRaftVoter(m::UpdateRaftVoterResponse {
+                error_code: u.error,
+                current_leader: m::update_raft_voter_response::CurrentLeader {
+                    leader_id: u.leader_id,
+                    leader_epoch: u.leader_epoch,
+                    host: at.map(|e| e.host.clone()).unwrap_or_default(),
+                    port: at.map(|e| e.port as i32).unwrap_or(-1),
+                    ..Default::default()
                 },
                 ..Default::default()
             })
