@@ -2360,8 +2360,9 @@ impl RaftCore {
     /// order of checks. At kraft.version 0 the leader's in-memory voters are the static voter
     /// set with this node's own directory id, listeners and supported range filled in (Kafka's
     /// `updateVoterIgnoringDirectoryId` when the epoch starts); another voter becomes known
-    /// only through its UpdateRaftVoter, which kactor's followers do not send, so a quorum of
-    /// several kactor voters is refused as Kafka refuses voters that did not report support.
+    /// only through its UpdateRaftVoter, which Kafka's followers send and kactor's do not, so a
+    /// quorum with kactor followers is refused as Kafka refuses voters that did not report
+    /// support.
     fn upgrade_kraft_version(&mut self, version: i16, validate_only: bool) {
         let leader = matches!(&self.state,
             EpochState::Leader(l) if !l.resign_requested && self.shutdown_deadline.is_none());
@@ -2392,7 +2393,11 @@ impl RaftCore {
             )));
             return;
         }
-        let mut voters = self.log.last_voter_set();
+        let mut voters = match &self.state {
+            EpochState::Leader(l) => l.reported_voters.clone(),
+            _ => None,
+        }
+        .unwrap_or_else(|| self.log.last_voter_set());
         if let Some(local) = self.local_key() {
             let me = VoterNode {
                 key: local,
@@ -2480,13 +2485,25 @@ impl RaftCore {
         }
         let voters = self.log.last_voter_set();
         if kraft_version < 1 {
-            // A static quorum has nothing to record; Kafka only checks the id.
-            let e = if voters.contains_id(r.voter.id) {
-                NONE
-            } else {
-                VOTER_NOT_FOUND
+            // A static quorum records nothing in the log: the leader keeps what the voter
+            // reported in memory, for a later kraft.version upgrade (Kafka's volatile voters).
+            if !voters.contains_id(r.voter.id) {
+                return resp(self, VOTER_NOT_FOUND);
+            }
+            let node = VoterNode {
+                key: r.voter,
+                listeners: r.listeners,
+                supported_kraft_version: r.kraft_version,
             };
-            return resp(self, e);
+            if let EpochState::Leader(l) = &mut self.state {
+                let known = l.reported_voters.take().unwrap_or(voters);
+                l.reported_voters = Some(
+                    known
+                        .with_updated_ignoring_directory_id(node)
+                        .unwrap_or(known),
+                );
+            }
+            return resp(self, NONE);
         }
         if self.log.last_voter_set_offset().is_some_and(|o| o >= hw) {
             return resp(self, REQUEST_TIMED_OUT);

@@ -131,7 +131,18 @@ fn fetch(c: &mut RaftCore, r: FetchRequest, now: i64) -> FetchResponse {
 
 /// Drives a 3-voter node 1 to leadership in epoch 1 (pre-vote, vote, LeaderChange flushed).
 fn leader_of_three() -> RaftCore {
-    let (mut c, _) = started(1, &[1, 2, 3], None, LogState::default());
+    leader_of_three_with(cfg(1, &[1, 2, 3]))
+}
+
+fn leader_of_three_with(config: RaftConfig) -> RaftCore {
+    let mut c = RaftCore::new(config, 7);
+    c.handle(
+        Input::Start {
+            election: None,
+            log: LogState::default(),
+        },
+        0,
+    );
     // Election timeout (≤ 2 s) passes: Prospective, pre-votes out.
     let out = c.handle(Input::Tick, 2_000);
     assert_eq!(c.state_name(), "Prospective");
@@ -1137,6 +1148,74 @@ fn update_voter_on_a_static_quorum_only_checks_the_id() {
     assert_eq!(update(&mut c, 7, epoch).error, VOTER_NOT_FOUND);
     let r = update(&mut c, 1, epoch + 1);
     assert_eq!((r.error, r.leader_id), (UNKNOWN_LEADER_EPOCH, 1));
+}
+
+#[test]
+fn kraft_version_upgrade_writes_the_voters_as_they_reported() {
+    let upgrade = |c: &mut RaftCore, now| {
+        c.handle(
+            Input::UpgradeKRaftVersion {
+                version: 1,
+                validate_only: false,
+            },
+            now,
+        )
+    };
+    let report = |c: &mut RaftCore| {
+        // Followers fetch, so the high watermark is known, then report themselves.
+        for id in [2, 3] {
+            fetch(c, fetch_req(id, 1, 1, 1), 2_010);
+        }
+        for id in [2, 3] {
+            let out = c.handle(
+                Input::Request {
+                    id: 9,
+                    request: Request::UpdateRaftVoter(UpdateRaftVoterRequest {
+                        cluster_id: None,
+                        current_leader_epoch: 1,
+                        voter: ReplicaKey::of(id, Some(dir(id as u8))),
+                        listeners: ep(id),
+                        kraft_version: KRaftVersionRange::UP_TO_1,
+                    }),
+                },
+                2_020,
+            );
+            assert!(
+                matches!(replies(&out)[..], [Response::UpdateRaftVoter(ref r)] if r.error == NONE)
+            );
+        }
+    };
+    // This node's own directory id unknown: refused (Kafka throws the same).
+    let mut c = leader_of_three();
+    report(&mut c);
+    assert!(
+        matches!(&upgrade(&mut c, 2_030)[..], [Output::KRaftUpgradeRefused { message }]
+        if message.starts_with("Directory id must be known for all of the voters"))
+    );
+    // With it, the VotersRecord names all three as they reported.
+    let mut config = cfg(1, &[1, 2, 3]);
+    config.directory_id = dir(1);
+    let mut c = leader_of_three_with(config);
+    report(&mut c);
+    let voters = upgrade(&mut c, 2_030)
+        .iter()
+        .find_map(|o| match o {
+            Output::AppendLeader {
+                content: BatchContent::Control(records),
+                ..
+            } => match &records[..] {
+                [ControlRecord::KRaftVersion(1), ControlRecord::Voters(v)] => Some(v.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("a KRaftVersion + Voters batch");
+    assert_eq!(
+        voters.keys().collect::<Vec<_>>(),
+        (1..=3)
+            .map(|id| ReplicaKey::of(id, Some(dir(id as u8))))
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]
