@@ -1813,8 +1813,9 @@ async fn handle_describe_quorum(
     };
     let replica = |s: &crate::raft::messages::QuorumReplicaInfo| r::ReplicaState {
         replica_id: s.replica_id,
-        // Known from the VotersRecord (kraft.version 1) or, for observers, their Fetch.
-        replica_directory_id: s.directory_id,
+        // Known from the VotersRecord (kraft.version 1) or, for observers, their Fetch; the
+        // field exists from v2 on.
+        replica_directory_id: if v >= 2 { s.directory_id } else { Uuid::ZERO },
         log_end_offset: s.log_end_offset,
         last_fetch_timestamp: if v >= 1 {
             s.last_fetch_timestamp_ms
