@@ -17,6 +17,7 @@ use kactor_actors::group::apis::{self as group_apis, GroupApis, OffsetsTopicCrea
 use kactor_actors::group::core::GroupCoordinatorConfig;
 use kactor_actors::group::messages::CompleteGroupTransaction;
 use kactor_actors::group::GroupCoordinatorManagerActor;
+use kactor_actors::loggers::BrokerLoggers;
 use kactor_actors::metadata::lifecycle::{BrokerLifecycleConfig, BrokerLifecycleState};
 use kactor_actors::metadata::messages::{SubscribeBrokerConfigChanges, SubscribePartitionChanges};
 use kactor_actors::metrics;
@@ -268,6 +269,13 @@ fn quorum_settings(cfg: &BrokerConfig, cluster_id: &str) -> QuorumSettings {
         election_backoff_max_ms: cfg.get_i64("controller.quorum.election.backoff.max.ms"),
         request_timeout_ms: cfg.get_i64("controller.quorum.request.timeout.ms"),
         retry_backoff_ms: cfg.get_i64("controller.quorum.retry.backoff.ms"),
+        // KIP-853 names a voter by its metadata log dir's id (kactor format writes it).
+        directory_id: crate::config::read_properties(
+            &cfg.metadata_log_dir().join("meta.properties"),
+        )
+        .ok()
+        .and_then(|p| p.get("directory.id")?.parse::<Uuid>().ok())
+        .unwrap_or(Uuid::ZERO),
     }
 }
 
@@ -280,7 +288,7 @@ fn quorum_addresses(cfg: &BrokerConfig) -> std::collections::BTreeMap<i32, Strin
 }
 
 /// Starts every component. Must run inside the actix `System`.
-pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
+pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::Result<Node> {
     let readiness = metrics::readiness();
     readiness.require("listeners");
     readiness.require("metadata");
@@ -314,6 +322,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
         min_insync_replicas: cfg.get_i32("min.insync.replicas"),
         broker_session_timeout_ms: cfg.get_i64("broker.session.timeout.ms"),
         delete_topic_enable: cfg.get_bool("delete.topic.enable"),
+        max_idle_interval_ms: cfg.get_i32("metadata.max.idle.interval.ms") as i64,
         static_broker_configs: static_broker_properties(cfg),
         broker_config_table: defs::BROKER_CONFIG_DEFS
             .iter()
@@ -388,6 +397,7 @@ pub async fn start(cfg: &BrokerConfig) -> anyhow::Result<Node> {
             broker_configs: Arc::new(broker_config_entries(cfg)),
             controller_listeners,
             quorum: quorum_view.clone(),
+            loggers: Some(loggers),
         },
         controller_apis::AUTO_CREATE_WAIT,
     );

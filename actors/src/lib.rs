@@ -7,6 +7,7 @@ pub mod authorization;
 pub mod controller;
 pub mod group;
 pub mod log;
+pub mod loggers;
 pub mod metadata;
 pub mod metrics;
 pub mod network;

@@ -73,6 +73,7 @@ fn metadata_and_admin_apis() {
                 }]),
                 controller_listeners: vec![("CONTROLLER".into(), "127.0.0.1".into(), 9093)],
                 quorum: None,
+                loggers: None,
             },
         );
         let hs = Harness { router };
@@ -528,11 +529,9 @@ fn metadata_and_admin_apis() {
             let ResponseBody::UpdateFeatures(r) = r else {
                 panic!()
             };
-            if v < 2 {
-                assert_eq!(r.results[0].error_code, 95);
-            } else {
-                assert_eq!(r.error_code, 95);
-            }
+            // Kafka 4.4 reports a failure at the top for every version, with no rows.
+            assert_eq!(r.error_code, 95);
+            assert!(r.results.is_empty());
         }
         System::current().stop();
     });

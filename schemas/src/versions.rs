@@ -55,6 +55,7 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DescribeUserScramCredentials,
     ApiKey::AlterUserScramCredentials,
     ApiKey::ListConfigResources,
+    ApiKey::UnregisterBroker,
     // No authorizer: answered SECURITY_DISABLED, as Kafka does without one.
     ApiKey::DescribeAcls,
     ApiKey::CreateAcls,

@@ -134,7 +134,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     def("controller.quorum.fetch.max.bytes", Int, Some("1048576"), AtLeast(1), "Largest Raft Fetch response from the controller leader (not used by kactor yet: one-voter quorum)."),
     def("controller.quorum.fetch.snapshot.max.bytes", Int, Some("1048576"), AtLeast(1), "Largest Raft FetchSnapshot response (not used by kactor yet: no metadata snapshots)."),
     def("metadata.log.max.snapshot.interval.ms", Long, Some("3600000"), AtLeast(0), "Longest time between metadata snapshots (not used by kactor yet: no metadata snapshots)."),
-    def("metadata.max.idle.interval.ms", Int, Some("500"), AtLeast(0), "How often an idle active controller appends a no-op record (not used by kactor)."),
+    def("metadata.max.idle.interval.ms", Int, Some("500"), AtLeast(0), "How often the active controller appends a no-op record (0: never), so the metadata high watermark moves while the cluster is idle."),
     // --- listeners and sockets ---
     dynamic("listeners", List, Some("PLAINTEXT://:9092"), NonEmpty,
         "NAME://host:port listeners (kactor single-node default: PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093; dynamic per broker in Kafka, kactor binds them at start-up only)."),
@@ -488,7 +488,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     // --- kactor's own keys ---
     def("kactor.http.address", String, Some("127.0.0.1:9464"), NonEmpty, "host:port of /metrics, /healthz, /readyz."),
     def("kactor.log.format", String, Some("text"), OneOf(&["text", "json"]), "Log line format."),
-    def("kactor.log.level", String, Some("info"), NonEmpty, "tracing filter directive (RUST_LOG overrides)."),
+    def("kactor.log.level", String, Some("info"), NonEmpty, "tracing filter directive (RUST_LOG overrides); levels change at run time with kafka-configs --entity-type broker-loggers (loggers are module paths with dots, e.g. kactor_actors.partition)."),
 ];
 
 /// The values a no-argument `kactor` runs with where Kafka has no usable default (Kafka requires

@@ -3,6 +3,7 @@
 Each test batches its tool runs: every invocation is a JVM start (1.5-4 s on 2 cores)."""
 import json
 import re
+import socket
 import time
 
 import pytest
@@ -242,6 +243,125 @@ def test_kafka_configs_groups(cli, topic_name):
         f"The group '{group}' doesn't exist and doesn't have dynamic config."
 
 
+def test_kafka_configs_client_metrics(cli, topic_name):
+    """Client metrics subscriptions (`--entity-type client-metrics`, KIP-714): stored as Kafka
+    renders them, described with their sources, listed without a name, checked with Kafka's
+    messages and deleted (outputs as Kafka 4.4.0's)."""
+    sub = f"cm-{topic_name}"
+
+    def configs(*args, check=True):
+        return cli.run("configs", "--entity-type", "client-metrics", *args, check=check)
+
+    out = configs("--describe", "--entity-name", sub)
+    assert out.stdout.strip() == \
+        f"The client-metric '{sub}' doesn't exist and doesn't have dynamic config."
+    out = configs("--alter", "--entity-name", sub, "--add-config",
+                  "metrics=[org.apache.kafka.producer., org.apache.kafka.consumer.],"
+                  "interval.ms=05000,match=[client_id=abc.*,client_software_name=kafka-python]")
+    assert out.stdout.strip() == f"Completed updating config for client-metric {sub}."
+    out = configs("--describe", "--entity-name", sub)
+    assert out.stdout == (
+        f"Dynamic configs for client-metric {sub} are:\n"
+        "  interval.ms=5000 sensitive=false synonyms={DYNAMIC_CLIENT_METRICS_CONFIG:"
+        "interval.ms=5000}\n"
+        "  match=client_id=abc.*,client_software_name=kafka-python sensitive=false synonyms={"
+        "DYNAMIC_CLIENT_METRICS_CONFIG:match=client_id=abc.*,client_software_name=kafka-python}\n"
+        "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer. sensitive=false "
+        "synonyms={DYNAMIC_CLIENT_METRICS_CONFIG:metrics=org.apache.kafka.producer.,"
+        "org.apache.kafka.consumer.}\n")
+    # Without a name: every subscription (ListConfigResources).
+    assert f"Dynamic configs for client-metric {sub} are:" in configs("--describe").stdout
+    for bad, message in [
+        ("interval.ms=99", "InvalidRequestException: Invalid value 99 for interval.ms, interval "
+                           "must be between 100 and 3600000 (1 hour)"),
+        ("match=[client_id]", "InvalidConfigurationException: Illegal client matching pattern: "
+                              "client_id"),
+        ("colour=blue", "InvalidRequestException: Unknown client metrics configuration: colour"),
+    ]:
+        out = configs("--alter", "--entity-name", sub, "--add-config", bad, check=False)
+        assert out.returncode == 1 and message in out.stdout + out.stderr, (bad, out.stderr)
+    configs("--alter", "--entity-name", sub, "--delete-config", "interval.ms,match")
+    out = configs("--describe", "--entity-name", sub, "--all")
+    assert out.stdout == (
+        f"All configs for client-metric {sub} are:\n"
+        "  interval.ms=300000 sensitive=false synonyms={}\n"
+        "  match= sensitive=false synonyms={}\n"
+        "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer. sensitive=false "
+        "synonyms={DYNAMIC_CLIENT_METRICS_CONFIG:metrics=org.apache.kafka.producer.,"
+        "org.apache.kafka.consumer.}\n")
+    configs("--alter", "--entity-name", sub, "--delete-config", "metrics")
+    out = configs("--describe", "--entity-name", sub)
+    assert out.stdout.strip() == \
+        f"The client-metric '{sub}' doesn't exist and doesn't have dynamic config."
+
+
+# A logger that logs every accepted connection at DEBUG, and what that line says.
+ACCEPTOR_LOGGER = {
+    "kactor": ("kactor_actors.network.socket_server", "accepted connection"),
+    "kafka": ("kafka.network.DataPlaneAcceptor", "Accepted connection from"),
+}
+
+
+def test_kafka_configs_broker_loggers(broker_factory, target):
+    """Broker loggers (`--entity-type broker-loggers`): described with their levels, changed at
+    run time (a DEBUG line appears in the broker's log once its logger is set to DEBUG, and no
+    more after the level is deleted), bad changes refused with Kafka 4.4.0's messages. A
+    private broker: its levels and its log are the test's own."""
+    b = broker_factory(name="loggers")
+    c = KafkaCli(b)
+    logger, debug_line = ACCEPTOR_LOGGER[target]
+
+    def loggers(*args, check=True):
+        return c.run("configs", "--entity-type", "broker-loggers", *args, check=check)
+
+    def level_of(name):
+        out = loggers("--describe", "--entity-name", "1").stdout
+        assert out.startswith("Dynamic configs for broker-logger 1 are:\n"), out[:200]
+        levels = dict(re.findall(r"^  (\S+)=(\S+) sensitive=false synonyms=\{\}$", out, re.M))
+        return levels.get(name)
+
+    def accepted():
+        return b.log_text().count(debug_line)
+
+    def connect():
+        with socket.create_connection(("127.0.0.1", b.port), timeout=5):
+            time.sleep(0.3)
+
+    assert (level_of("root"), level_of(logger)) == ("INFO", "INFO")
+    connect()
+    assert accepted() == 0
+    out = loggers("--alter", "--entity-name", "1", "--add-config", f"{logger}=DEBUG")
+    assert out.stdout.strip() == "Completed updating config for broker-logger 1."
+    assert level_of(logger) == "DEBUG"
+    before = accepted()
+    connect()
+    deadline = time.monotonic() + 10
+    while accepted() == before:
+        assert time.monotonic() < deadline, "no DEBUG line after the level was set"
+        time.sleep(0.2)
+    loggers("--alter", "--entity-name", "1", "--delete-config", logger)
+    time.sleep(0.5)
+    after = accepted()
+    connect()
+    time.sleep(1)
+    assert accepted() == after, "DEBUG lines still logged after the level was deleted"
+    assert level_of(logger) == "INFO"
+
+    for args, message in [
+        (("--add-config", f"{logger}=debug"),
+         f"Cannot set the log level of {logger} to debug as it is not a supported log level. "
+         "Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN"),
+        # The tool looks the logger up first.
+        (("--add-config", "no.such.logger=DEBUG"), "Invalid broker logger(s): no.such.logger"),
+        (("--delete-config", "root"), "Removing the log level of the root logger is not allowed"),
+    ]:
+        out = loggers("--alter", "--entity-name", "1", *args, check=False)
+        assert out.returncode == 1 and message in out.stdout + out.stderr, (args, out.stderr)
+    out = loggers("--describe", "--entity-name", "2")
+    assert out.stdout.strip() == \
+        "The broker-logger '2' doesn't exist and doesn't have dynamic config."
+
+
 def test_kafka_configs_scram_users_survive_a_restart(broker_factory):
     """SCRAM credentials set with kafka-configs (AlterUserScramCredentials) are described by
     mechanism and iteration count, kept in the metadata log across a restart, and deleted per
@@ -469,6 +589,145 @@ def test_metadata_quorum_describe(cli, broker):
     rows = [l.split() for l in out.strip().splitlines()]
     assert rows[0][:4] == ["NodeId", "DirectoryId", "LogEndOffset", "Lag"]
     assert rows[1][0] == "1" and rows[1][-1] == "Leader" and rows[1][3] == "0"
+
+
+def metadata_records(cli, broker, record_type):
+    """The payloads of `record_type` records in the broker's metadata log, as kafka-dump-log
+    decodes them."""
+    seg = broker.data_dir / "__cluster_metadata-0" / "00000000000000000000.log"
+    dump = cli.run("dump-log", "--cluster-metadata-decoder", "--files", seg).stdout
+    return [json.loads(m.group(1))["data"] for m in
+            re.finditer(r"payload: (\{.*\})$", dump, re.M)
+            if json.loads(m.group(1))["type"] == record_type]
+
+
+def test_kafka_cluster_unregister(broker_factory, topic_name):
+    """kafka-cluster unregister (UnregisterBroker): an unknown id is refused with
+    BROKER_ID_NOT_REGISTERED; a registered one, even the live broker itself (Kafka 4.4 does not
+    check), is removed with an UnregisterBrokerRecord after it loses its leaderships. A private
+    broker: what becomes of it afterwards differs (Kafka's broker stays unregistered, kactor's
+    registers again)."""
+    b = broker_factory(name="unregister")
+    c = KafkaCli(b)
+    create_topic(b, topic_name)
+    out = c.run("cluster", "unregister", "--id", "5", check=False)
+    assert out.returncode == 1
+    assert ("BrokerIdNotRegisteredException: Broker ID 5 is not currently registered"
+            in out.stderr)
+    out = c.run("cluster", "unregister", "--id", "1")
+    assert out.stdout.strip() == "Broker 1 is no longer registered."
+    (registration,) = metadata_records(c, b, "REGISTER_BROKER_RECORD")[:1]
+    deadline = time.monotonic() + 10
+    while not (gone := metadata_records(c, b, "UNREGISTER_BROKER_RECORD")):
+        assert time.monotonic() < deadline, "no UnregisterBrokerRecord in the metadata log"
+        time.sleep(0.5)
+    assert gone[0] == {"brokerId": 1, "brokerEpoch": registration["brokerEpoch"]}
+    leaderless = [r for r in metadata_records(c, b, "PARTITION_CHANGE_RECORD")
+                  if r.get("leader") == -1]
+    assert leaderless, "the partition it led was not left leaderless"
+
+
+def quorum_high_watermark(cli):
+    out = cli.run("metadata-quorum", "describe", "--status").stdout
+    return int(re.search(r"^HighWatermark:\s+(\d+)$", out, re.M).group(1))
+
+
+def test_metadata_high_watermark_moves_while_idle(cli, broker_factory):
+    """The active controller appends a NoOpRecord every metadata.max.idle.interval.ms (500 by
+    default), so the high watermark of an idle cluster keeps moving; 0 turns that off."""
+    first = quorum_high_watermark(cli)
+    time.sleep(3)
+    # At least 3 s (plus a JVM start) at 500 ms a record.
+    assert quorum_high_watermark(cli) - first >= 5
+
+    quiet = KafkaCli(broker_factory(overrides={"metadata.max.idle.interval.ms": "0"}))
+    # Let start-up settle (the broker registers and is unfenced in its first seconds).
+    time.sleep(2)
+    first = quorum_high_watermark(quiet)
+    time.sleep(3)
+    assert quorum_high_watermark(quiet) == first
+
+
+def features_table(cli):
+    """kafka-features describe as {feature: (SupportedMin, SupportedMax, FinalizedLevel)}."""
+    out = cli.run("features", "describe").stdout
+    return {name: rest for name, *rest in re.findall(
+        r"^Feature: (\S+)\s+SupportedMinVersion: (\S+)\s+SupportedMaxVersion: (\S+)\s+"
+        r"FinalizedVersionLevel: (\S+)", out, re.M)}
+
+
+# Kafka 4.4.0's supported range of every feature its release version 4.4 sets.
+KAFKA_FEATURE_RANGES = {
+    "eligible.leader.replicas.version": ("0", "1"),
+    "group.version": ("0", "1"),
+    "kraft.version": ("0", "1"),
+    "metadata.version": ("3.3-IV3", "4.4-IV2"),
+    "share.version": ("0", "2"),
+    "streams.version": ("0", "1"),
+    "transaction.version": ("0", "2"),
+}
+
+
+def test_kafka_features_upgrade_to_release_version(broker_factory):
+    """kafka-features upgrade --release-version 4.4 on a node formatted with static voters:
+    every feature of the release is accepted, kraft.version goes 0 -> 1 with Raft's
+    KRaftVersion and KRaftVoters control records (KIP-853) naming this voter by its directory
+    id, which DescribeQuorum reports from then on, and the level survives a restart. Refusals
+    with Kafka 4.4.0's messages. A private broker: its features change."""
+    b = broker_factory(name="features")
+    c = KafkaCli(b)
+    before = features_table(c)
+    assert {f: tuple(v[:2]) for f, v in before.items()} == KAFKA_FEATURE_RANGES
+    assert before["kraft.version"][2] == "0"
+    release = ["eligible.leader.replicas.version was upgraded to 1.",
+               "group.version was upgraded to 1.", "kraft.version was upgraded to 1.",
+               "metadata.version was upgraded to 33.", "share.version was upgraded to 2.",
+               "streams.version was upgraded to 1.", "transaction.version was upgraded to 2."]
+    out = c.run("features", "upgrade", "--release-version", "4.4", "--dry-run")
+    assert out.stdout.splitlines() == [line.replace(" was upgraded ", " can be upgraded ")
+                                       for line in release]
+    out = c.run("features", "upgrade", "--release-version", "4.4")
+    assert out.stdout.splitlines() == release
+    after = features_table(c)
+    assert {f: v[2] for f, v in after.items()} == {
+        "eligible.leader.replicas.version": "1", "group.version": "1", "kraft.version": "1",
+        "metadata.version": "4.4-IV2", "share.version": "2", "streams.version": "1",
+        "transaction.version": "2"}
+
+    directory_id = re.search(r"^directory\.id=(\S+)$",
+                             (b.data_dir / "meta.properties").read_text(), re.M).group(1)
+    seg = b.data_dir / "__cluster_metadata-0" / "00000000000000000000.log"
+    dump = c.run("dump-log", "--files", seg, "--print-data-log").stdout
+    assert re.search(r'KRaftVersion \{"version":0,"kRaftVersion":1\}$', dump, re.M), dump[-2000:]
+    voters = json.loads(re.search(r"KRaftVoters (\{.*\})$", dump, re.M).group(1))
+    assert voters == {"version": 0, "voters": [{
+        "voterId": 1, "voterDirectoryId": directory_id,
+        "endpoints": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": b.controller_port}],
+        "kRaftVersionFeature": {"minSupportedVersion": 0, "maxSupportedVersion": 1}}]}
+    out = c.run("metadata-quorum", "describe", "--status").stdout
+    (voter,) = json.loads(re.search(r"^CurrentVoters:\s+(.*)$", out, re.M).group(1))
+    assert voter["directoryId"] == directory_id
+
+    b.restart()
+    assert features_table(c)["kraft.version"][2] == "1"
+    for args, message in [
+        (("downgrade", "--feature", "kraft.version=0"),
+         "Invalid update version 0 for feature kraft.version. Can't downgrade the version of "
+         "this feature."),
+        (("downgrade", "--feature", "metadata.version=32"),
+         "Unsupported metadata.version downgrade from 33 to 32. Refusing to perform the "
+         "requested downgrade because it might delete metadata information."),
+        (("upgrade", "--feature", "foo.version=1"),
+         "Invalid update version 1 for feature foo.version. Local controller 1 does not "
+         "support this feature."),
+        (("upgrade", "--feature", "share.version=3"),
+         "Invalid update version 3 for feature share.version. Local controller 1 only "
+         "supports versions 0-2"),
+    ]:
+        out = c.run("features", *args, check=False)
+        assert out.returncode == 1, (args, out.stdout)
+        assert ("The update failed for all features since the following feature had an "
+                f"error: {message}") in out.stdout, (args, out.stdout)
 
 
 def test_producer_perf_test_smoke(cli, broker, topic_name):

@@ -252,3 +252,165 @@ def test_list_config_resources(broker, topic_name):
         assert listed([99]) == (35, set())
     finally:
         a.close()
+
+
+# ---- configs of resources the CLIs reach through raw requests -------------------------------
+
+def incremental_alter(admin, resource_type, name, ops, validate_only=False):
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest as IA
+    r = send_raw(admin, IA(version=1, validate_only=validate_only, resources=[
+        IA.AlterConfigsResource(resource_type=resource_type, resource_name=name, configs=[
+            IA.AlterConfigsResource.AlterableConfig(name=k, config_operation=op, value=v)
+            for k, op, v in ops])]))
+    (x,) = r.responses
+    return x.error_code, x.error_message
+
+
+def legacy_alter(admin, resource_type, name, configs):
+    from kafka.protocol.admin import AlterConfigsRequest as AC
+    r = send_raw(admin, AC(version=1, validate_only=False, resources=[
+        AC.AlterConfigsResource(resource_type=resource_type, resource_name=name, configs=[
+            AC.AlterConfigsResource.AlterableConfig(name=k, value=v) for k, v in configs])]))
+    (x,) = r.responses
+    return x.error_code, x.error_message
+
+
+def describe_configs(admin, resource_type, name, keys=None, version=4, synonyms=True,
+                     docs=True):
+    from kafka.protocol.admin import DescribeConfigsRequest as DC
+    r = send_raw(admin, DC(version=version, include_synonyms=synonyms,
+                           include_documentation=docs, resources=[
+                               DC.DescribeConfigsResource(resource_type=resource_type,
+                                                          resource_name=name,
+                                                          configuration_keys=keys)]))
+    (x,) = r.results
+    return x.error_code, x.error_message, [
+        (c.name, c.value, c.read_only, c.config_source, c.is_sensitive,
+         [(s.name, s.value, s.source) for s in c.synonyms], c.config_type, c.documentation)
+        for c in x.configs]
+
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def test_client_metrics_subscriptions(broker_factory):
+    """Client metrics resources (type 16) through IncrementalAlterConfigs, AlterConfigs,
+    DescribeConfigs and ListConfigResources v0/v1, with Kafka 4.4.0's checks, stored forms,
+    sources, types and docs (each answer read off Kafka 4.4.0). A private broker: the listing
+    must hold only this test's subscriptions."""
+    from kafka.protocol.admin.configs import ListConfigResourcesRequest as LCR
+    b = broker_factory(name="client-metrics")
+    a = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    CM = 16
+    try:
+        assert describe_configs(a, CM, "") == \
+            (42, "Client metrics subscription name must not be empty", [])
+        assert describe_configs(a, CM, "none-set") == (0, "", [
+            ("interval.ms", "300000", False, 5, False, [], 3,
+             "Metrics push interval in milliseconds"),
+            ("match", "", False, 5, False, [], 7, "Client match criteria"),
+            ("metrics", "", False, 5, False, [], 7, "Telemetry metric name prefix list")])
+        assert incremental_alter(a, CM, "s1", [("metrics", SET, " b. , a., b. "),
+                                               ("interval.ms", SET, "+0500")]) == (0, None)
+        assert describe_configs(a, CM, "s1", ["metrics", "interval.ms", "nope"]) == (0, "", [
+            ("interval.ms", "500", False, 7, False, [("interval.ms", "500", 7)], 3,
+             "Metrics push interval in milliseconds"),
+            ("metrics", "b.,a.", False, 7, False, [("metrics", "b.,a.", 7)], 7,
+             "Telemetry metric name prefix list")])
+        assert describe_configs(a, CM, "s1", ["metrics"], version=1, synonyms=False)[2] == \
+            [("metrics", "b.,a.", False, 7, False, [], 0, "")]
+        not_list = "Can't {} to key metrics because its type is not LIST."
+        assert incremental_alter(a, CM, "s1", [("metrics", APPEND, "c.")]) == \
+            (40, not_list.format("APPEND"))
+        assert incremental_alter(a, CM, "s1", [("metrics", SUBTRACT, "a.")]) == \
+            (40, not_list.format("SUBTRACT"))
+        assert incremental_alter(a, CM, "s1", [("metrics", SET, "a.,,b.")]) == \
+            (40, "Configuration 'metrics' values must not be empty.")
+        assert incremental_alter(a, CM, "s1", [("interval.ms", SET, "1e3")]) == \
+            (40, "Invalid value 1e3 for configuration interval.ms: Not a number of type INT")
+        assert incremental_alter(a, CM, "s1", [("match", SET, "client_id=(a")]) == \
+            (40, "Illegal client matching pattern: client_id=(a")
+        assert incremental_alter(a, CM, "", [("metrics", SET, "x")]) == \
+            (42, "Subscription name can't be empty")
+        # Deleting a key nothing set succeeds.
+        assert incremental_alter(a, CM, "s1", [("nope", DELETE, None)]) == (0, None)
+        # Legacy AlterConfigs replaces the whole set, with the same checks.
+        assert legacy_alter(a, CM, "s2", [("interval.ms", "50")]) == (42, (
+            "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 "
+            "(1 hour)"))
+        assert legacy_alter(a, CM, "s2", [("match", "client_software_name=kafka-.*")]) == \
+            (0, None)
+        assert describe_configs(a, CM, "s2", ["match"])[2][0][1] == "client_software_name=kafka-.*"
+
+        def listed(version, types=()):
+            kw = {} if version == 0 else {"resource_types": list(types)}
+            r = send_raw(a, LCR(version=version, **kw))
+            return r.error_code, sorted(x.resource_name for x in r.config_resources)
+
+        assert listed(0) == (0, ["s1", "s2"])
+        assert listed(1, [CM]) == (0, ["s1", "s2"])
+        assert incremental_alter(a, CM, "s1", [("metrics", DELETE, None),
+                                               ("interval.ms", DELETE, None)]) == (0, None)
+        assert listed(0) == (0, ["s2"])
+    finally:
+        a.close()
+
+
+def test_broker_logger_requests(broker_factory):
+    """BROKER_LOGGER resources (type 8) through raw requests, with Kafka 4.4.0's checks, codes
+    and messages (each read off Kafka 4.4.0): the resource is this node, the root logger
+    cannot lose its level, levels are Kafka's upper-case names, APPEND/SUBTRACT and legacy
+    AlterConfigs are refused. A private broker: levels are changed."""
+    from kafka.protocol.admin.configs import ListConfigResourcesRequest as LCR
+    b = broker_factory(name="loggers")
+    a = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    BL = 8
+    try:
+        assert describe_configs(a, BL, "1", ["root", "no.such.logger"]) == \
+            (0, "", [("root", "INFO", False, 6, False, [], 0, "")])
+        assert describe_configs(a, BL, "1", ["root"], version=1, synonyms=False, docs=False) \
+            == (0, "", [("root", "INFO", False, 6, False, [], 0, "")])
+        everything = describe_configs(a, BL, "1", [])[2]
+        assert ("root", "INFO", False, 6, False, [], 0, "") in everything
+        assert len(everything) > 20
+        assert describe_configs(a, BL, "2")[:2] == \
+            (42, "Unexpected broker id, expected 1 but received 2")
+        assert describe_configs(a, BL, "")[:2] == (42, "Broker id must not be empty")
+        assert describe_configs(a, BL, "x")[:2] == \
+            (42, "Broker id must be an integer, but it is: x")
+
+        assert incremental_alter(a, BL, "1", [("root", SET, "WARN")]) == (0, None)
+        assert describe_configs(a, BL, "1", ["root"])[2][0][1] == "WARN"
+        assert incremental_alter(a, BL, "1", [("root", SET, "INFO")], validate_only=True) == \
+            (0, None)
+        assert describe_configs(a, BL, "1", ["root"])[2][0][1] == "WARN"
+        assert incremental_alter(a, BL, "1", [("root", SET, "INFO")]) == (0, None)
+        assert incremental_alter(a, BL, "1", [("no.such.logger", SET, "DEBUG")]) == \
+            (40, "Logger no.such.logger does not exist!")
+        assert incremental_alter(a, BL, "1", [("no.such.logger", DELETE, None)]) == \
+            (40, "Logger no.such.logger does not exist!")
+        assert incremental_alter(a, BL, "1", [("root", SET, "OFF")]) == (40, (
+            "Cannot set the log level of root to OFF as it is not a supported log level. "
+            "Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN"))
+        assert incremental_alter(a, BL, "1", [("root", DELETE, None)]) == \
+            (42, "Removing the log level of the root logger is not allowed")
+        assert incremental_alter(a, BL, "1", [("root", APPEND, "INFO")]) == \
+            (42, "APPEND operation is not allowed for the BROKER_LOGGER resource")
+        assert incremental_alter(a, BL, "1", [("root", SUBTRACT, "INFO")]) == \
+            (42, "SUBTRACT operation is not allowed for the BROKER_LOGGER resource")
+        assert incremental_alter(a, BL, "1", [("root", 7, "INFO")]) == \
+            (42, "Unknown operation type 7 is not allowed for the BROKER_LOGGER resource")
+        assert incremental_alter(a, BL, "1", [("root", SET, "INFO"), ("root", DELETE, None)]) \
+            == (42, "Error due to duplicate config keys")
+        assert incremental_alter(a, BL, "x", [("a", SET, None), ("b", SET, None)]) == \
+            (42, "Null value not supported for : a, b")
+        assert incremental_alter(a, BL, "2", [("root", SET, "INFO")]) == \
+            (42, "Unexpected node id. Expected 1, but received 2")
+        assert incremental_alter(a, BL, "x", [("root", SET, "INFO")]) == \
+            (42, "Node id must be an integer, but it is: x")
+        assert legacy_alter(a, BL, "1", [("root", "INFO")]) == (42, "Unknown resource type 8")
+        r = send_raw(a, LCR(version=1, resource_types=[BL]))
+        assert (r.error_code, [(x.resource_name, x.resource_type) for x in r.config_resources]) \
+            == (0, [("1", BL)])
+    finally:
+        a.close()

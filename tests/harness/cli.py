@@ -46,11 +46,16 @@ class KafkaCli:
     `--bootstrap-server <broker>` for the tools that take it."""
 
     NO_BOOTSTRAP = {"dump-log", "storage", "producer-perf-test", "consumer-perf-test"}
+    # Tools that take --bootstrap-server after their subcommand.
+    BOOTSTRAP_AFTER_SUBCOMMAND = {"cluster"}
 
     def __init__(self, broker):
         self.broker = broker
 
     def run(self, tool, *args, input=None, timeout=120, check=True):
-        if tool not in self.NO_BOOTSTRAP:
-            args = ("--bootstrap-server", self.broker.bootstrap) + args
+        bootstrap = ("--bootstrap-server", self.broker.bootstrap)
+        if tool in self.BOOTSTRAP_AFTER_SUBCOMMAND:
+            args = args[:1] + bootstrap + args[1:]
+        elif tool not in self.NO_BOOTSTRAP:
+            args = bootstrap + args
         return run_tool(tool, *args, input=input, timeout=timeout, check=check)

@@ -17,7 +17,8 @@ use super::messages::*;
 use crate::metadata::core::MetadataRecord;
 use crate::raft::actor::now_ms;
 use crate::raft::messages::{
-    AppendMetadataRecords, MetadataBatchesCommitted, RaftLeaderChanged, RegisterRaftListener,
+    AppendMetadataRecords, MetadataBatchesCommitted, RaftError, RaftLeaderChanged,
+    RegisterRaftListener, UpgradeKRaftVersion,
 };
 use crate::runtime::{ActorMetrics, MeteredAddr, MeteredRecipient, SupervisedActor};
 
@@ -36,6 +37,7 @@ pub struct QuorumControllerActor {
     cfg: ControllerConfig,
     core: QuorumControllerCore,
     append: MeteredRecipient<AppendMetadataRecords>,
+    upgrade_kraft: MeteredRecipient<UpgradeKRaftVersion>,
     register: MeteredRecipient<RegisterRaftListener>,
     committed_offset: i64,
     pending: VecDeque<Pending>,
@@ -47,11 +49,12 @@ pub struct QuorumControllerActor {
 }
 
 impl QuorumControllerActor {
-    /// `append` / `register` are the RaftActor's. The actor registers itself as a Raft listener
-    /// when it starts.
+    /// `append` / `upgrade_kraft` / `register` are the RaftActor's. The actor registers itself
+    /// as a Raft listener when it starts.
     pub fn new(
         cfg: ControllerConfig,
         append: MeteredRecipient<AppendMetadataRecords>,
+        upgrade_kraft: MeteredRecipient<UpgradeKRaftVersion>,
         register: MeteredRecipient<RegisterRaftListener>,
         metrics: ActorMetrics,
     ) -> Self {
@@ -59,6 +62,7 @@ impl QuorumControllerActor {
             core: QuorumControllerCore::new(cfg.clone(), rand::thread_rng().next_u64()),
             cfg,
             append,
+            upgrade_kraft,
             register,
             committed_offset: -1,
             pending: VecDeque::new(),
@@ -201,6 +205,13 @@ impl Actor for QuorumControllerActor {
                 act.write(records, ctx);
             }
         });
+        if self.cfg.max_idle_interval_ms > 0 {
+            let every = Duration::from_millis(self.cfg.max_idle_interval_ms as u64);
+            ctx.run_interval(every, |act, ctx| {
+                let records = act.core.no_op();
+                act.write(records, ctx);
+            });
+        }
     }
 
     fn stopping(&mut self, _: &mut Context<Self>) -> Running {
@@ -235,7 +246,17 @@ impl Handler<MetadataBatchesCommitted> for QuorumControllerActor {
             if batch.base_offset > self.committed_offset + 1 {
                 continue;
             }
-            if !batch.is_control && batch.last_offset > self.core.applied_offset() {
+            if batch.is_control {
+                match batch.kraft_version() {
+                    Ok(Some(level)) => self.core.replay_kraft_version(batch.last_offset, level),
+                    Ok(None) => {}
+                    Err(e) => {
+                        error!(offset = batch.base_offset, error = %e, "undecodable KRaftVersionRecord");
+                        ctx.stop();
+                        return;
+                    }
+                }
+            } else if batch.last_offset > self.core.applied_offset() {
                 let mut records = Vec::with_capacity(batch.records.len());
                 for v in &batch.records {
                     match MetadataRecord::decode(v.clone()) {
@@ -345,8 +366,86 @@ controller_op!(
 );
 controller_op!(ProcessBrokerHeartbeat, BrokerHeartbeatReply, |core, m| core
     .broker_heartbeat(&m.heartbeat, now_ms()));
-controller_op!(UpdateFeatures, UpdateFeaturesReply, |core, m| core
-    .update_features(&m.updates, m.validate_only));
+controller_op!(
+    UnregisterBroker,
+    super::core::errors::ApiError,
+    |core, m| core.unregister_broker(m.broker_id)
+);
+/// UpdateFeatures: an upgrade of kraft.version goes to Raft first (Kafka's controller calls
+/// `upgradeKRaftVersion` while checking the request); Raft's refusal fails the whole request, and
+/// once Raft has appended, the rest is written as any request's records. The mailbox is held
+/// until Raft answers, so no other request's records get between.
+impl Handler<UpdateFeatures> for QuorumControllerActor {
+    type Result = ResponseFuture<ControllerReply<UpdateFeaturesReply>>;
+
+    fn handle(&mut self, m: UpdateFeatures, ctx: &mut Context<Self>) -> Self::Result {
+        let _guard = self.metrics.handle();
+        let checked = self.core.update_features(&m.updates, true);
+        let level = match self.core.kraft_version_upgrade(&m.updates) {
+            Some(level) if checked.response.error.is_ok() && self.core.is_active() => level,
+            _ => {
+                let result = self.core.update_features(&m.updates, m.validate_only);
+                return self.submit(result, ctx);
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        self.upgrade_kraft
+            .send(UpgradeKRaftVersion {
+                kraft_version: level,
+                validate_only: m.validate_only,
+            })
+            .into_actor(self)
+            .map(move |res, act, ctx| {
+                let reply = match res {
+                    Ok(Ok(appended)) => {
+                        let placed = match appended {
+                            None => true,
+                            Some(a) => {
+                                act.core
+                                    .kraft_version_appended(a.base_offset, a.last_offset, level)
+                            }
+                        };
+                        if placed {
+                            info!(kraft_version = level, ?appended, "kraft.version upgrade");
+                            let result = act.core.update_features(&m.updates, m.validate_only);
+                            act.submit(result, ctx)
+                        } else {
+                            error!(
+                                ?appended,
+                                "kraft.version upgrade landed at an unexpected offset; resigning"
+                            );
+                            act.fail_all(ControllerError::NotController);
+                            act.resign(ctx);
+                            Box::pin(async { Err(ControllerError::NotController) })
+                        }
+                    }
+                    Ok(Err(RaftError::InvalidUpdateVersion(message))) => {
+                        let result = act.core.kraft_upgrade_refused(message);
+                        act.submit(result, ctx)
+                    }
+                    Ok(Err(RaftError::NotLeader { .. })) => {
+                        Box::pin(async { Err(ControllerError::NotController) })
+                    }
+                    Ok(Err(e @ RaftError::Storage(_))) => {
+                        let e = ControllerError::WriteFailed(e.to_string());
+                        Box::pin(async { Err(e) })
+                    }
+                    Err(e) => {
+                        let e = ControllerError::WriteFailed(e.to_string());
+                        Box::pin(async { Err(e) })
+                    }
+                };
+                let _ = tx.send(reply);
+            })
+            .wait(ctx);
+        Box::pin(async move {
+            match rx.await {
+                Ok(reply) => reply.await,
+                Err(_) => Err(ControllerError::NotController),
+            }
+        })
+    }
+}
 controller_op!(ElectLeaders, Vec<TopicElectionResult>, |core, m| core
     .elect_leaders(m.election, m.partitions.as_deref()));
 controller_op!(

@@ -19,12 +19,14 @@ use kactor_protocol::messages::{self as m, *};
 use kactor_protocol::{ApiKey, RequestBody, ResponseBody, Uuid};
 
 use super::actor::QuorumControllerActor;
+use super::core::client_metrics_configs::CLIENT_METRICS_CONFIGS;
 use super::core::errors::*;
 use super::core::group_configs::{broker_default, GROUP_CONFIGS};
 use super::core::requests as cr;
 use super::core::topic_configs::{self, source, ConfigLayers, ConfigType};
 use super::core::validate_topic_name;
 use super::messages::{self as cm, ControllerError, ControllerReply};
+use crate::loggers::BrokerLoggers;
 use crate::metadata::actor::{wait_for_offset, MetadataImageWatch};
 use crate::metadata::core::{ConfigResource, MetadataImage, TopicImage};
 use crate::network::router::{HandlerOutcome, ListenerKind, RequestContext, RequestRouter};
@@ -81,6 +83,8 @@ pub struct MetadataApis {
     pub controller_listeners: Vec<(String, String, u16)>,
     /// The other voters, when the quorum has some (the leader may be in another process).
     pub quorum: Option<QuorumView>,
+    /// This node's loggers (BROKER_LOGGER resources); None: not served.
+    pub loggers: Option<Arc<BrokerLoggers>>,
 }
 
 impl MetadataApis {
@@ -273,6 +277,11 @@ pub fn register_with_auto_create_wait(
         ApiKey::ListConfigResources,
         ListConfigResources,
         cluster::handle_list_config_resources
+    );
+    route!(
+        ApiKey::UnregisterBroker,
+        UnregisterBroker,
+        cluster::handle_unregister_broker
     );
 }
 
@@ -994,6 +1003,111 @@ fn describe_group(
     Ok(out)
 }
 
+/// The broker-logger resource's name must be this node's id (Kafka's `ConfigHelper` wording).
+fn check_logger_node(apis: &MetadataApis, name: &str) -> Result<(), (i16, Option<String>)> {
+    let bad = |m: String| Err((INVALID_REQUEST, Some(m)));
+    if name.is_empty() {
+        return bad("Broker id must not be empty".into());
+    }
+    match name.parse::<i32>() {
+        Err(_) => bad(format!("Broker id must be an integer, but it is: {name}")),
+        Ok(id) if id != apis.node_id => bad(format!(
+            "Unexpected broker id, expected {} but received {name}",
+            apis.node_id
+        )),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// This node's loggers (resource type 8) with their levels, as Kafka reports them: source
+/// DYNAMIC_BROKER_LOGGER_CONFIG, type UNKNOWN, no synonyms, an empty documentation; an empty
+/// key list asks for all of them.
+fn describe_broker_loggers(
+    apis: &MetadataApis,
+    loggers: &BrokerLoggers,
+    name: &str,
+    keys: Option<&[String]>,
+    v: i16,
+) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, Option<String>)>
+{
+    check_logger_node(apis, name)?;
+    Ok(loggers
+        .describe(keys)
+        .into_iter()
+        .map(
+            |(logger, level)| m::describe_configs_response::DescribeConfigsResourceResult {
+                name: logger,
+                value: Some(level.to_string()),
+                read_only: false,
+                config_source: if v >= 1 {
+                    source::DYNAMIC_BROKER_LOGGER_CONFIG
+                } else {
+                    -1
+                },
+                is_sensitive: false,
+                config_type: 0,
+                documentation: (v >= 3).then(String::new),
+                ..Default::default()
+            },
+        )
+        .collect())
+}
+
+/// A client metrics subscription's configs (resource type 16): all three keys, each the
+/// subscription's own value (DYNAMIC_CLIENT_METRICS_CONFIG, listed as its one synonym) or
+/// Kafka's default (DEFAULT_CONFIG, no synonym). Any name can be described, whether or not
+/// anything is set for it, as in Kafka.
+fn describe_client_metrics(
+    image: &MetadataImage,
+    name: &str,
+    keys: Option<&[String]>,
+    (synonyms, docs): (bool, bool),
+    v: i16,
+) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, Option<String>)>
+{
+    if name.is_empty() {
+        return Err((
+            INVALID_REQUEST,
+            Some("Client metrics subscription name must not be empty".into()),
+        ));
+    }
+    let set = image.config_overrides(&ConfigResource::client_metrics(name));
+    let mut defs: Vec<_> = CLIENT_METRICS_CONFIGS
+        .iter()
+        .filter(|d| keys.is_none_or(|k| k.iter().any(|k| k == d.name)))
+        .collect();
+    defs.sort_by_key(|d| d.name);
+    Ok(defs
+        .into_iter()
+        .map(|def| {
+            let (value, src) = match set.get(def.name) {
+                Some(v) => (v.clone(), source::DYNAMIC_CLIENT_METRICS_CONFIG),
+                None => (def.default.to_string(), source::DEFAULT_CONFIG),
+            };
+            let listed = synonyms && v >= 1 && src == source::DYNAMIC_CLIENT_METRICS_CONFIG;
+            m::describe_configs_response::DescribeConfigsResourceResult {
+                name: def.name.to_string(),
+                value: Some(value.clone()),
+                read_only: false,
+                config_source: if v >= 1 { src } else { -1 },
+                is_sensitive: false,
+                synonyms: listed
+                    .then(|| m::describe_configs_response::DescribeConfigsSynonym {
+                        name: def.name.to_string(),
+                        value: Some(value),
+                        source: src,
+                        ..Default::default()
+                    })
+                    .into_iter()
+                    .collect(),
+                config_type: if v >= 3 { def.kind.type_id() } else { 0 },
+                documentation: (v >= 3 && docs).then(|| def.doc.to_string()),
+                ..Default::default()
+            }
+        })
+        .collect())
+}
+
 /// Kafka lists a config's synonyms source by source and then drops every entry before the
 /// first one named like the config itself (`ConfigHelper.configSynonyms`): describing
 /// `log.retention.ms` with only the default `log.retention.hours=168` lists no synonym.
@@ -1177,6 +1291,19 @@ async fn handle_describe_configs(
                     req.include_synonyms,
                     v,
                 ),
+                8 => match &apis.loggers {
+                    Some(loggers) => {
+                        describe_broker_loggers(apis, loggers, &r.resource_name, keys, v)
+                    }
+                    None => Err((INVALID_REQUEST, Some(MALFORMED_REQUEST.into()))),
+                },
+                16 => describe_client_metrics(
+                    &image,
+                    &r.resource_name,
+                    keys,
+                    (req.include_synonyms, req.include_documentation),
+                    v,
+                ),
                 32 => describe_group(
                     apis,
                     &image,
@@ -1185,10 +1312,8 @@ async fn handle_describe_configs(
                     (req.include_synonyms, req.include_documentation),
                     v,
                 ),
-                other => Err((
-                    INVALID_REQUEST,
-                    Some(format!("Unsupported resource type {other}")),
-                )),
+                // Kafka answers an unknown type with INVALID_REQUEST's generic message.
+                _ => Err((INVALID_REQUEST, Some(MALFORMED_REQUEST.into()))),
             };
             let (code, msg, configs) = match described {
                 // Kafka sends an empty message, not a null one, with success.
@@ -1284,6 +1409,71 @@ async fn handle_alter_configs(
     }))
 }
 
+/// Kafka's default message of INVALID_REQUEST.
+const MALFORMED_REQUEST: &str = "This most likely occurs because of a request being malformed \
+     by the client library or the message was sent to an incompatible broker. See the broker \
+     logs for more details.";
+
+/// ConfigResource type BROKER_LOGGER.
+const BROKER_LOGGER_TYPE: i8 = 8;
+
+/// One broker-logger resource of an IncrementalAlterConfigs request, checked in Kafka's order
+/// (`ConfigAdminManager.preprocess`, then `RuntimeLoggerManager`): repeated names, missing
+/// values, the node id, then each operation.
+fn alter_broker_loggers(
+    apis: &MetadataApis,
+    loggers: &BrokerLoggers,
+    r: &m::incremental_alter_configs_request::AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), ApiError> {
+    let mut names = std::collections::BTreeSet::new();
+    if !r.configs.iter().all(|c| names.insert(c.name.as_str())) {
+        return Err(ApiError::new(
+            INVALID_REQUEST,
+            "Error due to duplicate config keys",
+        ));
+    }
+    let null: Vec<&str> = r
+        .configs
+        .iter()
+        .filter(|c| c.config_operation != 1 && c.value.is_none())
+        .map(|c| c.name.as_str())
+        .collect();
+    if !null.is_empty() {
+        return Err(ApiError::new(
+            INVALID_REQUEST,
+            format!("Null value not supported for : {}", null.join(", ")),
+        ));
+    }
+    match r.resource_name.parse::<i32>() {
+        Err(_) => {
+            return Err(ApiError::new(
+                INVALID_REQUEST,
+                format!("Node id must be an integer, but it is: {}", r.resource_name),
+            ))
+        }
+        Ok(id) if id != apis.node_id => {
+            return Err(ApiError::new(
+                INVALID_REQUEST,
+                format!(
+                    "Unexpected node id. Expected {}, but received {id}",
+                    apis.node_id
+                ),
+            ))
+        }
+        Ok(_) => {}
+    }
+    let ops: Vec<_> = r
+        .configs
+        .iter()
+        .map(|c| {
+            let op = cr::AlterConfigOp::from_id(c.config_operation).ok_or(c.config_operation);
+            (c.name.clone(), op, c.value.clone())
+        })
+        .collect();
+    loggers.alter(&ops, validate_only)
+}
+
 async fn handle_incremental_alter_configs(
     apis: &MetadataApis,
     ctx: &RequestContext,
@@ -1296,7 +1486,20 @@ async fn handle_incremental_alter_configs(
         .collect();
     let mut bad = BTreeMap::new();
     let mut resources = Vec::new();
+    // Broker loggers are this node's own business, answered here (Kafka's broker handles them
+    // before forwarding the rest to the controller).
+    let mut local: BTreeMap<(i8, String), (i16, Option<String>)> = BTreeMap::new();
     for r in &req.resources {
+        if let (BROKER_LOGGER_TYPE, Some(loggers)) = (r.resource_type, &apis.loggers) {
+            let e = alter_broker_loggers(apis, loggers, r, req.validate_only)
+                .err()
+                .unwrap_or(ApiError::NONE);
+            local.insert(
+                (r.resource_type, r.resource_name.clone()),
+                (e.code, e.message),
+            );
+            continue;
+        }
         let mut ops = Vec::new();
         for c in &r.configs {
             match cr::AlterConfigOp::from_id(c.config_operation) {
@@ -1316,18 +1519,21 @@ async fn handle_incremental_alter_configs(
         });
     }
     resources.retain(|r| !bad.contains_key(&(r.resource_type, r.resource_name.clone())));
-    let res = apis
-        .ask(
+    let res = if resources.is_empty() {
+        Ok(Vec::new())
+    } else {
+        apis.ask(
             cm::IncrementalAlterConfigs {
                 resources,
                 validate_only: req.validate_only,
             },
             DEFAULT_TIMEOUT_MS,
         )
-        .await;
+        .await
+    };
     let good: Vec<(i8, String)> = requested
         .iter()
-        .filter(|k| !bad.contains_key(*k))
+        .filter(|k| !bad.contains_key(*k) && !local.contains_key(*k))
         .cloned()
         .collect();
     let mut done: BTreeMap<(i8, String), (i16, Option<String>)> = alter_results(res, good)
@@ -1343,6 +1549,7 @@ async fn handle_incremental_alter_configs(
             ),
         );
     }
+    done.extend(local);
     let responses = requested
         .into_iter()
         .map(|(t, n)| {
@@ -1600,7 +1807,9 @@ async fn handle_describe_quorum(
     };
     let replica = |s: &crate::raft::messages::QuorumReplicaInfo| r::ReplicaState {
         replica_id: s.replica_id,
-        replica_directory_id: Uuid::ZERO,
+        // Known from the VotersRecord (kraft.version 1) or, for observers, their Fetch; the
+        // field exists from v2 on.
+        replica_directory_id: if v >= 2 { s.directory_id } else { Uuid::ZERO },
         log_end_offset: s.log_end_offset,
         last_fetch_timestamp: if v >= 1 {
             s.last_fetch_timestamp_ms
@@ -1683,41 +1892,24 @@ async fn handle_update_features(
     req: UpdateFeaturesRequest,
 ) -> HandlerOutcome {
     let v = ctx.api_version;
-    let mut updates = Vec::new();
-    let mut bad = None;
-    for u in &req.feature_updates {
-        let upgrade_type = if v == 0 {
-            // v0 had a boolean: downgrades were "safe" ones.
-            Some(if u.allow_downgrade {
-                cr::UpgradeType::SafeDowngrade
+    let updates = req
+        .feature_updates
+        .iter()
+        .map(|u| cr::FeatureUpdate {
+            feature: u.feature.clone(),
+            max_version_level: u.max_version_level,
+            upgrade_type: if v == 0 {
+                // v0 had a boolean: downgrades were "safe" ones.
+                if u.allow_downgrade {
+                    cr::UpgradeType::SafeDowngrade
+                } else {
+                    cr::UpgradeType::Upgrade
+                }
             } else {
-                cr::UpgradeType::Upgrade
-            })
-        } else {
-            cr::UpgradeType::from_id(u.upgrade_type)
-        };
-        match upgrade_type {
-            Some(t) => updates.push(cr::FeatureUpdate {
-                feature: u.feature.clone(),
-                max_version_level: u.max_version_level,
-                upgrade_type: t,
-            }),
-            None => {
-                bad = Some(format!(
-                    "Unknown upgrade type {} for feature {}",
-                    u.upgrade_type, u.feature
-                ))
-            }
-        }
-    }
-    if let Some(msg) = bad {
-        ctx.record_error(INVALID_REQUEST);
-        return respond(ResponseBody::UpdateFeatures(UpdateFeaturesResponse {
-            error_code: INVALID_REQUEST,
-            error_message: Some(msg),
-            ..Default::default()
-        }));
-    }
+                cr::UpgradeType::from_id(u.upgrade_type)
+            },
+        })
+        .collect();
     let res = apis
         .ask(
             cm::UpdateFeatures {
@@ -1727,41 +1919,33 @@ async fn handle_update_features(
             req.timeout_ms,
         )
         .await;
-    let resp = match res {
-        Err(code) => UpdateFeaturesResponse {
-            error_code: code,
-            ..Default::default()
-        },
-        Ok(reply) => UpdateFeaturesResponse {
-            throttle_time_ms: 0,
-            // v2 reports only the top-level error; earlier versions per feature.
-            error_code: if v >= 2 { reply.error.code } else { 0 },
-            error_message: if v >= 2 {
-                reply.error.message.clone()
-            } else {
-                None
-            },
-            results: if v < 2 {
-                reply
-                    .results
-                    .into_iter()
-                    .map(
-                        |(feature, e)| m::update_features_response::UpdatableFeatureResult {
-                            feature,
-                            error_code: e.code,
-                            error_message: e.message,
-                            ..Default::default()
-                        },
-                    )
-                    .collect()
-            } else {
-                Vec::new()
-            },
-            ..Default::default()
-        },
+    let error = match res {
+        Ok(reply) => reply.error,
+        Err(code) => ApiError::code(code),
     };
-    ctx.record_error(resp.error_code);
-    respond(ResponseBody::UpdateFeatures(resp))
+    // As Kafka 4.4 answers every version: the outcome at the top; before v2, on success, a row
+    // per requested feature too, with NONE's name as its message.
+    let results = if v < 2 && error.is_ok() {
+        req.feature_updates
+            .iter()
+            .map(|u| m::update_features_response::UpdatableFeatureResult {
+                feature: u.feature.clone(),
+                error_code: 0,
+                error_message: Some("NONE".into()),
+                ..Default::default()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    ctx.record_error(error.code);
+    respond(ResponseBody::UpdateFeatures(UpdateFeaturesResponse {
+        throttle_time_ms: 0,
+        error_code: error.code,
+        error_message: error.message,
+        results,
+        ..Default::default()
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------

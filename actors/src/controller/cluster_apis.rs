@@ -1,6 +1,7 @@
 //! Cluster administration APIs beside the topic and config ones in `apis.rs`: ElectLeaders
 //! (`kafka-leader-election`), ListPartitionReassignments (`kafka-reassign-partitions --list`),
 //! DescribeClientQuotas (`kafka-configs --describe --entity-type clients|users|ips`),
+//! UnregisterBroker (`kafka-cluster unregister`),
 //! Describe/AlterUserScramCredentials (`kafka-configs --entity-type users`, SCRAM-SHA-256/512) and
 //! ListConfigResources (`kafka-configs --describe --entity-type groups` without a name).
 //!
@@ -401,23 +402,32 @@ pub(super) async fn handle_alter_user_scram_credentials(
 // ---------------------------------------------------------------------------------------------
 // ListConfigResources
 
-/// Types listed when a v1 request names none: those kactor can describe configs of. Kafka
-/// also lists BROKER_LOGGER (8), which kactor does not serve (DescribeConfigs refuses it), so
-/// it is answered as an unknown type would be.
-const LISTED_CONFIG_TYPES: [ConfigResourceType; 4] = [
+/// Types listed when a v1 request names none (Kafka 4.4's set): those kactor can describe
+/// configs of. BROKER_LOGGER is one where this node serves its loggers.
+const LISTED_CONFIG_TYPES: [ConfigResourceType; 5] = [
     ConfigResourceType::Topic,
     ConfigResourceType::Broker,
+    ConfigResourceType::BrokerLogger,
     ConfigResourceType::ClientMetrics,
     ConfigResourceType::Group,
 ];
 
-/// The resources of one type, as Kafka lists them: every topic, every registered broker, and
-/// the client-metrics and group resources that have configs set (a group with committed
-/// offsets but no config is not one).
-fn config_resources_of(image: &MetadataImage, ty: ConfigResourceType) -> Vec<String> {
+/// The resources of one type, as Kafka lists them: every topic, every registered broker, this
+/// node for its loggers, and the client-metrics and group resources that have configs set (a
+/// group with committed offsets but no config is not one).
+fn config_resources_of(
+    apis: &MetadataApis,
+    image: &MetadataImage,
+    ty: ConfigResourceType,
+) -> Vec<String> {
     match ty {
         ConfigResourceType::Topic => image.topics.by_name.keys().cloned().collect(),
         ConfigResourceType::Broker => image.brokers.keys().map(|id| id.to_string()).collect(),
+        ConfigResourceType::BrokerLogger => apis
+            .loggers
+            .iter()
+            .map(|_| apis.node_id.to_string())
+            .collect(),
         _ => image
             .configs
             .iter()
@@ -457,7 +467,7 @@ pub(super) async fn handle_list_config_resources(
             config_resources: types
                 .into_iter()
                 .flat_map(|ty| {
-                    config_resources_of(&image, ty)
+                    config_resources_of(apis, &image, ty)
                         .into_iter()
                         .map(
                             move |name| m::list_config_resources_response::ConfigResource {
@@ -473,4 +483,32 @@ pub(super) async fn handle_list_config_resources(
     };
     ctx.record_error(resp.error_code);
     HandlerOutcome::Respond(ResponseBody::ListConfigResources(resp))
+}
+
+// ---------------------------------------------------------------------------------------------
+// UnregisterBroker
+
+pub(super) async fn handle_unregister_broker(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: UnregisterBrokerRequest,
+) -> HandlerOutcome {
+    let error = match apis
+        .ask(
+            cm::UnregisterBroker {
+                broker_id: req.broker_id,
+            },
+            DEFAULT_TIMEOUT_MS,
+        )
+        .await
+    {
+        Ok(e) => e,
+        Err(code) => ApiError::code(code),
+    };
+    ctx.record_error(error.code);
+    HandlerOutcome::Respond(ResponseBody::UnregisterBroker(UnregisterBrokerResponse {
+        error_code: error.code,
+        error_message: error.message,
+        ..Default::default()
+    }))
 }

@@ -1,7 +1,7 @@
 //! QuorumControllerActor's mailbox: one message per controller operation (Kafka's
 //! `Controller` interface: createTopics, deleteTopics, createPartitions,
 //! incrementalAlterConfigs, legacyAlterConfigs, registerBroker, processBrokerHeartbeat,
-//! updateFeatures, allocateProducerIds, electLeaders, alterUserScramCredentials). Each
+//! unregisterBroker, updateFeatures, allocateProducerIds, electLeaders, alterUserScramCredentials). Each
 //! answers once its records are committed.
 
 use actix::prelude::*;
@@ -91,6 +91,14 @@ pub struct RegisterController {
 #[rtype(result = "ControllerReply<BrokerHeartbeatReply>")]
 pub struct ProcessBrokerHeartbeat {
     pub heartbeat: BrokerHeartbeat,
+}
+
+/// Sent by the UnregisterBroker handler (`kafka-cluster unregister`). Lost: the client times
+/// out.
+#[derive(Debug, Message)]
+#[rtype(result = "ControllerReply<super::core::errors::ApiError>")]
+pub struct UnregisterBroker {
+    pub broker_id: i32,
 }
 
 /// Sent by the UpdateFeatures handler. Lost: the client times out.

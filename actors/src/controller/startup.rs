@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use actix::prelude::*;
+use kactor_protocol::Uuid;
 use tokio::sync::watch;
 
 use super::actor::QuorumControllerActor;
@@ -59,6 +60,9 @@ pub struct QuorumSettings {
     pub request_timeout_ms: i64,
     /// `controller.quorum.retry.backoff.ms`
     pub retry_backoff_ms: i64,
+    /// The metadata log dir's `meta.properties` `directory.id` (KIP-853 names a voter by it);
+    /// ZERO when unknown.
+    pub directory_id: Uuid,
 }
 
 impl Default for QuorumSettings {
@@ -71,6 +75,7 @@ impl Default for QuorumSettings {
             election_backoff_max_ms: 1000,
             request_timeout_ms: 2000,
             retry_backoff_ms: 20,
+            directory_id: Uuid::ZERO,
         }
     }
 }
@@ -103,6 +108,7 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     raft_cfg.election_backoff_max_ms = cfg.quorum.election_backoff_max_ms;
     raft_cfg.request_timeout_ms = cfg.quorum.request_timeout_ms;
     raft_cfg.retry_backoff_ms = cfg.quorum.retry_backoff_ms;
+    raft_cfg.directory_id = cfg.quorum.directory_id;
     let raft_actor = RaftActor::open(raft_cfg, raft_metrics.clone())?;
     let raft_leader = raft_actor.leader_watch();
     // Other voters: the active controller may be in another process.
@@ -122,8 +128,10 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     let controller = cfg.controller.map(|ccfg| {
         let metrics = ActorMetrics::new("QuorumControllerActor");
         let append = raft.recipient();
+        let upgrade_kraft = raft.recipient();
         let register = raft.recipient();
-        let actor = QuorumControllerActor::new(ccfg, append, register, metrics.clone());
+        let actor =
+            QuorumControllerActor::new(ccfg, append, upgrade_kraft, register, metrics.clone());
         controller_active = Some(actor.active_watch());
         start_supervised(arbiter, metrics, move |_| actor)
     });

@@ -202,9 +202,15 @@ impl Handler<MetadataBatchesCommitted> for MetadataPublisherActor {
                     .collect()
             };
             let applied = records.map_err(|e| e.to_string()).and_then(|records| {
-                self.image
+                let kraft_version = batch.kraft_version().map_err(|e| e.to_string())?;
+                let (mut next, mut changes) = self
+                    .image
                     .apply_batch(&records, batch.last_offset, batch.epoch)
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| e.to_string())?;
+                if let Some(level) = kraft_version {
+                    next.replay_kraft_version(level, &mut changes);
+                }
+                Ok((next, changes))
             });
             match applied {
                 Ok((next, changes)) => {

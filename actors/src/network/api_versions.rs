@@ -47,20 +47,23 @@ pub struct FeaturesHandle {
 pub const METADATA_VERSION_MIN: i16 = 7;
 pub const METADATA_VERSION_MAX: i16 = 33;
 
-/// The features kactor supports, with Kafka 4.4.0's production ranges. Only features whose
-/// behaviour we implement (or will in the next issues) are listed: advertising share or
-/// streams groups would make clients try them.
+/// The features kactor supports: Kafka 4.4.0's production ranges, the same set the controller
+/// accepts (`controller::core::SUPPORTED_FEATURES` says which of them kactor leaves unset at
+/// bootstrap and why).
 pub fn supported_features() -> Vec<SupportedFeature> {
     [
+        ("eligible.leader.replicas.version", 0, 1),
+        ("group.version", 0, 1),
+        ("kraft.version", 0, 1),
         (
             "metadata.version",
             METADATA_VERSION_MIN,
             METADATA_VERSION_MAX,
         ),
-        ("kraft.version", 0, 1),
+        ("share.version", 0, 2),
+        ("streams.version", 0, 1),
         // Level 2: KIP-890 part 2 (txn::leader_verify adds a transactional produce's partition).
         ("transaction.version", 0, 2),
-        ("group.version", 0, 1),
     ]
     .into_iter()
     .map(|(n, lo, hi)| SupportedFeature {

@@ -68,6 +68,9 @@ pub struct RaftActorConfig {
     pub segment_bytes: i32,
     /// `metadata.log.segment.ms`
     pub segment_ms: i64,
+    /// The metadata log dir's `directory.id` (this voter's id in a VotersRecord); ZERO when
+    /// unknown.
+    pub directory_id: Uuid,
 }
 
 impl RaftActorConfig {
@@ -86,6 +89,7 @@ impl RaftActorConfig {
             retry_backoff_ms: 20,
             segment_bytes: 1024 * 1024 * 1024,
             segment_ms: 7 * 24 * 60 * 60 * 1000,
+            directory_id: Uuid::ZERO,
         }
     }
 
@@ -184,6 +188,7 @@ impl RaftActor {
         raft_cfg.request_timeout_ms = cfg.request_timeout_ms;
         raft_cfg.retry_backoff_ms = cfg.retry_backoff_ms;
         raft_cfg.cluster_id = cfg.cluster_id.clone();
+        raft_cfg.directory_id = cfg.directory_id;
         let core = RaftCore::new(raft_cfg, cfg.seed);
         let mut actor = RaftActor {
             cfg,
@@ -249,7 +254,7 @@ impl RaftActor {
         &mut self,
         input: Input,
         now: i64,
-    ) -> Result<Option<Result<AppendedBatch, RaftError>>, RaftError> {
+    ) -> Result<Option<Result<Option<AppendedBatch>, RaftError>>, RaftError> {
         if let Some(reason) = &self.failed {
             return Err(RaftError::Storage(reason.clone()));
         }
@@ -274,8 +279,8 @@ impl RaftActor {
                             BatchContent::Data(records) => {
                                 encode_data_batch(base_offset, epoch, now, records)
                             }
-                            BatchContent::Control(record) => {
-                                encode_control_batch(base_offset, epoch, now, record)
+                            BatchContent::Control(records) => {
+                                encode_control_batch(base_offset, epoch, now, records)
                             }
                         }
                         .map_err(storage)?;
@@ -298,14 +303,18 @@ impl RaftActor {
                         last_offset,
                         epoch,
                     } => {
-                        reply = Some(Ok(AppendedBatch {
+                        reply = Some(Ok(Some(AppendedBatch {
                             base_offset,
                             last_offset,
                             epoch,
-                        }))
+                        })))
                     }
                     Output::AppendRejected { leader_id, epoch } => {
                         reply = Some(Err(RaftError::NotLeader { leader_id, epoch }))
+                    }
+                    Output::KRaftVersionUnchanged => reply = Some(Ok(None)),
+                    Output::KRaftUpgradeRefused { message } => {
+                        reply = Some(Err(RaftError::InvalidUpdateVersion(message)))
                     }
                     Output::HighWatermark(high_watermark) => {
                         debug!(high_watermark, "metadata high watermark advanced");
@@ -513,26 +522,42 @@ impl SupervisedActor for RaftActor {
 
 crate::supervised_mailbox!(RaftActor);
 
-impl Handler<AppendMetadataRecords> for RaftActor {
-    type Result = Result<AppendedBatch, RaftError>;
-
-    fn handle(&mut self, msg: AppendMetadataRecords, _: &mut Context<Self>) -> Self::Result {
-        let _m = self.metrics.handle();
-        let reply = self.run(
-            Input::Append {
-                records: msg.records,
-            },
-            now_ms(),
-        );
-        match reply {
+impl RaftActor {
+    /// Runs an input that appends on the controller's behalf and returns where it went.
+    fn append_for_controller(&mut self, input: Input) -> Result<Option<AppendedBatch>, RaftError> {
+        match self.run(input, now_ms()) {
             Ok(Some(r)) => r,
-            Ok(None) => Err(RaftError::Storage("empty append".into())),
+            Ok(None) => Err(RaftError::Storage("no answer to the append".into())),
             Err(e) => {
                 // The metadata log could not be written: nothing more can be committed safely.
                 self.fail(&e);
                 Err(e)
             }
         }
+    }
+}
+
+impl Handler<AppendMetadataRecords> for RaftActor {
+    type Result = Result<AppendedBatch, RaftError>;
+
+    fn handle(&mut self, msg: AppendMetadataRecords, _: &mut Context<Self>) -> Self::Result {
+        let _m = self.metrics.handle();
+        self.append_for_controller(Input::Append {
+            records: msg.records,
+        })?
+        .ok_or_else(|| RaftError::Storage("empty append".into()))
+    }
+}
+
+impl Handler<UpgradeKRaftVersion> for RaftActor {
+    type Result = Result<Option<AppendedBatch>, RaftError>;
+
+    fn handle(&mut self, msg: UpgradeKRaftVersion, _: &mut Context<Self>) -> Self::Result {
+        let _m = self.metrics.handle();
+        self.append_for_controller(Input::UpgradeKRaftVersion {
+            version: msg.kraft_version,
+            validate_only: msg.validate_only,
+        })
     }
 }
 
@@ -622,6 +647,7 @@ impl Handler<DescribeQuorumState> for RaftActor {
         let d = self.core.describe_quorum(now);
         let replica = |r: &super::core::rpc::ReplicaStateView| QuorumReplicaInfo {
             replica_id: r.key.id,
+            directory_id: r.key.wire_directory_id(),
             log_end_offset: r.log_end_offset,
             last_fetch_timestamp_ms: r.last_fetch_timestamp,
             last_caught_up_timestamp_ms: r.last_caught_up_timestamp,
@@ -725,11 +751,11 @@ mod tests {
             .unwrap();
         assert_eq!(
             appended,
-            AppendedBatch {
+            Some(AppendedBatch {
                 base_offset: 1,
                 last_offset: 2,
                 epoch: 1
-            }
+            })
         );
         assert_eq!(a.core.high_watermark(), 3);
         drop(a);

@@ -43,13 +43,27 @@ pub fn encode_data_batch(
     b.build()
 }
 
-/// A control batch holding one control record.
+/// A control batch holding `records`, in order.
 pub fn encode_control_batch(
     base_offset: i64,
     epoch: i32,
     timestamp_ms: i64,
-    record: &ControlRecord,
+    records: &[ControlRecord],
 ) -> Result<Bytes, RecordError> {
+    let mut b = BatchBuilder::new(base_offset)
+        .partition_leader_epoch(epoch)
+        .control(true);
+    for record in records {
+        let (kind, value) = encode_control_record(record)?;
+        b.append(timestamp_ms, Some(&kind.encode_key()), Some(&value), &[])?;
+    }
+    b.build()
+}
+
+/// A control record's type and value.
+fn encode_control_record(
+    record: &ControlRecord,
+) -> Result<(ControlRecordType, Bytes), RecordError> {
     let (kind, value) = match record {
         ControlRecord::LeaderChange {
             leader_id,
@@ -117,11 +131,7 @@ pub fn encode_control_batch(
             )
         }
     };
-    let mut b = BatchBuilder::new(base_offset)
-        .partition_leader_epoch(epoch)
-        .control(true);
-    b.append(timestamp_ms, Some(&kind.encode_key()), Some(&value), &[])?;
-    b.build()
+    Ok((kind, value))
 }
 
 /// One batch read back from the metadata log.
@@ -137,6 +147,23 @@ pub struct MetadataBatch {
     pub records: Vec<Bytes>,
     /// Control record types, parallel to `records` (empty for data batches).
     pub control_types: Vec<ControlRecordType>,
+}
+
+impl MetadataBatch {
+    /// The kraft.version a control batch finalizes (its KRaftVersionRecord), if it holds one.
+    pub fn kraft_version(&self) -> Result<Option<i16>, RecordError> {
+        if !self.is_control
+            || !self
+                .control_types
+                .contains(&ControlRecordType::KRaftVersion)
+        {
+            return Ok(None);
+        }
+        Ok(control_records(self)?.into_iter().find_map(|r| match r {
+            ControlRecord::KRaftVersion(v) => Some(v),
+            _ => None,
+        }))
+    }
 }
 
 /// Parses the whole batches in `buf`, checking CRCs (the metadata log must not be served
@@ -240,11 +267,11 @@ mod tests {
             0,
             1,
             1000,
-            &ControlRecord::LeaderChange {
+            &[ControlRecord::LeaderChange {
                 leader_id: 1,
                 voters: vec![1],
                 granting_voters: vec![1],
-            },
+            }],
         )
         .unwrap();
         assert_eq!(b.len(), 91, "Kafka's batch is 91 bytes");
@@ -287,10 +314,42 @@ mod tests {
             supported_kraft_version: KRaftVersionRange::UP_TO_1,
         }]);
         for rec in [ControlRecord::Voters(set), ControlRecord::KRaftVersion(1)] {
-            let b = encode_control_batch(7, 2, 1000, &rec).unwrap();
+            let b = encode_control_batch(7, 2, 1000, std::slice::from_ref(&rec)).unwrap();
             let d = decode_batches(b).unwrap();
             assert_eq!(control_records(&d[0]).unwrap(), vec![rec]);
         }
+    }
+
+    #[test]
+    fn kraft_upgrade_batch_matches_kafka_bytes() {
+        // The batch Kafka 4.4.0 appended for `kafka-features upgrade --release-version 4.4` on
+        // a single node formatted with static voters (kraft.version 0 -> 1), read from its
+        // __cluster_metadata-0 segment: a KRaftVersionRecord and a VotersRecord in one batch.
+        let kafka = "000000000000004f00000084000000010277c6179b002000000001000001a24302b8c2000001a24302b8c2ffffffffffffffffffffffffffff000000021e00000008000000050a000000010000820100000208000000066e000002000000018cd47d679358fefad2f5a828d466e23a020b434f4e54524f4c4c45520a3132372e302e302e31e78f000000000100000000";
+        let kafka: Vec<u8> = (0..kafka.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&kafka[i..i + 2], 16).unwrap())
+            .collect();
+        let mut dir = [0u8; 16];
+        dir.copy_from_slice(&kafka[95..111]);
+        let voters = VoterSet::new([VoterNode {
+            key: ReplicaKey::of(1, Some(kactor_protocol::Uuid(dir))),
+            listeners: vec![Endpoint {
+                listener: "CONTROLLER".into(),
+                host: "127.0.0.1".into(),
+                port: 59279,
+            }],
+            supported_kraft_version: KRaftVersionRange::UP_TO_1,
+        }]);
+        let records = [
+            ControlRecord::KRaftVersion(1),
+            ControlRecord::Voters(voters),
+        ];
+        let ours = encode_control_batch(79, 1, 0x1a24302b8c2, &records).unwrap();
+        assert_eq!(&ours[..], &kafka[..]);
+        let decoded = decode_batches(ours).unwrap();
+        assert_eq!((decoded[0].base_offset, decoded[0].last_offset), (79, 80));
+        assert_eq!(control_records(&decoded[0]).unwrap(), records.to_vec());
     }
 
     #[test]

@@ -7,6 +7,7 @@ use actix::prelude::*;
 
 use crate::runtime::MeteredRecipient;
 use bytes::Bytes;
+use kactor_protocol::Uuid;
 
 use super::batch::MetadataBatch;
 
@@ -16,6 +17,18 @@ use super::batch::MetadataBatch;
 #[rtype(result = "Result<AppendedBatch, RaftError>")]
 pub struct AppendMetadataRecords {
     pub records: Vec<Bytes>,
+}
+
+/// Sent by the QuorumControllerActor when an UpdateFeatures raises kraft.version (Kafka's
+/// `RaftClient.upgradeKRaftVersion`): the leader appends a KRaftVersionRecord and the
+/// VotersRecord as one control batch. `None`: nothing appended (already at that version, or
+/// validate only). Lost, the controller's pending requests never complete (clients time out
+/// and retry).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<Option<AppendedBatch>, RaftError>")]
+pub struct UpgradeKRaftVersion {
+    pub kraft_version: i16,
+    pub validate_only: bool,
 }
 
 /// Where an appended batch went.
@@ -32,6 +45,9 @@ pub enum RaftError {
     NotLeader { leader_id: Option<i32>, epoch: i32 },
     #[error("metadata log storage failed: {0}")]
     Storage(String),
+    /// A kraft.version upgrade refused, with Kafka's message.
+    #[error("{0}")]
+    InvalidUpdateVersion(String),
 }
 
 /// Sent by RaftActor to each listener: committed batches, in offset order, with nothing skipped
@@ -77,6 +93,8 @@ pub struct DescribeQuorumState;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuorumReplicaInfo {
     pub replica_id: i32,
+    /// Its metadata log directory id; ZERO when unknown.
+    pub directory_id: Uuid,
     pub log_end_offset: i64,
     pub last_fetch_timestamp_ms: i64,
     pub last_caught_up_timestamp_ms: i64,

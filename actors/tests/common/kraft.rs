@@ -83,6 +83,7 @@ pub fn metadata_apis(h: &KraftHandles) -> MetadataApis {
         broker_configs: Arc::new(vec![]),
         controller_listeners: vec![],
         quorum: None,
+        loggers: None,
     }
 }
 

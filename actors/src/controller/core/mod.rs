@@ -8,6 +8,7 @@
 //! them, as Kafka's timeline structures do); the shell answers only after Raft commits them.
 
 pub mod broker_configs;
+pub mod client_metrics_configs;
 mod elections;
 pub mod errors;
 pub mod group_configs;
@@ -23,8 +24,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use kactor_protocol::metadata::register_broker_record::BrokerFeature;
 use kactor_protocol::metadata::{
     BeginTransactionRecord, BrokerRegistrationChangeRecord, ConfigRecord, EndTransactionRecord,
-    FeatureLevelRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
+    FeatureLevelRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
     RegisterBrokerRecord, RegisterControllerRecord, RemoveTopicRecord, TopicRecord,
+    UnregisterBrokerRecord,
 };
 use kactor_protocol::Uuid;
 use rand::rngs::StdRng;
@@ -34,6 +36,7 @@ use crate::metadata::core::image::NO_LEADER_CHANGE;
 use crate::metadata::core::{
     ConfigResource, ConfigResourceType, MetadataChanges, MetadataImage, MetadataRecord, ReplayError,
 };
+use crate::raft::core::KRaftVersionRange;
 use errors::*;
 use requests::*;
 use topic_configs::ConfigLayers;
@@ -47,22 +50,67 @@ pub const CONTROLLER_REGISTRATION_METADATA_VERSION: i16 = 15;
 pub const MINIMUM_METADATA_VERSION: i16 = 7;
 
 /// Features this controller supports, as (name, min, max, level finalized at bootstrap), with
-/// Kafka 4.4.0's ranges. Only features whose behaviour kactor implements are listed (the same
-/// set ApiVersions advertises): Kafka 4.4's `kafka-storage format` also finalizes
-/// share.version 2, streams.version 1 and eligible.leader.replicas.version 1, which would tell
-/// clients that share and streams groups work here. `kraft.version` is finalized through a Raft
-/// control record, not a FeatureLevelRecord.
+/// exactly Kafka 4.4.0's ranges (the same set ApiVersions advertises), so that
+/// `kafka-features upgrade --release-version 4.4` and the other levels Kafka's tools set are
+/// accepted. Bootstrap levels are those of Kafka 4.4's `kafka-storage format` with static
+/// voters, except for the three features whose behaviour kactor does not implement:
+/// share.version (share groups), streams.version (streams groups) and
+/// eligible.leader.replicas.version (KIP-966's ELR upkeep) start unset. An admin may still
+/// finalize them; clients find share and streams groups through their APIs
+/// (ShareGroupHeartbeat, StreamsGroupHeartbeat, ...), which kactor never advertises, so they
+/// get the same UNSUPPORTED_VERSION a Kafka broker without those features answers, and
+/// DescribeTopicPartitions keeps reporting empty ELR lists, a valid state. `kraft.version` is
+/// finalized through a Raft control record, not a FeatureLevelRecord.
 pub const SUPPORTED_FEATURES: &[(&str, i16, i16, i16)] = &[
+    ("eligible.leader.replicas.version", 0, 1, 0),
     ("group.version", 0, 1, 1),
-    ("kraft.version", 0, 1, 0),
     (
-        "metadata.version",
+        KRAFT_VERSION,
+        KRaftVersionRange::UP_TO_1.min,
+        KRaftVersionRange::UP_TO_1.max,
+        0,
+    ),
+    (
+        METADATA_VERSION,
         MINIMUM_METADATA_VERSION,
         LATEST_METADATA_VERSION,
         LATEST_METADATA_VERSION,
     ),
+    ("share.version", 0, 2, 0),
+    ("streams.version", 0, 1, 0),
     ("transaction.version", 0, 2, 2),
 ];
+
+const METADATA_VERSION: &str = crate::metadata::core::image::METADATA_VERSION_FEATURE;
+const KRAFT_VERSION: &str = crate::metadata::core::image::KRAFT_VERSION_FEATURE;
+
+/// (feature, from level, needs feature, at least level): Kafka 4.4's feature dependencies
+/// (`kafka-features feature-dependencies`).
+const FEATURE_DEPENDENCIES: &[(&str, i16, &str, i16)] =
+    &[("eligible.leader.replicas.version", 1, METADATA_VERSION, 23)];
+
+/// The metadata.version levels (7..=33) whose records earlier levels cannot read (Kafka's
+/// `MetadataVersion.didMetadataChange`): a downgrade across one of them is refused.
+const METADATA_CHANGING_LEVELS: &[i16] = &[7, 8, 11, 13, 14, 15, 17, 23, 30, 32, 33];
+
+/// Whether going from metadata.version `high` down to `low` crosses a level that changed the
+/// metadata format (Kafka's `MetadataVersion.checkIfMetadataChanged`).
+fn metadata_changed_between(low: i16, high: i16) -> bool {
+    METADATA_CHANGING_LEVELS
+        .iter()
+        .any(|l| low < *l && *l <= high)
+}
+
+/// What one feature update writes.
+#[derive(Debug)]
+enum FeatureChange {
+    None,
+    /// A FeatureLevelRecord finalizing the feature at this level (0 removes it).
+    Level(i16),
+    /// kraft.version asked for with an upgrade (Raft writes it; the request waits on a
+    /// NoOpRecord).
+    KRaftVersion,
+}
 
 /// Producer ids are handed to brokers in blocks of this size (Kafka's
 /// `ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`).
@@ -91,6 +139,10 @@ pub struct ControllerConfig {
     pub broker_session_timeout_ms: i64,
     /// `delete.topic.enable`
     pub delete_topic_enable: bool,
+    /// `metadata.max.idle.interval.ms`: how often the active controller appends a NoOpRecord,
+    /// so that the metadata high watermark keeps moving (brokers and `kafka-metadata-quorum`
+    /// see the quorum alive); 0 disables it.
+    pub max_idle_interval_ms: i64,
     /// The broker's static (server.properties) values, for config sources in responses.
     pub static_broker_configs: BTreeMap<String, String>,
     /// The node's broker config table: every key it defines, and whether Kafka lets it change
@@ -118,6 +170,7 @@ impl Default for ControllerConfig {
             min_insync_replicas: 1,
             broker_session_timeout_ms: 9000,
             delete_topic_enable: true,
+            max_idle_interval_ms: 500,
             static_broker_configs: BTreeMap::new(),
             broker_config_table: BTreeMap::new(),
             broker_value_kinds: BTreeMap::new(),
@@ -921,9 +974,11 @@ impl QuorumControllerCore {
                 }
                 Ok(ConfigResource::group(name))
             }
+            // The name is checked with the values (`finish_config_change`), as Kafka does.
+            ConfigResourceType::ClientMetrics => Ok(ConfigResource::client_metrics(name)),
             other => Err(ApiError::new(
                 INVALID_REQUEST,
-                format!("Unsupported resource type {}", other.id()),
+                format!("Unknown resource type {}", other.id()),
             )),
         }
     }
@@ -936,8 +991,9 @@ impl QuorumControllerCore {
     ) -> Result<(), ApiError> {
         match resource.resource_type {
             // A group's values are checked as one set, merged over the broker's, once all of a
-            // request's operations are applied (`finish_config_change`).
-            ConfigResourceType::Group => {}
+            // request's operations are applied (`finish_config_change`); so are a client
+            // metrics subscription's.
+            ConfigResourceType::Group | ConfigResourceType::ClientMetrics => {}
             ConfigResourceType::Topic => {
                 let Some(def) = topic_configs::topic_config(name) else {
                     return Err(ApiError::new(
@@ -1070,9 +1126,13 @@ impl QuorumControllerCore {
                     current.remove(name);
                 }
                 AlterConfigOp::Append | AlterConfigOp::Subtract
-                    if resource.resource_type == ConfigResourceType::Group =>
+                    if matches!(
+                        resource.resource_type,
+                        ConfigResourceType::Group | ConfigResourceType::ClientMetrics
+                    ) =>
                 {
-                    // Kafka's controller knows no group config as a list.
+                    // Kafka's controller knows no group or client metrics config as a list
+                    // (not even `metrics` and `match`, which are lists).
                     let op = if *op == AlterConfigOp::Append {
                         "APPEND"
                     } else {
@@ -1132,18 +1192,20 @@ impl QuorumControllerCore {
     }
 
     /// The records that give `resource` the overrides `wanted`; a group's set is validated as
-    /// a whole first (Kafka checks it merged over the broker's values) and stored as Kafka
-    /// renders it.
+    /// a whole first (Kafka checks it merged over the broker's values), as is a client metrics
+    /// subscription's, and both are stored as Kafka renders them.
     fn finish_config_change(
         &self,
         resource: &ConfigResource,
         wanted: BTreeMap<String, String>,
     ) -> Result<Vec<MetadataRecord>, ApiError> {
-        let wanted = if resource.resource_type == ConfigResourceType::Group {
-            group_configs::validate(&wanted, &self.cfg.broker_values)
-                .map_err(|m| ApiError::new(INVALID_CONFIG, m))?
-        } else {
-            wanted
+        let wanted = match resource.resource_type {
+            ConfigResourceType::Group => group_configs::validate(&wanted, &self.cfg.broker_values)
+                .map_err(|m| ApiError::new(INVALID_CONFIG, m))?,
+            ConfigResourceType::ClientMetrics => {
+                client_metrics_configs::validate(&resource.name, &wanted)?
+            }
+            _ => wanted,
         };
         Ok(self.diff_config_records(resource, &wanted))
     }
@@ -1437,6 +1499,35 @@ impl QuorumControllerCore {
         )
     }
 
+    /// UnregisterBroker (`kafka-cluster unregister`, Kafka's `ReplicationControlManager.
+    /// unregisterBroker`): the broker leaves every ISR it is not the last member of and loses
+    /// its leaderships, then its registration goes. Kafka does this for a live broker too
+    /// (nothing checks that it is fenced); only an unknown id is refused.
+    pub fn unregister_broker(&mut self, broker_id: i32) -> ControllerResult<ApiError> {
+        if let Some(r) = self.not_controller(ApiError::code(NOT_CONTROLLER)) {
+            return r;
+        }
+        let Some(epoch) = self.image.brokers.get(&broker_id).map(|b| b.epoch) else {
+            return ControllerResult::of(
+                Vec::new(),
+                ApiError::new(
+                    BROKER_ID_NOT_REGISTERED,
+                    format!("Broker ID {broker_id} is not currently registered"),
+                ),
+            );
+        };
+        let mut records = self.leader_changes_for_fenced(broker_id);
+        records.push(MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+            broker_id,
+            broker_epoch: epoch,
+            ..Default::default()
+        }));
+        self.session_deadlines.remove(&broker_id);
+        self.heard_from.remove(&broker_id);
+        self.registration_offsets.remove(&broker_id);
+        self.finish(records, ApiError::NONE)
+    }
+
     fn fence_records(&self, broker_id: i32, epoch: i64) -> Vec<MetadataRecord> {
         let mut recs = vec![MetadataRecord::BrokerRegistrationChange(
             BrokerRegistrationChangeRecord {
@@ -1509,6 +1600,18 @@ impl QuorumControllerCore {
         recs
     }
 
+    /// Kafka's periodic `writeNoOpRecord` task: every `metadata.max.idle.interval.ms` the
+    /// active controller appends a NoOpRecord, whether or not other records were written.
+    /// Nothing reads it; it only moves the high watermark.
+    pub fn no_op(&mut self) -> Vec<MetadataRecord> {
+        if !self.active {
+            return Vec::new();
+        }
+        let records = vec![MetadataRecord::NoOp(NoOpRecord::default())];
+        self.apply_own(&records);
+        records
+    }
+
     /// Periodic work: fence brokers whose session expired (Kafka's `maybeFenceStaleBroker`).
     pub fn tick(&mut self, now_ms: i64) -> Vec<MetadataRecord> {
         if !self.active {
@@ -1535,6 +1638,12 @@ impl QuorumControllerCore {
     // -----------------------------------------------------------------------------------------
     // Features and producer ids
 
+    /// UpdateFeatures (Kafka's `FeatureControlManager.updateFeatures`): every update is checked
+    /// against the levels the request as a whole proposes; the first failure fails them all.
+    /// An upgrade of kraft.version is Raft's to carry out: the shell hands it to Raft first
+    /// (see [`QuorumControllerCore::kraft_version_upgrade`]) and calls this once Raft has
+    /// appended its control batch; the NoOpRecord written here is what the request waits for,
+    /// as in Kafka.
     pub fn update_features(
         &mut self,
         updates: &[FeatureUpdate],
@@ -1542,87 +1651,218 @@ impl QuorumControllerCore {
     ) -> ControllerResult<UpdateFeaturesReply> {
         if let Some(r) = self.not_controller(UpdateFeaturesReply {
             error: ApiError::code(NOT_CONTROLLER),
-            results: BTreeMap::new(),
         }) {
             return r;
         }
-        let mut records = Vec::new();
-        let mut results = BTreeMap::new();
-        let mut failed = None;
+        // A feature named twice: the last update counts (Kafka reads them into a map).
+        let mut wanted: Vec<&FeatureUpdate> = Vec::new();
         for u in updates {
-            let res = self.check_feature_update(u);
-            match &res {
-                Ok(Some(rec)) => records.push(rec.clone()),
-                Ok(None) => {}
-                Err(e) => {
-                    failed.get_or_insert_with(|| e.clone());
-                }
+            match wanted.iter_mut().find(|w| w.feature == u.feature) {
+                Some(w) => *w = u,
+                None => wanted.push(u),
             }
-            results.insert(u.feature.clone(), res.err().unwrap_or(ApiError::NONE));
         }
-        // Kafka applies feature updates all or nothing.
-        if failed.is_some() || validate_only {
-            records.clear();
+        let mut proposed = self.image.features.clone();
+        for u in &wanted {
+            proposed.insert(u.feature.clone(), u.max_version_level);
         }
-        let error = failed.unwrap_or(ApiError::NONE);
-        self.finish(records, UpdateFeaturesReply { error, results })
-    }
-
-    fn check_feature_update(&self, u: &FeatureUpdate) -> Result<Option<MetadataRecord>, ApiError> {
-        let invalid = |m: String| Err(ApiError::new(INVALID_UPDATE_VERSION, m));
-        let Some((_, min, max, _)) = SUPPORTED_FEATURES.iter().find(|(n, ..)| *n == u.feature)
-        else {
-            return invalid(format!(
-                "Invalid update version {} for feature {}. The controller does not support the given feature.",
-                u.max_version_level, u.feature
-            ));
-        };
-        let current = self.image.features.get(&u.feature).copied().unwrap_or(0);
-        let level = u.max_version_level;
-        if level == current {
-            return Ok(None);
+        let mut records = Vec::new();
+        for u in wanted {
+            match self.check_feature_update(u, &proposed) {
+                Err(e) => return Self::features_failed(e),
+                Ok(FeatureChange::Level(level)) => {
+                    records.push(MetadataRecord::FeatureLevel(FeatureLevelRecord {
+                        name: u.feature.clone(),
+                        feature_level: level,
+                        ..Default::default()
+                    }))
+                }
+                Ok(FeatureChange::KRaftVersion) => {
+                    records.push(MetadataRecord::NoOp(NoOpRecord::default()))
+                }
+                Ok(FeatureChange::None) => {}
+            }
         }
-        if level < current && u.upgrade_type == UpgradeType::Upgrade {
-            return invalid(format!(
-                "Invalid update version {level} for feature {}. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.",
-                u.feature
-            ));
-        }
-        let in_range = level == 0 && *min == 0 || (*min..=*max).contains(&level);
-        if !in_range {
-            return invalid(format!(
-                "Invalid update version {level} for feature {}. Local controller {} only supports versions {min}-{max}",
-                u.feature, self.cfg.node_id
-            ));
-        }
-        if u.feature == "metadata.version" && level < current {
-            return invalid(format!(
-                "Invalid metadata.version {level}. Unsafe metadata downgrade is not supported in this version."
-            ));
-        }
-        if u.feature == "kraft.version" {
-            return invalid(
-                "Invalid update of kraft.version: changing the KRaft version requires dynamic quorum support, which this controller does not have.".into(),
+        if validate_only {
+            return ControllerResult::of(
+                Vec::new(),
+                UpdateFeaturesReply {
+                    error: ApiError::NONE,
+                },
             );
         }
+        self.finish(
+            records,
+            UpdateFeaturesReply {
+                error: ApiError::NONE,
+            },
+        )
+    }
+
+    /// The whole UpdateFeatures fails with the first feature's error, as Kafka words it.
+    fn features_failed(e: ApiError) -> ControllerResult<UpdateFeaturesReply> {
+        let message = format!(
+            "The update failed for all features since the following feature had an error: {}",
+            e.message.unwrap_or_default()
+        );
+        ControllerResult::of(
+            Vec::new(),
+            UpdateFeaturesReply {
+                error: ApiError::new(e.code, message),
+            },
+        )
+    }
+
+    /// Raft refused the kraft.version upgrade (its InvalidUpdateVersionException message): the
+    /// request fails as a whole, nothing written.
+    pub fn kraft_upgrade_refused(&self, message: String) -> ControllerResult<UpdateFeaturesReply> {
+        Self::features_failed(ApiError::new(INVALID_UPDATE_VERSION, message))
+    }
+
+    /// The kraft.version level an UpdateFeatures asks Raft for (Kafka's controller calls
+    /// `upgradeKRaftVersion` for every kraft.version update of the UPGRADE type; Raft does
+    /// nothing when the level is already finalized). The last one counts, as in
+    /// `update_features`.
+    pub fn kraft_version_upgrade(&self, updates: &[FeatureUpdate]) -> Option<i16> {
+        updates
+            .iter()
+            .rev()
+            .find(|u| u.feature == KRAFT_VERSION)
+            .filter(|u| u.upgrade_type == UpgradeType::Upgrade)
+            .map(|u| u.max_version_level)
+    }
+
+    /// Raft appended a kraft.version upgrade's control batch at `base_offset..=last_offset`
+    /// for this active controller. False when it is not where the next record was expected
+    /// (the shell then resigns, as for a data batch).
+    pub fn kraft_version_appended(
+        &mut self,
+        base_offset: i64,
+        last_offset: i64,
+        level: i16,
+    ) -> bool {
+        if base_offset != self.next_offset {
+            return false;
+        }
+        self.next_offset = last_offset + 1;
+        self.applied_offset = last_offset;
+        let mut changes = MetadataChanges::default();
+        self.image.replay_kraft_version(level, &mut changes);
+        true
+    }
+
+    /// Applies the kraft.version of a committed Raft control batch ending at `last_offset`.
+    pub fn replay_kraft_version(&mut self, last_offset: i64, level: i16) {
+        if last_offset > self.applied_offset {
+            let mut changes = MetadataChanges::default();
+            self.image.replay_kraft_version(level, &mut changes);
+            self.applied_offset = last_offset;
+        }
+    }
+
+    /// One update's check, in Kafka's order: the upgrade type, a negative level, the range this
+    /// controller and every registered broker support, the direction, then the feature's own
+    /// rules (metadata.version downgrades, kraft.version, dependencies).
+    fn check_feature_update(
+        &self,
+        u: &FeatureUpdate,
+        proposed: &BTreeMap<String, i16>,
+    ) -> Result<FeatureChange, ApiError> {
+        let level = u.max_version_level;
+        let invalid = |m: &str| {
+            Err(ApiError::new(
+                INVALID_UPDATE_VERSION,
+                format!(
+                    "Invalid update version {level} for feature {}. {m}",
+                    u.feature
+                ),
+            ))
+        };
+        if u.upgrade_type == UpgradeType::Unknown {
+            return invalid("The controller does not support the given upgrade type.");
+        }
+        let current = self.image.features.get(&u.feature).copied().unwrap_or(0);
+        if level < 0 {
+            return invalid("A feature version cannot be less than 0.");
+        }
+        // A feature nobody supports is supported at level 0 only (Kafka's DISABLED range).
+        let local = SUPPORTED_FEATURES
+            .iter()
+            .find(|(n, ..)| *n == u.feature)
+            .map_or((0, 0), |(_, min, max, _)| (*min, *max));
+        let unsupported = |who: String, (min, max): (i16, i16)| {
+            if (min..=max).contains(&level) {
+                None
+            } else if max == 0 {
+                Some(format!("{who} does not support this feature."))
+            } else {
+                Some(format!("{who} only supports versions {min}-{max}"))
+            }
+        };
+        if let Some(why) = unsupported(format!("Local controller {}", self.cfg.node_id), local) {
+            return invalid(&why);
+        }
         for b in self.image.brokers.values() {
-            let ok = b.supported_features.iter().any(|f: &BrokerFeature| {
-                f.name == u.feature
-                    && f.min_supported_version <= level
-                    && level <= f.max_supported_version
-            }) || level == 0;
-            if !ok {
-                return invalid(format!(
-                    "Invalid update version {level} for feature {}. Broker {} does not support this feature.",
-                    u.feature, b.id
-                ));
+            let range = b
+                .supported_features
+                .iter()
+                .find(|f: &&BrokerFeature| f.name == u.feature)
+                .map_or((0, 0), |f| {
+                    (f.min_supported_version, f.max_supported_version)
+                });
+            if let Some(why) = unsupported(format!("Broker {}", b.id), range) {
+                return invalid(&why);
             }
         }
-        Ok(Some(MetadataRecord::FeatureLevel(FeatureLevelRecord {
-            name: u.feature.clone(),
-            feature_level: level,
-            ..Default::default()
-        })))
+        if level < current && u.upgrade_type == UpgradeType::Upgrade {
+            return invalid(
+                "Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.",
+            );
+        }
+        if level > current && u.upgrade_type != UpgradeType::Upgrade {
+            return invalid("Can't downgrade to a newer version.");
+        }
+        match u.feature.as_str() {
+            METADATA_VERSION => {
+                if level < current && metadata_changed_between(level, current) {
+                    let why = if u.upgrade_type == UpgradeType::UnsafeDowngrade {
+                        "Unsafe metadata downgrade is not supported in this version."
+                    } else {
+                        "Refusing to perform the requested downgrade because it might delete metadata information."
+                    };
+                    return Err(ApiError::new(
+                        INVALID_UPDATE_VERSION,
+                        format!("Unsupported metadata.version downgrade from {current} to {level}. {why}"),
+                    ));
+                }
+            }
+            KRAFT_VERSION => {
+                if u.upgrade_type != UpgradeType::Upgrade {
+                    return if level == current {
+                        Ok(FeatureChange::None)
+                    } else {
+                        invalid("Can't downgrade the version of this feature.")
+                    };
+                }
+                // Whether the quorum can take it is Raft's to say (its voters' support).
+                return Ok(FeatureChange::KRaftVersion);
+            }
+            name if local == (0, 0) => return invalid(&format!("Feature {name} not found.")),
+            _ => {
+                for (feature, at, dep, dep_level) in FEATURE_DEPENDENCIES {
+                    if *feature == u.feature
+                        && level >= *at
+                        && proposed.get(*dep).copied().unwrap_or(0) < *dep_level
+                    {
+                        return invalid(&format!(
+                            "{feature} could not be set to {level} because it depends on {dep} level {dep_level}"
+                        ));
+                    }
+                }
+            }
+        }
+        // Written even at the current level, as Kafka does.
+        Ok(FeatureChange::Level(level))
     }
 
     pub fn allocate_producer_ids(

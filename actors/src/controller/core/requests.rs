@@ -3,8 +3,6 @@
 //! broker-side handler has checked versions and authorization). The API handlers translate
 //! wire structs to these and back.
 
-use std::collections::BTreeMap;
-
 use kactor_protocol::metadata::register_broker_record::{BrokerEndpoint, BrokerFeature};
 use kactor_protocol::Uuid;
 
@@ -163,15 +161,17 @@ pub enum UpgradeType {
     Upgrade,
     SafeDowngrade,
     UnsafeDowngrade,
+    /// An id Kafka does not define: refused per feature, as Kafka's controller does.
+    Unknown,
 }
 
 impl UpgradeType {
-    pub fn from_id(id: i8) -> Option<Self> {
+    pub fn from_id(id: i8) -> Self {
         match id {
-            1 => Some(UpgradeType::Upgrade),
-            2 => Some(UpgradeType::SafeDowngrade),
-            3 => Some(UpgradeType::UnsafeDowngrade),
-            _ => None,
+            1 => UpgradeType::Upgrade,
+            2 => UpgradeType::SafeDowngrade,
+            3 => UpgradeType::UnsafeDowngrade,
+            _ => UpgradeType::Unknown,
         }
     }
 }
@@ -183,11 +183,11 @@ pub struct FeatureUpdate {
     pub upgrade_type: UpgradeType,
 }
 
+/// UpdateFeatures' outcome: Kafka applies all the updates or none, and reports the first
+/// failure for the whole request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpdateFeaturesReply {
-    /// Top-level error (set when any update fails, as Kafka 4.x does for v2+ clients' sake).
     pub error: ApiError,
-    pub results: BTreeMap<String, ApiError>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

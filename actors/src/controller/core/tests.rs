@@ -730,27 +730,80 @@ fn update_features_paths() {
         max_version_level: level,
         upgrade_type: t,
     };
-    let r = c.update_features(&[up("group.version", 0, UpgradeType::Upgrade)], false);
+    let err = |r: ControllerResult<UpdateFeaturesReply>| {
+        assert!(r.records.is_empty());
+        let e = r.response.error;
+        assert_eq!(e.code, INVALID_UPDATE_VERSION);
+        e.message
+            .unwrap()
+            .strip_prefix(
+                "The update failed for all features since the following feature had an error: ",
+            )
+            .unwrap()
+            .to_string()
+    };
+    // Messages as Kafka 4.4.0's, in its order of checks.
     assert_eq!(
-        r.response.results["group.version"].code,
-        INVALID_UPDATE_VERSION
+        err(c.update_features(&[up("group.version", 0, UpgradeType::Upgrade)], false)),
+        "Invalid update version 0 for feature group.version. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade."
     );
-    let r = c.update_features(&[up("group.version", 9, UpgradeType::Upgrade)], false);
-    assert_eq!(r.response.error.code, INVALID_UPDATE_VERSION);
-    let r = c.update_features(&[up("no.such", 1, UpgradeType::Upgrade)], false);
-    assert_eq!(r.response.error.code, INVALID_UPDATE_VERSION);
+    assert_eq!(
+        err(c.update_features(&[up("group.version", 9, UpgradeType::SafeDowngrade)], false)),
+        "Invalid update version 9 for feature group.version. Local controller 1 only supports versions 0-1"
+    );
+    assert_eq!(
+        err(c.update_features(&[up("no.such", 1, UpgradeType::Upgrade)], false)),
+        "Invalid update version 1 for feature no.such. Local controller 1 does not support this feature."
+    );
+    assert_eq!(
+        err(c.update_features(&[up("no.such", 0, UpgradeType::SafeDowngrade)], false)),
+        "Invalid update version 0 for feature no.such. Feature no.such not found."
+    );
+    assert_eq!(
+        err(c.update_features(&[up("share.version", 2, UpgradeType::Unknown)], false)),
+        "Invalid update version 2 for feature share.version. The controller does not support the given upgrade type."
+    );
+    assert_eq!(
+        err(c.update_features(&[up("share.version", 1, UpgradeType::SafeDowngrade)], false)),
+        "Invalid update version 1 for feature share.version. Can't downgrade to a newer version."
+    );
+    assert_eq!(
+        err(c.update_features(&[up("group.version", -1, UpgradeType::SafeDowngrade)], false)),
+        "Invalid update version -1 for feature group.version. A feature version cannot be less than 0."
+    );
+    assert_eq!(
+        err(c.update_features(&[up("metadata.version", 32, UpgradeType::SafeDowngrade)], false)),
+        "Unsupported metadata.version downgrade from 33 to 32. Refusing to perform the requested downgrade because it might delete metadata information."
+    );
+    assert_eq!(
+        err(c.update_features(&[up("metadata.version", 30, UpgradeType::UnsafeDowngrade)], false)),
+        "Unsupported metadata.version downgrade from 33 to 30. Unsafe metadata downgrade is not supported in this version."
+    );
+    assert!(!metadata_changed_between(31, 31) && !metadata_changed_between(30, 31));
+    assert!(metadata_changed_between(29, 31));
+    // ELR needs metadata.version 23, proposed in the same request or already finalized.
+    c.image.features.insert("metadata.version".into(), 22);
+    assert_eq!(
+        err(c.update_features(&[up("eligible.leader.replicas.version", 1, UpgradeType::Upgrade)], false)),
+        "Invalid update version 1 for feature eligible.leader.replicas.version. eligible.leader.replicas.version could not be set to 1 because it depends on metadata.version level 23"
+    );
     let r = c.update_features(
-        &[up("metadata.version", 30, UpgradeType::SafeDowngrade)],
-        false,
+        &[
+            up("eligible.leader.replicas.version", 1, UpgradeType::Upgrade),
+            up("metadata.version", 23, UpgradeType::Upgrade),
+        ],
+        true,
     );
-    assert_eq!(r.response.error.code, INVALID_UPDATE_VERSION);
+    assert!(r.response.error.is_ok() && r.records.is_empty());
+    c.image.features.insert("metadata.version".into(), 33);
+
     let r = c.update_features(&[up("group.version", 0, UpgradeType::SafeDowngrade)], true);
     assert!(r.response.error.is_ok() && r.records.is_empty());
     let r = c.update_features(&[up("group.version", 0, UpgradeType::SafeDowngrade)], false);
     assert!(r.response.error.is_ok());
     assert_eq!(r.records.len(), 1);
     assert!(!c.image().features.contains_key("group.version"));
-    // All or nothing.
+    // All or nothing; a feature named twice counts with its last update.
     let r = c.update_features(
         &[
             up("group.version", 1, UpgradeType::Upgrade),
@@ -758,8 +811,89 @@ fn update_features_paths() {
         ],
         false,
     );
-    assert!(r.records.is_empty());
-    assert!(r.response.results["group.version"].is_ok());
+    assert!(r.records.is_empty() && !r.response.error.is_ok());
+    let r = c.update_features(
+        &[
+            up("share.version", 9, UpgradeType::Upgrade),
+            up("share.version", 2, UpgradeType::Upgrade),
+        ],
+        false,
+    );
+    assert!(r.response.error.is_ok());
+    assert_eq!(c.image().features["share.version"], 2);
+    // kraft.version cannot go down.
+    assert_eq!(
+        err(c.update_features(&[up("kraft.version", 1, UpgradeType::SafeDowngrade)], false)),
+        "Invalid update version 1 for feature kraft.version. Can't downgrade to a newer version."
+    );
+}
+
+#[test]
+fn a_kraft_version_upgrade_goes_to_raft_before_its_no_op() {
+    let mut c = controller(1);
+    let up = |level, t| FeatureUpdate {
+        feature: "kraft.version".into(),
+        max_version_level: level,
+        upgrade_type: t,
+    };
+    // Raft is asked for every UPGRADE of kraft.version (it does nothing at the same level),
+    // never for a downgrade type; the last update of the feature counts.
+    assert_eq!(
+        c.kraft_version_upgrade(&[up(0, UpgradeType::Upgrade)]),
+        Some(0)
+    );
+    assert_eq!(
+        c.kraft_version_upgrade(&[
+            up(1, UpgradeType::Upgrade),
+            up(0, UpgradeType::SafeDowngrade)
+        ]),
+        None
+    );
+    // The same level: a NoOpRecord to wait for.
+    let r = c.update_features(&[up(0, UpgradeType::Upgrade)], false);
+    assert_eq!(r.records, vec![MetadataRecord::NoOp(Default::default())]);
+    assert!(c
+        .update_features(&[up(1, UpgradeType::Upgrade)], true)
+        .records
+        .is_empty());
+
+    // Raft put the control batch (KRaftVersionRecord, VotersRecord) where the next record
+    // would go; this request's two records follow it.
+    let next = c.applied_offset() + 1;
+    assert!(!c.kraft_version_appended(next + 1, next + 2, 1));
+    assert!(c.kraft_version_appended(next, next + 1, 1));
+    assert_eq!(c.image().features["kraft.version"], 1);
+    let r = c.update_features(
+        &[
+            up(1, UpgradeType::Upgrade),
+            FeatureUpdate {
+                feature: "streams.version".into(),
+                max_version_level: 1,
+                upgrade_type: UpgradeType::Upgrade,
+            },
+        ],
+        false,
+    );
+    assert!(r.response.error.is_ok());
+    assert_eq!(r.records.len(), 2);
+    assert_eq!(c.applied_offset(), next + 3);
+    assert_eq!(
+        err_message(c.update_features(&[up(0, UpgradeType::SafeDowngrade)], false)),
+        "Invalid update version 0 for feature kraft.version. Can't downgrade the version of this feature."
+    );
+
+    // A standby learns it from the committed control batch.
+    let mut standby = QuorumControllerCore::new(ControllerConfig::default(), 1);
+    standby.replay_kraft_version(next + 1, 1);
+    assert_eq!(standby.image().features["kraft.version"], 1);
+    assert_eq!(standby.applied_offset(), next + 1);
+}
+
+fn err_message(r: ControllerResult<UpdateFeaturesReply>) -> String {
+    r.response.error.message.unwrap().replace(
+        "The update failed for all features since the following feature had an error: ",
+        "",
+    )
 }
 
 #[test]
@@ -1333,4 +1467,66 @@ fn scram_credentials_are_records_that_replay_and_encode() {
         image.replay(&decoded, &mut changes).unwrap();
     }
     assert_eq!(image.scram_credentials, c.image().scram_credentials);
+}
+
+#[test]
+fn the_active_controller_writes_no_op_records_and_a_standby_does_not() {
+    let mut c = controller(1);
+    let before = c.applied_offset();
+    let recs = c.no_op();
+    assert_eq!(recs, vec![MetadataRecord::NoOp(Default::default())]);
+    assert_eq!(c.applied_offset(), before + 1);
+    let image = c.image().clone();
+    c.deactivate();
+    assert!(c.no_op().is_empty());
+    assert_eq!(c.applied_offset(), before + 1);
+    // Replaying it changes nothing but the offset.
+    let mut other = QuorumControllerCore::new(ControllerConfig::default(), 1);
+    other.replay_committed(0, &recs).unwrap();
+    assert_eq!(other.applied_offset(), 0);
+    assert_eq!(*other.image(), MetadataImage::default());
+    assert_eq!(*c.image(), image);
+}
+
+#[test]
+fn unregister_broker_moves_leadership_off_it_then_removes_it() {
+    let mut c = controller(2);
+    let (_, t) = create(&mut c, topic("t", 2, 2));
+    assert!(t.error.is_ok());
+    let r = c.unregister_broker(7);
+    assert!(r.records.is_empty());
+    assert_eq!(
+        r.response,
+        ApiError::new(
+            BROKER_ID_NOT_REGISTERED,
+            "Broker ID 7 is not currently registered"
+        )
+    );
+    let epoch = c.image().brokers[&2].epoch;
+    let r = c.unregister_broker(2);
+    assert!(r.response.is_ok());
+    let (last, changes) = r.records.split_last().unwrap();
+    assert_eq!(
+        *last,
+        MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+            broker_id: 2,
+            broker_epoch: epoch,
+            ..Default::default()
+        })
+    );
+    // Both partitions had broker 2 in their ISR; one of them it led.
+    assert_eq!(changes.len(), 2);
+    assert!(!c.image().brokers.contains_key(&2));
+    for p in c
+        .image()
+        .topics
+        .get_by_name("t")
+        .unwrap()
+        .partitions
+        .values()
+    {
+        assert_eq!((p.leader, p.isr.clone()), (1, vec![1]));
+    }
+    c.deactivate();
+    assert_eq!(c.unregister_broker(1).response.code, NOT_CONTROLLER);
 }

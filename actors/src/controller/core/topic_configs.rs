@@ -402,6 +402,8 @@ pub mod source {
     pub const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
     pub const STATIC_BROKER_CONFIG: i8 = 4;
     pub const DEFAULT_CONFIG: i8 = 5;
+    pub const DYNAMIC_BROKER_LOGGER_CONFIG: i8 = 6;
+    pub const DYNAMIC_CLIENT_METRICS_CONFIG: i8 = 7;
     pub const DYNAMIC_GROUP_CONFIG: i8 = 8;
 }
 

@@ -14,6 +14,8 @@ use super::records::MetadataRecord;
 
 /// Feature names Kafka finalizes (Kafka's `Feature` / `MetadataVersion`).
 pub const METADATA_VERSION_FEATURE: &str = "metadata.version";
+/// Finalized by a KRaftVersionRecord in a Raft control batch, not a FeatureLevelRecord.
+pub const KRAFT_VERSION_FEATURE: &str = "kraft.version";
 
 /// Kafka's `ConfigResource.Type` ids as they appear in `ConfigRecord.resource_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -73,6 +75,12 @@ impl ConfigResource {
     pub fn group(name: &str) -> Self {
         ConfigResource {
             resource_type: ConfigResourceType::Group,
+            name: name.to_string(),
+        }
+    }
+    pub fn client_metrics(name: &str) -> Self {
+        ConfigResource {
+            resource_type: ConfigResourceType::ClientMetrics,
             name: name.to_string(),
         }
     }
@@ -419,6 +427,18 @@ impl MetadataImage {
             | MetadataRecord::Other { .. } => {}
         }
         Ok(())
+    }
+
+    /// Applies the kraft.version a committed KRaftVersionRecord (a Raft control record)
+    /// finalizes; it is listed with the other features, as Kafka's FeaturesImage lists it.
+    pub fn replay_kraft_version(&mut self, level: i16, changes: &mut MetadataChanges) {
+        if level == 0 {
+            self.features.remove(KRAFT_VERSION_FEATURE);
+        } else {
+            self.features
+                .insert(KRAFT_VERSION_FEATURE.to_string(), level);
+        }
+        changes.features_changed = true;
     }
 
     fn broker_mut(&mut self, id: i32) -> Result<&mut BrokerRegistration, ReplayError> {

@@ -120,6 +120,10 @@ pub struct LeaderState {
     /// The voter set and its offset when the epoch began (Kafka keeps it to re-append the
     /// VotersRecord on kraft.version upgrades).
     pub voter_set_offset_at_start: Option<i64>,
+    /// At kraft.version 0: the voters as they reported themselves in UpdateRaftVoter (their
+    /// directory ids, listeners, kraft.version ranges), kept in memory only (Kafka's volatile
+    /// voters); a kraft.version upgrade writes them in its VotersRecord.
+    pub reported_voters: Option<VoterSet>,
 }
 
 impl LeaderState {
@@ -152,6 +156,7 @@ impl LeaderState {
             resign_requested: false,
             pending_voter_change: None,
             voter_set_offset_at_start: voter_set_offset,
+            reported_voters: None,
         };
         for key in voters.keys() {
             let ack = key.id == local.id;

@@ -63,6 +63,11 @@ pub enum Input {
     },
     /// Append one atomic batch of record values (only the leader accepts it).
     Append { records: Vec<Bytes> },
+    /// Kafka's `RaftClient.upgradeKRaftVersion`: the active controller finalizes a higher
+    /// kraft.version; the leader appends a KRaftVersionRecord and the VotersRecord of its
+    /// in-memory voters as one control batch (answered by `Appended`, `KRaftVersionUnchanged`,
+    /// `KRaftUpgradeRefused` or `AppendRejected`).
+    UpgradeKRaftVersion { version: i16, validate_only: bool },
     /// The log is durable up to `end_offset` (exclusive).
     Flushed { end_offset: i64 },
     /// Time passed.
@@ -97,7 +102,9 @@ pub enum Input {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchContent {
     Data(Vec<Bytes>),
-    Control(ControlRecord),
+    /// One control batch: its records in order (usually one; a kraft.version upgrade writes the
+    /// KRaftVersionRecord and the VotersRecord together).
+    Control(Vec<ControlRecord>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -139,6 +146,14 @@ pub enum Output {
         base_offset: i64,
         last_offset: i64,
         epoch: i32,
+    },
+    /// Answer to `UpgradeKRaftVersion` when nothing is appended: the version is already the
+    /// one asked for, or the request only validates.
+    KRaftVersionUnchanged,
+    /// Answer to `UpgradeKRaftVersion` refused, with Kafka's InvalidUpdateVersionException
+    /// message.
+    KRaftUpgradeRefused {
+        message: String,
     },
     /// Answer to `Append` when not leader.
     AppendRejected {
@@ -337,6 +352,10 @@ impl RaftCore {
             Input::Start { election, log } => self.start(election, log, now),
             _ if !self.started => {}
             Input::Append { records } => self.append(records, now),
+            Input::UpgradeKRaftVersion {
+                version,
+                validate_only,
+            } => self.upgrade_kraft_version(version, validate_only),
             Input::Flushed { end_offset } => self.flushed(end_offset, now),
             Input::Tick => {}
             Input::Request { id, request } => self.handle_request(id, request, now),
@@ -823,7 +842,7 @@ impl RaftCore {
             voters: voters.ids().collect(),
             granting_voters: granting.into_iter().collect(),
         };
-        self.append_as_leader(BatchContent::Control(record), 1);
+        self.append_as_leader(BatchContent::Control(vec![record]), 1);
         self.fire_leader_change();
         self.requests.reset_all();
     }
@@ -1205,11 +1224,15 @@ impl RaftCore {
         let epoch = self.epoch();
         let base = self.log.end_offset;
         let last = base + count - 1;
-        if let BatchContent::Control(ControlRecord::Voters(v)) = &content {
-            self.log.record_voters(base, v.clone());
-        }
-        if let BatchContent::Control(ControlRecord::KRaftVersion(k)) = &content {
-            self.log.record_kraft_version(base, *k);
+        if let BatchContent::Control(records) = &content {
+            // By the batch's base offset, as the log is read back at start-up and by followers.
+            for r in records {
+                match r {
+                    ControlRecord::Voters(v) => self.log.record_voters(base, v.clone()),
+                    ControlRecord::KRaftVersion(k) => self.log.record_kraft_version(base, *k),
+                    ControlRecord::LeaderChange { .. } => {}
+                }
+            }
         }
         self.log.append(base, last, epoch);
         self.out.push(Output::AppendLeader {
@@ -2318,8 +2341,10 @@ impl RaftCore {
                 )
             }
         };
-        let (offset, _, _) =
-            self.append_as_leader(BatchContent::Control(ControlRecord::Voters(new_voters)), 1);
+        let (offset, _, _) = self.append_as_leader(
+            BatchContent::Control(vec![ControlRecord::Voters(new_voters)]),
+            1,
+        );
         self.refresh_after_log_change();
         if let EpochState::Leader(l) = &mut self.state {
             l.pending_voter_change = Some(PendingVoterChange::Remove {
@@ -2329,6 +2354,95 @@ impl RaftCore {
             });
         }
         None
+    }
+
+    /// Kafka's `upgradeKRaftVersion` / `LeaderState.maybeAppendUpgradedKRaftVersion`, in its
+    /// order of checks. At kraft.version 0 the leader's in-memory voters are the static voter
+    /// set with this node's own directory id, listeners and supported range filled in (Kafka's
+    /// `updateVoterIgnoringDirectoryId` when the epoch starts); another voter becomes known
+    /// only through its UpdateRaftVoter, which Kafka's followers send and kactor's do not, so a
+    /// quorum with kactor followers is refused as Kafka refuses voters that did not report
+    /// support.
+    fn upgrade_kraft_version(&mut self, version: i16, validate_only: bool) {
+        let leader = matches!(&self.state,
+            EpochState::Leader(l) if !l.resign_requested && self.shutdown_deadline.is_none());
+        if !leader {
+            self.out.push(Output::AppendRejected {
+                leader_id: if self.is_leader() {
+                    None
+                } else {
+                    self.leader_id()
+                },
+                epoch: self.epoch(),
+            });
+            return;
+        }
+        let name = |v: i16| format!("KRAFT_VERSION_{v}");
+        let refuse = |message: String| Output::KRaftUpgradeRefused { message };
+        let persisted = self.log.last_kraft_version();
+        if persisted == version {
+            self.out.push(Output::KRaftVersionUnchanged);
+            return;
+        }
+        if persisted > version {
+            self.out.push(refuse(format!(
+                "Invalid upgrade of kraft.version from version {} to {} because the new version \
+                 is a downgrade",
+                name(persisted),
+                name(version)
+            )));
+            return;
+        }
+        let mut voters = match &self.state {
+            EpochState::Leader(l) => l.reported_voters.clone(),
+            _ => None,
+        }
+        .unwrap_or_else(|| self.log.last_voter_set());
+        if let Some(local) = self.local_key() {
+            let me = VoterNode {
+                key: local,
+                listeners: self.cfg.local_listeners.clone(),
+                supported_kraft_version: self.cfg.supported_kraft_version,
+            };
+            if let Some(updated) = voters.with_updated_ignoring_directory_id(me) {
+                voters = updated;
+            }
+        }
+        let supported = voters.nodes().all(|n| {
+            n.supported_kraft_version.min <= version && version <= n.supported_kraft_version.max
+        });
+        if !supported {
+            self.out.push(refuse(format!(
+                "Invalid upgrade of kraft.version to {} because not all of the voters support it",
+                name(version)
+            )));
+            return;
+        }
+        if voters.keys().any(|k| k.directory_id.is_none()) {
+            self.out.push(refuse(format!(
+                "Directory id must be known for all of the voters: {:?}",
+                voters.keys().collect::<Vec<_>>()
+            )));
+            return;
+        }
+        if validate_only {
+            self.out.push(Output::KRaftVersionUnchanged);
+            return;
+        }
+        let (base_offset, last_offset, epoch) = self.append_as_leader(
+            BatchContent::Control(vec![
+                ControlRecord::KRaftVersion(version),
+                ControlRecord::Voters(voters),
+            ]),
+            2,
+        );
+        // The voters now have their directory ids (DescribeQuorum reports them).
+        self.refresh_after_log_change();
+        self.out.push(Output::Appended {
+            base_offset,
+            last_offset,
+            epoch,
+        });
     }
 
     /// Kafka's `handleUpdateVoterRequest` and `UpdateVoterHandler`.
@@ -2371,13 +2485,25 @@ impl RaftCore {
         }
         let voters = self.log.last_voter_set();
         if kraft_version < 1 {
-            // A static quorum has nothing to record; Kafka only checks the id.
-            let e = if voters.contains_id(r.voter.id) {
-                NONE
-            } else {
-                VOTER_NOT_FOUND
+            // A static quorum records nothing in the log: the leader keeps what the voter
+            // reported in memory, for a later kraft.version upgrade (Kafka's volatile voters).
+            if !voters.contains_id(r.voter.id) {
+                return resp(self, VOTER_NOT_FOUND);
+            }
+            let node = VoterNode {
+                key: r.voter,
+                listeners: r.listeners,
+                supported_kraft_version: r.kraft_version,
             };
-            return resp(self, e);
+            if let EpochState::Leader(l) = &mut self.state {
+                let known = l.reported_voters.take().unwrap_or(voters);
+                l.reported_voters = Some(
+                    known
+                        .with_updated_ignoring_directory_id(node)
+                        .unwrap_or(known),
+                );
+            }
+            return resp(self, NONE);
         }
         if self.log.last_voter_set_offset().is_some_and(|o| o >= hw) {
             return resp(self, REQUEST_TIMED_OUT);
@@ -2390,8 +2516,10 @@ impl RaftCore {
         let Some(updated) = voters.with_updated(node) else {
             return resp(self, VOTER_NOT_FOUND);
         };
-        let (offset, _, _) =
-            self.append_as_leader(BatchContent::Control(ControlRecord::Voters(updated)), 1);
+        let (offset, _, _) = self.append_as_leader(
+            BatchContent::Control(vec![ControlRecord::Voters(updated)]),
+            1,
+        );
         if let EpochState::Leader(l) = &mut self.state {
             l.pending_voter_change = Some(PendingVoterChange::Update {
                 request: id,
@@ -2461,8 +2589,10 @@ impl RaftCore {
         let Some(new_voters) = self.log.last_voter_set().with_added(node) else {
             return;
         };
-        let (offset, _, _) =
-            self.append_as_leader(BatchContent::Control(ControlRecord::Voters(new_voters)), 1);
+        let (offset, _, _) = self.append_as_leader(
+            BatchContent::Control(vec![ControlRecord::Voters(new_voters)]),
+            1,
+        );
         self.refresh_after_log_change();
         if let EpochState::Leader(l) = &mut self.state {
             if let Some(PendingVoterChange::Add {

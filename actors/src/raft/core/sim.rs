@@ -459,7 +459,10 @@ impl Sim {
                     "leader append not at the log end"
                 );
                 let voters = match &content {
-                    BatchContent::Control(ControlRecord::Voters(v)) => Some(v.clone()),
+                    BatchContent::Control(records) => records.iter().find_map(|r| match r {
+                        ControlRecord::Voters(v) => Some(v.clone()),
+                        _ => None,
+                    }),
                     _ => None,
                 };
                 let payload = match content {
@@ -590,7 +593,10 @@ impl Sim {
                     response,
                 });
             }
-            Output::Appended { .. } | Output::AppendRejected { .. } => {}
+            Output::Appended { .. }
+            | Output::AppendRejected { .. }
+            | Output::KRaftVersionUnchanged
+            | Output::KRaftUpgradeRefused { .. } => {}
             Output::HighWatermark(hw) => self.on_high_watermark(id, hw),
             Output::LeaderChanged {
                 leader_id, epoch, ..

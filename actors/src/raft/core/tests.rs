@@ -131,7 +131,18 @@ fn fetch(c: &mut RaftCore, r: FetchRequest, now: i64) -> FetchResponse {
 
 /// Drives a 3-voter node 1 to leadership in epoch 1 (pre-vote, vote, LeaderChange flushed).
 fn leader_of_three() -> RaftCore {
-    let (mut c, _) = started(1, &[1, 2, 3], None, LogState::default());
+    leader_of_three_with(cfg(1, &[1, 2, 3]))
+}
+
+fn leader_of_three_with(config: RaftConfig) -> RaftCore {
+    let mut c = RaftCore::new(config, 7);
+    c.handle(
+        Input::Start {
+            election: None,
+            log: LogState::default(),
+        },
+        0,
+    );
     // Election timeout (≤ 2 s) passes: Prospective, pre-votes out.
     let out = c.handle(Input::Tick, 2_000);
     assert_eq!(c.state_name(), "Prospective");
@@ -198,11 +209,11 @@ fn single_voter_elects_itself_and_writes_leader_change() {
     assert!(out.contains(&Output::AppendLeader {
         base_offset: 0,
         epoch: 1,
-        content: BatchContent::Control(ControlRecord::LeaderChange {
+        content: BatchContent::Control(vec![ControlRecord::LeaderChange {
             leader_id: 1,
             voters: vec![1],
             granting_voters: vec![1],
-        }),
+        }]),
     }));
     assert!(out.contains(&Output::LeaderChanged {
         leader_id: Some(1),
@@ -275,6 +286,112 @@ fn restarted_single_voter_leads_a_new_epoch() {
     let (c, _) = started(1, &[1], Some(persisted_state), log_with(10, &[(4, 5)]));
     assert_eq!(c.epoch(), 5);
     assert!(c.is_leader());
+}
+
+#[test]
+fn a_lone_voter_upgrades_kraft_version_with_one_control_batch() {
+    let dir: kactor_protocol::Uuid = "nhSm0cU3RgubQ5xy6jjn7g".parse().unwrap();
+    let set = VoterSet::from_static([(1, ep(1))]);
+    let mut config = RaftConfig::with_static_voters(1, set);
+    config.directory_id = dir;
+    let mut c = RaftCore::new(config, 7);
+    c.handle(
+        Input::Start {
+            election: None,
+            log: LogState::default(),
+        },
+        0,
+    );
+    c.handle(Input::Flushed { end_offset: 1 }, 0);
+    let upgrade = |version, validate_only| Input::UpgradeKRaftVersion {
+        version,
+        validate_only,
+    };
+    // Already at 0, or only validating: nothing appended.
+    assert_eq!(
+        c.handle(upgrade(0, false), 1),
+        vec![Output::KRaftVersionUnchanged]
+    );
+    assert_eq!(
+        c.handle(upgrade(1, true), 1),
+        vec![Output::KRaftVersionUnchanged]
+    );
+    let me = VoterSet::new([VoterNode {
+        key: ReplicaKey::of(1, Some(dir)),
+        listeners: ep(1),
+        supported_kraft_version: KRaftVersionRange::UP_TO_1,
+    }]);
+    let out = c.handle(upgrade(1, false), 2);
+    assert_eq!(
+        out,
+        vec![
+            Output::AppendLeader {
+                base_offset: 1,
+                epoch: 1,
+                content: BatchContent::Control(vec![
+                    ControlRecord::KRaftVersion(1),
+                    ControlRecord::Voters(me.clone()),
+                ]),
+            },
+            Output::Flush { end_offset: 3 },
+            Output::Appended {
+                base_offset: 1,
+                last_offset: 2,
+                epoch: 1
+            }
+        ]
+    );
+    // From now on the quorum-state file is data version 1 and the voter has its directory.
+    assert_eq!(
+        c.handle(upgrade(1, false), 3),
+        vec![Output::KRaftVersionUnchanged]
+    );
+    assert_eq!(
+        c.handle(upgrade(0, false), 3),
+        vec![Output::KRaftUpgradeRefused {
+            message: "Invalid upgrade of kraft.version from version KRAFT_VERSION_1 to \
+                      KRAFT_VERSION_0 because the new version is a downgrade"
+                .into()
+        }]
+    );
+    c.handle(Input::Flushed { end_offset: 3 }, 3);
+    let d = c.describe_quorum(3);
+    assert_eq!(
+        d.current_voters.iter().map(|v| v.key).collect::<Vec<_>>(),
+        vec![ReplicaKey::of(1, Some(dir))]
+    );
+}
+
+#[test]
+fn kraft_version_upgrade_needs_every_voter_to_support_it() {
+    // Static voters 2 and 3 never reported their supported range (no UpdateRaftVoter).
+    let mut c = leader_of_three();
+    assert_eq!(
+        c.handle(
+            Input::UpgradeKRaftVersion {
+                version: 1,
+                validate_only: false
+            },
+            2_004
+        ),
+        vec![Output::KRaftUpgradeRefused {
+            message: "Invalid upgrade of kraft.version to KRAFT_VERSION_1 because not all of \
+                      the voters support it"
+                .into()
+        }]
+    );
+    // A follower does not upgrade.
+    let (mut f, _) = started(2, &[1, 2, 3], None, LogState::default());
+    assert!(matches!(
+        f.handle(
+            Input::UpgradeKRaftVersion {
+                version: 1,
+                validate_only: false
+            },
+            0
+        )[..],
+        [Output::AppendRejected { .. }]
+    ));
 }
 
 #[test]
@@ -930,9 +1047,12 @@ fn add_voter_needs_a_caught_up_observer_and_commits_the_voters_record() {
         .find_map(|o| match o {
             Output::AppendLeader {
                 base_offset,
-                content: BatchContent::Control(ControlRecord::Voters(v)),
+                content: BatchContent::Control(records),
                 ..
-            } => Some((*base_offset, v.ids().collect::<Vec<_>>())),
+            } => match &records[..] {
+                [ControlRecord::Voters(v)] => Some((*base_offset, v.ids().collect::<Vec<_>>())),
+                _ => None,
+            },
             _ => None,
         })
         .unwrap();
@@ -1028,6 +1148,74 @@ fn update_voter_on_a_static_quorum_only_checks_the_id() {
     assert_eq!(update(&mut c, 7, epoch).error, VOTER_NOT_FOUND);
     let r = update(&mut c, 1, epoch + 1);
     assert_eq!((r.error, r.leader_id), (UNKNOWN_LEADER_EPOCH, 1));
+}
+
+#[test]
+fn kraft_version_upgrade_writes_the_voters_as_they_reported() {
+    let upgrade = |c: &mut RaftCore, now| {
+        c.handle(
+            Input::UpgradeKRaftVersion {
+                version: 1,
+                validate_only: false,
+            },
+            now,
+        )
+    };
+    let report = |c: &mut RaftCore| {
+        // Followers fetch, so the high watermark is known, then report themselves.
+        for id in [2, 3] {
+            fetch(c, fetch_req(id, 1, 1, 1), 2_010);
+        }
+        for id in [2, 3] {
+            let out = c.handle(
+                Input::Request {
+                    id: 9,
+                    request: Request::UpdateRaftVoter(UpdateRaftVoterRequest {
+                        cluster_id: None,
+                        current_leader_epoch: 1,
+                        voter: ReplicaKey::of(id, Some(dir(id as u8))),
+                        listeners: ep(id),
+                        kraft_version: KRaftVersionRange::UP_TO_1,
+                    }),
+                },
+                2_020,
+            );
+            assert!(
+                matches!(replies(&out)[..], [Response::UpdateRaftVoter(ref r)] if r.error == NONE)
+            );
+        }
+    };
+    // This node's own directory id unknown: refused (Kafka throws the same).
+    let mut c = leader_of_three();
+    report(&mut c);
+    assert!(
+        matches!(&upgrade(&mut c, 2_030)[..], [Output::KRaftUpgradeRefused { message }]
+        if message.starts_with("Directory id must be known for all of the voters"))
+    );
+    // With it, the VotersRecord names all three as they reported.
+    let mut config = cfg(1, &[1, 2, 3]);
+    config.directory_id = dir(1);
+    let mut c = leader_of_three_with(config);
+    report(&mut c);
+    let voters = upgrade(&mut c, 2_030)
+        .iter()
+        .find_map(|o| match o {
+            Output::AppendLeader {
+                content: BatchContent::Control(records),
+                ..
+            } => match &records[..] {
+                [ControlRecord::KRaftVersion(1), ControlRecord::Voters(v)] => Some(v.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("a KRaftVersion + Voters batch");
+    assert_eq!(
+        voters.keys().collect::<Vec<_>>(),
+        (1..=3)
+            .map(|id| ReplicaKey::of(id, Some(dir(id as u8))))
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]

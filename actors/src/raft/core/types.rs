@@ -206,6 +206,18 @@ impl VoterSet {
         Some(v)
     }
 
+    /// Kafka's `VoterSet.updateVoterIgnoringDirectoryId`: replaces the voter with the node's
+    /// id when it has no directory id yet or the same one.
+    pub fn with_updated_ignoring_directory_id(&self, node: VoterNode) -> Option<VoterSet> {
+        let old = self.voters.get(&node.key.id)?;
+        if old.key.directory_id.is_some() && old.key != node.key {
+            return None;
+        }
+        let mut v = self.clone();
+        v.voters.insert(node.key.id, node);
+        Some(v)
+    }
+
     /// Kafka's `VoterSet.hasOverlappingMajority`: the two sets share a majority of both (the
     /// condition under which a voter change is safe when done one voter at a time).
     pub fn has_overlapping_majority(&self, other: &VoterSet) -> bool {
