@@ -59,3 +59,6 @@ pub const UNKNOWN_TOPIC_ID: i16 = 100;
 pub const DUPLICATE_BROKER_REGISTRATION: i16 = 101;
 pub const BROKER_ID_NOT_REGISTERED: i16 = 102;
 pub const INCONSISTENT_CLUSTER_ID: i16 = 104;
+pub const INELIGIBLE_REPLICA: i16 = 107;
+pub const NEW_LEADER_ELECTED: i16 = 108;
+pub use crate::partition::core::error::codes::FENCED_LEADER_EPOCH;

@@ -220,3 +220,75 @@ pub struct TopicElectionResult {
     pub topic: String,
     pub partitions: Vec<(i32, ApiError)>,
 }
+
+/// One proposed ISR member of an AlterPartition request: v3's `NewIsrWithEpochs` entry, or a
+/// v2 `NewIsr` id with epoch -1 (not checked), as Kafka widens v2 requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IsrMember {
+    pub broker_id: i32,
+    /// -1: unknown, the registration's epoch is not compared.
+    pub broker_epoch: i64,
+}
+
+/// One partition of an AlterPartition request: the ISR its leader wants, against the leader and
+/// partition epochs it last saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlterPartitionPartition {
+    pub partition_index: i32,
+    pub leader_epoch: i32,
+    pub new_isr: Vec<IsrMember>,
+    /// 0 recovered, 1 recovering (from an unclean election); other values are invalid.
+    pub leader_recovery_state: i8,
+    pub partition_epoch: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlterPartitionTopic {
+    pub topic_id: Uuid,
+    pub partitions: Vec<AlterPartitionPartition>,
+}
+
+/// An AlterPartition request (v2+: topics by id), sent by a partition leader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlterPartition {
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+    pub topics: Vec<AlterPartitionTopic>,
+}
+
+/// One partition's answer: on success the partition's state after the change (or its current
+/// state when nothing changed); on error only the index and code, the rest zero as Kafka
+/// leaves them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AlterPartitionPartitionReply {
+    pub partition_index: i32,
+    pub error_code: i16,
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    pub isr: Vec<i32>,
+    pub leader_recovery_state: i8,
+    pub partition_epoch: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlterPartitionTopicReply {
+    pub topic_id: Uuid,
+    pub partitions: Vec<AlterPartitionPartitionReply>,
+}
+
+/// AlterPartition's answer: a top-level error (then no topics), or one row per requested
+/// partition in request order. The wire has no error messages; `error.message` is for logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlterPartitionReply {
+    pub error: ApiError,
+    pub topics: Vec<AlterPartitionTopicReply>,
+}
+
+impl AlterPartitionReply {
+    pub fn failed(error: ApiError) -> Self {
+        AlterPartitionReply {
+            error,
+            topics: Vec::new(),
+        }
+    }
+}

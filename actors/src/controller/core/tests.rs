@@ -4,7 +4,7 @@ use kactor_protocol::Uuid;
 use super::errors::*;
 use super::requests::*;
 use super::*;
-use crate::metadata::core::MetadataRecord;
+use crate::metadata::core::{MetadataRecord, PartitionRegistration};
 
 const NOW: i64 = 1_000_000;
 
@@ -1529,4 +1529,510 @@ fn unregister_broker_moves_leadership_off_it_then_removes_it() {
     }
     c.deactivate();
     assert_eq!(c.unregister_broker(1).response.code, NOT_CONTROLLER);
+}
+
+// ---------------------------------------------------------------------------------------------
+// AlterPartition
+
+/// Partition 0 of `topic` as AlterPartition proposes it: the given epochs and ISR (v2 style,
+/// epochs unknown), recovered.
+fn isr_proposal(leader_epoch: i32, partition_epoch: i32, isr: &[i32]) -> AlterPartitionPartition {
+    AlterPartitionPartition {
+        partition_index: 0,
+        leader_epoch,
+        new_isr: isr
+            .iter()
+            .map(|b| IsrMember {
+                broker_id: *b,
+                broker_epoch: -1,
+            })
+            .collect(),
+        leader_recovery_state: 0,
+        partition_epoch,
+    }
+}
+
+fn alter_partition(
+    c: &mut QuorumControllerCore,
+    sender: i32,
+    topic_id: Uuid,
+    partitions: Vec<AlterPartitionPartition>,
+) -> ControllerResult<AlterPartitionReply> {
+    let broker_epoch = c.image().brokers.get(&sender).map_or(-1, |b| b.epoch);
+    c.alter_partition(&AlterPartition {
+        broker_id: sender,
+        broker_epoch,
+        topics: vec![AlterPartitionTopic {
+            topic_id,
+            partitions,
+        }],
+    })
+}
+
+/// The only partition row of a one-topic answer.
+fn only_row(r: &ControllerResult<AlterPartitionReply>) -> &AlterPartitionPartitionReply {
+    assert!(r.response.error.is_ok(), "{:?}", r.response);
+    assert_eq!(r.response.topics.len(), 1);
+    assert_eq!(r.response.topics[0].partitions.len(), 1);
+    &r.response.topics[0].partitions[0]
+}
+
+/// The error code of a one-partition AlterPartition, which must write nothing.
+fn alter_refused(
+    c: &mut QuorumControllerCore,
+    sender: i32,
+    topic_id: Uuid,
+    p: AlterPartitionPartition,
+) -> i16 {
+    let before = c.image().clone();
+    let r = alter_partition(c, sender, topic_id, vec![p]);
+    assert!(r.records.is_empty(), "{:?}", r.records);
+    assert_eq!(c.image(), &before);
+    let row = only_row(&r);
+    assert_eq!(
+        (row.leader_id, row.leader_epoch, row.partition_epoch),
+        (0, 0, 0)
+    );
+    assert!(row.isr.is_empty());
+    row.error_code
+}
+
+fn topic_id(c: &QuorumControllerCore, name: &str) -> Uuid {
+    c.image().topics.get_by_name(name).unwrap().id
+}
+
+fn partition(c: &QuorumControllerCore, name: &str) -> PartitionRegistration {
+    c.image().topics.get_by_name(name).unwrap().partitions[&0].clone()
+}
+
+#[test]
+fn alter_partition_shrinks_and_expands_the_isr() {
+    let (mut c, replicas) = controller_with_replicated_topic("t");
+    let id = topic_id(&c, "t");
+    let leader = replicas[0];
+    assert_eq!(partition(&c, "t").isr, replicas);
+
+    // Shrink: one PartitionChangeRecord with the new ISR; replaying it bumps the partition
+    // epoch, not the leader epoch (metadata.version 4.4).
+    let shrunk = vec![replicas[0], replicas[1]];
+    let r = alter_partition(&mut c, leader, id, vec![isr_proposal(0, 0, &shrunk)]);
+    assert_eq!(
+        r.records,
+        vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
+            topic_id: id,
+            partition_id: 0,
+            isr: Some(shrunk.clone()),
+            ..Default::default()
+        })]
+    );
+    assert_eq!(r.response.topics[0].topic_id, id);
+    assert_eq!(
+        only_row(&r),
+        &AlterPartitionPartitionReply {
+            partition_index: 0,
+            error_code: NONE,
+            leader_id: leader,
+            leader_epoch: 0,
+            isr: shrunk.clone(),
+            leader_recovery_state: 0,
+            partition_epoch: 1,
+        }
+    );
+    let p = partition(&c, "t");
+    assert_eq!(
+        (p.isr.clone(), p.leader_epoch, p.partition_epoch),
+        (shrunk, 0, 1)
+    );
+
+    // The old partition epoch is now stale.
+    assert_eq!(
+        alter_refused(&mut c, leader, id, isr_proposal(0, 0, &replicas)),
+        INVALID_UPDATE_VERSION
+    );
+
+    // Expand back, in any order the leader likes, at the new epoch (v3: with broker epochs).
+    let mut expand = isr_proposal(0, 1, &[replicas[2], replicas[0], replicas[1]]);
+    for m in &mut expand.new_isr {
+        m.broker_epoch = c.image().brokers[&m.broker_id].epoch;
+    }
+    let r = alter_partition(&mut c, leader, id, vec![expand]);
+    assert_eq!(r.records.len(), 1);
+    let row = only_row(&r);
+    assert_eq!(row.isr, vec![replicas[2], replicas[0], replicas[1]]);
+    assert_eq!((row.leader_epoch, row.partition_epoch), (0, 2));
+    assert_eq!(partition(&c, "t").partition_epoch, 2);
+}
+
+#[test]
+fn alter_partition_without_a_change_writes_nothing_and_answers_the_current_state() {
+    let (mut c, replicas) = controller_with_replicated_topic("t");
+    let id = topic_id(&c, "t");
+    let r = alter_partition(&mut c, replicas[0], id, vec![isr_proposal(0, 0, &replicas)]);
+    assert!(r.records.is_empty());
+    let row = only_row(&r);
+    assert_eq!(
+        (
+            row.error_code,
+            row.leader_id,
+            row.isr.clone(),
+            row.partition_epoch
+        ),
+        (NONE, replicas[0], replicas.clone(), 0)
+    );
+}
+
+#[test]
+fn alter_partition_request_level_answers() {
+    let (mut c, replicas) = controller_with_replicated_topic("t");
+    let id = topic_id(&c, "t");
+    let leader = replicas[0];
+    let epoch = c.image().brokers[&leader].epoch;
+    let request = |broker_id, broker_epoch| AlterPartition {
+        broker_id,
+        broker_epoch,
+        topics: vec![AlterPartitionTopic {
+            topic_id: id,
+            partitions: vec![isr_proposal(0, 0, &[leader])],
+        }],
+    };
+    // A sender at another epoch, or not registered: the whole request is refused.
+    for (broker, broker_epoch) in [(leader, epoch + 1), (leader, -1), (9, epoch)] {
+        let r = c.alter_partition(&request(broker, broker_epoch));
+        assert_eq!(r.response.error.code, STALE_BROKER_EPOCH);
+        assert!(r.response.topics.is_empty() && r.records.is_empty());
+    }
+    // No topics: nothing to check, not even the sender.
+    let r = c.alter_partition(&AlterPartition {
+        broker_id: 9,
+        broker_epoch: 5,
+        topics: Vec::new(),
+    });
+    assert_eq!(r.response, AlterPartitionReply::failed(ApiError::NONE));
+
+    c.deactivate();
+    let r = c.alter_partition(&request(leader, epoch));
+    assert_eq!(r.response.error.code, NOT_CONTROLLER);
+    assert!(r.records.is_empty());
+}
+
+#[test]
+fn alter_partition_partition_errors_in_kafkas_order() {
+    let (mut c, replicas) = controller_with_replicated_topic("t");
+    let id = topic_id(&c, "t");
+    let leader = replicas[0];
+    let all = replicas.clone();
+
+    // Unknown topic ids (and the zero id) answer every partition named.
+    for unknown in [Uuid([9; 16]), Uuid::ZERO] {
+        let r = alter_partition(
+            &mut c,
+            leader,
+            unknown,
+            vec![isr_proposal(0, 0, &all), {
+                let mut p = isr_proposal(0, 0, &all);
+                p.partition_index = 4;
+                p
+            }],
+        );
+        assert!(r.records.is_empty());
+        let t = &r.response.topics[0];
+        assert_eq!(t.topic_id, unknown);
+        let rows: Vec<(i32, i16)> = t
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.error_code))
+            .collect();
+        assert_eq!(rows, vec![(0, UNKNOWN_TOPIC_ID), (4, UNKNOWN_TOPIC_ID)]);
+    }
+    let mut p = isr_proposal(0, 0, &all);
+    p.partition_index = 1;
+    assert_eq!(
+        alter_refused(&mut c, leader, id, p),
+        UNKNOWN_TOPIC_OR_PARTITION
+    );
+    // Epochs ahead of the controller's: it may have lost leadership.
+    assert_eq!(
+        alter_refused(&mut c, leader, id, isr_proposal(1, 0, &all)),
+        NOT_CONTROLLER
+    );
+    assert_eq!(
+        alter_refused(&mut c, leader, id, isr_proposal(0, 1, &all)),
+        NOT_CONTROLLER
+    );
+    // A follower asking: INVALID_REQUEST (Kafka's answer, not NOT_LEADER_OR_FOLLOWER).
+    assert_eq!(
+        alter_refused(&mut c, replicas[1], id, isr_proposal(0, 0, &all)),
+        INVALID_REQUEST
+    );
+    // Bad ISRs: empty, without the leader, with a non-replica, a duplicate, a negative id.
+    for bad in [
+        vec![],
+        vec![replicas[1], replicas[2]],
+        vec![leader, 9],
+        vec![leader, leader],
+        vec![leader, -1],
+    ] {
+        assert_eq!(
+            alter_refused(&mut c, leader, id, isr_proposal(0, 0, &bad)),
+            INVALID_REQUEST,
+            "{bad:?}"
+        );
+    }
+    // Recovering (after an unclean election) with more than the leader in sync, or going back
+    // from recovered to recovering.
+    let mut p = isr_proposal(0, 0, &[leader, replicas[1]]);
+    p.leader_recovery_state = 1;
+    assert_eq!(alter_refused(&mut c, leader, id, p), INVALID_REQUEST);
+    let mut p = isr_proposal(0, 0, &[leader]);
+    p.leader_recovery_state = 1;
+    assert_eq!(alter_refused(&mut c, leader, id, p), INVALID_REQUEST);
+    // A v3 member whose broker epoch is not its registration's.
+    let mut p = isr_proposal(0, 0, &all);
+    p.new_isr[1].broker_epoch = c.image().brokers[&replicas[1]].epoch + 7;
+    assert_eq!(alter_refused(&mut c, leader, id, p), INELIGIBLE_REPLICA);
+
+    // A leader change makes the old leader epoch fenced (the new leader is now the sender
+    // Kafka expects, the checks before that come first).
+    shut_down(&mut c, leader, NOW + 1);
+    let p = partition(&c, "t");
+    assert_eq!(p.leader_epoch, 1);
+    assert_eq!(
+        alter_refused(&mut c, leader, id, isr_proposal(0, 0, &all)),
+        FENCED_LEADER_EPOCH
+    );
+}
+
+#[test]
+fn alter_partition_refuses_fenced_shutting_down_and_unregistered_members() {
+    let (mut c, replicas) = controller_with_replicated_topic("t");
+    let id = topic_id(&c, "t");
+    let leader = replicas[0];
+    // Fence the third replica: it leaves the ISR; proposing it back is refused.
+    let third = replicas[2];
+    let third_epoch = c.image().brokers[&third].epoch;
+    let r = c.broker_heartbeat(
+        &BrokerHeartbeat {
+            broker_id: third,
+            broker_epoch: third_epoch,
+            current_metadata_offset: i64::MAX,
+            want_fence: true,
+            want_shut_down: false,
+        },
+        NOW + 1,
+    );
+    assert!(r.response.is_fenced);
+    let p = partition(&c, "t");
+    assert_eq!(p.isr, vec![replicas[0], replicas[1]]);
+    let e = (p.leader_epoch, p.partition_epoch);
+    assert_eq!(
+        alter_refused(&mut c, leader, id, isr_proposal(e.0, e.1, &replicas)),
+        INELIGIBLE_REPLICA
+    );
+    // Unregistered: still a replica, not a broker.
+    assert!(c.unregister_broker(third).response.is_ok());
+    let p = partition(&c, "t");
+    assert_eq!(
+        alter_refused(
+            &mut c,
+            leader,
+            id,
+            isr_proposal(p.leader_epoch, p.partition_epoch, &replicas)
+        ),
+        INELIGIBLE_REPLICA
+    );
+    // In controlled shutdown (marked as Kafka's controller marks a broker that still leads).
+    let second = replicas[1];
+    let second_epoch = c.image().brokers[&second].epoch;
+    c.apply_own(&[MetadataRecord::BrokerRegistrationChange(
+        kactor_protocol::metadata::BrokerRegistrationChangeRecord {
+            broker_id: second,
+            broker_epoch: second_epoch,
+            in_controlled_shutdown: 1,
+            ..Default::default()
+        },
+    )]);
+    assert!(c.image().brokers[&second].in_controlled_shutdown);
+    let p = partition(&c, "t");
+    assert_eq!(
+        alter_refused(
+            &mut c,
+            leader,
+            id,
+            isr_proposal(p.leader_epoch, p.partition_epoch, &[leader, second])
+        ),
+        INELIGIBLE_REPLICA
+    );
+}
+
+#[test]
+fn alter_partition_unknown_recovery_state_fails_the_whole_request() {
+    let (mut c, replicas) = controller_with_replicated_topic("t");
+    let id = topic_id(&c, "t");
+    let leader = replicas[0];
+    let mut bad = isr_proposal(0, 0, &[leader]);
+    bad.leader_recovery_state = 2;
+    // The first partition alone would be changed; nothing is, and no rows are answered.
+    let r = alter_partition(
+        &mut c,
+        leader,
+        id,
+        vec![isr_proposal(0, 0, &[leader, replicas[1]]), bad.clone()],
+    );
+    assert_eq!(r.response.error.code, UNKNOWN_SERVER_ERROR);
+    assert!(r.response.topics.is_empty() && r.records.is_empty());
+    assert_eq!(partition(&c, "t").partition_epoch, 0);
+    // A partition refused earlier never reaches that check.
+    bad.leader_epoch = 5;
+    assert_eq!(alter_refused(&mut c, leader, id, bad), NOT_CONTROLLER);
+}
+
+#[test]
+fn alter_partition_judges_every_entry_on_the_state_before_the_request() {
+    let (mut c, replicas) = controller_with_replicated_topic("t");
+    let id = topic_id(&c, "t");
+    let leader = replicas[0];
+    let r = alter_partition(
+        &mut c,
+        leader,
+        id,
+        vec![
+            isr_proposal(0, 0, &[leader, replicas[1]]),
+            isr_proposal(0, 0, &[leader, replicas[2]]),
+        ],
+    );
+    assert_eq!(r.records.len(), 2);
+    let rows = &r.response.topics[0].partitions;
+    assert_eq!(
+        rows.iter()
+            .map(|p| (p.error_code, p.isr.clone(), p.partition_epoch))
+            .collect::<Vec<_>>(),
+        vec![
+            (NONE, vec![leader, replicas[1]], 1),
+            (NONE, vec![leader, replicas[2]], 1)
+        ]
+    );
+    // Both records are replayed: the last ISR stands, at partition epoch 2.
+    let p = partition(&c, "t");
+    assert_eq!((p.isr, p.partition_epoch), (vec![leader, replicas[2]], 2));
+}
+
+#[test]
+fn alter_partition_before_3_6_bumps_the_leader_epoch_on_a_shrink() {
+    let (mut c, replicas) = controller_with_replicated_topic("t");
+    let id = topic_id(&c, "t");
+    let leader = replicas[0];
+    c.apply_own(&[MetadataRecord::FeatureLevel(FeatureLevelRecord {
+        name: "metadata.version".into(),
+        feature_level: 11,
+        ..Default::default()
+    })]);
+    let r = alter_partition(&mut c, leader, id, vec![isr_proposal(0, 0, &[leader])]);
+    match &r.records[..] {
+        [MetadataRecord::PartitionChange(change)] => {
+            assert_eq!(
+                (change.leader, change.isr.clone()),
+                (leader, Some(vec![leader]))
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let row = only_row(&r);
+    assert_eq!((row.leader_epoch, row.partition_epoch), (1, 1));
+    // An expansion does not.
+    let r = alter_partition(&mut c, leader, id, vec![isr_proposal(1, 1, &replicas)]);
+    let row = only_row(&r);
+    assert_eq!((row.leader_epoch, row.partition_epoch), (1, 2));
+}
+
+#[test]
+fn alter_partition_recovers_the_leader_and_clears_a_leftover_elr() {
+    let (mut c, replicas) = controller_with_replicated_topic("t");
+    let id = topic_id(&c, "t");
+    let leader = replicas[0];
+    // As after an unclean election under a Kafka controller with ELR on: the leader alone,
+    // recovering, the others in the ELR.
+    c.apply_own(&[MetadataRecord::PartitionChange(PartitionChangeRecord {
+        topic_id: id,
+        partition_id: 0,
+        isr: Some(vec![leader]),
+        eligible_leader_replicas: Some(vec![replicas[1]]),
+        leader_recovery_state: 1,
+        ..Default::default()
+    })]);
+    let p = partition(&c, "t");
+    let r = alter_partition(
+        &mut c,
+        leader,
+        id,
+        vec![isr_proposal(p.leader_epoch, p.partition_epoch, &[leader])],
+    );
+    assert_eq!(
+        r.records,
+        vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
+            topic_id: id,
+            partition_id: 0,
+            eligible_leader_replicas: Some(Vec::new()),
+            leader_recovery_state: 0,
+            ..Default::default()
+        })]
+    );
+    let row = only_row(&r);
+    assert_eq!(
+        (row.leader_recovery_state, row.isr.clone()),
+        (0, vec![leader])
+    );
+    let p = partition(&c, "t");
+    assert!(p.elr.is_empty());
+    assert_eq!(p.leader_recovery_state, 0);
+}
+
+#[test]
+fn alter_partition_completes_a_reassignment() {
+    let (mut c, replicas) = controller_with_replicated_topic("t");
+    let id = topic_id(&c, "t");
+    let [a, b, d] = [replicas[0], replicas[1], replicas[2]];
+    // A reassignment (written by a Kafka controller) from [a, b] to [b, d]: d is being added,
+    // a removed; only a and b are in sync yet, a leads.
+    c.apply_own(&[MetadataRecord::PartitionChange(PartitionChangeRecord {
+        topic_id: id,
+        partition_id: 0,
+        isr: Some(vec![a, b]),
+        replicas: Some(vec![b, d, a]),
+        directories: Some(c.directories_for(&[b, d, a])),
+        removing_replicas: Some(vec![a]),
+        adding_replicas: Some(vec![d]),
+        ..Default::default()
+    })]);
+    let p = partition(&c, "t");
+    let (le, pe) = (p.leader_epoch, p.partition_epoch);
+    // d catching up completes it: a leaves the replicas and the ISR, and, as it led, the
+    // leadership goes to b; a is told NEW_LEADER_ELECTED.
+    let r = alter_partition(&mut c, a, id, vec![isr_proposal(le, pe, &[a, b, d])]);
+    assert_eq!(
+        r.records,
+        vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
+            topic_id: id,
+            partition_id: 0,
+            isr: Some(vec![b, d]),
+            leader: b,
+            replicas: Some(vec![b, d]),
+            directories: Some(c.directories_for(&[b, d])),
+            removing_replicas: Some(Vec::new()),
+            adding_replicas: Some(Vec::new()),
+            ..Default::default()
+        })]
+    );
+    assert_eq!(
+        only_row(&r),
+        &AlterPartitionPartitionReply {
+            partition_index: 0,
+            error_code: NEW_LEADER_ELECTED,
+            ..Default::default()
+        }
+    );
+    let p = partition(&c, "t");
+    assert_eq!(
+        (p.leader, p.leader_epoch, p.replicas.clone(), p.isr.clone()),
+        (b, le + 1, vec![b, d], vec![b, d])
+    );
 }

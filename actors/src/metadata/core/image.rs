@@ -469,7 +469,7 @@ impl MetadataImage {
 
 /// Kafka's `PartitionRegistration.merge`: absent fields keep their value, a leader change bumps
 /// the leader epoch, and every change bumps the partition epoch.
-fn merge_partition_change(
+pub(crate) fn merge_partition_change(
     p: &mut PartitionRegistration,
     r: &kactor_protocol::metadata::PartitionChangeRecord,
 ) {

@@ -1,0 +1,409 @@
+//! AlterPartition (Kafka's `ReplicationControlManager.alterPartition` with the
+//! `PartitionChangeBuilder` rules it applies): a partition leader, on whichever broker, asks the
+//! controller to shrink or expand the ISR it keeps. The controller checks the request against
+//! the partition's registration (the leader and partition epochs the leader acted on, that the
+//! sender leads, that every proposed member could be in sync) and writes one PartitionChangeRecord
+//! per partition whose state changes; replaying it bumps the partition epoch, which the answer
+//! reports so the leader can send its next change against it.
+//!
+//! Every partition is checked against the image as it was before the request (Kafka replays a
+//! request's records only once it has generated all of them), so a partition named twice is
+//! judged twice on the same state.
+//!
+//! ELR (KIP-966) is not maintained by this controller (see `SUPPORTED_FEATURES`): changes are
+//! built as Kafka builds them with eligible.leader.replicas.version 0, which clears an ELR a
+//! partition may still carry.
+
+use kactor_protocol::metadata::PartitionChangeRecord;
+use kactor_protocol::Uuid;
+
+use super::errors::*;
+use super::requests::{
+    AlterPartition, AlterPartitionPartition, AlterPartitionPartitionReply, AlterPartitionReply,
+    AlterPartitionTopicReply,
+};
+use super::topic_configs;
+use super::{ControllerResult, QuorumControllerCore};
+use crate::metadata::core::image::{merge_partition_change, NO_LEADER_CHANGE};
+use crate::metadata::core::{ConfigResource, MetadataRecord, PartitionRegistration, TopicImage};
+
+/// Kafka's `LeaderRecoveryState` values.
+const RECOVERED: i8 = 0;
+const RECOVERING: i8 = 1;
+/// `PartitionChangeRecord.leaderRecoveryState` when it does not change.
+const NO_RECOVERY_STATE_CHANGE: i8 = -1;
+/// Kafka's `DirectoryId.MIGRATING`: the directory of a replica whose partition record predates
+/// directory assignment.
+const MIGRATING_DIRECTORY: Uuid = Uuid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+/// metadata.version 3.6-IV0: from here an ISR shrink no longer bumps the leader epoch (before
+/// it, brokers needed the bump, KAFKA-15021).
+const MV_NO_EPOCH_BUMP_ON_SHRINK: i16 = 12;
+/// metadata.version 3.7-IV2: partition changes carry replica directories.
+const MV_DIRECTORY_ASSIGNMENT: i16 = 17;
+
+/// Why a partition's change is not made.
+enum Refusal {
+    /// The partition's error code.
+    Code(i16),
+    /// A leader recovery state Kafka cannot parse: its controller throws, failing the whole
+    /// request with UNKNOWN_SERVER_ERROR (and, in Kafka, a controller failover, which kactor
+    /// does not copy: a malformed request should not move the quorum).
+    Abort(String),
+}
+
+/// The election a change that moves leadership runs (Kafka's `PartitionChangeBuilder.Election`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Election {
+    Online,
+    Unclean,
+}
+
+impl QuorumControllerCore {
+    /// AlterPartition: checks each partition in request order and writes the changes of those
+    /// that pass. A sender that is not registered at `broker_epoch` fails the whole request
+    /// (STALE_BROKER_EPOCH), as does an unparsable leader recovery state (UNKNOWN_SERVER_ERROR).
+    pub fn alter_partition(
+        &mut self,
+        req: &AlterPartition,
+    ) -> ControllerResult<AlterPartitionReply> {
+        // Kafka answers an empty request at once, before it is queued as a controller write.
+        if req.topics.is_empty() {
+            return ControllerResult::of(Vec::new(), AlterPartitionReply::failed(ApiError::NONE));
+        }
+        if let Some(r) =
+            self.not_controller(AlterPartitionReply::failed(ApiError::code(NOT_CONTROLLER)))
+        {
+            return r;
+        }
+        let stale = match self.image.brokers.get(&req.broker_id) {
+            None => Some(format!(
+                "No broker registration found for broker id {}",
+                req.broker_id
+            )),
+            Some(b) if b.epoch != req.broker_epoch => Some(format!(
+                "Expected broker epoch {}, but got broker epoch {}",
+                b.epoch, req.broker_epoch
+            )),
+            Some(_) => None,
+        };
+        if let Some(message) = stale {
+            return ControllerResult::of(
+                Vec::new(),
+                AlterPartitionReply::failed(ApiError::new(STALE_BROKER_EPOCH, message)),
+            );
+        }
+        let mut records = Vec::new();
+        let mut topics = Vec::new();
+        for t in &req.topics {
+            let topic = Some(t.topic_id)
+                .filter(|id| *id != Uuid::ZERO)
+                .and_then(|id| self.image.topics.get(&id));
+            let partitions = match topic {
+                None => t
+                    .partitions
+                    .iter()
+                    .map(|p| refused(p.partition_index, UNKNOWN_TOPIC_ID))
+                    .collect(),
+                Some(topic) => {
+                    let mut rows = Vec::with_capacity(t.partitions.len());
+                    for p in &t.partitions {
+                        let current = match self.check_alter_partition(req.broker_id, topic, p) {
+                            Ok(current) => current,
+                            Err(Refusal::Code(code)) => {
+                                rows.push(refused(p.partition_index, code));
+                                continue;
+                            }
+                            Err(Refusal::Abort(message)) => {
+                                return ControllerResult::of(
+                                    Vec::new(),
+                                    AlterPartitionReply::failed(ApiError::new(
+                                        UNKNOWN_SERVER_ERROR,
+                                        message,
+                                    )),
+                                );
+                            }
+                        };
+                        let isr: Vec<i32> = p.new_isr.iter().map(|m| m.broker_id).collect();
+                        let mut after = current.clone();
+                        if let Some(change) = self.isr_change(
+                            topic,
+                            p.partition_index,
+                            current,
+                            isr,
+                            p.leader_recovery_state,
+                        ) {
+                            merge_partition_change(&mut after, &change);
+                            let moved =
+                                change.leader != NO_LEADER_CHANGE && change.leader != req.broker_id;
+                            records.push(MetadataRecord::PartitionChange(change));
+                            if moved {
+                                // Only completing a reassignment can move leadership here: the
+                                // change is written, and the old leader told to refetch
+                                // metadata before it tries again.
+                                rows.push(refused(p.partition_index, NEW_LEADER_ELECTED));
+                                continue;
+                            }
+                        }
+                        rows.push(AlterPartitionPartitionReply {
+                            partition_index: p.partition_index,
+                            error_code: NONE,
+                            leader_id: after.leader,
+                            leader_epoch: after.leader_epoch,
+                            isr: after.isr,
+                            leader_recovery_state: after.leader_recovery_state,
+                            partition_epoch: after.partition_epoch,
+                        });
+                    }
+                    rows
+                }
+            };
+            topics.push(AlterPartitionTopicReply {
+                topic_id: t.topic_id,
+                partitions,
+            });
+        }
+        self.finish(
+            records,
+            AlterPartitionReply {
+                error: ApiError::NONE,
+                topics,
+            },
+        )
+    }
+
+    /// Kafka's `validateAlterPartitionData`, in its order: the partition's registration if the
+    /// proposal may be applied to it.
+    fn check_alter_partition<'t>(
+        &self,
+        sender: i32,
+        topic: &'t TopicImage,
+        p: &AlterPartitionPartition,
+    ) -> Result<&'t PartitionRegistration, Refusal> {
+        let Some(current) = topic.partitions.get(&p.partition_index) else {
+            return Err(Refusal::Code(UNKNOWN_TOPIC_OR_PARTITION));
+        };
+        // Epochs ahead of this controller's: it has probably lost leadership without knowing
+        // yet, so the leader should look for the new controller.
+        if p.leader_epoch > current.leader_epoch || p.partition_epoch > current.partition_epoch {
+            return Err(Refusal::Code(NOT_CONTROLLER));
+        }
+        if p.leader_epoch < current.leader_epoch {
+            return Err(Refusal::Code(FENCED_LEADER_EPOCH));
+        }
+        if sender != current.leader {
+            return Err(Refusal::Code(INVALID_REQUEST));
+        }
+        if p.partition_epoch < current.partition_epoch {
+            return Err(Refusal::Code(INVALID_UPDATE_VERSION));
+        }
+        let isr: Vec<i32> = p.new_isr.iter().map(|m| m.broker_id).collect();
+        if !valid_isr(&current.replicas, &isr) || !isr.contains(&current.leader) {
+            return Err(Refusal::Code(INVALID_REQUEST));
+        }
+        match p.leader_recovery_state {
+            RECOVERED => {}
+            RECOVERING if isr.len() > 1 => return Err(Refusal::Code(INVALID_REQUEST)),
+            RECOVERING if current.leader_recovery_state == RECOVERED => {
+                return Err(Refusal::Code(INVALID_REQUEST))
+            }
+            RECOVERING => {}
+            other => {
+                return Err(Refusal::Abort(format!(
+                    "Value {other} is not a valid leader recovery state"
+                )))
+            }
+        }
+        let ineligible = p
+            .new_isr
+            .iter()
+            .any(|m| match self.image.brokers.get(&m.broker_id) {
+                None => true,
+                Some(b) => {
+                    b.in_controlled_shutdown
+                        || b.fenced
+                        || (m.broker_epoch != -1 && m.broker_epoch != b.epoch)
+                }
+            });
+        if ineligible {
+            return Err(Refusal::Code(INELIGIBLE_REPLICA));
+        }
+        Ok(current)
+    }
+
+    /// The record that gives partition `index` the ISR `isr` and leader recovery state `lrs`
+    /// (Kafka's `PartitionChangeBuilder.build` with a target ISR and recovery state, ELR off);
+    /// None when nothing would change. The ISR has been checked: it holds the leader and only
+    /// usable replicas, so leadership moves only when the ISR completes a reassignment that
+    /// removes the leader.
+    fn isr_change(
+        &self,
+        topic: &TopicImage,
+        index: i32,
+        p: &PartitionRegistration,
+        isr: Vec<i32>,
+        lrs: i8,
+    ) -> Option<PartitionChangeRecord> {
+        let mv = self.image.metadata_version().unwrap_or(0);
+        let mut record = PartitionChangeRecord {
+            topic_id: topic.id,
+            partition_id: index,
+            ..Default::default()
+        };
+        let mut target_isr = isr;
+        let mut target_replicas = p.replicas.clone();
+        let mut target_removing = p.removing_replicas.clone();
+        let mut target_adding = p.adding_replicas.clone();
+        // A reassignment completes once every target replica is in sync: the removed replicas
+        // leave the replica set and the ISR.
+        if !target_removing.is_empty() || !target_adding.is_empty() {
+            let isr: Vec<i32> = target_isr
+                .iter()
+                .copied()
+                .filter(|b| !target_removing.contains(b))
+                .collect();
+            let replicas: Vec<i32> = target_replicas
+                .iter()
+                .copied()
+                .filter(|b| !target_removing.contains(b))
+                .collect();
+            if !isr.is_empty() && !replicas.is_empty() && replicas.iter().all(|r| isr.contains(r)) {
+                target_isr = isr;
+                target_replicas = replicas;
+                target_removing.clear();
+                target_adding.clear();
+            }
+        }
+        // Leadership stays where it can; otherwise the first usable in-sync replica, or, with
+        // unclean elections on for the topic, the first usable replica at all.
+        let election = if self.unclean_election_enabled(&topic.name) {
+            Election::Unclean
+        } else {
+            Election::Online
+        };
+        let in_sync = |b: i32| target_isr.contains(&b) && self.is_usable(b);
+        let (leader, unclean) = if in_sync(p.leader) {
+            (p.leader, false)
+        } else if let Some(b) = target_replicas.iter().copied().find(|b| in_sync(*b)) {
+            (b, false)
+        } else if let Some(b) = target_replicas
+            .iter()
+            .copied()
+            .find(|b| election == Election::Unclean && self.is_usable(*b))
+        {
+            (b, true)
+        } else {
+            (-1, false)
+        };
+        if leader != p.leader {
+            record.leader = leader;
+            if unclean {
+                record.isr = Some(vec![leader]);
+                if p.leader_recovery_state != RECOVERING {
+                    record.leader_recovery_state = RECOVERING;
+                }
+            }
+        }
+        // Dropping a replica (a completed reassignment) bumps the leader epoch.
+        if record.leader == NO_LEADER_CHANGE
+            && !p.replicas.iter().all(|r| target_replicas.contains(r))
+        {
+            record.leader = p.leader;
+        }
+        if !p.elr.is_empty() {
+            record.eligible_leader_replicas = Some(Vec::new());
+        }
+        if record.isr.is_none() && !target_isr.is_empty() && target_isr != p.isr {
+            record.isr = Some(target_isr);
+        }
+        if mv < MV_NO_EPOCH_BUMP_ON_SHRINK && record.leader == NO_LEADER_CHANGE {
+            if let Some(new_isr) = &record.isr {
+                if !p.isr.iter().all(|b| new_isr.contains(b)) {
+                    record.leader = p.leader;
+                }
+            }
+        }
+        if !target_replicas.is_empty() {
+            if mv >= MV_DIRECTORY_ASSIGNMENT {
+                let current: Vec<Uuid> = if p.directories.len() == p.replicas.len() {
+                    p.directories.clone()
+                } else {
+                    vec![MIGRATING_DIRECTORY; p.replicas.len()]
+                };
+                let target: Vec<Uuid> = target_replicas
+                    .iter()
+                    .map(|r| {
+                        p.replicas
+                            .iter()
+                            .position(|x| x == r)
+                            .map(|i| current[i])
+                            .unwrap_or_else(|| self.directories_for(&[*r])[0])
+                    })
+                    .collect();
+                if target != current {
+                    record.directories = Some(target);
+                }
+            }
+            if target_replicas != p.replicas {
+                record.replicas = Some(target_replicas);
+            }
+        }
+        if target_removing != p.removing_replicas {
+            record.removing_replicas = Some(target_removing);
+        }
+        if target_adding != p.adding_replicas {
+            record.adding_replicas = Some(target_adding);
+        }
+        if lrs != p.leader_recovery_state {
+            record.leader_recovery_state = lrs;
+        }
+        let no_op = record.isr.is_none()
+            && record.eligible_leader_replicas.is_none()
+            && record.last_known_elr.is_none()
+            && record.leader == NO_LEADER_CHANGE
+            && record.replicas.is_none()
+            && record.removing_replicas.is_none()
+            && record.adding_replicas.is_none()
+            && record.leader_recovery_state == NO_RECOVERY_STATE_CHANGE
+            && record.directories.is_none();
+        (!no_op).then_some(record)
+    }
+
+    /// `unclean.leader.election.enable` as it applies to `topic` (the topic's override, else
+    /// this node's broker value, else the cluster default, else the static value).
+    fn unclean_election_enabled(&self, topic: &str) -> bool {
+        let Some(def) = topic_configs::topic_config("unclean.leader.election.enable") else {
+            return false;
+        };
+        let overrides = self.image.config_overrides(&ConfigResource::topic(topic));
+        let dyn_broker = self
+            .image
+            .config_overrides(&ConfigResource::broker(&self.cfg.node_id.to_string()));
+        let dyn_default = self.image.config_overrides(&ConfigResource::broker(""));
+        let layers = self.config_layers_for(&overrides, &dyn_broker, &dyn_default);
+        topic_configs::resolve(def, layers)
+            .value
+            .trim()
+            .eq_ignore_ascii_case("true")
+    }
+}
+
+fn refused(partition_index: i32, error_code: i16) -> AlterPartitionPartitionReply {
+    AlterPartitionPartitionReply {
+        partition_index,
+        error_code,
+        ..Default::default()
+    }
+}
+
+/// Kafka's `Replicas.validateIsr`: no negative ids, no duplicates, only replicas. (An empty ISR
+/// passes here and is refused because it lacks the leader.)
+fn valid_isr(replicas: &[i32], isr: &[i32]) -> bool {
+    let mut seen = Vec::with_capacity(isr.len());
+    for b in isr {
+        if *b < 0 || seen.contains(b) || !replicas.contains(b) {
+            return false;
+        }
+        seen.push(*b);
+    }
+    true
+}
