@@ -44,6 +44,7 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     // (actors/src/controller/broker_apis.rs).
     ApiKey::BrokerRegistration,
     ApiKey::BrokerHeartbeat,
+    ApiKey::AlterPartition,
     ApiKey::ControllerRegistration,
     // Admin requests a broker forwards to the active controller
     // (actors/src/controller/envelope.rs).

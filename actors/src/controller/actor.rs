@@ -366,6 +366,8 @@ controller_op!(
 );
 controller_op!(ProcessBrokerHeartbeat, BrokerHeartbeatReply, |core, m| core
     .broker_heartbeat(&m.heartbeat, now_ms()));
+controller_op!(ProcessAlterPartition, AlterPartitionReply, |core, m| core
+    .alter_partition(&m.request));
 controller_op!(
     UnregisterBroker,
     super::core::errors::ApiError,

@@ -1,7 +1,7 @@
 //! QuorumControllerActor's mailbox: one message per controller operation (Kafka's
 //! `Controller` interface: createTopics, deleteTopics, createPartitions,
 //! incrementalAlterConfigs, legacyAlterConfigs, registerBroker, processBrokerHeartbeat,
-//! unregisterBroker, updateFeatures, allocateProducerIds, electLeaders, alterUserScramCredentials). Each
+//! alterPartition, unregisterBroker, updateFeatures, allocateProducerIds, electLeaders, alterUserScramCredentials). Each
 //! answers once its records are committed.
 
 use actix::prelude::*;
@@ -91,6 +91,14 @@ pub struct RegisterController {
 #[rtype(result = "ControllerReply<BrokerHeartbeatReply>")]
 pub struct ProcessBrokerHeartbeat {
     pub heartbeat: BrokerHeartbeat,
+}
+
+/// Sent by the AlterPartition API: a partition leader (on any broker) changing its ISR. Lost:
+/// the leader retries with the epochs it knows.
+#[derive(Debug, Message)]
+#[rtype(result = "ControllerReply<AlterPartitionReply>")]
+pub struct ProcessAlterPartition {
+    pub request: AlterPartition,
 }
 
 /// Sent by the UnregisterBroker handler (`kafka-cluster unregister`). Lost: the client times
