@@ -325,3 +325,11 @@ def _(c):
           "SaltedPassword": b"p" * 32}
     c.call("AlterUserScramCredentials", 0, {"Deletions": [{"Name": "diff-dup", "Mechanism": 1}],
                                             "Upsertions": [up]}, check=True)
+
+
+# ---- UnregisterBroker ----------------------------------------------------------------------
+
+@case("UnregisterBroker", "unknown-broker")
+def _(c):
+    """`kafka-cluster unregister` of an id that never registered: BROKER_ID_NOT_REGISTERED."""
+    c.call("UnregisterBroker", 0, {"BrokerId": 9999}, check=True)

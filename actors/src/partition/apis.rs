@@ -275,7 +275,8 @@ async fn handle_produce(
             continue;
         }
         match t.get(name, index) {
-            None => pr.error_code = codes::NOT_LEADER_OR_FOLLOWER,
+            // KAFKA_STORAGE_ERROR for a replica in an offline dir, else another broker leads.
+            None => pr.error_code = not_hosted(&t, name, index),
             Some(replica) => {
                 pending.push(Pending {
                     topic_index: e.topic_index,
