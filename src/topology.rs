@@ -365,11 +365,10 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
     )
     .map_err(|e| anyhow::anyhow!("cannot start the metadata quorum: {e}"))?;
 
-    let partitions = start_partitions(
-        PartitionLayerConfig::new(node_id, log_dirs, broker_properties(cfg)),
-        Some(&pools),
-    )
-    .map_err(|e| anyhow::anyhow!("cannot load the partition logs: {e}"))?;
+    let mut partition_cfg = PartitionLayerConfig::new(node_id, log_dirs, broker_properties(cfg));
+    partition_cfg.isr_channel = kraft.controller_channel.as_ref().map(|c| c.recipient());
+    let partitions = start_partitions(partition_cfg, Some(&pools))
+        .map_err(|e| anyhow::anyhow!("cannot load the partition logs: {e}"))?;
     let registry = partitions.registry.clone();
     kraft.publisher.do_send(SubscribePartitionChanges {
         subscriber: registry.recipient(),

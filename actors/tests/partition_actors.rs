@@ -54,6 +54,7 @@ async fn registry_publishes_leaders_and_partitions_serve_appends_and_reads() {
     );
     let link = PurgatoryLink {
         high_watermark: purgatory.recipient(),
+        log_end: purgatory.recipient(),
         leadership_lost: purgatory.recipient(),
     };
     let registry = memory_registry(Some(link));
@@ -122,6 +123,7 @@ async fn registry_publishes_leaders_and_partitions_serve_appends_and_reads() {
         min_bytes: 1,
         accumulated_bytes: 0,
         max_wait_ms: 10_000,
+        follower: false,
         done: tx,
     });
     tokio::time::sleep(Duration::from_millis(20)).await;

@@ -46,6 +46,7 @@ impl Broker {
         );
         let link = PurgatoryLink {
             high_watermark: purgatory.recipient(),
+            log_end: purgatory.recipient(),
             leadership_lost: purgatory.recipient(),
         };
         let registry = memory_registry(Some(link));

@@ -34,13 +34,16 @@ fn leader<L: PartitionLog>(log: L) -> Partition<L> {
         PartitionConfig::default(),
         NOW,
     );
-    p.become_leader(&PartitionAssignment {
-        leader: 1,
-        leader_epoch: 0,
-        partition_epoch: 0,
-        replicas: vec![1],
-        isr: vec![1],
-    })
+    p.become_leader(
+        &PartitionAssignment {
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            replicas: vec![1],
+            isr: vec![1],
+        },
+        NOW,
+    )
     .unwrap();
     p
 }

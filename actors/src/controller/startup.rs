@@ -92,6 +92,8 @@ pub struct KraftHandles {
     pub raft_leader: watch::Receiver<Option<i32>>,
     /// The broker's lifecycle state (`Running` = unfenced, ready to serve).
     pub broker_state: Option<watch::Receiver<BrokerLifecycleState>>,
+    /// A broker's way to the active controller (AlterPartition from its partition leaders).
+    pub controller_channel: Option<MeteredAddr<ControllerChannelActor>>,
 }
 
 /// Opens the metadata log (failing start-up on a broken one) and starts the actors on
@@ -136,32 +138,37 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
         start_supervised(arbiter, metrics, move |_| actor)
     });
 
-    let (lifecycle, broker_state) = match (cfg.broker, &controller) {
-        (Some(bcfg), ctl) if remote_voters || ctl.is_none() => {
-            // Register and heartbeat through the channel to wherever the leader is.
-            let endpoints = cfg
-                .quorum
-                .voter_endpoints
-                .iter()
-                .filter_map(|(id, eps)| {
-                    Some((*id, format!("{}:{}", eps.first()?.host, eps.first()?.port)))
-                })
-                .collect();
-            let channel_metrics = ActorMetrics::new("ControllerChannelActor");
-            let channel = ControllerChannelActor::new(
-                cfg.node_id,
-                ctl.clone(),
-                raft_leader.clone(),
-                endpoints,
-                std::time::Duration::from_millis(cfg.quorum.request_timeout_ms.max(1) as u64),
-                channel_metrics.clone(),
-            );
-            let channel = start_supervised(arbiter, channel_metrics, move |_| channel);
+    // Every broker reaches the active controller through the channel, wherever it runs (the
+    // co-located one answers directly); the lifecycle uses it too unless this node is the only
+    // voter, whose lifecycle talks to its own controller and waits for it to activate.
+    let controller_channel = cfg.broker.as_ref().map(|_| {
+        let endpoints = cfg
+            .quorum
+            .voter_endpoints
+            .iter()
+            .filter_map(|(id, eps)| {
+                Some((*id, format!("{}:{}", eps.first()?.host, eps.first()?.port)))
+            })
+            .collect();
+        let channel_metrics = ActorMetrics::new("ControllerChannelActor");
+        let channel = ControllerChannelActor::new(
+            cfg.node_id,
+            controller.clone(),
+            raft_leader.clone(),
+            endpoints,
+            std::time::Duration::from_millis(cfg.quorum.request_timeout_ms.max(1) as u64),
+            channel_metrics.clone(),
+        )
+        .with_image(image.clone());
+        start_supervised(arbiter, channel_metrics, move |_| channel)
+    });
+    let (lifecycle, broker_state) = match (cfg.broker, &controller, &controller_channel) {
+        (Some(bcfg), ctl, Some(channel)) if remote_voters || ctl.is_none() => {
             let metrics = ActorMetrics::new("BrokerLifecycleActor");
             let (actor, state) = BrokerLifecycleActor::new(
                 bcfg,
                 channel.clone().recipient(),
-                channel.recipient(),
+                channel.clone().recipient(),
                 image.clone(),
                 metrics.clone(),
             );
@@ -170,7 +177,7 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
                 Some(state),
             )
         }
-        (Some(bcfg), Some(ctl)) => {
+        (Some(bcfg), Some(ctl), _) => {
             let metrics = ActorMetrics::new("BrokerLifecycleActor");
             let (actor, state) = BrokerLifecycleActor::new(
                 bcfg,
@@ -200,5 +207,6 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
         lifecycle,
         image,
         broker_state,
+        controller_channel,
     })
 }

@@ -16,14 +16,20 @@ use tracing::{debug, info};
 
 use crate::controller::actor::QuorumControllerActor;
 use crate::controller::broker_apis::{
-    heartbeat_reply_from_wire, heartbeat_to_wire, registration_reply_from_wire,
-    registration_to_wire,
+    alter_partition_reply_from_wire, alter_partition_to_wire, heartbeat_reply_from_wire,
+    heartbeat_to_wire, registration_reply_from_wire, registration_to_wire,
 };
-use crate::controller::core::requests::{BrokerHeartbeatReply, BrokerRegistrationReply};
+use crate::controller::core::requests::{
+    AlterPartition, AlterPartitionPartition, AlterPartitionReply, AlterPartitionTopic,
+    BrokerHeartbeatReply, BrokerRegistrationReply, IsrMember,
+};
 use crate::controller::messages::{
-    Committed, ControllerError, ControllerReply, ProcessBrokerHeartbeat, RegisterBroker,
+    Committed, ControllerError, ControllerReply, ProcessAlterPartition, ProcessBrokerHeartbeat,
+    RegisterBroker,
 };
 use crate::network::client::KafkaConnection;
+use crate::partition::core::IsrChangeOutcome;
+use crate::partition::messages::AlterIsr;
 use crate::runtime::{ActorMetrics, MeteredAddr, SupervisedActor};
 
 pub struct ControllerChannelActor {
@@ -37,6 +43,8 @@ pub struct ControllerChannelActor {
     conn: Option<(i32, KafkaConnection)>,
     /// `controller.quorum.request.timeout.ms`
     timeout: Duration,
+    /// The metadata image, for this broker's epoch and topic ids in AlterPartition.
+    image: Option<crate::metadata::actor::MetadataImageWatch>,
     metrics: ActorMetrics,
 }
 
@@ -56,8 +64,59 @@ impl ControllerChannelActor {
             endpoints,
             conn: None,
             timeout,
+            image: None,
             metrics,
         }
+    }
+
+    /// Reads this broker's epoch from `image` (for AlterPartition).
+    pub fn with_image(mut self, image: crate::metadata::actor::MetadataImageWatch) -> Self {
+        self.image = Some(image);
+        self
+    }
+
+    /// Like [`Self::remote`], with a body built for the version the connection negotiated.
+    fn remote_versioned(
+        &mut self,
+        to: i32,
+        key: kactor_protocol::messages::ApiKey,
+        build: impl FnOnce(i16) -> RequestBody + 'static,
+    ) -> impl ActorFuture<Self, Output = Result<ResponseBody, ControllerError>> {
+        let conn = match self.conn.take() {
+            Some((id, c)) if id == to => Some(c),
+            _ => None,
+        };
+        let address = self.endpoints.get(&to).cloned();
+        let timeout = self.timeout;
+        async move {
+            let Some(address) = address else {
+                return Err("no endpoint".to_string());
+            };
+            let mut conn = match conn {
+                Some(c) => c,
+                None => KafkaConnection::connect(&address, "broker-to-controller", timeout)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            };
+            let version = conn
+                .version_for(key)
+                .ok_or_else(|| format!("the controller does not serve {key:?}"))?;
+            match conn.send_at(build(version), version, timeout).await {
+                Ok(resp) => Ok((conn, resp)),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        .into_actor(self)
+        .map(move |res, act, _| match res {
+            Ok((conn, resp)) => {
+                act.conn = Some((to, conn));
+                Ok(resp)
+            }
+            Err(why) => {
+                debug!(controller = to, error = %why, "request to the active controller failed");
+                Err(ControllerError::NotController)
+            }
+        })
     }
 
     /// Sends `body` to the remote active controller `to`, reusing the connection if it goes
@@ -195,6 +254,93 @@ impl Handler<ProcessBrokerHeartbeat> for ControllerChannelActor {
                 })))
             }
             Err(e) => AtomicResponse::new(Box::pin(fut::ready(Err(e)))),
+        }
+    }
+}
+
+impl Handler<AlterIsr> for ControllerChannelActor {
+    type Result = AtomicResponse<Self, IsrChangeOutcome>;
+
+    /// One partition leader's ISR change as AlterPartition (Kafka's `AlterPartitionManager`,
+    /// without batching: ISR changes are rare next to fetches). The answer's partition state
+    /// goes back to the leader, or the error code.
+    fn handle(&mut self, msg: AlterIsr, _: &mut Context<Self>) -> Self::Result {
+        let _m = self.metrics.handle();
+        let broker_epoch = self
+            .image
+            .as_ref()
+            .and_then(|i| i.borrow().brokers.get(&self.node_id).map(|b| b.epoch))
+            .unwrap_or(-1);
+        let image = self.image.as_ref().map(|i| i.borrow().clone());
+        let request = AlterPartition {
+            broker_id: self.node_id,
+            broker_epoch,
+            topics: vec![AlterPartitionTopic {
+                topic_id: msg.topic_id,
+                partitions: vec![AlterPartitionPartition {
+                    partition_index: msg.tp.partition,
+                    leader_epoch: msg.change.leader_epoch,
+                    new_isr: msg
+                        .change
+                        .new_isr
+                        .iter()
+                        .map(|id| IsrMember {
+                            broker_id: *id,
+                            broker_epoch: image
+                                .as_ref()
+                                .and_then(|i| i.brokers.get(id).map(|b| b.epoch))
+                                .unwrap_or(-1),
+                        })
+                        .collect(),
+                    leader_recovery_state: 0,
+                    partition_epoch: msg.change.partition_epoch,
+                }],
+            }],
+        };
+        let outcome = |reply: Result<AlterPartitionReply, ControllerError>| match reply {
+            Err(_) => IsrChangeOutcome::Failed(crate::controller::core::errors::NOT_CONTROLLER),
+            Ok(r) if r.error.code != 0 => IsrChangeOutcome::Failed(r.error.code),
+            Ok(r) => match r.topics.into_iter().flat_map(|t| t.partitions).next() {
+                Some(p) if p.error_code == 0 => IsrChangeOutcome::Committed {
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    isr: p.isr,
+                },
+                Some(p) => IsrChangeOutcome::Failed(p.error_code),
+                None => {
+                    IsrChangeOutcome::Failed(crate::partition::core::codes::UNKNOWN_SERVER_ERROR)
+                }
+            },
+        };
+        match self.route() {
+            Ok(None) => {
+                let local = self.local.clone().expect("route checked");
+                AtomicResponse::new(Box::pin(
+                    async move {
+                        let r = local
+                            .send(ProcessAlterPartition { request })
+                            .await
+                            .unwrap_or(Err(ControllerError::NotController));
+                        outcome(r.map(|c| c.response))
+                    }
+                    .into_actor(self),
+                ))
+            }
+            Ok(Some(to)) => AtomicResponse::new(Box::pin(
+                self.remote_versioned(
+                    to,
+                    kactor_protocol::messages::ApiKey::AlterPartition,
+                    move |v| alter_partition_to_wire(&request, v),
+                )
+                .map(move |r, _, _| {
+                    outcome(r.and_then(|b| {
+                        alter_partition_reply_from_wire(b).ok_or(ControllerError::NotController)
+                    }))
+                }),
+            )),
+            Err(_) => AtomicResponse::new(Box::pin(fut::ready(IsrChangeOutcome::Failed(
+                crate::controller::core::errors::NOT_CONTROLLER,
+            )))),
         }
     }
 }

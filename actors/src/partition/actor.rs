@@ -6,9 +6,12 @@ use actix::{
     Actor, ActorFutureExt, AsyncContext, Context, Handler, MessageResult, Supervised, WrapFuture,
 };
 
-use super::core::{AppendOutcome, Partition, PartitionError, PartitionLog, Role, TopicPartition};
+use super::core::{
+    codes, AppendOutcome, IsrChange, IsrChangeOutcome, Partition, PartitionError, PartitionLog,
+    Role, TopicPartition,
+};
 use super::messages::*;
-use crate::purgatory::{HighWatermarkAdvanced, LeadershipLost};
+use crate::purgatory::{HighWatermarkAdvanced, LeadershipLost, LogEndAdvanced};
 use crate::runtime::{ActorMetrics, MeteredAddr, MeteredRecipient, SupervisedActor};
 use bytes::Bytes;
 use kactor_protocol::records::AppendOrigin;
@@ -28,6 +31,7 @@ pub struct PurgatoryLink {
     // Metered, so the purgatory's mailbox depth counts these sends as its handlers count
     // their dequeues (unmetered, the gauge went negative).
     pub high_watermark: MeteredRecipient<HighWatermarkAdvanced>,
+    pub log_end: MeteredRecipient<LogEndAdvanced>,
     pub leadership_lost: MeteredRecipient<LeadershipLost>,
 }
 
@@ -43,6 +47,8 @@ pub struct PartitionActor {
     topic_counters: Option<TopicCounters>,
     /// Where failures of this replica are reported (the registry), and its log dir.
     registry: Option<(MeteredAddr<super::registry::ReplicaManagerActor>, String)>,
+    /// Where ISR changes go (the controller channel), with this partition's topic id.
+    isr_channel: Option<(kactor_protocol::Uuid, MeteredRecipient<AlterIsr>)>,
 }
 
 /// One topic's `kactor_partition_{bytes,messages}_in_total` / `bytes_out_total` series, and
@@ -80,6 +86,7 @@ impl PartitionActor {
             metrics: ActorMetrics::new("PartitionActor"),
             topic_counters: None,
             registry: None,
+            isr_channel: None,
         }
     }
 
@@ -149,6 +156,52 @@ impl PartitionActor {
                 high_watermark,
                 bytes,
             });
+        }
+    }
+
+    /// Sends an ISR change the core proposed to the controller and hands the answer back to
+    /// the core (which ignores it if leadership moved on meanwhile).
+    fn send_isr_change(&mut self, change: Option<IsrChange>, ctx: &mut Context<Self>) {
+        let Some(change) = change else {
+            return;
+        };
+        let Some((topic_id, channel)) = self.isr_channel.clone() else {
+            // No controller to ask (a broker without one wired): forget the proposal so that
+            // the state does not stay pending forever.
+            if let Some(c) = self.core.as_mut() {
+                c.complete_isr_change(
+                    &change,
+                    IsrChangeOutcome::Failed(codes::UNKNOWN_SERVER_ERROR),
+                );
+            }
+            return;
+        };
+        tracing::info!(tp = %self.tp, isr = ?change.new_isr, leader_epoch = change.leader_epoch, partition_epoch = change.partition_epoch, "proposing an ISR change");
+        let msg = AlterIsr {
+            tp: self.tp.clone(),
+            topic_id,
+            change: change.clone(),
+        };
+        ctx.spawn(channel.send(msg).into_actor(self).map(move |res, act, _| {
+            let outcome = res.unwrap_or(IsrChangeOutcome::Failed(codes::REQUEST_TIMED_OUT));
+            if let IsrChangeOutcome::Failed(code) = &outcome {
+                tracing::info!(tp = %act.tp, code, "ISR change not accepted; proposing again later");
+            }
+            let moved = act
+                .core
+                .as_mut()
+                .is_some_and(|c| c.complete_isr_change(&change, outcome));
+            if moved {
+                act.report_hw();
+            }
+        }));
+    }
+
+    /// Tells the purgatory the current high watermark (it moved).
+    fn report_hw(&mut self) {
+        if let Some(hw) = self.core.as_ref().map(|c| c.high_watermark()) {
+            self.hw_advanced(hw, 1);
+            self.update_txn_gauges();
         }
     }
 
@@ -295,9 +348,26 @@ impl PartitionActor {
             if out.high_watermark_advanced {
                 self.hw_advanced(out.high_watermark, out.bytes as usize);
             }
+            self.log_end_advanced(out.last_offset + 1, out.bytes as usize);
             self.update_txn_gauges();
         }
         result
+    }
+
+    /// Wakes followers' parked fetches after a leader append (only when there are followers:
+    /// a single-replica partition sends nothing extra).
+    fn log_end_advanced(&self, log_end_offset: i64, bytes: usize) {
+        let has_followers = self
+            .core
+            .as_ref()
+            .is_some_and(|c| c.role() == Role::Leader && c.replicas().len() > 1);
+        if let (true, Some(p)) = (has_followers, &self.purgatory) {
+            p.log_end.do_send(LogEndAdvanced {
+                tp: self.tp.clone(),
+                log_end_offset,
+                bytes,
+            });
+        }
     }
 }
 
@@ -348,6 +418,7 @@ impl Handler<AppendTxnMarker> for PartitionActor {
             if out.high_watermark_advanced {
                 self.hw_advanced(out.high_watermark, out.bytes as usize);
             }
+            self.log_end_advanced(out.last_offset + 1, out.bytes as usize);
             self.update_txn_gauges();
         }
         MessageResult(result)
@@ -414,10 +485,9 @@ impl Handler<ConfirmTxnVerification> for PartitionActor {
 
 impl Handler<ReadRecords> for PartitionActor {
     type Result = MessageResult<ReadRecords>;
-    fn handle(&mut self, msg: ReadRecords, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: ReadRecords, ctx: &mut Context<Self>) -> Self::Result {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
-        let before = self.core.as_ref().map(|c| c.high_watermark());
         let result = self.core().and_then(|c| c.read(&msg.params));
         if let Ok(r) = &result {
             if msg.params.replica_id < 0 && !r.records.is_empty() {
@@ -425,12 +495,122 @@ impl Handler<ReadRecords> for PartitionActor {
                 self.topic_counters().bytes_out.inc_by(n);
             }
         }
-        // A follower's fetch can move the high watermark (replication, later issues).
-        if let (Some(before), Some(c)) = (before, self.core.as_ref()) {
-            if c.high_watermark() > before {
-                self.hw_advanced(c.high_watermark(), 1);
-                self.update_txn_gauges();
+        // A follower's fetch tells the leader how far it is (the high watermark may move and
+        // the follower may join the ISR).
+        if let (Ok(r), true) = (&result, msg.params.replica_id >= 0) {
+            let leo = r.log_end_offset;
+            let (change, moved) = match self.core.as_mut() {
+                Some(c) => (
+                    c.record_follower_fetch(
+                        msg.params.replica_id,
+                        msg.params.fetch_offset,
+                        leo,
+                        now_ms(),
+                    ),
+                    c.take_hw_moved_by_fetch(),
+                ),
+                None => (None, false),
+            };
+            if moved {
+                self.report_hw();
             }
+            self.send_isr_change(change, ctx);
+        }
+        MessageResult(result)
+    }
+}
+
+impl Handler<ConnectIsrChannel> for PartitionActor {
+    type Result = ();
+    fn handle(&mut self, msg: ConnectIsrChannel, _: &mut Context<Self>) {
+        self.isr_channel = Some((msg.topic_id, msg.channel));
+    }
+}
+
+impl Handler<MaybeShrinkIsr> for PartitionActor {
+    type Result = ();
+    fn handle(&mut self, msg: MaybeShrinkIsr, ctx: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let change = self
+            .core
+            .as_mut()
+            .and_then(|c| c.maybe_shrink_isr(now_ms(), msg.max_lag_ms));
+        self.send_isr_change(change, ctx);
+    }
+}
+
+impl Handler<GetFollowerPosition> for PartitionActor {
+    type Result = MessageResult<GetFollowerPosition>;
+    fn handle(&mut self, _: GetFollowerPosition, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.core().and_then(|c| c.follower_position()))
+    }
+}
+
+impl Handler<AppendAsFollower> for PartitionActor {
+    type Result = MessageResult<AppendAsFollower>;
+    fn handle(&mut self, msg: AppendAsFollower, ctx: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let bytes = msg.records.len() as u64;
+        let result = self.core().and_then(|c| {
+            c.append_as_follower(
+                msg.records,
+                msg.leader_high_watermark,
+                msg.leader_log_start_offset,
+            )
+        });
+        match &result {
+            Err(PartitionError::Storage(e)) => {
+                let e = e.clone();
+                self.log_dir_failed("follower append", &e);
+            }
+            Ok(_) => {
+                if bytes > 0 {
+                    super::metrics::partition_metrics()
+                        .replication_bytes_in_total
+                        .inc_by(bytes);
+                }
+                self.update_txn_gauges();
+                self.schedule_flush(ctx, false);
+            }
+            Err(_) => {}
+        }
+        MessageResult(result)
+    }
+}
+
+impl Handler<TruncateToDivergingEpoch> for PartitionActor {
+    type Result = MessageResult<TruncateToDivergingEpoch>;
+    fn handle(&mut self, msg: TruncateToDivergingEpoch, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let result = self
+            .core()
+            .and_then(|c| c.truncate_to_diverging_epoch(msg.epoch, msg.end_offset, now_ms()));
+        if let Err(PartitionError::Storage(e)) = &result {
+            let e = e.clone();
+            self.log_dir_failed("truncation", &e);
+        }
+        MessageResult(result)
+    }
+}
+
+impl Handler<ResetToLeaderRange> for PartitionActor {
+    type Result = MessageResult<ResetToLeaderRange>;
+    fn handle(&mut self, msg: ResetToLeaderRange, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        let result = self.core().and_then(|c| {
+            c.reset_to_leader_range(
+                msg.leader_log_start_offset,
+                msg.leader_log_end_offset,
+                now_ms(),
+            )
+        });
+        if let Err(PartitionError::Storage(e)) = &result {
+            let e = e.clone();
+            self.log_dir_failed("truncation", &e);
         }
         MessageResult(result)
     }
@@ -488,7 +668,7 @@ impl Handler<BecomeLeader> for PartitionActor {
         let _m = metrics.handle();
         let c = self.core()?;
         c.set_config(msg.config);
-        if c.become_leader(&msg.assignment)? {
+        if c.become_leader(&msg.assignment, now_ms())? {
             let hw = c.high_watermark();
             self.hw_advanced(hw, 1);
         }

@@ -182,6 +182,17 @@ impl PartitionLog for DiskLog {
             .map(|_| ())
             .map_err(|e| e.to_string())
     }
+    fn truncate_to(&mut self, offset: i64) -> LogResult<()> {
+        self.log_mut()
+            .truncate_to(offset, now_ms())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> LogResult<()> {
+        self.log_mut()
+            .truncate_fully_and_start_at(offset, now_ms())
+            .map_err(|e| e.to_string())
+    }
     fn assign_epoch_start_offset(&mut self, epoch: i32, start_offset: i64) -> LogResult<()> {
         // Kafka records a new leader epoch when the replica becomes leader, before any batch,
         // so OffsetForLeaderEpoch answers for an epoch that has not written yet.

@@ -7,9 +7,11 @@ use actix::Message;
 use bytes::Bytes;
 
 use super::core::{
-    AppendOutcome, EpochEndOffset, IsolationLevel, PartitionAssignment, PartitionConfig,
-    PartitionError, ReadOutcome, ReadParams, TimestampOffset, TopicPartition,
+    AppendOutcome, EpochEndOffset, FollowerPosition, IsolationLevel, IsrChange, IsrChangeOutcome,
+    PartitionAssignment, PartitionConfig, PartitionError, ReadOutcome, ReadParams, TimestampOffset,
+    TopicPartition,
 };
+use kactor_protocol::Uuid;
 
 /// Produce handler → partition: append this partition's records (one message per partition per
 /// produce request, never per record). Lost: the producer times out and retries.
@@ -144,6 +146,65 @@ pub struct GetReadableBytes {
 pub struct BecomeLeader {
     pub assignment: PartitionAssignment,
     pub config: PartitionConfig,
+}
+
+/// Registry → partition: where to send ISR changes this replica proposes as leader (the
+/// controller channel) and its topic id. Lost: the replica proposes nothing until told again.
+#[derive(Message, Clone)]
+#[rtype(result = "()")]
+pub struct ConnectIsrChannel {
+    pub topic_id: Uuid,
+    pub channel: crate::runtime::MeteredRecipient<AlterIsr>,
+}
+
+/// Partition leader → controller channel: propose this ISR (one partition of AlterPartition).
+/// Lost: the partition proposes again after its pending state clears (the answer or the next
+/// metadata change).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "IsrChangeOutcome")]
+pub struct AlterIsr {
+    pub tp: TopicPartition,
+    pub topic_id: Uuid,
+    pub change: IsrChange,
+}
+
+/// Registry → partition (leaders with followers): drop followers that have not caught up within
+/// `max_lag_ms` from the ISR (Kafka's `isr-expiration` task). Lost: the next tick checks again.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+pub struct MaybeShrinkIsr {
+    pub max_lag_ms: i64,
+}
+
+/// Replica fetcher → follower partition: where its log stands.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<FollowerPosition, PartitionError>")]
+pub struct GetFollowerPosition;
+
+/// Replica fetcher → follower partition: append batches fetched from the leader as they are.
+/// Lost: the fetcher fetches the same offset again.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<FollowerPosition, PartitionError>")]
+pub struct AppendAsFollower {
+    pub records: Bytes,
+    pub leader_high_watermark: i64,
+    pub leader_log_start_offset: i64,
+}
+
+/// Replica fetcher → follower partition: the leader reported a diverging epoch.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<FollowerPosition, PartitionError>")]
+pub struct TruncateToDivergingEpoch {
+    pub epoch: i32,
+    pub end_offset: i64,
+}
+
+/// Replica fetcher → follower partition: the fetch offset is outside the leader's log.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "Result<FollowerPosition, PartitionError>")]
+pub struct ResetToLeaderRange {
+    pub leader_log_start_offset: i64,
+    pub leader_log_end_offset: i64,
 }
 
 /// Registry → partition: follow `assignment.leader`. Lost: as for `BecomeLeader`.

@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use prometheus::{IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 
 use crate::metrics::register;
 
@@ -35,6 +35,14 @@ pub struct PartitionMetrics {
     /// `kactor_partition_producers{topic,partition}`: producer ids with state in a led
     /// partition (idempotent and transactional producers not yet expired).
     pub producers: IntGaugeVec,
+    /// `kactor_replication_bytes_in_total`: bytes followers here appended from leaders
+    /// (Kafka's `ReplicationBytesInPerSec`).
+    pub replication_bytes_in_total: IntCounter,
+    /// `kactor_isr_shrinks_total` / `kactor_isr_expands_total`: ISR changes this broker's
+    /// leaders proposed and the controller committed (Kafka's `IsrShrinksPerSec` /
+    /// `IsrExpandsPerSec`).
+    pub isr_shrinks_total: IntCounter,
+    pub isr_expands_total: IntCounter,
 }
 
 pub fn partition_metrics() -> &'static PartitionMetrics {
@@ -43,6 +51,8 @@ pub fn partition_metrics() -> &'static PartitionMetrics {
         let counter = |name: &str, help: &str| {
             register(IntCounterVec::new(Opts::new(name, help), &["topic"]).expect("valid family"))
         };
+        let counter1 =
+            |name: &str, help: &str| register(IntCounter::new(name, help).expect("valid family"));
         let gauge =
             |name: &str, help: &str| register(IntGauge::new(name, help).expect("valid family"));
         let per_partition = |name: &str, help: &str| {
@@ -88,6 +98,18 @@ pub fn partition_metrics() -> &'static PartitionMetrics {
             producers: per_partition(
                 "kactor_partition_producers",
                 "Producer ids with state in a led partition.",
+            ),
+            replication_bytes_in_total: counter1(
+                "kactor_replication_bytes_in_total",
+                "Bytes followers on this broker appended from their leaders.",
+            ),
+            isr_shrinks_total: counter1(
+                "kactor_isr_shrinks_total",
+                "ISR shrinks proposed by this broker's leaders and committed.",
+            ),
+            isr_expands_total: counter1(
+                "kactor_isr_expands_total",
+                "ISR expansions proposed by this broker's leaders and committed.",
             ),
             purgatory_size: register(
                 IntGaugeVec::new(

@@ -8,6 +8,8 @@ pub mod apis;
 pub mod core;
 pub mod disk;
 pub mod fetch_session;
+pub mod fetcher;
+pub mod fetcher_manager;
 pub mod log_dirs;
 pub mod log_manager;
 pub mod messages;

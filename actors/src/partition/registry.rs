@@ -193,6 +193,10 @@ pub struct ReplicaManagerActor {
     /// answer from (Kafka publishes an image to its metadata cache only after the replica
     /// manager applied the delta), so Metadata never shows a partition Produce cannot find.
     served_image: watch::Sender<Arc<crate::metadata::core::MetadataImage>>,
+    /// The replica fetchers of the partitions this broker follows.
+    fetchers: super::fetcher_manager::FetcherManager,
+    /// Where leaders here send ISR changes (the controller channel).
+    isr_channel: Option<crate::runtime::MeteredRecipient<AlterIsr>>,
     metrics: ActorMetrics,
 }
 
@@ -210,7 +214,14 @@ impl ReplicaManagerActor {
         });
         let (publisher, _) = watch::channel(table.clone());
         let (served_image, _) = watch::channel(Arc::default());
+        let fetchers = super::fetcher_manager::FetcherManager::new(
+            broker_id,
+            &broker_config,
+            arbiters.clone(),
+        );
         ReplicaManagerActor {
+            fetchers,
+            isr_channel: None,
             broker_id,
             static_broker_config: broker_config.clone(),
             broker_config,
@@ -224,6 +235,15 @@ impl ReplicaManagerActor {
             served_image,
             metrics: ActorMetrics::new("ReplicaManagerActor"),
         }
+    }
+
+    /// Leaders here propose ISR changes to `channel` (the controller channel).
+    pub fn with_isr_channel(
+        mut self,
+        channel: Option<crate::runtime::MeteredRecipient<AlterIsr>>,
+    ) -> Self {
+        self.isr_channel = channel;
+        self
     }
 
     /// A reader of the table, for wiring before the actor starts.
@@ -253,7 +273,7 @@ impl ReplicaManagerActor {
         // The new replica takes its role before it serves anything: the actor starts ready.
         match change.kind {
             PartitionChangeKind::BecomeLeader => {
-                core.become_leader(&change.assignment())
+                core.become_leader(&change.assignment(), super::actor::now_ms())
                     .map_err(|e| LogOpenError {
                         log_dir: log_dir.clone(),
                         message: e.to_string(),
@@ -274,6 +294,12 @@ impl ReplicaManagerActor {
             }
             None => MeteredAddr::new(actix::Supervisor::start(make), metrics),
         };
+        if let Some(channel) = &self.isr_channel {
+            addr.do_send(ConnectIsrChannel {
+                topic_id: change.topic_id,
+                channel: channel.clone(),
+            });
+        }
         Ok(HostedReplica {
             addr,
             topic_id: change.topic_id,
@@ -342,6 +368,7 @@ impl ReplicaManagerActor {
                     // An offline replica's files stay where they are, as Kafka leaves them in a
                     // failed dir; the next start of a healed dir finds them unassigned.
                     table.offline.remove(&tp);
+                    self.fetchers.unfollow(std::slice::from_ref(&tp));
                     if let Some(r) = table.partitions.remove(&tp) {
                         r.addr.do_send(StopReplica { delete: true });
                     } else if let Err(e) = self.factory.delete_unopened(&tp) {
@@ -385,19 +412,45 @@ impl ReplicaManagerActor {
                     } else if !offline {
                         match self.start_replica(&change) {
                             Ok(r) => {
-                                table.partitions.insert(tp, r);
+                                table.partitions.insert(tp.clone(), r);
                             }
                             Err(e) => {
                                 tracing::error!(%tp, log_dir = %e.log_dir, error = %e, "cannot open the partition's log");
-                                table.offline.insert(tp, e.log_dir.clone());
+                                table.offline.insert(tp.clone(), e.log_dir.clone());
                                 self.take_log_dir_offline(&mut table, &e.log_dir, &e.message);
                             }
                         }
                     }
+                    self.update_fetcher(&table, &change, &tp);
                 }
             }
         }
         self.publish(table);
+    }
+
+    /// A follower hosted here fetches from its leader; anything else does not fetch.
+    fn update_fetcher(
+        &mut self,
+        table: &PartitionTable,
+        change: &PartitionChange,
+        tp: &TopicPartition,
+    ) {
+        let hosted = table.partitions.get(tp);
+        match (change.kind, hosted, table.image.as_ref()) {
+            (PartitionChangeKind::BecomeFollower, Some(r), Some(image)) if change.leader >= 0 => {
+                self.fetchers.follow(
+                    image,
+                    change.leader,
+                    super::fetcher::FollowedPartition {
+                        tp: tp.clone(),
+                        topic_id: change.topic_id,
+                        leader_epoch: change.leader_epoch,
+                        replica: r.addr.clone(),
+                    },
+                );
+            }
+            _ => self.fetchers.unfollow(std::slice::from_ref(tp)),
+        }
     }
 
     fn publish(&mut self, mut table: PartitionTable) {
@@ -482,6 +535,24 @@ impl Actor for ReplicaManagerActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.own_addr = Some(MeteredAddr::new(ctx.address(), self.metrics.clone()));
+        // Kafka's `isr-expiration` task: every half `replica.lag.time.max.ms`, leaders with
+        // followers drop the ones that fell behind. Partitions without followers get nothing.
+        let max_lag_ms = self
+            .broker_config
+            .get("replica.lag.time.max.ms")
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(30_000)
+            .max(2);
+        ctx.run_interval(
+            std::time::Duration::from_millis((max_lag_ms / 2) as u64),
+            move |act, _| {
+                for r in act.table.partitions.values() {
+                    if r.leader == act.broker_id && r.replica_count > 1 {
+                        r.addr.do_send(MaybeShrinkIsr { max_lag_ms });
+                    }
+                }
+            },
+        );
     }
 }
 

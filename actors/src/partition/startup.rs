@@ -36,6 +36,9 @@ pub struct PartitionLayerConfig {
     pub broker_config: BTreeMap<String, String>,
     /// `max.incremental.fetch.session.cache.slots`
     pub fetch_session_cache_slots: usize,
+    /// Where partition leaders send ISR changes (the controller channel); `None`: nowhere
+    /// (single-replica tests).
+    pub isr_channel: Option<crate::runtime::MeteredRecipient<super::messages::AlterIsr>>,
 }
 
 impl PartitionLayerConfig {
@@ -53,6 +56,7 @@ impl PartitionLayerConfig {
             log_dirs,
             broker_config,
             fetch_session_cache_slots,
+            isr_channel: None,
         }
     }
 }
@@ -110,6 +114,7 @@ pub fn start_with_factory(
     };
     let link = PurgatoryLink {
         high_watermark: purgatory.recipient(),
+        log_end: purgatory.recipient(),
         leadership_lost: purgatory.recipient(),
     };
     let registry_actor = ReplicaManagerActor::new(
@@ -118,7 +123,8 @@ pub fn start_with_factory(
         factory,
         pools.cloned(),
         Some(link),
-    );
+    )
+    .with_isr_channel(cfg.isr_channel.clone());
     let reader = registry_actor.reader();
     let served_image = registry_actor.served_image();
     let registry_metrics = ActorMetrics::new("ReplicaManagerActor");

@@ -112,10 +112,13 @@ impl Handler<WatchFetch> for PurgatoryActor {
         let _m = metrics.handle();
         let id = self.id();
         self.fetch_waiters.insert(id, msg.done);
-        match self
-            .core
-            .add_fetch(id, msg.watches, msg.min_bytes, msg.accumulated_bytes)
-        {
+        match self.core.add_fetch(
+            id,
+            msg.watches,
+            msg.min_bytes,
+            msg.accumulated_bytes,
+            msg.follower,
+        ) {
             Some(c) => self.complete(c),
             None => {
                 self.report_size();
@@ -138,6 +141,17 @@ impl Handler<HighWatermarkAdvanced> for PurgatoryActor {
             .core
             .on_high_watermark(&msg.tp, msg.high_watermark, msg.bytes)
         {
+            self.complete(c);
+        }
+    }
+}
+
+impl Handler<LogEndAdvanced> for PurgatoryActor {
+    type Result = ();
+    fn handle(&mut self, msg: LogEndAdvanced, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _m = metrics.handle();
+        for c in self.core.on_log_end(&msg.tp, msg.log_end_offset, msg.bytes) {
             self.complete(c);
         }
     }

@@ -45,11 +45,16 @@ struct DelayedFetch {
     tps: Vec<TopicPartition>,
     min_bytes: usize,
     accumulated_bytes: usize,
+    /// A follower's fetch: it reads up to the log end, so appends (not only high watermark
+    /// moves) make bytes readable for it.
+    follower: bool,
 }
 
 #[derive(Debug, Default)]
 pub struct Purgatory {
     high_watermarks: HashMap<TopicPartition, i64>,
+    /// Log end offsets leaders reported, for follower fetches (same race rule as above).
+    log_ends: HashMap<TopicPartition, i64>,
     produces: HashMap<u64, DelayedProduce>,
     fetches: HashMap<u64, DelayedFetch>,
     watchers: HashMap<TopicPartition, HashSet<u64>>,
@@ -116,16 +121,23 @@ impl Purgatory {
     }
 
     /// Parks a long-poll fetch; completes it at once if it already has enough bytes or a
-    /// partition's high watermark moved since the handler read it.
+    /// partition's high watermark moved since the handler read it. For a follower's fetch
+    /// (`follower`), `observed_high_watermark` is the log end offset its read saw.
     pub fn add_fetch(
         &mut self,
         id: u64,
         watches: Vec<FetchWatch>,
         min_bytes: usize,
         accumulated_bytes: usize,
+        follower: bool,
     ) -> Option<Completion> {
+        let known = if follower {
+            &self.log_ends
+        } else {
+            &self.high_watermarks
+        };
         let moved = watches.iter().any(|w| {
-            self.high_watermarks
+            known
                 .get(&w.tp)
                 .is_some_and(|hw| *hw > w.observed_high_watermark)
         });
@@ -142,9 +154,40 @@ impl Purgatory {
                 tps,
                 min_bytes,
                 accumulated_bytes,
+                follower,
             },
         );
         None
+    }
+
+    /// A leader appended: `bytes` more are readable up to `log_end_offset` for followers.
+    /// Only follower fetches wake; consumers wait for the high watermark.
+    pub fn on_log_end(
+        &mut self,
+        tp: &TopicPartition,
+        log_end_offset: i64,
+        bytes: usize,
+    ) -> Vec<Completion> {
+        let e = self.log_ends.entry(tp.clone()).or_insert(log_end_offset);
+        *e = (*e).max(log_end_offset);
+        let ids: Vec<u64> = self
+            .watchers
+            .get(tp)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for id in ids {
+            if let Some(op) = self.fetches.get_mut(&id) {
+                if !op.follower {
+                    continue;
+                }
+                op.accumulated_bytes = op.accumulated_bytes.saturating_add(bytes.max(1));
+                if op.accumulated_bytes >= op.min_bytes {
+                    out.push(self.finish_fetch(id, false));
+                }
+            }
+        }
+        out
     }
 
     /// A partition's high watermark advanced, making `bytes` more bytes readable.
@@ -194,6 +237,7 @@ impl Purgatory {
     /// (Kafka's DelayedProduce / DelayedFetch check leadership in `tryComplete`).
     pub fn on_leadership_lost(&mut self, tp: &TopicPartition) -> Vec<Completion> {
         self.high_watermarks.remove(tp);
+        self.log_ends.remove(tp);
         let ids: Vec<u64> = self
             .watchers
             .get(tp)
@@ -325,7 +369,8 @@ mod tests {
                     observed_high_watermark: 3
                 }],
                 10,
-                0
+                0,
+                false
             )
             .is_some());
     }
@@ -339,7 +384,7 @@ mod tests {
                 observed_high_watermark: 0,
             }]
         };
-        assert!(g.add_fetch(1, w(), 100, 0).is_none());
+        assert!(g.add_fetch(1, w(), 100, 0, false).is_none());
         assert!(g.on_high_watermark(&tp(0), 1, 40).is_empty());
         assert_eq!(
             g.on_high_watermark(&tp(0), 2, 70),
@@ -356,7 +401,8 @@ mod tests {
                     observed_high_watermark: 2
                 }],
                 100,
-                0
+                0,
+                false
             )
             .is_none());
         assert_eq!(
@@ -368,7 +414,30 @@ mod tests {
         );
         assert_eq!(g.delayed_fetch_count(), 0);
         // Enough bytes at registration: no wait.
-        assert!(g.add_fetch(3, w(), 1, 1).is_some());
+        assert!(g.add_fetch(3, w(), 1, 1, false).is_some());
+    }
+
+    #[test]
+    fn follower_fetches_wake_on_appends_consumer_fetches_do_not() {
+        let mut g = Purgatory::new();
+        let w = |observed| {
+            vec![FetchWatch {
+                tp: tp(0),
+                observed_high_watermark: observed,
+            }]
+        };
+        assert!(g.add_fetch(1, w(0), 1, 0, false).is_none());
+        assert!(g.add_fetch(2, w(10), 1, 0, true).is_none());
+        assert_eq!(
+            g.on_log_end(&tp(0), 11, 50),
+            vec![Completion::Fetch {
+                id: 2,
+                expired: false
+            }]
+        );
+        assert_eq!(g.delayed_fetch_count(), 1, "the consumer still waits");
+        // A follower parking after an append it did not see completes at once.
+        assert!(g.add_fetch(3, w(10), 1, 0, true).is_some());
     }
 
     #[test]
@@ -383,6 +452,7 @@ mod tests {
             }],
             100,
             0,
+            false,
         );
         let mut c = g.on_leadership_lost(&tp(0));
         c.sort_by_key(|c| match c {

@@ -29,6 +29,8 @@ pub struct WatchFetch {
     pub min_bytes: usize,
     pub accumulated_bytes: usize,
     pub max_wait_ms: u64,
+    /// A follower's fetch (watches log end offsets; see `Purgatory::add_fetch`).
+    pub follower: bool,
     pub done: oneshot::Sender<bool>,
 }
 
@@ -39,6 +41,17 @@ pub struct WatchFetch {
 pub struct HighWatermarkAdvanced {
     pub tp: TopicPartition,
     pub high_watermark: i64,
+    pub bytes: usize,
+}
+
+/// PartitionActor (a leader with followers) → purgatory: an append moved the log end, making
+/// `bytes` more readable for followers. Lost: follower fetches wait their max wait, delaying
+/// acks=all produces by as much.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct LogEndAdvanced {
+    pub tp: TopicPartition,
+    pub log_end_offset: i64,
     pub bytes: usize,
 }
 

@@ -388,6 +388,12 @@ impl<M: Message> Clone for MeteredRecipient<M> {
     }
 }
 
+impl<M: Message> std::fmt::Debug for MeteredRecipient<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MeteredRecipient")
+    }
+}
+
 impl<M> MeteredRecipient<M>
 where
     M: Message + Send + 'static,

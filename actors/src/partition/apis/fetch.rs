@@ -361,7 +361,12 @@ pub(super) async fn handle_fetch(
                 let out = r.result.as_ref().ok()?;
                 Some(FetchWatch {
                     tp: TopicPartition::new(r.target.topic.clone()?, r.target.partition),
-                    observed_high_watermark: out.high_watermark,
+                    // A follower reads to the log end, so that is what it waits to move.
+                    observed_high_watermark: if replica_id >= 0 {
+                        out.log_end_offset
+                    } else {
+                        out.high_watermark
+                    },
                 })
             })
             .collect();
@@ -371,6 +376,7 @@ pub(super) async fn handle_fetch(
             min_bytes,
             accumulated_bytes: bytes,
             max_wait_ms: req.max_wait_ms as u64,
+            follower: replica_id >= 0,
             done: tx,
         });
         // If the purgatory is gone, answer at the deadline anyway.

@@ -129,6 +129,11 @@ pub trait PartitionLog: Send + 'static {
     fn max_timestamp_offset(&self) -> LogResult<Option<TimestampOffset>>;
     /// Moves the log start offset forward (DeleteRecords, retention); never backwards.
     fn advance_log_start_offset(&mut self, offset: i64) -> LogResult<()>;
+    /// Follower truncation (Kafka's `UnifiedLog.truncateTo`): removes every batch at or past
+    /// `offset` (a batch straddling it goes whole) and the epoch cache entries from there.
+    fn truncate_to(&mut self, offset: i64) -> LogResult<()>;
+    /// Empties the log and restarts it at `offset` (a follower behind the leader's log start).
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> LogResult<()>;
     /// Records that `epoch` starts at `start_offset` (Kafka's `LeaderEpochFileCache.assign`).
     fn assign_epoch_start_offset(&mut self, epoch: i32, start_offset: i64) -> LogResult<()>;
     /// The leader epoch cache, oldest first: (epoch, start offset).
@@ -300,6 +305,25 @@ impl PartitionLog for MemoryLog {
         }
         Ok(())
     }
+    fn truncate_to(&mut self, offset: i64) -> LogResult<()> {
+        if offset >= self.log_end_offset {
+            return Ok(());
+        }
+        self.batches.retain(|(h, _)| h.last_offset() < offset);
+        self.epochs.retain(|(_, start)| *start < offset);
+        self.log_end_offset = offset;
+        self.log_start_offset = self.log_start_offset.min(offset);
+        self.recovery_point = self.recovery_point.min(offset);
+        Ok(())
+    }
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> LogResult<()> {
+        self.batches.clear();
+        self.epochs.clear();
+        self.log_start_offset = offset;
+        self.log_end_offset = offset;
+        self.recovery_point = offset;
+        Ok(())
+    }
     fn assign_epoch_start_offset(&mut self, epoch: i32, start_offset: i64) -> LogResult<()> {
         match self.epochs.last() {
             Some((e, _)) if *e >= epoch => {}
@@ -369,6 +393,12 @@ impl PartitionLog for Box<dyn PartitionLog> {
     }
     fn advance_log_start_offset(&mut self, offset: i64) -> LogResult<()> {
         (**self).advance_log_start_offset(offset)
+    }
+    fn truncate_to(&mut self, offset: i64) -> LogResult<()> {
+        (**self).truncate_to(offset)
+    }
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> LogResult<()> {
+        (**self).truncate_fully_and_start_at(offset)
     }
     fn assign_epoch_start_offset(&mut self, epoch: i32, start_offset: i64) -> LogResult<()> {
         (**self).assign_epoch_start_offset(epoch, start_offset)

@@ -6,6 +6,7 @@
 pub mod config;
 pub mod error;
 pub mod log;
+pub mod replica;
 pub mod validate;
 
 use std::collections::HashMap;
@@ -18,6 +19,7 @@ pub use self::error::{codes, PartitionError, RecordErrorDetail};
 pub use self::log::{
     AppendedBatches, FlushWork, LogRead, LogSlice, MemoryLog, PartitionLog, TimestampOffset,
 };
+pub use self::replica::{FollowerPosition, IsrChange, IsrChangeOutcome, RemoteReplica};
 use self::validate::{validate_and_assign, AppendPayload};
 
 /// ListOffsets special timestamps (Kafka's `ListOffsetsRequest`).
@@ -155,8 +157,12 @@ pub struct Partition<L: PartitionLog> {
     replicas: Vec<i32>,
     isr: Vec<i32>,
     high_watermark: i64,
-    /// Log end offsets followers reported by fetching (replication plugs in here).
-    follower_end_offsets: HashMap<i32, i64>,
+    /// The leader's view of each follower (`replica.rs`).
+    remote: HashMap<i32, RemoteReplica>,
+    /// An ISR change sent to the controller and not answered yet (Kafka's pending ISR states).
+    pending_isr: Option<IsrChange>,
+    /// A follower fetch moved the high watermark; the actor tells the purgatory.
+    hw_moved_by_fetch: bool,
     /// Flush bookkeeping for `flush.messages` / `flush.ms`.
     unflushed_messages: u64,
     last_flush_ms: i64,
@@ -198,7 +204,9 @@ impl<L: PartitionLog> Partition<L> {
             replicas: Vec::new(),
             isr: Vec::new(),
             high_watermark,
-            follower_end_offsets: HashMap::new(),
+            remote: HashMap::new(),
+            pending_isr: None,
+            hw_moved_by_fetch: false,
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             producers,
@@ -342,24 +350,42 @@ impl<L: PartitionLog> Partition<L> {
     pub fn become_leader(
         &mut self,
         assignment: &PartitionAssignment,
+        now_ms: i64,
     ) -> Result<bool, PartitionError> {
         if self.role == Role::Leader && assignment.leader_epoch < self.leader_epoch {
             // A stale notification must not roll leadership back.
             return Ok(false);
         }
         let leo = self.log.log_end_offset();
-        if assignment.leader_epoch > self.leader_epoch || self.role != Role::Leader {
+        let new_leadership =
+            assignment.leader_epoch > self.leader_epoch || self.role != Role::Leader;
+        if new_leadership {
             self.log
                 .assign_epoch_start_offset(assignment.leader_epoch, leo)
                 .map_err(PartitionError::Storage)?;
+        }
+        if new_leadership || assignment.partition_epoch != self.partition_epoch {
+            // The committed state replaces whatever ISR change was in flight.
+            self.pending_isr = None;
         }
         self.role = Role::Leader;
         self.leader_epoch = assignment.leader_epoch;
         self.partition_epoch = assignment.partition_epoch;
         self.replicas = assignment.replicas.clone();
         self.isr = assignment.isr.clone();
-        self.follower_end_offsets
-            .retain(|id, _| assignment.replicas.contains(id));
+        if new_leadership {
+            self.reset_remote_replicas(now_ms);
+        } else {
+            // Same leadership, new replica set (a reassignment): keep what is known of the
+            // followers that stay, start the new ones over.
+            let known = std::mem::take(&mut self.remote);
+            self.reset_remote_replicas(now_ms);
+            for (id, state) in known {
+                if let Some(slot) = self.remote.get_mut(&id) {
+                    *slot = state;
+                }
+            }
+        }
         Ok(self.maybe_increment_high_watermark())
     }
 
@@ -373,7 +399,8 @@ impl<L: PartitionLog> Partition<L> {
         self.partition_epoch = assignment.partition_epoch;
         self.replicas = assignment.replicas.clone();
         self.isr = assignment.isr.clone();
-        self.follower_end_offsets.clear();
+        self.remote.clear();
+        self.pending_isr = None;
     }
 
     pub fn stop(&mut self) {
@@ -394,30 +421,27 @@ impl<L: PartitionLog> Partition<L> {
         self.high_watermark = self
             .high_watermark
             .clamp(self.log.log_start_offset(), self.log.log_end_offset());
-        self.follower_end_offsets.clear();
+        self.remote.clear();
+        self.pending_isr = None;
         self.unflushed_messages = 0;
         self.roll_flush = None;
         self.roll_snapshot = None;
         Ok(())
     }
 
-    /// The leader's high watermark: the smallest log end offset among ISR members (Kafka's
-    /// `maybeIncrementLeaderHW`); never moves backwards.
+    /// The leader's high watermark: the smallest log end offset among the members of the
+    /// maximal ISR (Kafka's `maybeIncrementLeaderHW`); a follower whose end is not known yet
+    /// (-1, before its first fetch under this leader) holds it. Never moves backwards.
     fn maybe_increment_high_watermark(&mut self) -> bool {
         if self.role != Role::Leader {
             return false;
         }
         let leo = self.log.log_end_offset();
         let min_isr_leo = self
-            .isr
+            .maximal_isr()
             .iter()
             .filter(|id| **id != self.local_broker_id)
-            .map(|id| {
-                self.follower_end_offsets
-                    .get(id)
-                    .copied()
-                    .unwrap_or(self.high_watermark)
-            })
+            .map(|id| self.remote.get(id).map_or(-1, |r| r.log_end_offset))
             .fold(leo, i64::min);
         if min_isr_leo > self.high_watermark {
             self.high_watermark = min_isr_leo;
@@ -426,13 +450,6 @@ impl<L: PartitionLog> Partition<L> {
         } else {
             false
         }
-    }
-
-    /// A follower fetched from `fetch_offset`, i.e. it holds everything below it (replication
-    /// uses this; with ISR = {leader} nothing calls it).
-    pub fn update_follower_end_offset(&mut self, replica_id: i32, end_offset: i64) -> bool {
-        self.follower_end_offsets.insert(replica_id, end_offset);
-        self.maybe_increment_high_watermark()
     }
 
     fn check_leader(&self) -> Result<(), PartitionError> {
@@ -661,9 +678,6 @@ impl<L: PartitionLog> Partition<L> {
                 log_start_offset: log_start,
                 log_end_offset: leo,
             });
-        }
-        if p.replica_id >= 0 && self.update_follower_end_offset(p.replica_id, p.fetch_offset) {
-            // Followers move the high watermark; the actor reports the change.
         }
         let max_offset = if p.replica_id >= 0 {
             leo

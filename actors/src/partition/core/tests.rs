@@ -16,13 +16,16 @@ fn leader(config: PartitionConfig) -> Partition<MemoryLog> {
         config,
         NOW,
     );
-    p.become_leader(&PartitionAssignment {
-        leader: 1,
-        leader_epoch: 5,
-        partition_epoch: 0,
-        replicas: vec![1],
-        isr: vec![1],
-    })
+    p.become_leader(
+        &PartitionAssignment {
+            leader: 1,
+            leader_epoch: 5,
+            partition_epoch: 0,
+            replicas: vec![1],
+            isr: vec![1],
+        },
+        NOW,
+    )
     .unwrap();
     p
 }
@@ -233,13 +236,16 @@ fn consumer_reads_stop_at_the_high_watermark() {
         NOW,
     );
     // ISR {1, 2}: follower 2 has not fetched, so the high watermark stays at 0.
-    p.become_leader(&PartitionAssignment {
-        leader: 1,
-        leader_epoch: 1,
-        partition_epoch: 0,
-        replicas: vec![1, 2],
-        isr: vec![1, 2],
-    })
+    p.become_leader(
+        &PartitionAssignment {
+            leader: 1,
+            leader_epoch: 1,
+            partition_epoch: 0,
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+        },
+        NOW,
+    )
     .unwrap();
     let a = p.append_as_leader(&batch(&[b"x"], NOW), -1, NOW).unwrap();
     assert_eq!(a.high_watermark, 0);
@@ -250,8 +256,11 @@ fn consumer_reads_stop_at_the_high_watermark() {
         replica_id: 2,
         ..consumer_read(1, 1000)
     };
-    p.read(&follower).unwrap();
+    let r = p.read(&follower).unwrap();
+    assert_eq!(p.high_watermark(), 0, "a read alone does not move it");
+    p.record_follower_fetch(2, 1, r.log_end_offset, NOW);
     assert_eq!(p.high_watermark(), 1);
+    assert!(p.take_hw_moved_by_fetch());
     assert_eq!(
         headers(&p.read(&consumer_read(0, 1000)).unwrap().records).len(),
         1
@@ -363,13 +372,16 @@ fn offset_for_leader_epoch_follows_the_epoch_cache() {
     let mut p = leader(PartitionConfig::default()); // epoch 5 from 0
     p.append_as_leader(&batch(&[b"a", b"b"], NOW), 1, NOW)
         .unwrap();
-    p.become_leader(&PartitionAssignment {
-        leader: 1,
-        leader_epoch: 7,
-        partition_epoch: 1,
-        replicas: vec![1],
-        isr: vec![1],
-    })
+    p.become_leader(
+        &PartitionAssignment {
+            leader: 1,
+            leader_epoch: 7,
+            partition_epoch: 1,
+            replicas: vec![1],
+            isr: vec![1],
+        },
+        NOW,
+    )
     .unwrap(); // epoch 7 from 2
     p.append_as_leader(&batch(&[b"c"], NOW), 1, NOW).unwrap();
     let q = |e| p.last_offset_for_leader_epoch(-1, e, true).unwrap();
@@ -539,6 +551,12 @@ impl PartitionLog for RollingLog {
     fn advance_log_start_offset(&mut self, offset: i64) -> log::LogResult<()> {
         self.inner.advance_log_start_offset(offset)
     }
+    fn truncate_to(&mut self, offset: i64) -> log::LogResult<()> {
+        self.inner.truncate_to(offset)
+    }
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> log::LogResult<()> {
+        self.inner.truncate_fully_and_start_at(offset)
+    }
     fn assign_epoch_start_offset(&mut self, epoch: i32, start: i64) -> log::LogResult<()> {
         self.inner.assign_epoch_start_offset(epoch, start)
     }
@@ -587,13 +605,16 @@ fn rolling_leader(log: RollingLog) -> Partition<RollingLog> {
         PartitionConfig::default(),
         NOW,
     );
-    p.become_leader(&PartitionAssignment {
-        leader: 1,
-        leader_epoch: 5,
-        partition_epoch: 0,
-        replicas: vec![1],
-        isr: vec![1],
-    })
+    p.become_leader(
+        &PartitionAssignment {
+            leader: 1,
+            leader_epoch: 5,
+            partition_epoch: 0,
+            replicas: vec![1],
+            isr: vec![1],
+        },
+        NOW,
+    )
     .unwrap();
     p
 }
@@ -658,4 +679,226 @@ fn a_segment_roll_writes_a_producer_snapshot_named_by_the_roll_offset_and_recove
         .map(|e| e.producer_id)
         .collect();
     assert_eq!(known, vec![8]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replication: the leader's follower states and ISR, the follower's appends and truncation.
+
+fn replicated_leader(isr: &[i32]) -> Partition<MemoryLog> {
+    let mut p = Partition::new(
+        TopicPartition::new("t", 0),
+        1,
+        MemoryLog::new(),
+        PartitionConfig::default(),
+        NOW,
+    );
+    p.become_leader(
+        &PartitionAssignment {
+            leader: 1,
+            leader_epoch: 3,
+            partition_epoch: 7,
+            replicas: vec![1, 2, 3],
+            isr: isr.to_vec(),
+        },
+        NOW,
+    )
+    .unwrap();
+    p
+}
+
+fn follower_of(leader: i32, epoch: i32) -> Partition<MemoryLog> {
+    let mut p = Partition::new(
+        TopicPartition::new("t", 0),
+        2,
+        MemoryLog::new(),
+        PartitionConfig::default(),
+        NOW,
+    );
+    p.become_follower(&PartitionAssignment {
+        leader,
+        leader_epoch: epoch,
+        partition_epoch: 0,
+        replicas: vec![1, 2],
+        isr: vec![1, 2],
+    });
+    p
+}
+
+/// The leader's bytes from `offset` on, as a Fetch would carry them.
+fn leader_bytes(p: &mut Partition<MemoryLog>, offset: i64) -> Bytes {
+    p.read(&ReadParams {
+        replica_id: 2,
+        ..consumer_read(offset, 1 << 20)
+    })
+    .unwrap()
+    .records
+    .to_bytes()
+    .unwrap()
+}
+
+#[test]
+fn high_watermark_is_the_minimum_of_the_isr_and_acks_all_waits_for_it() {
+    let mut p = replicated_leader(&[1, 2, 3]);
+    let a = p
+        .append_as_leader(&batch(&[b"a", b"b"], NOW), -1, NOW)
+        .unwrap();
+    assert_eq!((a.last_offset, a.high_watermark), (1, 0));
+    p.record_follower_fetch(2, 2, 2, NOW);
+    assert_eq!(p.high_watermark(), 0, "follower 3 has not fetched");
+    p.record_follower_fetch(3, 1, 2, NOW);
+    assert_eq!(p.high_watermark(), 1);
+    p.record_follower_fetch(3, 2, 2, NOW);
+    assert_eq!(p.high_watermark(), 2);
+    assert!(p.take_hw_moved_by_fetch());
+}
+
+#[test]
+fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
+    let mut p = replicated_leader(&[1]);
+    p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
+    assert_eq!(p.high_watermark(), 1, "ISR {{1}} commits alone");
+    // Behind the high watermark: not yet.
+    assert_eq!(p.record_follower_fetch(2, 0, 1, NOW), None);
+    let change = p.record_follower_fetch(2, 1, 1, NOW).expect("expansion");
+    assert_eq!(
+        change,
+        IsrChange {
+            leader_epoch: 3,
+            partition_epoch: 7,
+            new_isr: vec![1, 2]
+        }
+    );
+    // While it is pending nothing else is proposed.
+    assert_eq!(p.record_follower_fetch(3, 1, 1, NOW), None);
+    assert_eq!(p.pending_isr(), Some(&change));
+    // Committed: adopted with the controller's partition epoch.
+    p.complete_isr_change(
+        &change,
+        IsrChangeOutcome::Committed {
+            leader_epoch: 3,
+            partition_epoch: 8,
+            isr: vec![1, 2],
+        },
+    );
+    assert_eq!(p.isr(), &[1, 2]);
+    assert_eq!(p.pending_isr(), None);
+    // A failed proposal clears too, so the next fetch proposes again.
+    let next = p
+        .record_follower_fetch(3, 1, 1, NOW)
+        .expect("expansion of 3");
+    assert_eq!(next.new_isr, vec![1, 2, 3]);
+    assert_eq!(next.partition_epoch, 8);
+    p.complete_isr_change(
+        &next,
+        IsrChangeOutcome::Failed(codes::NOT_LEADER_OR_FOLLOWER),
+    );
+    assert_eq!(p.isr(), &[1, 2]);
+    assert!(p.record_follower_fetch(3, 1, 1, NOW).is_some());
+}
+
+#[test]
+fn a_lagging_follower_leaves_the_isr_after_the_max_lag() {
+    let mut p = replicated_leader(&[1, 2, 3]);
+    p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
+    // 2 keeps up; 3 never fetches after the leadership began.
+    p.record_follower_fetch(2, 1, 1, NOW + 5_000);
+    assert_eq!(p.maybe_shrink_isr(NOW + 10_000, 30_000), None);
+    let change = p.maybe_shrink_isr(NOW + 30_001, 30_000).expect("shrink");
+    assert_eq!(change.new_isr, vec![1, 2]);
+    // While the shrink is pending the high watermark still waits for 3 (maximal ISR).
+    p.record_follower_fetch(2, 1, 1, NOW + 30_002);
+    assert_eq!(p.high_watermark(), 0);
+    let moved = p.complete_isr_change(
+        &change,
+        IsrChangeOutcome::Committed {
+            leader_epoch: 3,
+            partition_epoch: 8,
+            isr: vec![1, 2],
+        },
+    );
+    assert!(moved);
+    assert_eq!(p.high_watermark(), 1);
+}
+
+#[test]
+fn acks_all_needs_min_insync_replicas_in_the_isr() {
+    let mut p = replicated_leader(&[1]);
+    p.set_config(PartitionConfig {
+        min_insync_replicas: 2,
+        ..Default::default()
+    });
+    let e = p
+        .append_as_leader(&batch(&[b"a"], NOW), -1, NOW)
+        .unwrap_err();
+    assert_eq!(e.code(), codes::NOT_ENOUGH_REPLICAS);
+    p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
+}
+
+#[test]
+fn a_follower_appends_the_leaders_batches_as_they_are() {
+    let mut l = replicated_leader(&[1, 2]);
+    l.append_as_leader(&batch(&[b"a", b"b"], NOW), 1, NOW)
+        .unwrap();
+    l.append_as_leader(&batch(&[b"c"], NOW), 1, NOW).unwrap();
+    let bytes = leader_bytes(&mut l, 0);
+    let mut f = follower_of(1, 3);
+    let pos = f.append_as_follower(bytes.clone(), 2, 0).unwrap();
+    assert_eq!(pos.log_end_offset, 3);
+    assert_eq!(pos.last_fetched_epoch, 3);
+    assert_eq!(
+        pos.high_watermark, 2,
+        "the leader's high watermark, capped by the log end"
+    );
+    // Byte for byte what the leader has.
+    let copied = f
+        .log()
+        .read(0, 1 << 20, 3, true)
+        .unwrap()
+        .records
+        .to_bytes()
+        .unwrap();
+    assert_eq!(copied, bytes);
+    // The same bytes again (a retried fetch) append nothing.
+    assert_eq!(f.append_as_follower(bytes, 3, 0).unwrap().log_end_offset, 3);
+    // A corrupted batch is refused whole.
+    let mut bad = BytesMut::from(&leader_bytes(&mut l, 0)[..]);
+    let n = bad.len();
+    bad[n - 1] ^= 0xff;
+    let mut g = follower_of(1, 3);
+    let e = g.append_as_follower(bad.freeze(), 0, 0).unwrap_err();
+    assert_eq!(e.code(), codes::CORRUPT_MESSAGE);
+    assert_eq!(g.log_end_offset(), 0);
+    // Leaders do not take follower appends.
+    assert_eq!(
+        l.append_as_follower(Bytes::new(), 0, 0).unwrap_err().code(),
+        codes::NOT_LEADER_OR_FOLLOWER
+    );
+}
+
+#[test]
+fn a_diverged_follower_truncates_to_the_leaders_epoch_end() {
+    // The follower has offsets 0..3 of epoch 3 (replicated) and 3..5 of epoch 4, written while
+    // it led in epoch 4 and never replicated; the new leader (epoch 5) never had epoch 4, its
+    // epoch 3 ended at 3.
+    let mut f = follower_of(1, 5);
+    let mut l = replicated_leader(&[1, 2]);
+    l.append_as_leader(&batch(&[b"a", b"b", b"c"], NOW), 1, NOW)
+        .unwrap();
+    f.append_as_follower(leader_bytes(&mut l, 0), 3, 0).unwrap();
+    // The follower's own tail: offsets 3..5 written as leader of epoch 4.
+    f.log_mut().assign_epoch_start_offset(4, 3).unwrap();
+    let mut extra = BytesMut::from(&batch(&[b"d", b"e"], NOW)[..]);
+    // base offset 3, partition leader epoch 4 (header fields before the CRC'd range)
+    extra[0..8].copy_from_slice(&3i64.to_be_bytes());
+    extra[12..16].copy_from_slice(&4i32.to_be_bytes());
+    f.append_as_follower(extra.freeze(), 3, 0).unwrap();
+    assert_eq!(f.log_end_offset(), 5);
+    assert_eq!(f.follower_position().unwrap().last_fetched_epoch, 4);
+    // The new leader says: your epoch 4 ends, for me, at 3 (my epoch 3 ended there).
+    let pos = f.truncate_to_diverging_epoch(3, 3, NOW).unwrap();
+    assert_eq!(pos.log_end_offset, 3);
+    assert_eq!(pos.last_fetched_epoch, 3);
+    // Out of range: a leader whose log starts past ours restarts us there.
+    let pos = f.reset_to_leader_range(10, 12, NOW).unwrap();
+    assert_eq!((pos.log_start_offset, pos.log_end_offset), (10, 10));
 }
