@@ -22,10 +22,9 @@ use super::requests::{
     AlterPartition, AlterPartitionPartition, AlterPartitionPartitionReply, AlterPartitionReply,
     AlterPartitionTopicReply,
 };
-use super::topic_configs;
 use super::{ControllerResult, QuorumControllerCore};
 use crate::metadata::core::image::{merge_partition_change, NO_LEADER_CHANGE};
-use crate::metadata::core::{ConfigResource, MetadataRecord, PartitionRegistration, TopicImage};
+use crate::metadata::core::{MetadataRecord, PartitionRegistration, TopicImage};
 
 /// Kafka's `LeaderRecoveryState` values.
 const RECOVERED: i8 = 0;
@@ -49,13 +48,6 @@ enum Refusal {
     /// request with UNKNOWN_SERVER_ERROR (and, in Kafka, a controller failover, which kactor
     /// does not copy: a malformed request should not move the quorum).
     Abort(String),
-}
-
-/// The election a change that moves leadership runs (Kafka's `PartitionChangeBuilder.Election`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Election {
-    Online,
-    Unclean,
 }
 
 impl QuorumControllerCore {
@@ -273,35 +265,22 @@ impl QuorumControllerCore {
                 target_adding.clear();
             }
         }
-        // Leadership stays where it can; otherwise the first usable in-sync replica, or, with
-        // unclean elections on for the topic, the first usable replica at all.
-        let election = if self.unclean_election_enabled(&topic.name) {
-            Election::Unclean
-        } else {
-            Election::Online
-        };
+        // Leadership stays where it can, else goes to the first usable in-sync replica. Every
+        // proposed member was checked usable and a completed reassignment keeps the ISR a
+        // superset of the replicas, so someone always qualifies: Kafka's unclean fallback
+        // (per `unclean.leader.election.enable`) cannot be reached here.
         let in_sync = |b: i32| target_isr.contains(&b) && self.is_usable(b);
-        let (leader, unclean) = if in_sync(p.leader) {
-            (p.leader, false)
-        } else if let Some(b) = target_replicas.iter().copied().find(|b| in_sync(*b)) {
-            (b, false)
-        } else if let Some(b) = target_replicas
-            .iter()
-            .copied()
-            .find(|b| election == Election::Unclean && self.is_usable(*b))
-        {
-            (b, true)
+        let leader = if in_sync(p.leader) {
+            p.leader
         } else {
-            (-1, false)
+            target_replicas
+                .iter()
+                .copied()
+                .find(|b| in_sync(*b))
+                .unwrap_or(-1)
         };
         if leader != p.leader {
             record.leader = leader;
-            if unclean {
-                record.isr = Some(vec![leader]);
-                if p.leader_recovery_state != RECOVERING {
-                    record.leader_recovery_state = RECOVERING;
-                }
-            }
         }
         // Dropping a replica (a completed reassignment) bumps the leader epoch.
         if record.leader == NO_LEADER_CHANGE
@@ -366,24 +345,6 @@ impl QuorumControllerCore {
             && record.leader_recovery_state == NO_RECOVERY_STATE_CHANGE
             && record.directories.is_none();
         (!no_op).then_some(record)
-    }
-
-    /// `unclean.leader.election.enable` as it applies to `topic` (the topic's override, else
-    /// this node's broker value, else the cluster default, else the static value).
-    fn unclean_election_enabled(&self, topic: &str) -> bool {
-        let Some(def) = topic_configs::topic_config("unclean.leader.election.enable") else {
-            return false;
-        };
-        let overrides = self.image.config_overrides(&ConfigResource::topic(topic));
-        let dyn_broker = self
-            .image
-            .config_overrides(&ConfigResource::broker(&self.cfg.node_id.to_string()));
-        let dyn_default = self.image.config_overrides(&ConfigResource::broker(""));
-        let layers = self.config_layers_for(&overrides, &dyn_broker, &dyn_default);
-        topic_configs::resolve(def, layers)
-            .value
-            .trim()
-            .eq_ignore_ascii_case("true")
     }
 }
 
