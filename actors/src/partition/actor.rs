@@ -187,6 +187,15 @@ impl PartitionActor {
             if let IsrChangeOutcome::Failed(code) = &outcome {
                 tracing::info!(tp = %act.tp, code, "ISR change not accepted; proposing again later");
             }
+            if let IsrChangeOutcome::Committed { isr, .. } = &outcome {
+                let before = act.core.as_ref().map_or(0, |c| c.isr().len());
+                let m = super::metrics::partition_metrics();
+                if isr.len() < before {
+                    m.isr_shrinks_total.inc();
+                } else if isr.len() > before {
+                    m.isr_expands_total.inc();
+                }
+            }
             let moved = act
                 .core
                 .as_mut()
