@@ -435,14 +435,24 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         ActorMetrics::new("GroupCoordinatorManagerActor"),
         move |_| group_manager,
     );
+    // Internal topics are created at the active controller: through the channel on a broker
+    // (it answers from the co-located controller when that one leads), else the local one.
+    let topic_creator: Option<
+        kactor_actors::runtime::MeteredRecipient<kactor_actors::controller::messages::CreateTopics>,
+    > = kraft
+        .controller_channel
+        .as_ref()
+        .map(|c| c.recipient())
+        .or_else(|| kraft.controller.as_ref().map(|c| c.recipient()));
     group_apis::register(
         &mut router,
         GroupApis {
             shards: group_shards,
             partitions: partition_table,
             transaction_state_num_partitions: cfg.get_i32("transaction.state.log.num.partitions"),
-            offsets_topic: kraft.controller.as_ref().map(|c| OffsetsTopicCreator {
-                controller: c.recipient(),
+            // Created through the channel: the active controller may be in another process.
+            offsets_topic: topic_creator.clone().map(|controller| OffsetsTopicCreator {
+                controller,
                 replication_factor: cfg.get_i32("offsets.topic.replication.factor") as i16,
                 segment_bytes: cfg.get_i64("offsets.topic.segment.bytes"),
             }),
@@ -473,11 +483,18 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
                 }
             }),
         );
-        if let Some(controller) = &kraft.controller {
+        // Producer id blocks come from the active controller wherever it runs: through the
+        // controller channel on every broker (a broker-only node too), else the local one.
+        let producer_id_source = kraft
+            .controller_channel
+            .as_ref()
+            .map(|c| c.recipient())
+            .or_else(|| kraft.controller.as_ref().map(|c| c.recipient()));
+        if let Some(source) = producer_id_source {
             let producer_ids = start_producer_id_manager(
                 &pools.coordinator(),
                 node_id,
-                controller.recipient(),
+                source,
                 kraft.image.clone(),
             );
             let config = TxnManagerConfig::from_properties(&props);
@@ -518,7 +535,12 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             txn_apis::wrap_find_coordinator(
                 &mut router,
                 table.clone(),
-                TxnStateTopicCreator::from_properties(controller.recipient(), &props),
+                TxnStateTopicCreator::from_properties(
+                    topic_creator
+                        .clone()
+                        .expect("a producer id source implies a creator"),
+                    &props,
+                ),
             );
         }
         txn_apis::register_write_txn_markers_with(&mut router, table.clone(), group_completion);

@@ -46,6 +46,7 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::BrokerHeartbeat,
     ApiKey::AlterPartition,
     ApiKey::ControllerRegistration,
+    ApiKey::AllocateProducerIds,
     // Admin requests a broker forwards to the active controller
     // (actors/src/controller/envelope.rs).
     ApiKey::Envelope,

@@ -12,13 +12,14 @@ use kactor_protocol::metadata::register_controller_record::{
 use super::actor::QuorumControllerActor;
 use super::core::errors::{ApiError, NOT_CONTROLLER, UNKNOWN_SERVER_ERROR};
 use super::core::requests::{
-    AlterPartition, AlterPartitionPartition, AlterPartitionPartitionReply, AlterPartitionReply,
-    AlterPartitionTopic, AlterPartitionTopicReply, BrokerHeartbeat, BrokerHeartbeatReply,
-    BrokerRegistration, BrokerRegistrationReply, IsrMember,
+    AllocateProducerIdsReply, AlterPartition, AlterPartitionPartition,
+    AlterPartitionPartitionReply, AlterPartitionReply, AlterPartitionTopic,
+    AlterPartitionTopicReply, BrokerHeartbeat, BrokerHeartbeatReply, BrokerRegistration,
+    BrokerRegistrationReply, IsrMember,
 };
 use super::messages::{
-    ControllerError, ProcessAlterPartition, ProcessBrokerHeartbeat, RegisterBroker,
-    RegisterController,
+    AllocateProducerIds, ControllerError, ProcessAlterPartition, ProcessBrokerHeartbeat,
+    RegisterBroker, RegisterController,
 };
 use crate::network::router::{HandlerOutcome, RequestRouter};
 use crate::runtime::MeteredAddr;
@@ -300,9 +301,60 @@ pub fn alter_partition_reply_from_wire(body: ResponseBody) -> Option<AlterPartit
     })
 }
 
-/// Registers BrokerRegistration, BrokerHeartbeat, AlterPartition and ControllerRegistration
-/// (controller listeners only, by schema, as in Kafka).
+/// AllocateProducerIds' answer from the wire; `None` if the body is another API's.
+pub fn allocate_producer_ids_reply_from_wire(
+    body: ResponseBody,
+) -> Option<AllocateProducerIdsReply> {
+    let ResponseBody::AllocateProducerIds(r) = body else {
+        return None;
+    };
+    Some(AllocateProducerIdsReply {
+        error: ApiError::code(r.error_code),
+        producer_id_start: r.producer_id_start,
+        producer_id_len: r.producer_id_len,
+    })
+}
+
+/// Registers BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds and
+/// ControllerRegistration (controller listeners only, by schema, as in Kafka).
 pub fn register(router: &mut RequestRouter, controller: MeteredAddr<QuorumControllerActor>) {
+    {
+        let controller = controller.clone();
+        router.register(ApiKey::AllocateProducerIds, move |ctx, body| {
+            let controller = controller.clone();
+            Box::pin(async move {
+                let RequestBody::AllocateProducerIds(r) = body else {
+                    return HandlerOutcome::Close("not an AllocateProducerIds body".into());
+                };
+                let msg = AllocateProducerIds {
+                    broker_id: r.broker_id,
+                    broker_epoch: r.broker_epoch,
+                };
+                let resp = match controller.send(msg).await {
+                    Ok(Ok(c)) => m::AllocateProducerIdsResponse {
+                        error_code: c.response.error.code,
+                        producer_id_start: c.response.producer_id_start,
+                        producer_id_len: c.response.producer_id_len,
+                        ..Default::default()
+                    },
+                    Ok(Err(e)) => m::AllocateProducerIdsResponse {
+                        error_code: code(&e),
+                        producer_id_start: -1,
+                        producer_id_len: -1,
+                        ..Default::default()
+                    },
+                    Err(_) => m::AllocateProducerIdsResponse {
+                        error_code: NOT_CONTROLLER,
+                        producer_id_start: -1,
+                        producer_id_len: -1,
+                        ..Default::default()
+                    },
+                };
+                ctx.record_error(resp.error_code);
+                HandlerOutcome::Respond(ResponseBody::AllocateProducerIds(resp))
+            })
+        });
+    }
     {
         let controller = controller.clone();
         router.register(ApiKey::AlterPartition, move |ctx, body| {

@@ -16,16 +16,17 @@ use tracing::{debug, info};
 
 use crate::controller::actor::QuorumControllerActor;
 use crate::controller::broker_apis::{
-    alter_partition_reply_from_wire, alter_partition_to_wire, heartbeat_reply_from_wire,
-    heartbeat_to_wire, registration_reply_from_wire, registration_to_wire,
+    allocate_producer_ids_reply_from_wire, alter_partition_reply_from_wire,
+    alter_partition_to_wire, heartbeat_reply_from_wire, heartbeat_to_wire,
+    registration_reply_from_wire, registration_to_wire,
 };
 use crate::controller::core::requests::{
-    AlterPartition, AlterPartitionPartition, AlterPartitionReply, AlterPartitionTopic,
-    BrokerHeartbeatReply, BrokerRegistrationReply, IsrMember,
+    AllocateProducerIdsReply, AlterPartition, AlterPartitionPartition, AlterPartitionReply,
+    AlterPartitionTopic, BrokerHeartbeatReply, BrokerRegistrationReply, IsrMember,
 };
 use crate::controller::messages::{
-    Committed, ControllerError, ControllerReply, ProcessAlterPartition, ProcessBrokerHeartbeat,
-    RegisterBroker,
+    AllocateProducerIds, Committed, ControllerError, ControllerReply, CreateTopics,
+    ProcessAlterPartition, ProcessBrokerHeartbeat, RegisterBroker,
 };
 use crate::network::client::KafkaConnection;
 use crate::partition::core::IsrChangeOutcome;
@@ -341,6 +342,153 @@ impl Handler<AlterIsr> for ControllerChannelActor {
             Err(_) => AtomicResponse::new(Box::pin(fut::ready(IsrChangeOutcome::Failed(
                 crate::controller::core::errors::NOT_CONTROLLER,
             )))),
+        }
+    }
+}
+
+impl Handler<AllocateProducerIds> for ControllerChannelActor {
+    type Result = AtomicResponse<Self, ControllerReply<AllocateProducerIdsReply>>;
+
+    /// A block of producer ids for this broker's InitProducerId (Kafka's
+    /// `RPCProducerIdManager`): from the co-located controller, or AllocateProducerIds on the
+    /// active controller's listener.
+    fn handle(&mut self, msg: AllocateProducerIds, _: &mut Context<Self>) -> Self::Result {
+        let _m = self.metrics.handle();
+        match self.route() {
+            Ok(None) => {
+                let local = self.local.clone().expect("route checked");
+                AtomicResponse::new(Box::pin(
+                    async move {
+                        local
+                            .send(msg)
+                            .await
+                            .unwrap_or(Err(ControllerError::NotController))
+                    }
+                    .into_actor(self),
+                ))
+            }
+            Ok(Some(to)) => {
+                let body = RequestBody::AllocateProducerIds(
+                    kactor_protocol::messages::AllocateProducerIdsRequest {
+                        broker_id: msg.broker_id,
+                        broker_epoch: msg.broker_epoch,
+                        ..Default::default()
+                    },
+                );
+                AtomicResponse::new(Box::pin(self.remote(to, body).map(|r, _, _| {
+                    let reply = allocate_producer_ids_reply_from_wire(r?)
+                        .ok_or(ControllerError::NotController)?;
+                    Ok(Committed {
+                        response: reply,
+                        offset: -1,
+                    })
+                })))
+            }
+            Err(e) => AtomicResponse::new(Box::pin(fut::ready(Err(e)))),
+        }
+    }
+}
+
+/// CreateTopics for the active controller's listener (internal topics a broker creates on
+/// demand: `__consumer_offsets`, `__transaction_state`).
+fn create_topics_to_wire(msg: &CreateTopics, timeout: Duration) -> RequestBody {
+    use kactor_protocol::messages::create_topics_request as w;
+    RequestBody::CreateTopics(w::CreateTopicsRequest {
+        topics: msg
+            .topics
+            .iter()
+            .map(|t| w::CreatableTopic {
+                name: t.name.clone(),
+                num_partitions: t.num_partitions,
+                replication_factor: t.replication_factor,
+                assignments: t
+                    .assignments
+                    .iter()
+                    .map(|(p, ids)| w::CreatableReplicaAssignment {
+                        partition_index: *p,
+                        broker_ids: ids.clone(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                configs: t
+                    .configs
+                    .iter()
+                    .map(|(name, value)| w::CreatableTopicConfig {
+                        name: name.clone(),
+                        value: value.clone(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        timeout_ms: timeout.as_millis().min(i32::MAX as u128) as i32,
+        validate_only: msg.validate_only,
+        ..Default::default()
+    })
+}
+
+fn create_topics_reply_from_wire(
+    body: ResponseBody,
+) -> Option<Vec<crate::controller::core::requests::CreatableTopicResult>> {
+    let ResponseBody::CreateTopics(r) = body else {
+        return None;
+    };
+    Some(
+        r.topics
+            .into_iter()
+            .map(
+                |t| crate::controller::core::requests::CreatableTopicResult {
+                    name: t.name,
+                    topic_id: t.topic_id,
+                    error: crate::controller::core::errors::ApiError {
+                        code: t.error_code,
+                        message: t.error_message,
+                    },
+                    num_partitions: t.num_partitions,
+                    replication_factor: t.replication_factor,
+                    configs: Vec::new(),
+                },
+            )
+            .collect(),
+    )
+}
+
+impl Handler<CreateTopics> for ControllerChannelActor {
+    type Result = AtomicResponse<
+        Self,
+        ControllerReply<Vec<crate::controller::core::requests::CreatableTopicResult>>,
+    >;
+
+    /// A topic this broker creates itself (an internal topic on first use), at the active
+    /// controller wherever it is.
+    fn handle(&mut self, msg: CreateTopics, _: &mut Context<Self>) -> Self::Result {
+        let _m = self.metrics.handle();
+        match self.route() {
+            Ok(None) => {
+                let local = self.local.clone().expect("route checked");
+                AtomicResponse::new(Box::pin(
+                    async move {
+                        local
+                            .send(msg)
+                            .await
+                            .unwrap_or(Err(ControllerError::NotController))
+                    }
+                    .into_actor(self),
+                ))
+            }
+            Ok(Some(to)) => {
+                let body = create_topics_to_wire(&msg, self.timeout);
+                AtomicResponse::new(Box::pin(self.remote(to, body).map(|r, _, _| {
+                    let reply =
+                        create_topics_reply_from_wire(r?).ok_or(ControllerError::NotController)?;
+                    Ok(Committed {
+                        response: reply,
+                        offset: -1,
+                    })
+                })))
+            }
+            Err(e) => AtomicResponse::new(Box::pin(fut::ready(Err(e)))),
         }
     }
 }
