@@ -21,8 +21,9 @@ import pytest
 
 from harness.broker import TARGET
 from harness.cli import run_tool
-from harness.cluster import (Cluster, create_topic, describe_quorum_v0, partition_leaders,
-                             produce_and_consume, registered_brokers, wait_until)
+from harness.cluster import (Cluster, consume_numbers, create_topic, describe_quorum_v0,
+                             partition_leaders, produce_and_consume, registered_brokers,
+                             wait_until)
 
 pytestmark = pytest.mark.skipif(TARGET != "kactor", reason="mixes both targets itself")
 
@@ -134,3 +135,69 @@ def caught_up(broker, node_id):
     return (any(r[0] == str(node_id) and r[-1] == "Follower" for r in voters)
             and all(r[3] == "0" for r in voters))
 
+
+
+def segment_bytes(node, topic, partition):
+    d = node.partition_dir(topic, partition)
+    return b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
+
+
+def isr_of(node, topic):
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        return None
+    return {p: (x.leader, sorted(x.isrs)) for p, x in t.partitions.items()}
+
+
+def test_d_replication_between_kactor_and_kafka_brokers(tmp_path, topic_name):
+    """Issue #26: a Kafka 4.4 broker follows a kactor leader and a kactor broker follows a Kafka
+    leader, byte for byte; leadership fails over from kactor to Kafka, and the restarted kactor
+    broker catches up from the Kafka leader and rejoins the ISR."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    # Controller 1: kactor; broker 2: kactor; broker 3: Kafka 4.4.
+    cluster = Cluster(tmp_path, controllers=1, brokers=2, target="kactor", targets={3: "kafka"},
+                      overrides={**TIMEOUTS, "broker.session.timeout.ms": "4000",
+                                 "broker.heartbeat.interval.ms": "500"},
+                      kafka_format_args=KAFKA_FEATURES).start(timeout=180)
+    try:
+        kactor_b, kafka_b = cluster.brokers
+        assert (kactor_b.target, kafka_b.target) == ("kactor", "kafka")
+        wait_until(lambda: registered_brokers(kactor_b) == [2, 3], 60, "both brokers registered")
+        admin = AdminClient({"bootstrap.servers": kactor_b.bootstrap})  # held until done
+        # Partition 0 led by kactor (Kafka follows), partition 1 led by Kafka (kactor follows).
+        admin.create_topics([NewTopic(topic_name, num_partitions=2,
+                                      replica_assignment=[[2, 3], [3, 2]])],
+                            operation_timeout=30)[topic_name].result(30)
+        in_sync = {0: (2, [2, 3]), 1: (3, [2, 3])}
+        wait_until(lambda: isr_of(kactor_b, topic_name) == in_sync, 60, "both in every ISR")
+        seen = produce_and_consume(kactor_b, kafka_b, topic_name, 2, 2000)
+        assert seen == list(range(2000))
+        for p in (0, 1):
+            wait_until(lambda: segment_bytes(kactor_b, topic_name, p) ==
+                       segment_bytes(kafka_b, topic_name, p) != b"", 30,
+                       f"partition {p}: the kactor and the Kafka replica hold the same bytes")
+
+        # kill -9 the kactor broker: Kafka leads both, writes go on.
+        kactor_b.kill9()
+        wait_until(lambda: isr_of(kafka_b, topic_name) == {0: (3, [3]), 1: (3, [3])}, 60,
+                   "Kafka leads both partitions alone")
+        from confluent_kafka import Producer
+        prod = Producer({"bootstrap.servers": kafka_b.bootstrap, "acks": "all"})
+        errors = []
+        for i in range(2000, 3000):
+            prod.produce(topic_name, value=b"%d" % i, partition=i % 2,
+                         on_delivery=lambda e, m: errors.append(e) if e else None)
+        assert prod.flush(30) == 0 and not errors, errors[:3]
+        assert consume_numbers(kafka_b, topic_name, 2, 3000) == list(range(3000))
+        # The kactor broker comes back, follows the Kafka leader and rejoins both ISRs.
+        kactor_b.start(timeout=120)
+        wait_until(lambda: isr_of(kafka_b, topic_name) == {0: (3, [2, 3]), 1: (3, [2, 3])},
+                   60, "kactor back in both ISRs")
+        for p in (0, 1):
+            wait_until(lambda: segment_bytes(kactor_b, topic_name, p) ==
+                       segment_bytes(kafka_b, topic_name, p), 30,
+                       f"partition {p}: kactor caught up byte for byte")
+    finally:
+        cluster.stop()
