@@ -150,11 +150,16 @@ impl PartitionActor {
     }
 
     fn hw_advanced(&self, high_watermark: i64, bytes: usize) {
+        let under_min_isr = self
+            .core
+            .as_ref()
+            .is_some_and(|c| c.isr().len() < c.config().min_insync_replicas);
         if let Some(p) = &self.purgatory {
             p.high_watermark.do_send(HighWatermarkAdvanced {
                 tp: self.tp.clone(),
                 high_watermark,
                 bytes,
+                under_min_isr,
             });
         }
     }

@@ -137,9 +137,9 @@ impl Handler<HighWatermarkAdvanced> for PurgatoryActor {
     fn handle(&mut self, msg: HighWatermarkAdvanced, _: &mut Context<Self>) {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
-        for c in self
-            .core
-            .on_high_watermark(&msg.tp, msg.high_watermark, msg.bytes)
+        for c in
+            self.core
+                .on_high_watermark(&msg.tp, msg.high_watermark, msg.bytes, msg.under_min_isr)
         {
             self.complete(c);
         }

@@ -190,13 +190,21 @@ impl Purgatory {
         out
     }
 
-    /// A partition's high watermark advanced, making `bytes` more bytes readable.
+    /// A partition's high watermark advanced, making `bytes` more bytes readable. Produces it
+    /// completes succeed, or get NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR has fallen below
+    /// `min.insync.replicas` (`under_min_isr`, Kafka's `checkEnoughReplicasReachOffset`).
     pub fn on_high_watermark(
         &mut self,
         tp: &TopicPartition,
         hw: i64,
         bytes: usize,
+        under_min_isr: bool,
     ) -> Vec<Completion> {
+        let code = if under_min_isr {
+            codes::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        } else {
+            codes::NONE
+        };
         self.note_hw(tp, hw);
         let ids: Vec<u64> = self
             .watchers
@@ -210,7 +218,7 @@ impl Purgatory {
                 while i < op.pending.len() {
                     if op.pending[i].0 == *tp && hw >= op.pending[i].1 {
                         let (t, _) = op.pending.swap_remove(i);
-                        op.done.push((t, codes::NONE));
+                        op.done.push((t, code));
                     } else {
                         i += 1;
                     }
@@ -329,8 +337,8 @@ mod tests {
     fn produce_completes_when_every_partition_reaches_its_offset() {
         let mut g = Purgatory::new();
         assert!(g.add_produce(1, vec![pw(0, 5, 3), pw(1, 2, 0)]).is_none());
-        assert!(g.on_high_watermark(&tp(0), 5, 10).is_empty());
-        let c = g.on_high_watermark(&tp(1), 2, 10);
+        assert!(g.on_high_watermark(&tp(0), 5, 10, false).is_empty());
+        let c = g.on_high_watermark(&tp(1), 2, 10, false);
         assert_eq!(c.len(), 1);
         let Completion::Produce { results, .. } = &c[0] else {
             panic!()
@@ -343,7 +351,7 @@ mod tests {
     fn produce_timeout_marks_waiting_partitions() {
         let mut g = Purgatory::new();
         g.add_produce(1, vec![pw(0, 5, 3), pw(1, 2, 0)]);
-        g.on_high_watermark(&tp(0), 5, 10);
+        g.on_high_watermark(&tp(0), 5, 10, false);
         let Some(Completion::Produce { mut results, .. }) = g.expire_produce(1) else {
             panic!()
         };
@@ -353,13 +361,13 @@ mod tests {
             vec![(tp(0), codes::NONE), (tp(1), codes::REQUEST_TIMED_OUT)]
         );
         assert!(g.expire_produce(1).is_none());
-        assert!(g.on_high_watermark(&tp(1), 9, 1).is_empty());
+        assert!(g.on_high_watermark(&tp(1), 9, 1, false).is_empty());
     }
 
     #[test]
     fn an_event_before_registration_is_not_lost() {
         let mut g = Purgatory::new();
-        g.on_high_watermark(&tp(0), 7, 100);
+        g.on_high_watermark(&tp(0), 7, 100, false);
         assert!(g.add_produce(1, vec![pw(0, 7, 3)]).is_some());
         assert!(g
             .add_fetch(
@@ -385,9 +393,9 @@ mod tests {
             }]
         };
         assert!(g.add_fetch(1, w(), 100, 0, false).is_none());
-        assert!(g.on_high_watermark(&tp(0), 1, 40).is_empty());
+        assert!(g.on_high_watermark(&tp(0), 1, 40, false).is_empty());
         assert_eq!(
-            g.on_high_watermark(&tp(0), 2, 70),
+            g.on_high_watermark(&tp(0), 2, 70, false),
             vec![Completion::Fetch {
                 id: 1,
                 expired: false
@@ -415,6 +423,19 @@ mod tests {
         assert_eq!(g.delayed_fetch_count(), 0);
         // Enough bytes at registration: no wait.
         assert!(g.add_fetch(3, w(), 1, 1, false).is_some());
+    }
+
+    #[test]
+    fn a_produce_completed_under_min_isr_is_not_enough_replicas_after_append() {
+        let mut g = Purgatory::new();
+        assert!(g.add_produce(1, vec![pw(0, 5, 3)]).is_none());
+        assert_eq!(
+            g.on_high_watermark(&tp(0), 5, 10, true),
+            vec![Completion::Produce {
+                id: 1,
+                results: vec![(tp(0), codes::NOT_ENOUGH_REPLICAS_AFTER_APPEND)]
+            }]
+        );
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub struct HighWatermarkAdvanced {
     pub tp: TopicPartition,
     pub high_watermark: i64,
     pub bytes: usize,
+    /// The ISR is smaller than `min.insync.replicas`: acks=all produces the move completes get
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND (written, but not on enough replicas).
+    pub under_min_isr: bool,
 }
 
 /// PartitionActor (a leader with followers) → purgatory: an append moved the log end, making

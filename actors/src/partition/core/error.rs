@@ -17,6 +17,7 @@ pub mod codes {
     pub use crate::controller::core::errors::INVALID_TOPIC_EXCEPTION;
     pub const RECORD_LIST_TOO_LARGE: i16 = 18;
     pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+    pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
     pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
     pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
