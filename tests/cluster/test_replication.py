@@ -18,6 +18,23 @@ def admin(node):
     return AdminClient({"bootstrap.servers": node.bootstrap})
 
 
+def offsets_partition(group, partitions=50):
+    """The `__consumer_offsets` partition of `group`: abs(Java hashCode) % partitions."""
+    h = 0
+    for ch in group.encode("utf-16-be").decode("utf-16-be"):
+        h = (h * 31 + ord(ch)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return 0 if h == -(1 << 31) else abs(h) % partitions
+
+
+def partition_states_of(node, topic):
+    md = admin(node).list_topics(topic, timeout=10)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        return None
+    return {p: (x.leader, sorted(x.isrs)) for p, x in t.partitions.items()}
+
+
 def partition_states(node, topic):
     """Partition -> (leader, replicas, isr) as `node` answers Metadata, or None."""
     md = admin(node).list_topics(topic, timeout=10)
@@ -91,6 +108,8 @@ def test_replicas_follow_fail_over_and_catch_up(tmp_path, topic_name):
     cluster = Cluster(tmp_path, controllers=1, brokers=3, overrides={
         "broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500",
         "replica.lag.time.max.ms": "10000",
+        # The group's coordinator partition must survive the broker the test kills.
+        "offsets.topic.replication.factor": "3",
     }).start(timeout=180)
     try:
         brokers = cluster.brokers
@@ -111,21 +130,32 @@ def test_replicas_follow_fail_over_and_catch_up(tmp_path, topic_name):
         wait_until(lambda: replicas_identical(brokers, topic_name), 30,
                    "every replica's segments identical")
 
-        # kill -9 the leader of partition 0: an in-sync follower takes over, writes go on.
-        victim_id = states[0][0]
+        # A consumer group reads the first 3000 and commits: its coordinator partition (in
+        # __consumer_offsets, replicated three ways) is what the test kills next.
+        group = f"{topic_name}-g"
+        assert consume_in_group(brokers[1], topic_name, group, 3000) == list(range(3000))
+        coordinator = wait_until(lambda: (lambda s: s and s.get(offsets_partition(group)))(
+            partition_states_of(brokers[1], "__consumer_offsets")), 30, "the group's coordinator")
+
+        # kill -9 the group coordinator's broker: in-sync followers take over its partitions
+        # (data and __consumer_offsets), writes go on.
+        victim_id = coordinator[0]
         victim = cluster.node(victim_id)
         victim.kill9()
+        killed_at = time.monotonic()
         survivors = [b for b in brokers if b is not victim]
         moved = wait_until(lambda: (lambda s: s if s and all(
             lead not in (-1, victim_id) for lead, _, _ in s.values()) else None)(
                 partition_states(survivors[0], topic_name)), 60, "leaders moved off the victim")
         assert all(victim_id not in isr for _, _, isr in moved.values()), moved
+        print(f"leaders moved {time.monotonic() - killed_at:.1f}s after kill -9")
         acked2, errors2 = produce(survivors[0], topic_name, range(3000, 4000))
         assert not errors2 and sorted(acked2) == list(range(3000, 4000)), errors2[:3]
         assert consume_numbers(survivors[1], topic_name, PARTITIONS, 4000) == list(range(4000))
-        # A consumer group works on the cluster that lost a broker.
-        assert consume_in_group(survivors[0], topic_name, f"{topic_name}-g", 4000) == \
-            list(range(4000))
+        # The group goes on from its committed offsets under the new coordinator.
+        t0 = time.monotonic()
+        assert consume_in_group(survivors[0], topic_name, group, 1000) == list(range(3000, 4000))
+        print(f"group resumed under the new coordinator in {time.monotonic() - t0:.1f}s")
 
         # The victim comes back, catches up from the new leaders and rejoins every ISR.
         victim.start(timeout=120)

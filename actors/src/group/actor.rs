@@ -243,13 +243,16 @@ impl GroupCoordinatorActor {
                             isolation: IsolationLevel::ReadUncommitted,
                             current_leader_epoch: -1,
                             last_fetched_epoch: -1,
-                            replica_id: -1,
+                            // To the log end, as Kafka's coordinator loader reads: a new leader
+                            // may not know yet that its tail is committed (its high watermark
+                            // trails by a fetch), and the whole log is, under its leadership.
+                            replica_id: crate::partition::core::DEBUGGING_REPLICA_ID,
                         },
                     })
                     .await
                     .map_err(|e| e.to_string())?
                     .map_err(|e| e.to_string())?;
-                if next >= read.high_watermark {
+                if next >= read.log_end_offset {
                     break;
                 }
                 let bytes = read.records.to_bytes().map_err(|e| e.to_string())?;

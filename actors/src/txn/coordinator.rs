@@ -311,7 +311,9 @@ impl TransactionCoordinatorActor {
                         isolation: IsolationLevel::ReadUncommitted,
                         current_leader_epoch: -1,
                         last_fetched_epoch: -1,
-                        replica_id: -1,
+                        // To the log end, as the group loader (a new leader's tail is committed
+                        // under it even while its high watermark trails).
+                        replica_id: crate::partition::core::DEBUGGING_REPLICA_ID,
                     },
                 })
                 .await

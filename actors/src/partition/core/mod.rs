@@ -29,6 +29,10 @@ pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
 pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
 pub const EARLIEST_PENDING_UPLOAD_TIMESTAMP: i64 = -6;
+/// A reader that is neither a consumer nor a follower and reads to the log end (Kafka's
+/// `DEBUGGING_REPLICA_ID`): coordinators loading their partition as its new leader, whose
+/// whole log becomes committed under it.
+pub const DEBUGGING_REPLICA_ID: i32 = -2;
 /// "No epoch given" in requests (Kafka's `RecordBatch.NO_PARTITION_LEADER_EPOCH`).
 pub const NO_EPOCH: i32 = -1;
 /// OffsetForLeaderEpoch's "unknown" answer (Kafka's `UNDEFINED_EPOCH` / `UNDEFINED_EPOCH_OFFSET`).
@@ -679,7 +683,7 @@ impl<L: PartitionLog> Partition<L> {
                 log_end_offset: leo,
             });
         }
-        let max_offset = if p.replica_id >= 0 {
+        let max_offset = if p.replica_id >= 0 || p.replica_id == DEBUGGING_REPLICA_ID {
             leo
         } else {
             match p.isolation {
