@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use kactor_actors::controller::apis::{
@@ -22,6 +23,7 @@ use kactor_actors::metadata::lifecycle::{BrokerLifecycleConfig, BrokerLifecycleS
 use kactor_actors::metadata::messages::{SubscribeBrokerConfigChanges, SubscribePartitionChanges};
 use kactor_actors::metrics;
 use kactor_actors::network::api_versions::{bootstrap_finalized_features, supported_features};
+use kactor_actors::network::inter_broker::{InterBrokerClient, InterBrokerConfig};
 use kactor_actors::network::{
     features_channel, BoundListener, ConnectionLimits, EnableBrokerListeners, ListenerKind,
     ListenerSpec, NetworkConfig, RequestRouter, SocketServerActor, StopAccepting,
@@ -34,6 +36,7 @@ use kactor_actors::runtime::{ActorMetrics, ArbiterPools, MeteredAddr};
 use kactor_actors::txn::actor::start_producer_id_manager;
 use kactor_actors::txn::apis::{self as txn_apis, TxnCoordinatorApis, TxnStateTopicCreator};
 use kactor_actors::txn::manager::{TransactionCoordinatorManagerActor, TxnManagerConfig};
+use kactor_actors::txn::markers::LocalMarkers;
 use kactor_protocol::metadata::register_broker_record::BrokerEndpoint;
 use kactor_protocol::Uuid;
 
@@ -490,6 +493,28 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             .as_ref()
             .map(|c| c.recipient())
             .or_else(|| kraft.controller.as_ref().map(|c| c.recipient()));
+        // Markers and KIP-890 verifications reach other brokers on their inter-broker
+        // listener; a request may take the peer's own wait (`request.timeout.ms`, markers wait
+        // for replication) plus a margin.
+        let request_timeout_ms = cfg.get_i32("request.timeout.ms").max(0) as u64;
+        let inter_broker = InterBrokerClient::new(
+            node_id,
+            partitions.served_image.clone(),
+            InterBrokerConfig {
+                listener: cfg
+                    .get_str("inter.broker.listener.name")
+                    .map(str::to_string),
+                request_timeout: Duration::from_millis(request_timeout_ms + 5_000),
+                connect_timeout: Duration::from_secs(10),
+            },
+            Some(pools.coordinator()),
+        );
+        let local_markers = LocalMarkers {
+            partitions: table.clone(),
+            purgatory: Some(partitions.apis.purgatory.clone()),
+            timeout_ms: request_timeout_ms,
+            group_completion: group_completion.clone(),
+        };
         if let Some(source) = producer_id_source {
             let producer_ids = start_producer_id_manager(
                 &pools.coordinator(),
@@ -508,6 +533,11 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             if let Some(c) = &group_completion {
                 manager = manager.with_group_completion(c.clone());
             }
+            manager = manager.with_marker_delivery(
+                partitions.apis.purgatory.clone(),
+                inter_broker.clone(),
+                request_timeout_ms,
+            );
             let shards = manager.shard_table();
             txn_manager = Some(kactor_actors::runtime::start_supervised(
                 &pools.coordinator(),
@@ -524,10 +554,12 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             };
             txn_apis::register_coordinator(&mut router, apis.clone());
             // KIP-890: transactional Produce / TxnOffsetCommit add or verify their partition
-            // with the local coordinator shard before they are appended.
+            // with the transaction's coordinator (here or on another broker) before they are
+            // appended.
             let verifier = kactor_actors::txn::leader_verify::LeaderVerifier {
                 coordinator: apis.clone(),
                 partitions: table.clone(),
+                inter_broker: Some(inter_broker.clone()),
             };
             kactor_actors::txn::leader_verify::wrap_produce(&mut router, verifier.clone());
             kactor_actors::txn::leader_verify::wrap_txn_offset_commit(&mut router, verifier);
@@ -543,7 +575,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
                 ),
             );
         }
-        txn_apis::register_write_txn_markers_with(&mut router, table.clone(), group_completion);
+        txn_apis::register_write_txn_markers(&mut router, local_markers);
         txn_apis::register_describe_producers(&mut router, table);
     }
     let router: Arc<RequestRouter> = router.build(features);

@@ -17,6 +17,7 @@ use kactor_actors::runtime::MeteredAddr;
 use kactor_actors::txn::actor::start_producer_id_manager;
 use kactor_actors::txn::coordinator::*;
 use kactor_actors::txn::core::{TxnCoordinatorConfig, TxnState};
+use kactor_actors::txn::markers::MarkerSender;
 use kactor_protocol::records::BatchBuilder;
 use kactor_protocol::Uuid;
 
@@ -96,7 +97,7 @@ async fn commit_and_abort_end_to_end_then_reload() {
             TxnCoordinatorConfig::default(),
             state_log.clone(),
             ids,
-            table.clone(),
+            MarkerSender::here(1, table.clone()),
         )
         .start()
     };
@@ -259,7 +260,7 @@ async fn add_partitions_handler_serves_clients_and_verification() {
         TxnCoordinatorConfig::default(),
         state_log,
         ids.clone(),
-        table.clone(),
+        MarkerSender::here(1, table.clone()),
     ));
     let (_shards_tx, shards) =
         tokio::sync::watch::channel(Arc::new(BTreeMap::from([(shard_partition, shard.clone())])));
@@ -395,7 +396,7 @@ async fn leader_adds_wait_for_the_write_in_flight() {
         TxnCoordinatorConfig::default(),
         state_log,
         ids,
-        table.clone(),
+        MarkerSender::here(1, table.clone()),
     )
     .start();
     let init = c

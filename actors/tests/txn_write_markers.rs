@@ -12,6 +12,7 @@ use kactor_actors::partition::core::{IsolationLevel, ReadParams};
 use kactor_actors::partition::messages::*;
 use kactor_actors::partition::testing::memory_registry;
 use kactor_actors::txn::apis::handle_write_txn_markers;
+use kactor_actors::txn::markers::MarkerSender;
 use kactor_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
@@ -99,7 +100,11 @@ async fn markers_complete_transactions_on_the_partition_leader() {
     );
 
     // A fenced epoch is refused (INVALID_PRODUCER_EPOCH), an unknown partition is reported.
-    let r = handle_write_txn_markers(&table, request(5, 1, true, vec![0, 7])).await;
+    let r = handle_write_txn_markers(
+        &MarkerSender::here(1, table.clone()).local,
+        request(5, 1, true, vec![0, 7]),
+    )
+    .await;
     let codes: Vec<i16> = r.markers[0].topics[0]
         .partitions
         .iter()
@@ -107,7 +112,11 @@ async fn markers_complete_transactions_on_the_partition_leader() {
         .collect();
     assert_eq!(codes, vec![47, 3]);
 
-    let r = handle_write_txn_markers(&table, request(5, 2, false, vec![0])).await;
+    let r = handle_write_txn_markers(
+        &MarkerSender::here(1, table.clone()).local,
+        request(5, 2, false, vec![0]),
+    )
+    .await;
     assert_eq!(r.markers[0].producer_id, 5);
     assert_eq!(r.markers[0].topics[0].partitions[0].error_code, 0);
     assert_eq!(lso(addr).await, 2, "data at 0, abort marker at 1");

@@ -142,7 +142,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     dynamic("listener.security.protocol.map", String,
         Some("SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"), Any,
         "Listener name to security protocol (dynamic per broker in Kafka; kactor reads it at start-up only)."),
-    def("inter.broker.listener.name", String, None, Any, "Listener used between brokers (not used by kactor yet: no inter-broker traffic)."),
+    def("inter.broker.listener.name", String, None, Any, "Listener brokers reach each other on: replica fetchers, transaction markers and KIP-890 verification."),
     def("security.inter.broker.protocol", String, Some("PLAINTEXT"),
         OneOf(&["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]), "Protocol used between brokers (not used by kactor yet: no inter-broker traffic)."),
     dynamic("num.network.threads", Int, Some("3"), AtLeast(1), "Network arbiters (connection handling) (dynamic in Kafka; kactor stores a dynamic value but does not apply it)."),
@@ -160,7 +160,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     // Any value, as in Kafka (no validator there): ≤ 0 is no bound; the cross-key rule in
     // config::validate_cross asks a bound to hold the largest request.
     def("queued.max.request.bytes", Long, Some("-1"), Any, "Bytes of requests read and not yet handled, shared by all broker listeners' connections (controller listeners get a pool of the same size); a connection stops reading while the pool is empty. -1 (any value ≤ 0) = unbounded; else at least socket.request.max.bytes."),
-    def("request.timeout.ms", Int, Some("30000"), AtLeast(0), "Broker-side request timeout."),
+    def("request.timeout.ms", Int, Some("30000"), AtLeast(0), "How long a transaction marker waits for its replication, and the inter-broker requests carrying it."),
     dynamic("max.connection.creation.rate", Int, Some(INT_MAX), AtLeast(0), "New connections per second (not used by kactor)."),
     def("socket.connection.setup.timeout.ms", Long, Some("10000"), Any, "Outgoing connection set-up timeout (not used by kactor)."),
     def("socket.connection.setup.timeout.max.ms", Long, Some("30000"), Any, "Outgoing connection set-up timeout ceiling (not used by kactor)."),

@@ -24,6 +24,7 @@ pub mod api_versions;
 pub mod client;
 pub mod connection;
 pub mod frame;
+pub mod inter_broker;
 pub mod memory_pool;
 pub mod request_queue;
 pub mod router;

@@ -161,6 +161,18 @@ impl PartitionTable {
                 .and_then(|i| i.topics.get_by_name(name).map(|t| t.id))
         })
     }
+    /// The partition's leader in the served image (-1 when it has none), `None` when the
+    /// image does not know the partition.
+    pub fn leader_of(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.image
+            .as_ref()?
+            .topics
+            .get_by_name(topic)?
+            .partitions
+            .get(&partition)
+            .map(|p| p.leader)
+    }
+
     /// Whether the cluster knows the partition at all (hosted here or not): decides between
     /// NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION for a partition not hosted here.
     pub fn partition_exists(&self, topic: &str, partition: i32) -> bool {

@@ -30,19 +30,20 @@ use kactor_protocol::{ApiKey, RequestBody, ResponseBody};
 use super::actor::{ProducerIdManagerActor, COORDINATOR_LOAD_IN_PROGRESS};
 use super::coordinator::GetTransactions;
 use super::coordinator::{
-    AddTxnPartitions, EndTransaction, GroupTxnCompletion, InitTxnProducer,
-    TransactionCoordinatorActor, VerifyTxnPartitions, OFFSETS_TOPIC,
+    AddTxnPartitions, EndTransaction, InitTxnProducer, LeaderAddTxnPartitions,
+    TransactionCoordinatorActor, VerifyTxnPartitions,
 };
 use super::core::codes::{
     INVALID_PRODUCER_EPOCH, INVALID_REQUEST, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED,
     TOPIC_AUTHORIZATION_FAILED,
 };
 use super::core::{TxnMetadata, TxnPartition, TxnState};
+use super::markers::LocalMarkers;
 use super::messages::GenerateProducerId;
 use crate::group::core::hashing::coordinator_partition;
 use crate::group::core::INTERNAL_TOPICS;
 use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
-use crate::partition::messages::{AppendTxnMarker, DescribeProducerState};
+use crate::partition::messages::DescribeProducerState;
 use crate::partition::registry::{PartitionTable, PartitionTableReader};
 use crate::producer::partition::TxnMarker;
 use crate::runtime::{MeteredAddr, MeteredRecipient};
@@ -106,95 +107,65 @@ pub async fn handle_init_producer_id(
 
 /// Registers WriteTxnMarkers (sent by transaction coordinators, and by `kafka-transactions
 /// abort`; also list it in `kactor_protocol::versions::IMPLEMENTED`).
-pub fn register_write_txn_markers(router: &mut RequestRouter, partitions: PartitionTableReader) {
-    register_write_txn_markers_with(router, partitions, None);
-}
-
-/// [`register_write_txn_markers`], telling `group_completion` about every marker written to a
-/// `__consumer_offsets` partition (so the group shard applies the transaction's offsets).
-pub fn register_write_txn_markers_with(
-    router: &mut RequestRouter,
-    partitions: PartitionTableReader,
-    group_completion: Option<GroupTxnCompletion>,
-) {
+pub fn register_write_txn_markers(router: &mut RequestRouter, markers: LocalMarkers) {
     router.register(ApiKey::WriteTxnMarkers, move |_ctx, body| {
-        let partitions = partitions.clone();
-        let completion = group_completion.clone();
+        let markers = markers.clone();
         Box::pin(async move {
             let RequestBody::WriteTxnMarkers(req) = body else {
                 return HandlerOutcome::Close("request body does not match its API key".into());
             };
             HandlerOutcome::Respond(ResponseBody::WriteTxnMarkers(
-                handle_write_txn_markers_with(&partitions, completion.as_ref(), req).await,
+                handle_write_txn_markers(&markers, req).await,
             ))
         })
     });
 }
 
-/// Appends each marker to each of its partitions (Kafka's `handleWriteTxnMarkersRequest`:
-/// partitions this broker does not lead answer with their error, the rest are written).
+/// Appends each marker to each of its partitions and answers once they are replicated
+/// (Kafka's `handleWriteTxnMarkersRequest`: partitions this broker does not lead answer
+/// with their error, the rest are written with acks=all).
 pub async fn handle_write_txn_markers(
-    partitions: &PartitionTableReader,
+    markers: &LocalMarkers,
     req: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
-    handle_write_txn_markers_with(partitions, None, req).await
-}
-
-/// [`handle_write_txn_markers`] with the group completion hook.
-pub async fn handle_write_txn_markers_with(
-    partitions: &PartitionTableReader,
-    group_completion: Option<&GroupTxnCompletion>,
-    req: WriteTxnMarkersRequest,
-) -> WriteTxnMarkersResponse {
-    let table = partitions.borrow().clone();
-    let mut markers = Vec::with_capacity(req.markers.len());
-    for m in req.markers {
+    let written = req.markers.into_iter().map(|m| async move {
         let marker = TxnMarker {
             producer_id: m.producer_id,
             producer_epoch: m.producer_epoch,
             commit: m.transaction_result,
             coordinator_epoch: m.coordinator_epoch,
         };
-        let mut topics = Vec::with_capacity(m.topics.len());
-        for t in m.topics {
-            let sends = t.partition_indexes.iter().map(|&p| {
-                let hosted = table.get(&t.name, p).map(|h| h.addr.clone());
-                async move {
-                    let code = match hosted {
-                        None => UNKNOWN_TOPIC_OR_PARTITION,
-                        Some(addr) => match addr.send(AppendTxnMarker { marker }).await {
-                            Ok(Ok(_)) => 0,
-                            Ok(Err(e)) => e.code(),
-                            Err(_) => KAFKA_STORAGE_ERROR,
-                        },
-                    };
-                    WritableTxnMarkerPartitionResult {
+        let partitions: Vec<TxnPartition> = m
+            .topics
+            .iter()
+            .flat_map(|t| t.partition_indexes.iter().map(|&p| (t.name.clone(), p)))
+            .collect();
+        let mut codes = markers.write(marker, &partitions).await.into_iter();
+        let topics = m
+            .topics
+            .into_iter()
+            .map(|t| WritableTxnMarkerTopicResult {
+                partitions: t
+                    .partition_indexes
+                    .iter()
+                    .map(|&p| WritableTxnMarkerPartitionResult {
                         partition_index: p,
-                        error_code: code,
+                        error_code: codes.next().unwrap_or(KAFKA_STORAGE_ERROR),
                         ..Default::default()
-                    }
-                }
-            });
-            let results = join_all(sends).await;
-            if let (true, Some(complete)) = (t.name == OFFSETS_TOPIC, group_completion) {
-                for r in results.iter().filter(|r| r.error_code == 0) {
-                    complete(r.partition_index, marker.producer_id, marker.commit);
-                }
-            }
-            topics.push(WritableTxnMarkerTopicResult {
-                name: t.name.clone(),
-                partitions: results,
+                    })
+                    .collect(),
+                name: t.name,
                 ..Default::default()
-            });
-        }
-        markers.push(WritableTxnMarkerResult {
+            })
+            .collect();
+        WritableTxnMarkerResult {
             producer_id: m.producer_id,
             topics,
             ..Default::default()
-        });
-    }
+        }
+    });
     WriteTxnMarkersResponse {
-        markers,
+        markers: join_all(written).await,
         ..Default::default()
     }
 }
@@ -281,6 +252,7 @@ pub fn register_coordinator(router: &mut RequestRouter, apis: TxnCoordinatorApis
                 req.producer_id,
                 req.producer_epoch,
                 vec![tp],
+                false,
             )
             .await;
             HandlerOutcome::Respond(ResponseBody::AddOffsetsToTxn(AddOffsetsToTxnResponse {
@@ -391,19 +363,25 @@ async fn add(
     producer_id: i64,
     producer_epoch: i16,
     partitions: Vec<TxnPartition>,
+    from_leader: bool,
 ) -> i16 {
     let Some(shard) = a.shard(transactional_id) else {
         return NOT_COORDINATOR;
     };
-    match shard
-        .send(AddTxnPartitions {
-            transactional_id: transactional_id.to_string(),
-            producer_id,
-            producer_epoch,
-            partitions,
-        })
-        .await
-    {
+    let add = AddTxnPartitions {
+        transactional_id: transactional_id.to_string(),
+        producer_id,
+        producer_epoch,
+        partitions,
+    };
+    // v4+ comes from a partition leader adding on a transaction version 2 producer's behalf
+    // (KIP-890): it waits out a write of the id in flight, as the local leader path does.
+    let answer = if from_leader {
+        shard.send(LeaderAddTxnPartitions(add)).await
+    } else {
+        shard.send(add).await
+    };
+    match answer {
         Ok(Ok(())) => 0,
         Ok(Err(code)) => code,
         Err(_) => NOT_COORDINATOR,
@@ -483,7 +461,15 @@ async fn add_partitions_of(
         return topic_results(topics, |n, p| refused[&(n.to_string(), p)]);
     }
     if !verify_only {
-        let code = add(a, transactional_id, producer_id, producer_epoch, partitions).await;
+        let code = add(
+            a,
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            partitions,
+            version >= 4,
+        )
+        .await;
         let code = fenced_for_version(code, version);
         return topic_results(topics, |_, _| code);
     }

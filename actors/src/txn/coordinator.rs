@@ -6,7 +6,6 @@
 //! aborts transactions past their timeout on a tick.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -20,13 +19,12 @@ use super::core::{
     TxnCoordinatorCore, TxnMetadata, TxnPartition, TxnState,
 };
 use super::log::{decode, encode_key, encode_value};
+use super::markers::{MarkerOutcome, MarkerSender};
 use super::messages::GenerateProducerId;
 use super::metrics::{txn_metrics, ShardMetrics};
 use crate::partition::core::{IsolationLevel, ReadParams};
-use crate::partition::messages::{AppendRecords, AppendTxnMarker, DescribeReplica, ReadRecords};
-use crate::partition::registry::PartitionTableReader;
+use crate::partition::messages::{AppendRecords, DescribeReplica, ReadRecords};
 use crate::partition::PartitionActor;
-use crate::producer::partition::TxnMarker;
 use crate::runtime::{ActorMetrics, MeteredAddr, SupervisedActor};
 
 /// `transactional.id.expiration.ms` default (7 days).
@@ -49,14 +47,8 @@ const WRITE_COMMIT_POLL: Duration = Duration::from_millis(5);
 const LOAD_RETRY: Duration = Duration::from_secs(1);
 /// How often the shard's transaction gauges are refreshed.
 const METRICS_INTERVAL: Duration = Duration::from_secs(1);
-/// The group coordinator's topic: a marker there completes the group's transactional offsets.
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// Called after a commit/abort marker was appended to `__consumer_offsets` partition
-/// `partition` for `producer_id` (`committed`: commit marker): the group shard of that
-/// partition must apply or drop the producer's pending offsets (Kafka's
-/// `GroupCoordinator.onTransactionCompleted`). Wired in the topology.
-pub type GroupTxnCompletion = Arc<dyn Fn(i32, i64, bool) + Send + Sync>;
+pub use super::markers::GroupTxnCompletion;
 
 type Reply<T> = oneshot::Sender<Result<T, i16>>;
 
@@ -190,7 +182,6 @@ pub struct TransactionCoordinatorActor {
     /// The `__transaction_state` partition this shard owns.
     log: MeteredAddr<PartitionActor>,
     producer_ids: MeteredAddr<ProducerIdManagerActor>,
-    partitions: PartitionTableReader,
     /// Markers still owed per transactional id: partitions not yet acknowledged.
     owed: BTreeMap<String, (MarkerJob, Vec<TxnPartition>)>,
     /// Why each transaction now in PrepareAbort is aborted (for the abort counter).
@@ -203,7 +194,8 @@ pub struct TransactionCoordinatorActor {
     expiration_ms: i64,
     /// `transaction.remove.expired.transaction.cleanup.interval.ms`
     remove_expired_interval: Duration,
-    group_completion: Option<GroupTxnCompletion>,
+    /// Writes the markers of finished transactions, here or at other brokers.
+    markers: MarkerSender,
     shard_metrics: ShardMetrics,
     metrics: ActorMetrics,
 }
@@ -213,7 +205,7 @@ impl TransactionCoordinatorActor {
         config: TxnCoordinatorConfig,
         log: MeteredAddr<PartitionActor>,
         producer_ids: MeteredAddr<ProducerIdManagerActor>,
-        partitions: PartitionTableReader,
+        markers: MarkerSender,
     ) -> Self {
         TransactionCoordinatorActor {
             core: TxnCoordinatorCore::new(config),
@@ -221,7 +213,6 @@ impl TransactionCoordinatorActor {
             resigned: false,
             log,
             producer_ids,
-            partitions,
             owed: BTreeMap::new(),
             abort_reasons: HashMap::new(),
             deferred_adds: HashMap::new(),
@@ -229,7 +220,7 @@ impl TransactionCoordinatorActor {
             abort_interval: ABORT_TIMED_OUT_INTERVAL,
             expiration_ms: DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
             remove_expired_interval: Duration::from_millis(DEFAULT_REMOVE_EXPIRED_INTERVAL_MS),
-            group_completion: None,
+            markers,
             shard_metrics: ShardMetrics::default(),
             metrics: ActorMetrics::new("TransactionCoordinatorActor"),
         }
@@ -252,12 +243,6 @@ impl TransactionCoordinatorActor {
     pub fn with_expiration(mut self, expiration_ms: i64, interval: Duration) -> Self {
         self.expiration_ms = expiration_ms;
         self.remove_expired_interval = interval;
-        self
-    }
-
-    /// Who completes a group's transactional offsets when a marker lands in its partition.
-    pub fn with_group_completion(mut self, completion: GroupTxnCompletion) -> Self {
-        self.group_completion = Some(completion);
         self
     }
 
@@ -553,48 +538,12 @@ impl TransactionCoordinatorActor {
             }
             return;
         }
-        let marker = TxnMarker {
-            producer_id: job.producer_id,
-            producer_epoch: job.producer_epoch,
-            commit: job.commit,
-            coordinator_epoch: job.coordinator_epoch,
-        };
-        let table = self.partitions.borrow().clone();
-        let sends: Vec<_> = left
-            .iter()
-            .map(|(t, p)| {
-                let addr = table.get(t, *p).map(|h| h.addr.clone());
-                // Only partitions hosted here can be written (there is no inter-broker
-                // WriteTxnMarkers sender yet): one led elsewhere is retried, never skipped, so
-                // its LSO cannot silently stay behind an unfinished transaction.
-                let exists = table.partition_exists(t, *p);
-                let tp = (t.clone(), *p);
-                async move {
-                    let outcome = match addr {
-                        // A partition that no longer exists needs no marker (Kafka drops it).
-                        None if !exists => MarkerOutcome::Skipped,
-                        None => MarkerOutcome::Failed,
-                        Some(a) => match a.send(AppendTxnMarker { marker }).await {
-                            Ok(Ok(_)) => MarkerOutcome::Written,
-                            // The producer already moved past this epoch: nothing to complete.
-                            Ok(Err(e)) if e.code() == 47 => MarkerOutcome::Skipped,
-                            _ => MarkerOutcome::Failed,
-                        },
-                    };
-                    (tp, outcome)
-                }
-            })
-            .collect();
-        let fut = futures_util::future::join_all(sends);
+        let sender = self.markers.clone();
+        let fut = async move { sender.send(&job, left).await };
         ctx.spawn(fut.into_actor(self).map(move |results, act, ctx| {
             let m = txn_metrics();
-            for ((topic, p), outcome) in &results {
+            for (_, outcome) in &results {
                 m.markers_total.with_label_values(&[outcome.label()]).inc();
-                if *outcome == MarkerOutcome::Written && topic == OFFSETS_TOPIC {
-                    if let Some(complete) = &act.group_completion {
-                        complete(*p, marker.producer_id, marker.commit);
-                    }
-                }
             }
             let remaining: Vec<TxnPartition> = results
                 .into_iter()
@@ -725,24 +674,6 @@ impl TransactionCoordinatorActor {
         self.abort_reasons
             .insert(t.target.transactional_id.clone(), AbortReason::Timeout);
         self.write(t, Answer::None, ctx);
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum MarkerOutcome {
-    Written,
-    /// Nothing to write: the partition is gone or the producer moved on.
-    Skipped,
-    Failed,
-}
-
-impl MarkerOutcome {
-    fn label(self) -> &'static str {
-        match self {
-            MarkerOutcome::Written => "written",
-            MarkerOutcome::Skipped => "skipped",
-            MarkerOutcome::Failed => "failed",
-        }
     }
 }
 

@@ -46,14 +46,20 @@ use kactor_protocol::records::{batches, BatchHeader};
 use kactor_protocol::{ApiKey, Records, RequestBody, ResponseBody};
 use tokio::sync::oneshot;
 
-use super::apis::{partition_for, TxnCoordinatorApis};
+use super::apis::{partition_for, TxnCoordinatorApis, TRANSACTION_STATE_TOPIC};
+use super::coordinator::TransactionCoordinatorActor;
 use super::coordinator::{AddTxnPartitions, LeaderAddTxnPartitions, VerifyTxnPartitions};
 use super::core::TxnPartition;
+use crate::network::inter_broker::{InterBrokerClient, InterBrokerError};
 use crate::network::{HandlerOutcome, RequestRouter};
 use crate::partition::core::PartitionError;
 use crate::partition::messages::{ConfirmTxnVerification, StartTxnVerification};
 use crate::partition::registry::PartitionTableReader;
 use crate::producer::VerificationGuard;
+use crate::runtime::MeteredAddr;
+use kactor_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
 
 /// Wire codes (Kafka's `Errors`) this module produces or maps.
 pub mod codes {
@@ -274,6 +280,63 @@ pub struct LeaderVerifier {
     /// Each partition answers for `transaction.partition.verification.enable` itself (a
     /// dynamic broker config its config follows): SENTINEL for a verify-only client while off.
     pub partitions: PartitionTableReader,
+    /// Reaches the coordinator when it runs on another broker (Kafka's
+    /// `AddPartitionsToTxnManager`); without one only a local coordinator is asked.
+    pub inter_broker: Option<InterBrokerClient>,
+}
+
+/// The local shard's answer for `partitions`: the refused ones with their codes.
+async fn ask_local(
+    shard: &MeteredAddr<TransactionCoordinatorActor>,
+    op: TxnOperation,
+    transactional_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    partitions: &[TxnPartition],
+) -> BTreeMap<TxnPartition, i16> {
+    let mut refused = BTreeMap::new();
+    let partitions = partitions.to_vec();
+    if op.supports_epoch_bump() {
+        let r = shard
+            .send(LeaderAddTxnPartitions(AddTxnPartitions {
+                transactional_id: transactional_id.to_string(),
+                producer_id,
+                producer_epoch,
+                partitions: partitions.clone(),
+            }))
+            .await
+            .unwrap_or(Err(codes::NETWORK_EXCEPTION));
+        if let Err(code) = r {
+            for p in partitions {
+                refused.insert(p, code);
+            }
+        }
+    } else {
+        let r = shard
+            .send(VerifyTxnPartitions {
+                transactional_id: transactional_id.to_string(),
+                producer_id,
+                producer_epoch,
+                partitions: partitions.clone(),
+            })
+            .await
+            .unwrap_or(Err(codes::NETWORK_EXCEPTION));
+        match r {
+            Ok(per_partition) => {
+                for (p, code) in per_partition {
+                    if code != codes::NONE {
+                        refused.insert(p, code);
+                    }
+                }
+            }
+            Err(code) => {
+                for p in partitions {
+                    refused.insert(p, code);
+                }
+            }
+        }
+    }
+    refused
 }
 
 /// One transactional partition of a request: its place, its leader, its producer.
@@ -344,52 +407,30 @@ impl LeaderVerifier {
         };
         let (producer_id, producer_epoch) = (first.producer_id, first.producer_epoch);
         let partitions: Vec<TxnPartition> = ask.iter().map(|c| c.tp.clone()).collect();
-        let Some(shard) = self.coordinator.shard(transactional_id) else {
-            for p in partitions {
-                refused.insert(p, codes::NOT_COORDINATOR);
+        let answers = match self.coordinator.shard(transactional_id) {
+            Some(shard) => {
+                ask_local(
+                    &shard,
+                    op,
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    &partitions,
+                )
+                .await
             }
-            return refused;
+            None => {
+                self.ask_remote(
+                    op,
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    &partitions,
+                )
+                .await
+            }
         };
-        if op.supports_epoch_bump() {
-            let r = shard
-                .send(LeaderAddTxnPartitions(AddTxnPartitions {
-                    transactional_id: transactional_id.to_string(),
-                    producer_id,
-                    producer_epoch,
-                    partitions: partitions.clone(),
-                }))
-                .await
-                .unwrap_or(Err(codes::NETWORK_EXCEPTION));
-            if let Err(code) = r {
-                for p in partitions {
-                    refused.insert(p, code);
-                }
-            }
-        } else {
-            let r = shard
-                .send(VerifyTxnPartitions {
-                    transactional_id: transactional_id.to_string(),
-                    producer_id,
-                    producer_epoch,
-                    partitions: partitions.clone(),
-                })
-                .await
-                .unwrap_or(Err(codes::NETWORK_EXCEPTION));
-            match r {
-                Ok(per_partition) => {
-                    for (p, code) in per_partition {
-                        if code != codes::NONE {
-                            refused.insert(p, code);
-                        }
-                    }
-                }
-                Err(code) => {
-                    for p in partitions {
-                        refused.insert(p, code);
-                    }
-                }
-            }
-        }
+        refused.extend(answers);
         // The guards of the verified partitions go to their partitions before the append
         // does (same mailbox, so ahead of it). A failed confirmation is left to the append,
         // which then answers INVALID_TXN_STATE itself (the transaction ended meanwhile).
@@ -407,6 +448,70 @@ impl LeaderVerifier {
         }))
         .await;
         refused
+    }
+
+    /// Asks the transaction's coordinator on another broker (AddPartitionsToTxn v4+, one
+    /// transaction, verify-only unless the request version lets the leader add): the
+    /// refused partitions with their codes. A coordinator whose partition has no leader is
+    /// COORDINATOR_NOT_AVAILABLE; one that cannot be reached, NETWORK_EXCEPTION (both
+    /// retriable for the producer, as with Kafka).
+    async fn ask_remote(
+        &self,
+        op: TxnOperation,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[TxnPartition],
+    ) -> BTreeMap<TxnPartition, i16> {
+        let all = |code: i16| partitions.iter().map(|p| (p.clone(), code)).collect();
+        let table = self.partitions.borrow().clone();
+        let state_partition = partition_for(transactional_id, self.coordinator.num_partitions);
+        let leader = table.leader_of(TRANSACTION_STATE_TOPIC, state_partition);
+        let client = match (&self.inter_broker, leader) {
+            (Some(c), Some(l)) if l >= 0 && l != c.node_id() => c,
+            // Led here but the shard is not up yet, or no inter-broker client.
+            (_, Some(l)) if l >= 0 => return all(codes::NOT_COORDINATOR),
+            _ => return all(codes::COORDINATOR_NOT_AVAILABLE),
+        };
+        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for (t, p) in partitions {
+            by_topic.entry(t).or_default().push(*p);
+        }
+        let transaction = AddPartitionsToTxnTransaction {
+            transactional_id: transactional_id.to_string(),
+            producer_id,
+            producer_epoch,
+            verify_only: !op.supports_epoch_bump(),
+            topics: by_topic
+                .into_iter()
+                .map(|(name, partitions)| AddPartitionsToTxnTopic {
+                    name: name.to_string(),
+                    partitions,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let coordinator = leader.expect("matched above");
+        match client.add_partitions_to_txn(coordinator, transaction).await {
+            Ok(result) => result
+                .topic_results
+                .into_iter()
+                .flat_map(|t| {
+                    let name = t.name;
+                    t.results_by_partition
+                        .into_iter()
+                        .map(move |p| ((name.clone(), p.partition_index), p.partition_error_code))
+                })
+                .filter(|(_, code)| *code != codes::NONE)
+                .collect(),
+            Err(InterBrokerError::Code(code)) => all(code),
+            Err(e) => {
+                tracing::debug!(transactional_id, coordinator, error = %e,
+                    "transaction coordinator not reached");
+                all(codes::NETWORK_EXCEPTION)
+            }
+        }
     }
 
     /// The refused partitions of a transactional Produce, by (topic index in the request,
@@ -676,7 +781,7 @@ pub fn wrap_txn_offset_commit(router: &mut RequestRouter, verifier: LeaderVerifi
         Box::pin(async move {
             let op = TxnOperation::for_txn_offset_commit(ctx.api_version);
             let tp = (
-                crate::txn::coordinator::OFFSETS_TOPIC.to_string(),
+                crate::group::apis::OFFSETS_TOPIC.to_string(),
                 partition_for(&req.group_id, verifier.coordinator.offsets_partitions),
             );
             let refused = verifier

@@ -16,7 +16,10 @@ use super::actor::ProducerIdManagerActor;
 use super::apis::{TxnShards, TRANSACTION_STATE_TOPIC};
 use super::coordinator::{GroupTxnCompletion, ResignTxnCoordinator, TransactionCoordinatorActor};
 use super::core::{TxnCoordinatorConfig, DEFAULT_TRANSACTION_MAX_TIMEOUT_MS};
+use super::markers::MarkerSender;
+use crate::network::inter_broker::InterBrokerClient;
 use crate::partition::registry::PartitionTableReader;
+use crate::purgatory::PurgatoryActor;
 use crate::runtime::{follow_watch, ActorMetrics, MeteredAddr};
 
 /// The transaction coordinator's settings (Kafka's `TransactionConfig`), by Kafka's names.
@@ -95,7 +98,8 @@ pub struct TransactionCoordinatorManagerActor {
     config: TxnManagerConfig,
     partitions: PartitionTableReader,
     producer_ids: MeteredAddr<ProducerIdManagerActor>,
-    group_completion: Option<GroupTxnCompletion>,
+    /// What every shard writes its markers with.
+    markers: MarkerSender,
     shards: HashMap<i32, Shard>,
     last_version: Option<u64>,
     publisher: watch::Sender<Arc<BTreeMap<i32, MeteredAddr<TransactionCoordinatorActor>>>>,
@@ -113,9 +117,9 @@ impl TransactionCoordinatorManagerActor {
         TransactionCoordinatorManagerActor {
             broker_id,
             config,
+            markers: MarkerSender::here(broker_id, partitions.clone()),
             partitions,
             producer_ids,
-            group_completion: None,
             shards: HashMap::new(),
             last_version: None,
             publisher,
@@ -126,7 +130,21 @@ impl TransactionCoordinatorManagerActor {
     /// Who applies a finished transaction's offsets once its marker is in a
     /// `__consumer_offsets` partition (the group shard of that partition).
     pub fn with_group_completion(mut self, completion: GroupTxnCompletion) -> Self {
-        self.group_completion = Some(completion);
+        self.markers.local.group_completion = Some(completion);
+        self
+    }
+
+    /// Markers wait for their replication in `purgatory` (up to `timeout_ms`,
+    /// `request.timeout.ms`), and reach leaders on other brokers through `inter_broker`.
+    pub fn with_marker_delivery(
+        mut self,
+        purgatory: MeteredAddr<PurgatoryActor>,
+        inter_broker: InterBrokerClient,
+        timeout_ms: u64,
+    ) -> Self {
+        self.markers.local.purgatory = Some(purgatory);
+        self.markers.local.timeout_ms = timeout_ms;
+        self.markers.inter_broker = Some(inter_broker);
         self
     }
 
@@ -154,7 +172,7 @@ impl TransactionCoordinatorManagerActor {
                     if let Some(old) = self.shards.remove(&p) {
                         old.addr.do_send(ResignTxnCoordinator);
                     }
-                    let mut shard = TransactionCoordinatorActor::new(
+                    let shard = TransactionCoordinatorActor::new(
                         TxnCoordinatorConfig {
                             transaction_max_timeout_ms: self.config.transaction_max_timeout_ms,
                             // Markers carry the leader epoch of the state partition, so a
@@ -163,7 +181,7 @@ impl TransactionCoordinatorManagerActor {
                         },
                         h.addr.clone(),
                         self.producer_ids.clone(),
-                        self.partitions.clone(),
+                        self.markers.clone(),
                     )
                     .with_partition_index(p)
                     .with_abort_interval(Duration::from_millis(
@@ -173,9 +191,6 @@ impl TransactionCoordinatorManagerActor {
                         self.config.transactional_id_expiration_ms,
                         Duration::from_millis(self.config.remove_expired_interval_ms.max(1)),
                     );
-                    if let Some(c) = &self.group_completion {
-                        shard = shard.with_group_completion(c.clone());
-                    }
                     tracing::info!(
                         partition = p,
                         leader_epoch = h.leader_epoch,

@@ -5,7 +5,7 @@
 //! Wiring (topology): [`actor::start_producer_id_manager`]; a
 //! [`manager::TransactionCoordinatorManagerActor`] over the partition table (its
 //! `shard_table()` goes into [`apis::TxnCoordinatorApis`]); [`apis::register_coordinator`],
-//! [`apis::register_admin`], [`apis::register_write_txn_markers_with`] and, after the group
+//! [`apis::register_admin`], [`apis::register_write_txn_markers`] and, after the group
 //! APIs, [`apis::wrap_find_coordinator`] (creates `__transaction_state` on demand), and
 //! [`leader_verify::wrap_produce`] / [`leader_verify::wrap_txn_offset_commit`] (KIP-890: the
 //! leader adds or verifies a transactional append's partition with the coordinator).
@@ -17,6 +17,7 @@ pub mod core;
 pub mod leader_verify;
 pub mod log;
 pub mod manager;
+pub mod markers;
 pub mod messages;
 pub mod metrics;
 pub mod producer_ids;
