@@ -19,7 +19,9 @@ use kactor_actors::group::core::GroupCoordinatorConfig;
 use kactor_actors::group::messages::CompleteGroupTransaction;
 use kactor_actors::group::GroupCoordinatorManagerActor;
 use kactor_actors::loggers::BrokerLoggers;
-use kactor_actors::metadata::lifecycle::{BrokerLifecycleConfig, BrokerLifecycleState};
+use kactor_actors::metadata::lifecycle::{
+    BeginControlledShutdown, BrokerLifecycleConfig, BrokerLifecycleState,
+};
 use kactor_actors::metadata::messages::{SubscribeBrokerConfigChanges, SubscribePartitionChanges};
 use kactor_actors::metrics;
 use kactor_actors::network::api_versions::{bootstrap_finalized_features, supported_features};
@@ -53,6 +55,9 @@ pub struct Node {
     /// Held so the managers live as long as the node, whatever their timers do.
     pub group_manager: MeteredAddr<GroupCoordinatorManagerActor>,
     pub txn_manager: Option<MeteredAddr<TransactionCoordinatorManagerActor>>,
+    /// How long shutdown waits for the controller to move this broker's leaderships away
+    /// (`controlled.shutdown.enable`; None: off).
+    pub controlled_shutdown: Option<Duration>,
 }
 
 /// The network settings the SocketServerActor needs, from the broker config.
@@ -641,12 +646,54 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         kraft,
         group_manager,
         txn_manager,
+        // Kafka bounds the wait by its whole shutdown deadline; past the session timeout the
+        // controller fences a broker that stopped heartbeating anyway.
+        controlled_shutdown: cfg
+            .get_bool("controlled.shutdown.enable")
+            .then(|| Duration::from_millis(cfg.get_i32("broker.session.timeout.ms").max(0) as u64)),
     })
 }
 
 impl Node {
+    /// Kafka's controlled shutdown (`BrokerServer.shutdown`): while still serving, the broker
+    /// heartbeats with `want_shut_down`; the controller moves its leaderships to other ISR
+    /// members and answers `should_shut_down` once every active broker has seen that, so
+    /// clients fail over before this broker stops instead of after its session times out.
+    async fn controlled_shutdown(&self) {
+        let (Some(limit), Some(lifecycle), Some(mut state)) = (
+            self.controlled_shutdown,
+            self.kraft.lifecycle.as_ref(),
+            self.kraft.broker_state.clone(),
+        ) else {
+            return;
+        };
+        if *state.borrow() != BrokerLifecycleState::Running {
+            return;
+        }
+        let started = std::time::Instant::now();
+        lifecycle.do_send(BeginControlledShutdown);
+        let approved = async {
+            while *state.borrow_and_update() != BrokerLifecycleState::ShuttingDown {
+                if state.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        match tokio::time::timeout(limit, approved).await {
+            Ok(()) => tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "controlled shutdown approved by the controller"
+            ),
+            Err(_) => tracing::error!(
+                timeout_ms = limit.as_millis() as u64,
+                "timed out waiting for the controller to approve controlled shutdown"
+            ),
+        }
+    }
+
     /// Stops accepting, closes connections, stops the arbiters.
     pub async fn shutdown(self) {
+        self.controlled_shutdown().await;
         metrics::readiness().set("listeners", false);
         let _ = self.socket_server.send(StopAccepting).await;
         // Coordinators resign first: parked requests get NOT_COORDINATOR now rather than a

@@ -223,7 +223,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     dynamic("compression.gzip.level", Int, Some("-1"), Any, "gzip level when the broker compresses; -1 = codec default (not used by kactor: codec default)."),
     dynamic("compression.lz4.level", Int, Some("9"), Between(1, 17), "lz4 level when the broker compresses (not used by kactor: codec default)."),
     dynamic("compression.zstd.level", Int, Some("3"), Between(-131072, 22), "zstd level when the broker compresses (not used by kactor: codec default)."),
-    def("controlled.shutdown.enable", Boolean, Some("true"), Any, "Controlled shutdown on SIGTERM (kactor always shuts down through the controller)."),
+    def("controlled.shutdown.enable", Boolean, Some("true"), Any, "On SIGTERM a broker first asks the controller to move its leaderships to other in-sync replicas and waits for its approval (at most broker.session.timeout.ms) before it stops."),
     def("leader.imbalance.check.interval.seconds", Long, Some("300"), AtLeast(1), "Preferred leader check period (not used by kactor)."),
     def("delete.records.purgatory.purge.interval.requests", Int, Some("1"), Any, "DeleteRecords purgatory purge period (not used by kactor)."),
     def("authorizer.class.name", String, Some(""), Any, "Authorizer class (kactor refuses to start with one set: it does not enforce ACLs yet)."),

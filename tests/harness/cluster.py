@@ -127,8 +127,13 @@ class Cluster:
         return self
 
     def stop(self):
-        for n in self.nodes:
-            n.stop(timeout=20)
+        # All at once: each broker's controlled shutdown needs a controller quorum, which
+        # stopping the nodes one by one would take away from the last ones.
+        threads = [threading.Thread(target=n.stop, kwargs={"timeout": 20}) for n in self.nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     def running(self):
         return [n for n in self.nodes if n.is_running()]

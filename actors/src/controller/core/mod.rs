@@ -214,6 +214,12 @@ pub struct QuorumControllerCore {
     /// Offset of each broker's RegisterBrokerRecord: a broker is caught up once its metadata
     /// offset reaches it.
     registration_offsets: BTreeMap<i32, i64>,
+    /// The metadata offset each broker last reported in a heartbeat (Kafka's
+    /// `BrokerHeartbeatState.metadataOffset`).
+    metadata_offsets: BTreeMap<i32, i64>,
+    /// Offset of the last record that moved a broker's leaderships away when it entered
+    /// controlled shutdown: it may go once every active broker has caught up with it.
+    controlled_shutdown_offsets: BTreeMap<i32, i64>,
     rng: StdRng,
 }
 
@@ -228,6 +234,8 @@ impl QuorumControllerCore {
             session_deadlines: BTreeMap::new(),
             heard_from: BTreeSet::new(),
             registration_offsets: BTreeMap::new(),
+            metadata_offsets: BTreeMap::new(),
+            controlled_shutdown_offsets: BTreeMap::new(),
             rng: StdRng::seed_from_u64(seed),
         }
     }
@@ -1461,17 +1469,54 @@ impl QuorumControllerCore {
                 .get(&req.broker_id)
                 .copied()
                 .unwrap_or(broker.epoch);
+        self.metadata_offsets
+            .insert(req.broker_id, req.current_metadata_offset);
         let mut records = Vec::new();
         let mut fenced = broker.fenced;
         let mut should_shut_down = false;
+        let mut entered_controlled_shutdown = false;
         if req.want_shut_down {
-            // Controlled shutdown: with no other replica to move leadership to, the broker
-            // can go as soon as it is fenced.
-            if !broker.fenced {
-                records.extend(self.fence_records(req.broker_id, broker.epoch));
-                fenced = true;
+            // Kafka's BrokerHeartbeatManager.calculateNextBrokerState: a fenced broker, one
+            // that also wants fencing, or one that leads nothing goes at once; one that leads
+            // partitions first enters controlled shutdown (its leaderships move to other ISR
+            // members, it leaves the ISRs) and goes once it leads nothing and every active
+            // broker has caught up with those changes, so the new leaders know they lead
+            // before the old one stops.
+            let leads = self.leads_any(req.broker_id);
+            let go_now = if broker.fenced || req.want_fence {
+                true
+            } else if !broker.in_controlled_shutdown {
+                if leads {
+                    records.push(MetadataRecord::BrokerRegistrationChange(
+                        BrokerRegistrationChangeRecord {
+                            broker_id: req.broker_id,
+                            broker_epoch: broker.epoch,
+                            in_controlled_shutdown: 1,
+                            ..Default::default()
+                        },
+                    ));
+                    records.extend(self.leader_changes_for_fenced(req.broker_id));
+                    entered_controlled_shutdown = true;
+                }
+                !leads
+            } else {
+                // A controller that took over meanwhile knows no offset: the changes are at
+                // most as recent as its image.
+                let offset = self
+                    .controlled_shutdown_offsets
+                    .get(&req.broker_id)
+                    .copied()
+                    .unwrap_or(self.applied_offset);
+                !leads && offset <= self.lowest_active_offset()
+            };
+            if go_now {
+                if !broker.fenced {
+                    records.extend(self.fence_records(req.broker_id, broker.epoch));
+                    fenced = true;
+                }
+                self.controlled_shutdown_offsets.remove(&req.broker_id);
+                should_shut_down = true;
             }
-            should_shut_down = true;
         } else if broker.fenced && caught_up && !req.want_fence {
             records.push(MetadataRecord::BrokerRegistrationChange(
                 BrokerRegistrationChangeRecord {
@@ -1489,7 +1534,7 @@ impl QuorumControllerCore {
             records.extend(self.fence_records(req.broker_id, broker.epoch));
             fenced = true;
         }
-        self.finish(
+        let result = self.finish(
             records,
             BrokerHeartbeatReply {
                 error: ApiError::NONE,
@@ -1497,7 +1542,32 @@ impl QuorumControllerCore {
                 is_fenced: fenced,
                 should_shut_down,
             },
-        )
+        );
+        if entered_controlled_shutdown {
+            self.controlled_shutdown_offsets
+                .insert(req.broker_id, self.applied_offset);
+        }
+        result
+    }
+
+    /// Whether `broker` leads any partition.
+    fn leads_any(&self, broker: i32) -> bool {
+        self.image
+            .topics
+            .by_id
+            .values()
+            .any(|t| t.partitions.values().any(|p| p.leader == broker))
+    }
+
+    /// The lowest metadata offset an active (unfenced) broker has reported (Kafka's
+    /// `BrokerHeartbeatManager.lowestActiveOffset`); `i64::MAX` with none.
+    fn lowest_active_offset(&self) -> i64 {
+        self.metadata_offsets
+            .iter()
+            .filter(|(b, _)| self.image.brokers.get(b).is_some_and(|r| !r.fenced))
+            .map(|(_, o)| *o)
+            .min()
+            .unwrap_or(i64::MAX)
     }
 
     /// UnregisterBroker (`kafka-cluster unregister`, Kafka's `ReplicationControlManager.
@@ -1526,6 +1596,8 @@ impl QuorumControllerCore {
         self.session_deadlines.remove(&broker_id);
         self.heard_from.remove(&broker_id);
         self.registration_offsets.remove(&broker_id);
+        self.metadata_offsets.remove(&broker_id);
+        self.controlled_shutdown_offsets.remove(&broker_id);
         self.finish(records, ApiError::NONE)
     }
 

@@ -691,9 +691,71 @@ fn broker_registration_and_heartbeat_lifecycle() {
     assert!(!r.response.is_fenced);
     let p = &c.image().topics.get_by_name("t").unwrap().partitions[&0];
     assert_eq!((p.leader, p.leader_epoch), (1, 2));
-    // Controlled shutdown.
+    // Controlled shutdown: the leader first moves its leaderships away (here to no one,
+    // it is the only replica) and stays unfenced; then it may go.
     let r = c.broker_heartbeat(&hb(epoch, i64::MAX, false, true), NOW + 60_002);
+    assert!(!r.response.should_shut_down && !r.response.is_fenced);
+    assert!(c.image().brokers[&1].in_controlled_shutdown);
+    let p = &c.image().topics.get_by_name("t").unwrap().partitions[&0];
+    assert_eq!(p.leader, -1);
+    let r = c.broker_heartbeat(&hb(epoch, i64::MAX, false, true), NOW + 60_003);
     assert!(r.response.should_shut_down && r.response.is_fenced);
+}
+
+#[test]
+fn controlled_shutdown_waits_until_every_active_broker_saw_the_new_leaders() {
+    let mut c = controller(3);
+    create(&mut c, topic("t", 1, 3));
+    let leader = c.image().topics.get_by_name("t").unwrap().partitions[&0].leader;
+    let others: Vec<i32> = (1..=3).filter(|b| *b != leader).collect();
+    let at = |c: &mut QuorumControllerCore, id: i32, offset: i64, shut: bool| {
+        let epoch = c.image().brokers[&id].epoch;
+        c.broker_heartbeat(
+            &BrokerHeartbeat {
+                broker_id: id,
+                broker_epoch: epoch,
+                current_metadata_offset: offset,
+                want_fence: false,
+                want_shut_down: shut,
+            },
+            NOW + 1,
+        )
+        .response
+    };
+    // The others report an offset from before the shutdown.
+    let before = c.applied_offset;
+    for b in &others {
+        at(&mut c, *b, before, false);
+    }
+    let r = at(&mut c, leader, i64::MAX, true);
+    assert!(!r.should_shut_down && !r.is_fenced);
+    let p = &c.image().topics.get_by_name("t").unwrap().partitions[&0];
+    assert!(
+        others.contains(&p.leader),
+        "leadership moved to an ISR member"
+    );
+    assert!(
+        !p.isr.contains(&leader),
+        "the shutting-down broker left the ISR"
+    );
+    // Not yet: the others have not seen the change.
+    assert!(!at(&mut c, leader, i64::MAX, true).should_shut_down);
+    let now = c.applied_offset;
+    for b in &others {
+        at(&mut c, *b, now, false);
+    }
+    let r = at(&mut c, leader, i64::MAX, true);
+    assert!(r.should_shut_down && r.is_fenced);
+}
+
+#[test]
+fn a_broker_leading_nothing_shuts_down_at_once() {
+    let mut c = controller(2);
+    create(&mut c, topic("t", 1, 1));
+    let leader = c.image().topics.get_by_name("t").unwrap().partitions[&0].leader;
+    let idle = if leader == 1 { 2 } else { 1 };
+    let r = heartbeat(&mut c, idle, NOW + 1, true);
+    assert!(r.should_shut_down && r.is_fenced);
 }
 
 #[test]
@@ -1057,7 +1119,12 @@ fn heartbeat(
 /// Broker `id` asks for a controlled shutdown (its leadership moves away, it leaves the ISRs
 /// it is not the last member of).
 fn shut_down(c: &mut QuorumControllerCore, id: i32, now: i64) {
-    assert!(heartbeat(c, id, now, true).should_shut_down);
+    // A leader first enters controlled shutdown; the next heartbeat (every broker caught
+    // up) lets it go.
+    if !heartbeat(c, id, now, true).should_shut_down {
+        assert!(c.image().brokers[&id].in_controlled_shutdown);
+        assert!(heartbeat(c, id, now, true).should_shut_down);
+    }
 }
 
 /// Sets partition 0 of `topic`'s ISR, as the leader's AlterPartition would.

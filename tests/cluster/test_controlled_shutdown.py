@@ -1,0 +1,131 @@
+"""Controlled shutdown (issue #26, elections; the rolling restarts of #32): a broker stopped
+with SIGTERM first has the controller move its leaderships to other in-sync replicas and stops
+only once every live broker knows the new leaders, so producers fail over while it is still
+up instead of waiting out its session timeout (set long here, 20 s, to tell the two apart).
+It comes back, catches up, rejoins the ISRs, and a preferred election gives its partitions
+back.
+
+One controller and three brokers, replication factor 3, min.insync.replicas=2; an idempotent
+acks=all producer runs throughout. Kafka 4.4 runs the same cluster from its jars
+(KACTOR_TEST_TARGET=kafka): every assertion holds for both."""
+import threading
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness.cli import KafkaCli
+from harness.cluster import Cluster, consume_numbers, wait_until
+
+PARTITIONS = 3
+
+
+def states(node, topic):
+    """Partition -> (leader, replicas, isr) as `node` answers Metadata, or None."""
+    md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        return None
+    return {p: (x.leader, list(x.replicas), sorted(x.isrs)) for p, x in t.partitions.items()}
+
+
+class Load:
+    """An idempotent acks=all producer sending numbered records round-robin until stopped
+    (bounded by `limit` records), collecting what was acknowledged and every error."""
+
+    def __init__(self, node, topic, limit=200_000):
+        self.p = Producer({"bootstrap.servers": node.bootstrap, "acks": "all",
+                           "enable.idempotence": True, "linger.ms": 5,
+                           "message.timeout.ms": 60000})
+        self.topic, self.limit = topic, limit
+        self.acked, self.errors, self.sent = [], [], 0
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def done(self, err, msg):
+        if err:
+            self.errors.append(err)
+        else:
+            self.acked.append(int(msg.value()))
+
+    def run(self):
+        while not self.stop_flag.is_set() and self.sent < self.limit:
+            try:
+                self.p.produce(self.topic, value=b"%d" % self.sent,
+                               partition=self.sent % PARTITIONS, on_delivery=self.done)
+                self.sent += 1
+            except BufferError:
+                self.p.poll(0.05)
+                continue
+            if self.sent % 50 == 0:
+                self.p.poll(0)
+                time.sleep(0.005)
+        self.p.flush(60)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_flag.set()
+        self.thread.join(90)
+
+
+def test_sigterm_moves_leaders_before_the_broker_stops(tmp_path, topic_name):
+    cluster = Cluster(tmp_path, controllers=1, brokers=3, overrides={
+        "broker.session.timeout.ms": "20000", "broker.heartbeat.interval.ms": "500",
+        "offsets.topic.replication.factor": "3",
+    }).start(timeout=180)
+    try:
+        brokers = cluster.brokers
+        ids = sorted(b.node_id for b in brokers)
+        a = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
+        a.create_topics([NewTopic(topic_name, num_partitions=PARTITIONS, replication_factor=3,
+                                  config={"min.insync.replicas": "2"})],
+                        operation_timeout=30)[topic_name].result(30)
+        initial = wait_until(lambda: (lambda s: s if s and all(
+            isr == ids for _, _, isr in s.values()) else None)(states(brokers[1], topic_name)),
+            60, "every replica in sync")
+        victim = cluster.node(initial[0][0])
+        led = sorted(p for p, (leader, _, _) in initial.items() if leader == victim.node_id)
+        survivors = [b for b in brokers if b is not victim]
+
+        with Load(survivors[0], topic_name) as load:
+            wait_until(lambda: len(load.acked) >= 2000, 60, "the producer under way")
+            t0 = time.monotonic()
+            code = victim.stop(timeout=60)
+            print(f"SIGTERM to exit: {time.monotonic() - t0:.1f}s")
+            # A clean exit: kactor returns 0, the JVM 143 (128 + SIGTERM) after its hooks ran.
+            assert code in (0, 143), f"exit code {code}"
+            # The moment it is gone, the survivors already name new leaders for what it led,
+            # and it has left every ISR: the controller moved them before approving the stop.
+            after = states(survivors[0], topic_name)
+            for p in led:
+                leader, _, isr = after[p]
+                assert leader in [b.node_id for b in survivors], after
+                assert victim.node_id not in isr, after
+            before_restart = len(load.acked)
+            wait_until(lambda: len(load.acked) >= before_restart + 2000, 60,
+                       "the producer going on without the victim")
+
+            victim.start(timeout=120)
+            wait_until(lambda: (lambda s: s if s and all(
+                isr == ids for _, _, isr in s.values()) else None)(
+                    states(survivors[0], topic_name)), 90, "the restarted broker back in every ISR")
+            # Preferred election gives the first replica its leadership back.
+            KafkaCli(survivors[1]).run("leader-election", "--election-type", "PREFERRED",
+                                       "--all-topic-partitions", timeout=60, check=False)
+            back = wait_until(lambda: (lambda s: s if s and all(
+                s[p][0] == s[p][1][0] for p in s) else None)(states(survivors[0], topic_name)),
+                60, "every partition led by its preferred replica")
+            assert all(back[p][0] == victim.node_id for p in led), back
+            n = len(load.acked)
+            wait_until(lambda: len(load.acked) >= n + 2000, 60, "the producer after the election")
+        assert not load.errors, load.errors[:3]
+        acked = sorted(load.acked)
+        assert len(acked) == len(set(acked))
+        read = consume_numbers(survivors[1], topic_name, PARTITIONS, load.sent, timeout=90)
+        assert set(acked) <= set(read), "acknowledged records lost"
+        assert len(read) == len(set(read)), "records duplicated"
+    finally:
+        cluster.stop()
