@@ -254,6 +254,11 @@ pub fn register_with_auto_create_wait(
         cluster::handle_elect_leaders
     );
     route!(
+        ApiKey::AlterPartitionReassignments,
+        AlterPartitionReassignments,
+        cluster::handle_alter_partition_reassignments
+    );
+    route!(
         ApiKey::ListPartitionReassignments,
         ListPartitionReassignments,
         cluster::handle_list_partition_reassignments
@@ -1960,6 +1965,7 @@ pub const FORWARDED: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::UpdateFeatures,
     ApiKey::ElectLeaders,
+    ApiKey::AlterPartitionReassignments,
     ApiKey::AlterUserScramCredentials,
 ];
 
@@ -2034,6 +2040,7 @@ fn says_not_controller(resp: &ResponseBody) -> bool {
         ResponseBody::IncrementalAlterConfigs(r) => r.responses.iter().any(|t| nc(t.error_code)),
         ResponseBody::AlterUserScramCredentials(r) => r.results.iter().any(|t| nc(t.error_code)),
         ResponseBody::ElectLeaders(r) => nc(r.error_code),
+        ResponseBody::AlterPartitionReassignments(r) => nc(r.error_code),
         ResponseBody::UpdateFeatures(r) => {
             nc(r.error_code) || r.results.iter().any(|t| nc(t.error_code))
         }

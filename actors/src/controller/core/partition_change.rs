@@ -54,9 +54,11 @@ impl Targets {
         }
     }
 
-    /// Kafka's `maybeCompleteReassignment`: once every replica that stays is in the target ISR
-    /// (and one of them at least), the removed replicas leave the replica set and the ISR and
-    /// the reassignment is over.
+    /// Kafka 4.4's `maybeCompleteReassignment`: the removed replicas leave the replica set and
+    /// the ISR once every replica being added is in the target ISR (and, when more are removed
+    /// than added, every replica that stays), and at least one in-sync replica stays. A replica
+    /// that stays but fell out of sync does not hold up a reassignment that adds as many
+    /// replicas as it removes.
     fn complete_reassignment_if_possible(&mut self) {
         if self.removing.is_empty() && self.adding.is_empty() {
             return;
@@ -68,7 +70,13 @@ impl Targets {
                 .collect()
         };
         let (isr, replicas) = (keep(&self.isr), keep(&self.replicas));
-        if isr.is_empty() || replicas.is_empty() || !replicas.iter().all(|r| isr.contains(r)) {
+        if isr.is_empty() || replicas.is_empty() {
+            return;
+        }
+        if !self.adding.iter().all(|r| isr.contains(r)) {
+            return;
+        }
+        if self.adding.len() < self.removing.len() && !replicas.iter().all(|r| isr.contains(r)) {
             return;
         }
         self.isr = isr;

@@ -29,10 +29,6 @@ use super::topic_configs;
 use super::{ControllerResult, QuorumControllerCore};
 use crate::metadata::core::{ConfigResource, MetadataRecord, PartitionRegistration};
 
-/// Kafka's text for NO_REASSIGNMENT_IN_PROGRESS (`Errors.message()`), which it puts in the
-/// partition's `error_message`.
-const NO_REASSIGNMENT_IN_PROGRESS_MSG: &str = "No partition reassignment is in progress.";
-
 impl QuorumControllerCore {
     /// AlterPartitionReassignments: each partition in request order, each answered on its own.
     /// `allow_replication_factor_change` false (v1, KIP-860) refuses targets whose size differs
@@ -113,10 +109,8 @@ impl QuorumControllerCore {
         p: &PartitionRegistration,
     ) -> Result<Option<PartitionChangeRecord>, ApiError> {
         if p.adding_replicas.is_empty() && p.removing_replicas.is_empty() {
-            return Err(ApiError::new(
-                NO_REASSIGNMENT_IN_PROGRESS,
-                NO_REASSIGNMENT_IN_PROGRESS_MSG,
-            ));
+            // No message: Kafka's is the code's own text, which `ApiError` leaves out.
+            return Err(ApiError::code(NO_REASSIGNMENT_IN_PROGRESS));
         }
         let not_added = |v: &[i32]| -> Vec<i32> {
             v.iter()

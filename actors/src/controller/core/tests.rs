@@ -2232,10 +2232,7 @@ fn reassignment_refusals_carry_kafkas_codes_and_write_nothing() {
             0,
             None,
             true,
-            ApiError::new(
-                NO_REASSIGNMENT_IN_PROGRESS,
-                "No partition reassignment is in progress.",
-            ),
+            ApiError::code(NO_REASSIGNMENT_IN_PROGRESS),
         ),
         (
             "t",
@@ -2337,5 +2334,58 @@ fn cancelling_when_only_added_replicas_are_in_sync_needs_unclean_election() {
             p.adding_replicas.is_empty()
         ),
         (1, vec![1, 2], vec![1], true)
+    );
+}
+
+#[test]
+fn reassignment_completes_without_a_lagging_replica_that_stays_as_in_kafka_4_4() {
+    let mut c = controller_with_assigned_topic("t", &[1, 2]);
+    let id = topic_id(&c, "t");
+    // 2 fell out of the ISR; [1, 2] -> [2, 3] adds as many replicas as it removes, so once 3 is
+    // in sync it completes without waiting for 2, and 3 (in sync) takes the leadership off 1.
+    let r = alter_partition(&mut c, 1, id, vec![isr_proposal(0, 0, &[1])]);
+    assert_eq!(only_row(&r).isr, vec![1]);
+    reassign(&mut c, "t", Some(&[2, 3]), true);
+    let p = partition(&c, "t");
+    let r = alter_partition(
+        &mut c,
+        1,
+        id,
+        vec![isr_proposal(p.leader_epoch, p.partition_epoch, &[1, 3])],
+    );
+    assert_eq!(only_row(&r).error_code, NEW_LEADER_ELECTED);
+    let p = partition(&c, "t");
+    assert_eq!(
+        (p.leader, p.replicas.clone(), p.isr.clone()),
+        (3, vec![2, 3], vec![3])
+    );
+    // A shrink must wait for every replica that stays: [2, 3] -> [2] with 2 out of sync is
+    // left under way.
+    let (e, _) = reassign(&mut c, "t", Some(&[2]), true);
+    assert_eq!(e, ApiError::NONE);
+    let p = partition(&c, "t");
+    assert_eq!(
+        (p.replicas.clone(), p.removing_replicas.clone()),
+        (vec![2, 3], vec![3])
+    );
+}
+
+#[test]
+fn a_new_target_without_additions_keeps_the_replicas_being_added() {
+    let mut c = controller_with_assigned_topic("t", &[1, 2]);
+    // [1, 2] -> [3, 1] under way, then [2, 1]: 3 is removed now, but nothing is added, so the
+    // adding list (3) stays and the reassignment waits for 3 (Kafka keeps lists that come out
+    // empty as they were).
+    reassign(&mut c, "t", Some(&[3, 1]), true);
+    let (e, _) = reassign(&mut c, "t", Some(&[2, 1]), false);
+    assert_eq!(e, ApiError::NONE);
+    let p = partition(&c, "t");
+    assert_eq!(
+        (
+            p.replicas.clone(),
+            p.adding_replicas.clone(),
+            p.removing_replicas.clone()
+        ),
+        (vec![2, 1, 3], vec![3], vec![3])
     );
 }
