@@ -1135,6 +1135,23 @@ fn broker_synonym_family(name: &str) -> Vec<&str> {
     }
 }
 
+/// How a broker quota config (dynamic only, no row in the static table) is described once set:
+/// LONG, not secret, changeable, as Kafka types it from `DynamicConfig.Broker`.
+fn broker_quota_entry(name: &str) -> Option<BrokerConfigEntry> {
+    topic_configs::BROKER_QUOTA_CONFIGS
+        .contains(&name)
+        .then(|| BrokerConfigEntry {
+            name: name.to_string(),
+            value: None,
+            source: source::DEFAULT_CONFIG,
+            config_type: config_type_id(topic_configs::BROKER_QUOTA_CONFIG_TYPE),
+            read_only: false,
+            sensitive: false,
+            synonyms: Vec::new(),
+            documentation: None,
+        })
+}
+
 fn describe_broker(
     apis: &MetadataApis,
     image: &MetadataImage,
@@ -1190,7 +1207,12 @@ fn describe_broker(
             .iter()
             .filter(|(k, _)| wanted(k))
             .map(|(k, val)| {
-                let e = apis.broker_configs.iter().find(|e| &e.name == k);
+                let quota = broker_quota_entry(k);
+                let e = apis
+                    .broker_configs
+                    .iter()
+                    .find(|e| &e.name == k)
+                    .or(quota.as_ref());
                 result(
                     k.clone(),
                     Some(val.clone()),
@@ -1256,11 +1278,12 @@ fn describe_broker(
         }
     }
     for (k, (val, src)) in custom {
+        let quota = broker_quota_entry(k);
         out.push(result(
             k.clone(),
             Some(val.clone()),
             src,
-            None,
+            quota.as_ref(),
             vec![(k.clone(), Some(val.clone()), src)],
         ));
     }

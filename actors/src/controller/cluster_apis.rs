@@ -1,15 +1,15 @@
 //! Cluster administration APIs beside the topic and config ones in `apis.rs`: ElectLeaders
-//! (`kafka-leader-election`), ListPartitionReassignments (`kafka-reassign-partitions --list`),
-//! DescribeClientQuotas (`kafka-configs --describe --entity-type clients|users|ips`),
-//! UnregisterBroker (`kafka-cluster unregister`),
-//! Describe/AlterUserScramCredentials (`kafka-configs --entity-type users`, SCRAM-SHA-256/512) and
-//! ListConfigResources (`kafka-configs --describe --entity-type groups` without a name).
+//! (`kafka-leader-election`), AlterPartitionReassignments and ListPartitionReassignments
+//! (`kafka-reassign-partitions`), DescribeClientQuotas (`kafka-configs --describe
+//! --entity-type clients|users|ips`), UnregisterBroker (`kafka-cluster unregister`),
+//! Describe/AlterUserScramCredentials (`kafka-configs --entity-type users`, SCRAM-SHA-256/512)
+//! and ListConfigResources (`kafka-configs --describe --entity-type groups` without a name).
 //!
-//! Registered with the other admin APIs by `apis::register`; the Describe/List APIs read the
-//! published image. kactor serves none of the APIs that would put reassignments or quotas
-//! there (AlterPartitionReassignments, AlterClientQuotas), so those answers are empty; what
-//! they do check is the request,
-//! with Kafka's error codes and messages, so that a tool gets the same refusal on both brokers.
+//! Registered with the other admin APIs by `apis::register`; the writes go to the controller
+//! (forwarded there from a broker-only node), the Describe/List APIs read the published image.
+//! kactor does not serve AlterClientQuotas, so no quota is ever stored and DescribeClientQuotas
+//! answers none; what it does check is the request, with Kafka's error codes and messages, so
+//! that a tool gets the same refusal on both brokers.
 
 use std::collections::BTreeSet;
 
