@@ -8,14 +8,16 @@ reassignment adding one stays under way until the test cancels it. Every answer 
 literally, the same on Kafka 4.4 and kactor: the refusals with their codes and messages (unknown
 topic or partition, an empty, duplicated or unregistered target, cancelling none, a replication
 factor change refused by v1's flag), an empty request, a reassignment under way as
-ListPartitionReassignments shows it, its cancellation, and a reordering that completes at once."""
+ListPartitionReassignments shows it, its cancellation, and a reordering that completes at once;
+and the broker throttle rate `kafka-reassign-partitions --throttle` sets, checked and described
+as Kafka does."""
 import pytest
 
 from differential.client import Client
 from harness.cluster import wait_until
 from protocol.test_alter_partition import PlayedBroker, node_cluster_id
 
-NONE, UNKNOWN_TOPIC_OR_PARTITION = 0, 3
+NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST = 0, 3, 42
 INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT = 38, 39
 NO_REASSIGNMENT_IN_PROGRESS = 85
 
@@ -118,7 +120,10 @@ def test_refusals_answer_as_kafka(setup, topic_name):
 
 def test_reassignment_under_way_is_listed_replaced_and_cancelled(setup, topic_name):
     adm, played = setup
-    beat = lambda: [pb.beat() for pb in played]  # noqa: E731 - keeps 2 and 3 unfenced
+
+    def beat():  # keeps 2 and 3 registered and unfenced
+        for pb in played:
+            pb.beat()
     beat()
     # [1, 2] -> [3, 1]: broker 3 (played, never fetching) is added and stays out of the ISR,
     # so the reassignment stays under way; 2, being removed, stays meanwhile.
@@ -166,3 +171,38 @@ def test_reordering_in_sync_replicas_completes_at_once(setup, topic_name):
     assert listed(adm) == []
     # The leader stays where it is (a preferred election would move it to 3).
     assert replicas_of(adm, topic_name)[1] == (1, [3, 1], [1, 3])
+
+
+def test_replication_throttle_rates_are_broker_configs(broker_factory):
+    """The broker configs `kafka-reassign-partitions --throttle` writes: checked as LONG >= 0,
+    described as LONG (not secret) once set, and nowhere before."""
+    b = broker_factory(name="throttle")
+    adm = Client(b.target, b.port)
+
+    def set_rate(value, validate_only=False):
+        r = adm.call("IncrementalAlterConfigs", 1, {
+            "Resources": [{"ResourceType": 4, "ResourceName": "1", "Configs": [
+                {"Name": "leader.replication.throttled.rate", "ConfigOperation": 0,
+                 "Value": value}]}], "ValidateOnly": validate_only})
+        return [(x["ErrorCode"], x["ErrorMessage"]) for x in r["Responses"]]
+
+    def described():
+        r = adm.call("DescribeConfigs", 4, {"Resources": [
+            {"ResourceType": 4, "ResourceName": "1", "ConfigurationKeys": None}],
+            "IncludeSynonyms": True, "IncludeDocumentation": False})
+        return [c for c in r["Results"][0]["Configs"] if "throttled" in c["Name"]]
+
+    assert described() == []
+    name = "leader.replication.throttled.rate"
+    assert set_rate("-1", validate_only=True) == [
+        (INVALID_REQUEST, f"Invalid value -1 for configuration {name}: Value must be at least 0")]
+    assert set_rate("abc", validate_only=True) == [
+        (INVALID_REQUEST, f"Invalid value abc for configuration {name}: Not a number of type LONG")]
+    assert set_rate("100") == [(NONE, None)]
+    # (The broker applies the change a moment after the controller's answer.)
+    wait_until(described, 30, "the rate described")
+    assert described() == [{
+        "Name": name, "Value": "100", "ReadOnly": False, "ConfigSource": 2,
+        "IsSensitive": False, "Synonyms": [{"Name": name, "Value": "100", "Source": 2}],
+        "ConfigType": 5, "Documentation": None}]
+    adm.close()
