@@ -52,6 +52,7 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::Envelope,
     // Cluster administration (actors/src/controller/cluster_apis.rs).
     ApiKey::ElectLeaders,
+    ApiKey::AlterPartitionReassignments,
     ApiKey::ListPartitionReassignments,
     ApiKey::DescribeClientQuotas,
     ApiKey::DescribeUserScramCredentials,

@@ -451,6 +451,11 @@ impl Handler<UpdateFeatures> for QuorumControllerActor {
 controller_op!(ElectLeaders, Vec<TopicElectionResult>, |core, m| core
     .elect_leaders(m.election, m.partitions.as_deref()));
 controller_op!(
+    AlterPartitionReassignments,
+    Vec<ReassignableTopicResult>,
+    |core, m| core.alter_partition_reassignments(&m.topics, m.allow_replication_factor_change)
+);
+controller_op!(
     AlterUserScramCredentials,
     Vec<(String, super::core::errors::ApiError)>,
     |core, m| core.alter_user_scram_credentials(&m.deletions, &m.upsertions)

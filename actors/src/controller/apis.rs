@@ -254,6 +254,11 @@ pub fn register_with_auto_create_wait(
         cluster::handle_elect_leaders
     );
     route!(
+        ApiKey::AlterPartitionReassignments,
+        AlterPartitionReassignments,
+        cluster::handle_alter_partition_reassignments
+    );
+    route!(
         ApiKey::ListPartitionReassignments,
         ListPartitionReassignments,
         cluster::handle_list_partition_reassignments
@@ -1130,6 +1135,23 @@ fn broker_synonym_family(name: &str) -> Vec<&str> {
     }
 }
 
+/// How a broker quota config (dynamic only, no row in the static table) is described once set:
+/// LONG, not secret, changeable, as Kafka types it from `DynamicConfig.Broker`.
+fn broker_quota_entry(name: &str) -> Option<BrokerConfigEntry> {
+    topic_configs::BROKER_QUOTA_CONFIGS
+        .contains(&name)
+        .then(|| BrokerConfigEntry {
+            name: name.to_string(),
+            value: None,
+            source: source::DEFAULT_CONFIG,
+            config_type: config_type_id(topic_configs::BROKER_QUOTA_CONFIG_TYPE),
+            read_only: false,
+            sensitive: false,
+            synonyms: Vec::new(),
+            documentation: None,
+        })
+}
+
 fn describe_broker(
     apis: &MetadataApis,
     image: &MetadataImage,
@@ -1185,7 +1207,12 @@ fn describe_broker(
             .iter()
             .filter(|(k, _)| wanted(k))
             .map(|(k, val)| {
-                let e = apis.broker_configs.iter().find(|e| &e.name == k);
+                let quota = broker_quota_entry(k);
+                let e = apis
+                    .broker_configs
+                    .iter()
+                    .find(|e| &e.name == k)
+                    .or(quota.as_ref());
                 result(
                     k.clone(),
                     Some(val.clone()),
@@ -1251,11 +1278,12 @@ fn describe_broker(
         }
     }
     for (k, (val, src)) in custom {
+        let quota = broker_quota_entry(k);
         out.push(result(
             k.clone(),
             Some(val.clone()),
             src,
-            None,
+            quota.as_ref(),
             vec![(k.clone(), Some(val.clone()), src)],
         ));
     }
@@ -1960,6 +1988,7 @@ pub const FORWARDED: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::UpdateFeatures,
     ApiKey::ElectLeaders,
+    ApiKey::AlterPartitionReassignments,
     ApiKey::AlterUserScramCredentials,
 ];
 
@@ -2034,6 +2063,7 @@ fn says_not_controller(resp: &ResponseBody) -> bool {
         ResponseBody::IncrementalAlterConfigs(r) => r.responses.iter().any(|t| nc(t.error_code)),
         ResponseBody::AlterUserScramCredentials(r) => r.results.iter().any(|t| nc(t.error_code)),
         ResponseBody::ElectLeaders(r) => nc(r.error_code),
+        ResponseBody::AlterPartitionReassignments(r) => nc(r.error_code),
         ResponseBody::UpdateFeatures(r) => {
             nc(r.error_code) || r.results.iter().any(|t| nc(t.error_code))
         }

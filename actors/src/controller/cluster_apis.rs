@@ -1,15 +1,15 @@
 //! Cluster administration APIs beside the topic and config ones in `apis.rs`: ElectLeaders
-//! (`kafka-leader-election`), ListPartitionReassignments (`kafka-reassign-partitions --list`),
-//! DescribeClientQuotas (`kafka-configs --describe --entity-type clients|users|ips`),
-//! UnregisterBroker (`kafka-cluster unregister`),
-//! Describe/AlterUserScramCredentials (`kafka-configs --entity-type users`, SCRAM-SHA-256/512) and
-//! ListConfigResources (`kafka-configs --describe --entity-type groups` without a name).
+//! (`kafka-leader-election`), AlterPartitionReassignments and ListPartitionReassignments
+//! (`kafka-reassign-partitions`), DescribeClientQuotas (`kafka-configs --describe
+//! --entity-type clients|users|ips`), UnregisterBroker (`kafka-cluster unregister`),
+//! Describe/AlterUserScramCredentials (`kafka-configs --entity-type users`, SCRAM-SHA-256/512)
+//! and ListConfigResources (`kafka-configs --describe --entity-type groups` without a name).
 //!
-//! Registered with the other admin APIs by `apis::register`; the Describe/List APIs read the
-//! published image. kactor serves none of the APIs that would put reassignments or quotas
-//! there (AlterPartitionReassignments, AlterClientQuotas), so those answers are empty; what
-//! they do check is the request,
-//! with Kafka's error codes and messages, so that a tool gets the same refusal on both brokers.
+//! Registered with the other admin APIs by `apis::register`; the writes go to the controller
+//! (forwarded there from a broker-only node), the Describe/List APIs read the published image.
+//! kactor does not serve AlterClientQuotas, so no quota is ever stored and DescribeClientQuotas
+//! answers none; what it does check is the request, with Kafka's error codes and messages, so
+//! that a tool gets the same refusal on both brokers.
 
 use std::collections::BTreeSet;
 
@@ -113,6 +113,92 @@ pub(super) async fn handle_elect_leaders(
 }
 
 // ---------------------------------------------------------------------------------------------
+// AlterPartitionReassignments
+
+pub(super) async fn handle_alter_partition_reassignments(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: AlterPartitionReassignmentsRequest,
+) -> HandlerOutcome {
+    use m::alter_partition_reassignments_response::{
+        ReassignablePartitionResponse, ReassignableTopicResponse,
+    };
+    // v0 had no flag: any replication factor goes.
+    let allow = ctx.api_version < 1 || req.allow_replication_factor_change;
+    let topics: Vec<cr::ReassignableTopic> = req
+        .topics
+        .into_iter()
+        .map(|t| cr::ReassignableTopic {
+            name: t.name,
+            partitions: t
+                .partitions
+                .into_iter()
+                .map(|p| (p.partition_index, p.replicas))
+                .collect(),
+        })
+        .collect();
+    let rows = |topic: String, partitions: Vec<(i32, ApiError)>| ReassignableTopicResponse {
+        name: topic,
+        partitions: partitions
+            .into_iter()
+            .map(|(partition_index, e)| {
+                ctx.record_error(e.code);
+                ReassignablePartitionResponse {
+                    partition_index,
+                    error_code: e.code,
+                    error_message: e.message,
+                    ..Default::default()
+                }
+            })
+            .collect(),
+        ..Default::default()
+    };
+    // Kafka answers an empty request at once, with the response's defaults.
+    if topics.is_empty() {
+        return HandlerOutcome::Respond(ResponseBody::AlterPartitionReassignments(
+            AlterPartitionReassignmentsResponse::default(),
+        ));
+    }
+    let msg = cm::AlterPartitionReassignments {
+        topics: topics.clone(),
+        allow_replication_factor_change: allow,
+    };
+    let resp = match apis.ask(msg, req.timeout_ms).await {
+        Ok(results) => AlterPartitionReassignmentsResponse {
+            allow_replication_factor_change: allow,
+            error_message: None,
+            responses: results
+                .into_iter()
+                .map(|t| rows(t.name, t.partitions))
+                .collect(),
+            ..Default::default()
+        },
+        // A failed controller call fails every partition with the request (Kafka's
+        // `getErrorResponse`).
+        Err(code) => {
+            ctx.record_error(code);
+            AlterPartitionReassignmentsResponse {
+                error_code: code,
+                error_message: None,
+                responses: topics
+                    .into_iter()
+                    .map(|t| {
+                        let failed = t
+                            .partitions
+                            .iter()
+                            .map(|(i, _)| (*i, ApiError::code(code)))
+                            .collect();
+                        rows(t.name, failed)
+                    })
+                    .collect(),
+                ..Default::default()
+            }
+        }
+    };
+    HandlerOutcome::Respond(ResponseBody::AlterPartitionReassignments(resp))
+}
+
+// ---------------------------------------------------------------------------------------------
 // ListPartitionReassignments
 
 /// Partitions with a reassignment under way (replicas being added or removed), for every topic
@@ -168,6 +254,8 @@ pub(super) async fn handle_list_partition_reassignments(
     HandlerOutcome::Respond(ResponseBody::ListPartitionReassignments(
         ListPartitionReassignmentsResponse {
             topics,
+            // Kafka's is null on success.
+            error_message: None,
             ..Default::default()
         },
     ))

@@ -134,6 +134,15 @@ pub struct ElectLeaders {
     pub partitions: Option<Vec<(String, Vec<i32>)>>,
 }
 
+/// Sent by the AlterPartitionReassignments handler. Lost: the client times out.
+#[derive(Debug, Message)]
+#[rtype(result = "ControllerReply<Vec<ReassignableTopicResult>>")]
+pub struct AlterPartitionReassignments {
+    pub topics: Vec<ReassignableTopic>,
+    /// KIP-860 (v1): false refuses targets that change a partition's replication factor.
+    pub allow_replication_factor_change: bool,
+}
+
 /// Sent by the AlterUserScramCredentials handler. Lost: the client times out.
 #[derive(Debug, Message)]
 #[rtype(result = "ControllerReply<Vec<(String, super::core::errors::ApiError)>>")]

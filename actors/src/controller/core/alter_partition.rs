@@ -10,14 +10,12 @@
 //! request's records only once it has generated all of them), so a partition named twice is
 //! judged twice on the same state.
 //!
-//! ELR (KIP-966) is not maintained by this controller (see `SUPPORTED_FEATURES`): changes are
-//! built as Kafka builds them with eligible.leader.replicas.version 0, which clears an ELR a
-//! partition may still carry.
+//! The change itself is built by `partition_change` (Kafka's `PartitionChangeBuilder`).
 
-use kactor_protocol::metadata::PartitionChangeRecord;
 use kactor_protocol::Uuid;
 
 use super::errors::*;
+use super::partition_change::{Targets, RECOVERED, RECOVERING};
 use super::requests::{
     AlterPartition, AlterPartitionPartition, AlterPartitionPartitionReply, AlterPartitionReply,
     AlterPartitionTopicReply,
@@ -25,20 +23,6 @@ use super::requests::{
 use super::{ControllerResult, QuorumControllerCore};
 use crate::metadata::core::image::{merge_partition_change, NO_LEADER_CHANGE};
 use crate::metadata::core::{MetadataRecord, PartitionRegistration, TopicImage};
-
-/// Kafka's `LeaderRecoveryState` values.
-const RECOVERED: i8 = 0;
-const RECOVERING: i8 = 1;
-/// `PartitionChangeRecord.leaderRecoveryState` when it does not change.
-const NO_RECOVERY_STATE_CHANGE: i8 = -1;
-/// Kafka's `DirectoryId.MIGRATING`: the directory of a replica whose partition record predates
-/// directory assignment.
-const MIGRATING_DIRECTORY: Uuid = Uuid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-/// metadata.version 3.6-IV0: from here an ISR shrink no longer bumps the leader epoch (before
-/// it, brokers needed the bump, KAFKA-15021).
-const MV_NO_EPOCH_BUMP_ON_SHRINK: i16 = 12;
-/// metadata.version 3.7-IV2: partition changes carry replica directories.
-const MV_DIRECTORY_ASSIGNMENT: i16 = 17;
 
 /// Why a partition's change is not made.
 enum Refusal {
@@ -117,12 +101,19 @@ impl QuorumControllerCore {
                         };
                         let isr: Vec<i32> = p.new_isr.iter().map(|m| m.broker_id).collect();
                         let mut after = current.clone();
-                        if let Some(change) = self.isr_change(
-                            topic,
+                        // Kafka's builder with a target ISR and recovery state: the ISR was
+                        // checked to hold the leader and only usable replicas, so leadership
+                        // moves only when the ISR completes a reassignment removing the leader.
+                        let targets = Targets {
+                            isr,
+                            leader_recovery_state: p.leader_recovery_state,
+                            ..Targets::of(current)
+                        };
+                        if let Some(change) = self.build_partition_change(
+                            topic.id,
                             p.partition_index,
                             current,
-                            isr,
-                            p.leader_recovery_state,
+                            targets,
                         ) {
                             merge_partition_change(&mut after, &change);
                             let moved =
@@ -220,131 +211,6 @@ impl QuorumControllerCore {
             return Err(Refusal::Code(INELIGIBLE_REPLICA));
         }
         Ok(current)
-    }
-
-    /// The record that gives partition `index` the ISR `isr` and leader recovery state `lrs`
-    /// (Kafka's `PartitionChangeBuilder.build` with a target ISR and recovery state, ELR off);
-    /// None when nothing would change. The ISR has been checked: it holds the leader and only
-    /// usable replicas, so leadership moves only when the ISR completes a reassignment that
-    /// removes the leader.
-    fn isr_change(
-        &self,
-        topic: &TopicImage,
-        index: i32,
-        p: &PartitionRegistration,
-        isr: Vec<i32>,
-        lrs: i8,
-    ) -> Option<PartitionChangeRecord> {
-        let mv = self.image.metadata_version().unwrap_or(0);
-        let mut record = PartitionChangeRecord {
-            topic_id: topic.id,
-            partition_id: index,
-            ..Default::default()
-        };
-        let mut target_isr = isr;
-        let mut target_replicas = p.replicas.clone();
-        let mut target_removing = p.removing_replicas.clone();
-        let mut target_adding = p.adding_replicas.clone();
-        // A reassignment completes once every target replica is in sync: the removed replicas
-        // leave the replica set and the ISR.
-        if !target_removing.is_empty() || !target_adding.is_empty() {
-            let isr: Vec<i32> = target_isr
-                .iter()
-                .copied()
-                .filter(|b| !target_removing.contains(b))
-                .collect();
-            let replicas: Vec<i32> = target_replicas
-                .iter()
-                .copied()
-                .filter(|b| !target_removing.contains(b))
-                .collect();
-            if !isr.is_empty() && !replicas.is_empty() && replicas.iter().all(|r| isr.contains(r)) {
-                target_isr = isr;
-                target_replicas = replicas;
-                target_removing.clear();
-                target_adding.clear();
-            }
-        }
-        // Leadership stays where it can, else goes to the first usable in-sync replica. Every
-        // proposed member was checked usable and a completed reassignment keeps the ISR a
-        // superset of the replicas, so someone always qualifies: Kafka's unclean fallback
-        // (per `unclean.leader.election.enable`) cannot be reached here.
-        let in_sync = |b: i32| target_isr.contains(&b) && self.is_usable(b);
-        let leader = if in_sync(p.leader) {
-            p.leader
-        } else {
-            target_replicas
-                .iter()
-                .copied()
-                .find(|b| in_sync(*b))
-                .unwrap_or(-1)
-        };
-        if leader != p.leader {
-            record.leader = leader;
-        }
-        // Dropping a replica (a completed reassignment) bumps the leader epoch.
-        if record.leader == NO_LEADER_CHANGE
-            && !p.replicas.iter().all(|r| target_replicas.contains(r))
-        {
-            record.leader = p.leader;
-        }
-        if !p.elr.is_empty() {
-            record.eligible_leader_replicas = Some(Vec::new());
-        }
-        if record.isr.is_none() && !target_isr.is_empty() && target_isr != p.isr {
-            record.isr = Some(target_isr);
-        }
-        if mv < MV_NO_EPOCH_BUMP_ON_SHRINK && record.leader == NO_LEADER_CHANGE {
-            if let Some(new_isr) = &record.isr {
-                if !p.isr.iter().all(|b| new_isr.contains(b)) {
-                    record.leader = p.leader;
-                }
-            }
-        }
-        if !target_replicas.is_empty() {
-            if mv >= MV_DIRECTORY_ASSIGNMENT {
-                let current: Vec<Uuid> = if p.directories.len() == p.replicas.len() {
-                    p.directories.clone()
-                } else {
-                    vec![MIGRATING_DIRECTORY; p.replicas.len()]
-                };
-                let target: Vec<Uuid> = target_replicas
-                    .iter()
-                    .map(|r| {
-                        p.replicas
-                            .iter()
-                            .position(|x| x == r)
-                            .map(|i| current[i])
-                            .unwrap_or_else(|| self.directories_for(&[*r])[0])
-                    })
-                    .collect();
-                if target != current {
-                    record.directories = Some(target);
-                }
-            }
-            if target_replicas != p.replicas {
-                record.replicas = Some(target_replicas);
-            }
-        }
-        if target_removing != p.removing_replicas {
-            record.removing_replicas = Some(target_removing);
-        }
-        if target_adding != p.adding_replicas {
-            record.adding_replicas = Some(target_adding);
-        }
-        if lrs != p.leader_recovery_state {
-            record.leader_recovery_state = lrs;
-        }
-        let no_op = record.isr.is_none()
-            && record.eligible_leader_replicas.is_none()
-            && record.last_known_elr.is_none()
-            && record.leader == NO_LEADER_CHANGE
-            && record.replicas.is_none()
-            && record.removing_replicas.is_none()
-            && record.adding_replicas.is_none()
-            && record.leader_recovery_state == NO_RECOVERY_STATE_CHANGE
-            && record.directories.is_none();
-        (!no_op).then_some(record)
     }
 }
 

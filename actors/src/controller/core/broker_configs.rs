@@ -48,6 +48,10 @@ impl QuorumControllerCore {
         if let Some(kind) = self.cfg.broker_value_kinds.get(name) {
             topic_configs::validate_value(name, *kind, value).map_err(invalid)?;
         }
+        if topic_configs::BROKER_QUOTA_CONFIGS.contains(&name) {
+            topic_configs::validate_value(name, topic_configs::BROKER_QUOTA_CONFIG_TYPE, value)
+                .map_err(invalid)?;
+        }
         if name == "max.connections.per.ip.overrides" {
             check_connection_overrides(value).map_err(invalid)?;
         }

@@ -13,6 +13,8 @@ pub mod client_metrics_configs;
 mod elections;
 pub mod errors;
 pub mod group_configs;
+mod partition_change;
+mod reassignments;
 pub mod requests;
 pub mod scram;
 pub mod topic_configs;

@@ -221,6 +221,22 @@ pub struct TopicElectionResult {
     pub partitions: Vec<(i32, ApiError)>,
 }
 
+/// One topic of an AlterPartitionReassignments request: (partition index, target replicas)
+/// in request order; None cancels the partition's reassignment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReassignableTopic {
+    pub name: String,
+    pub partitions: Vec<(i32, Option<Vec<i32>>)>,
+}
+
+/// One topic's AlterPartitionReassignments results: (partition index, outcome) in request
+/// order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReassignableTopicResult {
+    pub name: String,
+    pub partitions: Vec<(i32, ApiError)>,
+}
+
 /// One proposed ISR member of an AlterPartition request: v3's `NewIsrWithEpochs` entry, or a
 /// v2 `NewIsr` id with epoch -1 (not checked), as Kafka widens v2 requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

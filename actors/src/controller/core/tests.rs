@@ -2103,3 +2103,356 @@ fn alter_partition_completes_a_reassignment() {
         (b, le + 1, vec![b, d], vec![b, d])
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// AlterPartitionReassignments
+
+/// An active controller with brokers 1..=4 and topic `name`: one partition on `replicas`
+/// (the first leads, all in sync).
+fn controller_with_assigned_topic(name: &str, replicas: &[i32]) -> QuorumControllerCore {
+    let mut c = controller(4);
+    let (_, r) = create(
+        &mut c,
+        CreatableTopic {
+            name: name.into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: vec![(0, replicas.to_vec())],
+            ..Default::default()
+        },
+    );
+    assert!(r.error.is_ok(), "{r:?}");
+    c
+}
+
+/// Reassigns partition 0 of `topic` (None: cancels); the partition's outcome and the records.
+fn reassign(
+    c: &mut QuorumControllerCore,
+    topic: &str,
+    target: Option<&[i32]>,
+    allow_rf_change: bool,
+) -> (ApiError, Vec<MetadataRecord>) {
+    let r = c.alter_partition_reassignments(
+        &[ReassignableTopic {
+            name: topic.into(),
+            partitions: vec![(0, target.map(<[i32]>::to_vec))],
+        }],
+        allow_rf_change,
+    );
+    assert_eq!(r.response.len(), 1);
+    assert_eq!(r.response[0].name, topic);
+    let (index, e) = r.response[0].partitions[0].clone();
+    assert_eq!(index, 0);
+    (e, r.records)
+}
+
+#[test]
+fn reassignment_adds_the_target_first_and_completes_once_it_is_in_sync() {
+    let mut c = controller_with_assigned_topic("t", &[1, 2]);
+    let id = topic_id(&c, "t");
+    // [1, 2] -> [2, 3]: the target then the removed replica; 1 still leads (it is in sync and
+    // the reassignment is not complete), and no epoch moves but the partition epoch.
+    let (e, records) = reassign(&mut c, "t", Some(&[2, 3]), true);
+    assert_eq!(e, ApiError::NONE);
+    assert_eq!(
+        records,
+        vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
+            topic_id: id,
+            partition_id: 0,
+            replicas: Some(vec![2, 3, 1]),
+            directories: Some(c.directories_for(&[2, 3, 1])),
+            removing_replicas: Some(vec![1]),
+            adding_replicas: Some(vec![3]),
+            ..Default::default()
+        })]
+    );
+    let p = partition(&c, "t");
+    assert_eq!(
+        (p.leader, p.leader_epoch, p.partition_epoch, p.isr.clone()),
+        (1, 0, 1, vec![1, 2])
+    );
+    // The leader admits 3 once it caught up: 1 leaves, and leadership with it.
+    let r = alter_partition(&mut c, 1, id, vec![isr_proposal(0, 1, &[1, 2, 3])]);
+    assert_eq!(only_row(&r).error_code, NEW_LEADER_ELECTED);
+    let p = partition(&c, "t");
+    assert_eq!(
+        (
+            p.leader,
+            p.leader_epoch,
+            p.replicas.clone(),
+            p.isr.clone(),
+            p.adding_replicas.clone(),
+            p.removing_replicas.clone()
+        ),
+        (2, 1, vec![2, 3], vec![2, 3], vec![], vec![])
+    );
+}
+
+#[test]
+fn reassignment_within_the_isr_completes_at_once() {
+    let mut c = controller_with_assigned_topic("t", &[1, 2, 3]);
+    let id = topic_id(&c, "t");
+    // Dropping the leader: the target is in sync, so one change completes it and the first
+    // target replica leads.
+    let (e, records) = reassign(&mut c, "t", Some(&[3, 2]), true);
+    assert_eq!(e, ApiError::NONE);
+    assert_eq!(
+        records,
+        vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
+            topic_id: id,
+            partition_id: 0,
+            leader: 3,
+            isr: Some(vec![2, 3]),
+            replicas: Some(vec![3, 2]),
+            directories: Some(c.directories_for(&[3, 2])),
+            ..Default::default()
+        })]
+    );
+    // Reordering: only the replica list changes, leadership and epochs stay.
+    let (e, records) = reassign(&mut c, "t", Some(&[2, 3]), true);
+    assert_eq!(e, ApiError::NONE);
+    assert_eq!(
+        records,
+        vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
+            topic_id: id,
+            partition_id: 0,
+            replicas: Some(vec![2, 3]),
+            directories: Some(c.directories_for(&[2, 3])),
+            ..Default::default()
+        })]
+    );
+    let p = partition(&c, "t");
+    assert_eq!((p.leader, p.leader_epoch), (3, 1));
+    // The same replicas again: nothing to write.
+    let (e, records) = reassign(&mut c, "t", Some(&[2, 3]), false);
+    assert_eq!((e, records), (ApiError::NONE, vec![]));
+}
+
+#[test]
+fn reassignment_refusals_carry_kafkas_codes_and_write_nothing() {
+    let mut c = controller_with_assigned_topic("t", &[1, 2]);
+    let before = c.image().clone();
+    let refused = |c: &mut QuorumControllerCore, topic: &str, index: i32, target, allow| {
+        let r = c.alter_partition_reassignments(
+            &[ReassignableTopic {
+                name: topic.into(),
+                partitions: vec![(index, target)],
+            }],
+            allow,
+        );
+        assert!(r.records.is_empty());
+        r.response[0].partitions[0].1.clone()
+    };
+    /// (topic, partition, target, allow_replication_factor_change, answer)
+    type Case = (&'static str, i32, Option<Vec<i32>>, bool, ApiError);
+    let cases: Vec<Case> = vec![
+        (
+            "nope",
+            0,
+            Some(vec![1]),
+            true,
+            ApiError::new(
+                UNKNOWN_TOPIC_OR_PARTITION,
+                "Unable to find a topic named nope.",
+            ),
+        ),
+        (
+            "t",
+            5,
+            Some(vec![1]),
+            true,
+            ApiError::new(UNKNOWN_TOPIC_OR_PARTITION, "Unable to find partition t:5."),
+        ),
+        (
+            "t",
+            0,
+            Some(vec![]),
+            true,
+            ApiError::new(
+                INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            ),
+        ),
+        // Ids are checked in ascending order: the duplicate 2 comes before the unknown 9.
+        (
+            "t",
+            0,
+            Some(vec![9, 2, 2]),
+            true,
+            ApiError::new(
+                INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes the broker 2 more than once.",
+            ),
+        ),
+        (
+            "t",
+            0,
+            Some(vec![9, 1]),
+            true,
+            ApiError::new(
+                INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes broker 9, but no such broker is registered.",
+            ),
+        ),
+        (
+            "t",
+            0,
+            None,
+            true,
+            ApiError::code(NO_REASSIGNMENT_IN_PROGRESS),
+        ),
+        (
+            "t",
+            0,
+            Some(vec![1, 2, 3]),
+            false,
+            ApiError::new(
+                INVALID_REPLICATION_FACTOR,
+                "The replication factor is changed from 2 to 3",
+            ),
+        ),
+    ];
+    for (topic, index, target, allow, want) in cases {
+        assert_eq!(refused(&mut c, topic, index, target, allow), want);
+        assert_eq!(c.image(), &before);
+    }
+    // The replication factor may change when the request allows it.
+    let (e, records) = reassign(&mut c, "t", Some(&[1, 2, 3]), true);
+    assert_eq!((e, records.len()), (ApiError::NONE, 1));
+    // Under way, the replication factor compared is the target's.
+    assert_eq!(
+        refused(&mut c, "t", 0, Some(vec![1, 2]), false).code,
+        INVALID_REPLICATION_FACTOR
+    );
+    let (e, records) = reassign(&mut c, "t", Some(&[2, 1, 4]), false);
+    assert_eq!((e, records.len()), (ApiError::NONE, 1));
+}
+
+#[test]
+fn cancelling_reverts_to_the_original_replicas() {
+    let mut c = controller_with_assigned_topic("t", &[1, 2]);
+    let id = topic_id(&c, "t");
+    reassign(&mut c, "t", Some(&[2, 3]), true);
+    // The added replica leaves; the removed one stays, after the others (Kafka's order). The
+    // replica set loses a member, so the leader epoch moves.
+    let (e, records) = reassign(&mut c, "t", None, true);
+    assert_eq!(e, ApiError::NONE);
+    assert_eq!(
+        records,
+        vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
+            topic_id: id,
+            partition_id: 0,
+            leader: 1,
+            replicas: Some(vec![2, 1]),
+            directories: Some(c.directories_for(&[2, 1])),
+            removing_replicas: Some(vec![]),
+            adding_replicas: Some(vec![]),
+            ..Default::default()
+        })]
+    );
+    let p = partition(&c, "t");
+    assert_eq!(
+        (p.leader, p.leader_epoch, p.isr.clone()),
+        (1, 1, vec![1, 2])
+    );
+}
+
+#[test]
+fn cancelling_when_only_added_replicas_are_in_sync_needs_unclean_election() {
+    let mut c = controller_with_assigned_topic("t", &[1, 2]);
+    let id = topic_id(&c, "t");
+    // [1, 2] -> [3, 4] under way, and only 3 in sync (as after 1 and 2 fell behind).
+    c.apply_own(&[MetadataRecord::PartitionChange(PartitionChangeRecord {
+        topic_id: id,
+        partition_id: 0,
+        leader: 3,
+        isr: Some(vec![3]),
+        replicas: Some(vec![3, 4, 1, 2]),
+        directories: Some(c.directories_for(&[3, 4, 1, 2])),
+        removing_replicas: Some(vec![1, 2]),
+        adding_replicas: Some(vec![3, 4]),
+        ..Default::default()
+    })]);
+    let (e, records) = reassign(&mut c, "t", None, true);
+    assert_eq!(
+        e,
+        ApiError::new(
+            INVALID_REPLICA_ASSIGNMENT,
+            "Unable to revert partition assignment for t:0 because it would require an unclean leader election."
+        )
+    );
+    assert!(records.is_empty());
+    // With unclean elections on for the topic, the first original replica takes over alone.
+    c.apply_own(&[MetadataRecord::Config(ConfigRecord {
+        resource_type: ConfigResourceType::Topic.id(),
+        resource_name: "t".into(),
+        name: "unclean.leader.election.enable".into(),
+        value: Some("true".into()),
+        ..Default::default()
+    })]);
+    let (e, _) = reassign(&mut c, "t", None, true);
+    assert_eq!(e, ApiError::NONE);
+    let p = partition(&c, "t");
+    assert_eq!(
+        (
+            p.leader,
+            p.replicas.clone(),
+            p.isr.clone(),
+            p.adding_replicas.is_empty()
+        ),
+        (1, vec![1, 2], vec![1], true)
+    );
+}
+
+#[test]
+fn reassignment_completes_without_a_lagging_replica_that_stays_as_in_kafka_4_4() {
+    let mut c = controller_with_assigned_topic("t", &[1, 2]);
+    let id = topic_id(&c, "t");
+    // 2 fell out of the ISR; [1, 2] -> [2, 3] adds as many replicas as it removes, so once 3 is
+    // in sync it completes without waiting for 2, and 3 (in sync) takes the leadership off 1.
+    let r = alter_partition(&mut c, 1, id, vec![isr_proposal(0, 0, &[1])]);
+    assert_eq!(only_row(&r).isr, vec![1]);
+    reassign(&mut c, "t", Some(&[2, 3]), true);
+    let p = partition(&c, "t");
+    let r = alter_partition(
+        &mut c,
+        1,
+        id,
+        vec![isr_proposal(p.leader_epoch, p.partition_epoch, &[1, 3])],
+    );
+    assert_eq!(only_row(&r).error_code, NEW_LEADER_ELECTED);
+    let p = partition(&c, "t");
+    assert_eq!(
+        (p.leader, p.replicas.clone(), p.isr.clone()),
+        (3, vec![2, 3], vec![3])
+    );
+    // A shrink must wait for every replica that stays: [2, 3] -> [2] with 2 out of sync is
+    // left under way.
+    let (e, _) = reassign(&mut c, "t", Some(&[2]), true);
+    assert_eq!(e, ApiError::NONE);
+    let p = partition(&c, "t");
+    assert_eq!(
+        (p.replicas.clone(), p.removing_replicas.clone()),
+        (vec![2, 3], vec![3])
+    );
+}
+
+#[test]
+fn a_new_target_without_additions_keeps_the_replicas_being_added() {
+    let mut c = controller_with_assigned_topic("t", &[1, 2]);
+    // [1, 2] -> [3, 1] under way, then [2, 1]: 3 is removed now, but nothing is added, so the
+    // adding list (3) stays and the reassignment waits for 3 (Kafka keeps lists that come out
+    // empty as they were).
+    reassign(&mut c, "t", Some(&[3, 1]), true);
+    let (e, _) = reassign(&mut c, "t", Some(&[2, 1]), false);
+    assert_eq!(e, ApiError::NONE);
+    let p = partition(&c, "t");
+    assert_eq!(
+        (
+            p.replicas.clone(),
+            p.adding_replicas.clone(),
+            p.removing_replicas.clone()
+        ),
+        (vec![2, 1, 3], vec![3], vec![3])
+    );
+}

@@ -287,6 +287,20 @@ pub static EXTRA_DYNAMIC_BROKER_CONFIGS: &[&str] = &[
     "transaction.partition.verification.enable",
 ];
 
+/// Kafka's broker quota configs (`QuotaConfig.brokerQuotaConfigs`): dynamic only (no static
+/// key, so DescribeConfigs lists them only once set), LONG, at least 0, unlimited by default.
+/// `kafka-reassign-partitions --throttle` sets the two replication rates on the brokers a
+/// reassignment involves and `--verify` removes them. kactor stores and describes them but
+/// does not throttle replication by them.
+pub static BROKER_QUOTA_CONFIGS: &[&str] = &[
+    "follower.replication.throttled.rate",
+    "leader.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+];
+
+/// The type of the [`BROKER_QUOTA_CONFIGS`].
+pub const BROKER_QUOTA_CONFIG_TYPE: ConfigType = ConfigType::Long { min: 0 };
+
 /// Dynamic broker configs Kafka accepts only for one broker, never as the cluster default
 /// (`DynamicBrokerConfig.PerBrokerConfigs`: the listener set and the security settings).
 pub fn is_per_broker_config(name: &str) -> bool {
@@ -341,6 +355,7 @@ pub fn is_dynamic_broker_config(name: &str) -> bool {
         .iter()
         .any(|d| d.synonyms.first().is_some_and(|(s, _)| *s == name))
         || EXTRA_DYNAMIC_BROKER_CONFIGS.contains(&name)
+        || BROKER_QUOTA_CONFIGS.contains(&name)
 }
 
 /// Checks a value against a type; the message follows Kafka's `ConfigException` wording.
