@@ -1,6 +1,6 @@
 """Cases: Metadata, CreateTopics, DeleteTopics, CreatePartitions, DescribeTopicPartitions,
 DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, ListConfigResources, DescribeLogDirs,
-ElectLeaders, ListPartitionReassignments, DeleteRecords."""
+ElectLeaders, ListPartitionReassignments, AlterPartitionReassignments, DeleteRecords."""
 from harness import schema_codec as sc
 from harness.schema_codec import ZERO_UUID, Uuid
 
@@ -900,6 +900,45 @@ def _(c):
 def _(c):
     c.call("ListPartitionReassignments", 0, {"TimeoutMs": 30000, "Topics": [
         {"Name": topic(c), "PartitionIndexes": [0]}]}, check=True)
+
+
+# ---- AlterPartitionReassignments -----------------------------------------------------------
+
+def apr(c, t, replicas, version=0, allow_rf_change=None):
+    body = {"TimeoutMs": 30000, "Topics": [
+        {"Name": t, "Partitions": [{"PartitionIndex": 0, "Replicas": replicas}]}]}
+    if allow_rf_change is not None:
+        body["AllowReplicationFactorChange"] = allow_rf_change
+    return c.call("AlterPartitionReassignments", version, body, check=True)
+
+
+@case("AlterPartitionReassignments", "unknown-topic")
+def _(c):
+    apr(c, topic(c), [1])
+
+
+@case("AlterPartitionReassignments", "unregistered-broker")
+def _(c):
+    """A target naming a broker that never registered: INVALID_REPLICA_ASSIGNMENT."""
+    t = topic(c)
+    c.create_topic(t)
+    apr(c, t, [9999])
+
+
+@case("AlterPartitionReassignments", "duplicate-and-empty")
+def _(c):
+    t = topic(c)
+    c.create_topic(t)
+    apr(c, t, [9999, 9999])
+    apr(c, t, [], version=1, allow_rf_change=False)
+
+
+@case("AlterPartitionReassignments", "cancel-none")
+def _(c):
+    """Cancelling (null replicas) where nothing moves: NO_REASSIGNMENT_IN_PROGRESS."""
+    t = topic(c)
+    c.create_topic(t)
+    apr(c, t, None)
 
 
 # ---- DeleteRecords -------------------------------------------------------------------------
