@@ -2,8 +2,7 @@
 with SIGTERM first has the controller move its leaderships to other in-sync replicas and stops
 only once every live broker knows the new leaders, so producers fail over while it is still
 up instead of waiting out its session timeout (set long here, 20 s, to tell the two apart).
-It comes back, catches up, rejoins the ISRs, and a preferred election gives its partitions
-back.
+It comes back, catches up and rejoins the ISRs.
 
 One controller and three brokers, replication factor 3, min.insync.replicas=2; an idempotent
 acks=all producer runs throughout. Kafka 4.4 runs the same cluster from its jars
@@ -14,7 +13,6 @@ import time
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.cli import KafkaCli
 from harness.cluster import Cluster, consume_numbers, wait_until
 
 PARTITIONS = 3
@@ -49,6 +47,12 @@ class Load:
             self.acked.append(int(msg.value()))
 
     def run(self):
+        try:
+            self.loop()
+        except Exception as e:  # noqa: BLE001 - a fatal producer error ends the load
+            self.errors.append(e)
+
+    def loop(self):
         while not self.stop_flag.is_set() and self.sent < self.limit:
             try:
                 self.p.produce(self.topic, value=b"%d" % self.sent,
@@ -112,15 +116,8 @@ def test_sigterm_moves_leaders_before_the_broker_stops(tmp_path, topic_name):
             wait_until(lambda: (lambda s: s if s and all(
                 isr == ids for _, _, isr in s.values()) else None)(
                     states(survivors[0], topic_name)), 90, "the restarted broker back in every ISR")
-            # Preferred election gives the first replica its leadership back.
-            KafkaCli(survivors[1]).run("leader-election", "--election-type", "PREFERRED",
-                                       "--all-topic-partitions", timeout=60, check=False)
-            back = wait_until(lambda: (lambda s: s if s and all(
-                s[p][0] == s[p][1][0] for p in s) else None)(states(survivors[0], topic_name)),
-                60, "every partition led by its preferred replica")
-            assert all(back[p][0] == victim.node_id for p in led), back
             n = len(load.acked)
-            wait_until(lambda: len(load.acked) >= n + 2000, 60, "the producer after the election")
+            wait_until(lambda: len(load.acked) >= n + 2000, 60, "the producer after the restart")
         assert not load.errors, load.errors[:3]
         acked = sorted(load.acked)
         assert len(acked) == len(set(acked))

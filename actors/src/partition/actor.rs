@@ -150,10 +150,7 @@ impl PartitionActor {
     }
 
     fn hw_advanced(&self, high_watermark: i64, bytes: usize) {
-        let under_min_isr = self
-            .core
-            .as_ref()
-            .is_some_and(|c| c.isr().len() < c.config().min_insync_replicas);
+        let under_min_isr = self.core.as_ref().is_some_and(|c| c.is_under_min_isr());
         if let Some(p) = &self.purgatory {
             p.high_watermark.do_send(HighWatermarkAdvanced {
                 tp: self.tp.clone(),
@@ -510,8 +507,14 @@ impl Handler<ReadRecords> for PartitionActor {
             }
         }
         // A follower's fetch tells the leader how far it is (the high watermark may move and
-        // the follower may join the ISR).
-        if let (Ok(r), true) = (&result, msg.params.replica_id >= 0) {
+        // the follower may join the ISR) unless its log diverged: its fetch offset is then past
+        // what it shares with this leader and must not count (Kafka's `fetchRecords` skips the
+        // update when the read found a diverging epoch).
+        if let Some(r) = result
+            .as_ref()
+            .ok()
+            .filter(|r| msg.params.replica_id >= 0 && r.diverging_epoch.is_none())
+        {
             let leo = r.log_end_offset;
             let (change, moved) = match self.core.as_mut() {
                 Some(c) => (

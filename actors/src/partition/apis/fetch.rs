@@ -352,8 +352,18 @@ pub(super) async fn handle_fetch(
         .map(|o| o.records.len())
         .sum();
     let any_error = reads.iter().any(|r| r.result.is_err());
+    // A follower told to truncate hears it at once (Kafka answers a diverging epoch without
+    // waiting): each wait would delay its catch-up by replica.fetch.wait.max.ms.
+    let any_diverging = reads
+        .iter()
+        .any(|r| r.result.as_ref().is_ok_and(|o| o.diverging_epoch.is_some()));
     let min_bytes = req.min_bytes.max(0) as usize;
-    if req.max_wait_ms > 0 && !targets.is_empty() && !any_error && bytes < min_bytes {
+    if req.max_wait_ms > 0
+        && !targets.is_empty()
+        && !any_error
+        && !any_diverging
+        && bytes < min_bytes
+    {
         // Long poll: park until enough bytes arrive, leadership moves, or max wait.
         let watches = reads
             .iter()

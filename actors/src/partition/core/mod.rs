@@ -288,6 +288,20 @@ impl<L: PartitionLog> Partition<L> {
         self.roll_flush.take()
     }
 
+    /// `min.insync.replicas`, capped by the replication factor (Kafka's `effectiveMinIsr`): a
+    /// topic with fewer replicas than the broker-wide minimum still takes acks=all writes once
+    /// all of them are in sync.
+    pub fn effective_min_isr(&self) -> usize {
+        self.config
+            .min_insync_replicas
+            .min(self.replicas.len().max(1))
+    }
+
+    /// The ISR is smaller than the effective minimum (acks=all is refused).
+    pub fn is_under_min_isr(&self) -> bool {
+        self.isr.len() < self.effective_min_isr()
+    }
+
     pub fn isr(&self) -> &[i32] {
         &self.isr
     }
@@ -516,10 +530,10 @@ impl<L: PartitionLog> Partition<L> {
         if !matches!(required_acks, -1..=1) {
             return Err(PartitionError::InvalidRequiredAcks(required_acks));
         }
-        if required_acks == -1 && self.isr.len() < self.config.min_insync_replicas {
+        if required_acks == -1 && self.is_under_min_isr() {
             return Err(PartitionError::NotEnoughReplicas {
                 isr: self.isr.len(),
-                min_isr: self.config.min_insync_replicas,
+                min_isr: self.effective_min_isr(),
             });
         }
         let v = validate_and_assign(

@@ -268,19 +268,6 @@ fn consumer_reads_stop_at_the_high_watermark() {
 }
 
 #[test]
-fn acks_all_below_min_isr_is_not_enough_replicas() {
-    let mut p = leader(PartitionConfig {
-        min_insync_replicas: 2,
-        ..Default::default()
-    });
-    let e = p
-        .append_as_leader(&batch(&[b"x"], NOW), -1, NOW)
-        .unwrap_err();
-    assert_eq!(e.code(), codes::NOT_ENOUGH_REPLICAS);
-    p.append_as_leader(&batch(&[b"x"], NOW), 1, NOW).unwrap();
-}
-
-#[test]
 fn leader_epoch_checks() {
     let mut p = leader(PartitionConfig::default());
     let r = ReadParams {
@@ -832,6 +819,35 @@ fn acks_all_needs_min_insync_replicas_in_the_isr() {
         .unwrap_err();
     assert_eq!(e.code(), codes::NOT_ENOUGH_REPLICAS);
     p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
+}
+
+#[test]
+fn min_insync_replicas_is_capped_by_the_replication_factor() {
+    // min.insync.replicas=2 on a topic with one replica: acks=all is taken, as in Kafka
+    // (effectiveMinIsr).
+    let mut p = Partition::new(
+        TopicPartition::new("t", 0),
+        1,
+        MemoryLog::new(),
+        PartitionConfig {
+            min_insync_replicas: 2,
+            ..Default::default()
+        },
+        NOW,
+    );
+    p.become_leader(
+        &PartitionAssignment {
+            leader: 1,
+            leader_epoch: 3,
+            partition_epoch: 7,
+            replicas: vec![1],
+            isr: vec![1],
+        },
+        NOW,
+    )
+    .unwrap();
+    assert_eq!(p.effective_min_isr(), 1);
+    p.append_as_leader(&batch(&[b"a"], NOW), -1, NOW).unwrap();
 }
 
 #[test]
