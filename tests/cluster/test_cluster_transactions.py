@@ -14,21 +14,12 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.cli import KafkaCli
-from harness.cluster import Cluster, wait_until
+from harness.cluster import Cluster, coordinator_partition, wait_until
 from harness.txn import read_partitions, txn_producer, values, wait_stable
 
 PARTITIONS = 6
 STATE_PARTITIONS = 5
 JAVA_RECORDS = 2000
-
-
-def java_partition(key, partitions):
-    """abs(String.hashCode) % partitions: the coordinator partition of a transactional id."""
-    h = 0
-    for ch in key:
-        h = (h * 31 + ord(ch)) & 0xFFFFFFFF
-    h = h - (1 << 32) if h >= 1 << 31 else h
-    return 0 if h == -(1 << 31) else abs(h) % partitions
 
 
 def leaders(node, topic):
@@ -73,7 +64,7 @@ def test_transactions_span_brokers_and_survive_coordinator_kill(tmp_path, topic_
         txn_id = f"{topic_name}-txn"
         p = txn_producer(brokers[1], txn_id, conf={"transaction.timeout.ms": 30000})
         coordinator = wait_until(lambda: (lambda l: l and l.get(
-            java_partition(txn_id, STATE_PARTITIONS)))(leaders(brokers[1], "__transaction_state")),
+            coordinator_partition(txn_id, STATE_PARTITIONS)))(leaders(brokers[1], "__transaction_state")),
             30, "the transaction coordinator")
         # The transaction touches partitions led by every broker, the coordinator's included.
         assert set(spread.values()) == {b.node_id for b in brokers}, spread

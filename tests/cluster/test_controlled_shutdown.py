@@ -7,15 +7,14 @@ It comes back, catches up and rejoins the ISRs.
 One controller and three brokers, replication factor 3, min.insync.replicas=2; an idempotent
 acks=all producer runs throughout. Kafka 4.4 runs the same cluster from its jars
 (KACTOR_TEST_TARGET=kafka): every assertion holds for both."""
-import threading
 import time
 
 import pytest
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.cluster import Cluster, consume_numbers, wait_until
+from harness.load import NumberedLoad
 
 PARTITIONS = 3
 
@@ -27,54 +26,6 @@ def states(node, topic):
     if t is None or t.error is not None:
         return None
     return {p: (x.leader, list(x.replicas), sorted(x.isrs)) for p, x in t.partitions.items()}
-
-
-class Load:
-    """An idempotent acks=all producer sending numbered records round-robin until stopped
-    (bounded by `limit` records), collecting what was acknowledged and every error."""
-
-    def __init__(self, node, topic, limit=200_000):
-        self.p = Producer({"bootstrap.servers": node.bootstrap, "acks": "all",
-                           "enable.idempotence": True, "linger.ms": 5,
-                           "message.timeout.ms": 60000})
-        self.topic, self.limit = topic, limit
-        self.acked, self.errors, self.sent = [], [], 0
-        self.stop_flag = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def done(self, err, msg):
-        if err:
-            self.errors.append(err)
-        else:
-            self.acked.append(int(msg.value()))
-
-    def run(self):
-        try:
-            self.loop()
-        except Exception as e:  # noqa: BLE001 - a fatal producer error ends the load
-            self.errors.append(e)
-
-    def loop(self):
-        while not self.stop_flag.is_set() and self.sent < self.limit:
-            try:
-                self.p.produce(self.topic, value=b"%d" % self.sent,
-                               partition=self.sent % PARTITIONS, on_delivery=self.done)
-                self.sent += 1
-            except BufferError:
-                self.p.poll(0.05)
-                continue
-            if self.sent % 50 == 0:
-                self.p.poll(0)
-                time.sleep(0.005)
-        self.p.flush(60)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop_flag.set()
-        self.thread.join(90)
 
 
 def test_sigterm_moves_leaders_before_the_broker_stops(tmp_path, topic_name):
@@ -106,7 +57,8 @@ def run(tmp_path, topic_name, restart):
         led = sorted(p for p, (leader, _, _) in initial.items() if leader == victim.node_id)
         survivors = [b for b in brokers if b is not victim]
 
-        with Load(survivors[0], topic_name) as load:
+        with NumberedLoad(survivors[0].bootstrap, topic_name, partitions=PARTITIONS,
+                          limit=200_000, message_timeout_ms=60000, pause_every=50) as load:
             wait_until(lambda: len(load.acked) >= 2000, 60, "the producer under way")
             t0 = time.monotonic()
             code = victim.stop(timeout=60)

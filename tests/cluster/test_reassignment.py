@@ -9,57 +9,15 @@ throttles). Then every acknowledged record is read back, once, from the new repl
 copies are identical; `kafka-topics --describe` shows the new replicas and ISR; broker 2 has
 deleted its copy. Kafka 4.4 runs the same cluster from its jars (KACTOR_TEST_TARGET=kafka)."""
 import json
-import threading
 import time
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.cli import run_tool
 from harness.cluster import Cluster, consume_numbers, wait_until
+from harness.load import NumberedLoad
 
 RATE = 50_000_000  # --throttle, bytes/s: high enough not to slow the test
-
-
-class BackgroundProducer:
-    """Writes 0, 1, 2, ... to partition 0 (idempotent, acks=all) until stopped, at most `limit`
-    records or `seconds`; keeps the numbers acknowledged and the errors."""
-
-    def __init__(self, bootstrap, topic, limit=400_000, seconds=240):
-        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                           "enable.idempotence": True, "message.timeout.ms": 30000,
-                           "linger.ms": 5})
-        self.topic, self.limit, self.seconds = topic, limit, seconds
-        self.acked, self.errors, self.sent = [], [], 0
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def done(self, err, msg):
-        if err:
-            self.errors.append(err)
-        else:
-            self.acked.append(int(msg.value()))
-
-    def run(self):
-        deadline = time.monotonic() + self.seconds
-        while (self.sent < self.limit and not self.stopped.is_set()
-               and time.monotonic() < deadline):
-            try:
-                self.p.produce(self.topic, value=b"%d" % self.sent, partition=0,
-                               on_delivery=self.done)
-                self.sent += 1
-            except BufferError:
-                self.p.poll(0.05)
-            self.p.poll(0)
-            if self.sent % 10 == 0:
-                time.sleep(0.005)  # a steady stream (at most ~2000/s), not a flood
-        self.p.flush(30)
-
-    def stop(self):
-        self.stopped.set()
-        self.thread.join(60)
-        assert not self.thread.is_alive(), "producer did not finish"
 
 
 def describe(bootstrap, topic):
@@ -92,7 +50,7 @@ def test_reassign_partitions_moves_a_partition_under_load(tmp_path, topic_name):
         wait_until(lambda: describe(bootstrap, topic_name) == (2, [2, 3], [2, 3]), 60,
                    "the partition led by 2 with 2 and 3 in sync")
 
-        producer = BackgroundProducer(bootstrap, topic_name)
+        producer = NumberedLoad(bootstrap, topic_name)
         wait_until(lambda: len(producer.acked) >= 2000, 60, "records acknowledged")
 
         plan = tmp_path / "reassign.json"

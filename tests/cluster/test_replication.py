@@ -9,22 +9,13 @@ import time
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.cluster import Cluster, consume_numbers, wait_until
+from harness.cluster import Cluster, consume_numbers, coordinator_partition, wait_until
 
 PARTITIONS = 3
 
 
 def admin(node):
     return AdminClient({"bootstrap.servers": node.bootstrap})
-
-
-def offsets_partition(group, partitions=50):
-    """The `__consumer_offsets` partition of `group`: abs(Java hashCode) % partitions."""
-    h = 0
-    for ch in group.encode("utf-16-be").decode("utf-16-be"):
-        h = (h * 31 + ord(ch)) & 0xFFFFFFFF
-    h = h - (1 << 32) if h >= 1 << 31 else h
-    return 0 if h == -(1 << 31) else abs(h) % partitions
 
 
 def partition_states_of(node, topic):
@@ -134,7 +125,7 @@ def test_replicas_follow_fail_over_and_catch_up(tmp_path, topic_name):
         # __consumer_offsets, replicated three ways) is what the test kills next.
         group = f"{topic_name}-g"
         assert consume_in_group(brokers[1], topic_name, group, 3000) == list(range(3000))
-        coordinator = wait_until(lambda: (lambda s: s and s.get(offsets_partition(group)))(
+        coordinator = wait_until(lambda: (lambda s: s and s.get(coordinator_partition(group, 50)))(
             partition_states_of(brokers[1], "__consumer_offsets")), 30, "the group's coordinator")
 
         # kill -9 the group coordinator's broker: in-sync followers take over its partitions

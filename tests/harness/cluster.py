@@ -196,6 +196,16 @@ def metadata_topics(port, timeout=5.0):
     return {name: len(parts) for name, (err, parts) in topics.items() if err == 0}
 
 
+def coordinator_partition(key, partitions):
+    """abs(String.hashCode) % partitions: the `__consumer_offsets` / `__transaction_state`
+    partition whose leader coordinates a group or a transactional id."""
+    h = 0
+    for ch in key:
+        h = (h * 31 + ord(ch)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return 0 if h == -(1 << 31) else abs(h) % partitions
+
+
 def wait_until(check, timeout, what):
     """Polls `check` until it returns something truthy (returned); errors while a node starts
     or fails over count as 'not yet'. Raises AssertionError with the last result after

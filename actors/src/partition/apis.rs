@@ -43,7 +43,7 @@ use super::messages::*;
 use super::registry::{HostedReplica, PartitionTable, PartitionTableReader};
 use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
 use crate::purgatory::core::{FetchWatch, ProduceWatch};
-use crate::purgatory::{PurgatoryActor, WatchFetch, WatchProduce};
+use crate::purgatory::{await_replication, PurgatoryActor, WatchFetch};
 use crate::runtime::MeteredAddr;
 
 mod fetch;
@@ -361,20 +361,10 @@ async fn handle_produce(
         };
     }
 
-    if !watches.is_empty() {
-        let (tx, rx) = oneshot::channel();
-        a.purgatory.do_send(WatchProduce {
-            watches,
-            timeout_ms: req.timeout_ms.max(0) as u64,
-            done: tx,
-        });
-        if let Ok(results) = rx.await {
-            let by_tp: HashMap<TopicPartition, i16> = results.into_iter().collect();
-            for p in &pending {
-                if let Some(code) = by_tp.get(&p.tp).copied().filter(|c| *c != codes::NONE) {
-                    responses[p.topic_index].partition_responses[p.slot].error_code = code;
-                }
-            }
+    let waited = await_replication(&a.purgatory, watches, req.timeout_ms.max(0) as u64).await;
+    for p in &pending {
+        if let Some(code) = waited.get(&p.tp).copied().filter(|c| *c != codes::NONE) {
+            responses[p.topic_index].partition_responses[p.slot].error_code = code;
         }
     }
     for tr in &responses {

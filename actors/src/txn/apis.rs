@@ -548,10 +548,6 @@ pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
 pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
 
 fn wire_state(m: &TxnMetadata) -> describe_transactions_response::TransactionState {
-    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-    for (t, p) in &m.partitions {
-        by_topic.entry(t).or_default().push(*p);
-    }
     describe_transactions_response::TransactionState {
         error_code: 0,
         transactional_id: m.transactional_id.clone(),
@@ -560,7 +556,7 @@ fn wire_state(m: &TxnMetadata) -> describe_transactions_response::TransactionSta
         transaction_start_time_ms: m.txn_start_timestamp_ms,
         producer_id: m.producer_id,
         producer_epoch: m.producer_epoch,
-        topics: by_topic
+        topics: super::core::by_topic(&m.partitions)
             .into_iter()
             .map(|(t, ps)| describe_transactions_response::TopicData {
                 topic: t.to_string(),

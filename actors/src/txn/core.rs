@@ -14,6 +14,18 @@ pub const DEFAULT_TRANSACTION_MAX_TIMEOUT_MS: i32 = 900_000;
 /// A (topic, partition) enrolled in a transaction.
 pub type TxnPartition = (String, i32);
 
+/// Partition indexes by topic, topics in name order, partitions in the order given: the shape
+/// of every per-topic list on the wire and in `__transaction_state`.
+pub fn by_topic<'a>(
+    partitions: impl IntoIterator<Item = &'a TxnPartition>,
+) -> BTreeMap<&'a str, Vec<i32>> {
+    let mut grouped: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (t, p) in partitions {
+        grouped.entry(t.as_str()).or_default().push(*p);
+    }
+    grouped
+}
+
 /// Wire codes (Kafka's `Errors`).
 pub mod codes {
     pub use crate::partition::core::error::codes::{

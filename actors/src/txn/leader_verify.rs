@@ -285,7 +285,13 @@ pub struct LeaderVerifier {
     pub inter_broker: Option<InterBrokerClient>,
 }
 
-/// The local shard's answer for `partitions`: the refused ones with their codes.
+/// Every one of `partitions` refused with `code`.
+fn refuse_all(partitions: &[TxnPartition], code: i16) -> BTreeMap<TxnPartition, i16> {
+    partitions.iter().map(|p| (p.clone(), code)).collect()
+}
+
+/// The local shard's answer for `partitions`: the refused ones with their codes. An add
+/// answers for all of them at once, a verification per partition.
 async fn ask_local(
     shard: &MeteredAddr<TransactionCoordinatorActor>,
     op: TxnOperation,
@@ -294,49 +300,36 @@ async fn ask_local(
     producer_epoch: i16,
     partitions: &[TxnPartition],
 ) -> BTreeMap<TxnPartition, i16> {
-    let mut refused = BTreeMap::new();
-    let partitions = partitions.to_vec();
-    if op.supports_epoch_bump() {
-        let r = shard
-            .send(LeaderAddTxnPartitions(AddTxnPartitions {
-                transactional_id: transactional_id.to_string(),
-                producer_id,
-                producer_epoch,
-                partitions: partitions.clone(),
-            }))
+    let add = AddTxnPartitions {
+        transactional_id: transactional_id.to_string(),
+        producer_id,
+        producer_epoch,
+        partitions: partitions.to_vec(),
+    };
+    let answer = if op.supports_epoch_bump() {
+        shard
+            .send(LeaderAddTxnPartitions(add))
             .await
-            .unwrap_or(Err(codes::NETWORK_EXCEPTION));
-        if let Err(code) = r {
-            for p in partitions {
-                refused.insert(p, code);
-            }
-        }
+            .unwrap_or(Err(codes::NETWORK_EXCEPTION))
+            .map(|()| Vec::new())
     } else {
-        let r = shard
+        shard
             .send(VerifyTxnPartitions {
-                transactional_id: transactional_id.to_string(),
+                transactional_id: add.transactional_id,
                 producer_id,
                 producer_epoch,
-                partitions: partitions.clone(),
+                partitions: add.partitions,
             })
             .await
-            .unwrap_or(Err(codes::NETWORK_EXCEPTION));
-        match r {
-            Ok(per_partition) => {
-                for (p, code) in per_partition {
-                    if code != codes::NONE {
-                        refused.insert(p, code);
-                    }
-                }
-            }
-            Err(code) => {
-                for p in partitions {
-                    refused.insert(p, code);
-                }
-            }
-        }
+            .unwrap_or(Err(codes::NETWORK_EXCEPTION))
+    };
+    match answer {
+        Ok(per_partition) => per_partition
+            .into_iter()
+            .filter(|(_, code)| *code != codes::NONE)
+            .collect(),
+        Err(code) => refuse_all(partitions, code),
     }
-    refused
 }
 
 /// One transactional partition of a request: its place, its leader, its producer.
@@ -463,26 +456,21 @@ impl LeaderVerifier {
         producer_epoch: i16,
         partitions: &[TxnPartition],
     ) -> BTreeMap<TxnPartition, i16> {
-        let all = |code: i16| partitions.iter().map(|p| (p.clone(), code)).collect();
         let table = self.partitions.borrow().clone();
         let state_partition = partition_for(transactional_id, self.coordinator.num_partitions);
         let leader = table.leader_of(TRANSACTION_STATE_TOPIC, state_partition);
         let client = match (&self.inter_broker, leader) {
             (Some(c), Some(l)) if l >= 0 && l != c.node_id() => c,
             // Led here but the shard is not up yet, or no inter-broker client.
-            (_, Some(l)) if l >= 0 => return all(codes::NOT_COORDINATOR),
-            _ => return all(codes::COORDINATOR_NOT_AVAILABLE),
+            (_, Some(l)) if l >= 0 => return refuse_all(partitions, codes::NOT_COORDINATOR),
+            _ => return refuse_all(partitions, codes::COORDINATOR_NOT_AVAILABLE),
         };
-        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-        for (t, p) in partitions {
-            by_topic.entry(t).or_default().push(*p);
-        }
         let transaction = AddPartitionsToTxnTransaction {
             transactional_id: transactional_id.to_string(),
             producer_id,
             producer_epoch,
             verify_only: !op.supports_epoch_bump(),
-            topics: by_topic
+            topics: super::core::by_topic(partitions)
                 .into_iter()
                 .map(|(name, partitions)| AddPartitionsToTxnTopic {
                     name: name.to_string(),
@@ -505,11 +493,11 @@ impl LeaderVerifier {
                 })
                 .filter(|(_, code)| *code != codes::NONE)
                 .collect(),
-            Err(InterBrokerError::Code(code)) => all(code),
+            Err(InterBrokerError::Code(code)) => refuse_all(partitions, code),
             Err(e) => {
                 tracing::debug!(transactional_id, coordinator, error = %e,
                     "transaction coordinator not reached");
-                all(codes::NETWORK_EXCEPTION)
+                refuse_all(partitions, codes::NETWORK_EXCEPTION)
             }
         }
     }

@@ -4,7 +4,7 @@
 //! fields from level 1; kactor always finalizes level 1 or more, so it writes v1); a null
 //! value is a tombstone (the transactional id expired). Both versions are read.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use bytes::{Buf, Bytes};
 use kactor_protocol::coordinator::transaction_log_key::TransactionLogKey;
@@ -49,12 +49,8 @@ pub fn encode_key(transactional_id: &str) -> Result<Bytes, TxnLogError> {
 pub fn encode_value(m: &TxnMetadata) -> Result<Bytes, TxnLogError> {
     // The finalized transaction.version is never 0 on kactor (see the module doc).
     let version = 1;
-    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-    for (t, p) in &m.partitions {
-        by_topic.entry(t.as_str()).or_default().push(*p);
-    }
     // Kafka writes no partitions for Empty and Complete states.
-    let partitions = by_topic
+    let partitions = super::core::by_topic(&m.partitions)
         .into_iter()
         .map(|(t, ps)| PartitionsSchema {
             topic: t.to_string(),

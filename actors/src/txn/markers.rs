@@ -20,7 +20,6 @@ use futures_util::future::join_all;
 use kactor_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
-use tokio::sync::oneshot;
 
 use super::core::{MarkerJob, TxnPartition};
 use crate::group::apis::OFFSETS_TOPIC;
@@ -31,8 +30,7 @@ use crate::partition::messages::AppendTxnMarker;
 use crate::partition::registry::PartitionTableReader;
 use crate::producer::partition::TxnMarker;
 use crate::purgatory::core::ProduceWatch;
-use crate::purgatory::messages::WatchProduce;
-use crate::purgatory::PurgatoryActor;
+use crate::purgatory::{await_replication, PurgatoryActor};
 use crate::runtime::MeteredAddr;
 
 /// Called after a commit/abort marker was appended and replicated to `__consumer_offsets` partition
@@ -89,20 +87,10 @@ impl LocalMarkers {
                 }
             }
         }
-        let mut waited: BTreeMap<TopicPartition, i16> = BTreeMap::new();
-        if let (false, Some(purgatory)) = (watches.is_empty(), &self.purgatory) {
-            let (done, rx) = oneshot::channel();
-            purgatory.do_send(WatchProduce {
-                watches,
-                timeout_ms: self.timeout_ms,
-                done,
-            });
-            // Without an answer (the purgatory is gone: shutting down) nothing is known to be
-            // replicated.
-            if let Ok(results) = rx.await {
-                waited.extend(results);
-            }
-        }
+        let waited = match &self.purgatory {
+            Some(purgatory) => await_replication(purgatory, watches, self.timeout_ms).await,
+            None => Default::default(),
+        };
         let codes: Vec<i16> = partitions
             .iter()
             .zip(appended)
@@ -297,15 +285,11 @@ impl MarkerSender {
 
 /// The WriteTxnMarkers entry for `job`'s marker on `partitions`.
 pub fn wire_marker(job: &MarkerJob, partitions: &[TxnPartition]) -> WritableTxnMarker {
-    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-    for (t, p) in partitions {
-        by_topic.entry(t).or_default().push(*p);
-    }
     WritableTxnMarker {
         producer_id: job.producer_id,
         producer_epoch: job.producer_epoch,
         transaction_result: job.commit,
-        topics: by_topic
+        topics: super::core::by_topic(partitions)
             .into_iter()
             .map(|(name, partition_indexes)| WritableTxnMarkerTopic {
                 name: name.to_string(),
