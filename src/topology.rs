@@ -374,7 +374,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
     .map_err(|e| anyhow::anyhow!("cannot start the metadata quorum: {e}"))?;
 
     let mut partition_cfg = PartitionLayerConfig::new(node_id, log_dirs, broker_properties(cfg));
-    partition_cfg.isr_channel = kraft.controller_channel.as_ref().map(|c| c.recipient());
+    partition_cfg.isr_channel = kraft.alter_partition.as_ref().map(|c| c.recipient());
     let partitions = start_partitions(partition_cfg, Some(&pools))
         .map_err(|e| anyhow::anyhow!("cannot load the partition logs: {e}"))?;
     let registry = partitions.registry.clone();

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use super::actor::QuorumControllerActor;
 use super::core::ControllerConfig;
 use crate::metadata::actor::{MetadataImageWatch, MetadataPublisherActor};
+use crate::metadata::alter_partition::AlterPartitionManagerActor;
 use crate::metadata::controller_channel::ControllerChannelActor;
 use crate::metadata::lifecycle::{
     BrokerLifecycleActor, BrokerLifecycleConfig, BrokerLifecycleState,
@@ -92,8 +93,12 @@ pub struct KraftHandles {
     pub raft_leader: watch::Receiver<Option<i32>>,
     /// The broker's lifecycle state (`Running` = unfenced, ready to serve).
     pub broker_state: Option<watch::Receiver<BrokerLifecycleState>>,
-    /// A broker's way to the active controller (AlterPartition from its partition leaders).
+    /// A broker's way to the active controller (its lifecycle, producer id blocks, internal
+    /// topics).
     pub controller_channel: Option<MeteredAddr<ControllerChannelActor>>,
+    /// Where a broker's partition leaders send ISR changes (batched AlterPartition over a
+    /// channel of its own).
+    pub alter_partition: Option<MeteredAddr<AlterPartitionManagerActor>>,
 }
 
 /// Opens the metadata log (failing start-up on a broken one) and starts the actors on
@@ -141,26 +146,42 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     // Every broker reaches the active controller through the channel, wherever it runs (the
     // co-located one answers directly); the lifecycle uses it too unless this node is the only
     // voter, whose lifecycle talks to its own controller and waits for it to activate.
-    let controller_channel = cfg.broker.as_ref().map(|_| {
-        let endpoints = cfg
-            .quorum
-            .voter_endpoints
-            .iter()
-            .filter_map(|(id, eps)| {
-                Some((*id, format!("{}:{}", eps.first()?.host, eps.first()?.port)))
-            })
-            .collect();
-        let channel_metrics = ActorMetrics::new("ControllerChannelActor");
+    let request_timeout =
+        std::time::Duration::from_millis(cfg.quorum.request_timeout_ms.max(1) as u64);
+    let endpoints: BTreeMap<i32, String> = cfg
+        .quorum
+        .voter_endpoints
+        .iter()
+        .filter_map(|(id, eps)| Some((*id, format!("{}:{}", eps.first()?.host, eps.first()?.port))))
+        .collect();
+    let channel = |name: &'static str| {
+        let metrics = ActorMetrics::new(name);
         let channel = ControllerChannelActor::new(
             cfg.node_id,
             controller.clone(),
             raft_leader.clone(),
-            endpoints,
-            std::time::Duration::from_millis(cfg.quorum.request_timeout_ms.max(1) as u64),
-            channel_metrics.clone(),
-        )
-        .with_image(image.clone());
-        start_supervised(arbiter, channel_metrics, move |_| channel)
+            endpoints.clone(),
+            request_timeout,
+            metrics.clone(),
+        );
+        start_supervised(arbiter, metrics, move |_| channel)
+    };
+    let controller_channel = cfg
+        .broker
+        .as_ref()
+        .map(|_| channel("ControllerChannelActor"));
+    // ISR changes travel apart from the heartbeats (Kafka's separate `alter-partition`
+    // channel): a burst of them must not delay a heartbeat past the session timeout.
+    let alter_partition = cfg.broker.as_ref().map(|_| {
+        let metrics = ActorMetrics::new("AlterPartitionManagerActor");
+        let actor = AlterPartitionManagerActor::new(
+            cfg.node_id,
+            channel("AlterPartitionChannelActor"),
+            Some(image.clone()),
+            request_timeout + std::time::Duration::from_secs(1),
+            metrics.clone(),
+        );
+        start_supervised(arbiter, metrics, move |_| actor)
     });
     let (lifecycle, broker_state) = match (cfg.broker, &controller, &controller_channel) {
         (Some(bcfg), ctl, Some(channel)) if remote_voters || ctl.is_none() => {
@@ -208,5 +229,6 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
         image,
         broker_state,
         controller_channel,
+        alter_partition,
     })
 }

@@ -21,16 +21,14 @@ use crate::controller::broker_apis::{
     registration_reply_from_wire, registration_to_wire,
 };
 use crate::controller::core::requests::{
-    AllocateProducerIdsReply, AlterPartition, AlterPartitionPartition, AlterPartitionReply,
-    AlterPartitionTopic, BrokerHeartbeatReply, BrokerRegistrationReply, IsrMember,
+    AllocateProducerIdsReply, AlterPartition, AlterPartitionReply, BrokerHeartbeatReply,
+    BrokerRegistrationReply,
 };
 use crate::controller::messages::{
     AllocateProducerIds, Committed, ControllerError, ControllerReply, CreateTopics,
     ProcessAlterPartition, ProcessBrokerHeartbeat, RegisterBroker,
 };
 use crate::network::client::KafkaConnection;
-use crate::partition::core::IsrChangeOutcome;
-use crate::partition::messages::AlterIsr;
 use crate::runtime::{ActorMetrics, MeteredAddr, SupervisedActor};
 
 pub struct ControllerChannelActor {
@@ -44,8 +42,6 @@ pub struct ControllerChannelActor {
     conn: Option<(i32, KafkaConnection)>,
     /// `controller.quorum.request.timeout.ms`
     timeout: Duration,
-    /// The metadata image, for this broker's epoch and topic ids in AlterPartition.
-    image: Option<crate::metadata::actor::MetadataImageWatch>,
     metrics: ActorMetrics,
 }
 
@@ -65,15 +61,8 @@ impl ControllerChannelActor {
             endpoints,
             conn: None,
             timeout,
-            image: None,
             metrics,
         }
-    }
-
-    /// Reads this broker's epoch from `image` (for AlterPartition).
-    pub fn with_image(mut self, image: crate::metadata::actor::MetadataImageWatch) -> Self {
-        self.image = Some(image);
-        self
     }
 
     /// Like [`Self::remote`], with a body built for the version the connection negotiated.
@@ -259,70 +248,30 @@ impl Handler<ProcessBrokerHeartbeat> for ControllerChannelActor {
     }
 }
 
-impl Handler<AlterIsr> for ControllerChannelActor {
-    type Result = AtomicResponse<Self, IsrChangeOutcome>;
+/// AlterPartitionManagerActor → its channel: one (batched) AlterPartition for the active
+/// controller. Lost: every leader in it proposes again.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<AlterPartitionReply, ControllerError>")]
+pub struct SendAlterPartition {
+    pub request: AlterPartition,
+}
 
-    /// One partition leader's ISR change as AlterPartition (Kafka's `AlterPartitionManager`,
-    /// without batching: ISR changes are rare next to fetches). The answer's partition state
-    /// goes back to the leader, or the error code.
-    fn handle(&mut self, msg: AlterIsr, _: &mut Context<Self>) -> Self::Result {
+impl Handler<SendAlterPartition> for ControllerChannelActor {
+    type Result = AtomicResponse<Self, Result<AlterPartitionReply, ControllerError>>;
+
+    fn handle(&mut self, msg: SendAlterPartition, _: &mut Context<Self>) -> Self::Result {
         let _m = self.metrics.handle();
-        let broker_epoch = self
-            .image
-            .as_ref()
-            .and_then(|i| i.borrow().brokers.get(&self.node_id).map(|b| b.epoch))
-            .unwrap_or(-1);
-        let image = self.image.as_ref().map(|i| i.borrow().clone());
-        let request = AlterPartition {
-            broker_id: self.node_id,
-            broker_epoch,
-            topics: vec![AlterPartitionTopic {
-                topic_id: msg.topic_id,
-                partitions: vec![AlterPartitionPartition {
-                    partition_index: msg.tp.partition,
-                    leader_epoch: msg.change.leader_epoch,
-                    new_isr: msg
-                        .change
-                        .new_isr
-                        .iter()
-                        .map(|id| IsrMember {
-                            broker_id: *id,
-                            broker_epoch: image
-                                .as_ref()
-                                .and_then(|i| i.brokers.get(id).map(|b| b.epoch))
-                                .unwrap_or(-1),
-                        })
-                        .collect(),
-                    leader_recovery_state: 0,
-                    partition_epoch: msg.change.partition_epoch,
-                }],
-            }],
-        };
-        let outcome = |reply: Result<AlterPartitionReply, ControllerError>| match reply {
-            Err(_) => IsrChangeOutcome::Failed(crate::controller::core::errors::NOT_CONTROLLER),
-            Ok(r) if r.error.code != 0 => IsrChangeOutcome::Failed(r.error.code),
-            Ok(r) => match r.topics.into_iter().flat_map(|t| t.partitions).next() {
-                Some(p) if p.error_code == 0 => IsrChangeOutcome::Committed {
-                    leader_epoch: p.leader_epoch,
-                    partition_epoch: p.partition_epoch,
-                    isr: p.isr,
-                },
-                Some(p) => IsrChangeOutcome::Failed(p.error_code),
-                None => {
-                    IsrChangeOutcome::Failed(crate::partition::core::codes::UNKNOWN_SERVER_ERROR)
-                }
-            },
-        };
+        let request = msg.request;
         match self.route() {
             Ok(None) => {
                 let local = self.local.clone().expect("route checked");
                 AtomicResponse::new(Box::pin(
                     async move {
-                        let r = local
+                        local
                             .send(ProcessAlterPartition { request })
                             .await
-                            .unwrap_or(Err(ControllerError::NotController));
-                        outcome(r.map(|c| c.response))
+                            .unwrap_or(Err(ControllerError::NotController))
+                            .map(|c| c.response)
                     }
                     .into_actor(self),
                 ))
@@ -334,14 +283,12 @@ impl Handler<AlterIsr> for ControllerChannelActor {
                     move |v| alter_partition_to_wire(&request, v),
                 )
                 .map(move |r, _, _| {
-                    outcome(r.and_then(|b| {
+                    r.and_then(|b| {
                         alter_partition_reply_from_wire(b).ok_or(ControllerError::NotController)
-                    }))
+                    })
                 }),
             )),
-            Err(_) => AtomicResponse::new(Box::pin(fut::ready(IsrChangeOutcome::Failed(
-                crate::controller::core::errors::NOT_CONTROLLER,
-            )))),
+            Err(e) => AtomicResponse::new(Box::pin(fut::ready(Err(e)))),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! per-partition leader/follower/delete notifications. Last step of the "Metadata change" path.
 
 pub mod actor;
+pub mod alter_partition;
 pub mod controller_channel;
 pub mod core;
 pub mod lifecycle;

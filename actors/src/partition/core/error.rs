@@ -25,6 +25,7 @@ pub mod codes {
     pub const UNSUPPORTED_VERSION: i16 = 35;
     pub const INVALID_REQUEST: i16 = 42;
     pub const POLICY_VIOLATION: i16 = 44;
+    pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
     pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
     pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
