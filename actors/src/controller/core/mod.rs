@@ -1316,7 +1316,11 @@ impl QuorumControllerCore {
             );
         }
         if let Some(existing) = self.image.brokers.get(&req.broker_id) {
-            let alive = self.heard_from.contains(&req.broker_id)
+            // Kafka's `hasValidSession`: a fenced registration has none (a broker fenced at
+            // the end of its controlled shutdown comes back at once, not after its session
+            // would have timed out).
+            let alive = !existing.fenced
+                && self.heard_from.contains(&req.broker_id)
                 && self
                     .session_deadlines
                     .get(&req.broker_id)

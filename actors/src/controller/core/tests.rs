@@ -644,13 +644,6 @@ fn broker_registration_and_heartbeat_lifecycle() {
     assert!(
         matches!(&r.records[0], MetadataRecord::RegisterBroker(b) if b.fenced && b.broker_epoch == epoch)
     );
-    // Another incarnation while the session is alive is a duplicate.
-    let mut other = registration(1);
-    other.incarnation_id = Uuid([55; 16]);
-    assert_eq!(
-        c.register_broker(&other, NOW + 1).response.error.code,
-        DUPLICATE_BROKER_REGISTRATION
-    );
     let hb = |epoch, offset, fence, shut| BrokerHeartbeat {
         broker_id: 1,
         broker_epoch: epoch,
@@ -679,6 +672,13 @@ fn broker_registration_and_heartbeat_lifecycle() {
     assert!(!r.response.is_fenced && r.response.is_caught_up);
     assert_eq!(r.records.len(), 1);
     assert!(!c.image().brokers[&1].fenced);
+    // Another incarnation while the unfenced session is alive is a duplicate.
+    let mut other = registration(1);
+    other.incarnation_id = Uuid([55; 16]);
+    assert_eq!(
+        c.register_broker(&other, NOW + 1).response.error.code,
+        DUPLICATE_BROKER_REGISTRATION
+    );
     // Session expiry fences it and takes leadership away.
     create(&mut c, topic("t", 1, 1));
     let recs = c.tick(NOW + 60_000);
@@ -700,6 +700,11 @@ fn broker_registration_and_heartbeat_lifecycle() {
     assert_eq!(p.leader, -1);
     let r = c.broker_heartbeat(&hb(epoch, i64::MAX, false, true), NOW + 60_003);
     assert!(r.response.should_shut_down && r.response.is_fenced);
+    // Fenced on the way out, it has no session left (Kafka's `hasValidSession`): its next
+    // incarnation registers at once instead of waiting out the session timeout.
+    let r = c.register_broker(&other, NOW + 60_004);
+    assert_eq!(r.response.error.code, 0);
+    assert!(r.response.broker_epoch > epoch);
 }
 
 #[test]
@@ -1083,7 +1088,11 @@ fn a_restarted_node_registers_at_once_but_a_live_duplicate_is_refused() {
     let mut again = registration(1);
     again.incarnation_id = Uuid([42; 16]);
     assert!(c.register_broker(&again, NOW + 1).response.error.is_ok());
-    // Now broker 1 (incarnation 42) is live; yet another incarnation is a duplicate...
+    // Registered fenced, another incarnation may still replace it (Kafka: a fenced broker
+    // has no valid session); once broker 1 (incarnation 42) is unfenced and live, yet
+    // another incarnation is a duplicate...
+    heartbeat(&mut c, 1, NOW + 1, false);
+    assert!(!c.image().brokers[&1].fenced);
     let mut third = registration(1);
     third.incarnation_id = Uuid([43; 16]);
     assert_eq!(
