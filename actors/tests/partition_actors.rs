@@ -43,6 +43,7 @@ fn read(offset: i64) -> ReadRecords {
             last_fetched_epoch: -1,
             replica_id: -1,
         },
+        isr_eligible: false,
     }
 }
 
@@ -98,6 +99,7 @@ async fn registry_publishes_leaders_and_partitions_serve_appends_and_reads() {
             tp: kactor_actors::partition::core::TopicPartition::new("orders", 0),
             required_offset: out.last_offset + 1,
             observed_high_watermark: out.high_watermark,
+            leader_epoch: out.leader_epoch,
         }],
         timeout_ms: 30_000,
         done: tx,
@@ -197,6 +199,7 @@ async fn acks_all_times_out_when_the_high_watermark_does_not_move() {
             tp: kactor_actors::partition::core::TopicPartition::new("t", 0),
             required_offset: 10,
             observed_high_watermark: 5,
+            leader_epoch: 0,
         }],
         timeout_ms: 50,
         done: tx,

@@ -41,6 +41,7 @@ fn read_all() -> ReadRecords {
             last_fetched_epoch: -1,
             replica_id: -1,
         },
+        isr_eligible: false,
     }
 }
 

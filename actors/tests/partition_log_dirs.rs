@@ -38,6 +38,7 @@ fn read() -> ReadRecords {
             last_fetched_epoch: -1,
             replica_id: -1,
         },
+        isr_eligible: false,
     }
 }
 

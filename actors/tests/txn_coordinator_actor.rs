@@ -49,6 +49,7 @@ fn read_committed() -> ReadRecords {
             last_fetched_epoch: -1,
             replica_id: -1,
         },
+        isr_eligible: false,
     }
 }
 

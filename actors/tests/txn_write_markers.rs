@@ -87,6 +87,7 @@ async fn markers_complete_transactions_on_the_partition_leader() {
                 last_fetched_epoch: -1,
                 replica_id: -1,
             },
+            isr_eligible: false,
         })
         .await
         .unwrap()

@@ -248,6 +248,7 @@ impl GroupCoordinatorActor {
                             // trails by a fetch), and the whole log is, under its leadership.
                             replica_id: crate::partition::core::DEBUGGING_REPLICA_ID,
                         },
+                        isr_eligible: false,
                     })
                     .await
                     .map_err(|e| e.to_string())?

@@ -131,6 +131,11 @@ fn size_limits_are_enforced() {
         log.append(&simple_batch(0, 0, 10, 100, 0), 0),
         Err(LogError::RecordTooLarge { .. })
     ));
+    // A follower takes what its leader accepted (Kafka's `ignoreRecordSize`).
+    let appended = log
+        .append_as_follower(&simple_batch(0, 0, 10, 100, 0), 0)
+        .unwrap();
+    assert_eq!(log.log_end_offset(), 10, "{appended:?}");
     let mut log2 = open(
         &dir.path().join("x"),
         LogConfig {

@@ -496,7 +496,18 @@ impl Log {
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo> {
         let mut batches = std::mem::take(&mut self.scratch);
         batches.clear();
-        let result = self.append_parts(&mut batches, records, &[records], now_ms);
+        let result = self.append_parts(&mut batches, records, &[records], true, now_ms);
+        self.scratch = batches;
+        result
+    }
+
+    /// [`Log::append`] for a follower: batches over `max.message.bytes` are taken, as Kafka's
+    /// replication appends ignore the record size (the leader accepted them, perhaps under an
+    /// older limit); every other check applies.
+    pub fn append_as_follower(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo> {
+        let mut batches = std::mem::take(&mut self.scratch);
+        batches.clear();
+        let result = self.append_parts(&mut batches, records, &[records], false, now_ms);
         self.scratch = batches;
         result
     }
@@ -528,7 +539,7 @@ impl Log {
         }
         let mut batches = std::mem::take(&mut self.scratch);
         batches.clear();
-        let result = self.append_parts(&mut batches, header, &[header, body], now_ms);
+        let result = self.append_parts(&mut batches, header, &[header, body], true, now_ms);
         self.scratch = batches;
         result
     }
@@ -541,6 +552,7 @@ impl Log {
         batches: &mut Vec<BatchInfo>,
         first: &[u8],
         parts: &[&[u8]],
+        check_record_size: bool,
         now_ms: i64,
     ) -> Result<AppendInfo> {
         let total_len: usize = parts.iter().map(|p| p.len()).sum();
@@ -561,7 +573,7 @@ impl Log {
                     available: total_len - pos,
                 }));
             }
-            if size > max_message_bytes {
+            if check_record_size && size > max_message_bytes {
                 return Err(LogError::RecordTooLarge {
                     size,
                     max: self.config.max_message_bytes,

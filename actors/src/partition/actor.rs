@@ -118,7 +118,7 @@ impl PartitionActor {
     fn go_offline(&mut self) {
         if let Some(mut core) = self.core.take() {
             core.stop();
-            self.leadership_lost();
+            self.leadership_lost(core.leader_epoch(), false);
         }
     }
 
@@ -216,10 +216,13 @@ impl PartitionActor {
         }
     }
 
-    fn leadership_lost(&self) {
+    /// Tells the purgatory that the leadership in `leader_epoch` ended (its waits end).
+    fn leadership_lost(&self, leader_epoch: i32, deleted: bool) {
         if let Some(p) = &self.purgatory {
             p.leadership_lost.do_send(LeadershipLost {
                 tp: self.tp.clone(),
+                leader_epoch,
+                deleted,
             });
         }
     }
@@ -523,6 +526,7 @@ impl Handler<ReadRecords> for PartitionActor {
                         msg.params.fetch_offset,
                         leo,
                         now_ms(),
+                        msg.isr_eligible,
                     ),
                     c.take_hw_moved_by_fetch(),
                 ),
@@ -575,6 +579,8 @@ impl Handler<AppendAsFollower> for PartitionActor {
                 msg.records,
                 msg.leader_high_watermark,
                 msg.leader_log_start_offset,
+                &msg.fetched_from,
+                now_ms(),
             )
         });
         match &result {
@@ -700,10 +706,11 @@ impl Handler<BecomeFollower> for PartitionActor {
         let _m = metrics.handle();
         if let Ok(c) = self.core() {
             let was_leader = c.role() == Role::Leader;
+            let epoch = c.leader_epoch();
             c.set_config(msg.config);
             c.become_follower(&msg.assignment);
             if was_leader {
-                self.leadership_lost();
+                self.leadership_lost(epoch, false);
             }
         }
     }
@@ -723,7 +730,9 @@ impl Handler<StopReplica> for PartitionActor {
     fn handle(&mut self, msg: StopReplica, _: &mut Context<Self>) -> Self::Result {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
-        self.leadership_lost();
+        if let Some(c) = self.core.as_ref() {
+            self.leadership_lost(c.leader_epoch(), msg.delete);
+        }
         // No ctx.stop(): a supervisor would restart it. Inert without its core, the actor ends
         // when the last snapshot holding its address is dropped.
         let mut core = self.core.take()?;

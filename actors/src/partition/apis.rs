@@ -316,6 +316,7 @@ async fn handle_produce(
                         tp: p.tp.clone(),
                         required_offset: out.last_offset + 1,
                         observed_high_watermark: out.high_watermark,
+                        leader_epoch: out.leader_epoch,
                     });
                 }
             }

@@ -121,6 +121,15 @@ impl PartitionLog for DiskLog {
         self.note_roll(info.rolled_at);
         Ok(())
     }
+    fn append_as_follower(&mut self, batches: Bytes, _info: &AppendedBatches) -> LogResult<()> {
+        let now = now_ms();
+        let info = self
+            .log_mut()
+            .append_as_follower(&batches, now)
+            .map_err(|e| e.to_string())?;
+        self.note_roll(info.rolled_at);
+        Ok(())
+    }
     fn append_split(
         &mut self,
         header: &[u8; BATCH_HEADER_LEN],

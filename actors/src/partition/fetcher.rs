@@ -408,6 +408,7 @@ async fn apply_answer(
                 records,
                 leader_high_watermark: answer.high_watermark,
                 leader_log_start_offset: answer.log_start_offset,
+                fetched_from: pos,
             })
             .await,
     );

@@ -101,6 +101,10 @@ pub struct ConfirmTxnVerification {
 #[rtype(result = "Result<ReadOutcome, PartitionError>")]
 pub struct ReadRecords {
     pub params: ReadParams,
+    /// For a follower's read: whether the metadata says its broker may join the ISR (Kafka's
+    /// `isReplicaIsrEligible`: registered, unfenced, not in controlled shutdown, and the
+    /// broker epoch it fetched with is current). A leader proposes no expansion otherwise.
+    pub isr_eligible: bool,
 }
 
 /// ListOffsets handler → partition: the offset for a timestamp (or -1/-2/-3/-4/-5/-6).
@@ -189,6 +193,8 @@ pub struct AppendAsFollower {
     pub records: Bytes,
     pub leader_high_watermark: i64,
     pub leader_log_start_offset: i64,
+    /// The position the fetch was sent from: an answer for an older one is dropped.
+    pub fetched_from: FollowerPosition,
 }
 
 /// Replica fetcher → follower partition: the leader reported a diverging epoch.

@@ -101,6 +101,7 @@ pub fn duplicate_outcome(
     d: &BatchMetadata,
     log_start_offset: i64,
     high_watermark: i64,
+    leader_epoch: i32,
 ) -> AppendOutcome {
     AppendOutcome {
         base_offset: d.first_offset(),
@@ -113,6 +114,7 @@ pub fn duplicate_outcome(
         bytes: 0,
         high_watermark,
         high_watermark_advanced: false,
+        leader_epoch,
     }
 }
 

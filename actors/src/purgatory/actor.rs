@@ -162,7 +162,10 @@ impl Handler<LeadershipLost> for PurgatoryActor {
     fn handle(&mut self, msg: LeadershipLost, _: &mut Context<Self>) {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
-        for c in self.core.on_leadership_lost(&msg.tp) {
+        for c in self
+            .core
+            .on_leadership_lost(&msg.tp, msg.leader_epoch, msg.deleted)
+        {
             self.complete(c);
         }
     }

@@ -14,6 +14,11 @@ pub struct ProduceWatch {
     /// The high watermark the append itself reported; closes the race with an event sent
     /// before this operation was registered.
     pub observed_high_watermark: i64,
+    /// The leader epoch of the append: a wait registered after that leadership ended (the
+    /// loss event overtook it) fails at once instead of waiting for events that will never
+    /// come, or worse, for a later leadership's high watermark over a log that was truncated
+    /// meanwhile (Kafka's `tryCompleteElseWatch` finds the partition no longer led).
+    pub leader_epoch: i32,
 }
 
 /// A fetch partition: the high watermark the handler's read saw.
@@ -58,6 +63,8 @@ pub struct Purgatory {
     produces: HashMap<u64, DelayedProduce>,
     fetches: HashMap<u64, DelayedFetch>,
     watchers: HashMap<TopicPartition, HashSet<u64>>,
+    /// Per partition, the newest leader epoch whose leadership ended here.
+    lost_leaderships: HashMap<TopicPartition, i32>,
 }
 
 impl Purgatory {
@@ -100,6 +107,14 @@ impl Purgatory {
             done: Vec::new(),
         };
         for w in watches {
+            if self
+                .lost_leaderships
+                .get(&w.tp)
+                .is_some_and(|lost| *lost >= w.leader_epoch)
+            {
+                op.done.push((w.tp, codes::NOT_LEADER_OR_FOLLOWER));
+                continue;
+            }
             let hw = self.note_hw(&w.tp, w.observed_high_watermark);
             if hw >= w.required_offset {
                 op.done.push((w.tp, codes::NONE));
@@ -243,7 +258,23 @@ impl Purgatory {
 
     /// The partition stopped leading here: waiting produces fail for it, fetches answer now
     /// (Kafka's DelayedProduce / DelayedFetch check leadership in `tryComplete`).
-    pub fn on_leadership_lost(&mut self, tp: &TopicPartition) -> Vec<Completion> {
+    /// The leadership of `tp` in `leader_epoch` (and any before) ended: its waits end. A
+    /// `deleted` replica's epochs are forgotten (a topic of the same name starts over at 0).
+    pub fn on_leadership_lost(
+        &mut self,
+        tp: &TopicPartition,
+        leader_epoch: i32,
+        deleted: bool,
+    ) -> Vec<Completion> {
+        if deleted {
+            self.lost_leaderships.remove(tp);
+        } else {
+            let lost = self
+                .lost_leaderships
+                .entry(tp.clone())
+                .or_insert(leader_epoch);
+            *lost = (*lost).max(leader_epoch);
+        }
         self.high_watermarks.remove(tp);
         self.log_ends.remove(tp);
         let ids: Vec<u64> = self
@@ -316,6 +347,7 @@ mod tests {
             tp: tp(p),
             required_offset: required,
             observed_high_watermark: observed,
+            leader_epoch: 0,
         }
     }
 
@@ -475,7 +507,7 @@ mod tests {
             0,
             false,
         );
-        let mut c = g.on_leadership_lost(&tp(0));
+        let mut c = g.on_leadership_lost(&tp(0), 0, false);
         c.sort_by_key(|c| match c {
             Completion::Produce { id, .. } | Completion::Fetch { id, .. } => *id,
         });
@@ -492,5 +524,30 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn a_wait_registered_after_its_leadership_ended_fails_at_once() {
+        let mut g = Purgatory::new();
+        // Appended in epoch 0; the loss event overtook the registration.
+        assert!(g.on_leadership_lost(&tp(0), 0, false).is_empty());
+        let late = |epoch| ProduceWatch {
+            leader_epoch: epoch,
+            ..pw(0, 5, 3)
+        };
+        assert_eq!(
+            g.add_produce(1, vec![late(0), pw(1, 5, 5)]),
+            Some(Completion::Produce {
+                id: 1,
+                results: vec![(tp(0), codes::NOT_LEADER_OR_FOLLOWER), (tp(1), codes::NONE)]
+            })
+        );
+        // A later leadership's waits park as usual, and a later high watermark of that
+        // leadership never completes an older epoch's wait.
+        assert_eq!(g.add_produce(2, vec![late(2)]), None);
+        assert_eq!(g.delayed_produce_count(), 1);
+        // A deleted replica forgets its epochs: a topic of the same name starts at 0 again.
+        g.on_leadership_lost(&tp(0), 2, true);
+        assert_eq!(g.add_produce(3, vec![late(0)]), None);
     }
 }

@@ -64,6 +64,11 @@ pub struct LogEndAdvanced {
 #[rtype(result = "()")]
 pub struct LeadershipLost {
     pub tp: TopicPartition,
+    /// The leader epoch of the leadership that ended.
+    pub leader_epoch: i32,
+    /// The replica was deleted: the partition's epochs may start over (a topic created again
+    /// under the same name), so nothing of it is remembered.
+    pub deleted: bool,
 }
 
 /// Metrics / tests → purgatory: how many operations wait (`kactor_purgatory_size`).

@@ -300,6 +300,7 @@ impl TransactionCoordinatorActor {
                         // under it even while its high watermark trails).
                         replica_id: crate::partition::core::DEBUGGING_REPLICA_ID,
                     },
+                    isr_eligible: false,
                 })
                 .await
                 .map_err(|e| e.to_string())?

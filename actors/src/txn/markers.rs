@@ -83,6 +83,7 @@ impl LocalMarkers {
                         tp: TopicPartition::new(t, *p),
                         required_offset: out.last_offset + 1,
                         observed_high_watermark: out.high_watermark,
+                        leader_epoch: out.leader_epoch,
                     });
                 }
             }

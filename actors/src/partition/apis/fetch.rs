@@ -28,6 +28,7 @@ async fn read_all(
     max_bytes: i32,
     isolation: IsolationLevel,
     replica_id: i32,
+    isr_eligible: bool,
 ) -> Vec<FetchRead> {
     // Kafka reads partitions in order against one byte budget; the first partition that returns
     // data may exceed it (so a large batch can't stall a consumer), later ones may not.
@@ -56,8 +57,16 @@ async fn read_all(
         async move {
             match replica {
                 Err(code) => Err(code),
-                Ok(replica) => mailbox(replica.addr.send(ReadRecords { params: p }).await)
-                    .map_err(|e| e.code()),
+                Ok(replica) => mailbox(
+                    replica
+                        .addr
+                        .send(ReadRecords {
+                            params: p,
+                            isr_eligible,
+                        })
+                        .await,
+                )
+                .map_err(|e| e.code()),
             }
         }
     };
@@ -246,6 +255,20 @@ fn error_response(req: &FetchRequest, version: i16, code: i16) -> FetchResponse 
     }
 }
 
+/// Kafka's `Partition.isReplicaIsrEligible`: a follower joins an ISR only while the metadata
+/// shows its broker registered, unfenced and not in controlled shutdown, with the broker epoch
+/// it fetched with (KIP-903; -1: the follower did not say). Without this check a leader would
+/// propose every fetch of a fenced or stopping broker to the controller, which refuses it
+/// (INELIGIBLE_REPLICA). A broker with no metadata image yet has nothing to check against.
+fn isr_eligible(t: &PartitionTable, replica_id: i32, replica_epoch: i64) -> bool {
+    let Some(image) = &t.image else {
+        return true;
+    };
+    image.brokers.get(&replica_id).is_some_and(|b| {
+        !b.fenced && !b.in_controlled_shutdown && (replica_epoch < 0 || replica_epoch == b.epoch)
+    })
+}
+
 pub(super) async fn handle_fetch(
     a: &PartitionApis,
     ctx: &RequestContext,
@@ -258,6 +281,16 @@ pub(super) async fn handle_fetch(
     } else {
         req.replica_id
     };
+    let isr_eligible = replica_id >= 0
+        && isr_eligible(
+            &t,
+            replica_id,
+            if version >= 15 {
+                req.replica_state.replica_epoch
+            } else {
+                -1
+            },
+        );
     let isolation = if version >= 4 {
         IsolationLevel::from_wire(req.isolation_level)
     } else {
@@ -345,7 +378,7 @@ pub(super) async fn handle_fetch(
         return error_response(&req, version, code);
     }
 
-    let mut reads = read_all(&t, &targets, max_bytes, isolation, replica_id).await;
+    let mut reads = read_all(&t, &targets, max_bytes, isolation, replica_id, isr_eligible).await;
     let bytes: usize = reads
         .iter()
         .filter_map(|r| r.result.as_ref().ok())
@@ -393,7 +426,7 @@ pub(super) async fn handle_fetch(
         let _ =
             tokio::time::timeout(Duration::from_millis(req.max_wait_ms as u64 + 1000), rx).await;
         let t = table(a);
-        reads = read_all(&t, &targets, max_bytes, isolation, replica_id).await;
+        reads = read_all(&t, &targets, max_bytes, isolation, replica_id, isr_eligible).await;
     }
     // In a session the cache remembers what each response said; an incremental response
     // lists only partitions with news (KIP-227), a full one lists all.

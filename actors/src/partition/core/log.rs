@@ -95,6 +95,12 @@ pub trait PartitionLog: Send + 'static {
     fn log_end_offset(&self) -> i64;
     /// Appends batches whose offsets and leader epochs are already assigned.
     fn append(&mut self, batches: Bytes, info: &AppendedBatches) -> LogResult<()>;
+    /// Appends a follower's batches as the leader wrote them. Unlike [`Self::append`], a batch
+    /// over the topic's `max.message.bytes` is taken (Kafka's `ignoreRecordSize` for
+    /// replication): the leader accepted it, perhaps before the limit was lowered.
+    fn append_as_follower(&mut self, batches: Bytes, info: &AppendedBatches) -> LogResult<()> {
+        self.append(batches, info)
+    }
     /// Appends one batch given as its (rewritten) 61-byte header and the bytes after it, so a
     /// produce request carrying several partitions' batches in one buffer needs no copy of the
     /// batch to patch its header. The default joins the two (a copy); a disk log writes them
@@ -399,6 +405,9 @@ impl PartitionLog for Box<dyn PartitionLog> {
     }
     fn truncate_fully_and_start_at(&mut self, offset: i64) -> LogResult<()> {
         (**self).truncate_fully_and_start_at(offset)
+    }
+    fn append_as_follower(&mut self, batches: Bytes, info: &AppendedBatches) -> LogResult<()> {
+        (**self).append_as_follower(batches, info)
     }
     fn assign_epoch_start_offset(&mut self, epoch: i32, start_offset: i64) -> LogResult<()> {
         (**self).assign_epoch_start_offset(epoch, start_offset)

@@ -111,6 +111,9 @@ pub struct AppendOutcome {
     pub high_watermark: i64,
     /// Set when the append moved the high watermark: the event the purgatory needs.
     pub high_watermark_advanced: bool,
+    /// The leader epoch the batch was appended under: an acks=all wait for it ends with
+    /// NOT_LEADER_OR_FOLLOWER once that leadership is over, however late it is registered.
+    pub leader_epoch: i32,
 }
 
 /// A read request for one partition (Kafka's `FetchParams` + `FetchPartitionData` input).
@@ -451,7 +454,10 @@ impl<L: PartitionLog> Partition<L> {
     /// maximal ISR (Kafka's `maybeIncrementLeaderHW`); a follower whose end is not known yet
     /// (-1, before its first fetch under this leader) holds it. Never moves backwards.
     fn maybe_increment_high_watermark(&mut self) -> bool {
-        if self.role != Role::Leader {
+        // Kafka's `maybeIncrementLeaderHW` (since KIP-966): under min ISR nothing commits, so
+        // acks=1 records written then stay invisible to consumers until enough replicas have
+        // them, and no leader elected later from the shrunken ISR can lose what was read.
+        if self.role != Role::Leader || self.is_under_min_isr() {
             return false;
         }
         let leo = self.log.log_end_offset();
@@ -560,6 +566,7 @@ impl<L: PartitionLog> Partition<L> {
                     &d,
                     self.log.log_start_offset(),
                     self.high_watermark,
+                    self.leader_epoch,
                 ))
             }
             crate::producer::AppendCheck::Append(u) => u,
@@ -596,6 +603,7 @@ impl<L: PartitionLog> Partition<L> {
             bytes,
             high_watermark: self.high_watermark,
             high_watermark_advanced: advanced,
+            leader_epoch: self.leader_epoch,
         })
     }
 
@@ -648,6 +656,7 @@ impl<L: PartitionLog> Partition<L> {
             bytes,
             high_watermark: self.high_watermark,
             high_watermark_advanced: advanced,
+            leader_epoch: self.leader_epoch,
         })
     }
 

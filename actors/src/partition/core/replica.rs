@@ -110,13 +110,15 @@ impl<L: PartitionLog> Partition<L> {
 
     /// A follower fetched from `fetch_offset` while the leader's log ended at
     /// `leader_end_offset` (Kafka's `updateFollowerFetchState`). Returns an ISR expansion to
-    /// send when the follower has caught up and is not in the ISR.
+    /// send when the follower has caught up, is not in the ISR and `isr_eligible` (its broker
+    /// is unfenced and not shutting down, as the caller read the metadata).
     pub fn record_follower_fetch(
         &mut self,
         replica_id: i32,
         fetch_offset: i64,
         leader_end_offset: i64,
         now_ms: i64,
+        isr_eligible: bool,
     ) -> Option<IsrChange> {
         if self.role != Role::Leader {
             return None;
@@ -133,6 +135,9 @@ impl<L: PartitionLog> Partition<L> {
         state.last_fetch_time_ms = now_ms;
         if self.maybe_increment_high_watermark() {
             self.hw_moved_by_fetch = true;
+        }
+        if !isr_eligible {
+            return None;
         }
         self.maybe_expand_isr(replica_id)
     }
@@ -254,13 +259,27 @@ impl<L: PartitionLog> Partition<L> {
     /// leader's log), after checking every CRC; updates producer state from them and moves the
     /// high watermark to `min(leader's, own log end)` (Kafka's
     /// `appendRecordsToFollowerOrFutureReplica` + `updateFollowerHighWatermark`).
+    ///
+    /// `fetched_from` is the position the fetch was sent from. An answer to a fetch from
+    /// another position or leader epoch is stale (the metadata moved the replica, or it was
+    /// truncated, while the fetch was in flight) and is dropped: Kafka's fetcher applies a
+    /// response only while the partition's fetch offset and leader epoch are still those of
+    /// the request.
     pub fn append_as_follower(
         &mut self,
         records: Bytes,
         leader_high_watermark: i64,
         leader_log_start_offset: i64,
+        fetched_from: &FollowerPosition,
+        now_ms: i64,
     ) -> Result<FollowerPosition, PartitionError> {
-        self.follower_position()?;
+        let current = self.follower_position()?;
+        if current.leader_epoch != fetched_from.leader_epoch
+            || current.log_end_offset != fetched_from.log_end_offset
+        {
+            tracing::debug!(tp = %self.tp, fetched_at = fetched_from.log_end_offset, log_end = current.log_end_offset, fetched_epoch = fetched_from.leader_epoch, leader_epoch = current.leader_epoch, "dropping a stale fetch answer");
+            return Ok(current);
+        }
         let leo = self.log.log_end_offset();
         let mut first_offset = None;
         let mut info = AppendedBatches {
@@ -307,9 +326,28 @@ impl<L: PartitionLog> Partition<L> {
             producer_batches.push(batch);
         }
         if let Some(start) = start {
-            info.first_offset = first_offset.unwrap_or(leo);
+            let first = first_offset.unwrap_or(leo);
+            if first < leo {
+                // The first batch begins below the log end: this log starts inside it, after
+                // a reset to a leader whose log start offset DeleteRecords put mid-batch.
+                // Kafka's rule: an empty log starts over at the batch's base offset (the log
+                // start offset follows the leader's below); anything else is a leader
+                // sending what this log already has, refused without touching the log.
+                if leo != self.log.log_start_offset() {
+                    return Err(PartitionError::InvalidRecord(format!(
+                        "unexpected append offset: the leader's batch starts at {first}, \
+                         below the log end offset {leo}"
+                    )));
+                }
+                tracing::info!(tp = %self.tp, log_start = leo, batch_base = first, "the follower's empty log starts inside the leader's first batch; starting it at the batch");
+                self.log
+                    .truncate_fully_and_start_at(first)
+                    .map_err(PartitionError::Storage)?;
+                self.rebuild_after_truncation(now_ms);
+            }
+            info.first_offset = first;
             self.log
-                .append(records.slice(start..end), &info)
+                .append_as_follower(records.slice(start..end), &info)
                 .map_err(PartitionError::Storage)?;
             self.after_log_append();
             self.unflushed_messages += info.records_count;

@@ -258,7 +258,7 @@ fn consumer_reads_stop_at_the_high_watermark() {
     };
     let r = p.read(&follower).unwrap();
     assert_eq!(p.high_watermark(), 0, "a read alone does not move it");
-    p.record_follower_fetch(2, 1, r.log_end_offset, NOW);
+    p.record_follower_fetch(2, 1, r.log_end_offset, NOW, true);
     assert_eq!(p.high_watermark(), 1);
     assert!(p.take_hw_moved_by_fetch());
     assert_eq!(
@@ -711,6 +711,29 @@ fn follower_of(leader: i32, epoch: i32) -> Partition<MemoryLog> {
     p
 }
 
+/// Appends `records` as the answer to a fetch sent from the follower's current position.
+fn follow(
+    f: &mut Partition<MemoryLog>,
+    records: Bytes,
+    leader_high_watermark: i64,
+    leader_log_start_offset: i64,
+) -> Result<FollowerPosition, PartitionError> {
+    let at = f.follower_position().unwrap_or(FollowerPosition {
+        log_end_offset: 0,
+        log_start_offset: 0,
+        last_fetched_epoch: -1,
+        high_watermark: 0,
+        leader_epoch: -1,
+    });
+    f.append_as_follower(
+        records,
+        leader_high_watermark,
+        leader_log_start_offset,
+        &at,
+        NOW,
+    )
+}
+
 /// The leader's bytes from `offset` on, as a Fetch would carry them.
 fn leader_bytes(p: &mut Partition<MemoryLog>, offset: i64) -> Bytes {
     p.read(&ReadParams {
@@ -730,11 +753,11 @@ fn high_watermark_is_the_minimum_of_the_isr_and_acks_all_waits_for_it() {
         .append_as_leader(&batch(&[b"a", b"b"], NOW), -1, NOW)
         .unwrap();
     assert_eq!((a.last_offset, a.high_watermark), (1, 0));
-    p.record_follower_fetch(2, 2, 2, NOW);
+    p.record_follower_fetch(2, 2, 2, NOW, true);
     assert_eq!(p.high_watermark(), 0, "follower 3 has not fetched");
-    p.record_follower_fetch(3, 1, 2, NOW);
+    p.record_follower_fetch(3, 1, 2, NOW, true);
     assert_eq!(p.high_watermark(), 1);
-    p.record_follower_fetch(3, 2, 2, NOW);
+    p.record_follower_fetch(3, 2, 2, NOW, true);
     assert_eq!(p.high_watermark(), 2);
     assert!(p.take_hw_moved_by_fetch());
 }
@@ -745,8 +768,10 @@ fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
     p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
     assert_eq!(p.high_watermark(), 1, "ISR {{1}} commits alone");
     // Behind the high watermark: not yet.
-    assert_eq!(p.record_follower_fetch(2, 0, 1, NOW), None);
-    let change = p.record_follower_fetch(2, 1, 1, NOW).expect("expansion");
+    assert_eq!(p.record_follower_fetch(2, 0, 1, NOW, true), None);
+    let change = p
+        .record_follower_fetch(2, 1, 1, NOW, true)
+        .expect("expansion");
     assert_eq!(
         change,
         IsrChange {
@@ -756,7 +781,7 @@ fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
         }
     );
     // While it is pending nothing else is proposed.
-    assert_eq!(p.record_follower_fetch(3, 1, 1, NOW), None);
+    assert_eq!(p.record_follower_fetch(3, 1, 1, NOW, true), None);
     assert_eq!(p.pending_isr(), Some(&change));
     // Committed: adopted with the controller's partition epoch.
     p.complete_isr_change(
@@ -771,7 +796,7 @@ fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
     assert_eq!(p.pending_isr(), None);
     // A failed proposal clears too, so the next fetch proposes again.
     let next = p
-        .record_follower_fetch(3, 1, 1, NOW)
+        .record_follower_fetch(3, 1, 1, NOW, true)
         .expect("expansion of 3");
     assert_eq!(next.new_isr, vec![1, 2, 3]);
     assert_eq!(next.partition_epoch, 8);
@@ -780,7 +805,24 @@ fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
         IsrChangeOutcome::Failed(codes::NOT_LEADER_OR_FOLLOWER),
     );
     assert_eq!(p.isr(), &[1, 2]);
-    assert!(p.record_follower_fetch(3, 1, 1, NOW).is_some());
+    assert!(p.record_follower_fetch(3, 1, 1, NOW, true).is_some());
+}
+
+#[test]
+fn an_ineligible_follower_is_not_proposed_but_still_moves_the_high_watermark() {
+    let mut p = replicated_leader(&[1, 2]);
+    p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
+    // 3 is caught up but fenced or shutting down: no AlterPartition for it...
+    assert_eq!(p.record_follower_fetch(3, 1, 1, NOW, false), None);
+    assert_eq!(p.pending_isr(), None);
+    // ...while an ISR member's fetch still commits.
+    assert_eq!(p.record_follower_fetch(2, 1, 1, NOW, false), None);
+    assert_eq!(p.high_watermark(), 1);
+    // Once eligible again, the next fetch proposes it.
+    let change = p
+        .record_follower_fetch(3, 1, 1, NOW, true)
+        .expect("expansion");
+    assert_eq!(change.new_isr, vec![1, 2, 3]);
 }
 
 #[test]
@@ -788,12 +830,12 @@ fn a_lagging_follower_leaves_the_isr_after_the_max_lag() {
     let mut p = replicated_leader(&[1, 2, 3]);
     p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
     // 2 keeps up; 3 never fetches after the leadership began.
-    p.record_follower_fetch(2, 1, 1, NOW + 5_000);
+    p.record_follower_fetch(2, 1, 1, NOW + 5_000, true);
     assert_eq!(p.maybe_shrink_isr(NOW + 10_000, 30_000), None);
     let change = p.maybe_shrink_isr(NOW + 30_001, 30_000).expect("shrink");
     assert_eq!(change.new_isr, vec![1, 2]);
     // While the shrink is pending the high watermark still waits for 3 (maximal ISR).
-    p.record_follower_fetch(2, 1, 1, NOW + 30_002);
+    p.record_follower_fetch(2, 1, 1, NOW + 30_002, true);
     assert_eq!(p.high_watermark(), 0);
     let moved = p.complete_isr_change(
         &change,
@@ -858,7 +900,7 @@ fn a_follower_appends_the_leaders_batches_as_they_are() {
     l.append_as_leader(&batch(&[b"c"], NOW), 1, NOW).unwrap();
     let bytes = leader_bytes(&mut l, 0);
     let mut f = follower_of(1, 3);
-    let pos = f.append_as_follower(bytes.clone(), 2, 0).unwrap();
+    let pos = follow(&mut f, bytes.clone(), 2, 0).unwrap();
     assert_eq!(pos.log_end_offset, 3);
     assert_eq!(pos.last_fetched_epoch, 3);
     assert_eq!(
@@ -875,20 +917,71 @@ fn a_follower_appends_the_leaders_batches_as_they_are() {
         .unwrap();
     assert_eq!(copied, bytes);
     // The same bytes again (a retried fetch) append nothing.
-    assert_eq!(f.append_as_follower(bytes, 3, 0).unwrap().log_end_offset, 3);
+    assert_eq!(follow(&mut f, bytes, 3, 0).unwrap().log_end_offset, 3);
     // A corrupted batch is refused whole.
     let mut bad = BytesMut::from(&leader_bytes(&mut l, 0)[..]);
     let n = bad.len();
     bad[n - 1] ^= 0xff;
     let mut g = follower_of(1, 3);
-    let e = g.append_as_follower(bad.freeze(), 0, 0).unwrap_err();
+    let e = follow(&mut g, bad.freeze(), 0, 0).unwrap_err();
     assert_eq!(e.code(), codes::CORRUPT_MESSAGE);
     assert_eq!(g.log_end_offset(), 0);
     // Leaders do not take follower appends.
     assert_eq!(
-        l.append_as_follower(Bytes::new(), 0, 0).unwrap_err().code(),
+        follow(&mut l, Bytes::new(), 0, 0).unwrap_err().code(),
         codes::NOT_LEADER_OR_FOLLOWER
     );
+}
+
+#[test]
+fn an_answer_to_a_fetch_from_an_older_position_is_dropped() {
+    let mut l = replicated_leader(&[1, 2]);
+    l.append_as_leader(&batch(&[b"a", b"b"], NOW), 1, NOW)
+        .unwrap();
+    let mut f = follower_of(1, 3);
+    let sent_from = f.follower_position().unwrap();
+    // Meanwhile the replica moved on: another answer was applied...
+    follow(&mut f, leader_bytes(&mut l, 0), 2, 0).unwrap();
+    l.append_as_leader(&batch(&[b"c"], NOW), 1, NOW).unwrap();
+    let late = leader_bytes(&mut l, 0);
+    let pos = f
+        .append_as_follower(late.clone(), 3, 0, &sent_from, NOW)
+        .unwrap();
+    assert_eq!(pos.log_end_offset, 2, "the stale answer is not applied");
+    // ...or the leader epoch changed (a new leader: its log may differ).
+    let mut g = follower_of(1, 3);
+    let mut old_epoch = g.follower_position().unwrap();
+    old_epoch.leader_epoch = 2;
+    let pos = g.append_as_follower(late, 3, 0, &old_epoch, NOW).unwrap();
+    assert_eq!(pos.log_end_offset, 0);
+}
+
+#[test]
+fn an_empty_follower_log_starting_inside_the_first_batch_starts_at_the_batch() {
+    // DeleteRecords moved the leader's log start to 1, inside its batch [0, 2]; a follower
+    // reset to the leader's range starts at 1 and is then sent the whole batch.
+    let mut l = replicated_leader(&[1, 2]);
+    l.append_as_leader(&batch(&[b"a", b"b", b"c"], NOW), 1, NOW)
+        .unwrap();
+    let mut f = follower_of(1, 3);
+    f.reset_to_leader_range(1, 3, NOW).unwrap();
+    assert_eq!(f.log_end_offset(), 1);
+    let pos = follow(&mut f, leader_bytes(&mut l, 0), 3, 1).unwrap();
+    assert_eq!(pos.log_end_offset, 3);
+    assert_eq!(
+        pos.log_start_offset, 1,
+        "the leader's log start offset, not the batch's"
+    );
+    // A log that is not empty refuses a batch reaching below its end, without a storage
+    // failure (which would take the log dir offline).
+    let mut g = follower_of(1, 3);
+    follow(&mut g, leader_bytes(&mut l, 0), 3, 0).unwrap();
+    let mut overlap = BytesMut::from(&batch(&[b"d", b"e"], NOW)[..]);
+    overlap[0..8].copy_from_slice(&2i64.to_be_bytes());
+    overlap[12..16].copy_from_slice(&3i32.to_be_bytes());
+    let e = follow(&mut g, overlap.freeze(), 3, 0).unwrap_err();
+    assert!(!matches!(e, PartitionError::Storage(_)), "{e:?}");
+    assert_eq!(g.log_end_offset(), 3);
 }
 
 #[test]
@@ -900,14 +993,14 @@ fn a_diverged_follower_truncates_to_the_leaders_epoch_end() {
     let mut l = replicated_leader(&[1, 2]);
     l.append_as_leader(&batch(&[b"a", b"b", b"c"], NOW), 1, NOW)
         .unwrap();
-    f.append_as_follower(leader_bytes(&mut l, 0), 3, 0).unwrap();
+    follow(&mut f, leader_bytes(&mut l, 0), 3, 0).unwrap();
     // The follower's own tail: offsets 3..5 written as leader of epoch 4.
     f.log_mut().assign_epoch_start_offset(4, 3).unwrap();
     let mut extra = BytesMut::from(&batch(&[b"d", b"e"], NOW)[..]);
     // base offset 3, partition leader epoch 4 (header fields before the CRC'd range)
     extra[0..8].copy_from_slice(&3i64.to_be_bytes());
     extra[12..16].copy_from_slice(&4i32.to_be_bytes());
-    f.append_as_follower(extra.freeze(), 3, 0).unwrap();
+    follow(&mut f, extra.freeze(), 3, 0).unwrap();
     assert_eq!(f.log_end_offset(), 5);
     assert_eq!(f.follower_position().unwrap().last_fetched_epoch, 4);
     // The new leader says: your epoch 4 ends, for me, at 3 (my epoch 3 ended there).
@@ -917,4 +1010,36 @@ fn a_diverged_follower_truncates_to_the_leaders_epoch_end() {
     // Out of range: a leader whose log starts past ours restarts us there.
     let pos = f.reset_to_leader_range(10, 12, NOW).unwrap();
     assert_eq!((pos.log_start_offset, pos.log_end_offset), (10, 10));
+}
+
+#[test]
+fn the_high_watermark_stays_while_the_isr_is_under_the_minimum() {
+    let mut p = replicated_leader(&[1]);
+    p.set_config(PartitionConfig {
+        min_insync_replicas: 2,
+        ..PartitionConfig::default()
+    });
+    // acks=1 still appends, but nothing commits on the leader alone.
+    p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
+    assert!(p.is_under_min_isr());
+    assert_eq!(p.high_watermark(), 0);
+    // 2 catches up and joins: the ISR is back at the minimum and the high watermark moves.
+    let change = p
+        .record_follower_fetch(2, 1, 1, NOW, true)
+        .expect("expansion");
+    assert_eq!(
+        p.high_watermark(),
+        0,
+        "still under min ISR while the expansion is pending"
+    );
+    let moved = p.complete_isr_change(
+        &change,
+        IsrChangeOutcome::Committed {
+            leader_epoch: 3,
+            partition_epoch: 8,
+            isr: vec![1, 2],
+        },
+    );
+    assert!(moved);
+    assert_eq!(p.high_watermark(), 1);
 }
