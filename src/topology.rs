@@ -331,6 +331,13 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         broker_session_timeout_ms: cfg.get_i64("broker.session.timeout.ms"),
         delete_topic_enable: cfg.get_bool("delete.topic.enable"),
         max_idle_interval_ms: cfg.get_i32("metadata.max.idle.interval.ms") as i64,
+        leader_imbalance_check_interval_ms: cfg.get_bool("auto.leader.rebalance.enable").then(
+            || {
+                cfg.get_i64("leader.imbalance.check.interval.seconds")
+                    .saturating_mul(1000)
+            },
+        ),
+        unclean_leader_election_interval_ms: cfg.get_i64("unclean.leader.election.interval.ms"),
         static_broker_configs: static_broker_properties(cfg),
         broker_config_table: defs::BROKER_CONFIG_DEFS
             .iter()

@@ -82,6 +82,25 @@ impl QuorumControllerActor {
             .send_if_modified(|a| std::mem::replace(a, active) != active);
     }
 
+    /// A periodic election pass (preferred leaders back, or unclean elections); a pass that
+    /// stopped at its cap runs again shortly, as Kafka reschedules it at once.
+    fn periodic_elections(
+        &mut self,
+        ctx: &mut Context<Self>,
+        pass: fn(&mut QuorumControllerCore) -> (Vec<MetadataRecord>, bool),
+    ) {
+        let (records, more) = pass(&mut self.core);
+        if !records.is_empty() {
+            info!(count = records.len(), "periodic leader elections");
+            self.write(records, ctx);
+        }
+        if more {
+            ctx.run_later(Duration::from_millis(10), move |act, ctx| {
+                act.periodic_elections(ctx, pass)
+            });
+        }
+    }
+
     /// Sends records to Raft; a failure means leadership is gone (or the log broke), so every
     /// waiting request is answered NOT_CONTROLLER and the core rebuilt from the log.
     fn write(&mut self, records: Vec<MetadataRecord>, ctx: &mut Context<Self>) {
@@ -204,6 +223,20 @@ impl Actor for QuorumControllerActor {
                 );
                 act.write(records, ctx);
             }
+        });
+        if let Some(ms) = self
+            .cfg
+            .leader_imbalance_check_interval_ms
+            .filter(|ms| *ms > 0)
+        {
+            ctx.run_interval(Duration::from_millis(ms as u64), |act, ctx| {
+                act.periodic_elections(ctx, QuorumControllerCore::balance_partition_leaders);
+            });
+        }
+        let every =
+            Duration::from_millis(self.cfg.unclean_leader_election_interval_ms.max(1) as u64);
+        ctx.run_interval(every, |act, ctx| {
+            act.periodic_elections(ctx, QuorumControllerCore::elect_unclean_leaders);
         });
         if self.cfg.max_idle_interval_ms > 0 {
             let every = Duration::from_millis(self.cfg.max_idle_interval_ms as u64);

@@ -162,3 +162,68 @@ impl QuorumControllerCore {
             .map(|b| (b, Some(vec![b])))
     }
 }
+
+/// At most this many elections per periodic pass (Kafka's `MAX_ELECTIONS_PER_IMBALANCE`); a
+/// pass that reaches it runs again at once.
+pub const MAX_ELECTIONS_PER_PASS: usize = 1_000;
+
+impl QuorumControllerCore {
+    /// Kafka's `maybeBalancePartitionLeaders` (`auto.leader.rebalance.enable`): every partition
+    /// not led by its first replica gets a preferred election, which moves leadership only
+    /// where that replica is in sync and can lead. Returns the records and whether the pass
+    /// stopped at [`MAX_ELECTIONS_PER_PASS`].
+    pub fn balance_partition_leaders(&mut self) -> (Vec<MetadataRecord>, bool) {
+        let due = self
+            .partitions_where(|_, p| p.replicas.first().is_some_and(|first| *first != p.leader));
+        self.periodic_elections(ElectionType::Preferred, due)
+    }
+
+    /// Kafka's `maybeElectUncleanLeaders`: leaderless partitions of topics whose
+    /// `unclean.leader.election.enable` is on get an unclean election.
+    pub fn elect_unclean_leaders(&mut self) -> (Vec<MetadataRecord>, bool) {
+        let leaderless = self.partitions_where(|_, p| p.leader == -1);
+        let due = leaderless
+            .into_iter()
+            .filter(|(topic, _)| self.unclean_election_enabled(topic))
+            .collect();
+        self.periodic_elections(ElectionType::Unclean, due)
+    }
+
+    /// (topic, partition) of every partition `wanted` picks.
+    fn partitions_where(
+        &self,
+        wanted: impl Fn(&str, &PartitionRegistration) -> bool,
+    ) -> Vec<(String, i32)> {
+        self.image
+            .topics
+            .by_name
+            .iter()
+            .filter_map(|(name, id)| self.image.topics.get(id).map(|t| (name, t)))
+            .flat_map(|(name, t)| {
+                t.partitions
+                    .iter()
+                    .filter(|(_, p)| wanted(name, p))
+                    .map(|(i, _)| (name.clone(), *i))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    fn periodic_elections(
+        &mut self,
+        election: ElectionType,
+        due: Vec<(String, i32)>,
+    ) -> (Vec<MetadataRecord>, bool) {
+        let mut records = Vec::new();
+        if !self.active {
+            return (records, false);
+        }
+        for (topic, index) in due {
+            if records.len() >= MAX_ELECTIONS_PER_PASS {
+                return (records, true);
+            }
+            self.elect_one(&topic, index, election, &mut records);
+        }
+        (records, false)
+    }
+}

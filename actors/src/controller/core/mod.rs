@@ -37,7 +37,8 @@ use rand::{Rng, SeedableRng};
 
 use crate::metadata::core::image::NO_LEADER_CHANGE;
 use crate::metadata::core::{
-    ConfigResource, ConfigResourceType, MetadataChanges, MetadataImage, MetadataRecord, ReplayError,
+    ConfigResource, ConfigResourceType, MetadataChanges, MetadataImage, MetadataRecord,
+    PartitionRegistration, ReplayError,
 };
 use crate::raft::core::KRaftVersionRange;
 use errors::*;
@@ -146,6 +147,12 @@ pub struct ControllerConfig {
     /// so that the metadata high watermark keeps moving (brokers and `kafka-metadata-quorum`
     /// see the quorum alive); 0 disables it.
     pub max_idle_interval_ms: i64,
+    /// `auto.leader.rebalance.enable` with `leader.imbalance.check.interval.seconds` (in ms):
+    /// how often leadership goes back to preferred replicas; None: never.
+    pub leader_imbalance_check_interval_ms: Option<i64>,
+    /// `unclean.leader.election.interval.ms`: how often leaderless partitions of topics that
+    /// allow it get an unclean election.
+    pub unclean_leader_election_interval_ms: i64,
     /// The broker's static (server.properties) values, for config sources in responses.
     pub static_broker_configs: BTreeMap<String, String>,
     /// The node's broker config table: every key it defines, and whether Kafka lets it change
@@ -174,6 +181,8 @@ impl Default for ControllerConfig {
             broker_session_timeout_ms: 9000,
             delete_topic_enable: true,
             max_idle_interval_ms: 500,
+            leader_imbalance_check_interval_ms: Some(300_000),
+            unclean_leader_election_interval_ms: 300_000,
             static_broker_configs: BTreeMap::new(),
             broker_config_table: BTreeMap::new(),
             broker_value_kinds: BTreeMap::new(),
@@ -1621,27 +1630,33 @@ impl QuorumControllerCore {
     }
 
     /// Partition changes when `broker` stops being usable: it leaves every ISR it is not the
-    /// last member of, and loses leadership to another live ISR member or to no one (-1).
+    /// last member of, and loses leadership to another usable ISR member, or (where the topic
+    /// allows unclean election) to any usable replica, or to no one (-1). Kafka's
+    /// `generateLeaderAndIsrUpdates` with its `PartitionChangeBuilder` election.
     fn leader_changes_for_fenced(&self, broker: i32) -> Vec<MetadataRecord> {
         let mut recs = Vec::new();
-        for topic in self.image.topics.by_id.values() {
+        for (name, topic) in self.topics_by_name() {
             for (index, p) in &topic.partitions {
                 if !p.isr.contains(&broker) && p.leader != broker {
                     continue;
                 }
-                let new_isr: Vec<i32> = if p.isr.len() > 1 {
+                let mut new_isr: Vec<i32> = if p.isr.len() > 1 {
                     p.isr.iter().copied().filter(|b| *b != broker).collect()
                 } else {
                     p.isr.clone()
                 };
                 let new_leader = if p.leader == broker {
-                    new_isr
-                        .iter()
-                        .copied()
-                        .find(|b| {
-                            *b != broker && self.image.brokers.get(b).is_some_and(|r| !r.fenced)
-                        })
-                        .unwrap_or(-1)
+                    match self.choose_leader(name, *index, p, &new_isr, |b| {
+                        b != broker && self.is_usable(b)
+                    }) {
+                        Some((leader, isr)) => {
+                            if let Some(isr) = isr {
+                                new_isr = isr;
+                            }
+                            leader
+                        }
+                        None => -1,
+                    }
                 } else {
                     NO_LEADER_CHANGE
                 };
@@ -1660,23 +1675,72 @@ impl QuorumControllerCore {
         recs
     }
 
-    /// Partition changes when `broker` becomes usable: leaderless partitions it is in sync for
-    /// get it as leader.
+    /// Partition changes when `broker` becomes usable: leaderless partitions get a leader, it
+    /// or another usable ISR member, or (unclean election allowed) any usable replica.
     fn leader_changes_for_unfenced(&self, broker: i32) -> Vec<MetadataRecord> {
         let mut recs = Vec::new();
-        for topic in self.image.topics.by_id.values() {
+        for (name, topic) in self.topics_by_name() {
             for (index, p) in &topic.partitions {
-                if p.leader == -1 && p.isr.contains(&broker) {
+                if p.leader != -1 || !p.replicas.contains(&broker) {
+                    continue;
+                }
+                let usable = |b: i32| b == broker || self.is_usable(b);
+                if let Some((leader, isr)) = self.choose_leader(name, *index, p, &p.isr, usable) {
                     recs.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
                         partition_id: *index,
                         topic_id: topic.id,
-                        leader: broker,
+                        isr,
+                        leader,
                         ..Default::default()
                     }));
                 }
             }
         }
         recs
+    }
+
+    /// Every topic with its name.
+    fn topics_by_name(
+        &self,
+    ) -> impl Iterator<Item = (&String, &crate::metadata::core::TopicImage)> {
+        self.image
+            .topics
+            .by_name
+            .iter()
+            .filter_map(|(name, id)| self.image.topics.get(id).map(|t| (name, &**t)))
+    }
+
+    /// Kafka's `PartitionChangeBuilder` leader choice: the first replica, in replica order, in
+    /// `isr` that `usable` accepts; failing that, when the topic's
+    /// `unclean.leader.election.enable` is on, the first usable replica, which becomes the ISR
+    /// alone (the others' logs may have diverged from it). `None`: no one can lead.
+    fn choose_leader(
+        &self,
+        topic: &str,
+        index: i32,
+        p: &PartitionRegistration,
+        isr: &[i32],
+        usable: impl Fn(i32) -> bool,
+    ) -> Option<(i32, Option<Vec<i32>>)> {
+        if let Some(b) = p
+            .replicas
+            .iter()
+            .copied()
+            .find(|b| isr.contains(b) && usable(*b))
+        {
+            return Some((b, None));
+        }
+        if !self.unclean_election_enabled(topic) {
+            return None;
+        }
+        let b = p.replicas.iter().copied().find(|b| usable(*b))?;
+        tracing::warn!(
+            topic,
+            partition = index,
+            leader = b,
+            "unclean leader election: no in-sync replica can lead, records may be lost"
+        );
+        Some((b, Some(vec![b])))
     }
 
     /// Kafka's periodic `writeNoOpRecord` task: every `metadata.max.idle.interval.ms` the

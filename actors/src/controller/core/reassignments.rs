@@ -236,7 +236,7 @@ impl QuorumControllerCore {
 
     /// The topic's `unclean.leader.election.enable`, resolved as a broker would (topic
     /// override, this node's dynamic value, the cluster default, the static config).
-    fn unclean_election_enabled(&self, topic: &str) -> bool {
+    pub(super) fn unclean_election_enabled(&self, topic: &str) -> bool {
         let Some(def) = topic_configs::topic_config("unclean.leader.election.enable") else {
             return false;
         };

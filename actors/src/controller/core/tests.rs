@@ -2465,3 +2465,119 @@ fn a_new_target_without_additions_keeps_the_replicas_being_added() {
         (vec![2, 1, 3], vec![3], vec![3])
     );
 }
+
+/// Broker `id` asks to be fenced (or, `fence` false, to be unfenced) at its registered epoch.
+fn set_fenced(c: &mut QuorumControllerCore, id: i32, fence: bool) {
+    let epoch = c.image().brokers[&id].epoch;
+    c.broker_heartbeat(
+        &BrokerHeartbeat {
+            broker_id: id,
+            broker_epoch: epoch,
+            current_metadata_offset: i64::MAX,
+            want_fence: fence,
+            want_shut_down: false,
+        },
+        NOW,
+    );
+    assert_eq!(c.image().brokers[&id].fenced, fence);
+}
+
+#[test]
+fn a_fenced_leader_hands_over_in_replica_order_skipping_brokers_shutting_down() {
+    let mut c = controller_with_assigned_topic("t", &[1, 3, 2]);
+    assert_eq!(partition(&c, "t").leader, 1);
+    // 3 is shutting down (it leads nothing, so it stays in controlled shutdown only while
+    // another partition holds it; mark it as the image would show it).
+    c.apply_own(&[MetadataRecord::BrokerRegistrationChange(
+        BrokerRegistrationChangeRecord {
+            broker_id: 3,
+            broker_epoch: c.image().brokers[&3].epoch,
+            in_controlled_shutdown: 1,
+            ..Default::default()
+        },
+    )]);
+    set_fenced(&mut c, 1, true);
+    let p = partition(&c, "t");
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![3, 2]));
+}
+
+#[test]
+fn leadership_goes_back_to_the_preferred_replica_on_the_periodic_pass() {
+    let mut c = controller_with_assigned_topic("t", &[1, 2, 3]);
+    set_fenced(&mut c, 1, true);
+    assert_eq!(partition(&c, "t").leader, 2);
+    // Back, but out of the ISR: no move yet.
+    set_fenced(&mut c, 1, false);
+    let (records, more) = c.balance_partition_leaders();
+    assert!(records.is_empty() && !more);
+    // In sync again: the pass gives it its leadership back.
+    let id = topic_id(&c, "t");
+    let p = partition(&c, "t");
+    let r = alter_partition(
+        &mut c,
+        2,
+        id,
+        vec![isr_proposal(p.leader_epoch, p.partition_epoch, &[2, 3, 1])],
+    );
+    assert!(r.response.error.is_ok());
+    let (records, more) = c.balance_partition_leaders();
+    assert_eq!(records.len(), 1);
+    assert!(!more);
+    assert_eq!(partition(&c, "t").leader, 1);
+    // Nothing left to balance.
+    assert!(c.balance_partition_leaders().0.is_empty());
+}
+
+#[test]
+fn leaderless_partitions_get_an_unclean_leader_only_where_the_topic_allows_it() {
+    let mut c = controller_with_assigned_topic("t", &[1, 2]);
+    // 2 falls out of the ISR, then 1 (the last ISR member) is fenced: no leader.
+    let id = topic_id(&c, "t");
+    let p = partition(&c, "t");
+    alter_partition(
+        &mut c,
+        1,
+        id,
+        vec![isr_proposal(p.leader_epoch, p.partition_epoch, &[1])],
+    );
+    set_fenced(&mut c, 1, true);
+    assert_eq!(partition(&c, "t").leader, -1);
+    assert!(
+        c.elect_unclean_leaders().0.is_empty(),
+        "not allowed by default"
+    );
+    c.apply_own(&[MetadataRecord::Config(ConfigRecord {
+        resource_type: ConfigResourceType::Topic.id(),
+        resource_name: "t".into(),
+        name: "unclean.leader.election.enable".into(),
+        value: Some("true".into()),
+        ..Default::default()
+    })]);
+    let (records, _) = c.elect_unclean_leaders();
+    assert_eq!(records.len(), 1);
+    let p = partition(&c, "t");
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+}
+
+#[test]
+fn a_fenced_last_leader_is_replaced_at_once_where_unclean_election_is_on() {
+    let mut c = controller_with_assigned_topic("t", &[1, 2]);
+    c.apply_own(&[MetadataRecord::Config(ConfigRecord {
+        resource_type: ConfigResourceType::Topic.id(),
+        resource_name: "t".into(),
+        name: "unclean.leader.election.enable".into(),
+        value: Some("true".into()),
+        ..Default::default()
+    })]);
+    let id = topic_id(&c, "t");
+    let p = partition(&c, "t");
+    alter_partition(
+        &mut c,
+        1,
+        id,
+        vec![isr_proposal(p.leader_epoch, p.partition_epoch, &[1])],
+    );
+    set_fenced(&mut c, 1, true);
+    let p = partition(&c, "t");
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+}
