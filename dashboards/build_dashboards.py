@@ -265,7 +265,7 @@ def overview():
                         "listener kind (Kafka's RequestQueueSize). At queued.max.requests no "
                         "connection reads another request until one is handled."),
         text("Coming with the broker's next metric families",
-             ("ISR shrinks/expands, the active controller"
+             ("Replica fetcher lag (exported in clusters only)"
               if PARTITION_PANELS else
               "Partitions, log size, under-replicated / offline partitions, ISR changes, the "
               "active controller")
@@ -342,6 +342,49 @@ def partition_overview_panels():
         timeseries("Purgatory by operation", [target(
             f"sum by (instance, operation) (kactor_purgatory_size{{{s}}})",
             "{{instance}} {{operation}}")], w=24),
+        row("Replication"),
+        stat("Under min ISR", f"sum(kactor_partitions_under_min_isr{{{s}}})",
+             description="Led partitions whose ISR is below the effective "
+                         "min.insync.replicas: acks=all writes are refused and the high "
+                         "watermark does not move.",
+             thresholds=red_from_1),
+        stat("At min ISR", f"sum(kactor_partitions_at_min_isr{{{s}}})",
+             description="Led partitions exactly at min.insync.replicas: one more lost "
+                         "replica and acks=all writes stop.",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
+        stat("Offline partitions", f"sum(kactor_controller_offline_partitions{{{s}}})",
+             description="Partitions without a leader, as the active controller sees them "
+                         "(other controllers report 0).",
+             thresholds=red_from_1),
+        stat("Preferred-leader imbalance",
+             f"sum(kactor_controller_preferred_replica_imbalance{{{s}}})",
+             description="Partitions not led by their first replica; "
+                         "auto.leader.rebalance.enable moves them back every "
+                         "leader.imbalance.check.interval.seconds."),
+        stat("Active brokers", f"sum(kactor_controller_active_brokers{{{s}}})",
+             description="Registered, unfenced brokers (active controller)."),
+        stat("Fenced brokers", f"sum(kactor_controller_fenced_brokers{{{s}}})",
+             description="Registered brokers the controller fenced (session expired, "
+                         "shut down, or catching up after a start).",
+             thresholds=red_from_1),
+        timeseries("ISR shrinks / expands per s", [
+            target(f"sum by (instance) (rate(kactor_isr_shrinks_total{{{s}}}[{RATE}]))",
+                   "{{instance}} shrinks", "A"),
+            target(f"sum by (instance) (rate(kactor_isr_expands_total{{{s}}}[{RATE}]))",
+                   "{{instance}} expands", "B"),
+        ], unit="ops", description="ISR changes this broker's leaders proposed and the "
+                                   "controller committed. Steady shrink/expand churn means "
+                                   "followers keep falling behind replica.lag.time.max.ms."),
+        timeseries("Replication bytes in / s", [target(
+            f"sum by (instance) (rate(kactor_replication_bytes_in_total{{{s}}}[{RATE}]))",
+            "{{instance}}")], unit="Bps",
+            description="Bytes followers on each broker appended from their leaders."),
+        timeseries("Partitions by controller view", [
+            target(f"sum(kactor_controller_partitions{{{s}}})", "partitions", "A"),
+            target(f"sum(kactor_controller_topics{{{s}}})", "topics", "B"),
+            target(f"max(kactor_controller_active{{{s}}})", "an active controller (1)", "C"),
+        ], w=24, description="The metadata the active controller holds; 'an active "
+                             "controller' drops to 0 while the quorum has no leader."),
     ]
 
 

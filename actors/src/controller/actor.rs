@@ -45,6 +45,8 @@ pub struct QuorumControllerActor {
     /// the moment it turns true (Kafka's broker learns the active controller from the Raft
     /// leader the same way) instead of polling with NOT_CONTROLLER answers.
     active_tx: watch::Sender<bool>,
+    /// (active, applied offset) the controller gauges were last computed at.
+    gauges_at: Option<(bool, i64)>,
     metrics: ActorMetrics,
 }
 
@@ -67,6 +69,7 @@ impl QuorumControllerActor {
             committed_offset: -1,
             pending: VecDeque::new(),
             active_tx: watch::channel(false).0,
+            gauges_at: None,
             metrics,
         }
     }
@@ -80,6 +83,16 @@ impl QuorumControllerActor {
     fn set_active(&self, active: bool) {
         self.active_tx
             .send_if_modified(|a| std::mem::replace(a, active) != active);
+    }
+
+    /// Refreshes the controller gauges when the image or the role moved since the last time.
+    fn refresh_gauges(&mut self) {
+        let now = (self.core.is_active(), self.core.applied_offset());
+        if self.gauges_at != Some(now) {
+            self.gauges_at = Some(now);
+            let counts = super::metrics::ControllerCounts::of(self.core.image());
+            super::metrics::publish(now.0, &counts);
+        }
     }
 
     /// A periodic election pass (preferred leaders back, or unclean elections); a pass that
@@ -215,6 +228,7 @@ impl Actor for QuorumControllerActor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.register_with_raft(ctx);
         ctx.run_interval(TICK, |act, ctx| {
+            act.refresh_gauges();
             let records = act.core.tick(now_ms());
             if !records.is_empty() {
                 info!(

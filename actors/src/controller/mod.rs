@@ -8,6 +8,7 @@ pub mod broker_apis;
 pub mod core;
 pub mod envelope;
 pub mod messages;
+pub mod metrics;
 
 pub use self::actor::QuorumControllerActor;
 pub use self::core::{ControllerConfig, QuorumControllerCore};

@@ -112,6 +112,8 @@ struct SlotResult {
     generation: u64,
     position: Option<FollowerPosition>,
     back_off: bool,
+    /// Records behind the leader's high watermark after applying its answer, if it answered.
+    lag: Option<i64>,
 }
 
 pub struct ReplicaFetcherActor {
@@ -187,6 +189,12 @@ impl ReplicaFetcherActor {
             act.in_flight = false;
             act.conn = conn;
             let now = Instant::now();
+            if let Some(lag) = results.iter().filter_map(|r| r.lag).max() {
+                super::metrics::partition_metrics()
+                    .fetcher_max_lag
+                    .with_label_values(&[&leader.to_string(), &act.fetcher_id.to_string()])
+                    .set(lag);
+            }
             for r in results {
                 let Some(slot) = act.slots.get_mut(&r.tp) else {
                     continue;
@@ -241,6 +249,7 @@ async fn fetch_round(
                 generation,
                 position: None,
                 back_off: true,
+                lag: None,
             }),
         }
     }
@@ -261,6 +270,7 @@ async fn fetch_round(
                         generation,
                         position: Some(pos),
                         back_off: false,
+                        lag: None,
                     }));
                     return (None, results, Some(e.to_string()));
                 }
@@ -290,6 +300,7 @@ async fn fetch_round(
                 generation,
                 position: Some(pos),
                 back_off: false,
+                lag: None,
             }));
             return (None, results, Some(e.to_string()));
         }
@@ -301,6 +312,7 @@ async fn fetch_round(
             generation,
             position: Some(pos),
             back_off: true,
+            lag: None,
         }));
         return (Some(conn), results, None);
     }
@@ -311,18 +323,22 @@ async fn fetch_round(
         async move {
             let Some(answer) = answer else {
                 // Not in the answer (the leader's byte budget ran out): fetch it next round.
-                return (p, pos, generation, Applied::Position(Some(pos), false));
+                return (p, pos, generation, Applied::Position(Some(pos), false), None);
             };
+            let leader_hw = (answer.error_code == codes::NONE).then_some(answer.high_watermark);
             let applied = apply_answer(&p, pos, answer).await;
-            (p, pos, generation, applied)
+            (p, pos, generation, applied, leader_hw)
         }
     }))
     .await;
-    for (p, pos, generation, applied) in applied {
+    for (p, pos, generation, applied, leader_hw) in applied {
         match applied {
             Applied::Position(position, back_off) => results.push(SlotResult {
                 tp: p.tp,
                 generation,
+                lag: leader_hw
+                    .zip(position)
+                    .map(|(hw, at)| (hw - at.log_end_offset).max(0)),
                 position,
                 back_off,
             }),
@@ -351,6 +367,7 @@ async fn fetch_round(
             generation,
             position,
             back_off,
+            lag: None,
         });
     }
     (Some(conn), results, None)

@@ -22,8 +22,18 @@ pub struct PartitionMetrics {
     /// `kactor_partitions_under_replicated`: led partitions whose ISR is smaller than
     /// their replica set.
     pub under_replicated: IntGauge,
+    /// `kactor_partitions_under_min_isr` / `kactor_partitions_at_min_isr`: led partitions
+    /// whose ISR is below / exactly at the effective `min.insync.replicas` (Kafka's
+    /// `UnderMinIsrPartitionCount` / `AtMinIsrPartitionCount`): acks=all is refused / one more
+    /// lost replica away from being refused.
+    pub under_min_isr: IntGauge,
+    pub at_min_isr: IntGauge,
     /// `kactor_partitions_offline`: assigned replicas whose log failed to open.
     pub offline: IntGauge,
+    /// `kactor_replica_fetcher_max_lag{leader,fetcher}`: the largest lag, in records, of the
+    /// partitions a fetcher follows after its last round (leader's high watermark minus the
+    /// follower's log end; Kafka's `ReplicaFetcherManager` `MaxLag`).
+    pub fetcher_max_lag: IntGaugeVec,
     /// `kactor_partition_log_size_bytes{topic,partition}` (refreshed at each checkpoint).
     pub log_size_bytes: IntGaugeVec,
     /// `kactor_purgatory_size{operation}`: waiting DelayedProduce / DelayedFetch operations.
@@ -83,9 +93,28 @@ pub fn partition_metrics() -> &'static PartitionMetrics {
                 "kactor_partitions_under_replicated",
                 "Led partitions whose ISR is smaller than their replica set.",
             ),
+            under_min_isr: gauge(
+                "kactor_partitions_under_min_isr",
+                "Led partitions whose ISR is below the effective min.insync.replicas.",
+            ),
+            at_min_isr: gauge(
+                "kactor_partitions_at_min_isr",
+                "Led partitions whose ISR is exactly the effective min.insync.replicas.",
+            ),
             offline: gauge(
                 "kactor_partitions_offline",
                 "Assigned replicas whose log could not be opened.",
+            ),
+            fetcher_max_lag: register(
+                IntGaugeVec::new(
+                    Opts::new(
+                        "kactor_replica_fetcher_max_lag",
+                        "Largest lag in records (leader high watermark minus follower log end) \
+                         among a replica fetcher's partitions after its last round.",
+                    ),
+                    &["leader", "fetcher"],
+                )
+                .expect("valid family"),
             ),
             log_size_bytes: per_partition(
                 "kactor_partition_log_size_bytes",

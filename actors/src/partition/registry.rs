@@ -482,6 +482,27 @@ impl ReplicaManagerActor {
                 .filter(|r| r.leader == self.broker_id && r.isr_size < r.replica_count)
                 .count() as i64,
         );
+        // Effective minimum per topic (Kafka's `effectiveMinIsr`: capped by the replica count),
+        // resolved once per topic.
+        let mut min_isr: HashMap<&str, usize> = HashMap::new();
+        let (mut under, mut at) = (0i64, 0i64);
+        for (tp, r) in table
+            .partitions
+            .iter()
+            .filter(|(_, r)| r.leader == self.broker_id)
+        {
+            let configured = *min_isr
+                .entry(tp.topic.as_str())
+                .or_insert_with(|| self.config_for(&tp.topic).min_insync_replicas);
+            let effective = configured.min(r.replica_count.max(1));
+            if r.isr_size < effective {
+                under += 1;
+            } else if r.isr_size == effective {
+                at += 1;
+            }
+        }
+        m.under_min_isr.set(under);
+        m.at_min_isr.set(at);
         m.offline.set(table.offline.len() as i64);
         table.version += 1;
         table.log_dirs = self.factory.log_dirs();

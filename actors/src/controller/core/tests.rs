@@ -2581,3 +2581,26 @@ fn a_fenced_last_leader_is_replaced_at_once_where_unclean_election_is_on() {
     let p = partition(&c, "t");
     assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
 }
+
+#[test]
+fn controller_gauges_count_offline_and_imbalanced_partitions_and_fenced_brokers() {
+    use crate::controller::metrics::ControllerCounts;
+    let mut c = controller_with_assigned_topic("t", &[1, 2]);
+    let counts = ControllerCounts::of(c.image());
+    assert_eq!(
+        (counts.topics, counts.partitions, counts.offline_partitions),
+        (1, 1, 0)
+    );
+    assert_eq!(counts.preferred_replica_imbalance, 0);
+    // 1 fenced: 2 leads (imbalanced); then 2 fenced too: offline.
+    set_fenced(&mut c, 1, true);
+    let counts = ControllerCounts::of(c.image());
+    assert_eq!(
+        (counts.preferred_replica_imbalance, counts.fenced_brokers),
+        (1, 1)
+    );
+    set_fenced(&mut c, 2, true);
+    let counts = ControllerCounts::of(c.image());
+    assert_eq!(counts.offline_partitions, 1);
+    assert_eq!(counts.fenced_brokers + counts.active_brokers, 4);
+}
