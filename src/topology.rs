@@ -442,7 +442,8 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         node_id,
         GroupCoordinatorConfig::from_properties(&props),
         partition_table.clone(),
-    );
+    )
+    .with_purgatory(partitions.apis.purgatory.clone());
     let group_shards = group_manager.shard_table();
     let group_shards_for_txn = group_shards.clone();
     let group_manager = kactor_actors::runtime::start_supervised(

@@ -25,8 +25,6 @@ use crate::partition::messages::{AppendCoordinatorRecords, DescribeReplica, Read
 use crate::partition::registry::PartitionTableReader;
 use crate::runtime::{ActorMetrics, SupervisedActor};
 
-/// How often an uncommitted write re-checks the high watermark (multi-replica partitions).
-const COMMIT_POLL: Duration = Duration::from_millis(5);
 /// A write not committed within this long fails (Kafka's append timeout is similar).
 const COMMIT_TIMEOUT_MS: i64 = 30_000;
 /// Bytes per read while loading.
@@ -71,8 +69,8 @@ fn is_producer_state_code(code: i16) -> bool {
 enum WriteState {
     /// Sent to the partition, no answer yet.
     Appending,
-    /// Appended up to this offset; waiting for the high watermark to pass it.
-    Appended { last_offset: i64, deadline_ms: i64 },
+    /// Appended; waiting (in the purgatory) for the high watermark to pass it.
+    Appended,
     /// Nothing to wait for (no records, or committed).
     Ready,
 }
@@ -108,7 +106,6 @@ pub struct GroupCoordinatorActor {
     next_write_seq: u64,
     next_offset: i64,
     timer: Option<SpawnHandle>,
-    commit_poll: Option<SpawnHandle>,
     metrics: ActorMetrics,
     /// Where the high watermarks for consumer lag come from.
     partitions: Option<(PartitionTableReader, i32)>,
@@ -147,7 +144,6 @@ impl GroupCoordinatorActor {
             next_write_seq: 0,
             next_offset: 0,
             timer: None,
-            commit_poll: None,
             metrics: ActorMetrics::new("GroupCoordinatorActor"),
             partitions: None,
             topics_version: None,
@@ -301,7 +297,7 @@ impl GroupCoordinatorActor {
                 state: WriteState::Ready,
                 responses: out.responses,
             });
-            self.release(ctx);
+            self.release();
             return;
         }
         let batch = match records_batch(&out.records, now_ms(), producer) {
@@ -332,18 +328,14 @@ impl GroupCoordinatorActor {
                 .map(move |result, act, ctx| match result {
                     Ok(Ok(outcome)) => {
                         act.next_offset = outcome.last_offset + 1;
-                        let state = if outcome.high_watermark > outcome.last_offset {
-                            WriteState::Ready
+                        if outcome.high_watermark > outcome.last_offset {
+                            act.set_ready(seq);
                         } else {
-                            WriteState::Appended {
-                                last_offset: outcome.last_offset,
-                                deadline_ms: now_ms() + COMMIT_TIMEOUT_MS,
+                            if let Some(w) = act.writes.iter_mut().find(|w| w.seq == seq) {
+                                w.state = WriteState::Appended;
                             }
-                        };
-                        if let Some(w) = act.writes.iter_mut().find(|w| w.seq == seq) {
-                            w.state = state;
+                            act.await_commit(seq, outcome, ctx);
                         }
-                        act.release(ctx);
                     }
                     Ok(Err(e)) => act.fail_from(seq, write_error_code(&e), ctx),
                     Err(_) => act.fail_from(seq, errors::COORDINATOR_NOT_AVAILABLE, ctx),
@@ -352,7 +344,7 @@ impl GroupCoordinatorActor {
     }
 
     /// Sends the responses of every leading write that is committed.
-    fn release(&mut self, ctx: &mut Context<Self>) {
+    fn release(&mut self) {
         while let Some(front) = self.writes.front() {
             if front.state != WriteState::Ready {
                 break;
@@ -360,50 +352,52 @@ impl GroupCoordinatorActor {
             let w = self.writes.pop_front().expect("front exists");
             self.deliver(w.responses);
         }
-        let waiting_commit = self
-            .writes
-            .iter()
-            .any(|w| matches!(w.state, WriteState::Appended { .. }));
-        if waiting_commit && self.commit_poll.is_none() {
-            self.commit_poll = Some(ctx.run_later(COMMIT_POLL, |act, ctx| {
-                act.commit_poll = None;
-                act.check_commits(ctx);
-            }));
-        }
     }
 
-    fn check_commits(&mut self, ctx: &mut Context<Self>) {
-        let describe = self.partition.describe.send(DescribeReplica);
-        ctx.spawn(describe.into_actor(self).map(|info, act, ctx| {
-            let now = now_ms();
-            let mut failed = None;
-            match info {
-                Ok(info) if info.is_leader => {
-                    for w in act.writes.iter_mut() {
-                        if let WriteState::Appended {
-                            last_offset,
-                            deadline_ms,
-                        } = w.state
-                        {
-                            if info.high_watermark > last_offset {
-                                w.state = WriteState::Ready;
-                            } else if now > deadline_ms && failed.is_none() {
-                                failed = Some((w.seq, errors::COORDINATOR_NOT_AVAILABLE));
-                            }
-                        }
-                    }
-                }
-                Ok(_) => failed = act.writes.front().map(|w| (w.seq, errors::NOT_COORDINATOR)),
-                Err(_) => {
-                    failed = act
-                        .writes
-                        .front()
-                        .map(|w| (w.seq, errors::COORDINATOR_NOT_AVAILABLE))
-                }
+    /// Write `seq` is committed (or had nothing to wait for): answer it once every earlier
+    /// write is.
+    fn set_ready(&mut self, seq: u64) {
+        if let Some(w) = self.writes.iter_mut().find(|w| w.seq == seq) {
+            w.state = WriteState::Ready;
+        }
+        self.release();
+    }
+
+    /// Waits in the purgatory for the high watermark to pass write `seq` (Kafka's coordinator
+    /// runtime completes writes on the high watermark event): committed, it is answered in
+    /// order; if the leadership it was appended under ended, it and every later write answer
+    /// NOT_COORDINATOR; past the commit timeout, COORDINATOR_NOT_AVAILABLE.
+    fn await_commit(
+        &mut self,
+        seq: u64,
+        outcome: crate::partition::core::AppendOutcome,
+        ctx: &mut Context<Self>,
+    ) {
+        let purgatory = self.partition.replication.clone();
+        let tp = crate::partition::core::TopicPartition::new(
+            crate::group::apis::OFFSETS_TOPIC,
+            self.partition_index,
+        );
+        let wait = async move {
+            crate::purgatory::await_commit(
+                purgatory.as_ref(),
+                &tp,
+                &outcome,
+                COMMIT_TIMEOUT_MS as u64,
+            )
+            .await
+        };
+        ctx.spawn(wait.into_actor(self).map(move |code, act, ctx| {
+            // A write dropped meanwhile (failed with an earlier one, or unloaded) is gone.
+            if !act.writes.iter().any(|w| w.seq == seq) {
+                return;
             }
-            match failed {
-                Some((seq, code)) => act.fail_from(seq, code, ctx),
-                None => act.release(ctx),
+            match code {
+                crate::partition::core::codes::NONE => act.set_ready(seq),
+                crate::partition::core::codes::NOT_LEADER_OR_FOLLOWER => {
+                    act.fail_from(seq, errors::NOT_COORDINATOR, ctx)
+                }
+                _ => act.fail_from(seq, errors::COORDINATOR_NOT_AVAILABLE, ctx),
             }
         }));
     }
@@ -433,7 +427,7 @@ impl GroupCoordinatorActor {
         let parked = self.shard.unload();
         failed.extend(fail_all(parked.responses, later_code));
         self.deliver(failed);
-        self.release(ctx);
+        self.release();
         if self.phase != Phase::Reloading {
             self.phase = Phase::Reloading;
             self.load(ctx);
@@ -546,7 +540,6 @@ impl actix::Supervised for GroupCoordinatorActor {
             fresh
         };
         self.timer = None;
-        self.commit_poll = None;
         self.refreshing = false;
         self.phase = Phase::Loading;
     }

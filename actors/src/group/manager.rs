@@ -42,6 +42,8 @@ pub struct GroupCoordinatorManagerActor {
     image_topics: Option<BTreeMap<Uuid, String>>,
     last_version: Option<u64>,
     publisher: watch::Sender<Arc<GroupShardTable>>,
+    /// Where the shards' writes wait for replication.
+    purgatory: Option<crate::runtime::MeteredAddr<crate::purgatory::PurgatoryActor>>,
     metrics: ActorMetrics,
 }
 
@@ -66,8 +68,18 @@ impl GroupCoordinatorManagerActor {
             image_topics: None,
             last_version: None,
             publisher,
+            purgatory: None,
             metrics: ActorMetrics::new("GroupCoordinatorManagerActor"),
         }
+    }
+
+    /// The broker's purgatory, where the shards' writes wait for their replication.
+    pub fn with_purgatory(
+        mut self,
+        purgatory: crate::runtime::MeteredAddr<crate::purgatory::PurgatoryActor>,
+    ) -> Self {
+        self.purgatory = Some(purgatory);
+        self
     }
 
     /// What the group API handlers route by (clone before starting the actor).
@@ -106,6 +118,7 @@ impl GroupCoordinatorManagerActor {
                             append: h.addr.recipient(),
                             read: h.addr.recipient(),
                             describe: h.addr.recipient(),
+                            replication: self.purgatory.clone(),
                         },
                         self.topics.clone(),
                         self.group_configs.clone(),

@@ -82,4 +82,7 @@ pub struct CoordinatorPartition {
     pub append: MeteredRecipient<AppendCoordinatorRecords>,
     pub read: MeteredRecipient<ReadRecords>,
     pub describe: MeteredRecipient<DescribeReplica>,
+    /// Where a write waits for the high watermark (the broker's purgatory); without one (a
+    /// lone replica in tests) only a write the append itself committed succeeds.
+    pub replication: Option<crate::runtime::MeteredAddr<crate::purgatory::PurgatoryActor>>,
 }

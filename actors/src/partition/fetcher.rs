@@ -323,7 +323,13 @@ async fn fetch_round(
         async move {
             let Some(answer) = answer else {
                 // Not in the answer (the leader's byte budget ran out): fetch it next round.
-                return (p, pos, generation, Applied::Position(Some(pos), false), None);
+                return (
+                    p,
+                    pos,
+                    generation,
+                    Applied::Position(Some(pos), false),
+                    None,
+                );
             };
             let leader_hw = (answer.error_code == codes::NONE).then_some(answer.high_watermark);
             let applied = apply_answer(&p, pos, answer).await;

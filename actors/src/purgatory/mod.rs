@@ -31,3 +31,39 @@ pub async fn await_replication(
         .map(|r| r.into_iter().collect())
         .unwrap_or_default()
 }
+
+/// A coordinator's write-then-respond (Kafka's `CoordinatorRuntime` completing a write on the
+/// high watermark event): waits, in the purgatory rather than by polling the partition, until
+/// the high watermark of `tp` passes the append `out`. NONE once it did (also when the
+/// partition was under min ISR then: the write is committed all the same),
+/// NOT_LEADER_OR_FOLLOWER when the leadership it was appended under ended, REQUEST_TIMED_OUT
+/// after `timeout_ms` or without a purgatory to wait in.
+pub async fn await_commit(
+    purgatory: Option<&crate::runtime::MeteredAddr<PurgatoryActor>>,
+    tp: &crate::partition::core::TopicPartition,
+    out: &crate::partition::core::AppendOutcome,
+    timeout_ms: u64,
+) -> i16 {
+    use crate::partition::core::codes;
+    if out.high_watermark > out.last_offset {
+        return codes::NONE;
+    }
+    let Some(purgatory) = purgatory else {
+        return codes::REQUEST_TIMED_OUT;
+    };
+    let watch = self::core::ProduceWatch {
+        tp: tp.clone(),
+        required_offset: out.last_offset + 1,
+        observed_high_watermark: out.high_watermark,
+        leader_epoch: out.leader_epoch,
+    };
+    match await_replication(purgatory, vec![watch], timeout_ms)
+        .await
+        .get(tp)
+        .copied()
+    {
+        Some(codes::NONE | codes::NOT_ENOUGH_REPLICAS_AFTER_APPEND) => codes::NONE,
+        Some(code) => code,
+        None => codes::REQUEST_TIMED_OUT,
+    }
+}

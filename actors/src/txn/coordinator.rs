@@ -6,7 +6,7 @@
 //! aborts transactions past their timeout on a tick.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::prelude::*;
 use bytes::Bytes;
@@ -23,7 +23,7 @@ use super::markers::{MarkerOutcome, MarkerSender};
 use super::messages::GenerateProducerId;
 use super::metrics::{txn_metrics, ShardMetrics};
 use crate::partition::core::{IsolationLevel, ReadParams};
-use crate::partition::messages::{AppendRecords, DescribeReplica, ReadRecords};
+use crate::partition::messages::{AppendRecords, ReadRecords};
 use crate::partition::PartitionActor;
 use crate::runtime::{ActorMetrics, MeteredAddr, SupervisedActor};
 
@@ -41,8 +41,6 @@ pub const NOT_COORDINATOR: i16 = 16;
 const MARKER_RETRY: Duration = Duration::from_millis(200);
 /// How long a state write may wait for the ISR (Kafka bounds it by `request.timeout.ms`).
 const WRITE_COMMIT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Poll period while a state write waits for the high watermark (replicated state partitions).
-const WRITE_COMMIT_POLL: Duration = Duration::from_millis(5);
 /// Pause before a failed load is tried again.
 const LOAD_RETRY: Duration = Duration::from_secs(1);
 /// How often the shard's transaction gauges are refreshed.
@@ -247,36 +245,31 @@ impl TransactionCoordinatorActor {
     }
 
     /// Appends `records` to the state partition; true once the write is committed (the high
-    /// watermark passed it), false if it failed or timed out.
-    async fn write_committed(log: MeteredAddr<PartitionActor>, records: Bytes) -> bool {
-        match log
-            .send(AppendRecords {
-                records,
-                required_acks: -1,
-            })
-            .await
-        {
-            Ok(Ok(out)) if out.high_watermark > out.last_offset => true,
-            Ok(Ok(out)) => Self::await_committed(log, out.last_offset).await,
-            _ => false,
-        }
-    }
-
-    /// Waits until the state partition's high watermark passes `last_offset` (write-then-respond
-    /// on a replicated `__transaction_state`): the write is only durable once the ISR has it.
-    async fn await_committed(log: MeteredAddr<PartitionActor>, last_offset: i64) -> bool {
-        let deadline = Instant::now() + WRITE_COMMIT_TIMEOUT;
-        loop {
-            match log.send(DescribeReplica).await {
-                Ok(info) if !info.is_leader => return false,
-                Ok(info) if info.high_watermark > last_offset => return true,
-                Ok(_) => {}
-                Err(_) => return false,
+    /// watermark passed it: on a replicated `__transaction_state` the write is only durable
+    /// once the ISR has it), false if it failed, lost its leadership or timed out. The wait is
+    /// the purgatory's high watermark events, not polling.
+    fn write_committed(&self, records: Bytes) -> impl std::future::Future<Output = bool> {
+        let log = self.log.clone();
+        let purgatory = self.markers.local.purgatory.clone();
+        let tp = crate::partition::core::TopicPartition::new(
+            super::apis::TRANSACTION_STATE_TOPIC,
+            self.partition_index,
+        );
+        async move {
+            match log
+                .send(AppendRecords {
+                    records,
+                    required_acks: -1,
+                })
+                .await
+            {
+                Ok(Ok(out)) => {
+                    let timeout = WRITE_COMMIT_TIMEOUT.as_millis() as u64;
+                    crate::purgatory::await_commit(purgatory.as_ref(), &tp, &out, timeout).await
+                        == crate::partition::core::codes::NONE
+                }
+                _ => false,
             }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(WRITE_COMMIT_POLL).await;
         }
     }
 
@@ -354,7 +347,7 @@ impl TransactionCoordinatorActor {
             answer_err(answer, COORDINATOR_LOAD_IN_PROGRESS);
             return;
         };
-        let send = Self::write_committed(self.log.clone(), records);
+        let send = self.write_committed(records);
         ctx.spawn(send.into_actor(self).map(move |ok, act, ctx| {
             let job = act.core.complete_write(&transit, ok);
             let id = &transit.target.transactional_id;
@@ -456,7 +449,7 @@ impl TransactionCoordinatorActor {
             }
             return;
         };
-        let send = Self::write_committed(self.log.clone(), records);
+        let send = self.write_committed(records);
         ctx.spawn(send.into_actor(self).map(move |ok, act, ctx| {
             for id in &ids {
                 act.core.complete_expiration(id, ok);

@@ -70,6 +70,7 @@ pub async fn coordinator(
             append: partition.recipient(),
             read: partition.recipient(),
             describe: partition.recipient(),
+            replication: None,
         },
         topics(),
         Default::default(),
