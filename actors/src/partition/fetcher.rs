@@ -647,6 +647,13 @@ impl Handler<RemoveFollowedPartitions> for ReplicaFetcherActor {
         for tp in msg.0 {
             self.slots.remove(&tp);
         }
+        if self.slots.is_empty() {
+            // Following nothing, it has no lag: its series goes rather than showing the last
+            // round's figure for ever.
+            let _ = super::metrics::partition_metrics()
+                .fetcher_max_lag
+                .remove_label_values(&[&self.leader.to_string(), &self.fetcher_id.to_string()]);
+        }
         self.slots.len()
     }
 }

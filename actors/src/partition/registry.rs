@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use super::actor::{now_ms, PartitionActor, PurgatoryLink};
 use super::core::{MemoryLog, Partition, PartitionConfig, PartitionLog, TopicPartition};
 use super::messages::*;
+use crate::purgatory::LeadershipLost;
 use crate::runtime::{ActorMetrics, ArbiterPools, MeteredAddr, SupervisedActor};
 
 /// Opens and creates partition logs under `log.dirs` (the disk-backed implementation wraps
@@ -383,8 +384,20 @@ impl ReplicaManagerActor {
                     self.fetchers.unfollow(std::slice::from_ref(&tp));
                     if let Some(r) = table.partitions.remove(&tp) {
                         r.addr.do_send(StopReplica { delete: true });
-                    } else if let Err(e) = self.factory.delete_unopened(&tp) {
-                        tracing::error!(%tp, error = %e, "failed to delete partition log");
+                    } else {
+                        // No replica to tell the purgatory (offline or never opened): forget
+                        // its ended leaderships here, or a topic created again under the same
+                        // name would find its epochs counted as lost.
+                        if let Some(p) = &self.purgatory {
+                            p.leadership_lost.do_send(LeadershipLost {
+                                tp: tp.clone(),
+                                leader_epoch: -1,
+                                deleted: true,
+                            });
+                        }
+                        if let Err(e) = self.factory.delete_unopened(&tp) {
+                            tracing::error!(%tp, error = %e, "failed to delete partition log");
+                        }
                     }
                     if !table.partitions.keys().any(|k| k.topic == tp.topic) {
                         if let Some(id) = table.topic_ids.remove(&tp.topic) {

@@ -73,8 +73,13 @@ impl Actor for PurgatoryActor {
 
 impl Supervised for PurgatoryActor {
     fn restarting(&mut self, _: &mut Context<Self>) {
-        // Waiters keep their channels: the parked operations live on in this value across a
-        // restart, and each completes or times out as before.
+        // A restart drops the context's timers, so the parked operations would never expire:
+        // they end now instead (produces REQUEST_TIMED_OUT, clients retry; fetches answer
+        // with what they have).
+        for c in self.core.expire_all() {
+            self.complete(c);
+        }
+        self.report_size();
     }
 }
 

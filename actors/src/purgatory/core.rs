@@ -310,6 +310,19 @@ impl Purgatory {
         Completion::Fetch { id, expired }
     }
 
+    /// Every parked operation ends now: produces with REQUEST_TIMED_OUT where still waiting,
+    /// fetches as expired (the actor restarts and its expiry timers are gone).
+    pub fn expire_all(&mut self) -> Vec<Completion> {
+        let produces: Vec<u64> = self.produces.keys().copied().collect();
+        let fetches: Vec<u64> = self.fetches.keys().copied().collect();
+        let mut out: Vec<Completion> = produces
+            .into_iter()
+            .filter_map(|id| self.expire_produce(id))
+            .collect();
+        out.extend(fetches.into_iter().filter_map(|id| self.expire_fetch(id)));
+        out
+    }
+
     /// `request.timeout.ms` passed: partitions still waiting get REQUEST_TIMED_OUT.
     pub fn expire_produce(&mut self, id: u64) -> Option<Completion> {
         let mut op = self.produces.remove(&id)?;
@@ -549,5 +562,39 @@ mod tests {
         // A deleted replica forgets its epochs: a topic of the same name starts at 0 again.
         g.on_leadership_lost(&tp(0), 2, true);
         assert_eq!(g.add_produce(3, vec![late(0)]), None);
+    }
+
+    #[test]
+    fn a_restart_ends_every_parked_operation() {
+        let mut g = Purgatory::new();
+        assert_eq!(g.add_produce(1, vec![pw(0, 5, 3)]), None);
+        g.add_fetch(
+            2,
+            vec![FetchWatch {
+                tp: tp(1),
+                observed_high_watermark: 3,
+            }],
+            100,
+            0,
+            false,
+        );
+        let mut c = g.expire_all();
+        c.sort_by_key(|c| match c {
+            Completion::Produce { id, .. } | Completion::Fetch { id, .. } => *id,
+        });
+        assert_eq!(
+            c,
+            vec![
+                Completion::Produce {
+                    id: 1,
+                    results: vec![(tp(0), codes::REQUEST_TIMED_OUT)]
+                },
+                Completion::Fetch {
+                    id: 2,
+                    expired: true
+                }
+            ]
+        );
+        assert_eq!((g.delayed_produce_count(), g.delayed_fetch_count()), (0, 0));
     }
 }

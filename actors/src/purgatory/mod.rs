@@ -27,9 +27,13 @@ pub async fn await_replication(
         timeout_ms,
         done,
     });
-    rx.await
-        .map(|r| r.into_iter().collect())
-        .unwrap_or_default()
+    // The purgatory answers by `timeout_ms`; the margin only guards against an answer lost
+    // in a restart, after which nothing is taken as replicated.
+    let margin = std::time::Duration::from_millis(timeout_ms.saturating_add(1000));
+    match tokio::time::timeout(margin, rx).await {
+        Ok(Ok(r)) => r.into_iter().collect(),
+        _ => Default::default(),
+    }
 }
 
 /// A coordinator's write-then-respond (Kafka's `CoordinatorRuntime` completing a write on the

@@ -616,6 +616,15 @@ impl<L: PartitionLog> Partition<L> {
         now_ms: i64,
     ) -> Result<AppendOutcome, PartitionError> {
         self.check_leader()?;
+        // Markers are written with acks=all (Kafka's WriteTxnMarkers handler): under min ISR
+        // they are refused before anything is appended, and the coordinator retries, rather
+        // than appended to wait for a high watermark that does not move.
+        if self.is_under_min_isr() {
+            return Err(PartitionError::NotEnoughReplicas {
+                isr: self.isr.len(),
+                min_isr: self.effective_min_isr(),
+            });
+        }
         let offset = self.log.log_end_offset();
         let (records, update) = crate::producer::partition::prepare_marker(
             &self.producers,

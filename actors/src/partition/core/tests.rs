@@ -1043,3 +1043,21 @@ fn the_high_watermark_stays_while_the_isr_is_under_the_minimum() {
     assert!(moved);
     assert_eq!(p.high_watermark(), 1);
 }
+
+#[test]
+fn a_transaction_marker_under_min_isr_is_refused_before_it_is_written() {
+    let mut p = replicated_leader(&[1]);
+    p.set_config(PartitionConfig {
+        min_insync_replicas: 2,
+        ..PartitionConfig::default()
+    });
+    let marker = crate::producer::partition::TxnMarker {
+        producer_id: 7,
+        producer_epoch: 0,
+        commit: true,
+        coordinator_epoch: 0,
+    };
+    let e = p.append_txn_marker(&marker, NOW).unwrap_err();
+    assert_eq!(e.code(), codes::NOT_ENOUGH_REPLICAS);
+    assert_eq!(p.log_end_offset(), 0);
+}
