@@ -337,7 +337,11 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
                     .saturating_mul(1000)
             },
         ),
-        unclean_leader_election_interval_ms: cfg.get_i64("unclean.leader.election.interval.ms"),
+        // Kafka's internal key (defineInternal): honoured when set, never described.
+        unclean_leader_election_interval_ms: cfg
+            .get_opt_i64("unclean.leader.election.interval.ms")
+            .filter(|ms| *ms >= 1)
+            .unwrap_or(300_000),
         static_broker_configs: static_broker_properties(cfg),
         broker_config_table: defs::BROKER_CONFIG_DEFS
             .iter()
