@@ -10,22 +10,14 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.cluster import Cluster, produce_and_consume, wait_until
+from harness.cluster import Cluster, partition_states, produce_and_consume, wait_until
 
 PARTITIONS = 6
 CHECK_INTERVAL_S = 3
 
 
-def states(node, topic):
-    md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10)
-    t = md.topics.get(topic)
-    if t is None or t.error is not None:
-        return None
-    return {p: (x.leader, list(x.replicas), sorted(x.isrs)) for p, x in t.partitions.items()}
-
-
 def balanced(node, topic, ids):
-    s = states(node, topic)
+    s = partition_states(node, topic)
     ok = s and len(s) == PARTITIONS and all(
         leader == replicas[0] and isr == ids for leader, replicas, isr in s.values())
     return s if ok else None
@@ -52,7 +44,8 @@ def test_leadership_returns_to_preferred_replicas_by_itself(tmp_path, topic_name
         victim.kill9()
         moved = wait_until(lambda: (lambda s: s if s and all(
             s[p][0] != victim.node_id for p in preferred) else None)(
-                states(survivors[0], topic_name)), 60, "leadership moved off the killed broker")
+                partition_states(survivors[0], topic_name)), 60,
+            "leadership moved off the killed broker")
         assert all(moved[p][0] in [b.node_id for b in survivors] for p in preferred), moved
 
         victim.start(timeout=120)

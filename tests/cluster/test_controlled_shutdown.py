@@ -13,19 +13,10 @@ import time
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.cli import KafkaCli
-from harness.cluster import Cluster, consume_numbers, wait_until
+from harness.cluster import Cluster, consume_numbers, partition_states, wait_until
 from harness.load import NumberedLoad
 
 PARTITIONS = 3
-
-
-def states(node, topic):
-    """Partition -> (leader, replicas, isr) as `node` answers Metadata, or None."""
-    md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10)
-    t = md.topics.get(topic)
-    if t is None or t.error is not None:
-        return None
-    return {p: (x.leader, list(x.replicas), sorted(x.isrs)) for p, x in t.partitions.items()}
 
 
 def test_sigterm_moves_leaders_before_the_broker_stops(tmp_path, topic_name):
@@ -49,8 +40,8 @@ def run(tmp_path, topic_name, restart):
                                   config={"min.insync.replicas": "2"})],
                         operation_timeout=30)[topic_name].result(30)
         initial = wait_until(lambda: (lambda s: s if s and all(
-            isr == ids for _, _, isr in s.values()) else None)(states(brokers[1], topic_name)),
-            60, "every replica in sync")
+            isr == ids for _, _, isr in s.values()) else None)(
+                partition_states(brokers[1], topic_name)), 60, "every replica in sync")
         victim = cluster.node(initial[0][0])
         led = sorted(p for p, (leader, _, _) in initial.items() if leader == victim.node_id)
         survivors = [b for b in brokers if b is not victim]
@@ -65,7 +56,7 @@ def run(tmp_path, topic_name, restart):
             assert code in (0, 143), f"exit code {code}"
             # The moment it is gone, the survivors already name new leaders for what it led,
             # and it has left every ISR: the controller moved them before approving the stop.
-            after = states(survivors[0], topic_name)
+            after = partition_states(survivors[0], topic_name)
             for p in led:
                 leader, _, isr = after[p]
                 assert leader in [b.node_id for b in survivors], after
@@ -78,7 +69,7 @@ def run(tmp_path, topic_name, restart):
                 victim.start(timeout=120)
                 wait_until(lambda: (lambda s: s if s and all(
                     isr == ids for _, _, isr in s.values()) else None)(
-                        states(survivors[0], topic_name)), 90,
+                        partition_states(survivors[0], topic_name)), 90,
                     "the restarted broker back in every ISR")
                 n = len(load.acked)
                 wait_until(lambda: len(load.acked) >= n + 2000, 60, "the producer after the restart")
@@ -87,7 +78,8 @@ def run(tmp_path, topic_name, restart):
                 KafkaCli(survivors[1]).run("leader-election", "--election-type", "PREFERRED",
                                            "--all-topic-partitions", timeout=60, check=False)
                 back = wait_until(lambda: (lambda s: s if s and all(
-                    s[p][0] == s[p][1][0] for p in s) else None)(states(survivors[0], topic_name)),
+                    s[p][0] == s[p][1][0] for p in s) else None)(
+                        partition_states(survivors[0], topic_name)),
                     60, "every partition led by its preferred replica")
                 assert all(back[p][0] == victim.node_id for p in led), back
                 n = len(load.acked)

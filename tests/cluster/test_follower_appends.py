@@ -17,7 +17,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
                                   NewTopic)
 
 from harness.cli import run_tool
-from harness.cluster import Cluster, consume_numbers, wait_until
+from harness.cluster import Cluster, consume_numbers, segment_bytes, wait_until
 
 BIG = 200_000  # bytes in one record: over the lowered limit
 
@@ -28,11 +28,6 @@ def isr(bootstrap, topic):
     if t is None or t.error is not None or 0 not in t.partitions:
         return None
     return sorted(t.partitions[0].isrs)
-
-
-def segment_bytes(node, topic):
-    d = node.partition_dir(topic, 0)
-    return b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
 
 
 def test_a_new_replica_copies_a_mid_batch_start_and_an_oversized_batch(tmp_path, topic_name):

@@ -23,7 +23,7 @@ from harness.broker import TARGET
 from harness.cli import run_tool
 from harness.cluster import (Cluster, consume_numbers, create_topic, describe_quorum_v0,
                              partition_leaders, produce_and_consume, registered_brokers,
-                             wait_until)
+                             segment_bytes, wait_until)
 
 pytestmark = pytest.mark.skipif(TARGET != "kactor", reason="mixes both targets itself")
 
@@ -134,12 +134,6 @@ def caught_up(broker, node_id):
     voters = [r for r in rows if r[-1] in ("Leader", "Follower")]
     return (any(r[0] == str(node_id) and r[-1] == "Follower" for r in voters)
             and all(r[3] == "0" for r in voters))
-
-
-
-def segment_bytes(node, topic, partition):
-    d = node.partition_dir(topic, partition)
-    return b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
 
 
 def isr_of(node, topic):

@@ -14,7 +14,7 @@ import time
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.cli import run_tool
-from harness.cluster import Cluster, consume_numbers, wait_until
+from harness.cluster import Cluster, consume_numbers, segment_bytes, wait_until
 from harness.load import NumberedLoad
 
 RATE = 50_000_000  # --throttle, bytes/s: high enough not to slow the test
@@ -29,11 +29,6 @@ def describe(bootstrap, topic):
             return (int(fields["Leader"]), [int(x) for x in fields["Replicas"].split(",")],
                     sorted(int(x) for x in fields["Isr"].split(",")))
     raise AssertionError(f"no partition 0 in:\n{out.stdout}")
-
-
-def segment_bytes(node, topic):
-    d = node.partition_dir(topic, 0)
-    return b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
 
 
 def test_reassign_partitions_moves_a_partition_under_load(tmp_path, topic_name):

@@ -9,7 +9,8 @@ import time
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.cluster import Cluster, consume_numbers, coordinator_partition, wait_until
+from harness.cluster import (Cluster, consume_numbers, coordinator_partition, segment_bytes,
+                             wait_until)
 
 PARTITIONS = 3
 
@@ -79,12 +80,6 @@ def consume_in_group(node, topic, group, count, timeout=60):
     finally:
         c.close()
     return sorted(seen)
-
-
-def segment_bytes(node, topic, partition):
-    """The bytes of every `.log` segment of one replica, in offset order."""
-    d = node.partition_dir(topic, partition)
-    return b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
 
 
 def replicas_identical(brokers, topic):

@@ -238,6 +238,23 @@ def registered_brokers(node):
         timeout=10).brokers)
 
 
+def partition_states(node, topic):
+    """Partition -> (leader, replicas in assignment order, sorted ISR) as `node` answers
+    Metadata, or None while the topic is unknown."""
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        return None
+    return {p: (x.leader, list(x.replicas), sorted(x.isrs)) for p, x in t.partitions.items()}
+
+
+def segment_bytes(node, topic, partition=0):
+    """The bytes of every `.log` segment of one replica on `node`, in offset order."""
+    d = node.partition_dir(topic, partition)
+    return b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
+
+
 def partition_leaders(node, topic):
     """Partition -> leader id as `node` answers Metadata, or None while the topic is unknown."""
     from confluent_kafka.admin import AdminClient

@@ -67,10 +67,9 @@ fn is_producer_state_code(code: i16) -> bool {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum WriteState {
-    /// Sent to the partition, no answer yet.
+    /// Sent to the partition and not committed yet (no answer, or waiting in the purgatory
+    /// for the high watermark to pass it).
     Appending,
-    /// Appended; waiting (in the purgatory) for the high watermark to pass it.
-    Appended,
     /// Nothing to wait for (no records, or committed).
     Ready,
 }
@@ -328,12 +327,10 @@ impl GroupCoordinatorActor {
                 .map(move |result, act, ctx| match result {
                     Ok(Ok(outcome)) => {
                         act.next_offset = outcome.last_offset + 1;
+                        // Committed by the append itself (a lone replica): no wait.
                         if outcome.high_watermark > outcome.last_offset {
                             act.set_ready(seq);
                         } else {
-                            if let Some(w) = act.writes.iter_mut().find(|w| w.seq == seq) {
-                                w.state = WriteState::Appended;
-                            }
                             act.await_commit(seq, outcome, ctx);
                         }
                     }

@@ -494,22 +494,14 @@ impl Log {
     /// meets any of Kafka's roll conditions. Every batch's partition leader epoch is recorded in
     /// the leader epoch cache.
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo> {
-        let mut batches = std::mem::take(&mut self.scratch);
-        batches.clear();
-        let result = self.append_parts(&mut batches, records, &[records], true, now_ms);
-        self.scratch = batches;
-        result
+        self.append_checked(records, &[records], true, now_ms)
     }
 
     /// [`Log::append`] for a follower: batches over `max.message.bytes` are taken, as Kafka's
     /// replication appends ignore the record size (the leader accepted them, perhaps under an
     /// older limit); every other check applies.
     pub fn append_as_follower(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo> {
-        let mut batches = std::mem::take(&mut self.scratch);
-        batches.clear();
-        let result = self.append_parts(&mut batches, records, &[records], false, now_ms);
-        self.scratch = batches;
-        result
+        self.append_checked(records, &[records], false, now_ms)
     }
 
     /// [`Log::append`] of one batch given as its 61-byte header and the rest, written with one
@@ -537,9 +529,20 @@ impl Log {
                 ),
             )));
         }
+        self.append_checked(header, &[header, body], true, now_ms)
+    }
+
+    /// [`Log::append_parts`] with the reused batch list (no allocation per append).
+    fn append_checked(
+        &mut self,
+        first: &[u8],
+        parts: &[&[u8]],
+        check_record_size: bool,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
         let mut batches = std::mem::take(&mut self.scratch);
         batches.clear();
-        let result = self.append_parts(&mut batches, header, &[header, body], true, now_ms);
+        let result = self.append_parts(&mut batches, first, parts, check_record_size, now_ms);
         self.scratch = batches;
         result
     }

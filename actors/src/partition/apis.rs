@@ -362,16 +362,9 @@ async fn handle_produce(
         };
     }
 
-    let waiting: std::collections::HashSet<TopicPartition> =
-        watches.iter().map(|w| w.tp.clone()).collect();
     let waited = await_replication(&a.purgatory, watches, req.timeout_ms.max(0) as u64).await;
-    for p in pending.iter().filter(|p| waiting.contains(&p.tp)) {
-        // No answer (the purgatory restarted or is gone): not known to be replicated.
-        let code = waited
-            .get(&p.tp)
-            .copied()
-            .unwrap_or(codes::REQUEST_TIMED_OUT);
-        if code != codes::NONE {
+    for p in &pending {
+        if let Some(code) = waited.get(&p.tp).copied().filter(|c| *c != codes::NONE) {
             responses[p.topic_index].partition_responses[p.slot].error_code = code;
         }
     }

@@ -74,6 +74,16 @@ impl DiskLog {
     pub fn into_log(self) -> Option<Log> {
         self.log
     }
+    /// An append's outcome as the partition core takes it: a rolled segment is noted for its
+    /// flush.
+    fn appended(
+        &mut self,
+        appended: Result<storage::AppendInfo, storage::LogError>,
+    ) -> LogResult<()> {
+        let info = appended.map_err(|e| e.to_string())?;
+        self.note_roll(info.rolled_at);
+        Ok(())
+    }
     fn note_roll(&mut self, rolled_at: Option<i64>) {
         if let Some(rolled_at) = rolled_at {
             // Kafka flushes a rolled segment right away, but off the append path: the partition
@@ -113,22 +123,12 @@ impl PartitionLog for DiskLog {
         self.log().log_end_offset()
     }
     fn append(&mut self, batches: Bytes, _info: &AppendedBatches) -> LogResult<()> {
-        let now = now_ms();
-        let info = self
-            .log_mut()
-            .append(&batches, now)
-            .map_err(|e| e.to_string())?;
-        self.note_roll(info.rolled_at);
-        Ok(())
+        let appended = self.log_mut().append(&batches, now_ms());
+        self.appended(appended)
     }
     fn append_as_follower(&mut self, batches: Bytes, _info: &AppendedBatches) -> LogResult<()> {
-        let now = now_ms();
-        let info = self
-            .log_mut()
-            .append_as_follower(&batches, now)
-            .map_err(|e| e.to_string())?;
-        self.note_roll(info.rolled_at);
-        Ok(())
+        let appended = self.log_mut().append_as_follower(&batches, now_ms());
+        self.appended(appended)
     }
     fn append_split(
         &mut self,
@@ -136,15 +136,10 @@ impl PartitionLog for DiskLog {
         body: Bytes,
         _info: &AppendedBatches,
     ) -> LogResult<()> {
-        let now = now_ms();
         // One pwritev of the header copy and the request's own bytes (storage's vectored
         // append), instead of joining them into a copy of the batch.
-        let info = self
-            .log_mut()
-            .append_vectored(header, &body, now)
-            .map_err(|e| e.to_string())?;
-        self.note_roll(info.rolled_at);
-        Ok(())
+        let appended = self.log_mut().append_vectored(header, &body, now_ms());
+        self.appended(appended)
     }
     fn read(
         &self,

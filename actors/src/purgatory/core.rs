@@ -256,10 +256,10 @@ impl Purgatory {
         out
     }
 
-    /// The partition stopped leading here: waiting produces fail for it, fetches answer now
-    /// (Kafka's DelayedProduce / DelayedFetch check leadership in `tryComplete`).
-    /// The leadership of `tp` in `leader_epoch` (and any before) ended: its waits end. A
-    /// `deleted` replica's epochs are forgotten (a topic of the same name starts over at 0).
+    /// The leadership of `tp` in `leader_epoch` (and any before) ended here: waiting produces
+    /// fail for it, fetches answer now (Kafka's DelayedProduce / DelayedFetch check leadership
+    /// in `tryComplete`), and later waits from those epochs fail on arrival. A `deleted`
+    /// replica's epochs are forgotten (a topic of the same name starts over at 0).
     pub fn on_leadership_lost(
         &mut self,
         tp: &TopicPartition,
@@ -353,6 +353,14 @@ mod tests {
 
     fn tp(p: i32) -> TopicPartition {
         TopicPartition::new("t", p)
+    }
+
+    /// Completions in operation id order.
+    fn by_id(mut c: Vec<Completion>) -> Vec<Completion> {
+        c.sort_by_key(|c| match c {
+            Completion::Produce { id, .. } | Completion::Fetch { id, .. } => *id,
+        });
+        c
     }
 
     fn pw(p: i32, required: i64, observed: i64) -> ProduceWatch {
@@ -520,10 +528,7 @@ mod tests {
             0,
             false,
         );
-        let mut c = g.on_leadership_lost(&tp(0), 0, false);
-        c.sort_by_key(|c| match c {
-            Completion::Produce { id, .. } | Completion::Fetch { id, .. } => *id,
-        });
+        let c = by_id(g.on_leadership_lost(&tp(0), 0, false));
         assert_eq!(
             c,
             vec![
@@ -578,10 +583,7 @@ mod tests {
             0,
             false,
         );
-        let mut c = g.expire_all();
-        c.sort_by_key(|c| match c {
-            Completion::Produce { id, .. } | Completion::Fetch { id, .. } => *id,
-        });
+        let c = by_id(g.expire_all());
         assert_eq!(
             c,
             vec![

@@ -10,9 +10,10 @@ pub use self::actor::PurgatoryActor;
 pub use self::messages::*;
 
 /// Parks acks=all `watches` until each partition's high watermark passes its required offset,
-/// or `timeout_ms`: the code per partition (NONE, REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER,
-/// NOT_ENOUGH_REPLICAS_AFTER_APPEND). No watches, no round trip; an empty answer when the
-/// purgatory is gone (shutting down), so nothing is taken as replicated.
+/// or `timeout_ms`: the code of every watched partition (NONE, REQUEST_TIMED_OUT,
+/// NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND). No watches, no round trip.
+/// Without an answer (the purgatory is gone, or restarted and lost it) every partition gets
+/// REQUEST_TIMED_OUT: nothing is taken as replicated.
 pub async fn await_replication(
     purgatory: &crate::runtime::MeteredAddr<PurgatoryActor>,
     watches: Vec<self::core::ProduceWatch>,
@@ -21,18 +22,26 @@ pub async fn await_replication(
     if watches.is_empty() {
         return Default::default();
     }
+    let unanswered: std::collections::HashMap<_, _> = watches
+        .iter()
+        .map(|w| {
+            (
+                w.tp.clone(),
+                crate::partition::core::codes::REQUEST_TIMED_OUT,
+            )
+        })
+        .collect();
     let (done, rx) = tokio::sync::oneshot::channel();
     purgatory.do_send(WatchProduce {
         watches,
         timeout_ms,
         done,
     });
-    // The purgatory answers by `timeout_ms`; the margin only guards against an answer lost
-    // in a restart, after which nothing is taken as replicated.
+    // The purgatory answers by `timeout_ms`; the margin only guards against a lost answer.
     let margin = std::time::Duration::from_millis(timeout_ms.saturating_add(1000));
     match tokio::time::timeout(margin, rx).await {
-        Ok(Ok(r)) => r.into_iter().collect(),
-        _ => Default::default(),
+        Ok(Ok(r)) => unanswered.into_iter().chain(r).collect(),
+        _ => unanswered,
     }
 }
 
@@ -61,13 +70,8 @@ pub async fn await_commit(
         observed_high_watermark: out.high_watermark,
         leader_epoch: out.leader_epoch,
     };
-    match await_replication(purgatory, vec![watch], timeout_ms)
-        .await
-        .get(tp)
-        .copied()
-    {
-        Some(codes::NONE | codes::NOT_ENOUGH_REPLICAS_AFTER_APPEND) => codes::NONE,
-        Some(code) => code,
-        None => codes::REQUEST_TIMED_OUT,
+    match await_replication(purgatory, vec![watch], timeout_ms).await[tp] {
+        codes::NONE | codes::NOT_ENOUGH_REPLICAS_AFTER_APPEND => codes::NONE,
+        code => code,
     }
 }

@@ -19,6 +19,10 @@ const PREFERRED_LEADER_NOT_AVAILABLE_MSG: &str = "The preferred leader was not a
 const ELIGIBLE_LEADERS_NOT_AVAILABLE_MSG: &str =
     "Eligible topic partition leaders are not available.";
 
+/// At most this many elections per periodic pass (Kafka's `MAX_ELECTIONS_PER_IMBALANCE`); a
+/// pass that reaches it runs again at once.
+pub const MAX_ELECTIONS_PER_PASS: usize = 1_000;
+
 impl QuorumControllerCore {
     /// Runs `election` for the requested partitions, or for every partition when `partitions`
     /// is None; then the partitions that already have the leader asked for are left out of the
@@ -49,11 +53,7 @@ impl QuorumControllerCore {
             }
             None => {
                 let all: Vec<(String, Vec<i32>)> = self
-                    .image
-                    .topics
-                    .by_name
-                    .iter()
-                    .filter_map(|(name, id)| self.image.topics.get(id).map(|t| (name, t)))
+                    .topics_by_name()
                     .map(|(name, t)| (name.clone(), t.partitions.keys().copied().collect()))
                     .collect();
                 for (topic, indexes) in all {
@@ -103,7 +103,9 @@ impl QuorumControllerCore {
         }
         let change = match election {
             ElectionType::Preferred => self.preferred_leader(&p).map(|leader| (leader, None)),
-            ElectionType::Unclean => self.any_leader(&p),
+            ElectionType::Unclean => {
+                self.choose_leader(topic, index, &p, &p.isr, |b| self.is_usable(b), || true)
+            }
         };
         let Some((leader, isr)) = change.filter(|(leader, _)| *leader != p.leader) else {
             return match election {
@@ -144,72 +146,45 @@ impl QuorumControllerCore {
         p.replicas.iter().skip(1).copied().find(|&b| eligible(b))
     }
 
-    /// The leader (and new ISR, when it changes) an unclean election settles on: an in-sync
-    /// replica that can lead, in replica order; failing that, any replica that can lead, which
-    /// becomes the whole ISR because the others' logs may have diverged from it.
-    fn any_leader(&self, p: &PartitionRegistration) -> Option<(i32, Option<Vec<i32>>)> {
-        if let Some(&b) = p
-            .replicas
-            .iter()
-            .find(|&&b| p.isr.contains(&b) && self.is_usable(b))
-        {
-            return Some((b, None));
-        }
-        p.replicas
-            .iter()
-            .copied()
-            .find(|&b| self.is_usable(b))
-            .map(|b| (b, Some(vec![b])))
-    }
-}
-
-/// At most this many elections per periodic pass (Kafka's `MAX_ELECTIONS_PER_IMBALANCE`); a
-/// pass that reaches it runs again at once.
-pub const MAX_ELECTIONS_PER_PASS: usize = 1_000;
-
-impl QuorumControllerCore {
     /// Kafka's `maybeBalancePartitionLeaders` (`auto.leader.rebalance.enable`): every partition
     /// not led by its first replica gets a preferred election, which moves leadership only
     /// where that replica is in sync and can lead. Returns the records and whether the pass
     /// stopped at [`MAX_ELECTIONS_PER_PASS`].
     pub fn balance_partition_leaders(&mut self) -> (Vec<MetadataRecord>, bool) {
-        let due = self
-            .partitions_where(|_, p| p.replicas.first().is_some_and(|first| *first != p.leader));
-        self.periodic_elections(ElectionType::Preferred, due)
+        let due =
+            self.partitions_where(|p| p.replicas.first().is_some_and(|first| *first != p.leader));
+        self.elect_each(ElectionType::Preferred, due)
     }
 
     /// Kafka's `maybeElectUncleanLeaders`: leaderless partitions of topics whose
     /// `unclean.leader.election.enable` is on get an unclean election.
     pub fn elect_unclean_leaders(&mut self) -> (Vec<MetadataRecord>, bool) {
-        let leaderless = self.partitions_where(|_, p| p.leader == -1);
+        let leaderless = self.partitions_where(|p| p.leader == -1);
         let due = leaderless
             .into_iter()
             .filter(|(topic, _)| self.unclean_election_enabled(topic))
             .collect();
-        self.periodic_elections(ElectionType::Unclean, due)
+        self.elect_each(ElectionType::Unclean, due)
     }
 
     /// (topic, partition) of every partition `wanted` picks.
     fn partitions_where(
         &self,
-        wanted: impl Fn(&str, &PartitionRegistration) -> bool,
+        wanted: impl Fn(&PartitionRegistration) -> bool,
     ) -> Vec<(String, i32)> {
-        self.image
-            .topics
-            .by_name
-            .iter()
-            .filter_map(|(name, id)| self.image.topics.get(id).map(|t| (name, t)))
+        self.topics_by_name()
             .flat_map(|(name, t)| {
                 t.partitions
                     .iter()
-                    .filter(|(_, p)| wanted(name, p))
+                    .filter(|(_, p)| wanted(p))
                     .map(|(i, _)| (name.clone(), *i))
                     .collect::<Vec<_>>()
             })
             .collect()
     }
 
-    fn periodic_elections(
+    /// Runs `election` for each of `due`, up to [`MAX_ELECTIONS_PER_PASS`] records.
+    fn elect_each(
         &mut self,
         election: ElectionType,
         due: Vec<(String, i32)>,

@@ -1646,9 +1646,9 @@ impl QuorumControllerCore {
                     p.isr.clone()
                 };
                 let new_leader = if p.leader == broker {
-                    match self.choose_leader(name, *index, p, &new_isr, |b| {
-                        b != broker && self.is_usable(b)
-                    }) {
+                    let usable = |b: i32| b != broker && self.is_usable(b);
+                    let unclean = || self.unclean_election_enabled(name);
+                    match self.choose_leader(name, *index, p, &new_isr, usable, unclean) {
                         Some((leader, isr)) => {
                             if let Some(isr) = isr {
                                 new_isr = isr;
@@ -1685,7 +1685,10 @@ impl QuorumControllerCore {
                     continue;
                 }
                 let usable = |b: i32| b == broker || self.is_usable(b);
-                if let Some((leader, isr)) = self.choose_leader(name, *index, p, &p.isr, usable) {
+                let unclean = || self.unclean_election_enabled(name);
+                if let Some((leader, isr)) =
+                    self.choose_leader(name, *index, p, &p.isr, usable, unclean)
+                {
                     recs.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
                         partition_id: *index,
                         topic_id: topic.id,
@@ -1700,7 +1703,7 @@ impl QuorumControllerCore {
     }
 
     /// Every topic with its name.
-    fn topics_by_name(
+    pub(super) fn topics_by_name(
         &self,
     ) -> impl Iterator<Item = (&String, &crate::metadata::core::TopicImage)> {
         self.image
@@ -1711,16 +1714,18 @@ impl QuorumControllerCore {
     }
 
     /// Kafka's `PartitionChangeBuilder` leader choice: the first replica, in replica order, in
-    /// `isr` that `usable` accepts; failing that, when the topic's
-    /// `unclean.leader.election.enable` is on, the first usable replica, which becomes the ISR
-    /// alone (the others' logs may have diverged from it). `None`: no one can lead.
-    fn choose_leader(
+    /// `isr` that `usable` accepts; failing that, when `unclean` allows it (the topic's
+    /// `unclean.leader.election.enable`, or an UNCLEAN ElectLeaders), the first usable
+    /// replica, which becomes the ISR alone (the others' logs may have diverged from it).
+    /// `None`: no one can lead.
+    pub(super) fn choose_leader(
         &self,
         topic: &str,
         index: i32,
         p: &PartitionRegistration,
         isr: &[i32],
         usable: impl Fn(i32) -> bool,
+        unclean: impl FnOnce() -> bool,
     ) -> Option<(i32, Option<Vec<i32>>)> {
         if let Some(b) = p
             .replicas
@@ -1730,7 +1735,7 @@ impl QuorumControllerCore {
         {
             return Some((b, None));
         }
-        if !self.unclean_election_enabled(topic) {
+        if !unclean() {
             return None;
         }
         let b = p.replicas.iter().copied().find(|b| usable(*b))?;

@@ -2392,13 +2392,7 @@ fn cancelling_when_only_added_replicas_are_in_sync_needs_unclean_election() {
     );
     assert!(records.is_empty());
     // With unclean elections on for the topic, the first original replica takes over alone.
-    c.apply_own(&[MetadataRecord::Config(ConfigRecord {
-        resource_type: ConfigResourceType::Topic.id(),
-        resource_name: "t".into(),
-        name: "unclean.leader.election.enable".into(),
-        value: Some("true".into()),
-        ..Default::default()
-    })]);
+    allow_unclean_elections(&mut c, "t");
     let (e, _) = reassign(&mut c, "t", None, true);
     assert_eq!(e, ApiError::NONE);
     let p = partition(&c, "t");
@@ -2464,6 +2458,17 @@ fn a_new_target_without_additions_keeps_the_replicas_being_added() {
         ),
         (vec![2, 1, 3], vec![3], vec![3])
     );
+}
+
+/// Turns `unclean.leader.election.enable` on for `topic`.
+fn allow_unclean_elections(c: &mut QuorumControllerCore, topic: &str) {
+    c.apply_own(&[MetadataRecord::Config(ConfigRecord {
+        resource_type: ConfigResourceType::Topic.id(),
+        resource_name: topic.into(),
+        name: "unclean.leader.election.enable".into(),
+        value: Some("true".into()),
+        ..Default::default()
+    })]);
 }
 
 /// Broker `id` asks to be fenced (or, `fence` false, to be unfenced) at its registered epoch.
@@ -2546,13 +2551,7 @@ fn leaderless_partitions_get_an_unclean_leader_only_where_the_topic_allows_it() 
         c.elect_unclean_leaders().0.is_empty(),
         "not allowed by default"
     );
-    c.apply_own(&[MetadataRecord::Config(ConfigRecord {
-        resource_type: ConfigResourceType::Topic.id(),
-        resource_name: "t".into(),
-        name: "unclean.leader.election.enable".into(),
-        value: Some("true".into()),
-        ..Default::default()
-    })]);
+    allow_unclean_elections(&mut c, "t");
     let (records, _) = c.elect_unclean_leaders();
     assert_eq!(records.len(), 1);
     let p = partition(&c, "t");
@@ -2562,13 +2561,7 @@ fn leaderless_partitions_get_an_unclean_leader_only_where_the_topic_allows_it() 
 #[test]
 fn a_fenced_last_leader_is_replaced_at_once_where_unclean_election_is_on() {
     let mut c = controller_with_assigned_topic("t", &[1, 2]);
-    c.apply_own(&[MetadataRecord::Config(ConfigRecord {
-        resource_type: ConfigResourceType::Topic.id(),
-        resource_name: "t".into(),
-        name: "unclean.leader.election.enable".into(),
-        value: Some("true".into()),
-        ..Default::default()
-    })]);
+    allow_unclean_elections(&mut c, "t");
     let id = topic_id(&c, "t");
     let p = partition(&c, "t");
     alter_partition(

@@ -711,6 +711,16 @@ fn follower_of(leader: i32, epoch: i32) -> Partition<MemoryLog> {
     p
 }
 
+/// Leader 1 alone in the ISR of replicas [1, 2, 3], with min.insync.replicas=2.
+fn leader_alone_under_min_isr_2() -> Partition<MemoryLog> {
+    let mut p = replicated_leader(&[1]);
+    p.set_config(PartitionConfig {
+        min_insync_replicas: 2,
+        ..PartitionConfig::default()
+    });
+    p
+}
+
 /// Appends `records` as the answer to a fetch sent from the follower's current position.
 fn follow(
     f: &mut Partition<MemoryLog>,
@@ -851,11 +861,7 @@ fn a_lagging_follower_leaves_the_isr_after_the_max_lag() {
 
 #[test]
 fn acks_all_needs_min_insync_replicas_in_the_isr() {
-    let mut p = replicated_leader(&[1]);
-    p.set_config(PartitionConfig {
-        min_insync_replicas: 2,
-        ..Default::default()
-    });
+    let mut p = leader_alone_under_min_isr_2();
     let e = p
         .append_as_leader(&batch(&[b"a"], NOW), -1, NOW)
         .unwrap_err();
@@ -1014,11 +1020,7 @@ fn a_diverged_follower_truncates_to_the_leaders_epoch_end() {
 
 #[test]
 fn the_high_watermark_stays_while_the_isr_is_under_the_minimum() {
-    let mut p = replicated_leader(&[1]);
-    p.set_config(PartitionConfig {
-        min_insync_replicas: 2,
-        ..PartitionConfig::default()
-    });
+    let mut p = leader_alone_under_min_isr_2();
     // acks=1 still appends, but nothing commits on the leader alone.
     p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
     assert!(p.is_under_min_isr());
@@ -1046,11 +1048,7 @@ fn the_high_watermark_stays_while_the_isr_is_under_the_minimum() {
 
 #[test]
 fn a_transaction_marker_under_min_isr_is_refused_before_it_is_written() {
-    let mut p = replicated_leader(&[1]);
-    p.set_config(PartitionConfig {
-        min_insync_replicas: 2,
-        ..PartitionConfig::default()
-    });
+    let mut p = leader_alone_under_min_isr_2();
     let marker = crate::producer::partition::TxnMarker {
         producer_id: 7,
         producer_epoch: 0,
