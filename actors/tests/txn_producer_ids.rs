@@ -20,6 +20,7 @@ fn config(dir: &Path) -> KraftConfig {
         metadata_log_dir: dir.to_path_buf(),
         election_timeout_ms: 1000,
         metadata_log_segment_bytes: 1024 * 1024 * 1024,
+        metadata_log: Default::default(),
         controller: Some(ControllerConfig {
             node_id: 1,
             cluster_id: "MkU3OEVBNTcwNTJENDM2Qk".into(),

@@ -287,6 +287,31 @@ impl Handler<MetadataBatchesCommitted> for QuorumControllerActor {
 
     fn handle(&mut self, msg: MetadataBatchesCommitted, ctx: &mut Context<Self>) {
         let _m = self.metrics.handle();
+        if let Some(s) = &msg.snapshot {
+            // Only an inactive core loads one: Raft sends snapshots to listeners that start
+            // from the beginning or fell behind the log start, never to the active leader's.
+            if s.id.offset - 1 > self.committed_offset && !self.core.is_active() {
+                let provenance = crate::metadata::core::Provenance {
+                    last_offset: s.id.offset - 1,
+                    last_epoch: s.id.epoch,
+                };
+                match crate::metadata::core::snapshot::image_from_values(
+                    &s.values,
+                    s.kraft_version,
+                    provenance,
+                ) {
+                    Ok(image) => {
+                        self.core.load_snapshot(image);
+                        self.committed_offset = s.id.offset - 1;
+                    }
+                    Err(e) => {
+                        error!(snapshot = ?s.id, error = %e, "cannot load a metadata snapshot");
+                        ctx.stop();
+                        return;
+                    }
+                }
+            }
+        }
         for batch in msg.batches.iter() {
             // After a resign the old registration's deliveries may still be queued; they skip
             // ahead of the fresh core, which gets them again, in order, from the new one.

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use super::actor::QuorumControllerActor;
 use super::core::ControllerConfig;
-use crate::metadata::actor::{MetadataImageWatch, MetadataPublisherActor};
+use crate::metadata::actor::{MetadataImageWatch, MetadataPublisherActor, SnapshotPolicy};
 use crate::metadata::alter_partition::AlterPartitionManagerActor;
 use crate::metadata::controller_channel::ControllerChannelActor;
 use crate::metadata::lifecycle::{
@@ -36,6 +36,8 @@ pub struct KraftConfig {
     pub election_timeout_ms: i64,
     /// `metadata.log.segment.bytes`
     pub metadata_log_segment_bytes: i32,
+    /// Snapshots and retention of the metadata log.
+    pub metadata_log: MetadataLogSettings,
     /// Present when `process.roles` includes `controller`.
     pub controller: Option<ControllerConfig>,
     /// Present when `process.roles` includes `broker`.
@@ -44,6 +46,30 @@ pub struct KraftConfig {
     pub finalized_features: Option<watch::Sender<FinalizedFeatures>>,
     /// Where the other voters are and the quorum's timeouts.
     pub quorum: QuorumSettings,
+}
+
+/// When snapshots are written and how long the metadata log and snapshots are kept.
+#[derive(Debug, Clone, Copy)]
+pub struct MetadataLogSettings {
+    pub snapshots: SnapshotPolicy,
+    /// `metadata.max.retention.bytes`
+    pub retention_bytes: i64,
+    /// `metadata.max.retention.ms`
+    pub retention_ms: i64,
+}
+
+impl Default for MetadataLogSettings {
+    /// Kafka's defaults.
+    fn default() -> Self {
+        MetadataLogSettings {
+            snapshots: SnapshotPolicy {
+                max_bytes: 20 * 1024 * 1024,
+                max_interval_ms: 60 * 60 * 1000,
+            },
+            retention_bytes: 100 * 1024 * 1024,
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+        }
+    }
 }
 
 /// The multi-voter part of the quorum configuration (Kafka's `QuorumConfig`).
@@ -61,6 +87,8 @@ pub struct QuorumSettings {
     pub request_timeout_ms: i64,
     /// `controller.quorum.retry.backoff.ms`
     pub retry_backoff_ms: i64,
+    /// `controller.quorum.fetch.snapshot.max.bytes`
+    pub fetch_snapshot_max_bytes: i32,
     /// The metadata log dir's `meta.properties` `directory.id` (KIP-853 names a voter by it);
     /// ZERO when unknown.
     pub directory_id: Uuid,
@@ -76,6 +104,7 @@ impl Default for QuorumSettings {
             election_backoff_max_ms: 1000,
             request_timeout_ms: 2000,
             retry_backoff_ms: 20,
+            fetch_snapshot_max_bytes: 1024 * 1024,
             directory_id: Uuid::ZERO,
         }
     }
@@ -116,6 +145,9 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     raft_cfg.request_timeout_ms = cfg.quorum.request_timeout_ms;
     raft_cfg.retry_backoff_ms = cfg.quorum.retry_backoff_ms;
     raft_cfg.directory_id = cfg.quorum.directory_id;
+    raft_cfg.retention_bytes = cfg.metadata_log.retention_bytes;
+    raft_cfg.retention_ms = cfg.metadata_log.retention_ms;
+    raft_cfg.fetch_snapshot_max_bytes = cfg.quorum.fetch_snapshot_max_bytes;
     let raft_actor = RaftActor::open(raft_cfg, raft_metrics.clone())?;
     let raft_leader = raft_actor.leader_watch();
     // Other voters: the active controller may be in another process.
@@ -128,7 +160,9 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     if let Some(tx) = cfg.finalized_features {
         publisher_actor = publisher_actor.publish_features_to(tx);
     }
-    publisher_actor = publisher_actor.registered_with(raft.clone().recipient());
+    publisher_actor = publisher_actor
+        .registered_with(raft.clone().recipient())
+        .snapshots_to(raft.clone().recipient(), cfg.metadata_log.snapshots);
     let publisher = start_supervised(arbiter, pub_metrics, move |_| publisher_actor);
 
     let mut controller_active = None;

@@ -8,20 +8,46 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use tokio::sync::watch;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use super::core::{
     broker_configs, local_changes, LocalChanges, LocalPartitionChange, LocalPartitionChangeKind,
     MetadataImage, MetadataRecord,
 };
 use super::messages::*;
+use crate::metadata::core::snapshot::{changes_between, image_from_values, image_records};
 use crate::metadata::core::ConfigResource;
+use crate::metadata::core::Provenance;
 use crate::network::api_versions::FinalizedFeatures;
-use crate::raft::messages::{MetadataBatchesCommitted, RaftLeaderChanged, RegisterRaftListener};
+use crate::raft::messages::{
+    CreateSnapshot, LoadedSnapshot, MetadataBatchesCommitted, RaftLeaderChanged,
+    RegisterRaftListener,
+};
 use crate::runtime::{ActorMetrics, MeteredAddr, MeteredRecipient, SupervisedActor};
 
 /// Readers' handle on the latest image: `rx.borrow().clone()` is an `Arc` snapshot.
 pub type MetadataImageWatch = watch::Receiver<Arc<MetadataImage>>;
+
+/// When this node writes a metadata snapshot (Kafka's `SnapshotGenerator` settings).
+#[derive(Debug, Clone, Copy)]
+pub struct SnapshotPolicy {
+    /// `metadata.log.max.record.bytes.between.snapshots`
+    pub max_bytes: u64,
+    /// `metadata.log.max.snapshot.interval.ms` (0: no time trigger).
+    pub max_interval_ms: i64,
+}
+
+/// The snapshot generator's state.
+struct SnapshotGenerator {
+    policy: SnapshotPolicy,
+    to: MeteredRecipient<CreateSnapshot>,
+    /// Batch bytes applied since the last snapshot (or since start).
+    bytes_since: u64,
+    since_ms: i64,
+    /// Append time of the last batch applied.
+    last_batch_ms: i64,
+    in_flight: bool,
+}
 
 pub struct MetadataPublisherActor {
     node_id: i32,
@@ -37,6 +63,7 @@ pub struct MetadataPublisherActor {
     /// mid-batch re-registers and Raft delivers again from the log start (batches already in
     /// the image are skipped), so a batch lost with the panic is not a gap.
     raft: Option<MeteredRecipient<RegisterRaftListener>>,
+    snapshots: Option<SnapshotGenerator>,
     metrics: ActorMetrics,
 }
 
@@ -56,6 +83,7 @@ impl MetadataPublisherActor {
                 config_subscribers: Vec::new(),
                 features_tx: None,
                 raft: None,
+                snapshots: None,
                 metrics,
             },
             rx,
@@ -73,6 +101,96 @@ impl MetadataPublisherActor {
     pub fn registered_with(mut self, raft: MeteredRecipient<RegisterRaftListener>) -> Self {
         self.raft = Some(raft);
         self
+    }
+
+    /// Writes snapshots through `to` (the RaftActor) as `policy` says.
+    pub fn snapshots_to(
+        mut self,
+        to: MeteredRecipient<CreateSnapshot>,
+        policy: SnapshotPolicy,
+    ) -> Self {
+        self.snapshots = Some(SnapshotGenerator {
+            policy,
+            to,
+            bytes_since: 0,
+            since_ms: crate::raft::actor::now_ms(),
+            last_batch_ms: 0,
+            in_flight: false,
+        });
+        self
+    }
+
+    /// Replaces the image with a loaded snapshot's, unless the image is already past it, and
+    /// tells subscribers what differs.
+    fn load_snapshot(&mut self, s: &LoadedSnapshot) -> Result<(), String> {
+        let provenance = Provenance {
+            last_offset: s.id.offset - 1,
+            last_epoch: s.id.epoch,
+        };
+        if provenance.last_offset <= self.image.provenance.last_offset {
+            return Ok(());
+        }
+        let next = image_from_values(&s.values, s.kraft_version, provenance)?;
+        let changes = changes_between(&self.image, &next);
+        let local = local_changes(&self.image, &next, &changes, self.node_id);
+        self.image = Arc::new(next);
+        if changes.features_changed {
+            self.publish_features();
+        }
+        self.publish(local);
+        if let Some(g) = &mut self.snapshots {
+            g.bytes_since = 0;
+            g.since_ms = crate::raft::actor::now_ms();
+        }
+        info!(snapshot = ?s.id, records = s.values.len(), "loaded a metadata snapshot");
+        Ok(())
+    }
+
+    /// Kafka's `SnapshotGenerator`: a snapshot of the image once enough record bytes were
+    /// committed since the last one, or enough time passed with something new.
+    fn maybe_snapshot(&mut self, ctx: &mut Context<Self>) {
+        let Some(g) = &mut self.snapshots else { return };
+        let now = crate::raft::actor::now_ms();
+        let due = g.bytes_since >= g.policy.max_bytes
+            || (g.policy.max_interval_ms > 0
+                && g.bytes_since > 0
+                && now - g.since_ms >= g.policy.max_interval_ms);
+        if !due || g.in_flight || self.image.provenance.last_offset < 0 {
+            return;
+        }
+        let values: Result<Vec<_>, _> = image_records(&self.image)
+            .iter()
+            .map(MetadataRecord::encode)
+            .collect();
+        let values = match values {
+            Ok(v) => v,
+            Err(e) => {
+                error!(error = %e, "cannot encode the metadata image for a snapshot");
+                return;
+            }
+        };
+        g.in_flight = true;
+        g.bytes_since = 0;
+        g.since_ms = now;
+        let msg = CreateSnapshot {
+            last_offset: self.image.provenance.last_offset,
+            last_epoch: self.image.provenance.last_epoch,
+            last_contained_timestamp_ms: g.last_batch_ms,
+            values,
+        };
+        g.to.send(msg)
+            .into_actor(self)
+            .map(|res, act, _| {
+                if let Some(g) = &mut act.snapshots {
+                    g.in_flight = false;
+                }
+                match res {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => warn!(error = %e, "metadata snapshot not written"),
+                    Err(e) => warn!(error = %e, "RaftActor unreachable for a metadata snapshot"),
+                }
+            })
+            .spawn(ctx);
     }
 
     fn publish_features(&self) {
@@ -184,12 +302,22 @@ crate::supervised_mailbox!(MetadataPublisherActor);
 impl Handler<MetadataBatchesCommitted> for MetadataPublisherActor {
     type Result = ();
 
-    fn handle(&mut self, msg: MetadataBatchesCommitted, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: MetadataBatchesCommitted, ctx: &mut Context<Self>) {
         let _m = self.metrics.handle();
         let before = self.image.provenance.last_offset;
+        if let Some(s) = &msg.snapshot {
+            if let Err(e) = self.load_snapshot(s) {
+                error!(snapshot = ?s.id, error = %e, "cannot load a metadata snapshot; image frozen");
+                return;
+            }
+        }
         for batch in msg.batches.iter() {
             if batch.last_offset <= self.image.provenance.last_offset {
                 continue;
+            }
+            if let Some(g) = &mut self.snapshots {
+                g.bytes_since += batch.size_in_bytes as u64;
+                g.last_batch_ms = batch.append_timestamp_ms;
             }
             let records: Result<Vec<MetadataRecord>, _> = if batch.is_control {
                 Ok(Vec::new())
@@ -235,6 +363,7 @@ impl Handler<MetadataBatchesCommitted> for MetadataPublisherActor {
             }
             self.image_tx.send_replace(self.image.clone());
         }
+        self.maybe_snapshot(ctx);
     }
 }
 

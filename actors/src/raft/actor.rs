@@ -20,12 +20,14 @@ use super::batch::{
 };
 use super::core::log::{EpochEntry, LogState};
 use super::core::rpc::{ControlRecord, Records, Response, SnapshotBytes};
+use super::core::types::OffsetAndEpoch;
 use super::core::{
     BatchContent, Endpoints, Input, Output, RaftConfig, RaftCore, RequestId, VoterSet,
 };
 use super::messages::*;
 use super::peer::{RaftPeerActor, RaftPeerResult, SendRaftRequest};
 use super::quorum_state;
+use super::snapshot;
 use super::wire;
 use crate::log::config::LogConfig;
 use crate::log::unified::Log;
@@ -39,6 +41,8 @@ pub const MAX_BATCH_SIZE_BYTES: i32 = 8 * 1024 * 1024;
 const DELIVERY_READ_BYTES: u32 = 1024 * 1024;
 /// How often the core's timers (election, fetch, check-quorum, parked fetches) are checked.
 const TICK: Duration = Duration::from_millis(50);
+/// How often snapshot retention by age is checked (it is also checked after every snapshot).
+const CLEAN_INTERVAL_MS: i64 = 60_000;
 
 #[derive(Debug, Clone)]
 pub struct RaftActorConfig {
@@ -71,6 +75,14 @@ pub struct RaftActorConfig {
     /// The metadata log dir's `directory.id` (this voter's id in a VotersRecord); ZERO when
     /// unknown.
     pub directory_id: Uuid,
+    /// `metadata.max.retention.bytes`: log plus snapshots above this delete the oldest
+    /// snapshots and the log below the next one (-1: no limit).
+    pub retention_bytes: i64,
+    /// `metadata.max.retention.ms`: snapshots older than this go with the log below the next
+    /// one (-1: no limit). The latest snapshot always stays.
+    pub retention_ms: i64,
+    /// `controller.quorum.fetch.snapshot.max.bytes`
+    pub fetch_snapshot_max_bytes: i32,
 }
 
 impl RaftActorConfig {
@@ -90,6 +102,9 @@ impl RaftActorConfig {
             segment_bytes: 1024 * 1024 * 1024,
             segment_ms: 7 * 24 * 60 * 60 * 1000,
             directory_id: Uuid::ZERO,
+            retention_bytes: 100 * 1024 * 1024,
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            fetch_snapshot_max_bytes: 1024 * 1024,
         }
     }
 
@@ -132,6 +147,11 @@ pub struct RaftActor {
     peers: BTreeMap<i32, MeteredAddr<RaftPeerActor>>,
     /// The current leader, for the broker's channel to the active controller.
     leader_tx: tokio::sync::watch::Sender<Option<i32>>,
+    /// Snapshots on disk, ascending: id, size, last contained log timestamp (for retention).
+    snapshots: Vec<snapshot::SnapshotMeta>,
+    /// The latest snapshot read back, for listeners that load it.
+    loaded: Option<Arc<LoadedSnapshot>>,
+    last_clean_ms: i64,
     metrics: ActorMetrics,
 }
 
@@ -168,11 +188,25 @@ impl RaftActor {
                 .map_err(|e| storage_at(&dir, e))?;
         }
         let election = quorum_state::read(&dir).map_err(|e| storage_at(&dir, e))?;
-        let log_state = log_state(&log)?;
+        let (snapshots, loaded) = open_snapshots(&mut log, now)?;
+        let mut log_state = log_state(&log)?;
+        log_state.snapshots = snapshots
+            .iter()
+            .map(|s| super::core::log::SnapshotInfo {
+                id: s.id,
+                size: s.size,
+            })
+            .collect();
+        if let Some(l) = &loaded {
+            log_state.snapshot_voters = l.voters.clone();
+            log_state.snapshot_kraft_version = l.snapshot.kraft_version;
+        }
         info!(
             node_id = cfg.node_id,
+            log_start_offset = log.log_start_offset(),
             log_end_offset = log.log_end_offset(),
             last_epoch = log.latest_epoch().unwrap_or(0),
+            latest_snapshot = ?snapshots.last().map(|s| s.id),
             "opened the metadata log"
         );
         let voters = VoterSet::from_static(cfg.voters.iter().map(|id| {
@@ -189,6 +223,7 @@ impl RaftActor {
         raft_cfg.retry_backoff_ms = cfg.retry_backoff_ms;
         raft_cfg.cluster_id = cfg.cluster_id.clone();
         raft_cfg.directory_id = cfg.directory_id;
+        raft_cfg.fetch_snapshot_max_bytes = cfg.fetch_snapshot_max_bytes;
         let core = RaftCore::new(raft_cfg, cfg.seed);
         let mut actor = RaftActor {
             cfg,
@@ -201,6 +236,9 @@ impl RaftActor {
             next_request_id: 0,
             peers: BTreeMap::new(),
             leader_tx: tokio::sync::watch::channel(None).0,
+            snapshots,
+            loaded: loaded.map(|l| Arc::new(l.snapshot)),
+            last_clean_ms: now,
             metrics,
         };
         actor.run(
@@ -353,11 +391,19 @@ impl RaftActor {
                         }
                     }
                     Output::Reply { id, response } => self.reply(id, response),
-                    Output::BeginSnapshot { id }
-                    | Output::WriteSnapshotChunk { id, .. }
-                    | Output::InstallSnapshot { id } => {
-                        // Snapshots are fetched only from a remote leader.
-                        debug!(?id, "no snapshot transfer without a transport");
+                    Output::BeginSnapshot { id } => {
+                        snapshot::begin_download(self.log.dir(), id).map_err(storage)?;
+                    }
+                    Output::WriteSnapshotChunk {
+                        id,
+                        position,
+                        bytes,
+                    } => {
+                        snapshot::write_chunk(self.log.dir(), id, position, &bytes)
+                            .map_err(storage)?;
+                    }
+                    Output::InstallSnapshot { id } => {
+                        inputs.push_back(self.install_snapshot(id, now)?);
                     }
                     Output::ShutdownComplete { .. } => {}
                     Output::Fatal(reason) => return Err(RaftError::Storage(reason)),
@@ -390,8 +436,18 @@ impl RaftActor {
             }
         }
         let snapshot = match &response {
-            // No snapshots are written yet, so none is ever offered for reading.
-            Response::FetchSnapshot(s) if !matches!(s.bytes, SnapshotBytes::None) => None,
+            Response::FetchSnapshot(s) => match s.bytes {
+                SnapshotBytes::Read { id, position, len } => {
+                    match snapshot::read_chunk(self.log.dir(), id, position, len as usize) {
+                        Ok(b) => Some(kactor_protocol::Records::Memory(b)),
+                        Err(e) => {
+                            warn!(?id, position, error = %e, "cannot read a metadata snapshot for FetchSnapshot");
+                            None
+                        }
+                    }
+                }
+                _ => None,
+            },
             _ => None,
         };
         let _ = tx.send(wire::response_to_wire(
@@ -454,11 +510,33 @@ impl RaftActor {
             return;
         }
         let hw = self.core.high_watermark();
+        let start = self.log.log_start_offset();
+        let snapshot = self
+            .loaded
+            .clone()
+            .filter(|s| s.id.offset > 0 && s.id.offset <= hw);
         let mut cache: Option<(i64, Arc<Vec<MetadataBatch>>)> = None;
         for i in 0..self.listeners.len() {
-            let from = self.listeners[i].next_offset;
-            if from < hw {
-                let batches = match &cache {
+            let mut from = self.listeners[i].next_offset;
+            // Kafka's rule: a listener starting from the beginning, or behind the log start,
+            // gets the latest snapshot first, then the log after it.
+            let mut load = None;
+            if from < hw && (from == 0 || from < start) {
+                match &snapshot {
+                    Some(s) => {
+                        from = s.id.offset;
+                        load = Some(s.clone());
+                    }
+                    // Nothing committed covers what was deleted yet (a follower's snapshot
+                    // before the high watermark reaches it): wait.
+                    None if from < start => continue,
+                    None => {}
+                }
+            }
+            let batches = if from >= hw {
+                Arc::new(Vec::new())
+            } else {
+                match &cache {
                     Some((f, b)) if *f == from => b.clone(),
                     _ => match self.read_committed(from) {
                         Ok(b) => {
@@ -471,17 +549,17 @@ impl RaftActor {
                             return;
                         }
                     },
-                };
-                let l = &mut self.listeners[i];
-                if let Some(last) = batches.last() {
-                    l.next_offset = last.last_offset + 1;
-                    l.committed.do_send(MetadataBatchesCommitted {
-                        batches,
-                        high_watermark: hw,
-                    });
                 }
-            }
+            };
             let l = &mut self.listeners[i];
+            if load.is_some() || !batches.is_empty() {
+                l.next_offset = batches.last().map_or(from, |b| b.last_offset + 1);
+                l.committed.do_send(MetadataBatchesCommitted {
+                    snapshot: load,
+                    batches,
+                    high_watermark: hw,
+                });
+            }
             if let (Some(notice), Some(to)) = (&self.leader_notice, &l.leader_changes) {
                 let ready = notice.next_offset.is_none_or(|n| l.next_offset >= n);
                 if ready && l.notified.as_ref() != Some(notice) {
@@ -491,6 +569,222 @@ impl RaftActor {
             }
         }
     }
+
+    /// Writes a snapshot of the state at `id` (Kafka's `createNewSnapshot` + `freeze`): the
+    /// Raft control state in effect there goes into the header batch. Then retention runs.
+    fn create_snapshot(
+        &mut self,
+        id: OffsetAndEpoch,
+        last_contained_timestamp_ms: i64,
+        values: &[bytes::Bytes],
+        now: i64,
+    ) -> Result<Option<u64>, RaftError> {
+        if self
+            .snapshots
+            .last()
+            .is_some_and(|s| s.id.offset >= id.offset)
+        {
+            return Ok(None);
+        }
+        if id.offset > self.core.high_watermark() {
+            return Err(RaftError::Storage(format!(
+                "snapshot {id:?} is past the high watermark {}",
+                self.core.high_watermark()
+            )));
+        }
+        let valid = self
+            .core
+            .log()
+            .validate_offset_and_epoch(id.offset, id.epoch);
+        if valid != super::core::log::ValidOffsetAndEpoch::Valid {
+            return Err(RaftError::Storage(format!(
+                "snapshot {id:?} does not match the log ({valid:?})"
+            )));
+        }
+        let log = self.core.log();
+        let kraft_version = log.kraft_version_at(id.offset - 1);
+        let mut raft_records = Vec::new();
+        if kraft_version >= 1 {
+            raft_records.push(ControlRecord::KRaftVersion(kraft_version));
+            if let Some(v) = log.voter_set_at(id.offset - 1) {
+                raft_records.push(ControlRecord::Voters(v.clone()));
+            }
+        }
+        let bytes = snapshot::encode(id, last_contained_timestamp_ms, now, &raft_records, values)
+            .map_err(storage)?;
+        let size = snapshot::write(self.log.dir(), id, &bytes).map_err(storage)?;
+        self.snapshots.push(snapshot::SnapshotMeta {
+            id,
+            size,
+            last_contained_timestamp_ms,
+        });
+        self.loaded = Some(Arc::new(LoadedSnapshot {
+            id,
+            values: values.to_vec(),
+            kraft_version: (kraft_version >= 1).then_some(kraft_version),
+        }));
+        info!(
+            ?id,
+            size,
+            records = values.len(),
+            "wrote a metadata snapshot"
+        );
+        self.run(Input::SnapshotCreated { id, size }, now)?;
+        if let Err(e) = self.maybe_clean(now) {
+            // Half-cleaned, the log and the core's view of it may disagree.
+            self.fail(&e);
+            return Err(e);
+        }
+        Ok(Some(size))
+    }
+
+    /// Kafka's `maybeClean`: while retention is exceeded, the oldest snapshot goes and the log
+    /// start moves up to the next one, whole segments below it deleted.
+    fn maybe_clean(&mut self, now: i64) -> Result<(), RaftError> {
+        self.last_clean_ms = now;
+        let Some(up_to) = snapshot::clean_up_to(
+            &self.snapshots,
+            self.log.size(),
+            self.cfg.retention_bytes,
+            self.cfg.retention_ms,
+            now,
+        ) else {
+            return Ok(());
+        };
+        if up_to.offset <= self.log.log_start_offset() {
+            return Ok(());
+        }
+        self.log
+            .maybe_increment_log_start_offset(up_to.offset)
+            .map_err(storage)?;
+        let segments = self
+            .log
+            .delete_old_segments(now, self.core.high_watermark())
+            .map_err(storage)?;
+        self.forget_snapshots_before(up_to)?;
+        info!(
+            log_start_offset = up_to.offset,
+            segments_deleted = segments,
+            "metadata log cleaned up to a snapshot (metadata.max.retention.bytes/ms)"
+        );
+        self.run(
+            Input::LogStartAdvanced {
+                start_offset: up_to.offset,
+            },
+            now,
+        )?;
+        Ok(())
+    }
+
+    fn forget_snapshots_before(&mut self, id: OffsetAndEpoch) -> Result<(), RaftError> {
+        for old in self.snapshots.iter().filter(|s| s.id.offset < id.offset) {
+            snapshot::delete(self.log.dir(), old.id).map_err(storage)?;
+        }
+        self.snapshots.retain(|s| s.id.offset >= id.offset);
+        Ok(())
+    }
+
+    /// A snapshot downloaded from the leader is whole: freeze it and start the log at its end
+    /// (Kafka's `truncateToLatestSnapshot`). Listeners now behind the log start load it.
+    fn install_snapshot(&mut self, id: OffsetAndEpoch, now: i64) -> Result<Input, RaftError> {
+        let dir = self.log.dir().to_path_buf();
+        let size = snapshot::freeze(&dir, id).map_err(storage)?;
+        let contents = snapshot::read(&dir, id)
+            .and_then(|b| snapshot::decode(b).map_err(std::io::Error::other))
+            .map_err(|e| storage_at(&snapshot::path(&dir, id), e))?;
+        self.log
+            .truncate_fully_and_start_at(id.offset, now)
+            .map_err(storage)?;
+        self.forget_snapshots_before(id)?;
+        self.snapshots.retain(|s| s.id != id);
+        self.snapshots.push(snapshot::SnapshotMeta {
+            id,
+            size,
+            last_contained_timestamp_ms: contents.last_contained_timestamp_ms,
+        });
+        info!(?id, size, "installed a metadata snapshot from the leader");
+        let input = Input::SnapshotLoaded {
+            id,
+            voters: contents.voters.clone(),
+            kraft_version: contents.kraft_version,
+        };
+        self.loaded = Some(Arc::new(LoadedSnapshot {
+            id,
+            values: contents.values,
+            kraft_version: contents.kraft_version,
+        }));
+        Ok(input)
+    }
+}
+
+/// The latest snapshot read back at start-up, with the voters its header names.
+struct OpenedSnapshot {
+    snapshot: LoadedSnapshot,
+    voters: Option<VoterSet>,
+}
+
+/// Kafka's `recoverSnapshots` + `truncateToLatestSnapshot` at start-up: the snapshots kept
+/// (partial and stale files removed), and the latest one read back. A log that ends before the
+/// latest snapshot (a follower that crashed after downloading it) restarts at its end.
+fn open_snapshots(
+    log: &mut Log,
+    now: i64,
+) -> Result<(Vec<snapshot::SnapshotMeta>, Option<OpenedSnapshot>), RaftError> {
+    let dir = log.dir().to_path_buf();
+    let found = snapshot::recover(&dir, log.log_start_offset()).map_err(|e| storage_at(&dir, e))?;
+    let mut kept = Vec::new();
+    let mut latest = None;
+    for (i, (id, size)) in found.iter().enumerate() {
+        // The 0-0 checkpoint `kafka-storage format` may leave holds bootstrap records only.
+        if id.offset == 0 {
+            continue;
+        }
+        let at = snapshot::path(&dir, *id);
+        let ts = if i + 1 == found.len() {
+            let c = snapshot::read(&dir, *id)
+                .and_then(|b| snapshot::decode(b).map_err(std::io::Error::other))
+                .map_err(|e| storage_at(&at, e))?;
+            let ts = c.last_contained_timestamp_ms;
+            latest = Some(OpenedSnapshot {
+                voters: c.voters,
+                snapshot: LoadedSnapshot {
+                    id: *id,
+                    values: c.values,
+                    kraft_version: c.kraft_version,
+                },
+            });
+            ts
+        } else {
+            snapshot::last_contained_timestamp(&dir, *id).map_err(|e| storage_at(&at, e))?
+        };
+        kept.push(snapshot::SnapshotMeta {
+            id: *id,
+            size: *size,
+            last_contained_timestamp_ms: ts,
+        });
+    }
+    if let Some(l) = &latest {
+        let id = l.snapshot.id;
+        let latest_epoch = log.latest_epoch().unwrap_or(0);
+        if id.epoch > latest_epoch || (id.epoch == latest_epoch && id.offset > log.log_end_offset())
+        {
+            info!(
+                ?id,
+                "the metadata log ends before its latest snapshot; starting it there"
+            );
+            log.truncate_fully_and_start_at(id.offset, now)
+                .map_err(|e| storage_at(&dir, e))?;
+        }
+    } else if log.log_start_offset() > 0 {
+        return Err(storage_at(
+            &dir,
+            format!(
+                "the metadata log starts at {} and no snapshot covers what is before it",
+                log.log_start_offset()
+            ),
+        ));
+    }
+    Ok((kept, latest))
 }
 
 impl Actor for RaftActor {
@@ -502,8 +796,20 @@ impl Actor for RaftActor {
             if act.failed.is_some() {
                 return;
             }
-            if let Err(e) = act.run(Input::Tick, now_ms()) {
+            let now = now_ms();
+            if let Err(e) = act.run(Input::Tick, now) {
                 act.fail(&e);
+                return;
+            }
+            if now - act.last_clean_ms >= CLEAN_INTERVAL_MS {
+                if let Err(e) = act.maybe_clean(now) {
+                    act.fail(&e);
+                    return;
+                }
+            }
+            // Segments deleted below a snapshot go after file.delete.delay.ms.
+            if let Err(e) = act.log.purge_deleted_segments(now) {
+                warn!(error = %e, "cannot remove deleted metadata log segments");
             }
         });
     }
@@ -558,6 +864,26 @@ impl Handler<UpgradeKRaftVersion> for RaftActor {
             version: msg.kraft_version,
             validate_only: msg.validate_only,
         })
+    }
+}
+
+impl Handler<CreateSnapshot> for RaftActor {
+    type Result = Result<Option<u64>, RaftError>;
+
+    fn handle(&mut self, msg: CreateSnapshot, _: &mut Context<Self>) -> Self::Result {
+        let _m = self.metrics.handle();
+        if let Some(reason) = &self.failed {
+            return Err(RaftError::Storage(reason.clone()));
+        }
+        let id = OffsetAndEpoch::new(msg.last_offset + 1, msg.last_epoch);
+        let result =
+            self.create_snapshot(id, msg.last_contained_timestamp_ms, &msg.values, now_ms());
+        if let Err(RaftError::Storage(e)) = &result {
+            // A snapshot that could not be written leaves the log as it was; only a failure
+            // after the file is in place (cleaning) touches the log, and that is fatal.
+            warn!(?id, error = %e, "metadata snapshot not written");
+        }
+        result
     }
 }
 
@@ -631,7 +957,8 @@ impl Handler<RegisterRaftListener> for RaftActor {
             name: msg.name,
             committed: msg.committed,
             leader_changes: msg.leader_changes,
-            next_offset: self.log.log_start_offset(),
+            // From the beginning: the latest snapshot, if any, then the log after it.
+            next_offset: 0,
             notified: None,
         });
         self.deliver();
@@ -770,5 +1097,78 @@ mod tests {
             .map(|b| (b.base_offset, b.epoch, b.is_control))
             .collect();
         assert_eq!(epochs, vec![(0, 1, true), (1, 1, false), (3, 2, true)]);
+    }
+
+    #[test]
+    fn snapshots_are_written_cleaned_behind_and_read_back_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = RaftActorConfig::single_node(1, dir.path());
+        // Tiny segments and no room: every snapshot but the latest goes with the log below.
+        cfg.segment_bytes = 200;
+        cfg.retention_bytes = 0;
+        let mut a = RaftActor::open(cfg.clone(), ActorMetrics::new("RaftActorTest")).unwrap();
+        let append = |a: &mut RaftActor, n: usize| {
+            for i in 0..n {
+                a.run(
+                    Input::Append {
+                        records: vec![Bytes::from(format!("record-{i}").repeat(10))],
+                    },
+                    now_ms(),
+                )
+                .unwrap();
+            }
+        };
+        append(&mut a, 10);
+        let hw = a.core.high_watermark();
+        let first = OffsetAndEpoch::new(hw, 1);
+        let values = vec![Bytes::from_static(b"state-1")];
+        assert!(a
+            .create_snapshot(first, 7, &values, now_ms())
+            .unwrap()
+            .is_some());
+        // One at or below the latest is not written again; one past the high watermark is
+        // refused.
+        assert_eq!(
+            a.create_snapshot(first, 7, &values, now_ms()).unwrap(),
+            None
+        );
+        let ahead = OffsetAndEpoch::new(hw + 5, 1);
+        assert!(a.create_snapshot(ahead, 7, &values, now_ms()).is_err());
+        assert!(snapshot::path(a.log.dir(), first).exists());
+        assert_eq!(
+            a.log.log_start_offset(),
+            0,
+            "a single snapshot never cleans"
+        );
+
+        append(&mut a, 10);
+        let second = OffsetAndEpoch::new(a.core.high_watermark(), 1);
+        let values2 = vec![Bytes::from_static(b"state-2"), Bytes::from_static(b"more")];
+        a.create_snapshot(second, 9, &values2, now_ms()).unwrap();
+        // Over retention: the first snapshot and the log below the second are gone.
+        assert_eq!(a.log.log_start_offset(), second.offset);
+        assert!(!snapshot::path(a.log.dir(), first).exists());
+        assert_eq!(a.core.log().start_offset, second.offset);
+        assert_eq!(
+            a.snapshots.iter().map(|s| s.id).collect::<Vec<_>>(),
+            vec![second]
+        );
+        drop(a);
+
+        // Reopened: the log starts at the snapshot, which is read back for the listeners.
+        let a = RaftActor::open(cfg, ActorMetrics::new("RaftActorTest")).unwrap();
+        assert!(a.log.log_start_offset() <= second.offset);
+        assert!(a.core.is_leader());
+        let loaded = a.loaded.as_ref().expect("latest snapshot loaded");
+        assert_eq!((loaded.id, &loaded.values), (second, &values2));
+        assert_eq!(
+            (
+                a.snapshots.len(),
+                a.snapshots[0].id,
+                a.snapshots[0].last_contained_timestamp_ms
+            ),
+            (1, second, 9)
+        );
+        assert_eq!(a.core.log().latest_snapshot(), Some(second));
     }
 }

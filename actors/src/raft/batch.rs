@@ -61,7 +61,7 @@ pub fn encode_control_batch(
 }
 
 /// A control record's type and value.
-fn encode_control_record(
+pub(super) fn encode_control_record(
     record: &ControlRecord,
 ) -> Result<(ControlRecordType, Bytes), RecordError> {
     let (kind, value) = match record {
@@ -141,6 +141,8 @@ pub struct MetadataBatch {
     pub last_offset: i64,
     pub epoch: i32,
     pub append_timestamp_ms: i64,
+    /// The whole batch on disk, header included.
+    pub size_in_bytes: usize,
     /// Control batches carry Raft's own records; listeners skip them.
     pub is_control: bool,
     /// Record values (for control batches: the control messages).
@@ -191,6 +193,7 @@ pub fn decode_batches(buf: Bytes) -> Result<Vec<MetadataBatch>, RecordError> {
             last_offset: h.last_offset(),
             epoch: h.partition_leader_epoch,
             append_timestamp_ms: h.max_timestamp,
+            size_in_bytes: h.total_size(),
             is_control: h.is_control(),
             records,
             control_types,

@@ -56,8 +56,24 @@ pub enum RaftError {
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
 pub struct MetadataBatchesCommitted {
+    /// A snapshot to load before the batches (Kafka's `handleLoadSnapshot`): sent when the
+    /// listener starts from the beginning and a snapshot exists, or when it is behind the log
+    /// start. The listener replaces its state with the snapshot's unless it is already past
+    /// the snapshot's end.
+    pub snapshot: Option<Arc<LoadedSnapshot>>,
     pub batches: Arc<Vec<MetadataBatch>>,
     pub high_watermark: i64,
+}
+
+/// A metadata snapshot read back from its `.checkpoint` file.
+#[derive(Debug)]
+pub struct LoadedSnapshot {
+    /// End offset (exclusive) and epoch: the state after the record at `offset - 1`.
+    pub id: crate::raft::core::OffsetAndEpoch,
+    /// Metadata record values, in order.
+    pub values: Vec<bytes::Bytes>,
+    /// The kraft.version in effect at the snapshot's end, if its header batch names one.
+    pub kraft_version: Option<i16>,
 }
 
 /// Sent by RaftActor to each listener when leadership changes (Kafka's `handleLeaderChange`).
@@ -72,8 +88,8 @@ pub struct RaftLeaderChanged {
     pub next_offset: Option<i64>,
 }
 
-/// Sent by the topology (or a listener rebuilding its state): deliver every committed batch
-/// from the start of the log, then follow. Registering again under the same `name` replaces
+/// Sent by the topology (or a listener rebuilding its state): deliver the latest snapshot, if
+/// any, and every committed batch after it, then follow. Registering again under the same `name` replaces
 /// the earlier registration (and restarts delivery from the log start), so a listener that
 /// rebuilds never sees batches out of order. Lost, the listener never hears from Raft.
 #[derive(Message)]
@@ -83,6 +99,23 @@ pub struct RegisterRaftListener {
     pub name: &'static str,
     pub committed: MeteredRecipient<MetadataBatchesCommitted>,
     pub leader_changes: Option<MeteredRecipient<RaftLeaderChanged>>,
+}
+
+/// Sent by MetadataPublisherActor when enough metadata has been committed since its last
+/// snapshot (Kafka's `SnapshotGenerator`): write the image it holds, as records, as the
+/// snapshot ending after `last_offset`. Answered with the snapshot's size, None when one at or
+/// past that offset exists. Lost, the next trigger writes a later one.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<Option<u64>, RaftError>")]
+pub struct CreateSnapshot {
+    /// The last offset the image contains, and that record's epoch.
+    pub last_offset: i64,
+    pub last_epoch: i32,
+    /// Append time of the last batch the image contains (the header's
+    /// `LastContainedLogTimestamp`, which retention by age reads).
+    pub last_contained_timestamp_ms: i64,
+    /// Metadata record values, in order.
+    pub values: Vec<bytes::Bytes>,
 }
 
 /// Query for DescribeQuorum (`kafka-metadata-quorum describe --status`).

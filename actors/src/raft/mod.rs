@@ -16,6 +16,7 @@ pub mod core;
 pub mod messages;
 pub mod peer;
 pub mod quorum_state;
+pub mod snapshot;
 pub mod wire;
 
 pub use actor::{RaftActor, RaftActorConfig, RaftRequest, METADATA_PARTITION_DIR};

@@ -33,6 +33,7 @@ pub fn kraft_config(dir: &Path) -> KraftConfig {
         metadata_log_dir: dir.to_path_buf(),
         election_timeout_ms: 1000,
         metadata_log_segment_bytes: 1 << 30,
+        metadata_log: Default::default(),
         controller: Some(ControllerConfig {
             node_id: 1,
             cluster_id: CLUSTER.into(),

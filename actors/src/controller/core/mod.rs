@@ -1899,6 +1899,18 @@ impl QuorumControllerCore {
         true
     }
 
+    /// Replaces the state with a loaded metadata snapshot's image (Kafka's controller
+    /// `handleLoadSnapshot`). Only an inactive controller loads one: its state is all
+    /// committed, and the snapshot is committed state further on. Broker registration offsets
+    /// fall back to the broker epochs, which are those offsets.
+    pub fn load_snapshot(&mut self, image: MetadataImage) {
+        debug_assert!(!self.active, "an active controller never loads a snapshot");
+        self.applied_offset = image.provenance.last_offset;
+        self.next_offset = self.applied_offset + 1;
+        self.image = image;
+        self.registration_offsets.clear();
+    }
+
     /// Applies the kraft.version of a committed Raft control batch ending at `last_offset`.
     pub fn replay_kraft_version(&mut self, last_offset: i64, level: i16) {
         if last_offset > self.applied_offset {

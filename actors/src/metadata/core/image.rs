@@ -177,6 +177,10 @@ pub struct MetadataImage {
         i32,
         kactor_protocol::metadata::register_controller_record::RegisterControllerRecord,
     >,
+    /// Records of types the image does not model (ACLs, client quotas, delegation tokens, ...
+    /// as a Kafka controller in a mixed cluster may write them), in commit order, so that a
+    /// snapshot of this image loses nothing another node needs.
+    pub unmodeled: Vec<MetadataRecord>,
 }
 
 /// One user's SCRAM credential for one mechanism (`UserScramCredentialRecord`): what a SCRAM
@@ -421,10 +425,10 @@ impl MetadataImage {
             MetadataRecord::RegisterController(r) => {
                 self.controllers.insert(r.controller_id, r.clone());
             }
+            MetadataRecord::Other { .. } => self.unmodeled.push(record.clone()),
             MetadataRecord::NoOp(_)
             | MetadataRecord::BeginTransaction(_)
-            | MetadataRecord::EndTransaction(_)
-            | MetadataRecord::Other { .. } => {}
+            | MetadataRecord::EndTransaction(_) => {}
         }
         Ok(())
     }

@@ -4,6 +4,7 @@
 pub mod image;
 pub mod publish;
 pub mod records;
+pub mod snapshot;
 
 pub use image::{
     BrokerRegistration, ConfigResource, ConfigResourceType, MetadataChanges, MetadataImage,
