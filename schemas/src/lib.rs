@@ -2,10 +2,12 @@
 //! `common/record` packages): generated message types, primitives, record batch v2.
 
 pub mod codec;
+pub mod errors;
 mod generated;
 pub mod records;
 pub mod versions;
 
+pub use errors::ErrorCode;
 pub use codec::{
     Decode, DecodeError, Encode, EncodeError, FileSlice, Message, RawTaggedField, Records, Request,
     Uuid, Writer,
