@@ -37,10 +37,16 @@ mod tests {
     #[test]
     fn known_rows() {
         let e = ErrorCode::NotCoordinator;
-        assert_eq!((e.code(), e.name(), e.is_retriable()), (16, "NOT_COORDINATOR", true));
+        assert_eq!(
+            (e.code(), e.name(), e.is_retriable()),
+            (16, "NOT_COORDINATOR", true)
+        );
         assert_eq!(e.default_message(), "This is not the correct coordinator.");
         assert_eq!(NOT_COORDINATOR, 16);
-        assert_eq!(ErrorCode::from_code(-1), Some(ErrorCode::UnknownServerError));
+        assert_eq!(
+            ErrorCode::from_code(-1),
+            Some(ErrorCode::UnknownServerError)
+        );
         assert!(!ErrorCode::UnknownServerError.is_retriable());
         // NONE has no exception: Errors.message() is its name.
         assert_eq!(ErrorCode::None.default_message(), "NONE");
@@ -59,7 +65,10 @@ mod tests {
         assert_eq!(INVALID_REGULAR_EXPRESSION, 128);
         // Kafka 4.4's last code.
         let last = ErrorCode::ALL.iter().max().unwrap();
-        assert_eq!((last.code(), last.name()), (136, "CONTROLLER_ID_NOT_REGISTERED"));
+        assert_eq!(
+            (last.code(), last.name()),
+            (136, "CONTROLLER_ID_NOT_REGISTERED")
+        );
         assert_eq!(ErrorCode::from_code(137), None);
         assert_eq!(ErrorCode::for_code(137), ErrorCode::UnknownServerError);
         assert_eq!(ErrorCode::for_code(16).to_string(), "NOT_COORDINATOR");

@@ -7,11 +7,11 @@ mod generated;
 pub mod records;
 pub mod versions;
 
-pub use errors::ErrorCode;
 pub use codec::{
     Decode, DecodeError, Encode, EncodeError, FileSlice, Message, RawTaggedField, Records, Request,
     Uuid, Writer,
 };
+pub use errors::ErrorCode;
 pub use generated::{coordinator, messages, metadata};
 pub use messages::{
     request_header_version, response_header_version, ApiKey, RequestBody, ResponseBody,

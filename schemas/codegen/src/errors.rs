@@ -37,7 +37,9 @@ pub fn parse_error_table(src: &str) -> Result<Vec<ErrorRow>, String> {
         let [code, name, retriable, exception, message] = cols[..] else {
             return Err(at(&format!("{} columns, expected 5", cols.len())));
         };
-        let code: i16 = code.parse().map_err(|_| at(&format!("bad code {code:?}")))?;
+        let code: i16 = code
+            .parse()
+            .map_err(|_| at(&format!("bad code {code:?}")))?;
         if name.is_empty()
             || !name
                 .bytes()
@@ -55,7 +57,9 @@ pub fn parse_error_table(src: &str) -> Result<Vec<ErrorRow>, String> {
             e => Some(e.to_string()),
         };
         if exception.is_none() != message.is_empty() {
-            return Err(at("an error has both an exception and a message, NONE neither"));
+            return Err(at(
+                "an error has both an exception and a message, NONE neither",
+            ));
         }
         if !codes.insert(code) {
             return Err(at(&format!("duplicate code {code}")));
@@ -227,11 +231,11 @@ mod tests {
     fn rejects_bad_tables() {
         let ok = "1\tA\tno\tAException\tm\n";
         for bad in [
-            "1\tA\tno\tAException\n",             // missing column
-            "x\tA\tno\tAException\tm\n",          // code not a number
-            "1\ta\tno\tAException\tm\n",          // name not Kafka's upper snake case
-            "1\tA\tmaybe\tAException\tm\n",       // retriable not yes/no
-            "1\tA\tno\t-\tm\n",                   // message without exception
+            "1\tA\tno\tAException\n",                  // missing column
+            "x\tA\tno\tAException\tm\n",               // code not a number
+            "1\ta\tno\tAException\tm\n",               // name not Kafka's upper snake case
+            "1\tA\tmaybe\tAException\tm\n",            // retriable not yes/no
+            "1\tA\tno\t-\tm\n",                        // message without exception
             &format!("{ok}1\tB\tno\tBException\tm\n"), // duplicate code
             &format!("{ok}2\tA\tno\tAException\tm\n"), // duplicate name
             "# only comments\n",
