@@ -24,8 +24,9 @@ use std::sync::{Arc, Mutex};
 
 use tracing::warn;
 
-use crate::controller::core::errors::{ApiError, INVALID_CONFIG, INVALID_REQUEST};
+use crate::controller::core::errors::ApiError;
 use crate::controller::core::requests::AlterConfigOp;
+use kactor_protocol::errors::{INVALID_CONFIG, INVALID_REQUEST};
 
 /// The name of the default level.
 pub const ROOT_LOGGER: &str = "root";
@@ -307,7 +308,7 @@ impl BrokerLoggers {
         next.apply(ops);
         (self.reload)(&next.directives()).map_err(|e| {
             ApiError::new(
-                crate::controller::core::errors::UNKNOWN_SERVER_ERROR,
+                kactor_protocol::errors::UNKNOWN_SERVER_ERROR,
                 format!("Failed to update the log levels: {e}"),
             )
         })?;

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use actix::Addr;
 use bytes::Bytes;
-use kactor_actors::group::core::errors::*;
 use kactor_actors::group::core::{
     CommitPartitionInput, CommitTopicInput, ConsumerGroupHeartbeatInput, GroupCoordinatorConfig,
     GroupRequest, GroupResponse, JoinGroupInput, OffsetCommitInput, OffsetFetchGroupInput,
@@ -16,6 +15,7 @@ use kactor_actors::group::messages::*;
 use kactor_actors::group::GroupCoordinatorActor;
 use kactor_actors::partition::core::PartitionConfig;
 use kactor_actors::partition::messages::{BecomeFollower, DescribeReplica};
+use kactor_protocol::errors::*;
 use kactor_protocol::Uuid;
 
 mod common;

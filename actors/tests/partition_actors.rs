@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use actix::Actor;
-use kactor_actors::partition::core::{codes, IsolationLevel, ReadParams};
+use kactor_actors::partition::core::{IsolationLevel, ReadParams};
 use kactor_actors::partition::messages::*;
 use kactor_actors::partition::registry::GetLogDirs;
 use kactor_actors::partition::testing::{batch, memory_registry};
@@ -14,6 +14,7 @@ use kactor_actors::partition::PurgatoryLink;
 use kactor_actors::purgatory::core::{FetchWatch, ProduceWatch};
 use kactor_actors::purgatory::{DescribePurgatory, PurgatoryActor, WatchFetch, WatchProduce};
 use kactor_actors::runtime::{ActorMetrics, MeteredAddr};
+use kactor_protocol::errors;
 use kactor_protocol::Uuid;
 use tokio::sync::oneshot;
 
@@ -105,7 +106,7 @@ async fn registry_publishes_leaders_and_partitions_serve_appends_and_reads() {
         done: tx,
     });
     let results = rx.await.unwrap();
-    assert_eq!(results[0].1, codes::NONE);
+    assert_eq!(results[0].1, errors::NONE);
 
     let r = p0.addr.send(read(0)).await.unwrap().unwrap();
     assert!(r.records.len() > 61);
@@ -164,7 +165,7 @@ async fn registry_publishes_leaders_and_partitions_serve_appends_and_reads() {
     assert!(table.topic_id("orders").is_some());
     tokio::time::sleep(Duration::from_millis(20)).await;
     let e = p1.addr.send(read(0)).await.unwrap().unwrap_err();
-    assert_eq!(e.code(), codes::NOT_LEADER_OR_FOLLOWER);
+    assert_eq!(e.code(), errors::NOT_LEADER_OR_FOLLOWER);
 
     // Leadership moves away: NOT_LEADER_OR_FOLLOWER.
     let mut follower = change(PartitionChangeKind::BecomeFollower, "orders", 0, 4);
@@ -176,7 +177,7 @@ async fn registry_publishes_leaders_and_partitions_serve_appends_and_reads() {
         .await
         .unwrap();
     let e = p0.addr.send(read(0)).await.unwrap().unwrap_err();
-    assert_eq!(e.code(), codes::NOT_LEADER_OR_FOLLOWER);
+    assert_eq!(e.code(), errors::NOT_LEADER_OR_FOLLOWER);
 
     registry.send(ShutdownReplicas).await.unwrap().unwrap();
     assert!(reader.borrow().partitions.is_empty());
@@ -208,7 +209,7 @@ async fn acks_all_times_out_when_the_high_watermark_does_not_move() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(results[0].1, codes::REQUEST_TIMED_OUT);
+    assert_eq!(results[0].1, errors::REQUEST_TIMED_OUT);
 }
 
 #[actix_rt::test]
@@ -246,7 +247,7 @@ async fn topic_config_changes_reach_the_partition() {
         .await
         .unwrap()
         .unwrap_err();
-    assert_eq!(e.error.code(), codes::MESSAGE_TOO_LARGE);
+    assert_eq!(e.error.code(), errors::MESSAGE_TOO_LARGE);
     // Kafka reports no log start offset with a size refusal.
     assert_eq!(e.log_start_offset, -1);
 }

@@ -11,13 +11,13 @@ use kactor_actors::network::{
     ConnectionInfo, HandlerOutcome, ListenerKind, RequestContext, RequestRouter,
 };
 use kactor_actors::partition::apis::{register, PartitionApis};
-use kactor_actors::partition::core::codes;
 use kactor_actors::partition::fetch_session::FetchSessions;
 use kactor_actors::partition::messages::*;
 use kactor_actors::partition::testing::{batch, memory_registry};
 use kactor_actors::partition::PurgatoryLink;
 use kactor_actors::purgatory::PurgatoryActor;
 use kactor_actors::runtime::{ActorMetrics, MeteredAddr};
+use kactor_protocol::errors;
 use kactor_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
@@ -253,18 +253,18 @@ async fn produce_paths_and_errors() {
     ));
     assert_eq!(
         produce_result(b.produce(9, 1, 7, batch(&[b"x"], 0)).await).0,
-        codes::UNKNOWN_TOPIC_OR_PARTITION
+        errors::UNKNOWN_TOPIC_OR_PARTITION
     );
     assert_eq!(
         produce_result(b.produce(9, 2, 0, batch(&[b"x"], 0)).await).0,
-        codes::INVALID_REQUIRED_ACKS
+        errors::INVALID_REQUIRED_ACKS
     );
     let mut bad = batch(&[b"x"], 0).to_vec();
     let n = bad.len();
     bad[n - 1] ^= 1;
     assert_eq!(
         produce_result(b.produce(9, 1, 0, bad.into()).await).0,
-        codes::CORRUPT_MESSAGE
+        errors::CORRUPT_MESSAGE
     );
     // The oldest served version encodes too (no log_start_offset / record errors before v5 / v8).
     assert_eq!(
@@ -276,7 +276,7 @@ async fn produce_paths_and_errors() {
     bad[n - 1] ^= 1;
     assert_eq!(
         produce_result(b.produce(3, 1, 0, bad.into()).await).0,
-        codes::CORRUPT_MESSAGE
+        errors::CORRUPT_MESSAGE
     );
     // v13 names topics by id.
     assert_eq!(
@@ -309,13 +309,13 @@ async fn fetch_reads_below_max_bytes_with_the_first_batch_rule() {
             .await;
         assert_eq!(
             r.responses[0].partitions[1].error_code,
-            codes::UNKNOWN_TOPIC_OR_PARTITION
+            errors::UNKNOWN_TOPIC_OR_PARTITION
         );
     }
     let r = b.fetch(fetch_req(&[(0, 9)], 0, 1, 1 << 20), 12).await;
     assert_eq!(
         r.responses[0].partitions[0].error_code,
-        codes::OFFSET_OUT_OF_RANGE
+        errors::OFFSET_OUT_OF_RANGE
     );
     // v13+: by topic id; an unknown id is UNKNOWN_TOPIC_ID.
     let mut req = fetch_req(&[(0, 0)], 0, 1, 1 << 20);
@@ -323,7 +323,7 @@ async fn fetch_reads_below_max_bytes_with_the_first_batch_rule() {
     let r = b.fetch(req, 13).await;
     assert_eq!(
         r.responses[0].partitions[0].error_code,
-        codes::UNKNOWN_TOPIC_ID
+        errors::UNKNOWN_TOPIC_ID
     );
 }
 
@@ -444,11 +444,11 @@ async fn incremental_fetch_sessions() {
     assert_eq!(ps, vec![1]);
     // A stale epoch and an unknown session.
     let r = b.fetch(inc.clone(), 12).await;
-    assert_eq!(r.error_code, codes::INVALID_FETCH_SESSION_EPOCH);
+    assert_eq!(r.error_code, errors::INVALID_FETCH_SESSION_EPOCH);
     inc.session_id = id.wrapping_add(1).max(1);
     inc.session_epoch = 1;
     let r = b.fetch(inc, 12).await;
-    assert_eq!(r.error_code, codes::FETCH_SESSION_ID_NOT_FOUND);
+    assert_eq!(r.error_code, errors::FETCH_SESSION_ID_NOT_FOUND);
 }
 
 #[actix_rt::test]
@@ -550,7 +550,7 @@ async fn list_offsets_delete_records_epochs_and_log_dirs() {
             assert_eq!((ps[0].error_code, ps[0].low_watermark), (0, 2));
             assert_eq!(
                 (ps[1].error_code, ps[1].low_watermark),
-                (codes::UNKNOWN_TOPIC_OR_PARTITION, -1)
+                (errors::UNKNOWN_TOPIC_OR_PARTITION, -1)
             );
         }
         other => panic!("{other:?}"),

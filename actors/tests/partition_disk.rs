@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 
 use actix::Actor;
 use kactor_actors::partition::core::{
-    codes, IsolationLevel, LogSlice, ReadParams, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP,
+    IsolationLevel, LogSlice, ReadParams, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP,
 };
 use kactor_actors::partition::messages::*;
 use kactor_actors::partition::registry::CheckpointLogDirs;
 use kactor_actors::partition::testing::batch;
 use kactor_actors::partition::{DiskLogFactory, ReplicaManagerActor};
+use kactor_protocol::errors;
 use kactor_protocol::records::BatchHeader;
 use kactor_protocol::Uuid;
 
@@ -178,7 +179,7 @@ async fn appends_survive_a_clean_restart() {
         .unwrap();
     assert_eq!(earliest.offset, 4);
     let e = p.addr.send(read_all()).await.unwrap().unwrap_err();
-    assert_eq!(e.code(), codes::OFFSET_OUT_OF_RANGE);
+    assert_eq!(e.code(), errors::OFFSET_OUT_OF_RANGE);
     let end = p
         .addr
         .send(GetEndOffsetForEpoch {

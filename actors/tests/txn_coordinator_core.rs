@@ -3,10 +3,11 @@
 //! version 2 epoch bumps, and `__transaction_state` replay rebuilding the same state.
 
 use kactor_actors::txn::core::{
-    codes, EndDecision, InitDecision, MarkerJob, TimeoutAbort, Transit, TxnCoordinatorConfig,
+    EndDecision, InitDecision, MarkerJob, TimeoutAbort, Transit, TxnCoordinatorConfig,
     TxnCoordinatorCore, TxnMetadata, TxnState,
 };
 use kactor_actors::txn::log::{decode, encode_key, encode_value};
+use kactor_protocol::errors;
 
 const T: i64 = 1_000_000;
 
@@ -151,7 +152,7 @@ impl Harness {
 fn init_hands_out_an_id_then_bumps_the_epoch() {
     let mut h = Harness::new();
     let (pid, epoch, err) = h.init("tx", None).unwrap();
-    assert_eq!((epoch, err), (0, codes::NONE));
+    assert_eq!((epoch, err), (0, errors::NONE));
     assert_eq!(h.state("tx"), TxnState::Empty);
     let (pid2, epoch2, _) = h.init("tx", None).unwrap();
     assert_eq!((pid2, epoch2), (pid, 1));
@@ -165,7 +166,7 @@ fn invalid_timeout_and_concurrent_requests() {
             .init_producer_id("tx", 900_001, None, Some(1), T)
             .unwrap_err()
             .code(),
-        codes::INVALID_TRANSACTION_TIMEOUT
+        errors::INVALID_TRANSACTION_TIMEOUT
     );
     let InitDecision::Write(t, _) = h
         .core
@@ -180,7 +181,7 @@ fn invalid_timeout_and_concurrent_requests() {
             .init_producer_id("tx", 1000, None, Some(2), T)
             .unwrap_err()
             .code(),
-        codes::CONCURRENT_TRANSACTIONS
+        errors::CONCURRENT_TRANSACTIONS
     );
     // A failed write leaves nothing behind.
     assert!(h.core.complete_write(&t, false).is_none());
@@ -193,15 +194,15 @@ fn add_partitions_checks_the_producer_and_is_idempotent() {
     let (pid, epoch, _) = h.init("tx", None).unwrap();
     assert_eq!(
         h.add("nope", pid, epoch, &[("a", 0)]),
-        Err(codes::INVALID_PRODUCER_ID_MAPPING)
+        Err(errors::INVALID_PRODUCER_ID_MAPPING)
     );
     assert_eq!(
         h.add("tx", pid + 1, epoch, &[("a", 0)]),
-        Err(codes::INVALID_PRODUCER_ID_MAPPING)
+        Err(errors::INVALID_PRODUCER_ID_MAPPING)
     );
     assert_eq!(
         h.add("tx", pid, epoch + 1, &[("a", 0)]),
-        Err(codes::PRODUCER_FENCED)
+        Err(errors::PRODUCER_FENCED)
     );
     assert_eq!(h.add("tx", pid, epoch, &[("a", 0), ("a", 1)]), Ok(true));
     assert_eq!(h.state("tx"), TxnState::Ongoing);
@@ -211,15 +212,15 @@ fn add_partitions_checks_the_producer_and_is_idempotent() {
         .core
         .verify_partitions("tx", pid, epoch, &[("a".into(), 0), ("c".into(), 0)])
         .unwrap();
-    assert_eq!(verified[0].1, codes::NONE);
-    assert_eq!(verified[1].1, codes::TRANSACTION_ABORTABLE);
+    assert_eq!(verified[0].1, errors::NONE);
+    assert_eq!(verified[1].1, errors::TRANSACTION_ABORTABLE);
     // A wrong producer is refused whole, a transaction being ended is busy.
     assert_eq!(
         h.core
             .verify_partitions("tx", pid, epoch + 1, &[("a".into(), 0)])
             .unwrap_err()
             .code(),
-        codes::PRODUCER_FENCED
+        errors::PRODUCER_FENCED
     );
     h.end("tx", pid, epoch, true).unwrap();
     assert_eq!(
@@ -227,7 +228,7 @@ fn add_partitions_checks_the_producer_and_is_idempotent() {
             .verify_partitions("tx", pid, epoch, &[("a".into(), 0)])
             .unwrap_err()
             .code(),
-        codes::CONCURRENT_TRANSACTIONS
+        errors::CONCURRENT_TRANSACTIONS
     );
     h.finish_markers("tx");
     let verified = h
@@ -236,7 +237,7 @@ fn add_partitions_checks_the_producer_and_is_idempotent() {
         .unwrap();
     assert_eq!(
         verified[0].1,
-        codes::TRANSACTION_ABORTABLE,
+        errors::TRANSACTION_ABORTABLE,
         "none after the end"
     );
 }
@@ -257,11 +258,11 @@ fn commit_goes_through_prepare_markers_and_complete() {
     // While markers are out, the same end is still in progress, the other is invalid.
     assert_eq!(
         h.end("tx", pid, epoch, true),
-        Err(codes::CONCURRENT_TRANSACTIONS)
+        Err(errors::CONCURRENT_TRANSACTIONS)
     );
     assert_eq!(
         h.add("tx", pid, epoch, &[("c", 0)]),
-        Err(codes::CONCURRENT_TRANSACTIONS)
+        Err(errors::CONCURRENT_TRANSACTIONS)
     );
     h.finish_markers("tx");
     assert_eq!(h.state("tx"), TxnState::CompleteCommit);
@@ -271,13 +272,13 @@ fn commit_goes_through_prepare_markers_and_complete() {
     assert_eq!(h.state("tx"), TxnState::CompleteCommit);
     assert_eq!(
         h.end("tx", pid, epoch, false),
-        Err(codes::INVALID_TXN_STATE)
+        Err(errors::INVALID_TXN_STATE)
     );
     // EndTxn on an Empty transaction (TV1) is invalid too.
     let (pid, epoch, _) = h.init("tx2", None).unwrap();
     assert_eq!(
         h.end("tx2", pid, epoch, true),
-        Err(codes::INVALID_TXN_STATE)
+        Err(errors::INVALID_TXN_STATE)
     );
 }
 
@@ -289,21 +290,21 @@ fn a_new_producer_instance_fences_the_old_one_and_aborts_its_transaction() {
     // Re-init while Ongoing: epoch bumped, open transaction aborted, client told to retry
     // (the fencing epoch is not handed out: Kafka answers -1/-1).
     let (pid2, epoch2, err) = h.init("tx", None).unwrap();
-    assert_eq!(err, codes::CONCURRENT_TRANSACTIONS);
+    assert_eq!(err, errors::CONCURRENT_TRANSACTIONS);
     assert_eq!((pid2, epoch2), (-1, -1));
     assert_eq!(h.state("tx"), TxnState::CompleteAbort);
     assert_eq!(h.core.get("tx").unwrap().producer_epoch, epoch + 1);
     // The old instance is fenced.
     assert_eq!(
         h.add("tx", pid, epoch, &[("a", 0)]),
-        Err(codes::PRODUCER_FENCED)
+        Err(errors::PRODUCER_FENCED)
     );
-    assert_eq!(h.end("tx", pid, epoch, true), Err(codes::PRODUCER_FENCED));
+    assert_eq!(h.end("tx", pid, epoch, true), Err(errors::PRODUCER_FENCED));
     // The retry gets a clean epoch.
     let (_, epoch3, err) = h.init("tx", None).unwrap();
-    assert_eq!((epoch3, err), (epoch + 2, codes::NONE));
+    assert_eq!((epoch3, err), (epoch + 2, errors::NONE));
     // KIP-360: a client claiming an id/epoch it never had is fenced.
-    assert_eq!(h.init("tx", Some((pid, 77))), Err(codes::PRODUCER_FENCED));
+    assert_eq!(h.init("tx", Some((pid, 77))), Err(errors::PRODUCER_FENCED));
 }
 
 #[test]
@@ -320,7 +321,7 @@ fn timed_out_transactions_are_fenced_and_aborted() {
     assert!(!job.commit);
     assert_eq!(job.producer_epoch, epoch + 1);
     h.finish_markers("tx");
-    assert_eq!(h.end("tx", pid, epoch, true), Err(codes::PRODUCER_FENCED));
+    assert_eq!(h.end("tx", pid, epoch, true), Err(errors::PRODUCER_FENCED));
 }
 
 /// A transaction timing out at an exhausted epoch is fenced onto a fresh producer id, which
@@ -389,9 +390,7 @@ fn transaction_version_2_bumps_the_epoch_at_every_end() {
 /// starts (and ends) a new, empty transaction and a commit has nothing to commit.
 #[test]
 fn transaction_version_2_end_after_a_completed_or_empty_transaction() {
-    const NONE: i16 = codes::NONE;
-    const ITS: i16 = codes::INVALID_TXN_STATE;
-    const PF: i16 = codes::PRODUCER_FENCED;
+    use errors::{INVALID_TXN_STATE as ITS, NONE, PRODUCER_FENCED as PF};
     // (state before, commit?, retry?) -> (error, epoch bumped?)
     let table = [
         (TxnState::CompleteCommit, true, true, NONE, false),
@@ -456,37 +455,37 @@ fn transaction_version_2_end_fences_every_other_epoch() {
     for e in [epoch - 1, epoch + 1, epoch + 2] {
         assert_eq!(
             h.end2("tx", pid, e, true),
-            Err(codes::PRODUCER_FENCED),
+            Err(errors::PRODUCER_FENCED),
             "{e}"
         );
     }
     assert_eq!(
         h.end2("tx", pid + 1, epoch, true),
-        Err(codes::INVALID_PRODUCER_ID_MAPPING)
+        Err(errors::INVALID_PRODUCER_ID_MAPPING)
     );
     h.end2("tx", pid, epoch, true).unwrap();
     // PrepareCommit at epoch + 1: the retry is in progress, the new epoch is fenced.
     assert_eq!(
         h.end2("tx", pid, epoch, true),
-        Err(codes::CONCURRENT_TRANSACTIONS)
+        Err(errors::CONCURRENT_TRANSACTIONS)
     );
     assert_eq!(
         h.end2("tx", pid, epoch, false),
-        Err(codes::INVALID_TXN_STATE)
+        Err(errors::INVALID_TXN_STATE)
     );
     assert_eq!(
         h.end2("tx", pid, epoch + 1, true),
-        Err(codes::PRODUCER_FENCED)
+        Err(errors::PRODUCER_FENCED)
     );
     h.finish_markers("tx");
     for e in [epoch - 1, epoch + 2] {
         assert_eq!(
             h.end2("tx", pid, e, true),
-            Err(codes::PRODUCER_FENCED),
+            Err(errors::PRODUCER_FENCED),
             "{e}"
         );
     }
-    assert_eq!(h.end2("", pid, epoch, true), Err(codes::INVALID_REQUEST));
+    assert_eq!(h.end2("", pid, epoch, true), Err(errors::INVALID_REQUEST));
 }
 
 /// An end that exhausts the epoch moves the producer to a fresh id at epoch 0 once it
@@ -534,45 +533,45 @@ fn init_with_the_producer_the_client_holds() {
     let (pid, e0, _) = h.init("tx", None).unwrap();
     assert_eq!(
         h.init("tx", Some((pid, e0))),
-        Ok((pid, e0 + 1, codes::NONE))
+        Ok((pid, e0 + 1, errors::NONE))
     );
     assert_eq!(
         h.init("tx", Some((pid, e0))),
-        Ok((pid, e0 + 1, codes::NONE))
+        Ok((pid, e0 + 1, errors::NONE))
     );
     assert_eq!(
         h.init("tx", Some((pid, e0 + 1))),
-        Ok((pid, e0 + 2, codes::NONE))
+        Ok((pid, e0 + 2, errors::NONE))
     );
     for e in [e0, e0 + 3, 77] {
         assert_eq!(
             h.init("tx", Some((pid, e))),
-            Err(codes::PRODUCER_FENCED),
+            Err(errors::PRODUCER_FENCED),
             "{e}"
         );
     }
     assert_eq!(
         h.init("tx", Some((pid + 1, e0 + 2))),
-        Err(codes::PRODUCER_FENCED)
+        Err(errors::PRODUCER_FENCED)
     );
     // Without an expected producer the previous epoch is forgotten.
-    assert_eq!(h.init("tx", None), Ok((pid, e0 + 3, codes::NONE)));
+    assert_eq!(h.init("tx", None), Ok((pid, e0 + 3, errors::NONE)));
     assert_eq!(
         h.init("tx", Some((pid, e0 + 2))),
-        Err(codes::PRODUCER_FENCED)
+        Err(errors::PRODUCER_FENCED)
     );
     // An open transaction is fenced whatever epoch the client names.
     h.add("tx", pid, e0 + 3, &[("a", 0)]).unwrap();
     assert_eq!(
         h.init("tx", Some((pid, 0))),
-        Ok((-1, -1, codes::CONCURRENT_TRANSACTIONS))
+        Ok((-1, -1, errors::CONCURRENT_TRANSACTIONS))
     );
     assert_eq!(h.state("tx"), TxnState::CompleteAbort);
     assert_eq!(h.core.get("tx").unwrap().producer_epoch, e0 + 4);
     // An unknown id starts at epoch 0 whatever the client held.
     let (_, e, err) = h.init("other", Some((12_345, 3))).unwrap();
-    assert_eq!((e, err), (0, codes::NONE));
-    assert_eq!(h.init("", None), Err(codes::INVALID_REQUEST));
+    assert_eq!((e, err), (0, errors::NONE));
+    assert_eq!(h.init("", None), Err(errors::INVALID_REQUEST));
 }
 
 /// A KIP-890 commit bumps the epoch (the one before becomes the last epoch): a client that
@@ -585,11 +584,11 @@ fn init_after_a_transaction_version_2_end() {
     h.add("tx", pid, e, &[("a", 0)]).unwrap();
     h.end2("tx", pid, e, true).unwrap();
     h.finish_markers("tx");
-    assert_eq!(h.init("tx", Some((pid, e))), Ok((pid, e + 1, codes::NONE)));
+    assert_eq!(h.init("tx", Some((pid, e))), Ok((pid, e + 1, errors::NONE)));
     assert_eq!(h.state("tx"), TxnState::Empty);
     assert_eq!(
         h.init("tx", Some((pid, e + 1))),
-        Ok((pid, e + 2, codes::NONE))
+        Ok((pid, e + 2, errors::NONE))
     );
 }
 
@@ -604,7 +603,7 @@ fn init_at_an_exhausted_epoch_rotates_the_producer_id() {
     h.core.replay("tx", Some(m));
     let (new_pid, e, err) = h.init("tx", Some((pid, i16::MAX - 1))).unwrap();
     assert_ne!(new_pid, pid);
-    assert_eq!((e, err), (0, codes::NONE));
+    assert_eq!((e, err), (0, errors::NONE));
     let m = h.core.get("tx").unwrap();
     assert_eq!(
         (m.previous_producer_id, m.last_producer_epoch),
@@ -613,21 +612,21 @@ fn init_at_an_exhausted_epoch_rotates_the_producer_id() {
     // The same request again (its answer lost): the new producer, no bump.
     assert_eq!(
         h.init("tx", Some((pid, i16::MAX - 1))),
-        Ok((new_pid, 0, codes::NONE))
+        Ok((new_pid, 0, errors::NONE))
     );
 }
 
 #[test]
 fn empty_transactional_ids_are_invalid_requests() {
     let mut h = Harness::new();
-    assert_eq!(h.add("", 1, 0, &[("a", 0)]), Err(codes::INVALID_REQUEST));
-    assert_eq!(h.end("", 1, 0, true), Err(codes::INVALID_REQUEST));
+    assert_eq!(h.add("", 1, 0, &[("a", 0)]), Err(errors::INVALID_REQUEST));
+    assert_eq!(h.end("", 1, 0, true), Err(errors::INVALID_REQUEST));
     assert_eq!(
         h.core
             .verify_partitions("", 1, 0, &[("a".into(), 0)])
             .unwrap_err()
             .code(),
-        codes::INVALID_REQUEST
+        errors::INVALID_REQUEST
     );
 }
 
@@ -741,7 +740,7 @@ fn idle_finished_ids_expire_and_open_ones_do_not() {
             .add_partitions("idle", pid, epoch, &[("t".into(), 0)], T + expiration)
             .unwrap_err()
             .code(),
-        codes::CONCURRENT_TRANSACTIONS
+        errors::CONCURRENT_TRANSACTIONS
     );
     // A failed tombstone write keeps the id.
     h.core.complete_expiration("idle", false);

@@ -9,7 +9,6 @@
 use std::time::Duration;
 
 use actix::Addr;
-use kactor_actors::group::core::errors::NONE;
 use kactor_actors::group::core::{
     CommitPartitionInput, CommitTopicInput, GroupCoordinatorConfig, GroupRequest, GroupResponse,
     OffsetFetchGroupInput, TxnOffsetCommitInput,
@@ -23,13 +22,13 @@ use kactor_actors::partition::messages::{
 use kactor_actors::partition::PartitionActor;
 use kactor_actors::producer::partition::TxnMarker;
 use kactor_actors::producer::VerificationGuard;
+use kactor_protocol::errors::{INVALID_TXN_STATE, NONE};
 use kactor_protocol::Uuid;
 
 mod common;
 use common::group::{coordinator, offsets_partition};
 
 const PID: i64 = 7;
-const INVALID_TXN_STATE: i16 = 48;
 
 /// What `txn::leader_verify` does for a TxnOffsetCommit (v4 and older: verify only) before the
 /// group coordinator sees it: start the verification on the `__consumer_offsets` partition,

@@ -3,10 +3,10 @@
 
 use bytes::Bytes;
 use kactor_actors::producer::snapshot::{self, snapshot_file};
-use kactor_actors::producer::state::codes;
 use kactor_actors::producer::{
     AppendCheck, AppendOrigin, ProducerBatch, ProducerStateConfig, ProducerStateManager,
 };
+use kactor_protocol::errors;
 use kactor_protocol::records::{end_transaction_marker_batch, BatchBuilder, EndTransactionMarker};
 
 /// A data batch of `n` records at `offset` with sequences from `seq`.
@@ -97,7 +97,7 @@ fn only_the_last_five_batches_are_remembered() {
     // Batch 0 fell out of the window: its retry is now out of order, not a duplicate.
     assert_eq!(
         append(&mut m, &batch(1, 0, 0, 6, 1, false, 1)),
-        Err(codes::OUT_OF_ORDER_SEQUENCE_NUMBER)
+        Err(errors::OUT_OF_ORDER_SEQUENCE_NUMBER)
     );
     assert_eq!(
         append(&mut m, &batch(1, 0, 1, 6, 1, false, 1)),
@@ -111,12 +111,12 @@ fn a_gap_or_a_repeat_that_is_no_duplicate_is_out_of_order() {
     append(&mut m, &batch(1, 0, 0, 0, 2, false, 1)).unwrap();
     assert_eq!(
         append(&mut m, &batch(1, 0, 5, 2, 1, false, 1)),
-        Err(codes::OUT_OF_ORDER_SEQUENCE_NUMBER)
+        Err(errors::OUT_OF_ORDER_SEQUENCE_NUMBER)
     );
     // Overlapping but not the same range.
     assert_eq!(
         append(&mut m, &batch(1, 0, 1, 2, 1, false, 1)),
-        Err(codes::OUT_OF_ORDER_SEQUENCE_NUMBER)
+        Err(errors::OUT_OF_ORDER_SEQUENCE_NUMBER)
     );
     // A rejected batch changes nothing: the right next sequence still works.
     assert_eq!(append(&mut m, &batch(1, 0, 2, 2, 1, false, 1)), Ok(None));
@@ -136,17 +136,17 @@ fn epochs_older_are_fenced_and_new_epochs_restart_at_zero() {
     append(&mut m, &batch(1, 5, 0, 0, 1, false, 1)).unwrap();
     assert_eq!(
         append(&mut m, &batch(1, 4, 1, 1, 1, false, 1)),
-        Err(codes::INVALID_PRODUCER_EPOCH)
+        Err(errors::INVALID_PRODUCER_EPOCH)
     );
     assert_eq!(
         append(&mut m, &batch(1, 6, 3, 1, 1, false, 1)),
-        Err(codes::OUT_OF_ORDER_SEQUENCE_NUMBER)
+        Err(errors::OUT_OF_ORDER_SEQUENCE_NUMBER)
     );
     assert_eq!(append(&mut m, &batch(1, 6, 0, 1, 1, false, 1)), Ok(None));
     // The old epoch's batches are forgotten: no duplicate across epochs.
     assert_eq!(
         append(&mut m, &batch(1, 5, 0, 2, 1, false, 1)),
-        Err(codes::INVALID_PRODUCER_EPOCH)
+        Err(errors::INVALID_PRODUCER_EPOCH)
     );
 }
 
@@ -180,7 +180,7 @@ fn transactions_bound_the_lso_and_markers_complete_them() {
     // A plain write from a producer inside a transaction is refused.
     assert_eq!(
         append(&mut m, &batch(1, 0, 2, 3, 1, false, 1)),
-        Err(codes::INVALID_TXN_STATE)
+        Err(errors::INVALID_TXN_STATE)
     );
     // Producer 1 aborts at 3: the index entry's LSO is producer 2's open transaction.
     let done = marker(&mut m, 1, 0, 3, false, 0).unwrap().unwrap();
@@ -206,13 +206,13 @@ fn a_marker_without_data_completes_nothing_and_old_coordinators_are_fenced() {
     assert_eq!(marker(&mut m, 1, 0, 0, true, 3), Ok(None));
     assert_eq!(
         marker(&mut m, 1, 0, 1, true, 2),
-        Err(codes::TRANSACTION_COORDINATOR_FENCED)
+        Err(errors::TRANSACTION_COORDINATOR_FENCED)
     );
     // A marker from an older producer epoch is refused.
     append(&mut m, &batch(1, 2, 0, 2, 1, true, 1)).unwrap();
     assert_eq!(
         marker(&mut m, 1, 1, 3, true, 3),
-        Err(codes::INVALID_PRODUCER_EPOCH)
+        Err(errors::INVALID_PRODUCER_EPOCH)
     );
 }
 
@@ -227,7 +227,7 @@ fn transaction_version_2_marker_bumps_the_epoch() {
     assert_eq!(append(&mut m, &batch(1, 1, 0, 2, 1, true, 1)), Ok(None));
     assert_eq!(
         append(&mut m, &batch(1, 0, 1, 3, 1, true, 1)),
-        Err(codes::INVALID_PRODUCER_EPOCH)
+        Err(errors::INVALID_PRODUCER_EPOCH)
     );
 }
 
@@ -388,7 +388,7 @@ fn coordinator_writes_without_sequences_join_the_transaction_and_are_never_dupli
                 Ok(())
             }
             Ok(AppendCheck::Duplicate(_)) => Err("taken for a duplicate"),
-            Err(e) if e.code() == codes::INVALID_TXN_STATE => Err("not verified"),
+            Err(e) if e.code() == errors::INVALID_TXN_STATE => Err("not verified"),
             Err(_) => Err("refused"),
         }
     };

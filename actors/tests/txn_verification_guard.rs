@@ -18,13 +18,11 @@ use kactor_actors::partition::{MemoryLogFactory, PartitionActor};
 use kactor_actors::producer::partition::TxnMarker;
 use kactor_actors::producer::VerificationGuard;
 use kactor_actors::runtime::MeteredAddr;
+use kactor_protocol::errors::{INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE};
 use kactor_protocol::records::BatchBuilder;
 use kactor_protocol::Uuid;
 
 use common::txn::verify_txn;
-
-const INVALID_PRODUCER_EPOCH: i16 = 47;
-const INVALID_TXN_STATE: i16 = 48;
 
 fn batch(pid: i64, epoch: i16, seq: i32, transactional: bool) -> bytes::Bytes {
     let mut b = BatchBuilder::new(0)

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use actix::dev::ToEnvelope;
 use actix::prelude::*;
+use kactor_protocol::errors::*;
 use kactor_protocol::messages::{self as m, *};
 use kactor_protocol::{ApiKey, RequestBody, ResponseBody, Uuid};
 
@@ -34,9 +35,6 @@ use crate::raft::actor::RaftActor;
 use crate::raft::messages::DescribeQuorumState;
 use crate::runtime::MeteredAddr;
 
-const LEADER_NOT_AVAILABLE: i16 = 5;
-const REQUEST_TIMED_OUT: i16 = 7;
-const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
 use crate::authorization::{authorized_operations, ResourceType, AUTHORIZED_OPERATIONS_OMITTED};
 /// Upper bound for waiting on the controller when a request carries no timeout.
 pub(super) const DEFAULT_TIMEOUT_MS: i32 = 30_000;

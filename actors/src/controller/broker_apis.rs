@@ -3,6 +3,7 @@
 //! `handleAlterPartitionRequest`): how a broker in another process reaches the active
 //! controller. Also the conversions its client side (`metadata/controller_channel.rs`) uses.
 
+use kactor_protocol::errors::{NOT_CONTROLLER, UNKNOWN_SERVER_ERROR};
 use kactor_protocol::messages::{self as m, ApiKey, RequestBody, ResponseBody};
 use kactor_protocol::metadata::register_broker_record::{BrokerEndpoint, BrokerFeature};
 use kactor_protocol::metadata::register_controller_record::{
@@ -10,7 +11,7 @@ use kactor_protocol::metadata::register_controller_record::{
 };
 
 use super::actor::QuorumControllerActor;
-use super::core::errors::{ApiError, NOT_CONTROLLER, UNKNOWN_SERVER_ERROR};
+use super::core::errors::ApiError;
 use super::core::requests::{
     AllocateProducerIdsReply, AlterPartition, AlterPartitionPartition,
     AlterPartitionPartitionReply, AlterPartitionReply, AlterPartitionTopic,
@@ -569,7 +570,7 @@ mod tests {
                     },
                     AlterPartitionPartitionReply {
                         partition_index: 4,
-                        error_code: super::super::core::errors::INELIGIBLE_REPLICA,
+                        error_code: kactor_protocol::errors::INELIGIBLE_REPLICA,
                         ..Default::default()
                     },
                 ],

@@ -13,6 +13,7 @@
 
 use std::collections::BTreeSet;
 
+use kactor_protocol::errors::*;
 use kactor_protocol::messages::{self as m, *};
 use kactor_protocol::ResponseBody;
 

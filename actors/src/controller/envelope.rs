@@ -23,12 +23,11 @@ use kactor_protocol::{
     request_header_version, response_header_version, versions, Decode, Encode, Writer,
 };
 
-use super::core::errors::{INVALID_REQUEST, UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION};
 use crate::network::frame::RequestPrefix;
 use crate::network::router::{HandlerOutcome, RequestContext, RequestRouter};
-
-/// Kafka's PRINCIPAL_DESERIALIZATION_FAILURE.
-pub const PRINCIPAL_DESERIALIZATION_FAILURE: i16 = 97;
+use kactor_protocol::errors::{
+    INVALID_REQUEST, PRINCIPAL_DESERIALIZATION_FAILURE, UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION,
+};
 
 /// APIs Kafka 4.4 marks forwardable (`ApiKeys.forwardable`): only these may arrive in an
 /// Envelope. (Delegation tokens and AllocateProducerIds, also forwardable in Kafka, have no

@@ -11,11 +11,11 @@ use actix::{
     Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, ResponseFuture,
     SpawnHandle, WrapFuture,
 };
+use kactor_protocol::errors;
 use tokio::sync::oneshot;
 
 use super::core::{
-    errors, GroupCoordinatorConfig, GroupCoordinatorShard, GroupRequest, GroupResponse, Output,
-    RequestId,
+    GroupCoordinatorConfig, GroupCoordinatorShard, GroupRequest, GroupResponse, Output, RequestId,
 };
 use super::log::{records_batch, replay_batches, TxnProducer};
 use super::messages::*;
@@ -55,13 +55,12 @@ fn write_error_code(e: &PartitionError) -> i16 {
 /// Whether a failed write's code concerns that write's own producer rather than the shard:
 /// the writes queued behind it are then not at fault and get a retriable code instead.
 fn is_producer_state_code(code: i16) -> bool {
-    use crate::producer::state::codes;
     matches!(
         code,
-        codes::OUT_OF_ORDER_SEQUENCE_NUMBER
-            | codes::INVALID_PRODUCER_EPOCH
-            | codes::INVALID_TXN_STATE
-            | codes::TRANSACTION_COORDINATOR_FENCED
+        errors::OUT_OF_ORDER_SEQUENCE_NUMBER
+            | errors::INVALID_PRODUCER_EPOCH
+            | errors::INVALID_TXN_STATE
+            | errors::TRANSACTION_COORDINATOR_FENCED
     )
 }
 
@@ -390,8 +389,8 @@ impl GroupCoordinatorActor {
                 return;
             }
             match code {
-                crate::partition::core::codes::NONE => act.set_ready(seq),
-                crate::partition::core::codes::NOT_LEADER_OR_FOLLOWER => {
+                kactor_protocol::errors::NONE => act.set_ready(seq),
+                kactor_protocol::errors::NOT_LEADER_OR_FOLLOWER => {
                     act.fail_from(seq, errors::NOT_COORDINATOR, ctx)
                 }
                 _ => act.fail_from(seq, errors::COORDINATOR_NOT_AVAILABLE, ctx),

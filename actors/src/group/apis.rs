@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::runtime::MeteredRecipient;
 use futures_util::future::join_all;
+use kactor_protocol::errors::*;
 use kactor_protocol::messages::{
     consumer_group_describe_response as cgd, consumer_group_heartbeat_response as cgh,
     delete_groups_response as dgr, describe_groups_response as dsr,
@@ -28,7 +29,6 @@ use kactor_protocol::{ApiKey, RequestBody, ResponseBody, Uuid};
 use tokio::sync::watch;
 
 use super::core::api::*;
-use super::core::errors::*;
 use super::core::hashing::{group_partition, transaction_partition};
 use super::messages::HandleGroupRequest;
 use crate::authorization::{authorized_operations, ResourceType, AUTHORIZED_OPERATIONS_OMITTED};
@@ -314,8 +314,6 @@ fn commit_topics<T>(
     }
     (known, unknown)
 }
-
-const UNKNOWN_TOPIC_ID: i16 = 100;
 
 /// Adds `partitions` with `code` to the error rows, under the topic's row if it has one (by
 /// id from v10, by name before: Kafka's `OffsetCommitResponse.Builder`).
@@ -1041,7 +1039,11 @@ pub fn find_coordinator_response(
             error_message: since(
                 version,
                 1,
-                Some(default_message(c.error_code).to_string()),
+                Some(
+                    ErrorCode::for_code(c.error_code)
+                        .default_message()
+                        .to_string(),
+                ),
                 None,
             ),
             node_id: c.node_id,
@@ -1060,7 +1062,9 @@ pub fn find_coordinator_response(
                     (c, String::new())
                 } else {
                     let c = Located::error(INVALID_REQUEST);
-                    let message = default_message(c.error_code).to_string();
+                    let message = ErrorCode::for_code(c.error_code)
+                        .default_message()
+                        .to_string();
                     (c, message)
                 };
                 fcr::Coordinator {
@@ -2048,7 +2052,7 @@ mod tests {
             assert_eq!((c.error_code, c.node_id), (INVALID_REQUEST, -1));
             assert_eq!(
                 c.error_message.as_deref(),
-                Some(default_message(INVALID_REQUEST))
+                Some(ErrorCode::InvalidRequest.default_message())
             );
         }
         // Share keys: malformed ones are INVALID_REQUEST without a message.
@@ -2086,7 +2090,7 @@ mod tests {
         );
         assert_eq!(
             old.error_message.as_deref(),
-            Some(default_message(INVALID_REQUEST))
+            Some(ErrorCode::InvalidRequest.default_message())
         );
     }
 }

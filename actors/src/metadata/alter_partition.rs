@@ -8,6 +8,7 @@
 //! The batching and the per-partition answers are pure functions below; the actor only
 //! queues, sends and delivers.
 
+use kactor_protocol::errors;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ use crate::controller::core::requests::{
 };
 use crate::controller::messages::ControllerError;
 use crate::metadata::MetadataImage;
-use crate::partition::core::{codes, IsrChangeOutcome, TopicPartition};
+use crate::partition::core::{IsrChangeOutcome, TopicPartition};
 use crate::partition::messages::AlterIsr;
 use crate::runtime::{ActorMetrics, MeteredAddr, SupervisedActor};
 
@@ -90,25 +91,28 @@ pub fn outcomes(
     batch
         .iter()
         .map(|q| match reply {
-            Err(_) => IsrChangeOutcome::Failed(crate::controller::core::errors::NOT_CONTROLLER),
-            Ok(r) if r.error.code != codes::NONE => IsrChangeOutcome::Failed(r.error.code),
+            Err(_) => IsrChangeOutcome::Failed(kactor_protocol::errors::NOT_CONTROLLER),
+            Ok(r) if r.error.code != errors::NONE => IsrChangeOutcome::Failed(r.error.code),
             Ok(r) => r
                 .topics
                 .iter()
                 .filter(|t| t.topic_id == q.topic_id)
                 .flat_map(|t| &t.partitions)
                 .find(|p| p.partition_index == q.tp.partition)
-                .map_or(IsrChangeOutcome::Failed(codes::UNKNOWN_SERVER_ERROR), |p| {
-                    if p.error_code == codes::NONE {
-                        IsrChangeOutcome::Committed {
-                            leader_epoch: p.leader_epoch,
-                            partition_epoch: p.partition_epoch,
-                            isr: p.isr.clone(),
+                .map_or(
+                    IsrChangeOutcome::Failed(errors::UNKNOWN_SERVER_ERROR),
+                    |p| {
+                        if p.error_code == errors::NONE {
+                            IsrChangeOutcome::Committed {
+                                leader_epoch: p.leader_epoch,
+                                partition_epoch: p.partition_epoch,
+                                isr: p.isr.clone(),
+                            }
+                        } else {
+                            IsrChangeOutcome::Failed(p.error_code)
                         }
-                    } else {
-                        IsrChangeOutcome::Failed(p.error_code)
-                    }
-                }),
+                    },
+                ),
         })
         .collect()
 }
@@ -155,7 +159,7 @@ impl AlterPartitionManagerActor {
             queued.into_iter().map(Some).collect();
         for i in superseded {
             if let Some((_, done)) = waiting[i].take() {
-                let _ = done.send(IsrChangeOutcome::Failed(codes::OPERATION_NOT_ATTEMPTED));
+                let _ = done.send(IsrChangeOutcome::Failed(errors::OPERATION_NOT_ATTEMPTED));
             }
         }
         let batch: Vec<(AlterIsr, oneshot::Sender<IsrChangeOutcome>)> =
@@ -216,7 +220,7 @@ impl Handler<AlterIsr> for AlterPartitionManagerActor {
         self.maybe_send(ctx);
         Box::pin(async move {
             rx.await
-                .unwrap_or(IsrChangeOutcome::Failed(codes::REQUEST_TIMED_OUT))
+                .unwrap_or(IsrChangeOutcome::Failed(errors::REQUEST_TIMED_OUT))
         })
     }
 }
@@ -299,7 +303,7 @@ mod tests {
                 partitions: vec![
                     AlterPartitionPartitionReply {
                         partition_index: 1,
-                        error_code: crate::controller::core::errors::INELIGIBLE_REPLICA,
+                        error_code: kactor_protocol::errors::INELIGIBLE_REPLICA,
                         ..Default::default()
                     },
                     AlterPartitionPartitionReply {
@@ -321,24 +325,24 @@ mod tests {
                     partition_epoch: 10,
                     isr: vec![1, 2]
                 },
-                IsrChangeOutcome::Failed(crate::controller::core::errors::INELIGIBLE_REPLICA),
+                IsrChangeOutcome::Failed(kactor_protocol::errors::INELIGIBLE_REPLICA),
                 // Not in the answer at all.
-                IsrChangeOutcome::Failed(codes::UNKNOWN_SERVER_ERROR),
+                IsrChangeOutcome::Failed(errors::UNKNOWN_SERVER_ERROR),
             ]
         );
         let refused = Ok(AlterPartitionReply::failed(ApiError::code(
-            crate::controller::core::errors::STALE_BROKER_EPOCH,
+            kactor_protocol::errors::STALE_BROKER_EPOCH,
         )));
         assert_eq!(
             outcomes(&refused, &[&a]),
             vec![IsrChangeOutcome::Failed(
-                crate::controller::core::errors::STALE_BROKER_EPOCH
+                kactor_protocol::errors::STALE_BROKER_EPOCH
             )]
         );
         assert_eq!(
             outcomes(&Err(ControllerError::NotController), &[&a]),
             vec![IsrChangeOutcome::Failed(
-                crate::controller::core::errors::NOT_CONTROLLER
+                kactor_protocol::errors::NOT_CONTROLLER
             )]
         );
     }

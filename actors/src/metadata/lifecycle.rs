@@ -6,15 +6,13 @@
 use std::time::Duration;
 
 use actix::prelude::*;
+use kactor_protocol::errors::{BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER, STALE_BROKER_EPOCH};
 use kactor_protocol::metadata::register_broker_record::{BrokerEndpoint, BrokerFeature};
 use kactor_protocol::Uuid;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::actor::MetadataImageWatch;
-use crate::controller::core::errors::{
-    BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER, STALE_BROKER_EPOCH,
-};
 use crate::controller::core::requests::{BrokerHeartbeat, BrokerRegistration};
 use crate::controller::core::SUPPORTED_FEATURES;
 use crate::controller::messages::{ProcessBrokerHeartbeat, RegisterBroker};

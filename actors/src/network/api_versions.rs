@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kactor_protocol::errors::{INVALID_REQUEST, UNSUPPORTED_VERSION};
 use kactor_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };
@@ -13,10 +14,7 @@ use kactor_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use kactor_protocol::{ApiKey, RequestBody, ResponseBody};
 use tokio::sync::watch;
 
-use super::router::{AdvertisedTable, Handler, HandlerOutcome, ListenerKind, UNSUPPORTED_VERSION};
-
-/// Kafka's INVALID_REQUEST error code.
-pub const INVALID_REQUEST: i16 = 42;
+use super::router::{AdvertisedTable, Handler, HandlerOutcome, ListenerKind};
 
 /// A feature this build supports, with its level range.
 #[derive(Debug, Clone, PartialEq, Eq)]

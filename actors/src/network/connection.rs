@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use bytes::Bytes;
+use kactor_protocol::errors::UNSUPPORTED_VERSION;
 use kactor_protocol::messages::{RequestHeader, ResponseHeader};
 use kactor_protocol::{
     request_header_version, response_header_version, versions, ApiKey, Decode, Encode, Records,
@@ -28,10 +29,7 @@ use tokio::net::TcpStream;
 use super::api_versions;
 use super::frame::{read_frame, FrameError, RequestPrefix};
 use super::request_queue::{RequestBudget, RequestHold};
-use super::router::{
-    record_error, ConnectionInfo, HandlerOutcome, RequestContext, RequestRouter,
-    UNSUPPORTED_VERSION,
-};
+use super::router::{record_error, ConnectionInfo, HandlerOutcome, RequestContext, RequestRouter};
 use super::writer::{with_size_prefix, write_chunks};
 use crate::metrics;
 use crate::runtime::{run_caught, ActorMetrics, MeteredRecipient};

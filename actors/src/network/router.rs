@@ -106,9 +106,6 @@ pub struct Route {
 /// An ApiVersions table: (api key, min, max), ascending by key.
 pub type AdvertisedTable = Arc<Vec<(ApiKey, i16, i16)>>;
 
-/// Kafka's UNSUPPORTED_VERSION error code.
-pub const UNSUPPORTED_VERSION: i16 = 35;
-
 /// API key → handler. Build one in the topology with [`RequestRouter::register`], then
 /// [`RequestRouter::build`] it (which adds ApiVersions) and share the `Arc`.
 #[derive(Clone, Default)]

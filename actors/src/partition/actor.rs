@@ -7,13 +7,14 @@ use actix::{
 };
 
 use super::core::{
-    codes, AppendOutcome, IsrChange, IsrChangeOutcome, Partition, PartitionError, PartitionLog,
-    Role, TopicPartition,
+    AppendOutcome, IsrChange, IsrChangeOutcome, Partition, PartitionError, PartitionLog, Role,
+    TopicPartition,
 };
 use super::messages::*;
 use crate::purgatory::{HighWatermarkAdvanced, LeadershipLost, LogEndAdvanced};
 use crate::runtime::{ActorMetrics, MeteredAddr, MeteredRecipient, SupervisedActor};
 use bytes::Bytes;
+use kactor_protocol::errors;
 use kactor_protocol::records::AppendOrigin;
 use prometheus::{IntCounter, IntGauge};
 
@@ -173,7 +174,7 @@ impl PartitionActor {
             if let Some(c) = self.core.as_mut() {
                 c.complete_isr_change(
                     &change,
-                    IsrChangeOutcome::Failed(codes::UNKNOWN_SERVER_ERROR),
+                    IsrChangeOutcome::Failed(errors::UNKNOWN_SERVER_ERROR),
                 );
             }
             return;
@@ -185,7 +186,7 @@ impl PartitionActor {
             change: change.clone(),
         };
         ctx.spawn(channel.send(msg).into_actor(self).map(move |res, act, _| {
-            let outcome = res.unwrap_or(IsrChangeOutcome::Failed(codes::REQUEST_TIMED_OUT));
+            let outcome = res.unwrap_or(IsrChangeOutcome::Failed(errors::REQUEST_TIMED_OUT));
             if let IsrChangeOutcome::Failed(code) = &outcome {
                 tracing::info!(tp = %act.tp, code, "ISR change not accepted; proposing again later");
             }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use kactor_protocol::errors;
 use kactor_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
@@ -34,7 +35,7 @@ use kactor_protocol::{ApiKey, FileSlice, Records, RequestBody, ResponseBody, Uui
 use tokio::sync::oneshot;
 
 use super::core::{
-    codes, IsolationLevel, LogSlice, PartitionError, ReadOutcome, ReadParams, TopicPartition,
+    IsolationLevel, LogSlice, PartitionError, ReadOutcome, ReadParams, TopicPartition,
 };
 use super::fetch_session::{
     snapshot_of, FetchSessions, SessionOutcome, SessionPartition, INITIAL_EPOCH,
@@ -148,11 +149,11 @@ fn not_hosted(t: &PartitionTable, topic: &str, partition: i32) -> i16 {
     if t.offline
         .contains_key(&TopicPartition::new(topic, partition))
     {
-        codes::KAFKA_STORAGE_ERROR
+        errors::KAFKA_STORAGE_ERROR
     } else if t.partition_exists(topic, partition) {
-        codes::NOT_LEADER_OR_FOLLOWER
+        errors::NOT_LEADER_OR_FOLLOWER
     } else {
-        codes::UNKNOWN_TOPIC_OR_PARTITION
+        errors::UNKNOWN_TOPIC_OR_PARTITION
     }
 }
 
@@ -250,11 +251,11 @@ async fn handle_produce(
         let pr = &mut responses[e.topic_index].partition_responses[e.slot];
         let index = pr.index;
         let Some(name) = e.name.as_deref() else {
-            pr.error_code = codes::UNKNOWN_TOPIC_ID;
+            pr.error_code = errors::UNKNOWN_TOPIC_ID;
             continue;
         };
         if !t.partition_exists(name, index) {
-            pr.error_code = codes::UNKNOWN_TOPIC_OR_PARTITION;
+            pr.error_code = errors::UNKNOWN_TOPIC_OR_PARTITION;
             continue;
         }
         let records = match e.records {
@@ -267,11 +268,11 @@ async fn handle_produce(
             continue;
         }
         if !valid_acks {
-            pr.error_code = codes::INVALID_REQUIRED_ACKS;
+            pr.error_code = errors::INVALID_REQUIRED_ACKS;
             continue;
         }
         if crate::metadata::is_internal_topic(name) && !internal_topics_allowed {
-            pr.error_code = codes::INVALID_TOPIC_EXCEPTION;
+            pr.error_code = errors::INVALID_TOPIC_EXCEPTION;
             continue;
         }
         match t.get(name, index) {
@@ -350,7 +351,7 @@ async fn handle_produce(
         failed = responses
             .iter()
             .flat_map(|t| t.partition_responses.iter().map(move |p| (t, p)))
-            .find(|(_, p)| p.error_code != codes::NONE)
+            .find(|(_, p)| p.error_code != errors::NONE)
             .map(|(t, p)| format!("{}-{}: error {}", t.name, p.index, p.error_code));
     }
     if acks == 0 {
@@ -364,7 +365,7 @@ async fn handle_produce(
 
     let waited = await_replication(&a.purgatory, watches, req.timeout_ms.max(0) as u64).await;
     for p in &pending {
-        if let Some(code) = waited.get(&p.tp).copied().filter(|c| *c != codes::NONE) {
+        if let Some(code) = waited.get(&p.tp).copied().filter(|c| *c != errors::NONE) {
             responses[p.topic_index].partition_responses[p.slot].error_code = code;
         }
     }
@@ -426,13 +427,13 @@ async fn handle_list_offsets(
             let unsupported = p.timestamp < 0
                 && list_offsets_min_version(p.timestamp).is_none_or(|min| version < min);
             let replica = if duplicate {
-                Err(codes::INVALID_REQUEST)
+                Err(errors::INVALID_REQUEST)
             } else if unsupported {
-                Err(codes::UNSUPPORTED_VERSION)
+                Err(errors::UNSUPPORTED_VERSION)
             } else if req.replica_id < 0 && !matches!(req.isolation_level, 0 | 1) {
                 // Kafka reads a consumer's isolation level per partition
                 // (`IsolationLevel.forId`): one it does not know fails each partition.
-                Err(codes::UNKNOWN_SERVER_ERROR)
+                Err(errors::UNKNOWN_SERVER_ERROR)
             } else {
                 lookup(&t, &topic.name, p.partition_index).map(|r| r.addr.clone())
             };
@@ -524,10 +525,10 @@ async fn handle_delete_records(
     for (name, parts) in wanted {
         let futures = parts.iter().map(|&(partition, offset)| {
             let replica = if !t.partition_exists(&name, partition) {
-                Err(codes::UNKNOWN_TOPIC_OR_PARTITION)
+                Err(errors::UNKNOWN_TOPIC_OR_PARTITION)
             } else if crate::metadata::is_internal_topic(&name) {
                 // Kafka's `ReplicaManager.deleteRecordsOnLocalLog`: never on internal topics.
-                Err(codes::INVALID_TOPIC_EXCEPTION)
+                Err(errors::INVALID_TOPIC_EXCEPTION)
             } else {
                 lookup(&t, &name, partition).map(|r| r.addr.clone())
             };
@@ -546,7 +547,7 @@ async fn handle_delete_records(
             .map(|(&(partition, _), r)| DeleteRecordsPartitionResult {
                 partition_index: partition,
                 low_watermark: *r.as_ref().unwrap_or(&-1),
-                error_code: r.err().unwrap_or(codes::NONE),
+                error_code: r.err().unwrap_or(errors::NONE),
                 ..Default::default()
             })
             .collect();
@@ -648,9 +649,9 @@ async fn handle_describe_log_dirs(
             let offline = t.offline_log_dirs.contains(d);
             DescribeLogDirsResult {
                 error_code: if offline {
-                    codes::KAFKA_STORAGE_ERROR
+                    errors::KAFKA_STORAGE_ERROR
                 } else {
-                    codes::NONE
+                    errors::NONE
                 },
                 log_dir: d.clone(),
                 total_bytes: if offline { -1 } else { total_bytes },

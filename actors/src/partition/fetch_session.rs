@@ -6,10 +6,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use kactor_protocol::errors;
 use kactor_protocol::Uuid;
 
 use super::apis::FetchTarget;
-use super::core::{codes, ReadOutcome};
+use super::core::ReadOutcome;
 
 /// Fetch request session epochs (Kafka's `FetchMetadata`).
 pub const INVALID_SESSION_ID: i32 = 0;
@@ -143,14 +144,14 @@ impl FetchSessionCache {
             };
         }
         let Some(session) = self.sessions.get_mut(&session_id) else {
-            return SessionOutcome::Error(codes::FETCH_SESSION_ID_NOT_FOUND);
+            return SessionOutcome::Error(errors::FETCH_SESSION_ID_NOT_FOUND);
         };
         if session.epoch != epoch {
-            return SessionOutcome::Error(codes::INVALID_FETCH_SESSION_EPOCH);
+            return SessionOutcome::Error(errors::INVALID_FETCH_SESSION_EPOCH);
         }
         if session.uses_topic_ids != uses_topic_ids {
             // Switching between names and ids mid-session is not allowed (KIP-516).
-            return SessionOutcome::Error(codes::FETCH_SESSION_TOPIC_ID_ERROR);
+            return SessionOutcome::Error(errors::FETCH_SESSION_TOPIC_ID_ERROR);
         }
         for f in forgotten {
             let key = f.key(uses_topic_ids);
@@ -371,11 +372,11 @@ mod tests {
         // Wrong epoch, unknown id.
         assert!(matches!(
             c.new_context(id, 7, vec![], vec![], false, 2),
-            SessionOutcome::Error(codes::INVALID_FETCH_SESSION_EPOCH)
+            SessionOutcome::Error(errors::INVALID_FETCH_SESSION_EPOCH)
         ));
         assert!(matches!(
             c.new_context(id + 1, 1, vec![], vec![], false, 2),
-            SessionOutcome::Error(codes::FETCH_SESSION_ID_NOT_FOUND)
+            SessionOutcome::Error(errors::FETCH_SESSION_ID_NOT_FOUND)
         ));
         // Forget partition 1.
         let SessionOutcome::Session { partitions, .. } = c.new_context(

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use futures_util::future::join_all;
 use kactor_protocol::codec::Records;
+use kactor_protocol::errors;
 use kactor_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
 use kactor_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kactor_protocol::messages::{
@@ -24,7 +25,7 @@ use kactor_protocol::Uuid;
 use tracing::{debug, info, warn};
 
 use super::actor::PartitionActor;
-use super::core::{codes, FollowerPosition, PartitionError, TopicPartition};
+use super::core::{FollowerPosition, PartitionError, TopicPartition};
 use super::messages::{
     AppendAsFollower, GetFollowerPosition, ResetToLeaderRange, TruncateToDivergingEpoch,
 };
@@ -305,7 +306,7 @@ async fn fetch_round(
             return (None, results, Some(e.to_string()));
         }
     };
-    if response.error_code != codes::NONE {
+    if response.error_code != errors::NONE {
         warn!(%address, error = response.error_code, "the leader refused the replica fetch");
         results.extend(fetching.into_iter().map(|(p, pos, generation)| SlotResult {
             tp: p.tp,
@@ -331,7 +332,7 @@ async fn fetch_round(
                     None,
                 );
             };
-            let leader_hw = (answer.error_code == codes::NONE).then_some(answer.high_watermark);
+            let leader_hw = (answer.error_code == errors::NONE).then_some(answer.high_watermark);
             let applied = apply_answer(&p, pos, answer).await;
             (p, pos, generation, applied, leader_hw)
         }
@@ -392,8 +393,8 @@ async fn apply_answer(
     answer: kactor_protocol::messages::fetch_response::PartitionData,
 ) -> Applied {
     match answer.error_code {
-        codes::NONE => {}
-        codes::OFFSET_OUT_OF_RANGE => return Applied::OutOfRange,
+        errors::NONE => {}
+        errors::OFFSET_OUT_OF_RANGE => return Applied::OutOfRange,
         code => {
             // NOT_LEADER_OR_FOLLOWER, FENCED / UNKNOWN_LEADER_EPOCH, unknown topic...: wait for
             // the metadata to say where the partition is now.
@@ -586,7 +587,7 @@ async fn leader_range(
             .flat_map(|t| t.partitions)
             .next()
             .ok_or("no partition in the answer")?;
-        if part.error_code != codes::NONE {
+        if part.error_code != errors::NONE {
             return Err(format!("ListOffsets error {}", part.error_code));
         }
         offsets[i] = part.offset;

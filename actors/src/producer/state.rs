@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
+use kactor_protocol::errors;
 use kactor_protocol::records::{
     BatchHeader, EndTransactionMarker, RecordBatch, RecordError, NO_PRODUCER_EPOCH, NO_SEQUENCE,
 };
@@ -38,14 +39,6 @@ pub const DEFAULT_PRODUCER_ID_EXPIRATION_MS: i64 = 86_400_000;
 /// `producer.id.expiration.check.interval.ms` default (10 minutes): how often the log manager
 /// has every partition run [`ProducerStateManager::remove_expired_producers`].
 pub const DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: i64 = 600_000;
-
-/// Wire error codes this module produces (Kafka's `Errors`).
-pub mod codes {
-    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const INVALID_TXN_STATE: i16 = 48;
-    pub const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ProducerStateError {
@@ -75,10 +68,10 @@ impl ProducerStateError {
     /// The Produce / WriteTxnMarkers error code.
     pub fn code(&self) -> i16 {
         match self {
-            ProducerStateError::OutOfOrderSequence { .. } => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
-            ProducerStateError::InvalidProducerEpoch { .. } => codes::INVALID_PRODUCER_EPOCH,
-            ProducerStateError::InvalidTxnState { .. } => codes::INVALID_TXN_STATE,
-            ProducerStateError::CoordinatorFenced { .. } => codes::TRANSACTION_COORDINATOR_FENCED,
+            ProducerStateError::OutOfOrderSequence { .. } => errors::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            ProducerStateError::InvalidProducerEpoch { .. } => errors::INVALID_PRODUCER_EPOCH,
+            ProducerStateError::InvalidTxnState { .. } => errors::INVALID_TXN_STATE,
+            ProducerStateError::CoordinatorFenced { .. } => errors::TRANSACTION_COORDINATOR_FENCED,
         }
     }
 }
@@ -1021,13 +1014,13 @@ mod tests {
         assert!(m.verification_state_entry(PID).is_none());
         assert_eq!(
             append(&mut m, &data(0, 0, 1, true)),
-            Err(codes::INVALID_TXN_STATE)
+            Err(errors::INVALID_TXN_STATE)
         );
         assert!(m.producer(PID).unwrap().current_txn_first_offset.is_none());
         // The old guard cannot be confirmed again either.
         assert_eq!(
             m.confirm_verification(PID, g).map_err(|e| e.code()),
-            Err(codes::INVALID_TXN_STATE)
+            Err(errors::INVALID_TXN_STATE)
         );
         // A fresh verification works, with a new guard.
         let g2 = start(&mut m, 0, 0, 0);
@@ -1056,7 +1049,7 @@ mod tests {
         assert_eq!(
             m.maybe_start_transaction_verification(PID, 0, 2, false, 0)
                 .map_err(|e| e.code()),
-            Err(codes::INVALID_PRODUCER_EPOCH)
+            Err(errors::INVALID_PRODUCER_EPOCH)
         );
         assert_eq!(m.verification_state_count(), 0);
     }

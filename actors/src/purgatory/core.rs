@@ -2,9 +2,10 @@
 //! and `DelayedFetch`), pure: operations keyed by topic-partition, completed by high watermark
 //! events, by leadership loss, or expired by the actor's timers.
 
+use kactor_protocol::errors;
 use std::collections::{HashMap, HashSet};
 
-use crate::partition::core::{codes, TopicPartition};
+use crate::partition::core::TopicPartition;
 
 /// An acks=all produce waits until `high_watermark >= required_offset` (last offset + 1).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,12 +113,12 @@ impl Purgatory {
                 .get(&w.tp)
                 .is_some_and(|lost| *lost >= w.leader_epoch)
             {
-                op.done.push((w.tp, codes::NOT_LEADER_OR_FOLLOWER));
+                op.done.push((w.tp, errors::NOT_LEADER_OR_FOLLOWER));
                 continue;
             }
             let hw = self.note_hw(&w.tp, w.observed_high_watermark);
             if hw >= w.required_offset {
-                op.done.push((w.tp, codes::NONE));
+                op.done.push((w.tp, errors::NONE));
             } else {
                 op.pending.push((w.tp, w.required_offset));
             }
@@ -216,9 +217,9 @@ impl Purgatory {
         under_min_isr: bool,
     ) -> Vec<Completion> {
         let code = if under_min_isr {
-            codes::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            errors::NOT_ENOUGH_REPLICAS_AFTER_APPEND
         } else {
-            codes::NONE
+            errors::NONE
         };
         self.note_hw(tp, hw);
         let ids: Vec<u64> = self
@@ -286,7 +287,7 @@ impl Purgatory {
         for id in ids {
             if let Some(op) = self.produces.get_mut(&id) {
                 op.pending.retain(|(t, _)| t != tp);
-                op.done.push((tp.clone(), codes::NOT_LEADER_OR_FOLLOWER));
+                op.done.push((tp.clone(), errors::NOT_LEADER_OR_FOLLOWER));
                 if op.pending.is_empty() {
                     let op = self.produces.remove(&id).expect("present");
                     self.unwatch(op.done.iter().map(|(t, _)| t.clone()).collect(), id);
@@ -331,7 +332,7 @@ impl Purgatory {
             .collect();
         self.unwatch(all, id);
         for (tp, _) in op.pending.drain(..) {
-            op.done.push((tp, codes::REQUEST_TIMED_OUT));
+            op.done.push((tp, errors::REQUEST_TIMED_OUT));
         }
         Some(Completion::Produce {
             id,
@@ -380,7 +381,7 @@ mod tests {
             c,
             Completion::Produce {
                 id: 1,
-                results: vec![(tp(0), codes::NONE)]
+                results: vec![(tp(0), errors::NONE)]
             }
         );
         assert_eq!(g.delayed_produce_count(), 0);
@@ -396,7 +397,7 @@ mod tests {
         let Completion::Produce { results, .. } = &c[0] else {
             panic!()
         };
-        assert!(results.iter().all(|(_, e)| *e == codes::NONE));
+        assert!(results.iter().all(|(_, e)| *e == errors::NONE));
         assert_eq!(g.delayed_produce_count(), 0);
     }
 
@@ -411,7 +412,7 @@ mod tests {
         results.sort();
         assert_eq!(
             results,
-            vec![(tp(0), codes::NONE), (tp(1), codes::REQUEST_TIMED_OUT)]
+            vec![(tp(0), errors::NONE), (tp(1), errors::REQUEST_TIMED_OUT)]
         );
         assert!(g.expire_produce(1).is_none());
         assert!(g.on_high_watermark(&tp(1), 9, 1, false).is_empty());
@@ -486,7 +487,7 @@ mod tests {
             g.on_high_watermark(&tp(0), 5, 10, true),
             vec![Completion::Produce {
                 id: 1,
-                results: vec![(tp(0), codes::NOT_ENOUGH_REPLICAS_AFTER_APPEND)]
+                results: vec![(tp(0), errors::NOT_ENOUGH_REPLICAS_AFTER_APPEND)]
             }]
         );
     }
@@ -534,7 +535,7 @@ mod tests {
             vec![
                 Completion::Produce {
                     id: 1,
-                    results: vec![(tp(0), codes::NOT_LEADER_OR_FOLLOWER)]
+                    results: vec![(tp(0), errors::NOT_LEADER_OR_FOLLOWER)]
                 },
                 Completion::Fetch {
                     id: 2,
@@ -557,7 +558,10 @@ mod tests {
             g.add_produce(1, vec![late(0), pw(1, 5, 5)]),
             Some(Completion::Produce {
                 id: 1,
-                results: vec![(tp(0), codes::NOT_LEADER_OR_FOLLOWER), (tp(1), codes::NONE)]
+                results: vec![
+                    (tp(0), errors::NOT_LEADER_OR_FOLLOWER),
+                    (tp(1), errors::NONE)
+                ]
             })
         );
         // A later leadership's waits park as usual, and a later high watermark of that
@@ -589,7 +593,7 @@ mod tests {
             vec![
                 Completion::Produce {
                     id: 1,
-                    results: vec![(tp(0), codes::REQUEST_TIMED_OUT)]
+                    results: vec![(tp(0), errors::REQUEST_TIMED_OUT)]
                 },
                 Completion::Fetch {
                     id: 2,

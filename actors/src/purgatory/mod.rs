@@ -24,12 +24,7 @@ pub async fn await_replication(
     }
     let unanswered: std::collections::HashMap<_, _> = watches
         .iter()
-        .map(|w| {
-            (
-                w.tp.clone(),
-                crate::partition::core::codes::REQUEST_TIMED_OUT,
-            )
-        })
+        .map(|w| (w.tp.clone(), kactor_protocol::errors::REQUEST_TIMED_OUT))
         .collect();
     let (done, rx) = tokio::sync::oneshot::channel();
     purgatory.do_send(WatchProduce {
@@ -57,12 +52,12 @@ pub async fn await_commit(
     out: &crate::partition::core::AppendOutcome,
     timeout_ms: u64,
 ) -> i16 {
-    use crate::partition::core::codes;
+    use kactor_protocol::errors;
     if out.high_watermark > out.last_offset {
-        return codes::NONE;
+        return errors::NONE;
     }
     let Some(purgatory) = purgatory else {
-        return codes::REQUEST_TIMED_OUT;
+        return errors::REQUEST_TIMED_OUT;
     };
     let watch = self::core::ProduceWatch {
         tp: tp.clone(),
@@ -71,7 +66,7 @@ pub async fn await_commit(
         leader_epoch: out.leader_epoch,
     };
     match await_replication(purgatory, vec![watch], timeout_ms).await[tp] {
-        codes::NONE | codes::NOT_ENOUGH_REPLICAS_AFTER_APPEND => codes::NONE,
+        errors::NONE | errors::NOT_ENOUGH_REPLICAS_AFTER_APPEND => errors::NONE,
         code => code,
     }
 }

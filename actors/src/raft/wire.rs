@@ -6,13 +6,13 @@
 //! Kafka's `KafkaRaftClient` does.
 
 use bytes::Bytes;
+use kactor_protocol::errors::INVALID_REQUEST;
 use kactor_protocol::messages::{self as m, RequestBody, ResponseBody};
 use kactor_protocol::Uuid;
 
 use super::batch::{control_records, decode_batches};
 use super::core::rpc::*;
 use super::core::{Endpoint, Endpoints, KRaftVersionRange, OffsetAndEpoch, ReplicaKey};
-use crate::partition::core::error::codes::INVALID_REQUEST;
 
 /// The metadata topic (Kafka's `Topic.CLUSTER_METADATA_TOPIC_NAME`).
 pub const METADATA_TOPIC: &str = "__cluster_metadata";

@@ -3,6 +3,7 @@
 //! the next block off the request path.
 
 use actix::prelude::*;
+use kactor_protocol::errors::COORDINATOR_LOAD_IN_PROGRESS;
 use tokio::sync::oneshot;
 
 use super::messages::GenerateProducerId;
@@ -16,10 +17,10 @@ use crate::runtime::{ActorMetrics, MeteredRecipient, SupervisedActor};
 
 /// Callers that may wait for a block at once; more get a retriable error.
 const MAX_WAITERS: usize = 10_000;
-/// Wire code for "no id yet, retry" (Kafka answers COORDINATOR_LOAD_IN_PROGRESS while its block
-/// request is in flight; clients retry it).
-pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 
+/// A caller waiting for a producer id. While no id can be handed out it gets
+/// COORDINATOR_LOAD_IN_PROGRESS, as Kafka answers while its block request is in flight:
+/// clients retry it.
 type Waiter = oneshot::Sender<Result<i64, i16>>;
 
 pub struct ProducerIdManagerActor {

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
+use kactor_protocol::errors::*;
 use kactor_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kactor_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
@@ -27,15 +28,11 @@ use kactor_protocol::messages::{
 };
 use kactor_protocol::{ApiKey, RequestBody, ResponseBody};
 
-use super::actor::{ProducerIdManagerActor, COORDINATOR_LOAD_IN_PROGRESS};
+use super::actor::ProducerIdManagerActor;
 use super::coordinator::GetTransactions;
 use super::coordinator::{
     AddTxnPartitions, EndTransaction, InitTxnProducer, LeaderAddTxnPartitions,
     TransactionCoordinatorActor, VerifyTxnPartitions,
-};
-use super::core::codes::{
-    INVALID_PRODUCER_EPOCH, INVALID_REQUEST, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED,
-    TOPIC_AUTHORIZATION_FAILED,
 };
 use super::core::{TxnMetadata, TxnPartition, TxnState};
 use super::markers::LocalMarkers;
@@ -47,12 +44,6 @@ use crate::partition::messages::DescribeProducerState;
 use crate::partition::registry::{PartitionTable, PartitionTableReader};
 use crate::producer::partition::TxnMarker;
 use crate::runtime::{MeteredAddr, MeteredRecipient};
-
-pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-pub const NOT_COORDINATOR: i16 = 16;
-pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-pub use super::core::codes::UNKNOWN_TOPIC_OR_PARTITION;
-pub const KAFKA_STORAGE_ERROR: i16 = 56;
 
 /// The transaction coordinator's topic.
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
@@ -543,9 +534,6 @@ pub async fn handle_add_partitions(
         ..Default::default()
     }
 }
-
-pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
-pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
 
 fn wire_state(m: &TxnMetadata) -> describe_transactions_response::TransactionState {
     describe_transactions_response::TransactionState {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use bytes::Bytes;
+use kactor_protocol::errors::{COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR};
 use kactor_protocol::records::{batches, BatchBuilder};
 use tokio::sync::oneshot;
 
@@ -34,9 +35,6 @@ pub const DEFAULT_REMOVE_EXPIRED_INTERVAL_MS: u64 = 3_600_000;
 
 /// `transaction.abort.timed.out.transaction.cleanup.interval.ms` default.
 pub const ABORT_TIMED_OUT_INTERVAL: Duration = Duration::from_secs(10);
-/// Wire code while loading or when the partition write fails (clients retry / rediscover).
-pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-pub const NOT_COORDINATOR: i16 = 16;
 /// Markers are retried this often while a partition refuses them (e.g. no leader yet).
 const MARKER_RETRY: Duration = Duration::from_millis(200);
 /// How long a state write may wait for the ISR (Kafka bounds it by `request.timeout.ms`).
@@ -266,7 +264,7 @@ impl TransactionCoordinatorActor {
                 Ok(Ok(out)) => {
                     let timeout = WRITE_COMMIT_TIMEOUT.as_millis() as u64;
                     crate::purgatory::await_commit(purgatory.as_ref(), &tp, &out, timeout).await
-                        == crate::partition::core::codes::NONE
+                        == kactor_protocol::errors::NONE
                 }
                 _ => false,
             }
@@ -405,7 +403,7 @@ impl TransactionCoordinatorActor {
                     .entry(msg.transactional_id.clone())
                     .or_default();
                 if waiting.len() >= MAX_DEFERRED_ADDS_PER_ID {
-                    let _ = tx.send(Err(super::core::codes::CONCURRENT_TRANSACTIONS));
+                    let _ = tx.send(Err(kactor_protocol::errors::CONCURRENT_TRANSACTIONS));
                 } else {
                     waiting.push((msg, tx));
                 }

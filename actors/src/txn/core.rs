@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kactor_protocol::errors;
 use thiserror::Error;
 
 /// `transaction.max.timeout.ms` default (15 minutes).
@@ -24,23 +25,6 @@ pub fn by_topic<'a>(
         grouped.entry(t.as_str()).or_default().push(*p);
     }
     grouped
-}
-
-/// Wire codes (Kafka's `Errors`).
-pub mod codes {
-    pub use crate::partition::core::error::codes::{
-        INVALID_REQUEST, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION,
-    };
-    pub const NONE: i16 = 0;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const INVALID_TXN_STATE: i16 = 48;
-    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
-    pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
-    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
-    pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
-    pub const PRODUCER_FENCED: i16 = 90;
-    pub const TRANSACTION_ABORTABLE: i16 = 120;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -62,12 +46,12 @@ pub enum TxnError {
 impl TxnError {
     pub fn code(&self) -> i16 {
         match self {
-            TxnError::InvalidTransactionTimeout => codes::INVALID_TRANSACTION_TIMEOUT,
-            TxnError::ConcurrentTransactions => codes::CONCURRENT_TRANSACTIONS,
-            TxnError::InvalidProducerIdMapping => codes::INVALID_PRODUCER_ID_MAPPING,
-            TxnError::ProducerFenced => codes::PRODUCER_FENCED,
-            TxnError::InvalidTxnState => codes::INVALID_TXN_STATE,
-            TxnError::InvalidRequest => codes::INVALID_REQUEST,
+            TxnError::InvalidTransactionTimeout => errors::INVALID_TRANSACTION_TIMEOUT,
+            TxnError::ConcurrentTransactions => errors::CONCURRENT_TRANSACTIONS,
+            TxnError::InvalidProducerIdMapping => errors::INVALID_PRODUCER_ID_MAPPING,
+            TxnError::ProducerFenced => errors::PRODUCER_FENCED,
+            TxnError::InvalidTxnState => errors::INVALID_TXN_STATE,
+            TxnError::InvalidRequest => errors::INVALID_REQUEST,
         }
     }
 }
@@ -373,7 +357,7 @@ impl TxnCoordinatorCore {
             let result = InitResult {
                 producer_id: id,
                 producer_epoch: 0,
-                error: codes::NONE,
+                error: errors::NONE,
             };
             return Ok(InitDecision::Write(self.begin(target), result));
         };
@@ -401,7 +385,7 @@ impl TxnCoordinatorCore {
                 let result = InitResult {
                     producer_id: -1,
                     producer_epoch: -1,
-                    error: codes::CONCURRENT_TRANSACTIONS,
+                    error: errors::CONCURRENT_TRANSACTIONS,
                 };
                 Ok(InitDecision::Write(self.begin(target), result))
             }
@@ -443,7 +427,7 @@ impl TxnCoordinatorCore {
                 let result = InitResult {
                     producer_id: target.producer_id,
                     producer_epoch: target.producer_epoch,
-                    error: codes::NONE,
+                    error: errors::NONE,
                 };
                 Ok(InitDecision::Write(self.begin(target), result))
             }
@@ -525,9 +509,9 @@ impl TxnCoordinatorCore {
             .iter()
             .map(|p| {
                 let code = if m.partitions.contains(p) {
-                    codes::NONE
+                    errors::NONE
                 } else {
-                    codes::TRANSACTION_ABORTABLE
+                    errors::TRANSACTION_ABORTABLE
                 };
                 (p.clone(), code)
             })

@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use futures_util::future::join_all;
+use kactor_protocol::errors::{self, ErrorCode};
 use kactor_protocol::messages::produce_response::PartitionProduceResponse;
 use kactor_protocol::messages::txn_offset_commit_response as tcr;
 use kactor_protocol::messages::{
@@ -60,27 +61,6 @@ use crate::runtime::MeteredAddr;
 use kactor_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
-
-/// Wire codes (Kafka's `Errors`) this module produces or maps.
-pub mod codes {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    pub const REQUEST_TIMED_OUT: i16 = 7;
-    pub const NETWORK_EXCEPTION: i16 = 13;
-    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub const NOT_COORDINATOR: i16 = 16;
-    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
-    pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const INVALID_TXN_STATE: i16 = 48;
-    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
-    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const PRODUCER_FENCED: i16 = 90;
-    pub use crate::txn::core::codes::TRANSACTION_ABORTABLE;
-}
 
 /// What a request version lets the leader do about a partition not yet in the transaction
 /// (Kafka's `TransactionSupportedOperation`).
@@ -127,23 +107,12 @@ impl TxnOperation {
 /// broker's own request must not reach the client either.
 pub fn coordinator_error_for_leader(op: TxnOperation, code: i16) -> i16 {
     match code {
-        codes::PRODUCER_FENCED => codes::INVALID_PRODUCER_EPOCH,
-        codes::TRANSACTION_ABORTABLE if op == TxnOperation::DefaultError => {
-            codes::INVALID_TXN_STATE
+        errors::PRODUCER_FENCED => errors::INVALID_PRODUCER_EPOCH,
+        errors::TRANSACTION_ABORTABLE if op == TxnOperation::DefaultError => {
+            errors::INVALID_TXN_STATE
         }
-        codes::CLUSTER_AUTHORIZATION_FAILED => codes::INVALID_TXN_STATE,
+        errors::CLUSTER_AUTHORIZATION_FAILED => errors::INVALID_TXN_STATE,
         other => other,
-    }
-}
-
-fn error_name(code: i16) -> &'static str {
-    match code {
-        codes::NETWORK_EXCEPTION => "NETWORK_EXCEPTION",
-        codes::COORDINATOR_LOAD_IN_PROGRESS => "COORDINATOR_LOAD_IN_PROGRESS",
-        codes::COORDINATOR_NOT_AVAILABLE => "COORDINATOR_NOT_AVAILABLE",
-        codes::NOT_COORDINATOR => "NOT_COORDINATOR",
-        codes::CONCURRENT_TRANSACTIONS => "CONCURRENT_TRANSACTIONS",
-        _ => "UNKNOWN",
     }
 }
 
@@ -154,24 +123,26 @@ fn error_name(code: i16) -> &'static str {
 /// themselves. Returns the code and the error message Kafka sets.
 pub fn produce_error(op: TxnOperation, coordinator_code: i16) -> (i16, Option<String>) {
     let code = coordinator_error_for_leader(op, coordinator_code);
+    // Kafka names these codes one by one; other retriable codes (`ErrorCode::is_retriable`,
+    // e.g. NOT_ENOUGH_REPLICAS or REQUEST_TIMED_OUT) reach the client unchanged.
     let retriable = match code {
-        codes::NETWORK_EXCEPTION
-        | codes::COORDINATOR_LOAD_IN_PROGRESS
-        | codes::COORDINATOR_NOT_AVAILABLE
-        | codes::NOT_COORDINATOR => true,
-        codes::CONCURRENT_TRANSACTIONS => !op.supports_epoch_bump(),
+        errors::NETWORK_EXCEPTION
+        | errors::COORDINATOR_LOAD_IN_PROGRESS
+        | errors::COORDINATOR_NOT_AVAILABLE
+        | errors::NOT_COORDINATOR => true,
+        errors::CONCURRENT_TRANSACTIONS => !op.supports_epoch_bump(),
         _ => false,
     };
     if retriable {
         return (
-            codes::NOT_ENOUGH_REPLICAS,
+            errors::NOT_ENOUGH_REPLICAS,
             Some(format!(
                 "Unable to verify the partition has been added to the transaction. Underlying error: {}",
-                error_name(code)
+                ErrorCode::for_code(code).name()
             )),
         );
     }
-    if code == codes::INVALID_TXN_STATE {
+    if code == errors::INVALID_TXN_STATE {
         return (
             code,
             Some("Partition was not added to the transaction".to_string()),
@@ -184,10 +155,10 @@ pub fn produce_error(op: TxnOperation, coordinator_code: i16) -> (i16, Option<St
 /// `handleOperationException` translation of the leader's error.
 pub fn txn_offset_commit_error(op: TxnOperation, coordinator_code: i16) -> i16 {
     match coordinator_error_for_leader(op, coordinator_code) {
-        codes::NOT_ENOUGH_REPLICAS
-        | codes::UNKNOWN_TOPIC_OR_PARTITION
-        | codes::REQUEST_TIMED_OUT => codes::COORDINATOR_NOT_AVAILABLE,
-        codes::NOT_LEADER_OR_FOLLOWER | codes::KAFKA_STORAGE_ERROR => codes::NOT_COORDINATOR,
+        errors::NOT_ENOUGH_REPLICAS
+        | errors::UNKNOWN_TOPIC_OR_PARTITION
+        | errors::REQUEST_TIMED_OUT => errors::COORDINATOR_NOT_AVAILABLE,
+        errors::NOT_LEADER_OR_FOLLOWER | errors::KAFKA_STORAGE_ERROR => errors::NOT_COORDINATOR,
         other => other,
     }
 }
@@ -310,7 +281,7 @@ async fn ask_local(
         shard
             .send(LeaderAddTxnPartitions(add))
             .await
-            .unwrap_or(Err(codes::NETWORK_EXCEPTION))
+            .unwrap_or(Err(errors::NETWORK_EXCEPTION))
             .map(|()| Vec::new())
     } else {
         shard
@@ -321,12 +292,12 @@ async fn ask_local(
                 partitions: add.partitions,
             })
             .await
-            .unwrap_or(Err(codes::NETWORK_EXCEPTION))
+            .unwrap_or(Err(errors::NETWORK_EXCEPTION))
     };
     match answer {
         Ok(per_partition) => per_partition
             .into_iter()
-            .filter(|(_, code)| *code != codes::NONE)
+            .filter(|(_, code)| *code != errors::NONE)
             .collect(),
         Err(code) => refuse_all(partitions, code),
     }
@@ -462,8 +433,8 @@ impl LeaderVerifier {
         let client = match (&self.inter_broker, leader) {
             (Some(c), Some(l)) if l >= 0 && l != c.node_id() => c,
             // Led here but the shard is not up yet, or no inter-broker client.
-            (_, Some(l)) if l >= 0 => return refuse_all(partitions, codes::NOT_COORDINATOR),
-            _ => return refuse_all(partitions, codes::COORDINATOR_NOT_AVAILABLE),
+            (_, Some(l)) if l >= 0 => return refuse_all(partitions, errors::NOT_COORDINATOR),
+            _ => return refuse_all(partitions, errors::COORDINATOR_NOT_AVAILABLE),
         };
         let transaction = AddPartitionsToTxnTransaction {
             transactional_id: transactional_id.to_string(),
@@ -491,13 +462,13 @@ impl LeaderVerifier {
                         .into_iter()
                         .map(move |p| ((name.clone(), p.partition_index), p.partition_error_code))
                 })
-                .filter(|(_, code)| *code != codes::NONE)
+                .filter(|(_, code)| *code != errors::NONE)
                 .collect(),
             Err(InterBrokerError::Code(code)) => refuse_all(partitions, code),
             Err(e) => {
                 tracing::debug!(transactional_id, coordinator, error = %e,
                     "transaction coordinator not reached");
-                refuse_all(partitions, codes::NETWORK_EXCEPTION)
+                refuse_all(partitions, errors::NETWORK_EXCEPTION)
             }
         }
     }
@@ -675,7 +646,7 @@ pub fn wrap_produce(router: &mut RequestRouter, verifier: LeaderVerifier) -> boo
                 if req.acks == 0 {
                     return HandlerOutcome::Close(MORE_THAN_ONE_PRODUCER.into());
                 }
-                let code = codes::INVALID_PRODUCER_ID_MAPPING;
+                let code = errors::INVALID_PRODUCER_ID_MAPPING;
                 ctx.record_error(code);
                 return HandlerOutcome::Respond(ResponseBody::Produce(produce_refused(
                     version,
@@ -866,57 +837,57 @@ mod tests {
         let add = TxnOperation::AddPartition;
         let generic = TxnOperation::GenericErrorSupported;
         let default = TxnOperation::DefaultError;
-        let nerr = codes::NOT_ENOUGH_REPLICAS;
+        let nerr = errors::NOT_ENOUGH_REPLICAS;
         for code in [
-            codes::NOT_COORDINATOR,
-            codes::COORDINATOR_NOT_AVAILABLE,
-            codes::COORDINATOR_LOAD_IN_PROGRESS,
-            codes::NETWORK_EXCEPTION,
+            errors::NOT_COORDINATOR,
+            errors::COORDINATOR_NOT_AVAILABLE,
+            errors::COORDINATOR_LOAD_IN_PROGRESS,
+            errors::NETWORK_EXCEPTION,
         ] {
             for op in [add, generic, default] {
                 let (c, m) = produce_error(op, code);
                 assert_eq!(c, nerr);
-                assert!(m.unwrap().ends_with(error_name(code)));
+                assert!(m.unwrap().ends_with(ErrorCode::for_code(code).name()));
             }
         }
         // CONCURRENT_TRANSACTIONS reaches TV2 clients as is, older ones retry via NER.
         assert_eq!(
-            produce_error(add, codes::CONCURRENT_TRANSACTIONS).0,
-            codes::CONCURRENT_TRANSACTIONS
+            produce_error(add, errors::CONCURRENT_TRANSACTIONS).0,
+            errors::CONCURRENT_TRANSACTIONS
         );
         assert_eq!(
-            produce_error(default, codes::CONCURRENT_TRANSACTIONS).0,
+            produce_error(default, errors::CONCURRENT_TRANSACTIONS).0,
             nerr
         );
         assert_eq!(
-            produce_error(generic, codes::CONCURRENT_TRANSACTIONS).0,
+            produce_error(generic, errors::CONCURRENT_TRANSACTIONS).0,
             nerr
         );
         // A fenced producer is an invalid epoch to the partition.
         assert_eq!(
-            produce_error(add, codes::PRODUCER_FENCED),
-            (codes::INVALID_PRODUCER_EPOCH, None)
+            produce_error(add, errors::PRODUCER_FENCED),
+            (errors::INVALID_PRODUCER_EPOCH, None)
         );
         // Not in the transaction.
         assert_eq!(
-            produce_error(default, codes::INVALID_TXN_STATE),
+            produce_error(default, errors::INVALID_TXN_STATE),
             (
-                codes::INVALID_TXN_STATE,
+                errors::INVALID_TXN_STATE,
                 Some("Partition was not added to the transaction".into())
             )
         );
         // TRANSACTION_ABORTABLE only for clients that know it.
         assert_eq!(
-            produce_error(default, codes::TRANSACTION_ABORTABLE).0,
-            codes::INVALID_TXN_STATE
+            produce_error(default, errors::TRANSACTION_ABORTABLE).0,
+            errors::INVALID_TXN_STATE
         );
         assert_eq!(
-            produce_error(generic, codes::TRANSACTION_ABORTABLE).0,
-            codes::TRANSACTION_ABORTABLE
+            produce_error(generic, errors::TRANSACTION_ABORTABLE).0,
+            errors::TRANSACTION_ABORTABLE
         );
         assert_eq!(
-            produce_error(add, codes::CLUSTER_AUTHORIZATION_FAILED).0,
-            codes::INVALID_TXN_STATE
+            produce_error(add, errors::CLUSTER_AUTHORIZATION_FAILED).0,
+            errors::INVALID_TXN_STATE
         );
         // Anything else passes through.
         assert_eq!(produce_error(add, 49), (49, None));
@@ -926,24 +897,24 @@ mod tests {
     fn txn_offset_commit_errors_map_as_the_group_coordinator() {
         let add = TxnOperation::AddPartition;
         assert_eq!(
-            txn_offset_commit_error(add, codes::PRODUCER_FENCED),
-            codes::INVALID_PRODUCER_EPOCH
+            txn_offset_commit_error(add, errors::PRODUCER_FENCED),
+            errors::INVALID_PRODUCER_EPOCH
         );
         assert_eq!(
-            txn_offset_commit_error(add, codes::NOT_COORDINATOR),
-            codes::NOT_COORDINATOR
+            txn_offset_commit_error(add, errors::NOT_COORDINATOR),
+            errors::NOT_COORDINATOR
         );
         assert_eq!(
-            txn_offset_commit_error(add, codes::CONCURRENT_TRANSACTIONS),
-            codes::CONCURRENT_TRANSACTIONS
+            txn_offset_commit_error(add, errors::CONCURRENT_TRANSACTIONS),
+            errors::CONCURRENT_TRANSACTIONS
         );
         assert_eq!(
-            txn_offset_commit_error(add, codes::NOT_LEADER_OR_FOLLOWER),
-            codes::NOT_COORDINATOR
+            txn_offset_commit_error(add, errors::NOT_LEADER_OR_FOLLOWER),
+            errors::NOT_COORDINATOR
         );
         assert_eq!(
-            txn_offset_commit_error(TxnOperation::DefaultError, codes::INVALID_TXN_STATE),
-            codes::INVALID_TXN_STATE
+            txn_offset_commit_error(TxnOperation::DefaultError, errors::INVALID_TXN_STATE),
+            errors::INVALID_TXN_STATE
         );
     }
 
@@ -1007,7 +978,7 @@ mod tests {
         let resp = produce_refused(
             8,
             &two,
-            codes::INVALID_PRODUCER_ID_MAPPING,
+            errors::INVALID_PRODUCER_ID_MAPPING,
             MORE_THAN_ONE_PRODUCER,
         );
         let ps = &resp.responses[0].partition_responses;
@@ -1080,7 +1051,7 @@ mod tests {
         let refused = BTreeMap::from([(
             (0, 1),
             (
-                codes::INVALID_TXN_STATE,
+                errors::INVALID_TXN_STATE,
                 Some("Partition was not added".into()),
             ),
         )]);
@@ -1090,7 +1061,7 @@ mod tests {
             ps.iter()
                 .map(|p| (p.index, p.error_code))
                 .collect::<Vec<_>>(),
-            vec![(0, 0), (1, codes::INVALID_TXN_STATE), (2, 0)]
+            vec![(0, 0), (1, errors::INVALID_TXN_STATE), (2, 0)]
         );
         // v7 has no ErrorMessage field.
         assert_eq!(ps[1].error_message, None);

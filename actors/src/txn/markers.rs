@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
+use kactor_protocol::errors;
 use kactor_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
@@ -24,7 +25,6 @@ use kactor_protocol::messages::write_txn_markers_request::{
 use super::core::{MarkerJob, TxnPartition};
 use crate::group::apis::OFFSETS_TOPIC;
 use crate::network::inter_broker::InterBrokerClient;
-use crate::partition::core::error::codes;
 use crate::partition::core::TopicPartition;
 use crate::partition::messages::AppendTxnMarker;
 use crate::partition::registry::PartitionTableReader;
@@ -38,9 +38,6 @@ use crate::runtime::MeteredAddr;
 /// partition must apply or drop the producer's pending offsets (Kafka's
 /// `GroupCoordinator.onTransactionCompleted`). Wired in the topology.
 pub type GroupTxnCompletion = Arc<dyn Fn(i32, i64, bool) + Send + Sync>;
-
-const INVALID_PRODUCER_EPOCH: i16 = 47;
-const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
 
 /// Appends markers to the partitions this broker leads.
 #[derive(Clone)]
@@ -65,11 +62,11 @@ impl LocalMarkers {
             let hosted = table.get(t, *p).map(|h| h.addr.clone());
             async move {
                 match hosted {
-                    None => Err(codes::UNKNOWN_TOPIC_OR_PARTITION),
+                    None => Err(errors::UNKNOWN_TOPIC_OR_PARTITION),
                     Some(addr) => match addr.send(AppendTxnMarker { marker }).await {
                         Ok(Ok(out)) => Ok(out),
                         Ok(Err(e)) => Err(e.code()),
-                        Err(_) => Err(codes::KAFKA_STORAGE_ERROR),
+                        Err(_) => Err(errors::KAFKA_STORAGE_ERROR),
                     },
                 }
             }
@@ -97,17 +94,17 @@ impl LocalMarkers {
             .zip(appended)
             .map(|((t, p), r)| match r {
                 Err(code) => code,
-                Ok(out) if out.high_watermark > out.last_offset => codes::NONE,
-                Ok(_) if self.purgatory.is_none() => codes::NONE,
+                Ok(out) if out.high_watermark > out.last_offset => errors::NONE,
+                Ok(_) if self.purgatory.is_none() => errors::NONE,
                 Ok(_) => waited
                     .get(&TopicPartition::new(t, *p))
                     .copied()
-                    .unwrap_or(codes::REQUEST_TIMED_OUT),
+                    .unwrap_or(errors::REQUEST_TIMED_OUT),
             })
             .collect();
         if let Some(complete) = &self.group_completion {
             for ((t, p), code) in partitions.iter().zip(&codes) {
-                if t == OFFSETS_TOPIC && *code == codes::NONE {
+                if t == OFFSETS_TOPIC && *code == errors::NONE {
                     complete(*p, marker.producer_id, marker.commit);
                 }
             }
@@ -142,10 +139,10 @@ impl MarkerOutcome {
     /// retried.
     pub fn of_code(code: i16) -> MarkerOutcome {
         match code {
-            codes::NONE => MarkerOutcome::Written,
-            INVALID_PRODUCER_EPOCH
-            | UNSUPPORTED_FOR_MESSAGE_FORMAT
-            | codes::UNSUPPORTED_VERSION => MarkerOutcome::Skipped,
+            errors::NONE => MarkerOutcome::Written,
+            errors::INVALID_PRODUCER_EPOCH
+            | errors::UNSUPPORTED_FOR_MESSAGE_FORMAT
+            | errors::UNSUPPORTED_VERSION => MarkerOutcome::Skipped,
             _ => MarkerOutcome::Failed,
         }
     }

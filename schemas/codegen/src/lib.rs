@@ -2,6 +2,8 @@
 //! `MessageDataGenerator`): reads JSON schemas in Kafka's shape and emits Rust structs with
 //! versioned `Encode` / `Decode` impls, exact sizes, tagged fields and schema defaults.
 //!
+//! Also generates the error table (`errors`, from `schemas/errors/errors.tsv`).
+//!
 //! Used from `schemas/build.rs` (output only in `OUT_DIR`) and by the `kactor-codegen` binary,
 //! which prints the code for one schema for review.
 
@@ -11,7 +13,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+mod errors;
 mod model;
+pub use errors::{
+    generate_errors, generate_errors_file, parse_error_table, variant_name, ErrorRow,
+};
 pub use model::{parse_schema, Field, Schema, StructDef, Ty, Versions};
 
 /// Generates the module body for one schema (without the surrounding `pub mod`).

@@ -12,6 +12,7 @@
 //!
 //! The change itself is built by `partition_change` (Kafka's `PartitionChangeBuilder`).
 
+use kactor_protocol::errors::*;
 use kactor_protocol::Uuid;
 
 use super::errors::*;

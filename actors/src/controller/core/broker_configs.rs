@@ -8,6 +8,7 @@ use super::errors::*;
 use super::topic_configs;
 use super::QuorumControllerCore;
 use crate::metadata::core::ConfigResource;
+use kactor_protocol::errors::*;
 
 /// Thread pools Kafka resizes at run time (`DynamicThreadPool` and the network processors),
 /// which it refuses to shrink below half or grow past double the current size in one step.

@@ -9,8 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use super::errors::{ApiError, INVALID_CONFIG, INVALID_REQUEST};
+use super::errors::ApiError;
 use super::topic_configs::{self, ConfigType};
+use kactor_protocol::errors::{INVALID_CONFIG, INVALID_REQUEST};
 
 /// What kind of value a key holds (Kafka's `ConfigDef.Type`: INT 3, LIST 7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 //! whoever took them over until this runs. UNCLEAN gives a leaderless partition a leader, from
 //! outside the ISR when no in-sync replica is usable (the admin accepts losing records).
 
+use kactor_protocol::errors::*;
 use kactor_protocol::metadata::PartitionChangeRecord;
 
 use super::errors::*;

@@ -42,6 +42,7 @@ use crate::metadata::core::{
 };
 use crate::raft::core::KRaftVersionRange;
 use errors::*;
+use kactor_protocol::errors::*;
 use requests::*;
 use topic_configs::ConfigLayers;
 

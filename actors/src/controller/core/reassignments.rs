@@ -19,6 +19,7 @@
 
 use std::collections::BTreeSet;
 
+use kactor_protocol::errors::*;
 use kactor_protocol::metadata::PartitionChangeRecord;
 use kactor_protocol::Uuid;
 

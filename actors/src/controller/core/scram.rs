@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
+use kactor_protocol::errors::*;
 use kactor_protocol::metadata::{RemoveUserScramCredentialRecord, UserScramCredentialRecord};
 use sha2::{Digest, Sha256, Sha512};
 

@@ -1,3 +1,4 @@
+use kactor_protocol::errors::*;
 use kactor_protocol::metadata::register_broker_record::BrokerFeature;
 use kactor_protocol::Uuid;
 

@@ -11,10 +11,10 @@ use super::api::{
     SyncGroupInput, SyncGroupOutput,
 };
 use super::classic_group::{ClassicGroup, ClassicGroupState as S, ClassicMember, PendingJoin};
-use super::errors::*;
 use super::records::CoordinatorRecord;
 use super::shard::{Group, GroupCoordinatorShard};
 use super::timers::{TimerAction, TimerKey};
+use kactor_protocol::errors::*;
 
 /// JoinGroup v4+ requires the two-step join (KIP-394).
 const REQUIRE_KNOWN_MEMBER_ID_VERSION: i16 = 4;

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kactor_protocol::errors::*;
 use kactor_protocol::Uuid;
 
 use super::api::{
@@ -17,7 +18,6 @@ use super::consumer_group::{
     from_topic_partitions, to_topic_partitions, ConsumerGroup, ConsumerMember, MemberState,
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
 };
-use super::errors::*;
 use super::records::{CoordinatorRecord, RegularExpressionValue};
 use super::regex::TopicRegex;
 use super::shard::{Group, GroupCoordinatorShard};

@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use kactor_protocol::Uuid;
 
 use super::assignor::Assignment;
-use super::errors::*;
 use super::records::{
     ClassicMemberMetadata, ConsumerCurrentAssignmentValue, ConsumerMemberMetadataValue,
     CoordinatorRecord, RegularExpressionValue, TopicPartitions,
 };
+use kactor_protocol::errors::*;
 
 /// Kafka's `MemberState` (its byte codes are persisted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

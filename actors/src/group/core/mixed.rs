@@ -20,10 +20,10 @@ use super::classic_group::{ClassicGroup, ClassicGroupState, ClassicMember};
 use super::consumer::{fail, metadata_hash, rebalance_key, session_key, HbResult};
 use super::consumer_group::{ConsumerGroup, ConsumerMember, MemberState};
 use super::consumer_protocol::{decode_assignment, decode_subscription, encode_assignment};
-use super::errors::*;
 use super::records::{ClassicMemberMetadata, CoordinatorRecord};
 use super::shard::{Group, GroupCoordinatorShard};
 use super::timers::{TimerAction, TimerKey};
+use kactor_protocol::errors::*;
 
 /// The protocol type every member of a consumer group uses in JoinGroup.
 const CONSUMER_PROTOCOL_TYPE: &str = "consumer";

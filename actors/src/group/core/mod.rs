@@ -13,7 +13,6 @@ mod consumer;
 pub(crate) use consumer::INTERNAL_TOPICS;
 pub mod consumer_group;
 pub mod consumer_protocol;
-pub mod errors;
 pub mod hashing;
 mod mixed;
 mod offsets;

@@ -9,9 +9,9 @@ use super::api::{
     OffsetDeleteOutput, OffsetFetchGroupInput, Output, TxnOffsetCommitInput,
 };
 use super::classic_group::{ClassicGroup, ClassicGroupState};
-use super::errors::*;
 use super::records::{CoordinatorRecord, OffsetCommitValue};
 use super::shard::{Group, GroupCoordinatorShard};
+use kactor_protocol::errors::*;
 
 type TopicOffsets = BTreeMap<String, BTreeMap<i32, OffsetCommitValue>>;
 

@@ -435,7 +435,7 @@ impl GroupCoordinatorShard {
 
     /// DeleteGroups for one group: tombstones for its offsets and its state.
     fn delete_group(&mut self, group_id: &str, out: &mut Output) -> i16 {
-        use super::errors::*;
+        use kactor_protocol::errors::*;
         // The empty group id is a group id like any other here (Kafka only refuses null).
         let Some(group) = self.groups.get(group_id) else {
             return GROUP_ID_NOT_FOUND;
@@ -536,7 +536,7 @@ impl GroupCoordinatorShard {
                         out.respond(
                             join.request_id,
                             GroupResponse::JoinGroup(super::api::JoinGroupOutput::error(
-                                super::errors::NOT_COORDINATOR,
+                                kactor_protocol::errors::NOT_COORDINATOR,
                                 &m.member_id,
                             )),
                         );
@@ -545,7 +545,7 @@ impl GroupCoordinatorShard {
                         out.respond(
                             sync,
                             GroupResponse::SyncGroup(super::api::SyncGroupOutput::error(
-                                super::errors::NOT_COORDINATOR,
+                                kactor_protocol::errors::NOT_COORDINATOR,
                             )),
                         );
                     }

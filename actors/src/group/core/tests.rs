@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use kactor_protocol::errors::*;
 use kactor_protocol::Uuid;
 
 use super::api::*;
 use super::classic_group::{encode_consumer_subscription_v0, ClassicGroupState};
 use super::consumer_group::{ConsumerGroupState, MemberState};
-use super::errors::*;
 use super::records::CoordinatorRecord;
 use super::shard::{Group, GroupCoordinatorShard};
 use super::GroupCoordinatorConfig;

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::partition::fetch_session::{FINAL_EPOCH, INVALID_SESSION_ID};
+use kactor_protocol::errors;
 
 /// One partition a fetch reads, in request (or session) order.
 #[derive(Debug, Clone)]
@@ -52,7 +53,7 @@ async fn read_all(
         let replica = target
             .topic
             .as_ref()
-            .ok_or(codes::UNKNOWN_TOPIC_ID)
+            .ok_or(errors::UNKNOWN_TOPIC_ID)
             .and_then(|topic| lookup(t, topic, target.partition));
         async move {
             match replica {
@@ -162,13 +163,14 @@ fn fetch_response_topics(
                 // whose read fails (offset out of range, fenced epoch, not the leader) with null.
                 if !matches!(
                     code,
-                    codes::UNKNOWN_TOPIC_ID | codes::UNKNOWN_TOPIC_OR_PARTITION
+                    errors::UNKNOWN_TOPIC_ID | errors::UNKNOWN_TOPIC_OR_PARTITION
                 ) {
                     pd.aborted_transactions = None;
                 }
                 pd.records = Some(Records::default());
                 if version >= 12
-                    && (code == codes::NOT_LEADER_OR_FOLLOWER || code == codes::FENCED_LEADER_EPOCH)
+                    && (code == errors::NOT_LEADER_OR_FOLLOWER
+                        || code == errors::FENCED_LEADER_EPOCH)
                 {
                     if let Some(h) = r
                         .target
@@ -373,7 +375,7 @@ pub(super) async fn handle_fetch(
     // Kafka reads the isolation level only now (after the session), and fails the request on
     // a value it does not know (`IsolationLevel.forId`).
     if version >= 4 && !matches!(req.isolation_level, 0 | 1) {
-        let code = codes::UNKNOWN_SERVER_ERROR;
+        let code = errors::UNKNOWN_SERVER_ERROR;
         ctx.record_error(code);
         return error_response(&req, version, code);
     }

@@ -3,47 +3,6 @@
 
 use thiserror::Error;
 
-/// Kafka error codes the partition paths return (Kafka's `Errors` enum, same numbers).
-pub mod codes {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    pub const CORRUPT_MESSAGE: i16 = 2;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    pub const REQUEST_TIMED_OUT: i16 = 7;
-    pub const BROKER_NOT_AVAILABLE: i16 = 8;
-    pub const MESSAGE_TOO_LARGE: i16 = 10;
-    pub use crate::controller::core::errors::INVALID_TOPIC_EXCEPTION;
-    pub const RECORD_LIST_TOO_LARGE: i16 = 18;
-    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
-    pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
-    pub const INVALID_REQUIRED_ACKS: i16 = 21;
-    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-    pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-    pub const INVALID_TIMESTAMP: i16 = 32;
-    pub const UNSUPPORTED_VERSION: i16 = 35;
-    pub const INVALID_REQUEST: i16 = 42;
-    pub const POLICY_VIOLATION: i16 = 44;
-    pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
-    pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
-    pub const FENCED_LEADER_EPOCH: i16 = 74;
-    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
-    pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-    pub const OFFSET_NOT_AVAILABLE: i16 = 78;
-    pub const INVALID_RECORD: i16 = 87;
-    pub const INCONSISTENT_VOTER_SET: i16 = 94;
-    pub const SNAPSHOT_NOT_FOUND: i16 = 98;
-    pub const POSITION_OUT_OF_RANGE: i16 = 99;
-    pub const UNKNOWN_TOPIC_ID: i16 = 100;
-    pub const FETCH_SESSION_TOPIC_ID_ERROR: i16 = 106;
-    pub const INVALID_VOTER_KEY: i16 = 125;
-    pub const DUPLICATE_VOTER: i16 = 126;
-    pub const VOTER_NOT_FOUND: i16 = 127;
-}
-
 /// Why one record inside a rejected batch is invalid (Kafka's `RecordError`: the record's index
 /// in its batch and a message), returned in the produce response's `record_errors`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,7 +68,7 @@ pub enum PartitionError {
 impl PartitionError {
     /// The one mapping from partition failures to the wire's error codes.
     pub fn code(&self) -> i16 {
-        use codes::*;
+        use kactor_protocol::errors::*;
         match self {
             PartitionError::NotLeaderOrFollower => NOT_LEADER_OR_FOLLOWER,
             PartitionError::FencedLeaderEpoch { .. } => FENCED_LEADER_EPOCH,

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use kactor_protocol::records::AppendOrigin;
 
 pub use self::config::{PartitionConfig, TopicCompression};
-pub use self::error::{codes, PartitionError, RecordErrorDetail};
+pub use self::error::{PartitionError, RecordErrorDetail};
 pub use self::log::{
     AppendedBatches, FlushWork, LogRead, LogSlice, MemoryLog, PartitionLog, TimestampOffset,
 };

@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
 use bytes::{Bytes, BytesMut};
+use kactor_protocol::errors;
 use kactor_protocol::records::{verify_crc, BatchHeader, TimestampType};
 
 use super::*;
@@ -88,15 +89,15 @@ fn invalid_acks_and_not_leader() {
     let e = p
         .append_as_leader(&batch(&[b"a"], NOW), 2, NOW)
         .unwrap_err();
-    assert_eq!(e.code(), codes::INVALID_REQUIRED_ACKS);
+    assert_eq!(e.code(), errors::INVALID_REQUIRED_ACKS);
     p.stop();
     let e = p
         .append_as_leader(&batch(&[b"a"], NOW), 1, NOW)
         .unwrap_err();
-    assert_eq!(e.code(), codes::NOT_LEADER_OR_FOLLOWER);
+    assert_eq!(e.code(), errors::NOT_LEADER_OR_FOLLOWER);
     assert_eq!(
         p.read(&consumer_read(0, 100)).unwrap_err().code(),
-        codes::NOT_LEADER_OR_FOLLOWER
+        errors::NOT_LEADER_OR_FOLLOWER
     );
 }
 
@@ -109,7 +110,7 @@ fn oversize_batch_is_message_too_large() {
     let e = p
         .append_as_leader(&batch(&[&[0u8; 100]], NOW), 1, NOW)
         .unwrap_err();
-    assert_eq!(e.code(), codes::MESSAGE_TOO_LARGE);
+    assert_eq!(e.code(), errors::MESSAGE_TOO_LARGE);
     assert_eq!(p.log_end_offset(), 0);
 }
 
@@ -120,7 +121,7 @@ fn bad_crc_is_corrupt_message() {
     let last = b.len() - 2;
     b[last] ^= 0xff;
     let e = p.append_as_leader(&b.freeze(), 1, NOW).unwrap_err();
-    assert_eq!(e.code(), codes::CORRUPT_MESSAGE);
+    assert_eq!(e.code(), errors::CORRUPT_MESSAGE);
 }
 
 #[test]
@@ -131,18 +132,18 @@ fn shape_errors_are_invalid_record() {
         p.append_as_leader(&Bytes::new(), 1, NOW)
             .unwrap_err()
             .code(),
-        codes::INVALID_RECORD
+        errors::INVALID_RECORD
     );
     let one = batch(&[b"a"], NOW);
     let two: Bytes = [one.clone(), one.clone()].concat().into();
     assert_eq!(
         p.append_as_leader(&two, 1, NOW).unwrap_err().code(),
-        codes::INVALID_RECORD
+        errors::INVALID_RECORD
     );
     let control = batch_with(&[b"a"], NOW, 0x20);
     assert_eq!(
         p.append_as_leader(&control, 1, NOW).unwrap_err().code(),
-        codes::INVALID_RECORD
+        errors::INVALID_RECORD
     );
     let mut bad = BytesMut::from(&one[..]);
     bad[57..61].copy_from_slice(&7i32.to_be_bytes()); // records count (inside the CRC range)
@@ -152,13 +153,13 @@ fn shape_errors_are_invalid_record() {
         p.append_as_leader(&bad.freeze(), 1, NOW)
             .unwrap_err()
             .code(),
-        codes::INVALID_RECORD
+        errors::INVALID_RECORD
     );
     let mut v1 = BytesMut::from(&one[..]);
     v1[16] = 1;
     assert_eq!(
         p.append_as_leader(&v1.freeze(), 1, NOW).unwrap_err().code(),
-        codes::INVALID_RECORD
+        errors::INVALID_RECORD
     );
 }
 
@@ -169,7 +170,7 @@ fn create_time_out_of_range_is_invalid_timestamp() {
     let e = p
         .append_as_leader(&batch(&[b"a"], future), 1, NOW)
         .unwrap_err();
-    assert_eq!(e.code(), codes::INVALID_TIMESTAMP);
+    assert_eq!(e.code(), errors::INVALID_TIMESTAMP);
 }
 
 #[test]
@@ -217,12 +218,12 @@ fn read_bounds_first_batch_rule_and_out_of_range() {
     assert!(p.read(&consumer_read(3, 100)).unwrap().records.is_empty());
     assert_eq!(
         p.read(&consumer_read(4, 100)).unwrap_err().code(),
-        codes::OFFSET_OUT_OF_RANGE
+        errors::OFFSET_OUT_OF_RANGE
     );
     p.delete_records(2).unwrap();
     assert_eq!(
         p.read(&consumer_read(1, 100)).unwrap_err().code(),
-        codes::OFFSET_OUT_OF_RANGE
+        errors::OFFSET_OUT_OF_RANGE
     );
 }
 
@@ -274,12 +275,12 @@ fn leader_epoch_checks() {
         current_leader_epoch: 4,
         ..consumer_read(0, 100)
     };
-    assert_eq!(p.read(&r).unwrap_err().code(), codes::FENCED_LEADER_EPOCH);
+    assert_eq!(p.read(&r).unwrap_err().code(), errors::FENCED_LEADER_EPOCH);
     let r = ReadParams {
         current_leader_epoch: 6,
         ..consumer_read(0, 100)
     };
-    assert_eq!(p.read(&r).unwrap_err().code(), codes::UNKNOWN_LEADER_EPOCH);
+    assert_eq!(p.read(&r).unwrap_err().code(), errors::UNKNOWN_LEADER_EPOCH);
     let r = ReadParams {
         current_leader_epoch: 5,
         ..consumer_read(0, 100)
@@ -287,7 +288,7 @@ fn leader_epoch_checks() {
     p.read(&r).unwrap();
     assert_eq!(
         p.offset_for_timestamp(-1, None, 4).unwrap_err().code(),
-        codes::FENCED_LEADER_EPOCH
+        errors::FENCED_LEADER_EPOCH
     );
 }
 
@@ -335,11 +336,11 @@ fn delete_records_rules() {
         .unwrap();
     assert_eq!(
         p.delete_records(4).unwrap_err().code(),
-        codes::OFFSET_OUT_OF_RANGE
+        errors::OFFSET_OUT_OF_RANGE
     );
     assert_eq!(
         p.delete_records(-7).unwrap_err().code(),
-        codes::OFFSET_OUT_OF_RANGE
+        errors::OFFSET_OUT_OF_RANGE
     );
     assert_eq!(p.delete_records(1).unwrap(), 1);
     assert_eq!(p.delete_records(-1).unwrap(), 3);
@@ -350,7 +351,7 @@ fn delete_records_rules() {
     });
     assert_eq!(
         compacted.delete_records(0).unwrap_err().code(),
-        codes::POLICY_VIOLATION
+        errors::POLICY_VIOLATION
     );
 }
 
@@ -418,7 +419,7 @@ fn offset_for_leader_epoch_follows_the_epoch_cache() {
         p.last_offset_for_leader_epoch(6, 5, true)
             .unwrap_err()
             .code(),
-        codes::FENCED_LEADER_EPOCH
+        errors::FENCED_LEADER_EPOCH
     );
     // A fetcher whose last fetched epoch 5 ended at 2 but asks from 3 has diverged.
     let r = p
@@ -457,7 +458,7 @@ fn config_resolution_is_used_by_the_partition() {
     let e = p
         .append_as_leader(&batch(&[&[1u8; 20]], NOW), 1, NOW)
         .unwrap_err();
-    assert_eq!(e.code(), codes::MESSAGE_TOO_LARGE);
+    assert_eq!(e.code(), errors::MESSAGE_TOO_LARGE);
 }
 
 #[test]
@@ -495,7 +496,7 @@ fn compacted_topic_requires_keys() {
     let e = p
         .append_as_leader(&batch(&[b"x"], NOW), 1, NOW)
         .unwrap_err();
-    assert_eq!(e.code(), codes::INVALID_RECORD);
+    assert_eq!(e.code(), errors::INVALID_RECORD);
 }
 
 /// A [`MemoryLog`] that rolls a "segment" at the next append when told to, and keeps producer
@@ -812,7 +813,7 @@ fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
     assert_eq!(next.partition_epoch, 8);
     p.complete_isr_change(
         &next,
-        IsrChangeOutcome::Failed(codes::NOT_LEADER_OR_FOLLOWER),
+        IsrChangeOutcome::Failed(errors::NOT_LEADER_OR_FOLLOWER),
     );
     assert_eq!(p.isr(), &[1, 2]);
     assert!(p.record_follower_fetch(3, 1, 1, NOW, true).is_some());
@@ -865,7 +866,7 @@ fn acks_all_needs_min_insync_replicas_in_the_isr() {
     let e = p
         .append_as_leader(&batch(&[b"a"], NOW), -1, NOW)
         .unwrap_err();
-    assert_eq!(e.code(), codes::NOT_ENOUGH_REPLICAS);
+    assert_eq!(e.code(), errors::NOT_ENOUGH_REPLICAS);
     p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
 }
 
@@ -930,12 +931,12 @@ fn a_follower_appends_the_leaders_batches_as_they_are() {
     bad[n - 1] ^= 0xff;
     let mut g = follower_of(1, 3);
     let e = follow(&mut g, bad.freeze(), 0, 0).unwrap_err();
-    assert_eq!(e.code(), codes::CORRUPT_MESSAGE);
+    assert_eq!(e.code(), errors::CORRUPT_MESSAGE);
     assert_eq!(g.log_end_offset(), 0);
     // Leaders do not take follower appends.
     assert_eq!(
         follow(&mut l, Bytes::new(), 0, 0).unwrap_err().code(),
-        codes::NOT_LEADER_OR_FOLLOWER
+        errors::NOT_LEADER_OR_FOLLOWER
     );
 }
 
@@ -1056,6 +1057,6 @@ fn a_transaction_marker_under_min_isr_is_refused_before_it_is_written() {
         coordinator_epoch: 0,
     };
     let e = p.append_txn_marker(&marker, NOW).unwrap_err();
-    assert_eq!(e.code(), codes::NOT_ENOUGH_REPLICAS);
+    assert_eq!(e.code(), errors::NOT_ENOUGH_REPLICAS);
     assert_eq!(p.log_end_offset(), 0);
 }

@@ -159,7 +159,7 @@ fn from_record_error(e: RecordError) -> PartitionError {
         RecordError::TooLarge { size, max } => PartitionError::MessageTooLarge { size, max },
         RecordError::InvalidTimestamp(m) => PartitionError::InvalidTimestamp(m),
         RecordError::Compression(m) => PartitionError::UndecodableRecords(m),
-        other if other.error_code() == super::error::codes::INVALID_RECORD => {
+        other if other.error_code() == kactor_protocol::errors::INVALID_RECORD => {
             invalid(other.to_string())
         }
         other => PartitionError::CorruptMessage(other.to_string()),
@@ -369,7 +369,7 @@ mod tests {
         let mut b = batch(&[b"a"], 1_000).to_vec();
         b[..8].copy_from_slice(&42i64.to_be_bytes());
         let e = refuse(Bytes::from(b), &PartitionConfig::default());
-        assert_eq!(e.code(), super::super::codes::INVALID_RECORD);
+        assert_eq!(e.code(), kactor_protocol::errors::INVALID_RECORD);
         assert_eq!(e.produce_error_message(), None);
         assert!(e.produce_reports_log_start_offset());
     }
@@ -382,7 +382,7 @@ mod tests {
             ..PartitionConfig::default()
         };
         let e = refuse(batch(&[b"a", b"b", b"c", b"d"], 9_000), &compacted);
-        assert_eq!(e.code(), super::super::codes::INVALID_RECORD);
+        assert_eq!(e.code(), kactor_protocol::errors::INVALID_RECORD);
         let key_message =
             "Compacted topic cannot accept message without key in topic partition t-3";
         assert_eq!(
@@ -410,7 +410,7 @@ mod tests {
             ..PartitionConfig::default()
         };
         let e = refuse(batch(&[b"a", b"b"], 1_000), &bounded);
-        assert_eq!(e.code(), super::super::codes::INVALID_TIMESTAMP);
+        assert_eq!(e.code(), kactor_protocol::errors::INVALID_TIMESTAMP);
         assert_eq!(
             e.produce_error_message().as_deref(),
             Some("One or more records have been rejected due to invalid timestamp")

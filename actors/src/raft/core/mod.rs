@@ -37,8 +37,7 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::controller::core::errors::INCONSISTENT_CLUSTER_ID;
-use crate::partition::core::error::codes::*;
+use kactor_protocol::errors::*;
 
 use self::election::EpochElection;
 use self::leader::{LeaderState, PendingVoterChange};
