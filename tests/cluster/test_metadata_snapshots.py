@@ -8,11 +8,11 @@ The snapshots are read with Kafka's own `kafka-dump-log --cluster-metadata-decod
 runs the same tests from its jars (KACTOR_TEST_TARGET=kafka); its metadata segments go below
 8 MiB only through its internal `internal.metadata.log.segment.bytes`, which kactor honours too."""
 import re
-import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from harness.broker import TARGET
 from harness.cli import run_tool
 from harness.cluster import Cluster, create_topic, registered_brokers, wait_until
 
@@ -163,3 +163,44 @@ def test_a_voter_behind_the_log_start_catches_up_by_snapshot(trio, topic_name):
     wait_until(lambda: f"{topic_name}-after" in topics(victim), 30, "it follows after")
     wait_until(lambda: (lambda r: abs(r[victim.node_id] - r[leader_id]) <= 5)(
         quorum_replication(leader)), 30, "the victim's log end next to the leader's")
+
+
+# Formatted as a cluster must be before a kactor node joins it (see test_interop.py).
+KAFKA_FEATURES = ("--feature", "share.version=0", "--feature", "streams.version=0",
+                  "--feature", "eligible.leader.replicas.version=0")
+
+
+@pytest.mark.skipif(TARGET != "kactor", reason="mixes both targets itself")
+def test_snapshots_cross_between_kactor_and_kafka_voters(tmp_path, topic_name):
+    """Voters 1 and 3 kactor, 2 Kafka 4.4, broker 4 kactor. A voter of the implementation the
+    leader is not is killed, the leader's log start passes its end, and it catches up from the
+    other implementation's snapshot by FetchSnapshot."""
+    cluster = Cluster(tmp_path, controllers=3, brokers=1, target="kactor", targets={2: "kafka"},
+                      overrides=OVERRIDES, kafka_format_args=KAFKA_FEATURES).start(timeout=180)
+    try:
+        leader_id, _, _ = cluster.wait_for_leader(60)
+        leader = cluster.node(leader_id)
+        broker = cluster.brokers[0]
+        victim = next(n for n in cluster.controllers if n.target != leader.target)
+        create_topic(broker, f"{topic_name}-before", 1)
+        wait_until(lambda: (lambda r: r.get(victim.node_id, -1) >= r.get(leader_id, 0) - 5)(
+            quorum_replication(broker)), 30, "the victim follows")
+        victim.kill9()
+        victim_end = quorum_replication(broker)[victim.node_id]
+        names = [f"{topic_name}-{i}" for i in range(12)]
+        for name in names:
+            create_topic(broker, name, 1)
+        wait_until(lambda: (first_segment(leader) or 0) > victim_end, 150,
+                   f"the {leader.target} leader's log start past the victim's end ({victim_end})")
+        victim.start(timeout=120)
+        wait_until(lambda: any(s[0] > victim_end for s in snapshots(victim)), 90,
+                   f"the {victim.target} voter holds a snapshot past where it stopped")
+        wait_until(lambda: (lambda r: abs(r[victim.node_id] - r[leader_id]) <= 5)(
+            quorum_replication(broker)), 60, f"the {victim.target} voter caught up")
+        # What it loaded is the leader's state: the topics created while it was down, read
+        # by Kafka's decoder from the victim's own newest snapshot.
+        dump = snapshot_records(victim, snapshots(victim)[-1])
+        assert all(f'"name":"{n}"' in dump for n in names), dump
+        print(f"{victim.name} ({victim.target}) caught up from {leader.name} ({leader.target})")
+    finally:
+        cluster.stop()

@@ -10,6 +10,7 @@ use kactor_protocol::metadata::register_broker_record::{BrokerEndpoint, BrokerFe
 use kactor_protocol::Uuid;
 use thiserror::Error;
 
+use super::records::api_key::ABORT_TRANSACTION;
 use super::records::MetadataRecord;
 
 /// Feature names Kafka finalizes (Kafka's `Feature` / `MetadataVersion`).
@@ -425,6 +426,9 @@ impl MetadataImage {
             MetadataRecord::RegisterController(r) => {
                 self.controllers.insert(r.controller_id, r.clone());
             }
+            // An AbortTransactionRecord ends a metadata transaction, like EndTransaction: it
+            // carries no state, and a stray one in a snapshot would confuse its readers.
+            MetadataRecord::Other { api_key, .. } if *api_key == ABORT_TRANSACTION => {}
             MetadataRecord::Other { .. } => self.unmodeled.push(record.clone()),
             MetadataRecord::NoOp(_)
             | MetadataRecord::BeginTransaction(_)

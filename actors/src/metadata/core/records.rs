@@ -80,6 +80,9 @@ pub mod api_key {
     pub const REMOVE_USER_SCRAM_CREDENTIAL: u32 = 22;
     pub const BEGIN_TRANSACTION: u32 = 23;
     pub const END_TRANSACTION: u32 = 24;
+    /// Not modelled (kactor's controller never aborts a metadata transaction); named so
+    /// the image can tell it apart from records it keeps.
+    pub const ABORT_TRANSACTION: u32 = 25;
     pub const REGISTER_CONTROLLER: u32 = 27;
 }
 
