@@ -976,6 +976,41 @@ impl<L: PartitionLog> Partition<L> {
             .map_err(PartitionError::Storage)
     }
 
+    /// The log cleaner's view of a compacted log (`None` when `cleanup.policy` has no
+    /// `compact`): it never cleans past the LSO, and keeps the batches holding live producers'
+    /// last sequences (Kafka's `lastRecordsOfActiveProducers`).
+    pub fn cleaner_view(&self) -> Result<Option<crate::log::cleaner::LogView>, PartitionError> {
+        if !self.config.cleanup_compact {
+            return Ok(None);
+        }
+        let producers = self
+            .producers
+            .producers()
+            .map(|p| {
+                let last = p.last_data_offset();
+                let record = crate::log::cleaner::LastRecord {
+                    last_data_offset: (last >= 0).then_some(last),
+                    producer_epoch: p.producer_epoch,
+                };
+                (p.producer_id, record)
+            })
+            .collect();
+        self.log
+            .cleaner_view(self.last_stable_offset(), producers)
+            .map_err(PartitionError::Storage)
+    }
+
+    /// Swaps a cleaning of this log in (see `crate::log::Log::replace_with_cleaned`).
+    pub fn replace_with_cleaned(
+        &mut self,
+        cleaned: &[crate::log::cleaner::CleanedSegment],
+        generation: u64,
+    ) -> Result<usize, PartitionError> {
+        self.log
+            .replace_with_cleaned(cleaned, generation)
+            .map_err(PartitionError::Storage)
+    }
+
     /// Forgets producers idle past `producer.id.expiration.ms` (the log manager's periodic
     /// check, Kafka's per-log `PeriodicProducerExpirationCheck`): leader and follower alike,
     /// as every Kafka log runs it. Returns how many were removed.
