@@ -1190,6 +1190,9 @@ impl Log {
         generation: u64,
         now_ms: i64,
     ) -> Result<usize> {
+        // Earlier cleanings' `.deleted` files whose delay has passed go now, so a compacted
+        // log's disk use follows its cleanings, not only the retention check.
+        self.purge_deleted_segments(now_ms)?;
         let mut swapped = 0;
         for c in cleaned {
             let active_base = self.active_segment().base_offset();

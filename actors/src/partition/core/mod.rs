@@ -964,11 +964,11 @@ impl<L: PartitionLog> Partition<L> {
         Ok(())
     }
 
-    /// Retention by time / size on a `delete` topic (the LogManager's periodic check).
+    /// Retention by time / size (the LogManager's periodic check).
     pub fn enforce_retention(&mut self, now_ms: i64) -> Result<usize, PartitionError> {
-        if !self.config.cleanup_delete {
-            return Ok(0);
-        }
+        // Compact-only logs run it too (Kafka's `deleteOldSegments` without `delete`): the log
+        // applies retention.ms / retention.bytes only under `delete` itself, still drops
+        // segments below the log start offset, and removes the `.deleted` files cleanings left.
         let hw = self.high_watermark;
         let (ms, bytes) = (self.config.retention_ms, self.config.retention_bytes);
         self.log
