@@ -215,7 +215,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     dynamic("log.cleaner.dedupe.buffer.size", Long, Some("134217728"), Any, "Memory for the cleaners' offset maps, shared across the threads (read at start-up)."),
     dynamic("log.cleaner.io.buffer.load.factor", Double, Some("0.9"), Any, "How full an offset map may get before a cleaning stops its dirty range there (read at start-up)."),
     dynamic("log.cleaner.io.buffer.size", Int, Some("524288"), AtLeast(0), "Cleaner I/O buffer size (not used by kactor)."),
-    dynamic("log.cleaner.io.max.bytes.per.second", Double, Some("1.7976931348623157E308"), Any, "Cleaner I/O throttle (not used by kactor)."),
+    dynamic("log.cleaner.io.max.bytes.per.second", Double, Some("1.7976931348623157E308"), Any, "Cleaner I/O throttle: bytes read plus written per second, split over the cleaners (read at start-up)."),
     dynamic("log.local.retention.ms", Long, Some("-2"), AtLeast(-2), "Local retention with tiered storage; -2 = log.retention.ms (not used by kactor: no tiered storage)."),
     dynamic("log.local.retention.bytes", Long, Some("-2"), AtLeast(-2), "Local retention bytes with tiered storage; -2 = log.retention.bytes (not used by kactor: no tiered storage)."),
     def("log.dir.failure.timeout.ms", Long, Some("30000"), AtLeast(1), "Time to report a failed log dir before shutting down (not used by kactor)."),

@@ -291,6 +291,7 @@ impl LogCleanerActor {
             let Some((addr, view, to_clean)) = grab_filthiest(&manager, views, now) else {
                 return (map, false);
             };
+            let first_dirty = to_clean.first_dirty_offset;
             let tp = view.topic_partition.clone();
             let dir = log_dir_of(&view);
             // Clears the in-progress mark however this future ends (a restart drops it).
@@ -298,10 +299,20 @@ impl LogCleanerActor {
                 manager: manager.clone(),
                 tp: tp.clone(),
             };
+            let rate = load_factor.max_io_bytes_per_second / load_factor.threads.max(1) as f64;
             let joined = tokio::task::spawn_blocking(move || {
                 let mut map = map.unwrap_or_else(|| OffsetMap::new(memory));
                 let max = load_factor.max_desired_entries(map.slots());
-                let r = clean_log(&view, &to_clean, &mut map, max, now);
+                // log.cleaner.io.max.bytes.per.second, split over the cleaners; this thread is
+                // the blocking pool's, so sleeping here holds no actor.
+                let mut throttler = cleaner::Throttler::new(rate, super::actor::now_ms());
+                let mut throttle = |bytes: u64| {
+                    let sleep = throttler.observe(bytes, super::actor::now_ms());
+                    if sleep > 0 {
+                        std::thread::sleep(Duration::from_millis(sleep));
+                    }
+                };
+                let r = clean_log(&view, &to_clean, &mut map, max, now, &mut throttle);
                 (map, r)
             })
             .await;
@@ -315,8 +326,12 @@ impl LogCleanerActor {
             };
             let mut st = manager.state.lock().expect("cleaner state");
             let m = cleaner_metrics();
+            // Straight on to the next log only when this one moved forward: a refused swap or
+            // a round that could not advance waits for the backoff, never spins.
+            let mut progressed = false;
             match swapped {
                 Ok(Some((end_offset, stats))) => {
+                    progressed = end_offset > first_dirty;
                     st.set_checkpoint(&dir, &tp, end_offset);
                     m.cleanings_total.inc();
                     m.bytes_read_total.inc_by(stats.bytes_read);
@@ -333,7 +348,7 @@ impl LogCleanerActor {
                 }
             }
             drop(st);
-            (map, true)
+            (map, progressed)
         };
         ctx.spawn(fut.into_actor(self).map(|(map, cleaned), act, ctx| {
             act.busy = false;

@@ -187,6 +187,7 @@ pub fn build_offset_map(
     map: &mut OffsetMap,
     max_desired_entries: usize,
     stats: &mut CleanerStats,
+    throttle: &mut dyn FnMut(u64),
 ) -> io::Result<()> {
     map.clear();
     let mut txn = CleanedTxnState::default();
@@ -215,6 +216,7 @@ pub fn build_offset_map(
         let mut reader = BatchReader::new(seg);
         while let Some((header, batch)) = reader.next_batch()? {
             stats.map_bytes_read += header.total_size() as u64;
+            throttle(header.total_size() as u64);
             if header.last_offset() < start {
                 continue;
             }
@@ -432,10 +434,12 @@ fn clean_into(
     txn: &mut CleanedTxnState,
     out: &mut Vec<u8>,
     stats: &mut CleanerStats,
+    throttle: &mut dyn FnMut(u64),
 ) -> io::Result<()> {
     let mut reader = BatchReader::new(seg);
     while let Some((header, batch)) = reader.next_batch()? {
         stats.bytes_read += batch.len() as u64;
+        throttle(batch.len() as u64);
         let section = records_section(&header, batch)?;
         let records = parse_records(&section, header.records_count).map_err(record_err)?;
         stats.messages_read += records.len() as u64;
@@ -548,13 +552,16 @@ fn should_retain_record(
 /// Kafka's `doClean`: the offset map over the dirty range, then every segment before the map's
 /// end rewritten, group by group, into `<base>.log.cleaned` (and `<base>.txnindex.cleaned` when
 /// aborted transactions keep markers). Returns the first offset not cleaned (the new
-/// checkpoint) and the files for `Log::replace_with_cleaned`.
+/// checkpoint) and the files for `Log::replace_with_cleaned`. `throttle(bytes)` is told of every
+/// byte read and written (the caller sleeps there for `log.cleaner.io.max.bytes.per.second`,
+/// see [`super::Throttler`]).
 pub fn clean_log(
     view: &LogView,
     to_clean: &LogToClean,
     map: &mut OffsetMap,
     max_desired_entries: usize,
     now_ms: i64,
+    throttle: &mut dyn FnMut(u64),
 ) -> io::Result<CleanOutcome> {
     let mut stats = CleanerStats::default();
     build_offset_map(
@@ -564,6 +571,7 @@ pub fn clean_log(
         map,
         max_desired_entries,
         &mut stats,
+        throttle,
     )?;
     let end_offset = map.latest_offset() + 1;
     stats.buffer_utilization = map.utilization();
@@ -595,7 +603,7 @@ pub fn clean_log(
     let mut cleaned = Vec::new();
     for group in groups {
         let segs = &to_rewrite[group];
-        match clean_group(&ctx, segs, map, &mut txn, &mut stats) {
+        match clean_group(&ctx, segs, map, &mut txn, &mut stats, throttle) {
             Ok(c) => cleaned.push(c),
             Err(e) => {
                 for c in &cleaned {
@@ -636,6 +644,7 @@ fn clean_group(
     map: &mut OffsetMap,
     txn: &mut CleanedTxnState,
     stats: &mut CleanerStats,
+    throttle: &mut dyn FnMut(u64),
 ) -> io::Result<CleanedSegment> {
     let base = segs[0].base_offset;
     let log_path = cleaned_path(ctx.view, base, LOG_SUFFIX);
@@ -651,13 +660,15 @@ fn clean_group(
     let mut out = Vec::with_capacity(WRITE_CHUNK * 2);
     let result = (|| -> io::Result<CleanedSegment> {
         for seg in segs {
-            clean_into(ctx, seg, map, txn, &mut out, stats)?;
+            clean_into(ctx, seg, map, txn, &mut out, stats, throttle)?;
             if out.len() >= WRITE_CHUNK {
+                throttle(out.len() as u64);
                 file.write_all_at(&out, written)?;
                 written += out.len() as u64;
                 out.clear();
             }
         }
+        throttle(out.len() as u64);
         file.write_all_at(&out, written)?;
         written += out.len() as u64;
         let aborts = txn.take_retained_aborts();

@@ -148,6 +148,8 @@ pub struct CleanerConfig {
     pub dedupe_buffer_size: u64,
     pub io_buffer_load_factor: f64,
     pub backoff_ms: i64,
+    /// `log.cleaner.io.max.bytes.per.second`, shared by the cleaners (each gets its share).
+    pub max_io_bytes_per_second: f64,
 }
 
 impl Default for CleanerConfig {
@@ -158,6 +160,7 @@ impl Default for CleanerConfig {
             dedupe_buffer_size: 128 * 1024 * 1024,
             io_buffer_load_factor: 0.9,
             backoff_ms: 15_000,
+            max_io_bytes_per_second: f64::MAX,
         }
     }
 }
@@ -179,6 +182,11 @@ impl CleanerConfig {
                 d.io_buffer_load_factor,
             ),
             backoff_ms: get(c, "log.cleaner.backoff.ms", d.backoff_ms),
+            max_io_bytes_per_second: get(
+                c,
+                "log.cleaner.io.max.bytes.per.second",
+                d.max_io_bytes_per_second,
+            ),
         }
     }
 
@@ -189,7 +197,53 @@ impl CleanerConfig {
     }
 
     /// Keys a map of `slots` may take before a round stops its dirty range there.
+    /// At least one, and below the slot count: a round always makes progress (Kafka refuses
+    /// to start a cleaner whose map cannot hold one key) and probing always finds a free slot.
     pub fn max_desired_entries(&self, slots: usize) -> usize {
-        (slots as f64 * self.io_buffer_load_factor) as usize
+        ((slots as f64 * self.io_buffer_load_factor) as usize)
+            .min(slots.saturating_sub(1))
+            .max(1)
+    }
+}
+
+/// The cleaner's I/O throttle (Kafka's `Throttler` as the cleaner uses it): bytes are counted
+/// over periods of at least `CHECK_INTERVAL_MS`; a period that went faster than the rate asks
+/// for a sleep long enough to bring it down to the rate. Pure: the caller passes the time and
+/// does the sleeping.
+#[derive(Debug, Clone)]
+pub struct Throttler {
+    bytes_per_second: f64,
+    period_start_ms: i64,
+    observed: u64,
+}
+
+impl Throttler {
+    /// Kafka's cleaner checks every 300 ms.
+    pub const CHECK_INTERVAL_MS: i64 = 300;
+
+    pub fn new(bytes_per_second: f64, now_ms: i64) -> Self {
+        Throttler {
+            bytes_per_second,
+            period_start_ms: now_ms,
+            observed: 0,
+        }
+    }
+
+    /// Counts `bytes` at `now_ms`; returns how long to sleep (0: go on).
+    pub fn observe(&mut self, bytes: u64, now_ms: i64) -> u64 {
+        self.observed += bytes;
+        let elapsed = now_ms - self.period_start_ms;
+        if elapsed <= Self::CHECK_INTERVAL_MS || self.observed == 0 {
+            return 0;
+        }
+        let rate = self.observed as f64 * 1000.0 / elapsed as f64;
+        let sleep = if rate > self.bytes_per_second {
+            (self.observed as f64 * 1000.0 / self.bytes_per_second - elapsed as f64).max(0.0) as u64
+        } else {
+            0
+        };
+        self.period_start_ms = now_ms + sleep as i64;
+        self.observed = 0;
+        sleep
     }
 }

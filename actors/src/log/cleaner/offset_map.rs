@@ -4,8 +4,10 @@
 //!
 //! Like Kafka, a slot costs 24 bytes: a 16-byte digest of the key (two records whose keys share
 //! a digest would be treated as one key; at 128 bits that does not happen in practice) and an
-//! 8-byte offset. Open addressing with linear probing; a slot with offset -1 is free (offsets in
-//! a log are never negative).
+//! 8-byte offset. Open addressing with linear probing; a slot holding 0 is free (offsets are
+//! stored plus one). The tables are zeroed allocations, so pages a cleaning never probes are
+//! never touched, and clearing allocates them afresh instead of writing every slot: resident
+//! memory follows the keys a cleaning saw, up to the configured size.
 
 use sha2::{Digest, Sha256};
 
@@ -16,6 +18,7 @@ type KeyHash = [u8; 16];
 
 pub struct OffsetMap {
     hashes: Vec<KeyHash>,
+    /// Offset + 1; 0 = free.
     offsets: Vec<i64>,
     entries: usize,
     /// The last offset put or set with [`OffsetMap::update_latest_offset`] (-1 when cleared).
@@ -47,7 +50,7 @@ impl OffsetMap {
         let slots = (memory / BYTES_PER_SLOT).max(1);
         OffsetMap {
             hashes: vec![[0u8; 16]; slots],
-            offsets: vec![-1; slots],
+            offsets: vec![0; slots],
             entries: 0,
             latest_offset: -1,
             lookups: 0,
@@ -78,7 +81,12 @@ impl OffsetMap {
     }
 
     pub fn clear(&mut self) {
-        self.offsets.iter_mut().for_each(|o| *o = -1);
+        let slots = self.slots();
+        if self.entries > 0 {
+            // Fresh zeroed pages (the old ones go back to the allocator), not a pass over all.
+            self.hashes = vec![[0u8; 16]; slots];
+            self.offsets = vec![0; slots];
+        }
         self.entries = 0;
         self.latest_offset = -1;
         self.lookups = 0;
@@ -94,7 +102,7 @@ impl OffsetMap {
         let mut i = start;
         loop {
             self.probes += 1;
-            if self.offsets[i] < 0 || &self.hashes[i] == hash {
+            if self.offsets[i] == 0 || &self.hashes[i] == hash {
                 return i;
             }
             i += 1;
@@ -113,11 +121,11 @@ impl OffsetMap {
         debug_assert!(offset >= 0);
         let hash = digest(key);
         let i = self.slot_of(&hash);
-        if self.offsets[i] < 0 {
+        if self.offsets[i] == 0 {
             self.entries += 1;
             self.hashes[i] = hash;
         }
-        self.offsets[i] = offset;
+        self.offsets[i] = offset + 1;
         self.latest_offset = offset;
     }
 
@@ -125,7 +133,7 @@ impl OffsetMap {
     pub fn get(&mut self, key: &[u8]) -> i64 {
         let hash = digest(key);
         let i = self.slot_of(&hash);
-        self.offsets[i]
+        self.offsets[i] - 1
     }
 
     pub fn update_latest_offset(&mut self, offset: i64) {

@@ -127,7 +127,7 @@ fn clean_round(
     }
     let mut map = OffsetMap::new(map_memory);
     let max = CleanerConfig::default().max_desired_entries(map.slots());
-    let outcome = clean_log(&view, &candidate, &mut map, max, now_ms).unwrap();
+    let outcome = clean_log(&view, &candidate, &mut map, max, now_ms, &mut |_| {}).unwrap();
     let swapped = log
         .replace_with_cleaned(&outcome.cleaned, outcome.generation, now_ms)
         .unwrap();
@@ -588,7 +588,7 @@ fn a_changed_log_refuses_the_swap_and_the_cleaned_files_go() {
         .unwrap();
     let c = log_to_clean(&view, None, 10_000);
     let mut map = OffsetMap::new(1 << 20);
-    let outcome = clean_log(&view, &c, &mut map, 1000, 10_000).unwrap();
+    let outcome = clean_log(&view, &c, &mut map, 1000, 10_000, &mut |_| {}).unwrap();
     assert!(outcome.cleaned[0].log_path.exists());
     // A follower truncation meanwhile.
     log.truncate_to(3, 0).unwrap();
@@ -613,7 +613,7 @@ fn recovery_finishes_or_discards_each_state_of_the_swap() {
         let view = log.cleaner_view(leo, HashMap::new()).unwrap();
         let c = log_to_clean(&view, None, 10_000);
         let mut map = OffsetMap::new(1 << 20);
-        let outcome = clean_log(&view, &c, &mut map, 1000, 10_000).unwrap();
+        let outcome = clean_log(&view, &c, &mut map, 1000, 10_000, &mut |_| {}).unwrap();
         drop(view);
         let log_dir = dir.path().join("t-0");
         let first = &outcome.cleaned[0];
@@ -678,4 +678,33 @@ fn checkpoint_file_is_kafkas_format() {
         "{text}"
     );
     assert_eq!(read_cleaner_checkpoint(dir.path()).unwrap(), offsets);
+}
+
+#[test]
+fn the_throttler_sleeps_a_fast_period_down_to_the_rate() {
+    let mut t = Throttler::new(1000.0, 0);
+    // Within the check interval: no decision yet.
+    assert_eq!(t.observe(5_000, 100), 0);
+    // 5 000 + 1 000 bytes in 400 ms against 1 000 B/s: sleep until 6 s have passed.
+    assert_eq!(t.observe(1_000, 400), 5_600);
+    // A new period starts after the sleep; a slow one is left alone.
+    assert_eq!(t.observe(100, 6_000 + 500), 0);
+    let mut unlimited = Throttler::new(f64::MAX, 0);
+    assert_eq!(unlimited.observe(u32::MAX as u64, 301), 0);
+}
+
+#[test]
+fn the_throttle_sees_every_byte_read_and_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), config());
+    updates(&mut log, 5);
+    let view = log
+        .cleaner_view(log.log_end_offset(), HashMap::new())
+        .unwrap();
+    let c = log_to_clean(&view, None, 10_000);
+    let mut map = OffsetMap::new(1 << 20);
+    let mut seen = 0u64;
+    let outcome = clean_log(&view, &c, &mut map, 1000, 10_000, &mut |b| seen += b).unwrap();
+    let s = &outcome.stats;
+    assert_eq!(seen, s.map_bytes_read + s.bytes_read + s.bytes_written);
 }
