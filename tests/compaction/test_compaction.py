@@ -8,10 +8,11 @@ import re
 import time
 import uuid
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaException, Producer,
+                             TopicPartition)
 
 from harness.cli import run_tool
-from harness.clients import create_topic
+from harness.clients import create_topic, wait_topic
 from harness.txn import txn_producer
 
 DELETE_RETENTION_MS = 2000
@@ -170,3 +171,23 @@ def test_compaction_keeps_latest_values_drops_deletes_and_aborted_data(broker_fa
     dumped = re.findall(r"offset: (\d+) .*?key: (\S+)", out)
     data = [(int(o), k) for o, k in dumped if k.startswith(("k", "z"))]
     assert data == [(o, k) for o, k, _ in recs], out[-3000:]
+
+    # The first dirty offset is checkpointed in Kafka's format (version 0, count, then
+    # `topic partition offset`): past the cleaned part, at most the active segment's start.
+    lines = (broker.data_dir / "cleaner-offset-checkpoint").read_text().split("\n")
+    assert lines[0] == "0" and int(lines[1]) == len([x for x in lines[2:] if x.strip()])
+    [checkpointed] = [int(x.split()[2]) for x in lines[2:] if x.startswith(f"{topic} 0 ")]
+    assert final_last - 1 <= checkpointed <= final_last, (checkpointed, final_last)
+
+    # A crash and restart change nothing that was read.
+    broker.kill9()
+    broker.restart()
+    wait_topic(broker, topic, timeout=60)
+
+    def reread():
+        try:
+            return True, read_all(broker, topic)
+        except KafkaException as e:  # the partition may still be loading
+            return False, e
+
+    assert wait_for("the log after a restart", reread, timeout=60) == recs
