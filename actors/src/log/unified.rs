@@ -145,6 +145,9 @@ pub struct Log {
     scratch: Vec<BatchInfo>,
     /// Bumped by every truncation: a cleaning made from an older view is not swapped in.
     generation: u64,
+    /// The lowest offset truncated to since the cleaner last took it: its checkpoint must not
+    /// stay above it (Kafka's `maybeTruncateCheckpoint`).
+    truncated_to: Option<i64>,
 }
 
 fn parse_base_offset(name: &str, suffix: &str) -> Option<i64> {
@@ -215,6 +218,7 @@ impl Log {
             recovery_report: RecoveryReport::default(),
             scratch: Vec::new(),
             generation: 0,
+            truncated_to: None,
         };
         log.load(had_clean_shutdown, now_ms, &mut report)?;
         if report != RecoveryReport::default() {
@@ -921,6 +925,7 @@ impl Log {
             return Ok(false);
         }
         self.generation += 1;
+        self.note_truncation(target_offset);
         let first_base = *self.segments.keys().next().expect("non-empty");
         if target_offset < first_base {
             self.truncate_fully_and_start_at(target_offset, now_ms)?;
@@ -947,6 +952,7 @@ impl Log {
     /// replica rebuilt from scratch).
     pub fn truncate_fully_and_start_at(&mut self, new_offset: i64, now_ms: i64) -> Result<()> {
         self.generation += 1;
+        self.note_truncation(new_offset);
         let all: Vec<i64> = self.segments.keys().copied().collect();
         // Open the new segment first so the log is never without one.
         let new_files_clash = all.contains(&new_offset);
@@ -1121,6 +1127,16 @@ impl Log {
 
     // ---- cleaning ----
 
+    fn note_truncation(&mut self, offset: i64) {
+        self.truncated_to = Some(self.truncated_to.map_or(offset, |t| t.min(offset)));
+    }
+
+    /// The lowest offset the log was truncated to since the last call (for the cleaner, which
+    /// pulls its checkpoint back to it).
+    pub fn take_truncation(&mut self) -> Option<i64> {
+        self.truncated_to.take()
+    }
+
     /// What the cleaner reads of this log now (see [`super::cleaner`]): the inactive segments'
     /// file handles and facts, every aborted transaction, and the bounds it must respect.
     /// `last_stable_offset` and `active_producers` come from the partition, which owns them.
@@ -1175,6 +1191,7 @@ impl Log {
             aborted,
             generation: self.generation,
             active_producers,
+            truncated_to: self.truncated_to,
         })
     }
 

@@ -287,16 +287,19 @@ impl PartitionLog for DiskLog {
         self.log().collect_aborted_transactions(start, upper)
     }
     fn cleaner_view(
-        &self,
+        &mut self,
         last_stable_offset: i64,
         producers: std::collections::HashMap<i64, storage::cleaner::LastRecord>,
     ) -> LogResult<Option<storage::cleaner::LogView>> {
-        let Some(log) = self.log.as_ref() else {
+        let Some(log) = self.log.as_mut() else {
             return Ok(None);
         };
-        log.cleaner_view(last_stable_offset, producers)
-            .map(Some)
-            .map_err(|e| e.to_string())
+        let view = log
+            .cleaner_view(last_stable_offset, producers)
+            .map_err(|e| e.to_string())?;
+        // Handed over with this view: the cleaner manager pulls the checkpoint back.
+        log.take_truncation();
+        Ok(Some(view))
     }
     fn replace_with_cleaned(
         &mut self,

@@ -149,7 +149,13 @@ fn grab_filthiest(
     for (addr, view) in views {
         let dir = log_dir_of(&view);
         let tp = view.topic_partition.clone();
-        let checkpoint = st.checkpoints_of(&dir).get(&tp).copied();
+        let stored = st.checkpoints_of(&dir).get(&tp).copied();
+        let checkpoint = cleaner::checkpoint_after_truncation(stored, view.truncated_to);
+        if checkpoint != stored {
+            if let Some(c) = checkpoint {
+                st.set_checkpoint(&dir, &tp, c);
+            }
+        }
         let c = log_to_clean(&view, checkpoint, now_ms);
         if c.force_update_checkpoint {
             st.set_checkpoint(&dir, &tp, c.first_dirty_offset);

@@ -98,6 +98,20 @@ pub struct LogView {
     /// Changes when the log is truncated: a cleaning of an older generation is not swapped in.
     pub generation: u64,
     pub active_producers: HashMap<i64, LastRecord>,
+    /// The log was truncated to this offset since the last view: a checkpoint above it is
+    /// pulled back to it ([`checkpoint_after_truncation`]).
+    pub truncated_to: Option<i64>,
+}
+
+/// Kafka's `maybeTruncateCheckpoint`: data above a truncation point is new, hence dirty.
+pub fn checkpoint_after_truncation(
+    checkpoint: Option<i64>,
+    truncated_to: Option<i64>,
+) -> Option<i64> {
+    match (checkpoint, truncated_to) {
+        (Some(c), Some(t)) if c > t => Some(t),
+        _ => checkpoint,
+    }
 }
 
 impl LogView {

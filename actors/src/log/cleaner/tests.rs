@@ -708,3 +708,29 @@ fn the_throttle_sees_every_byte_read_and_written() {
     let s = &outcome.stats;
     assert_eq!(seen, s.map_bytes_read + s.bytes_read + s.bytes_written);
 }
+
+#[test]
+fn a_truncation_pulls_the_checkpoint_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), config());
+    updates(&mut log, 3);
+    let leo = log.log_end_offset();
+    let view = log.cleaner_view(leo, HashMap::new()).unwrap();
+    assert_eq!(view.truncated_to, None);
+    log.truncate_to(12, 0).unwrap();
+    log.truncate_to(20, 0).unwrap(); // no-op: past the end now
+    log.truncate_to(7, 0).unwrap();
+    let view = log.cleaner_view(7, HashMap::new()).unwrap();
+    assert_eq!(view.truncated_to, Some(7));
+    assert_eq!(
+        checkpoint_after_truncation(Some(leo), view.truncated_to),
+        Some(7)
+    );
+    assert_eq!(
+        checkpoint_after_truncation(Some(5), view.truncated_to),
+        Some(5)
+    );
+    assert_eq!(checkpoint_after_truncation(None, view.truncated_to), None);
+    assert_eq!(log.take_truncation(), Some(7));
+    assert_eq!(log.take_truncation(), None);
+}

@@ -204,7 +204,7 @@ pub trait PartitionLog: Send + 'static {
     /// What the log cleaner reads of a compacted log (`crate::log::cleaner`); `None` for logs
     /// that are not on disk.
     fn cleaner_view(
-        &self,
+        &mut self,
         _last_stable_offset: i64,
         _producers: std::collections::HashMap<i64, crate::log::cleaner::LastRecord>,
     ) -> LogResult<Option<crate::log::cleaner::LogView>> {
@@ -487,7 +487,7 @@ impl PartitionLog for Box<dyn PartitionLog> {
         (**self).collect_aborted_transactions(start_offset, upper_bound_offset)
     }
     fn cleaner_view(
-        &self,
+        &mut self,
         last_stable_offset: i64,
         producers: std::collections::HashMap<i64, crate::log::cleaner::LastRecord>,
     ) -> LogResult<Option<crate::log::cleaner::LogView>> {

@@ -979,7 +979,7 @@ impl<L: PartitionLog> Partition<L> {
     /// The log cleaner's view of a compacted log (`None` when `cleanup.policy` has no
     /// `compact`): it never cleans past the LSO, and keeps the batches holding live producers'
     /// last sequences (Kafka's `lastRecordsOfActiveProducers`).
-    pub fn cleaner_view(&self) -> Result<Option<crate::log::cleaner::LogView>, PartitionError> {
+    pub fn cleaner_view(&mut self) -> Result<Option<crate::log::cleaner::LogView>, PartitionError> {
         if !self.config.cleanup_compact {
             return Ok(None);
         }
@@ -995,8 +995,9 @@ impl<L: PartitionLog> Partition<L> {
                 (p.producer_id, record)
             })
             .collect();
+        let lso = self.last_stable_offset();
         self.log
-            .cleaner_view(self.last_stable_offset(), producers)
+            .cleaner_view(lso, producers)
             .map_err(PartitionError::Storage)
     }
 
