@@ -594,10 +594,21 @@ pub fn clean_log(
     };
     let mut txn = CleanedTxnState::default();
     let first_base = to_rewrite.first().map_or(0, |s| s.base_offset);
+    // Every rewritten segment is rewritten whole, past the map's end too, so its transaction
+    // index is rebuilt from the aborted transactions of its full range (Kafka's cleanSegments
+    // collects them over [segment base, next segment base)); bounding them by the map's end
+    // would drop the index entry of an abort after it, and read_committed consumers would
+    // then get its records.
+    let rewrite_end = view
+        .segments
+        .iter()
+        .map(|s| s.base_offset)
+        .find(|b| *b >= end_offset)
+        .unwrap_or(to_clean.first_uncleanable_offset);
     txn.add_aborted(
         view.aborted
             .iter()
-            .filter(|t| t.last_offset >= first_base && t.first_offset < end_offset)
+            .filter(|t| t.last_offset >= first_base && t.first_offset < rewrite_end)
             .copied(),
     );
     let mut cleaned = Vec::new();

@@ -506,6 +506,55 @@ fn a_full_offset_map_stops_the_dirty_range_and_the_next_round_goes_on() {
 }
 
 #[test]
+fn an_abort_past_a_full_maps_end_keeps_its_index_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(
+        dir.path(),
+        LogConfig {
+            segment_bytes: 1 << 20,
+            ..config()
+        },
+    );
+    for i in 0..20 {
+        append(&mut log, &[(&format!("key{i}"), Some("v"))], 1_000);
+    }
+    let o = log.log_end_offset();
+    let (aborted_first, _) = append_with(
+        &mut log,
+        BatchBuilder::new(o).producer(2, 0, 0).transactional(true),
+        &[("kx", Some("aborted"))],
+        1_000,
+    );
+    let abort_at = marker(&mut log, 2, false, 1_001);
+    let txn = crate::log::AbortedTxn {
+        producer_id: 2,
+        first_offset: aborted_first,
+        last_offset: abort_at,
+        last_stable_offset: abort_at,
+    };
+    log.append_aborted_txn(txn).unwrap();
+    log.roll(0).unwrap();
+    // The map holds 9 keys: it ends inside the one segment, which is rewritten whole.
+    let round = clean_round(&mut log, None, 10_000, HashMap::new(), 24 * 10).unwrap();
+    assert!(round.end_offset < aborted_first, "{round:?}");
+    // The segment's aborted records go even past the map's end (Kafka collects the aborted
+    // transactions of every rewritten segment's full range), and the marker, kept until its
+    // delete horizon, keeps its index entry for read_committed readers.
+    let (headers, records) = read_log(&log);
+    assert!(!records.iter().any(|r| r.key.as_deref() == Some("kx")));
+    assert!(headers
+        .iter()
+        .any(|h| h.is_control() && h.base_offset == abort_at));
+    let aborted = log.collect_aborted_transactions(0, log.log_end_offset());
+    assert!(
+        aborted
+            .iter()
+            .any(|t| t.producer_id == 2 && t.first_offset == aborted_first),
+        "{aborted:?}"
+    );
+}
+
+#[test]
 fn the_range_respects_the_lso_active_segment_and_compaction_lags() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = open(dir.path(), config());
