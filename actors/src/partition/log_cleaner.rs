@@ -323,12 +323,27 @@ impl LogCleanerActor {
             })
             .await;
             let (map, outcome) = match joined {
-                Ok((map, r)) => (Some(map), r.map_err(|e| e.to_string())),
-                Err(e) => (None, Err(format!("cleaner task failed: {e}"))),
+                Ok((map, r)) => (Some(map), r),
+                Err(e) => (
+                    None,
+                    Err(std::io::Error::other(format!("cleaner task failed: {e}"))),
+                ),
             };
             let swapped = match outcome {
                 Ok(outcome) => swap(&addr, outcome).await,
-                Err(e) => Err(e),
+                // A log truncated (a follower's) or deleted while it was read ends the read
+                // short or loses its files: Kafka aborts such a cleaning and tries again later
+                // (LogCleaningAbortedException); only other failures make a log uncleanable.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::NotFound
+                    ) =>
+                {
+                    tracing::warn!(cleaner = id, partition = %tp, error = %e, "cleaning aborted: the log changed while it was read");
+                    Ok(None)
+                }
+                Err(e) => Err(e.to_string()),
             };
             let mut st = manager.state.lock().expect("cleaner state");
             let m = cleaner_metrics();
