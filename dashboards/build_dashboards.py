@@ -385,6 +385,37 @@ def partition_overview_panels():
             target(f"max(kactor_controller_active{{{s}}})", "an active controller (1)", "C"),
         ], w=24, description="The metadata the active controller holds; 'an active "
                              "controller' drops to 0 while the quorum has no leader."),
+        row("Log cleaner"),
+        stat("Max dirty ratio", f"max(kactor_log_cleaner_max_dirty_ratio{{{s}}})",
+             unit="percentunit",
+             description="The largest share of not-yet-cleaned bytes among compacted logs at "
+                         "the cleaner's last round (Kafka's max-dirty-percent). A log is "
+                         "cleaned once it passes its min.cleanable.dirty.ratio."),
+        stat("Since last cleaner run",
+             f"time() - max(kactor_log_cleaner_last_run_timestamp_seconds{{{s}}})", unit="s",
+             description="Seconds since a cleaner last looked for work (Kafka's "
+                         "time-since-last-run-ms); it looks every log.cleaner.backoff.ms.",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 300}]),
+        stat("Uncleanable partitions",
+             f"sum(kactor_log_cleaner_uncleanable_partitions{{{s}}})",
+             description="Compacted logs a cleaning failed on; they grow until the broker "
+                         "restarts or the partition moves (see the broker log).",
+             thresholds=red_from_1),
+        stat("Offset map use", f"max(kactor_log_cleaner_buffer_utilization_ratio{{{s}}})",
+             unit="percentunit",
+             description="Share of the offset map (log.cleaner.dedupe.buffer.size / "
+                         "log.cleaner.threads) the last cleaning filled. Near the load factor "
+                         "(0.9) a cleaning stops early and needs more rounds."),
+        stat("Cleanings (1h)",
+             f"sum(increase(kactor_log_cleaner_cleanings_total{{{s}}}[1h]))"),
+        timeseries("Bytes cleaned / s", [
+            target(f"sum by (instance) (rate(kactor_log_cleaner_bytes_read_total{{{s}}}"
+                   f"[{RATE}]))", "{{instance}} read", "A"),
+            target(f"sum by (instance) (rate(kactor_log_cleaner_bytes_written_total{{{s}}}"
+                   f"[{RATE}]))", "{{instance}} written", "B"),
+        ], unit="Bps", w=24,
+            description="Segment bytes the cleaner read and rewrote, and what it wrote back; "
+                        "the gap is what compaction removed."),
     ]
 
 

@@ -70,12 +70,15 @@
 //! `log_dir.shutdown(logs, broker_epoch, now_ms)` flushes, checkpoints, closes (indexes trimmed)
 //! and writes `.kafka_cleanshutdown`. `MetaProperties::{read, write}` for `meta.properties`.
 //!
-//! **Hooks for later issues.** Producer-state `.snapshot` files (`SNAPSHOT_SUFFIX`) are left
-//! alone here; the cleaner's `.cleaned`/`.swap` protocol is honoured at recovery (a `.log.swap`
-//! replaces the segments it covers; `.cleaned` is discarded).
+//! **Compaction.** [`cleaner`] is the log cleaner's pure core: `log.cleaner_view(lso,
+//! producers)` for it to read, `log.replace_with_cleaned(&cleaned, generation, now_ms)` to swap
+//! its output in. Recovery honours its `.cleaned`/`.swap` protocol (a `.log.swap`, with its
+//! `.txnindex.swap`, replaces the segments it covers; `.cleaned` is discarded). Producer-state
+//! `.snapshot` files (`SNAPSHOT_SUFFIX`) are left alone here, except those of retired segments.
 
 mod batch;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 pub mod epoch;
 pub mod error;

@@ -143,6 +143,11 @@ pub struct Log {
     /// The batches of the append in progress, kept between appends so the append path does not
     /// allocate.
     scratch: Vec<BatchInfo>,
+    /// Bumped by every truncation: a cleaning made from an older view is not swapped in.
+    generation: u64,
+    /// The lowest offset truncated to since the cleaner last took it: its checkpoint must not
+    /// stay above it (Kafka's `maybeTruncateCheckpoint`).
+    truncated_to: Option<i64>,
 }
 
 fn parse_base_offset(name: &str, suffix: &str) -> Option<i64> {
@@ -212,6 +217,8 @@ impl Log {
             pending_deletions: Vec::new(),
             recovery_report: RecoveryReport::default(),
             scratch: Vec::new(),
+            generation: 0,
+            truncated_to: None,
         };
         log.load(had_clean_shutdown, now_ms, &mut report)?;
         if report != RecoveryReport::default() {
@@ -245,6 +252,9 @@ impl Log {
             } else if let Some(stem) = name.strip_suffix(SWAP_SUFFIX) {
                 if let Some(base) = parse_base_offset(stem, LOG_SUFFIX) {
                     swaps.push(base);
+                } else if parse_base_offset(stem, TXN_INDEX_SUFFIX).is_some() {
+                    // Goes in with its `.log.swap` below (the aborted transactions the cleaned
+                    // segment keeps cannot be rebuilt from its data alone).
                 } else {
                     // Index swaps are rebuilt from the swapped-in log instead.
                     fs::remove_file(entry.path())?;
@@ -292,8 +302,24 @@ impl Log {
                 }
             }
             fs::rename(&swap_path, segment_file(dir, base, LOG_SUFFIX))?;
+            let txn_swap = PathBuf::from(format!(
+                "{}{SWAP_SUFFIX}",
+                segment_file(dir, base, TXN_INDEX_SUFFIX).display()
+            ));
+            if txn_swap.exists() {
+                fs::rename(&txn_swap, segment_file(dir, base, TXN_INDEX_SUFFIX))?;
+            }
             report.swaps_completed += 1;
             let _ = (config, now_ms);
+        }
+        // A `.txnindex.swap` whose `.log.swap` was refused or never written is stale.
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(SWAP_SUFFIX) {
+                fs::remove_file(entry.path())?;
+                report.stray_files_removed += 1;
+            }
         }
         Ok(())
     }
@@ -898,6 +924,8 @@ impl Log {
         if target_offset >= self.log_end_offset {
             return Ok(false);
         }
+        self.generation += 1;
+        self.note_truncation(target_offset);
         let first_base = *self.segments.keys().next().expect("non-empty");
         if target_offset < first_base {
             self.truncate_fully_and_start_at(target_offset, now_ms)?;
@@ -923,6 +951,8 @@ impl Log {
     /// Removes all data and restarts the log empty at `new_offset` (a follower far behind, or a
     /// replica rebuilt from scratch).
     pub fn truncate_fully_and_start_at(&mut self, new_offset: i64, now_ms: i64) -> Result<()> {
+        self.generation += 1;
+        self.note_truncation(new_offset);
         let all: Vec<i64> = self.segments.keys().copied().collect();
         // Open the new segment first so the log is never without one.
         let new_files_clash = all.contains(&new_offset);
@@ -1093,6 +1123,173 @@ impl Log {
 
     pub fn pending_deletions(&self) -> &[PendingDeletion] {
         &self.pending_deletions
+    }
+
+    // ---- cleaning ----
+
+    fn note_truncation(&mut self, offset: i64) {
+        self.truncated_to = Some(self.truncated_to.map_or(offset, |t| t.min(offset)));
+    }
+
+    /// The lowest offset the log was truncated to since the last call (for the cleaner, which
+    /// pulls its checkpoint back to it).
+    pub fn take_truncation(&mut self) -> Option<i64> {
+        self.truncated_to.take()
+    }
+
+    /// What the cleaner reads of this log now (see [`super::cleaner`]): the inactive segments'
+    /// file handles and facts, every aborted transaction, and the bounds it must respect.
+    /// `last_stable_offset` and `active_producers` come from the partition, which owns them.
+    /// Segment timestamps are read (mapping indexes) only when the compaction lags need them.
+    pub fn cleaner_view(
+        &self,
+        last_stable_offset: i64,
+        active_producers: std::collections::HashMap<i64, super::cleaner::LastRecord>,
+    ) -> Result<super::cleaner::LogView> {
+        let need_largest = self.config.min_compaction_lag_ms > 0;
+        let need_first = self.config.max_compaction_lag_ms < i64::MAX;
+        let active_base = self.active_segment().base_offset();
+        let mut segments = Vec::new();
+        let mut aborted = Vec::new();
+        for (base, seg) in &self.segments {
+            aborted.extend_from_slice(seg.txn_index().entries());
+            if *base == active_base {
+                continue;
+            }
+            let len_of = |p: &Path| fs::metadata(p).map_or(0, |m| m.len());
+            let first_batch_timestamp = if need_first {
+                let mut scan = super::batch::HeaderScanner::new(seg.file(), 0, seg.size());
+                scan.next_batch()?.map(|b| b.header.max_timestamp)
+            } else {
+                None
+            };
+            segments.push(super::cleaner::SegmentView {
+                base_offset: *base,
+                size: seg.size(),
+                file: seg.file().clone(),
+                offset_index_bytes: len_of(seg.offset_index_path()),
+                time_index_bytes: len_of(seg.time_index_path()),
+                largest_timestamp: if need_largest {
+                    seg.largest_timestamp()?
+                } else {
+                    -1
+                },
+                first_batch_timestamp,
+                last_modified: seg.file().metadata().and_then(|m| m.modified()).ok(),
+            });
+        }
+        Ok(super::cleaner::LogView {
+            dir: self.dir.clone(),
+            topic_partition: self.topic_partition.clone(),
+            config: self.config.clone(),
+            segments,
+            active_base_offset: active_base,
+            active_size: self.active_segment().size(),
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+            last_stable_offset,
+            aborted,
+            generation: self.generation,
+            active_producers,
+            truncated_to: self.truncated_to,
+        })
+    }
+
+    /// Swaps cleaned segments in (Kafka's `replaceSegments`), each only if the segments it was
+    /// made from are still here unchanged and inactive and the log was not truncated since its
+    /// view; otherwise its files are removed. The order is Kafka's, so that a crash at any point
+    /// leaves a state recovery completes or discards: `.cleaned` → `.swap` (recovery completes a
+    /// swap), old segments renamed `.deleted` (removed after `file.delete.delay.ms`), then the
+    /// `.swap` suffix dropped. Returns how many were swapped in.
+    pub fn replace_with_cleaned(
+        &mut self,
+        cleaned: &[super::cleaner::CleanedSegment],
+        generation: u64,
+        now_ms: i64,
+    ) -> Result<usize> {
+        // Earlier cleanings' `.deleted` files whose delay has passed go now, so a compacted
+        // log's disk use follows its cleanings, not only the retention check.
+        self.purge_deleted_segments(now_ms)?;
+        let mut swapped = 0;
+        for c in cleaned {
+            let active_base = self.active_segment().base_offset();
+            let unchanged = generation == self.generation
+                && !c.replaces.is_empty()
+                && c.replaces.iter().all(|(base, size)| {
+                    *base < active_base
+                        && self.segments.get(base).is_some_and(|s| s.size() == *size)
+                });
+            if !unchanged {
+                warn!(partition = %self.topic_partition, base = c.base_offset, "log changed during cleaning, dropping the cleaned segment");
+                super::cleaner::discard_cleaned(c);
+                continue;
+            }
+            self.swap_in(c, now_ms)?;
+            swapped += 1;
+        }
+        Ok(swapped)
+    }
+
+    fn swap_in(&mut self, c: &super::cleaner::CleanedSegment, now_ms: i64) -> Result<()> {
+        let strip = |p: &Path, from: &str, to: &str| -> PathBuf {
+            let s = p.to_string_lossy();
+            PathBuf::from(format!("{}{to}", s.strip_suffix(from).unwrap_or(&s)))
+        };
+        // 1. The cleaned files become the swap files.
+        let log_swap = strip(&c.log_path, CLEANED_SUFFIX, SWAP_SUFFIX);
+        fs::rename(&c.log_path, &log_swap)?;
+        let txn_swap = match &c.txn_index_path {
+            Some(p) => {
+                let to = strip(p, CLEANED_SUFFIX, SWAP_SUFFIX);
+                fs::rename(p, &to)?;
+                Some(to)
+            }
+            None => None,
+        };
+        fsync_dir(&self.dir)?;
+        // 2. The old segments leave the log, renamed `.deleted`; producer snapshots at bases that
+        //    no segment starts at any more go with them.
+        let old: Vec<i64> = c.replaces.iter().map(|(b, _)| *b).collect();
+        self.retire_segments(&old, c.base_offset, now_ms)?;
+        // 3. The swap files take the segment's names; the indexes are built from the data.
+        let log_final = strip(&log_swap, SWAP_SUFFIX, "");
+        fs::rename(&log_swap, &log_final)?;
+        if let Some(t) = txn_swap {
+            fs::rename(&t, strip(&t, SWAP_SUFFIX, ""))?;
+        }
+        fsync_dir(&self.dir)?;
+        let mut seg = LogSegment::open_lazy(&self.dir, c.base_offset, &self.config, now_ms)?;
+        seg.rebuild_indexes()?;
+        seg.on_become_inactive()?;
+        seg.flush()?;
+        seg.unload_indexes();
+        self.segments.insert(c.base_offset, seg);
+        Ok(())
+    }
+
+    /// [`Log::remove_and_delete_segments`] for segments replaced by a cleaned one at `kept_base`:
+    /// the producer snapshot at `kept_base` stays.
+    fn retire_segments(&mut self, bases: &[i64], kept_base: i64, now_ms: i64) -> Result<()> {
+        let mut paths = Vec::new();
+        for base in bases {
+            if let Some(mut seg) = self.segments.remove(base) {
+                seg.change_file_suffixes("", DELETED_SUFFIX)?;
+                paths.extend(seg.paths());
+            }
+            let snapshot = segment_file(&self.dir, *base, SNAPSHOT_SUFFIX);
+            if *base != kept_base && snapshot.exists() {
+                let to = PathBuf::from(format!("{}{DELETED_SUFFIX}", snapshot.display()));
+                fs::rename(&snapshot, &to)?;
+                paths.push(to);
+            }
+        }
+        if !paths.is_empty() {
+            self.pending_deletions.push(PendingDeletion {
+                due_ms: now_ms + self.config.file_delete_delay_ms,
+                paths,
+            });
+        }
+        Ok(())
     }
 
     // ---- flush ----

@@ -142,7 +142,7 @@ impl PartitionActor {
         g.producers.set(producers);
     }
 
-    fn core(
+    pub(super) fn core(
         &mut self,
     ) -> Result<&mut Partition<Box<dyn PartitionLog>>, super::core::PartitionError> {
         self.core

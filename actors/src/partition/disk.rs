@@ -286,6 +286,35 @@ impl PartitionLog for DiskLog {
     fn collect_aborted_transactions(&self, start: i64, upper: i64) -> Vec<storage::AbortedTxn> {
         self.log().collect_aborted_transactions(start, upper)
     }
+    fn cleaner_view(
+        &mut self,
+        last_stable_offset: i64,
+        producers: std::collections::HashMap<i64, storage::cleaner::LastRecord>,
+    ) -> LogResult<Option<storage::cleaner::LogView>> {
+        let Some(log) = self.log.as_mut() else {
+            return Ok(None);
+        };
+        let view = log
+            .cleaner_view(last_stable_offset, producers)
+            .map_err(|e| e.to_string())?;
+        // Handed over with this view: the cleaner manager pulls the checkpoint back.
+        log.take_truncation();
+        Ok(Some(view))
+    }
+    fn replace_with_cleaned(
+        &mut self,
+        cleaned: &[storage::cleaner::CleanedSegment],
+        generation: u64,
+    ) -> LogResult<usize> {
+        let Some(log) = self.log.as_mut() else {
+            for c in cleaned {
+                storage::cleaner::discard_cleaned(c);
+            }
+            return Ok(0);
+        };
+        log.replace_with_cleaned(cleaned, generation, now_ms())
+            .map_err(|e| e.to_string())
+    }
     fn update_config(&mut self, effective: &BTreeMap<String, String>) {
         let config = log_config(effective);
         self.file_delete_delay_ms = config.file_delete_delay_ms;

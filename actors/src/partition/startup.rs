@@ -18,6 +18,7 @@ use actix::Supervisor;
 
 use super::apis::PartitionApis;
 use super::fetch_session::FetchSessions;
+use super::log_cleaner::{CleanerManager, LogCleanerActor};
 use super::log_dirs::LogDirsFactory;
 use super::log_manager::{LogManagerActor, LogManagerConfig, ShutdownLogs};
 use super::registry::{LogFactory, ReplicaManagerActor};
@@ -68,6 +69,8 @@ pub struct PartitionLayer {
     pub registry: MeteredAddr<ReplicaManagerActor>,
     pub purgatory: MeteredAddr<PurgatoryActor>,
     pub log_manager: MeteredAddr<LogManagerActor>,
+    /// `log.cleaner.threads` cleaners (none when `log.cleaner.enable=false`).
+    pub log_cleaners: Vec<MeteredAddr<LogCleanerActor>>,
     /// The metadata image once this broker's replicas reflect it: the one client-facing
     /// handlers answer from.
     pub served_image: crate::metadata::actor::MetadataImageWatch,
@@ -145,10 +148,34 @@ pub fn start_with_factory(
             lm_metrics,
         ),
     };
+    // Kafka's LogCleaner: its threads share the manager state (checkpoints, logs in progress).
+    let cleaner_config = crate::log::cleaner::CleanerConfig::from_broker_config(&cfg.broker_config);
+    let manager = std::sync::Arc::new(CleanerManager::default());
+    let threads = if cleaner_config.enable {
+        cleaner_config.threads
+    } else {
+        0
+    };
+    let log_cleaners = (0..threads)
+        .map(|id| {
+            let (reader, manager) = (reader.clone(), manager.clone());
+            let make = move |_: &mut actix::Context<LogCleanerActor>| {
+                LogCleanerActor::new(id, cleaner_config, reader, manager)
+            };
+            let metrics = ActorMetrics::new("LogCleanerActor");
+            match pools {
+                // The cleaning itself runs on the blocking pool; the actor only gathers and
+                // hands over, like the log manager beside it.
+                Some(p) => start_supervised(&p.storage(), metrics, make),
+                None => MeteredAddr::new(Supervisor::start(make), metrics),
+            }
+        })
+        .collect();
     Ok(PartitionLayer {
         registry,
         purgatory: purgatory.clone(),
         log_manager,
+        log_cleaners,
         served_image,
         apis: PartitionApis {
             partitions: reader,

@@ -201,6 +201,26 @@ pub trait PartitionLog: Send + 'static {
     ) -> Vec<crate::log::AbortedTxn> {
         Vec::new()
     }
+    /// What the log cleaner reads of a compacted log (`crate::log::cleaner`); `None` for logs
+    /// that are not on disk.
+    fn cleaner_view(
+        &mut self,
+        _last_stable_offset: i64,
+        _producers: std::collections::HashMap<i64, crate::log::cleaner::LastRecord>,
+    ) -> LogResult<Option<crate::log::cleaner::LogView>> {
+        Ok(None)
+    }
+    /// Swaps a cleaning's segments in; returns how many were (a changed log refuses them).
+    fn replace_with_cleaned(
+        &mut self,
+        cleaned: &[crate::log::cleaner::CleanedSegment],
+        _generation: u64,
+    ) -> LogResult<usize> {
+        for c in cleaned {
+            crate::log::cleaner::discard_cleaned(c);
+        }
+        Ok(0)
+    }
 }
 
 /// An in-memory log: a list of batches. Used by tests and as a stand-in storage.
@@ -465,5 +485,19 @@ impl PartitionLog for Box<dyn PartitionLog> {
         upper_bound_offset: i64,
     ) -> Vec<crate::log::AbortedTxn> {
         (**self).collect_aborted_transactions(start_offset, upper_bound_offset)
+    }
+    fn cleaner_view(
+        &mut self,
+        last_stable_offset: i64,
+        producers: std::collections::HashMap<i64, crate::log::cleaner::LastRecord>,
+    ) -> LogResult<Option<crate::log::cleaner::LogView>> {
+        (**self).cleaner_view(last_stable_offset, producers)
+    }
+    fn replace_with_cleaned(
+        &mut self,
+        cleaned: &[crate::log::cleaner::CleanedSegment],
+        generation: u64,
+    ) -> LogResult<usize> {
+        (**self).replace_with_cleaned(cleaned, generation)
     }
 }

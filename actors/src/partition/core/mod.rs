@@ -964,15 +964,51 @@ impl<L: PartitionLog> Partition<L> {
         Ok(())
     }
 
-    /// Retention by time / size on a `delete` topic (the LogManager's periodic check).
+    /// Retention by time / size (the LogManager's periodic check).
     pub fn enforce_retention(&mut self, now_ms: i64) -> Result<usize, PartitionError> {
-        if !self.config.cleanup_delete {
-            return Ok(0);
-        }
+        // Compact-only logs run it too (Kafka's `deleteOldSegments` without `delete`): the log
+        // applies retention.ms / retention.bytes only under `delete` itself, still drops
+        // segments below the log start offset, and removes the `.deleted` files cleanings left.
         let hw = self.high_watermark;
         let (ms, bytes) = (self.config.retention_ms, self.config.retention_bytes);
         self.log
             .enforce_retention(now_ms, hw, ms, bytes)
+            .map_err(PartitionError::Storage)
+    }
+
+    /// The log cleaner's view of a compacted log (`None` when `cleanup.policy` has no
+    /// `compact`): it never cleans past the LSO, and keeps the batches holding live producers'
+    /// last sequences (Kafka's `lastRecordsOfActiveProducers`).
+    pub fn cleaner_view(&mut self) -> Result<Option<crate::log::cleaner::LogView>, PartitionError> {
+        if !self.config.cleanup_compact {
+            return Ok(None);
+        }
+        let producers = self
+            .producers
+            .producers()
+            .map(|p| {
+                let last = p.last_data_offset();
+                let record = crate::log::cleaner::LastRecord {
+                    last_data_offset: (last >= 0).then_some(last),
+                    producer_epoch: p.producer_epoch,
+                };
+                (p.producer_id, record)
+            })
+            .collect();
+        let lso = self.last_stable_offset();
+        self.log
+            .cleaner_view(lso, producers)
+            .map_err(PartitionError::Storage)
+    }
+
+    /// Swaps a cleaning of this log in (see `crate::log::Log::replace_with_cleaned`).
+    pub fn replace_with_cleaned(
+        &mut self,
+        cleaned: &[crate::log::cleaner::CleanedSegment],
+        generation: u64,
+    ) -> Result<usize, PartitionError> {
+        self.log
+            .replace_with_cleaned(cleaned, generation)
             .map_err(PartitionError::Storage)
     }
 
