@@ -10,11 +10,12 @@ runs the same tests from its jars (KACTOR_TEST_TARGET=kafka); its metadata segme
 import re
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from harness.broker import TARGET
 from harness.cli import run_tool
-from harness.cluster import Cluster, create_topic, registered_brokers, wait_until
+from harness.cluster import (Cluster, admin, create_topic, registered_brokers, topic_config,
+                             topic_names, wait_until)
 
 OVERRIDES = {
     "metadata.log.max.record.bytes.between.snapshots": "2000",
@@ -55,21 +56,6 @@ def snapshot_records(node, offset_epoch):
                    timeout=60).stdout
     assert "SnapshotHeader" in out and "SnapshotFooter" in out, out
     return out
-
-
-def admin(node):
-    # Keep the client referenced while its futures are pending: a collected handle fails them.
-    return AdminClient({"bootstrap.servers": node.bootstrap})
-
-
-def topics(node):
-    return set(admin(node).list_topics(timeout=10).topics)
-
-
-def retention_ms(node, topic):
-    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    a = admin(node)
-    return a.describe_configs([res])[res].result(30)["retention.ms"].value
 
 
 def set_retention(node, topic, value):
@@ -123,10 +109,10 @@ def test_snapshots_are_written_cleaned_behind_and_loaded_at_restart(single, topi
     # kill -9 and restart: everything is back, from the snapshot and the log after it.
     node.kill9()
     node.start()
-    wait_until(lambda: set(names) <= topics(node), 60, "every topic after the restart")
-    assert retention_ms(node, names[0]) == "4242000"
+    wait_until(lambda: set(names) <= topic_names(node), 60, "every topic after the restart")
+    assert topic_config(node, names[0], "retention.ms") == "4242000"
     create_topic(node, f"{topic_name}-after", 1)
-    wait_until(lambda: f"{topic_name}-after" in topics(node), 30, "a topic created after")
+    wait_until(lambda: f"{topic_name}-after" in topic_names(node), 30, "a topic created after")
 
 
 @pytest.fixture
@@ -141,7 +127,7 @@ def test_a_voter_behind_the_log_start_catches_up_by_snapshot(trio, topic_name):
     leader = trio.node(leader_id)
     victim = next(n for n in trio.nodes if n.node_id != leader_id)
     create_topic(leader, f"{topic_name}-before", 1)
-    wait_until(lambda: f"{topic_name}-before" in topics(victim), 30, "the victim follows")
+    wait_until(lambda: f"{topic_name}-before" in topic_names(victim), 30, "the victim follows")
     victim.kill9()
     victim_end = quorum_replication(leader)[victim.node_id]
     # New partitions go to live brokers only once the victim is fenced.
@@ -155,12 +141,12 @@ def test_a_voter_behind_the_log_start_catches_up_by_snapshot(trio, topic_name):
                f"the leader's metadata log start past the victim's end ({victim_end})")
 
     victim.start(timeout=120)
-    wait_until(lambda: set(names) <= topics(victim), 90,
+    wait_until(lambda: set(names) <= topic_names(victim), 90,
                "the restarted voter serves every topic created while it was down")
     # It holds the leader's state from a snapshot past where it stopped, and follows on.
     assert any(s[0] > victim_end for s in snapshots(victim)), snapshots(victim)
     create_topic(leader, f"{topic_name}-after", 1)
-    wait_until(lambda: f"{topic_name}-after" in topics(victim), 30, "it follows after")
+    wait_until(lambda: f"{topic_name}-after" in topic_names(victim), 30, "it follows after")
     wait_until(lambda: (lambda r: abs(r[victim.node_id] - r[leader_id]) <= 5)(
         quorum_replication(leader)), 30, "the victim's log end next to the leader's")
 

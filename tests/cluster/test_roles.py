@@ -9,31 +9,20 @@ import threading
 import time
 
 import pytest
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
-                                   NewTopic)
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from harness.cli import run_tool
-from harness.cluster import (Cluster, consume_numbers, create_topic, partition_leaders,
-                             produce_and_consume, registered_brokers, wait_until)
+from harness.cluster import (Cluster, admin, consume_numbers, create_topic, partition_leaders,
+                             produce_and_consume, registered_brokers, topic_config,
+                             topic_names, wait_until)
 
 ELECTION_TIMEOUT_MS = 1000
 FETCH_TIMEOUT_MS = 2000
 LOAD_SECONDS = 12
 
 
-def admin(node):
-    # Keep the client referenced while its futures are pending: a collected handle fails them.
-    return AdminClient({"bootstrap.servers": node.bootstrap})
-
-
-def topic_names(node):
-    return set(admin(node).list_topics(timeout=10).topics)
-
-
 def retention_ms(node, topic):
-    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    a = admin(node)
-    return int(a.describe_configs([res])[res].result(30)["retention.ms"].value)
+    return int(topic_config(node, topic, "retention.ms"))
 
 
 @pytest.fixture

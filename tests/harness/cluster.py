@@ -223,6 +223,25 @@ def wait_until(check, timeout, what):
     raise AssertionError(f"{what} not within {timeout}s (last: {last!r})")
 
 
+def admin(node):
+    """confluent-kafka's AdminClient on `node`. Keep it referenced while its futures are
+    pending: a collected handle fails them."""
+    from confluent_kafka.admin import AdminClient
+    return AdminClient({"bootstrap.servers": node.bootstrap})
+
+
+def topic_names(node):
+    return set(admin(node).list_topics(timeout=10).topics)
+
+
+def topic_config(node, topic, key):
+    """The value `node` describes for a topic config (DescribeConfigs)."""
+    from confluent_kafka.admin import ConfigResource
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    a = admin(node)
+    return a.describe_configs([res])[res].result(30)[key].value
+
+
 def create_topic(node, name, partitions=1, timeout=30):
     """CreateTopics through `node` (replication factor 1) with confluent-kafka's AdminClient."""
     from confluent_kafka.admin import AdminClient, NewTopic

@@ -1076,28 +1076,7 @@ impl Log {
 
     /// Removes segments from the log, renames their files `.deleted`, schedules removal.
     fn remove_and_delete_segments(&mut self, bases: &[i64], now_ms: i64) -> Result<()> {
-        let mut paths = Vec::new();
-        for base in bases {
-            if let Some(mut seg) = self.segments.remove(base) {
-                seg.change_file_suffixes("", DELETED_SUFFIX)?;
-                paths.extend(seg.paths());
-            }
-            // Kafka's producer state drops the snapshot taken at a deleted segment's base too
-            // (`removeAndMarkSnapshotForDeletion`); the producer-state manager owns the rest.
-            let snapshot = segment_file(&self.dir, *base, SNAPSHOT_SUFFIX);
-            if snapshot.exists() {
-                let to = PathBuf::from(format!("{}{DELETED_SUFFIX}", snapshot.display()));
-                fs::rename(&snapshot, &to)?;
-                paths.push(to);
-            }
-        }
-        if !paths.is_empty() {
-            self.pending_deletions.push(PendingDeletion {
-                due_ms: now_ms + self.config.file_delete_delay_ms,
-                paths,
-            });
-        }
-        Ok(())
+        self.retire_segments(bases, None, now_ms)
     }
 
     /// Removes `.deleted` files whose delay has passed. Returns how many files were removed.
@@ -1250,7 +1229,7 @@ impl Log {
         // 2. The old segments leave the log, renamed `.deleted`; producer snapshots at bases that
         //    no segment starts at any more go with them.
         let old: Vec<i64> = c.replaces.iter().map(|(b, _)| *b).collect();
-        self.retire_segments(&old, c.base_offset, now_ms)?;
+        self.retire_segments(&old, Some(c.base_offset), now_ms)?;
         // 3. The swap files take the segment's names; the indexes are built from the data.
         let log_final = strip(&log_swap, SWAP_SUFFIX, "");
         fs::rename(&log_swap, &log_final)?;
@@ -1267,17 +1246,24 @@ impl Log {
         Ok(())
     }
 
-    /// [`Log::remove_and_delete_segments`] for segments replaced by a cleaned one at `kept_base`:
-    /// the producer snapshot at `kept_base` stays.
-    fn retire_segments(&mut self, bases: &[i64], kept_base: i64, now_ms: i64) -> Result<()> {
+    /// Removes segments from the log, renames their files `.deleted`, schedules removal. Segments
+    /// replaced by a cleaned one at `kept_base` keep the producer snapshot there.
+    fn retire_segments(
+        &mut self,
+        bases: &[i64],
+        kept_base: Option<i64>,
+        now_ms: i64,
+    ) -> Result<()> {
         let mut paths = Vec::new();
         for base in bases {
             if let Some(mut seg) = self.segments.remove(base) {
                 seg.change_file_suffixes("", DELETED_SUFFIX)?;
                 paths.extend(seg.paths());
             }
+            // Kafka's producer state drops the snapshot taken at a deleted segment's base too
+            // (`removeAndMarkSnapshotForDeletion`); the producer-state manager owns the rest.
             let snapshot = segment_file(&self.dir, *base, SNAPSHOT_SUFFIX);
-            if *base != kept_base && snapshot.exists() {
+            if Some(*base) != kept_base && snapshot.exists() {
                 let to = PathBuf::from(format!("{}{DELETED_SUFFIX}", snapshot.display()));
                 fs::rename(&snapshot, &to)?;
                 paths.push(to);
