@@ -16,4 +16,5 @@ pub mod producer;
 pub mod purgatory;
 pub mod raft;
 pub mod runtime;
+pub mod security;
 pub mod txn;

@@ -39,6 +39,7 @@ fn ctx(api_key: ApiKey, version: i16) -> RequestContext {
             listener_name: Arc::from("PLAINTEXT"),
             listener_kind: ListenerKind::Broker,
             security_protocol: "PLAINTEXT",
+            principal: Default::default(),
         },
         received_at: Instant::now(),
     }

@@ -100,6 +100,7 @@ impl Broker {
                 listener_name: "PLAINTEXT".into(),
                 listener_kind: ListenerKind::Broker,
                 security_protocol: "PLAINTEXT",
+                principal: Default::default(),
             },
             received_at: Instant::now(),
         };

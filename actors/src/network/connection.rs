@@ -659,6 +659,7 @@ mod tests {
             listener_name: Arc::from("PLAINTEXT"),
             listener_kind: super::super::router::ListenerKind::Broker,
             security_protocol: "PLAINTEXT",
+            principal: Default::default(),
         };
         let limits = ConnectionLimits {
             socket_request_max_bytes: 1024,

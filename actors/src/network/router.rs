@@ -41,6 +41,9 @@ pub struct ConnectionInfo {
     pub listener_kind: ListenerKind,
     /// `PLAINTEXT` for now; decides zero-copy sends and (later) authentication.
     pub security_protocol: &'static str,
+    /// The authenticated principal; `User:ANONYMOUS` until a SASL exchange or a client
+    /// certificate names someone.
+    pub principal: crate::security::KafkaPrincipal,
 }
 
 /// Everything a handler knows about a request besides its body.

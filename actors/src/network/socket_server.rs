@@ -298,6 +298,7 @@ impl SocketServerActor {
             listener_name: Arc::from(bound.name.as_str()),
             listener_kind: bound.kind,
             security_protocol: "PLAINTEXT",
+            principal: Default::default(),
         };
         let router = self.router.clone();
         let limits = self.config.limits;

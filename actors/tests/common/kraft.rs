@@ -146,6 +146,7 @@ pub async fn call_on(
             listener_name: Arc::from(listener),
             listener_kind: kind,
             security_protocol: "PLAINTEXT",
+            principal: Default::default(),
         },
         received_at: Instant::now(),
     };
