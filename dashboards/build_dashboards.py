@@ -244,6 +244,14 @@ def overview():
                    f"[{RATE}]))", "closed: {{reason}}", "C"),
         ], unit="cps", description="Refused: max.connections reached. Closed: the broker "
                                    "closed the connection for a protocol violation."),
+        timeseries("Authentication (SASL, TLS)", [
+            target(f"sum by (listener, result) (rate(kactor_network_authentications_total{{{s}}}"
+                   f"[{RATE}]))", "SASL {{listener}} {{result}}", "A"),
+            target(f"sum by (listener, result) (rate(kactor_network_tls_handshakes_total{{{s}}}"
+                   f"[{RATE}]))", "TLS {{listener}} {{result}}", "B"),
+        ], unit="cps", description="SASL authentications and re-authentications and TLS "
+                                   "handshakes per second. A rise in failures is a client "
+                                   "with a wrong password or certificate, or someone guessing."),
         timeseries("Request memory pool (queued.max.request.bytes)", [
             target(f"sum by (instance, listeners) "
                    f"(kactor_network_request_memory_pool_used_bytes{{{s}}})",

@@ -7,6 +7,7 @@ mod allocator;
 #[allow(dead_code)]
 mod config;
 mod dir_lock;
+mod security;
 mod storage_format;
 mod topology;
 

@@ -64,7 +64,7 @@ pub struct Node {
 }
 
 /// The network settings the SocketServerActor needs, from the broker config.
-pub fn network_config(cfg: &BrokerConfig) -> NetworkConfig {
+pub fn network_config(cfg: &BrokerConfig) -> anyhow::Result<NetworkConfig> {
     let controller_names = cfg.get_list("controller.listener.names");
     let listeners = cfg
         .listeners()
@@ -78,18 +78,21 @@ pub fn network_config(cfg: &BrokerConfig) -> NetworkConfig {
                 cfg.is_broker()
             }
         })
-        .map(|l| ListenerSpec {
-            kind: if controller_names.contains(&l.name) {
-                ListenerKind::Controller
-            } else {
-                ListenerKind::Broker
-            },
-            name: l.name,
-            host: l.host,
-            port: l.port,
+        .map(|l| {
+            Ok(ListenerSpec {
+                kind: if controller_names.contains(&l.name) {
+                    ListenerKind::Controller
+                } else {
+                    ListenerKind::Broker
+                },
+                security: crate::security::listener_security(cfg, &l.name)?,
+                name: l.name,
+                host: l.host,
+                port: l.port,
+            })
         })
-        .collect();
-    NetworkConfig {
+        .collect::<Result<Vec<_>, kactor_actors::security::SecurityError>>()?;
+    Ok(NetworkConfig {
         listeners,
         listen_backlog_size: cfg.get_i32("socket.listen.backlog.size") as u32,
         socket_send_buffer_bytes: cfg.get_i32("socket.send.buffer.bytes"),
@@ -103,7 +106,7 @@ pub fn network_config(cfg: &BrokerConfig) -> NetworkConfig {
             queued_max_requests: cfg.get_i32("queued.max.requests") as usize,
             connections_max_idle_ms: cfg.get_i64("connections.max.idle.ms"),
         },
-    }
+    })
 }
 
 /// `max.connections.per.ip.overrides` (`host:limit,...`); validated at load.
@@ -301,6 +304,9 @@ fn quorum_addresses(cfg: &BrokerConfig) -> std::collections::BTreeMap<i32, Strin
 
 /// Starts every component. Must run inside the actix `System`.
 pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::Result<Node> {
+    // Key stores and SASL settings are read first: a listener that cannot be secured stops
+    // start-up before any data is touched.
+    let network = network_config(cfg)?;
     let readiness = metrics::readiness();
     readiness.require("listeners");
     readiness.require("metadata");
@@ -629,7 +635,8 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         .await
         .with_context(|| format!("cannot serve metrics on kactor.http.address={http}"))?;
 
-    let mut server = SocketServerActor::bind(network_config(cfg), router, pools.clone())?;
+    let mut server = SocketServerActor::bind(network, router, pools.clone())?
+        .with_metadata_image(kraft.image.clone());
     if kraft.broker_state.is_some() {
         // Like Kafka's BrokerServer, clients are served only once this broker is registered
         // and unfenced: before that, Metadata would list no brokers and no controller, and

@@ -102,6 +102,7 @@ fn produce_then_fetch_over_tcp() {
                 host: "127.0.0.1".into(),
                 port: 0,
                 kind: ListenerKind::Broker,
+                security: kactor_actors::security::ListenerSecurity::plaintext(),
             }],
             listen_backlog_size: 50,
             socket_send_buffer_bytes: -1,

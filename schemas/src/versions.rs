@@ -14,6 +14,10 @@ use crate::messages::ApiKey;
 /// a client that sees an API advertised will use it.
 pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::ApiVersions,
+    // SASL (actors/src/network/authenticator.rs): every listener answers them, SASL
+    // listeners authenticate with them.
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
     // Partition APIs (actors/src/partition/apis.rs).
     ApiKey::Produce,
     ApiKey::Fetch,

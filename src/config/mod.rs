@@ -320,7 +320,7 @@ impl BrokerConfig {
             let key = decode_key(&encoded).unwrap_or(encoded);
             let origin = ConfigOrigin::decode(value.origin().unwrap_or("default"));
             let text = value.into_string()?;
-            if find_def(&key).is_none() {
+            if find_def(&key).is_none() && !is_listener_setting(&key) {
                 unknown_keys.push(key.clone());
             }
             entries.insert(
@@ -444,7 +444,11 @@ impl BrokerConfig {
 
     /// Whether DescribeConfigs must hide the value (Kafka's `Type.PASSWORD`).
     pub fn is_sensitive(key: &str) -> bool {
-        find_def(key).is_some_and(|d| d.ty == ConfigType::Password)
+        let unprefixed = key
+            .strip_prefix("listener.name.")
+            .and_then(|rest| rest.split_once('.'))
+            .map_or(key, |(_, setting)| setting);
+        find_def(unprefixed).is_some_and(|d| d.ty == ConfigType::Password)
             || key.ends_with(".password")
             || key.contains("sasl.jaas.config")
     }
@@ -592,6 +596,26 @@ impl BrokerConfig {
         map
     }
 
+    /// The listener other brokers reach this one on, as the inter-broker client picks it:
+    /// `inter.broker.listener.name`, else the one named PLAINTEXT, else the first broker one.
+    fn inter_broker_listener(&self, names: &[String], controller: &[String]) -> Option<String> {
+        if !self.is_broker() {
+            return None;
+        }
+        if let Some(n) = self
+            .get_str("inter.broker.listener.name")
+            .filter(|n| !n.trim().is_empty())
+        {
+            return Some(n.trim().to_string());
+        }
+        let broker: Vec<&String> = names.iter().filter(|n| !controller.contains(n)).collect();
+        broker
+            .iter()
+            .find(|n| n.as_str() == "PLAINTEXT")
+            .or(broker.first())
+            .map(|n| n.to_string())
+    }
+
     fn invalid(&self, key: &str, reason: impl Into<String>) -> ConfigError {
         let e = &self.entries[key];
         ConfigError::Invalid {
@@ -716,15 +740,38 @@ impl BrokerConfig {
             parse_endpoint(&l).map_err(|r| self.invalid("advertised.listeners", r))?;
         }
         let protocols = self.security_protocol_map();
+        let controller_listener_names = self.get_list("controller.listener.names");
+        let inter_broker = self.inter_broker_listener(&names, &controller_listener_names);
         for name in &names {
             match protocols.get(name).map(String::as_str) {
                 Some("PLAINTEXT") => {}
+                Some("SSL" | "SASL_PLAINTEXT" | "SASL_SSL") => {
+                    // kactor's own clients (controller channel, replica fetchers, markers)
+                    // speak plaintext only so far, so the listeners they use must too.
+                    let role = if controller_listener_names.contains(name) {
+                        Some("a controller listener")
+                    } else if inter_broker.as_deref() == Some(name.as_str()) {
+                        Some("the inter-broker listener")
+                    } else {
+                        None
+                    };
+                    if let Some(role) = role {
+                        return Err(self.invalid(
+                            "listener.security.protocol.map",
+                            format!(
+                                "listener {name} is {role} and uses {}; kactor's broker-to-broker \
+                                 and broker-to-controller connections are PLAINTEXT only so far. \
+                                 Secure client listeners only, and name a PLAINTEXT listener in \
+                                 inter.broker.listener.name",
+                                protocols[name]
+                            ),
+                        ));
+                    }
+                }
                 Some(other) => {
                     return Err(self.invalid(
-                        "listeners",
-                        format!(
-                            "listener {name} uses {other}; kactor serves PLAINTEXT only so far"
-                        ),
+                        "listener.security.protocol.map",
+                        format!("unknown security protocol {other} for listener {name}"),
                     ))
                 }
                 None => {
@@ -837,6 +884,24 @@ fn split_list(v: &str) -> Vec<String> {
 }
 
 /// Parses `NAME://host:port` (host may be empty = all interfaces, or `[v6]`).
+/// A per-listener setting kactor reads (`src/security.rs`): `listener.name.<l>.<key>` of a
+/// defined key, or a SASL login setting `listener.name.<l>.<mechanism>.sasl.jaas.config` /
+/// `.connections.max.reauth.ms`.
+pub fn is_listener_setting(key: &str) -> bool {
+    let Some(rest) = key.strip_prefix("listener.name.") else {
+        return false;
+    };
+    let Some((_, setting)) = rest.split_once('.') else {
+        return false;
+    };
+    if find_def(setting).is_some() {
+        return true;
+    }
+    setting
+        .split_once('.')
+        .is_some_and(|(_, s)| s == "sasl.jaas.config" || s == "connections.max.reauth.ms")
+}
+
 pub fn parse_endpoint(s: &str) -> Result<Endpoint, String> {
     let (name, rest) = s
         .split_once("://")
@@ -1430,6 +1495,14 @@ mod tests {
         assert!(!BrokerConfig::is_sensitive("log.dirs"));
         assert!(BrokerConfig::is_sensitive("ssl.truststore.certificates"));
         assert!(!BrokerConfig::is_sensitive("ssl.truststore.location"));
+        assert!(BrokerConfig::is_sensitive(
+            "listener.name.ssl.ssl.keystore.key"
+        ));
+        assert!(is_listener_setting("listener.name.ssl.ssl.client.auth"));
+        assert!(is_listener_setting(
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config"
+        ));
+        assert!(!is_listener_setting("listener.name.ssl.no.such.key"));
     }
 
     #[test]

@@ -76,7 +76,7 @@ def _(c):
 
 @case("ApiVersions", "unserved-api-sasl-handshake")
 def _(c):
-    """SaslHandshake v1 on a PLAINTEXT listener (kactor does not serve SASL)."""
+    """SaslHandshake v1 on a PLAINTEXT listener: ILLEGAL_SASL_STATE, no mechanisms."""
     hdr = struct.pack(">hhih", 17, 1, 9, 4) + b"diff"
     body = struct.pack(">h", 5) + b"PLAIN"
     frame = struct.pack(">i", len(hdr) + len(body)) + hdr + body

@@ -20,9 +20,7 @@ def d(case, path, kactor, kafka, status, reason):
 # Kafka 4.4.0's broker listener advertises these APIs; kactor does not serve them yet (README,
 # Compatibility). Each is a missing ApiKeys row in every ApiVersions answer.
 NOT_SERVED = {
-    17: ("SaslHandshake", 0, 1),
     34: ("AlterReplicaLogDirs", 1, 2),
-    36: ("SaslAuthenticate", 0, 2),
     38: ("CreateDelegationToken", 1, 3),
     39: ("RenewDelegationToken", 1, 2),
     40: ("ExpireDelegationToken", 1, 2),
@@ -96,12 +94,6 @@ KNOWN = [
       '[]',
       PENDING,
       'ApiVersions v5 naming another cluster id: Kafka answers REBOOTSTRAP_REQUIRED with empty lists (KIP-1102), kactor ignores the cluster id'),
-    d('ApiVersions/unserved-api-sasl-handshake',
-      'SaslHandshake v1',
-      "'<connection closed without a response>'",
-      'b\'\\x00\\x00\\x00\\t\\x00"\\x00\\x00\\x00\\x00\'',
-      PENDING,
-      'SaslHandshake is not served by kactor (no SASL): it closes the connection; Kafka answers ILLEGAL_SASL_STATE (34) with no mechanisms on a PLAINTEXT listener'),
     # ---- DescribeCluster
     d('DescribeCluster/endpoint-type-controller',
       'DescribeCluster v1.ErrorCode',

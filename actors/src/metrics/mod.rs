@@ -60,6 +60,11 @@ pub struct BrokerMetrics {
     pub connections_refused_total: IntCounterVec,
     /// Connections closed by the broker for a protocol violation, by reason.
     pub connections_closed_total: IntCounterVec,
+    /// SASL authentications and re-authentications, by listener and result (Kafka's
+    /// successful-/failed-authentication-total).
+    pub authentications_total: IntCounterVec,
+    /// TLS handshakes, by listener and result.
+    pub tls_handshakes_total: IntCounterVec,
 }
 
 /// The network layer's families, created and registered on first use.
@@ -139,6 +144,26 @@ pub fn broker() -> &'static BrokerMetrics {
                     "Connections closed by the broker, by reason.",
                 ),
                 &["reason"],
+            )
+            .expect("valid family"),
+        ),
+        authentications_total: register(
+            IntCounterVec::new(
+                Opts::new(
+                    "kactor_network_authentications_total",
+                    "SASL authentications and re-authentications, by listener and result.",
+                ),
+                &["listener", "result"],
+            )
+            .expect("valid family"),
+        ),
+        tls_handshakes_total: register(
+            IntCounterVec::new(
+                Opts::new(
+                    "kactor_network_tls_handshakes_total",
+                    "TLS handshakes on SSL and SASL_SSL listeners, by listener and result.",
+                ),
+                &["listener", "result"],
             )
             .expect("valid family"),
         ),

@@ -23,16 +23,19 @@ use kactor_protocol::{
     RequestBody, ResponseBody, Writer,
 };
 use tokio::io::BufReader;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 use super::api_versions;
+use super::authenticator::{Authenticator, Gate};
 use super::frame::{read_frame, FrameError, RequestPrefix};
 use super::request_queue::{RequestBudget, RequestHold};
 use super::router::{record_error, ConnectionInfo, HandlerOutcome, RequestContext, RequestRouter};
+use super::transport::{split_plain, split_tls, SocketReader, SocketWriter};
 use super::writer::{with_size_prefix, write_chunks};
+use crate::metadata::MetadataImageWatch;
 use crate::metrics;
 use crate::runtime::{run_caught, ActorMetrics, MeteredRecipient};
+use crate::security::{KafkaPrincipal, ListenerSecurity};
 
 /// Per-connection limits from the broker config.
 #[derive(Debug, Clone, Copy)]
@@ -62,6 +65,9 @@ pub struct CloseConnection;
 struct OutFrame {
     chunks: Vec<Records>,
     bytes: usize,
+    /// Close the connection this long after the frame is written (a failed authentication's
+    /// answer), with this reason.
+    close_after: Option<(Duration, String)>,
 }
 
 pub struct ConnectionActor {
@@ -73,8 +79,18 @@ pub struct ConnectionActor {
     on_closed: MeteredRecipient<ConnectionClosed>,
     metrics: ActorMetrics,
     stream: Option<std::net::TcpStream>,
-    reader: Option<BufReader<OwnedReadHalf>>,
-    writer: Option<OwnedWriteHalf>,
+    reader: Option<BufReader<SocketReader>>,
+    writer: Option<SocketWriter>,
+    security: ListenerSecurity,
+    /// The SASL exchange's state on SASL listeners.
+    authenticator: Option<Authenticator>,
+    /// The metadata image, for SCRAM credentials.
+    image: Option<MetadataImageWatch>,
+    /// A failed authentication was answered: read nothing more, close once it is written.
+    closing: bool,
+    /// The request whose answer is the last one: its sequence number, how long to wait after
+    /// writing it, and why.
+    close_at: Option<(u64, Duration, String)>,
     reading: bool,
     writing: bool,
     /// Sequence number the next frame read gets.
@@ -109,6 +125,11 @@ impl ConnectionActor {
             stream: Some(stream),
             reader: None,
             writer: None,
+            security: ListenerSecurity::plaintext(),
+            authenticator: None,
+            image: None,
+            closing: false,
+            close_at: None,
             reading: false,
             writing: false,
             next_seq: 0,
@@ -118,6 +139,120 @@ impl ConnectionActor {
             in_flight: 0,
             last_active: Instant::now(),
         }
+    }
+
+    /// Secures the connection as its listener says: TLS before the first frame, and a SASL
+    /// exchange before any other request (SCRAM credentials come from `image`).
+    pub fn secured(
+        mut self,
+        security: ListenerSecurity,
+        image: Option<MetadataImageWatch>,
+    ) -> Self {
+        self.authenticator = security
+            .sasl
+            .as_ref()
+            .map(|s| Authenticator::new(s.clone()));
+        self.info.security_protocol = security.protocol.name();
+        self.security = security;
+        self.image = image;
+        self
+    }
+
+    fn attach(&mut self, (r, w): (SocketReader, SocketWriter)) {
+        self.reader = Some(BufReader::with_capacity(16 * 1024, r));
+        self.writer = Some(w);
+    }
+
+    fn on_tls_handshake(
+        &mut self,
+        result: std::io::Result<tokio_rustls::server::TlsStream<TcpStream>>,
+        ctx: &mut Context<Self>,
+    ) {
+        let stream = match result {
+            Ok(s) => s,
+            Err(e) => {
+                metrics::broker()
+                    .tls_handshakes_total
+                    .with_label_values(&[&self.info.listener_name, "failure"])
+                    .inc();
+                return self.close(
+                    ctx,
+                    "tls_handshake",
+                    format_args!("TLS handshake failed: {e}"),
+                );
+            }
+        };
+        metrics::broker()
+            .tls_handshakes_total
+            .with_label_values(&[&self.info.listener_name, "success"])
+            .inc();
+        if self.authenticator.is_none() {
+            // SSL: the principal is the client certificate's subject, mapped by
+            // ssl.principal.mapping.rules; without a certificate it stays ANONYMOUS. On
+            // SASL_SSL the SASL exchange names the principal instead, as in Kafka.
+            let tls = self.security.tls.as_ref().expect("TLS listener");
+            let certs = stream.get_ref().1.peer_certificates();
+            if let Some(cert) = certs.and_then(|c| c.first()) {
+                let name = crate::security::tls::subject_rfc2253(cert)
+                    .map_err(|e| format!("unreadable client certificate: {e}"))
+                    .and_then(|subject| {
+                        tls.principal_mapper.name(&subject).ok_or_else(|| {
+                            format!("no ssl.principal.mapping.rules rule applies to {subject}")
+                        })
+                    });
+                match name {
+                    Ok(name) => self.info.principal = KafkaPrincipal::user(&name),
+                    Err(reason) => return self.close(ctx, "authentication", reason),
+                }
+            }
+        }
+        self.last_active = Instant::now();
+        self.attach(split_tls(stream));
+        self.maybe_read(ctx);
+    }
+
+    fn authenticate(&mut self, api_key: ApiKey, version: i16, body: &RequestBody) -> Gate {
+        let image = self.image.as_ref().map(|w| w.borrow().clone());
+        let lookup = |user: &str, mechanism: i8| {
+            image
+                .as_ref()?
+                .scram_credentials
+                .get(user)?
+                .get(&mechanism)
+                .cloned()
+        };
+        let authenticator = self.authenticator.as_mut().expect("SASL listener");
+        authenticator.on_request(api_key, version, body, Instant::now(), &lookup)
+    }
+
+    fn on_authenticated(&mut self, principal: KafkaPrincipal, mechanism: &str) {
+        tracing::debug!(
+            connection = self.info.connection_id,
+            peer = %self.info.peer,
+            %principal,
+            mechanism,
+            "authenticated"
+        );
+        metrics::broker()
+            .authentications_total
+            .with_label_values(&[&self.info.listener_name, "success"])
+            .inc();
+        self.info.principal = principal;
+    }
+
+    fn on_authentication_failed(&mut self, reason: &str) {
+        // The reason never holds a password: the SASL servers word their failures without
+        // the client's secret.
+        tracing::info!(
+            connection = self.info.connection_id,
+            peer = %self.info.peer,
+            listener = %self.info.listener_name,
+            "authentication failed: {reason}"
+        );
+        metrics::broker()
+            .authentications_total
+            .with_label_values(&[&self.info.listener_name, "failure"])
+            .inc();
     }
 
     /// Closes the connection with a log line naming the peer and the reason.
@@ -141,14 +276,21 @@ impl ConnectionActor {
     }
 
     fn maybe_read(&mut self, ctx: &mut Context<Self>) {
-        if self.reading || self.in_flight >= self.limits.queued_max_requests {
+        if self.reading || self.closing || self.in_flight >= self.limits.queued_max_requests {
             return;
         }
         let Some(mut reader) = self.reader.take() else {
             return;
         };
         self.reading = true;
-        let max = self.limits.socket_request_max_bytes;
+        let max = match self
+            .authenticator
+            .as_ref()
+            .and_then(Authenticator::max_frame)
+        {
+            Some(sasl_max) => sasl_max.min(self.limits.socket_request_max_bytes),
+            None => self.limits.socket_request_max_bytes,
+        };
         let budget = self.budget.clone();
         let fut = async move {
             let r = read_frame(&mut reader, max, &budget).await;
@@ -268,6 +410,61 @@ impl ConnectionActor {
                 )
             }
         };
+        if self.authenticator.is_some() {
+            let flow = self.authenticate(api_key, version, &body);
+            let outcome = match flow {
+                Gate::Pass => None,
+                Gate::Answer(body) => Some((HandlerOutcome::Respond(body), None)),
+                Gate::Authenticated {
+                    body,
+                    principal,
+                    mechanism,
+                } => {
+                    self.on_authenticated(principal, &mechanism);
+                    Some((HandlerOutcome::Respond(body), None))
+                }
+                Gate::Fail { body, reason } => {
+                    self.on_authentication_failed(&reason);
+                    let outcome = match body {
+                        Some(b) => HandlerOutcome::Respond(b),
+                        None => HandlerOutcome::NoResponse,
+                    };
+                    Some((outcome, Some(reason)))
+                }
+                Gate::IllegalState { reason } => {
+                    self.on_authentication_failed(&reason);
+                    let body = self
+                        .router
+                        .route(api_key)
+                        .and_then(|r| r.on_unsupported_version)
+                        .and_then(|responder| {
+                            responder(version, kactor_protocol::errors::ILLEGAL_SASL_STATE)
+                        });
+                    let outcome = match body {
+                        Some(b) => HandlerOutcome::Respond(b),
+                        None => HandlerOutcome::NoResponse,
+                    };
+                    Some((outcome, Some(reason)))
+                }
+            };
+            if let Some((outcome, close_reason)) = outcome {
+                drop(hold);
+                if let Some(reason) = close_reason {
+                    self.closing = true;
+                    let delay = Duration::from_millis(self.security.failed_authentication_delay_ms);
+                    self.close_at = Some((seq, delay, reason));
+                }
+                return self.finish(
+                    seq,
+                    api_key,
+                    version,
+                    prefix.correlation_id,
+                    received_at,
+                    outcome,
+                    ctx,
+                );
+            }
+        }
         let route = self.router.route(api_key).expect("checked above").clone();
         let rctx = RequestContext {
             api_key,
@@ -400,7 +597,11 @@ impl ConnectionActor {
                 match encode_response(api_key, version, correlation_id, &body) {
                     Ok(chunks) => {
                         let (chunks, bytes) = with_size_prefix(chunks);
-                        Some(OutFrame { chunks, bytes })
+                        Some(OutFrame {
+                            chunks,
+                            bytes,
+                            close_after: None,
+                        })
                     }
                     Err(e) => {
                         tracing::error!(api = api_key.name(), version, error = %e, "response encoding failed (a bug)");
@@ -414,6 +615,23 @@ impl ConnectionActor {
             }
             HandlerOutcome::NoResponse => None,
             HandlerOutcome::Close(reason) => return self.close(ctx, "handler", reason),
+        };
+        let out = match self.close_at.take() {
+            Some((at, delay, reason)) if at == seq => {
+                // The last answer (or, without one, an empty write in its place) closes the
+                // connection once it is out.
+                let mut frame = out.unwrap_or(OutFrame {
+                    chunks: Vec::new(),
+                    bytes: 0,
+                    close_after: None,
+                });
+                frame.close_after = Some((delay, reason));
+                Some(frame)
+            }
+            other => {
+                self.close_at = other;
+                out
+            }
         };
         self.finished.insert(seq, out);
         while let Some(out) = self.finished.remove(&self.next_to_send) {
@@ -431,13 +649,14 @@ impl ConnectionActor {
         if self.writing {
             return;
         }
-        let Some(frame) = self.write_queue.pop_front() else {
+        let Some(mut frame) = self.write_queue.pop_front() else {
             return;
         };
         let Some(mut writer) = self.writer.take() else {
             return;
         };
         self.writing = true;
+        let close_after = frame.close_after.take();
         let fut = async move {
             let r = write_chunks(&mut writer, &frame.chunks).await;
             (writer, frame.bytes, r)
@@ -453,6 +672,15 @@ impl ConnectionActor {
             }
             metrics::broker().network_bytes_out_total.inc_by(bytes as u64);
             act.last_active = Instant::now();
+            if let Some((delay, reason)) = close_after {
+                // Kafka holds a failed authentication's connection open for
+                // connection.failed.authentication.delay.ms, so a password guesser cannot
+                // retry at full speed on new connections.
+                ctx.run_later(delay, move |act, ctx| {
+                    act.close(ctx, "authentication", reason)
+                });
+                return;
+            }
             act.maybe_write(ctx);
             act.maybe_read(ctx);
         }));
@@ -498,9 +726,18 @@ impl Actor for ConnectionActor {
             Ok(stream) => {
                 // Kafka sets TCP_NODELAY: responses are whole frames, Nagle only adds latency.
                 let _ = stream.set_nodelay(true);
-                let (r, w) = stream.into_split();
-                self.reader = Some(BufReader::with_capacity(16 * 1024, r));
-                self.writer = Some(w);
+                match self.security.tls.clone() {
+                    None => self.attach(split_plain(stream)),
+                    Some(tls) => {
+                        // The idle check below also ends a handshake that never completes.
+                        let handshake = async move { tls.acceptor.accept(stream).await };
+                        ctx.spawn(
+                            handshake
+                                .into_actor(self)
+                                .map(|result, act, ctx| act.on_tls_handshake(result, ctx)),
+                        );
+                    }
+                }
             }
             Err(e) => {
                 tracing::warn!(peer = %self.info.peer, error = %e, "cannot register accepted socket");

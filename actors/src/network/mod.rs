@@ -21,6 +21,7 @@
 //! ```
 
 pub mod api_versions;
+pub mod authenticator;
 pub mod client;
 pub mod connection;
 pub mod frame;
@@ -29,6 +30,7 @@ pub mod memory_pool;
 pub mod request_queue;
 pub mod router;
 pub mod socket_server;
+pub mod transport;
 pub mod writer;
 
 pub use api_versions::{features_channel, FeaturesHandle, FinalizedFeatures, SupportedFeature};

@@ -174,6 +174,16 @@ impl RequestRouter {
 
     /// Adds the ApiVersions handler (it needs the final table) and freezes the router.
     pub fn build(mut self, features: super::api_versions::FeaturesHandle) -> Arc<RequestRouter> {
+        // Served on every listener, as Kafka does: a SASL listener's connections answer them
+        // in their authenticator while authenticating; these are the answers anywhere else
+        // (a listener without SASL, or a client that has authenticated).
+        for api in [ApiKey::SaslHandshake, ApiKey::SaslAuthenticate] {
+            self.register(api, move |_, _| {
+                let body = super::authenticator::after_authentication_answer(api)
+                    .expect("an answer for both SASL APIs");
+                Box::pin(async move { HandlerOutcome::Respond(body) })
+            });
+        }
         for kind in [ListenerKind::Broker, ListenerKind::Controller] {
             let table: Vec<(ApiKey, i16, i16)> = versions::supported_versions()
                 .filter(|(k, _, _)| {

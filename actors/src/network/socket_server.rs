@@ -15,8 +15,10 @@ use tokio::net::{TcpListener, TcpSocket};
 use super::connection::{CloseConnection, ConnectionActor, ConnectionClosed, ConnectionLimits};
 use super::request_queue::RequestBudget;
 use super::router::{ConnectionInfo, ListenerKind, RequestRouter};
+use crate::metadata::MetadataImageWatch;
 use crate::metrics;
 use crate::runtime::{ActorMetrics, ArbiterPools, MeteredAddr};
+use crate::security::ListenerSecurity;
 
 /// One listener to bind, from `listeners` (+ `controller.listener.names` for the kind).
 #[derive(Debug, Clone)]
@@ -27,6 +29,8 @@ pub struct ListenerSpec {
     /// 0 = any free port (tests).
     pub port: u16,
     pub kind: ListenerKind,
+    /// Its security protocol's TLS and SASL settings.
+    pub security: ListenerSecurity,
 }
 
 /// The network settings from the broker config.
@@ -86,6 +90,10 @@ pub struct SocketServerActor {
     pools: ArbiterPools,
     /// Listening sockets, bound at construction; moved into accept streams on start.
     pending: Vec<(BoundListener, std::net::TcpListener)>,
+    /// Per bound listener (same index as `bound`): how its connections are secured.
+    security: Vec<ListenerSecurity>,
+    /// The metadata image SCRAM logins check credentials against.
+    image: Option<MetadataImageWatch>,
     /// Whether broker listeners start accepting with the actor (else on
     /// [`EnableBrokerListeners`]); their sockets are bound either way, so early clients wait
     /// in the backlog.
@@ -165,6 +173,11 @@ impl SocketServerActor {
             pending.push((bound, listener));
         }
         let bound = pending.iter().map(|(b, _)| b.clone()).collect();
+        let security = config
+            .listeners
+            .iter()
+            .map(|l| l.security.clone())
+            .collect();
         let (queued_requests, queued_bytes) = (
             config.limits.queued_max_requests,
             config.queued_max_request_bytes,
@@ -176,6 +189,8 @@ impl SocketServerActor {
             router,
             pools,
             pending,
+            security,
+            image: None,
             broker_listeners_enabled: true,
             deferred: Vec::new(),
             bound,
@@ -189,6 +204,12 @@ impl SocketServerActor {
             broker_budget,
             controller_budget,
         })
+    }
+
+    /// Gives SASL listeners the metadata image to find SCRAM credentials in.
+    pub fn with_metadata_image(mut self, image: MetadataImageWatch) -> Self {
+        self.image = Some(image);
+        self
     }
 
     pub fn bound_listeners(&self) -> &[BoundListener] {
@@ -301,6 +322,8 @@ impl SocketServerActor {
             principal: Default::default(),
         };
         let router = self.router.clone();
+        let security = self.security[listener].clone();
+        let image = self.image.clone();
         let limits = self.config.limits;
         let budget = match bound.kind {
             ListenerKind::Broker => self.broker_budget.clone(),
@@ -311,7 +334,10 @@ impl SocketServerActor {
         let addr = crate::runtime::start_unsupervised(
             &arbiter,
             self.connection_metrics.clone(),
-            move |_| ConnectionActor::new(std_stream, info, router, limits, budget, on_closed),
+            move |_| {
+                ConnectionActor::new(std_stream, info, router, limits, budget, on_closed)
+                    .secured(security, image)
+            },
         );
         tracing::debug!(connection = id, peer = %peer, listener = %bound.name, "accepted connection");
         self.connections.insert(id, (ip, addr));
@@ -418,6 +444,7 @@ mod tests {
             host: "127.0.0.1".into(),
             port: 0,
             kind,
+            security: ListenerSecurity::plaintext(),
         };
         NetworkConfig {
             listeners: vec![
