@@ -331,7 +331,10 @@ mod tests {
             .collect()
     }
 
-    fn manager(quotas: &[(&[(&str, Option<&str>)], f64)]) -> ClientQuotaManager {
+    /// (entity as (type, name) pairs, producer_byte_rate).
+    type Quotas<'a> = &'a [(&'a [(&'a str, Option<&'a str>)], f64)];
+
+    fn manager(quotas: Quotas<'_>) -> ClientQuotaManager {
         let image: BTreeMap<QuotaEntity, BTreeMap<String, f64>> = quotas
             .iter()
             .map(|(e, v)| (entity(e), [("producer_byte_rate".to_string(), *v)].into()))
