@@ -277,6 +277,18 @@ def _describe_exact(c, pairs, strict=True, label=None):
                   check=True, label=label)
 
 
+def _wait_entities(c, pairs, n):
+    """Waits until a non-strict describe of `pairs` lists `n` entities: Kafka's broker answers
+    from its metadata image, which follows the controller's commit a moment later."""
+    comps = [{"EntityType": t, "MatchType": 0, "Match": v} for t, v in pairs]
+
+    def seen():
+        r = c.call("DescribeClientQuotas", 1, {"Components": comps, "Strict": False})
+        got = len(r.get("Entries") or []) if isinstance(r, dict) else None
+        return got == n, got
+    c.wait_for(f"{n} quota entities for {pairs}", seen)
+
+
 @case("AlterClientQuotas", "set-describe-remove")
 def _(c):
     """Set user, (user, client-id) and default quotas, describe each exactly, then remove."""
@@ -284,6 +296,7 @@ def _(c):
     _alter(c, [([("user", user)], [("producer_byte_rate", 1024.0),
                                    ("consumer_byte_rate", 2048.0)]),
                ([("user", user), ("client-id", "app")], [("request_percentage", 12.5)])])
+    _wait_entities(c, [("user", user)], 2)
     _describe_exact(c, [("user", user)], label="describe user")
     _describe_exact(c, [("user", user), ("client-id", "app")], label="describe user+client")
     _describe_exact(c, [("user", user)], strict=False, label="describe user, not strict")
@@ -294,6 +307,7 @@ def _(c):
     _alter(c, [([("user", user)], [("producer_byte_rate", None), ("consumer_byte_rate", None)]),
                ([("user", user), ("client-id", "app")], [("request_percentage", None)])],
            label="remove")
+    _wait_entities(c, [("user", user)], 0)
     _describe_exact(c, [("user", user)], strict=False, label="describe after remove")
 
 
@@ -302,6 +316,10 @@ def _(c):
     user = f"u-{topic(c)}"
     _alter(c, [([("user", user)], [("producer_byte_rate", 1024.0)])], validate_only=True,
            version=0)
+    # A real change after it, awaited, shows the validate-only one wrote nothing.
+    _alter(c, [([("user", user), ("client-id", "x")], [("producer_byte_rate", 1.0)])],
+           label="real change")
+    _wait_entities(c, [("user", user)], 1)
     _describe_exact(c, [("user", user)])
 
 
@@ -348,6 +366,8 @@ def _(c):
                ([("ip", "127.0.0.10")], [("connection_creation_rate", 4.0)])],
            label="four entities")
     _alter(c, [], label="no entries")
+    _wait_entities(c, [("user", user)], 2)
+    _wait_entities(c, [("ip", "127.0.0.10")], 1)
     _describe_exact(c, [("user", user)], strict=False)
     _describe_exact(c, [("ip", "127.0.0.10")])
     _alter(c, [([("ip", "127.0.0.10")], [("connection_creation_rate", None)])],
