@@ -272,6 +272,27 @@ def overview():
             description="Requests read and not yet handled, across every connection of a "
                         "listener kind (Kafka's RequestQueueSize). At queued.max.requests no "
                         "connection reads another request until one is handled."),
+        row("Client quotas"),
+        stat("Throttled connections", f"sum(kactor_quota_throttled_channels{{{s}}})",
+             description="Connections muted right now because their client went over a "
+                         "producer_byte_rate / consumer_byte_rate quota (Kafka's delay queue "
+                         "size)."),
+        timeseries("Quota byte rate by client", [target(
+            f"sum by (quota_type, user, client_id) (rate(kactor_quota_bytes_total{{{s}}}"
+            f"[{RATE}]))", "{{quota_type}} user={{user}} client={{client_id}}")],
+            unit="Bps", w=10,
+            description="Bytes counted against quotas (Kafka's byte-rate), per sensor: the "
+                        "user and/or client id the applying quota groups clients by (empty "
+                        "where the level does not apply). Only recorded once a quota of the "
+                        "type exists."),
+        timeseries("Average throttle time by client", [target(
+            f"sum by (quota_type, user, client_id) "
+            f"(rate(kactor_quota_throttle_time_seconds_total{{{s}}}[{RATE}])) / "
+            f"sum by (quota_type, user, client_id) "
+            f"(rate(kactor_quota_throttled_responses_total{{{s}}}[{RATE}]))",
+            "{{quota_type}} user={{user}} client={{client_id}}")], unit="s", w=10,
+            description="Mean throttle time of throttled responses (Kafka's throttle-time): "
+                        "how far over its quota a client pushes."),
         text("Coming with the broker's next metric families",
              ("Replica fetcher lag (exported in clusters only)"
               if PARTITION_PANELS else

@@ -622,6 +622,16 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         }
         txn_apis::register_write_txn_markers(&mut router, local_markers);
         txn_apis::register_describe_producers(&mut router, table);
+        // Client quotas go around everything else on Produce and Fetch, so that what they
+        // measure is the whole request as handled.
+        let quotas =
+            kactor_actors::quota::QuotaManagers::new(kactor_actors::quota::core::WindowConfig {
+                samples: cfg.get_i32("quota.window.num").max(1) as usize,
+                window_ms: i64::from(cfg.get_i32("quota.window.size.seconds").max(1)) * 1000,
+            });
+        kactor_actors::quota::follow_image(quotas.clone(), partitions.served_image.clone());
+        kactor_actors::quota::wrap_produce(&mut router, quotas.clone());
+        kactor_actors::quota::wrap_fetch(&mut router, quotas);
     }
     let router: Arc<RequestRouter> = router.build(features);
     let _ = envelope_router.set(router.clone());

@@ -14,6 +14,7 @@ pub mod network;
 pub mod partition;
 pub mod producer;
 pub mod purgatory;
+pub mod quota;
 pub mod raft;
 pub mod runtime;
 pub mod security;

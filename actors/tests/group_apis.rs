@@ -42,6 +42,7 @@ fn ctx(api_key: ApiKey, version: i16) -> RequestContext {
             principal: Default::default(),
         },
         received_at: Instant::now(),
+        request_bytes: 0,
     }
 }
 

@@ -103,6 +103,7 @@ impl Broker {
                 principal: Default::default(),
             },
             received_at: Instant::now(),
+            request_bytes: 0,
         };
         let out = (self.router.route(key).unwrap().handler)(ctx, body).await;
         // Every response must encode at its request's version (fields a version lacks keep

@@ -381,9 +381,9 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     dynamic("log.remote.copy.lag.bytes", Long, Some("-1"), AtLeast(-1), "Default of the topic config remote.copy.lag.bytes (not used by kactor: no tiered storage)."),
     dynamic("follower.fetch.last.tiered.offset.enable", Boolean, Some("false"), Any, "Let an empty follower start replicating after the last tiered offset (not used by kactor: no tiered storage)."),
     // --- quotas ---
-    def("client.quota.callback.class", Class, None, Any, "Plugin computing client quotas (not used by kactor: no quotas)."),
-    def("quota.window.num", Int, Some("11"), AtLeast(1), "Samples kept for client quotas (not used by kactor: no quotas)."),
-    def("quota.window.size.seconds", Int, Some("1"), AtLeast(1), "Sample length of client quotas (not used by kactor: no quotas)."),
+    def("client.quota.callback.class", Class, None, Any, "Plugin computing client quotas (not used by kactor: Kafka's default user / client-id rules apply)."),
+    def("quota.window.num", Int, Some("11"), AtLeast(1), "The number of samples to retain in memory for client quotas"),
+    def("quota.window.size.seconds", Int, Some("1"), AtLeast(1), "The time span of each sample for client quotas"),
     def("replication.quota.window.num", Int, Some("11"), AtLeast(1), "Samples kept for replication quotas (not used by kactor: no quotas)."),
     def("replication.quota.window.size.seconds", Int, Some("1"), AtLeast(1), "Sample length of replication quotas (not used by kactor: no quotas)."),
     def("alter.log.dirs.replication.quota.window.num", Int, Some("11"), AtLeast(1), "Samples kept for log dir move quotas (not used by kactor: no quotas)."),

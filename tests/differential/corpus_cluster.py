@@ -4,6 +4,7 @@ import struct
 
 from harness import schema_codec as sc
 
+from .corpus_topics import topic
 from .engine import case
 
 # ---- ApiVersions ---------------------------------------------------------------------------
@@ -257,6 +258,123 @@ def _(c):
     c.call("DescribeClientQuotas", 1, {"Components": [
         {"EntityType": "user", "MatchType": 1, "Match": None},
         {"EntityType": "user", "MatchType": 1, "Match": None}], "Strict": False}, check=True)
+
+
+def _alter(c, entries, validate_only=False, version=1, label=None):
+    """AlterClientQuotas: entries as (entity [(type, name)], ops [(key, value or None)])."""
+    body = {"Entries": [
+        {"Entity": [{"EntityType": t, "EntityName": n} for t, n in entity],
+         "Ops": [{"Key": k, "Value": 0.0 if v is None else v, "Remove": v is None}
+                 for k, v in ops]}
+        for entity, ops in entries], "ValidateOnly": validate_only}
+    return c.call("AlterClientQuotas", version, body, check=True, label=label)
+
+
+def _describe_exact(c, pairs, strict=True, label=None):
+    comps = [{"EntityType": t, "MatchType": 0 if n is not None else 1, "Match": n}
+             for t, n in pairs]
+    return c.call("DescribeClientQuotas", 1, {"Components": comps, "Strict": strict},
+                  check=True, label=label)
+
+
+def _wait_entities(c, pairs, n):
+    """Waits until a non-strict describe of `pairs` lists `n` entities: Kafka's broker answers
+    from its metadata image, which follows the controller's commit a moment later."""
+    comps = [{"EntityType": t, "MatchType": 0, "Match": v} for t, v in pairs]
+
+    def seen():
+        r = c.call("DescribeClientQuotas", 1, {"Components": comps, "Strict": False})
+        got = len(r.get("Entries") or []) if isinstance(r, dict) else None
+        return got == n, got
+    c.wait_for(f"{n} quota entities for {pairs}", seen)
+
+
+@case("AlterClientQuotas", "set-describe-remove")
+def _(c):
+    """Set user, (user, client-id) and default quotas, describe each exactly, then remove."""
+    user = f"u-{topic(c)}"
+    _alter(c, [([("user", user)], [("producer_byte_rate", 1024.0),
+                                   ("consumer_byte_rate", 2048.0)]),
+               ([("user", user), ("client-id", "app")], [("request_percentage", 12.5)])])
+    _wait_entities(c, [("user", user)], 2)
+    _describe_exact(c, [("user", user)], label="describe user")
+    _describe_exact(c, [("user", user), ("client-id", "app")], label="describe user+client")
+    _describe_exact(c, [("user", user)], strict=False, label="describe user, not strict")
+    c.call("DescribeClientQuotas", 1, {"Components": [
+        {"EntityType": "user", "MatchType": 0, "Match": user},
+        {"EntityType": "client-id", "MatchType": 2, "Match": None}], "Strict": True},
+        check=True, label="describe user, any client")
+    _alter(c, [([("user", user)], [("producer_byte_rate", None), ("consumer_byte_rate", None)]),
+               ([("user", user), ("client-id", "app")], [("request_percentage", None)])],
+           label="remove")
+    _wait_entities(c, [("user", user)], 0)
+    _describe_exact(c, [("user", user)], strict=False, label="describe after remove")
+
+
+@case("AlterClientQuotas", "validate-only-v0")
+def _(c):
+    user = f"u-{topic(c)}"
+    _alter(c, [([("user", user)], [("producer_byte_rate", 1024.0)])], validate_only=True,
+           version=0)
+    # A real change after it, awaited, shows the validate-only one wrote nothing.
+    _alter(c, [([("user", user), ("client-id", "x")], [("producer_byte_rate", 1.0)])],
+           label="real change")
+    _wait_entities(c, [("user", user)], 1)
+    _describe_exact(c, [("user", user)])
+
+
+@case("AlterClientQuotas", "invalid-entities")
+def _(c):
+    """Empty entity, unknown type, empty name, ip with user, an unresolvable ip host."""
+    for label, entity in [("empty", []), ("unknown type", [("group", "g")]),
+                          ("empty user", [("user", "")]),
+                          ("ip with user", [("ip", "127.0.0.1"), ("user", "u")]),
+                          ("ip with default client", [("ip", None), ("client-id", None)]),
+                          ("bad ip host", [("ip", "no-such-host.invalid")])]:
+        _alter(c, [(entity, [("producer_byte_rate", 10.0)])], label=label)
+
+
+@case("AlterClientQuotas", "invalid-values")
+def _(c):
+    user = f"u-{topic(c)}"
+    for label, ops in [("unknown key", [("no_such_quota", 1.0)]),
+                       ("ip key on user", [("connection_creation_rate", 5.0)]),
+                       ("zero", [("producer_byte_rate", 0.0)]),
+                       ("negative", [("request_percentage", -1.0)]),
+                       ("fractional long", [("consumer_byte_rate", 10.5)]),
+                       ("too large", [("producer_byte_rate", 1e19)]),
+                       ("duplicate key", [("producer_byte_rate", 1.0),
+                                          ("producer_byte_rate", 2.0)]),
+                       ("one bad of two", [("producer_byte_rate", 5.0),
+                                           ("no_such_quota", 1.0)])]:
+        _alter(c, [([("user", user)], ops)], label=label)
+    _alter(c, [([("ip", "127.0.0.9")], [("connection_creation_rate", 3e9)])],
+           label="ip too large")
+    _alter(c, [([("ip", "127.0.0.9")], [("producer_byte_rate", 5.0)])], label="user key on ip")
+    _describe_exact(c, [("user", user)], strict=False)
+
+
+@case("AlterClientQuotas", "duplicate-entity-and-several")
+def _(c):
+    """The same entity twice, and several entities answered in Kafka's map order."""
+    user = f"u-{topic(c)}"
+    _alter(c, [([("user", user)], [("producer_byte_rate", 100.0)]),
+               ([("user", user)], [("consumer_byte_rate", 100.0)])], label="same entity twice")
+    _alter(c, [([("user", user), ("client-id", "a")], [("producer_byte_rate", 100.0)]),
+               ([("client-id", f"c-{user}")], [("consumer_byte_rate", 100.0)]),
+               ([("user", f"v-{user}")], [("no_such_quota", 1.0)]),
+               ([("ip", "127.0.0.10")], [("connection_creation_rate", 4.0)])],
+           label="four entities")
+    _alter(c, [], label="no entries")
+    _wait_entities(c, [("user", user)], 2)
+    _wait_entities(c, [("ip", "127.0.0.10")], 1)
+    _describe_exact(c, [("user", user)], strict=False)
+    _describe_exact(c, [("ip", "127.0.0.10")])
+    _alter(c, [([("ip", "127.0.0.10")], [("connection_creation_rate", None)])],
+           label="remove ip")
+    # Removing what is not set is no error.
+    _alter(c, [([("client-id", f"never-{user}")], [("producer_byte_rate", None)])],
+           label="remove unset")
 
 
 # ---- SCRAM credentials ---------------------------------------------------------------------

@@ -72,6 +72,8 @@ UNORDERED = {
     "DeleteRecords": {"Topics": ("Name",)},
     "DeleteTopics": {"Responses": ("Name",)},
     "Produce": {"Responses": ("Name",)},
+    # Kafka's ClientQuotasImage is a hash map whose capacity depends on its history.
+    "DescribeClientQuotas": {"Entries": ("Entity",), "Values": ("Key",)},
 }
 # Per API: arrays (by field name) compared by an identity key instead of by position, so that
 # one missing or extra element is one difference ("ApiKeys[ApiKey=17]"), not a shifted tail.

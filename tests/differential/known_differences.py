@@ -25,7 +25,6 @@ NOT_SERVED = {
     39: ("RenewDelegationToken", 1, 2),
     40: ("ExpireDelegationToken", 1, 2),
     41: ("DescribeDelegationToken", 1, 3),
-    49: ("AlterClientQuotas", 0, 1),
     76: ("ShareGroupHeartbeat", 1, 1),
     77: ("ShareGroupDescribe", 1, 1),
     78: ("ShareFetch", 1, 2),

@@ -238,6 +238,33 @@ def drive_traffic(broker, seconds=5.0):
         s.sendall(wire.i32(0x7FFFFFF0) + b"\0" * 16)
         wire.wait_closed(s, timeout=5)
     _client_traffic(broker, seconds)
+    _quota_traffic(broker, seconds)
+
+
+def _quota_traffic(broker, seconds):
+    """A producer over a tiny producer_byte_rate quota (set with a raw AlterClientQuotas),
+    so the quota families export a throttled client."""
+    try:
+        from confluent_kafka import Producer
+
+        from harness import schema_codec as sc
+        schemas = sc.Schemas.from_dir()
+        body = {"Entries": [{"Entity": [{"EntityType": "client-id", "EntityName": "ops-quota"}],
+                             "Ops": [{"Key": "producer_byte_rate", "Value": 1000.0,
+                                      "Remove": False}]}], "ValidateOnly": False}
+        with wire.connect(broker.port) as s:
+            s.sendall(sc.encode_request(schemas, 49, 1, body, 1))
+            wire.recv_frame(s)
+        p = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "ops-quota",
+                      "log_level": 0, "message.timeout.ms": int(seconds * 1000)})
+        deadline = time.monotonic() + seconds
+        for _ in range(40):
+            p.produce(f"ops-quota-{int(time.time())}", value=b"q" * 1000)
+            p.flush(max(0.1, deadline - time.monotonic()))
+            if time.monotonic() > deadline:
+                break
+    except Exception as e:  # noqa: BLE001 - a broker without quotas still gets traffic
+        print(f"ops traffic: quota traffic failed: {e}")
 
 
 def _client_traffic(broker, seconds):

@@ -532,6 +532,14 @@ controller_op!(
     Vec<(String, super::core::errors::ApiError)>,
     |core, m| core.alter_user_scram_credentials(&m.deletions, &m.upsertions)
 );
+controller_op!(
+    AlterClientQuotas,
+    Vec<(
+        super::core::client_quotas::EntityComponents,
+        super::core::errors::ApiError
+    )>,
+    |core, m| core.alter_client_quotas(&m.alterations, m.validate_only, &m.unresolvable)
+);
 controller_op!(AllocateProducerIds, AllocateProducerIdsReply, |core, m| {
     core.allocate_producer_ids(m.broker_id, m.broker_epoch)
 });

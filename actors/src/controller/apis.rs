@@ -267,6 +267,11 @@ pub fn register_with_auto_create_wait(
         cluster::handle_describe_client_quotas
     );
     route!(
+        ApiKey::AlterClientQuotas,
+        AlterClientQuotas,
+        cluster::handle_alter_client_quotas
+    );
+    route!(
         ApiKey::DescribeUserScramCredentials,
         DescribeUserScramCredentials,
         cluster::handle_describe_user_scram_credentials
@@ -1988,6 +1993,7 @@ pub const FORWARDED: &[ApiKey] = &[
     ApiKey::ElectLeaders,
     ApiKey::AlterPartitionReassignments,
     ApiKey::AlterUserScramCredentials,
+    ApiKey::AlterClientQuotas,
 ];
 
 /// Wraps the [`FORWARDED`] routes so that, while the Raft leader is another node, the request
@@ -2060,6 +2066,7 @@ fn says_not_controller(resp: &ResponseBody) -> bool {
         ResponseBody::AlterConfigs(r) => r.responses.iter().any(|t| nc(t.error_code)),
         ResponseBody::IncrementalAlterConfigs(r) => r.responses.iter().any(|t| nc(t.error_code)),
         ResponseBody::AlterUserScramCredentials(r) => r.results.iter().any(|t| nc(t.error_code)),
+        ResponseBody::AlterClientQuotas(r) => r.entries.iter().any(|t| nc(t.error_code)),
         ResponseBody::ElectLeaders(r) => nc(r.error_code),
         ResponseBody::AlterPartitionReassignments(r) => nc(r.error_code),
         ResponseBody::UpdateFeatures(r) => {

@@ -1,23 +1,22 @@
 //! Cluster administration APIs beside the topic and config ones in `apis.rs`: ElectLeaders
 //! (`kafka-leader-election`), AlterPartitionReassignments and ListPartitionReassignments
-//! (`kafka-reassign-partitions`), DescribeClientQuotas (`kafka-configs --describe
-//! --entity-type clients|users|ips`), UnregisterBroker (`kafka-cluster unregister`),
+//! (`kafka-reassign-partitions`), UnregisterBroker (`kafka-cluster unregister`),
 //! Describe/AlterUserScramCredentials (`kafka-configs --entity-type users`, SCRAM-SHA-256/512)
 //! and ListConfigResources (`kafka-configs --describe --entity-type groups` without a name).
 //!
+//! Alter/DescribeClientQuotas (`kafka-configs --entity-type users|clients|ips`).
+//!
 //! Registered with the other admin APIs by `apis::register`; the writes go to the controller
 //! (forwarded there from a broker-only node), the Describe/List APIs read the published image.
-//! kactor does not serve AlterClientQuotas, so no quota is ever stored and DescribeClientQuotas
-//! answers none; what it does check is the request, with Kafka's error codes and messages, so
-//! that a tool gets the same refusal on both brokers.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kactor_protocol::errors::*;
 use kactor_protocol::messages::{self as m, *};
 use kactor_protocol::ResponseBody;
 
 use super::apis::{MetadataApis, DEFAULT_TIMEOUT_MS};
+use super::core::client_quotas as quotas;
 use super::core::errors::*;
 use super::core::requests as cr;
 use super::messages as cm;
@@ -321,11 +320,14 @@ fn check_quota_filter(
     Ok(())
 }
 
+/// The stored quotas that match the filter (Kafka's `ClientQuotasImage.describe`), read from
+/// the served image.
 pub(super) async fn handle_describe_client_quotas(
-    _apis: &MetadataApis,
+    apis: &MetadataApis,
     ctx: &RequestContext,
     req: DescribeClientQuotasRequest,
 ) -> HandlerOutcome {
+    use m::describe_client_quotas_response::{EntityData, EntryData, ValueData};
     let resp = match check_quota_filter(&req.components) {
         Err((code, message)) => DescribeClientQuotasResponse {
             error_code: code,
@@ -333,14 +335,159 @@ pub(super) async fn handle_describe_client_quotas(
             entries: None,
             ..Default::default()
         },
-        // No quota can be set on kactor (AlterClientQuotas is not served), so nothing matches.
-        Ok(()) => DescribeClientQuotasResponse {
-            entries: Some(Vec::new()),
-            ..Default::default()
-        },
+        Ok(()) => {
+            let mut exact = BTreeMap::new();
+            let mut any = BTreeSet::new();
+            for c in &req.components {
+                match c.match_type {
+                    MATCH_SPECIFIED => {
+                        any.insert(c.entity_type.clone());
+                    }
+                    // Exact with its name, default with none (checked above).
+                    _ => {
+                        exact.insert(c.entity_type.clone(), c.match_.clone());
+                    }
+                }
+            }
+            let image = apis.snapshot();
+            let entries = quotas::matching_entities(&image.client_quotas, &exact, &any, req.strict)
+                .into_iter()
+                .map(|(entity, values)| {
+                    let sent: Vec<_> = entity.iter().map(|(t, n)| (t.clone(), n.clone())).collect();
+                    EntryData {
+                        entity: quotas::entity_components(&sent)
+                            .into_iter()
+                            .map(|(entity_type, entity_name)| EntityData {
+                                entity_type,
+                                entity_name,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        values: values
+                            .iter()
+                            .map(|(key, value)| ValueData {
+                                key: key.clone(),
+                                value: *value,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    }
+                })
+                .collect();
+            DescribeClientQuotasResponse {
+                entries: Some(entries),
+                ..Default::default()
+            }
+        }
     };
     ctx.record_error(resp.error_code);
     HandlerOutcome::Respond(ResponseBody::DescribeClientQuotas(resp))
+}
+
+/// How long an ip entity's name may take to resolve before it counts as unresolvable.
+const IP_RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The ip entity names that are neither an address nor a host that resolves (Kafka's
+/// `InetAddress.getByName` check). Looked up here, in the handler, so that the controller's
+/// core does no I/O.
+async fn unresolvable_ips(alterations: &[quotas::QuotaAlteration]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let names: BTreeSet<&str> = alterations
+        .iter()
+        .flat_map(|a| a.entity.iter())
+        .filter(|(t, _)| t == quotas::IP)
+        .filter_map(|(_, n)| n.as_deref())
+        .filter(|n| !n.is_empty() && n.parse::<std::net::IpAddr>().is_err())
+        .collect();
+    for name in names {
+        let resolved = tokio::time::timeout(IP_RESOLVE_TIMEOUT, tokio::net::lookup_host((name, 0)))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .is_some_and(|mut addrs| addrs.next().is_some());
+        if !resolved {
+            out.insert(name.to_string());
+        }
+    }
+    out
+}
+
+/// Sets or removes client quotas through the controller (forwarded there from a broker-only
+/// node); each entity is answered with Kafka's outcome and message.
+pub(super) async fn handle_alter_client_quotas(
+    apis: &MetadataApis,
+    ctx: &RequestContext,
+    req: AlterClientQuotasRequest,
+) -> HandlerOutcome {
+    use m::alter_client_quotas_response::{EntityData, EntryData};
+    let alterations: Vec<quotas::QuotaAlteration> = req
+        .entries
+        .iter()
+        .map(|e| quotas::QuotaAlteration {
+            entity: e
+                .entity
+                .iter()
+                .map(|c| (c.entity_type.clone(), c.entity_name.clone()))
+                .collect(),
+            ops: e
+                .ops
+                .iter()
+                .map(|o| (o.key.clone(), (!o.remove).then_some(o.value)))
+                .collect(),
+        })
+        .collect();
+    let rows = if alterations.is_empty() {
+        // Kafka answers an empty request without going to the controller.
+        Vec::new()
+    } else {
+        let distinct = |code: i16| {
+            let mut seen: Vec<quotas::EntityComponents> = Vec::new();
+            for a in &alterations {
+                let c = quotas::entity_components(&a.entity);
+                if !seen.contains(&c) {
+                    seen.push(c);
+                }
+            }
+            seen.into_iter()
+                .map(|c| (c, ApiError::code(code)))
+                .collect::<Vec<_>>()
+        };
+        let msg = cm::AlterClientQuotas {
+            unresolvable: unresolvable_ips(&alterations).await,
+            alterations: alterations.clone(),
+            validate_only: req.validate_only,
+        };
+        match apis.ask(msg, DEFAULT_TIMEOUT_MS).await {
+            // An inactive controller answers nothing: say so for every entity.
+            Ok(rows) if rows.is_empty() => distinct(NOT_CONTROLLER),
+            Ok(rows) => rows,
+            Err(code) => distinct(code),
+        }
+    };
+    let entries = rows
+        .into_iter()
+        .map(|(entity, e)| {
+            ctx.record_error(e.code);
+            EntryData {
+                error_code: e.code,
+                error_message: e.message,
+                entity: entity
+                    .into_iter()
+                    .map(|(entity_type, entity_name)| EntityData {
+                        entity_type,
+                        entity_name,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }
+        })
+        .collect();
+    HandlerOutcome::Respond(ResponseBody::AlterClientQuotas(AlterClientQuotasResponse {
+        entries,
+        ..Default::default()
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -103,6 +103,7 @@ async fn serve(
     if !versions::is_supported(api_key, version) {
         return Err(UNSUPPORTED_VERSION);
     }
+    let request_bytes = frame.len();
     let mut buf = frame;
     let header = RequestHeader::decode(&mut buf, request_header_version(api_key, version))
         .map_err(|_| INVALID_REQUEST)?;
@@ -115,11 +116,17 @@ async fn serve(
         header,
         connection,
         received_at: outer.received_at,
+        request_bytes,
     };
     let correlation_id = ctx.header.correlation_id;
     let response = match (route.handler)(ctx, body).await {
-        HandlerOutcome::Respond(r) => r,
-        HandlerOutcome::NoResponse | HandlerOutcome::Close(_) => return Err(INVALID_REQUEST),
+        HandlerOutcome::Respond(r)
+        | HandlerOutcome::Throttled {
+            response: Some(r), ..
+        } => r,
+        HandlerOutcome::NoResponse
+        | HandlerOutcome::Throttled { response: None, .. }
+        | HandlerOutcome::Close(_) => return Err(INVALID_REQUEST),
     };
     let mut w = Writer::with_capacity(256);
     let header = ResponseHeader {

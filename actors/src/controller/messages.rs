@@ -150,3 +150,15 @@ pub struct AlterUserScramCredentials {
     pub deletions: Vec<super::core::scram::ScramDeletion>,
     pub upsertions: Vec<super::core::scram::ScramUpsertion>,
 }
+
+/// Sent by the AlterClientQuotas handler. Lost: the client times out.
+#[derive(Debug, Message)]
+#[rtype(
+    result = "ControllerReply<Vec<(super::core::client_quotas::EntityComponents, super::core::errors::ApiError)>>"
+)]
+pub struct AlterClientQuotas {
+    pub alterations: Vec<super::core::client_quotas::QuotaAlteration>,
+    pub validate_only: bool,
+    /// Ip entity names that neither parse as an address nor resolve (looked up by the handler).
+    pub unresolvable: std::collections::BTreeSet<String>,
+}

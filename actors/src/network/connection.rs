@@ -68,6 +68,8 @@ struct OutFrame {
     /// Close the connection this long after the frame is written (a failed authentication's
     /// answer), with this reason.
     close_after: Option<(Duration, String)>,
+    /// Read nothing for this long once the frame is written (a quota throttle, KIP-219).
+    mute: Duration,
 }
 
 pub struct ConnectionActor {
@@ -102,6 +104,13 @@ pub struct ConnectionActor {
     write_queue: VecDeque<OutFrame>,
     in_flight: usize,
     last_active: Instant,
+    /// Reading resumes at this instant (a quota throttle, `crate::quota`).
+    muted_until: Option<Instant>,
+    /// A response of this connection was throttled: from then on it reads one request at a
+    /// time, as Kafka does for every connection, so that a client at its quota cannot slip a
+    /// pipeline of requests in between two throttles (the pipeline is read before the first
+    /// of them is measured).
+    throttled: bool,
 }
 
 impl ConnectionActor {
@@ -138,6 +147,8 @@ impl ConnectionActor {
             write_queue: VecDeque::new(),
             in_flight: 0,
             last_active: Instant::now(),
+            muted_until: None,
+            throttled: false,
         }
     }
 
@@ -279,6 +290,11 @@ impl ConnectionActor {
         if self.reading || self.closing || self.in_flight >= self.limits.queued_max_requests {
             return;
         }
+        if self.muted_until.is_some_and(|t| t > Instant::now())
+            || (self.throttled && self.in_flight > 0)
+        {
+            return;
+        }
         let Some(mut reader) = self.reader.take() else {
             return;
         };
@@ -384,6 +400,7 @@ impl ConnectionActor {
         if !versions::is_supported(api_key, version) {
             return self.unsupported_version(seq, api_key, prefix, &frame, received_at, ctx);
         }
+        let frame_len = frame.len();
         let mut buf = frame;
         let header = match RequestHeader::decode(&mut buf, request_header_version(api_key, version))
         {
@@ -472,6 +489,7 @@ impl ConnectionActor {
             header,
             connection: self.info.clone(),
             received_at,
+            request_bytes: frame_len,
         };
         // The handler runs as its own task on this arbiter, not in the actor's context: a
         // request the broker has read is carried out even if the peer closes before its
@@ -592,29 +610,38 @@ impl ConnectionActor {
         m.request_duration_seconds
             .with_label_values(&[api_key.name()])
             .observe(received_at.elapsed().as_secs_f64());
-        let out = match outcome {
-            HandlerOutcome::Respond(body) => {
-                match encode_response(api_key, version, correlation_id, &body) {
-                    Ok(chunks) => {
-                        let (chunks, bytes) = with_size_prefix(chunks);
-                        Some(OutFrame {
-                            chunks,
-                            bytes,
-                            close_after: None,
-                        })
-                    }
-                    Err(e) => {
-                        tracing::error!(api = api_key.name(), version, error = %e, "response encoding failed (a bug)");
-                        return self.close(
-                            ctx,
-                            "encode_error",
-                            format_args!("cannot encode {} response: {e}", api_key.name()),
-                        );
-                    }
-                }
-            }
-            HandlerOutcome::NoResponse => None,
+        let (response, mute) = match outcome {
+            HandlerOutcome::Respond(body) => (Some(body), Duration::ZERO),
+            HandlerOutcome::Throttled { response, mute } => (response, mute),
+            HandlerOutcome::NoResponse => (None, Duration::ZERO),
             HandlerOutcome::Close(reason) => return self.close(ctx, "handler", reason),
+        };
+        self.throttled |= !mute.is_zero();
+        if response.is_none() {
+            // No response to wait for (acks=0): the throttle starts now.
+            self.mute(mute, ctx);
+        }
+        let out = match response {
+            Some(body) => match encode_response(api_key, version, correlation_id, &body) {
+                Ok(chunks) => {
+                    let (chunks, bytes) = with_size_prefix(chunks);
+                    Some(OutFrame {
+                        chunks,
+                        bytes,
+                        close_after: None,
+                        mute,
+                    })
+                }
+                Err(e) => {
+                    tracing::error!(api = api_key.name(), version, error = %e, "response encoding failed (a bug)");
+                    return self.close(
+                        ctx,
+                        "encode_error",
+                        format_args!("cannot encode {} response: {e}", api_key.name()),
+                    );
+                }
+            },
+            None => None,
         };
         let out = match self.close_at.take() {
             Some((at, delay, reason)) if at == seq => {
@@ -624,6 +651,7 @@ impl ConnectionActor {
                     chunks: Vec::new(),
                     bytes: 0,
                     close_after: None,
+                    mute: Duration::ZERO,
                 });
                 frame.close_after = Some((delay, reason));
                 Some(frame)
@@ -645,6 +673,29 @@ impl ConnectionActor {
         self.maybe_read(ctx);
     }
 
+    /// Stops reading for `mute` (from now, or longer if already muted past that), then
+    /// resumes (Kafka's throttled channel, muted once its response is sent).
+    fn mute(&mut self, mute: Duration, ctx: &mut Context<Self>) {
+        if mute.is_zero() {
+            return;
+        }
+        let until = Instant::now() + mute;
+        if self.muted_until.is_some_and(|t| t >= until) {
+            return;
+        }
+        if self.muted_until.is_none() {
+            crate::quota::channel_throttled(1);
+        }
+        self.muted_until = Some(until);
+        ctx.run_later(mute, move |act, ctx| {
+            if act.muted_until == Some(until) {
+                act.muted_until = None;
+                crate::quota::channel_throttled(-1);
+                act.maybe_read(ctx);
+            }
+        });
+    }
+
     fn maybe_write(&mut self, ctx: &mut Context<Self>) {
         if self.writing {
             return;
@@ -659,9 +710,9 @@ impl ConnectionActor {
         let close_after = frame.close_after.take();
         let fut = async move {
             let r = write_chunks(&mut writer, &frame.chunks).await;
-            (writer, frame.bytes, r)
+            (writer, frame.bytes, frame.mute, r)
         };
-        ctx.spawn(fut.into_actor(self).map(|(writer, bytes, result), act, ctx| {
+        ctx.spawn(fut.into_actor(self).map(|(writer, bytes, mute, result), act, ctx| {
             act.writer = Some(writer);
             act.writing = false;
             act.in_flight -= 1;
@@ -681,6 +732,7 @@ impl ConnectionActor {
                 });
                 return;
             }
+            act.mute(mute, ctx);
             act.maybe_write(ctx);
             act.maybe_read(ctx);
         }));
@@ -768,6 +820,9 @@ impl Actor for ConnectionActor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
+        if self.muted_until.take().is_some() {
+            crate::quota::channel_throttled(-1);
+        }
         metrics::broker()
             .connections
             .with_label_values(&[&self.info.listener_name])

@@ -55,6 +55,9 @@ pub struct RequestContext {
     pub connection: ConnectionInfo,
     /// When the frame was read, for request timeouts and latency metrics.
     pub received_at: Instant,
+    /// Size of the request frame (header and body, without the size prefix): what a produce
+    /// costs against its client's quota.
+    pub request_bytes: usize,
 }
 
 impl RequestContext {
@@ -85,6 +88,13 @@ pub enum HandlerOutcome {
     Respond(ResponseBody),
     /// Send nothing (Produce with acks=0), but keep the connection.
     NoResponse,
+    /// Send this response if any, then read nothing more from the connection for `mute`
+    /// (KIP-219: a client over its quota is told the throttle time and its channel is muted
+    /// for that long, `quota`).
+    Throttled {
+        response: Option<ResponseBody>,
+        mute: std::time::Duration,
+    },
     /// Close the connection without a response, as Kafka does for requests it cannot parse
     /// or must not answer; the reason is logged.
     Close(String),

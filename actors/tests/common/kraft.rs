@@ -149,6 +149,7 @@ pub async fn call_on(
             principal: Default::default(),
         },
         received_at: Instant::now(),
+        request_bytes: 0,
     };
     let route = router.route(key).expect("registered");
     match (route.handler)(ctx, body).await {

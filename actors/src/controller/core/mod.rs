@@ -10,6 +10,7 @@
 mod alter_partition;
 pub mod broker_configs;
 pub mod client_metrics_configs;
+pub mod client_quotas;
 mod elections;
 pub mod errors;
 pub mod group_configs;

@@ -178,11 +178,18 @@ pub struct MetadataImage {
         i32,
         kactor_protocol::metadata::register_controller_record::RegisterControllerRecord,
     >,
-    /// Records of types the image does not model (ACLs, client quotas, delegation tokens, ...
+    /// Client quotas by entity (Kafka's `ClientQuotasImage`): each entity's quota keys and
+    /// values, only entities with at least one value.
+    pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, f64>>,
+    /// Records of types the image does not model (ACLs, delegation tokens, ...
     /// as a Kafka controller in a mixed cluster may write them), in commit order, so that a
     /// snapshot of this image loses nothing another node needs.
     pub unmodeled: Vec<MetadataRecord>,
 }
+
+/// A client quota entity (Kafka's `ClientQuotaEntity`): entity type (`user`, `client-id`,
+/// `ip`) to name, `None` naming the type's default entity.
+pub type QuotaEntity = BTreeMap<String, Option<String>>;
 
 /// One user's SCRAM credential for one mechanism (`UserScramCredentialRecord`): what a SCRAM
 /// server needs to check a client's proof without knowing the password (RFC 5802).
@@ -205,6 +212,8 @@ pub struct MetadataChanges {
     pub changed_configs: BTreeSet<ConfigResource>,
     pub changed_brokers: BTreeSet<i32>,
     pub features_changed: bool,
+    /// Some client quota was set or removed.
+    pub client_quotas_changed: bool,
 }
 
 impl MetadataChanges {
@@ -425,6 +434,29 @@ impl MetadataImage {
             }
             MetadataRecord::RegisterController(r) => {
                 self.controllers.insert(r.controller_id, r.clone());
+            }
+            MetadataRecord::ClientQuota(r) => {
+                // A repeated entity type keeps its last name, as Kafka's map of the record's
+                // components does.
+                let entity: QuotaEntity = r
+                    .entity
+                    .iter()
+                    .map(|e| (e.entity_type.clone(), e.entity_name.clone()))
+                    .collect();
+                if r.remove {
+                    if let Some(values) = self.client_quotas.get_mut(&entity) {
+                        values.remove(&r.key);
+                        if values.is_empty() {
+                            self.client_quotas.remove(&entity);
+                        }
+                    }
+                } else {
+                    self.client_quotas
+                        .entry(entity)
+                        .or_default()
+                        .insert(r.key.clone(), r.value);
+                }
+                changes.client_quotas_changed = true;
             }
             // An AbortTransactionRecord ends a metadata transaction, like EndTransaction: it
             // carries no state, and a stray one in a snapshot would confuse its readers.

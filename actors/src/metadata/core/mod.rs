@@ -8,7 +8,8 @@ pub mod snapshot;
 
 pub use image::{
     BrokerRegistration, ConfigResource, ConfigResourceType, MetadataChanges, MetadataImage,
-    PartitionRegistration, Provenance, ReplayError, ScramCredential, TopicImage, TopicsImage,
+    PartitionRegistration, Provenance, QuotaEntity, ReplayError, ScramCredential, TopicImage,
+    TopicsImage,
 };
 pub use publish::{
     broker_configs, local_changes, BrokerConfigChange, LocalChanges, LocalPartitionChange,

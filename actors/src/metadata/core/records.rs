@@ -6,11 +6,11 @@
 use bytes::{Buf, Bytes};
 use kactor_protocol::codec::{get_uvarint, put_uvarint, Decode, DecodeError, Encode, EncodeError};
 use kactor_protocol::metadata::{
-    BeginTransactionRecord, BrokerRegistrationChangeRecord, ConfigRecord, EndTransactionRecord,
-    FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord, PartitionRecord,
-    ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord, RemoveTopicRecord,
-    RemoveUserScramCredentialRecord, TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
-    UserScramCredentialRecord,
+    BeginTransactionRecord, BrokerRegistrationChangeRecord, ClientQuotaRecord, ConfigRecord,
+    EndTransactionRecord, FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord,
+    PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord,
+    RemoveTopicRecord, RemoveUserScramCredentialRecord, TopicRecord, UnfenceBrokerRecord,
+    UnregisterBrokerRecord, UserScramCredentialRecord,
 };
 use kactor_protocol::Writer;
 use thiserror::Error;
@@ -18,7 +18,7 @@ use thiserror::Error;
 /// The only frame version Kafka defines for metadata record values.
 pub const FRAME_VERSION: u32 = 1;
 
-/// One metadata record. Types the image does not model (ACLs, quotas, ...) are kept as `Other` so a log written by a newer or fuller controller
+/// One metadata record. Types the image does not model (ACLs, delegation tokens, ...) are kept as `Other` so a log written by a newer or fuller controller
 /// still replays.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MetadataRecord {
@@ -40,6 +40,7 @@ pub enum MetadataRecord {
     UserScramCredential(UserScramCredentialRecord),
     RemoveUserScramCredential(RemoveUserScramCredentialRecord),
     RegisterController(RegisterControllerRecord),
+    ClientQuota(ClientQuotaRecord),
     Other {
         api_key: u32,
         version: u32,
@@ -74,6 +75,7 @@ pub mod api_key {
     pub const REMOVE_TOPIC: u32 = 9;
     pub const USER_SCRAM_CREDENTIAL: u32 = 11;
     pub const FEATURE_LEVEL: u32 = 12;
+    pub const CLIENT_QUOTA: u32 = 14;
     pub const PRODUCER_IDS: u32 = 15;
     pub const BROKER_REGISTRATION_CHANGE: u32 = 17;
     pub const NO_OP: u32 = 20;
@@ -110,6 +112,7 @@ impl MetadataRecord {
             MetadataRecord::UserScramCredential(_) => (USER_SCRAM_CREDENTIAL, 0),
             MetadataRecord::RemoveUserScramCredential(_) => (REMOVE_USER_SCRAM_CREDENTIAL, 0),
             MetadataRecord::RegisterController(_) => (REGISTER_CONTROLLER, 0),
+            MetadataRecord::ClientQuota(_) => (CLIENT_QUOTA, 0),
             MetadataRecord::Other {
                 api_key, version, ..
             } => (*api_key, *version),
@@ -143,6 +146,7 @@ impl MetadataRecord {
             MetadataRecord::UserScramCredential(r) => r.encode(&mut w, v)?,
             MetadataRecord::RemoveUserScramCredential(r) => r.encode(&mut w, v)?,
             MetadataRecord::RegisterController(r) => r.encode(&mut w, v)?,
+            MetadataRecord::ClientQuota(r) => r.encode(&mut w, v)?,
             MetadataRecord::Other { body, .. } => w.put_raw(body),
         }
         Ok(w.into_bytes())
@@ -187,6 +191,7 @@ impl MetadataRecord {
                 MetadataRecord::RemoveUserScramCredential(body(&mut value, v?)?)
             }
             REGISTER_CONTROLLER => MetadataRecord::RegisterController(body(&mut value, v?)?),
+            CLIENT_QUOTA => MetadataRecord::ClientQuota(body(&mut value, v?)?),
             _ => {
                 let body = value.split_to(value.len());
                 return Ok(MetadataRecord::Other {

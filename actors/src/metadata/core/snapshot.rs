@@ -4,15 +4,15 @@
 //!
 //! Order follows Kafka's image writer: features (metadata.version first, since every record
 //! after it is read at that version), cluster (brokers, then controllers), topics with their
-//! partitions, configs, producer ids, SCRAM credentials, then the records kactor keeps without
-//! modelling them (ACLs, quotas, ... written by a Kafka controller in a mixed cluster), in the
+//! partitions, configs, client quotas, producer ids, SCRAM credentials, then the records kactor
+//! keeps without modelling them (ACLs, delegation tokens, ... written by a Kafka controller in a mixed cluster), in the
 //! order they were committed so their own add/remove pairs still mean the same.
 
 use std::collections::BTreeSet;
 
 use kactor_protocol::metadata::{
-    ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
-    TopicRecord, UserScramCredentialRecord,
+    ClientQuotaRecord, ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord,
+    RegisterBrokerRecord, TopicRecord, UserScramCredentialRecord,
 };
 
 use super::image::{
@@ -90,6 +90,26 @@ pub fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
                 resource_name: resource.name.clone(),
                 name: name.clone(),
                 value: Some(value.clone()),
+                ..Default::default()
+            }));
+        }
+    }
+    for (entity, values) in &image.client_quotas {
+        for (key, value) in values {
+            out.push(MetadataRecord::ClientQuota(ClientQuotaRecord {
+                entity: entity
+                    .iter()
+                    .map(
+                        |(t, n)| kactor_protocol::metadata::client_quota_record::EntityData {
+                            entity_type: t.clone(),
+                            entity_name: n.clone(),
+                            ..Default::default()
+                        },
+                    )
+                    .collect(),
+                key: key.clone(),
+                value: *value,
+                remove: false,
                 ..Default::default()
             }));
         }
@@ -189,6 +209,7 @@ pub fn changes_between(old: &MetadataImage, new: &MetadataImage) -> MetadataChan
         }
     }
     changes.features_changed = old.features != new.features;
+    changes.client_quotas_changed = old.client_quotas != new.client_quotas;
     changes
 }
 
@@ -290,6 +311,44 @@ mod tests {
                 iterations: 4096,
                 ..Default::default()
             }),
+            MetadataRecord::ClientQuota(ClientQuotaRecord {
+                entity: vec![
+                    client_quota_record::EntityData {
+                        entity_type: "user".into(),
+                        entity_name: Some("alice".into()),
+                        ..Default::default()
+                    },
+                    client_quota_record::EntityData {
+                        entity_type: "client-id".into(),
+                        entity_name: None,
+                        ..Default::default()
+                    },
+                ],
+                key: "producer_byte_rate".into(),
+                value: 1024.0,
+                ..Default::default()
+            }),
+            MetadataRecord::ClientQuota(ClientQuotaRecord {
+                entity: vec![client_quota_record::EntityData {
+                    entity_type: "ip".into(),
+                    entity_name: Some("127.0.0.1".into()),
+                    ..Default::default()
+                }],
+                key: "connection_creation_rate".into(),
+                value: 5.0,
+                ..Default::default()
+            }),
+            // Removing the only key of an entity removes the entity.
+            MetadataRecord::ClientQuota(ClientQuotaRecord {
+                entity: vec![client_quota_record::EntityData {
+                    entity_type: "ip".into(),
+                    entity_name: Some("127.0.0.1".into()),
+                    ..Default::default()
+                }],
+                key: "connection_creation_rate".into(),
+                remove: true,
+                ..Default::default()
+            }),
             // An AccessControlEntryRecord kactor does not model.
             MetadataRecord::Other {
                 api_key: 6,
@@ -321,6 +380,14 @@ mod tests {
         ));
         let rebuilt = image_from_records(&records, Some(1), image.provenance).unwrap();
         assert_eq!(rebuilt, image);
+        // The quota set survives; the removed one is gone with its entity.
+        assert_eq!(image.client_quotas.len(), 1);
+        let alice: super::super::image::QuotaEntity = [
+            ("user".to_string(), Some("alice".to_string())),
+            ("client-id".to_string(), None),
+        ]
+        .into();
+        assert_eq!(image.client_quotas[&alice]["producer_byte_rate"], 1024.0);
         // Every record survives its own wire encoding.
         for r in &records {
             assert_eq!(&MetadataRecord::decode(r.encode().unwrap()).unwrap(), r);
