@@ -8,12 +8,9 @@ asserted below, so a broker advertising different ranges shows up as a changed r
 
 node_modules lives in .cache/kafkajs/<hash of package.json + package-lock.json>/, installed
 with `npm ci` once per lockfile (shared across sessions), never in the source tree."""
-import fcntl
-import hashlib
 import json
 import os
 import select
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -21,12 +18,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
-from harness.broker import ROOT
 from harness.clients import consume_all, create_topic, wait_topic
+from harness.drivers import install_kafkajs
 
 KJS_DIR = Path(__file__).resolve().parent / "kafkajs"
 DRIVER = KJS_DIR / "driver.js"
-CACHE = ROOT / ".cache" / "kafkajs"
 KAFKAJS_VERSION = "2.2.4"
 
 # The request versions kafkajs 2.2.4 settles on with a Kafka 4.4 broker (its own maxima: every
@@ -40,46 +36,9 @@ TXN_REQUESTS = {"InitProducerId v1", "AddPartitionsToTxn v1", "AddOffsetsToTxn v
 
 # ---- installation ------------------------------------------------------------------------
 
-def _install(dest):
-    """npm ci into a scratch dir, then rename into place: a half-done install is never `dest`."""
-    tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for name in ("package.json", "package-lock.json"):
-        shutil.copy2(KJS_DIR / name, tmp / name)
-    env = dict(os.environ, npm_config_update_notifier="false", npm_config_fund="false",
-               npm_config_audit="false")
-    out = subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"],
-                         cwd=tmp, capture_output=True, text=True, timeout=600, env=env)
-    if out.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise RuntimeError(f"npm ci failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.rename(dest)
-
-
 @pytest.fixture(scope="session")
 def kafkajs_modules():
-    for tool in ("node", "npm"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} not on PATH: the kafkajs suite needs Node.js (>= 14) and npm")
-    digest = hashlib.sha256()
-    for name in ("package.json", "package-lock.json"):
-        digest.update((KJS_DIR / name).read_bytes())
-    dest = CACHE / digest.hexdigest()[:16]
-    marker = dest / ".installed"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    if not marker.exists():
-        # Concurrent sessions (a kactor run and a Kafka run) share the cache: one installs.
-        with open(CACHE / f"{dest.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not marker.exists():
-                _install(dest)
-                marker.write_text(time.strftime("%Y-%m-%dT%H:%M:%S\n"))
-    modules = dest / "node_modules"
-    installed = json.loads((modules / "kafkajs" / "package.json").read_text())["version"]
-    assert installed == KAFKAJS_VERSION, f"{modules} holds kafkajs {installed}"
-    return modules
+    return install_kafkajs(KJS_DIR, KAFKAJS_VERSION)
 
 
 def driver_cmd(scenario, broker, deadline=60, **args):

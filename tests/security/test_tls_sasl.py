@@ -7,11 +7,11 @@ of garbage, a 2 GiB frame before authentication, a client that never authenticat
 wrong passwords) with the broker still serving afterwards.
 
 The certificates are made for each run with openssl: a CA, a server certificate for 127.0.0.1
-and a client certificate, all PEM, which both brokers read (ssl.keystore.type=PEM)."""
+and a client certificate, all PEM, which both brokers read (ssl.keystore.type=PEM); the broker
+and certificate fixtures are in conftest.py and harness/security.py."""
 import socket
 import ssl
 import struct
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -21,96 +21,8 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import wire
-from harness.broker import Broker, free_port
 from harness.cli import run_tool
-
-PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-              'username="admin" password="admin-secret" '
-              'user_admin="admin-secret" user_alice="alice-plain";')
-SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required;'
-SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret"
-
-
-def _openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    """CA, server (SAN 127.0.0.1, localhost) and client (CN=alice-client) keys and certificates."""
-    d = tmp_path_factory.mktemp("certs")
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-             "-subj", "/CN=kactor-test-ca", "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
-    (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    # X.509 v3 (any extension makes openssl write v3): rustls refuses v1 certificates, which
-    # Java still takes; see docs/differences.md.
-    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
-    for name, subj in [("server", "/CN=localhost"),
-                       ("client", "/C=US/O=kactor/OU=eng/CN=alice-client")]:
-        ext = ["-extfile", f"{name}.ext"]
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subj,
-                 "-keyout", f"{name}.rsa", "-out", f"{name}.csr", cwd=d)
-        _openssl("pkcs8", "-topk8", "-nocrypt", "-in", f"{name}.rsa", "-out", f"{name}.key",
-                 cwd=d)
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-days", "2", "-out", f"{name}.crt", *ext, cwd=d)
-        # Kafka's PEM key store file: the private key, then the certificate chain.
-        (d / f"{name}.pem").write_text((d / f"{name}.key").read_text()
-                                       + (d / f"{name}.crt").read_text())
-    return d
-
-
-class SecureBroker(Broker):
-    """A single node with PLAINTEXT (inter-broker, admin), SSL (client certificates required),
-    SASL_SSL and SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) client listeners."""
-
-    def __init__(self, workdir, certs, **kw):
-        super().__init__(workdir, **kw)
-        self.certs = Path(certs)
-        self.ssl_port = free_port()
-        self.sasl_ssl_port = free_port()
-        self.sasl_plain_port = free_port()
-
-    def base_config(self):
-        cfg = super().base_config()
-        h = self.host
-        cfg["listeners"] = (f"PLAINTEXT://{h}:{self.port},SSL://{h}:{self.ssl_port},"
-                            f"SASL_SSL://{h}:{self.sasl_ssl_port},"
-                            f"SASL_PLAINTEXT://{h}:{self.sasl_plain_port},"
-                            f"CONTROLLER://{h}:{self.controller_port}")
-        cfg["advertised.listeners"] = (f"PLAINTEXT://{h}:{self.port},SSL://{h}:{self.ssl_port},"
-                                       f"SASL_SSL://{h}:{self.sasl_ssl_port},"
-                                       f"SASL_PLAINTEXT://{h}:{self.sasl_plain_port}")
-        cfg["listener.security.protocol.map"] = (
-            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-            "CONTROLLER:PLAINTEXT")
-        cfg["ssl.keystore.type"] = "PEM"
-        cfg["ssl.keystore.location"] = str(self.certs / "server.pem")
-        cfg["ssl.truststore.type"] = "PEM"
-        cfg["ssl.truststore.location"] = str(self.certs / "ca.pem")
-        cfg["listener.name.ssl.ssl.client.auth"] = "required"
-        cfg["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
-        for listener in ("sasl_ssl", "sasl_plaintext"):
-            cfg[f"listener.name.{listener}.plain.sasl.jaas.config"] = PLAIN_JAAS
-            for m in ("scram-sha-256", "scram-sha-512"):
-                cfg[f"listener.name.{listener}.{m}.sasl.jaas.config"] = SCRAM_JAAS
-        return cfg
-
-
-@pytest.fixture(scope="module")
-def secure(tmp_path_factory, certs, request):
-    b = SecureBroker(tmp_path_factory.mktemp("secure"), certs)
-    b.start()
-    request.node._kactor_brokers = [b]
-    try:
-        # SCRAM users, stored through the plaintext listener as an operator would.
-        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-            run_tool("configs", "--bootstrap-server", b.bootstrap, "--alter",
-                     "--add-config", f"{mechanism}=[iterations=4096,password={SCRAM_PASSWORD}]",
-                     "--entity-type", "users", "--entity-name", SCRAM_USER)
-        yield b
-    finally:
-        b.stop()
+from harness.security import SCRAM_PASSWORD, SCRAM_USER, SecureBroker
 
 
 def _topic(b, name, partitions=1):
@@ -346,10 +258,7 @@ def test_session_expires_without_reauthentication(certs, tmp_path, request):
         # A Java client re-authenticates on its own (KIP-368) and keeps working past expiry.
         props = tmp_path / "c.properties"
         bootstrap = _java_client_props(b, certs, props, mechanism="SCRAM-SHA-256")
-        for mechanism in ("SCRAM-SHA-256",):
-            run_tool("configs", "--bootstrap-server", b.bootstrap, "--alter",
-                     "--add-config", f"{mechanism}=[iterations=4096,password={SCRAM_PASSWORD}]",
-                     "--entity-type", "users", "--entity-name", SCRAM_USER)
+        b.add_scram_user(mechanisms=("SCRAM-SHA-256",))
         topic = f"re-{uuid.uuid4().hex[:8]}"
         run_tool("topics", "--bootstrap-server", b.bootstrap, "--create", "--topic", topic,
                  "--partitions", "1", "--replication-factor", "1")

@@ -46,6 +46,9 @@ type opts struct {
 	configs    string
 	timeout    time.Duration
 	logLevel   string
+	// security (security.go)
+	tlsCA, tlsCert, tlsKey                string
+	saslMechanism, saslUser, saslPassword string
 }
 
 var scenarios = map[string]func(context.Context, *opts) M{
@@ -67,6 +70,7 @@ var scenarios = map[string]func(context.Context, *opts) M{
 	"share":              scenarioShare,
 	"group-config":       scenarioGroupConfig,
 	"produce-restart":    scenarioProduceRestart,
+	"connect":            scenarioConnect,
 }
 
 func main() {
@@ -96,6 +100,12 @@ func main() {
 	fs.StringVar(&o.configs, "configs", "", "topic configs k=v,k=v for the topic the scenario creates")
 	fs.DurationVar(&o.timeout, "timeout", 40*time.Second, "scenario deadline")
 	fs.StringVar(&o.logLevel, "log", "none", "franz-go log level on stderr: none|error|warn|info|debug")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "TLS: PEM CA file to verify the broker (turns TLS on)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "TLS: PEM client certificate (mTLS; turns TLS on)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "TLS: PEM private key of --tls-cert")
+	fs.StringVar(&o.saslMechanism, "sasl-mechanism", "", "SASL: PLAIN|SCRAM-SHA-256|SCRAM-SHA-512")
+	fs.StringVar(&o.saslUser, "sasl-user", "", "SASL user")
+	fs.StringVar(&o.saslPassword, "sasl-password", "", "SASL password")
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		emit(M{"error": err.Error()}, 2)
 	}
@@ -154,6 +164,11 @@ func (o *opts) logger() kgo.Opt {
 
 func (o *opts) client(clientID string, extra ...kgo.Opt) (*kgo.Client, error) {
 	base := []kgo.Opt{kgo.SeedBrokers(o.bootstrap), kgo.ClientID(clientID), o.logger()}
+	sec, err := o.securityOpts()
+	if err != nil {
+		return nil, err
+	}
+	base = append(base, sec...)
 	return kgo.NewClient(append(base, extra...)...)
 }
 

@@ -159,6 +159,29 @@ async function until(fn, ms, every = 100) {
 // kafkajs objects tuned for a loopback single-node broker: short retries and a short fetch wait
 // so nothing idles for kafkajs' multi-second defaults.
 
+/**
+ * kafkajs' `ssl` and `sasl` options from --tls-ca (PEM CA: turns TLS on), --tls-cert/--tls-key
+ * (PEM client certificate and key: mTLS) and --sasl-mechanism (plain, scram-sha-256,
+ * scram-sha-512) with --sasl-user/--sasl-password; none of them when the flags are absent.
+ */
+function securityOpts() {
+  const fs = require('fs')
+  const res = {}
+  if (opts['tls-ca'] || opts['tls-cert']) {
+    res.ssl = { rejectUnauthorized: true }
+    if (opts['tls-ca']) res.ssl.ca = [fs.readFileSync(opts['tls-ca'], 'utf8')]
+    if (opts['tls-cert']) {
+      res.ssl.cert = fs.readFileSync(opts['tls-cert'], 'utf8')
+      res.ssl.key = fs.readFileSync(opts['tls-key'], 'utf8')
+    }
+  }
+  if (opts['sasl-mechanism']) {
+    res.sasl = { mechanism: opts['sasl-mechanism'].toLowerCase(),
+      username: opts['sasl-user'], password: opts['sasl-password'] }
+  }
+  return res
+}
+
 const kafka = new Kafka({
   clientId: `kactor-kafkajs-${scenario}`,
   brokers: [opts.bootstrap],
@@ -167,6 +190,7 @@ const kafka = new Kafka({
   connectionTimeout: 3000,
   requestTimeout: 15000,
   retry: { initialRetryTime: 100, maxRetryTime: 1000, retries: Number(opts.retries || 5) },
+  ...securityOpts(),
 })
 
 const toClose = []
@@ -1091,6 +1115,41 @@ scenarios['fetch-out-of-range'] = async () => {
   out.timedOut = res.timedOut
   out.crashes = res.crashes
   out.outOfRangeLogs = logs.filter(l => /Offset out of range/.test(l.message)).length
+  out.ok = true
+}
+
+/**
+ * Over whatever listener the security flags select: create --topic (--partitions), send
+ * --count records, read them back in group --group. What a secured client does first.
+ */
+scenarios['round-trip'] = async () => {
+  const topic = opts.topic
+  const count = Number(opts.count)
+  const adm = admin()
+  await adm.connect()
+  out.created = await adm.createTopics({ waitForLeaders: true,
+    topics: [{ topic, numPartitions: Number(opts.partitions || 1), replicationFactor: 1 }] })
+  const p = producer()
+  await p.connect()
+  out.results = sendResult(await p.send({ topic, acks: -1,
+    messages: Array.from({ length: count }, (_, i) => ({ key: `k${i % 7}`, value: `v${i}` })) }))
+  await p.disconnect()
+  mark('produced')
+  const res = await consumeGroup({ groupId: opts.group, topics: [topic], count })
+  out.records = res.records.map(r => ({ partition: r.partition, offset: r.offset,
+    value: r.value }))
+  out.timedOut = res.timedOut
+  out.crashes = res.crashes
+  out.ok = !res.timedOut
+}
+
+/** Connect an admin client and describe the cluster; a failure (a wrong password) is data. */
+scenarios.connect = async () => {
+  const adm = admin()
+  out.connect = await attempt(async () => {
+    await adm.connect()
+    return await adm.describeCluster()
+  })
   out.ok = true
 }
 

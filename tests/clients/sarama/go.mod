@@ -2,7 +2,10 @@ module kactor/tests/clients/sarama
 
 go 1.26.0
 
-require github.com/IBM/sarama v1.61.1
+require (
+	github.com/IBM/sarama v1.61.1
+	github.com/xdg-go/scram v1.4.0
+)
 
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
@@ -16,7 +19,9 @@ require (
 	github.com/klauspost/compress v1.20.1 // indirect
 	github.com/pierrec/lz4/v4 v4.1.31 // indirect
 	github.com/rcrowley/go-metrics v0.0.0-20250401214520-65e299d6c5c9 // indirect
+	github.com/xdg-go/stringprep v1.0.4 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )

@@ -51,6 +51,9 @@ type opts struct {
 	expire     bool
 	timeout    time.Duration
 	logLevel   string
+	// security (security.go)
+	tlsCA, tlsCert, tlsKey                string
+	saslMechanism, saslUser, saslPassword string
 }
 
 var scenarios = map[string]func(context.Context, *opts) M{
@@ -68,6 +71,7 @@ var scenarios = map[string]func(context.Context, *opts) M{
 	"group-protocols":    scenarioGroupProtocols,
 	"txn-timeout":        scenarioTxnTimeout,
 	"old-version":        scenarioOldVersion,
+	"connect":            scenarioConnect,
 }
 
 func main() {
@@ -102,6 +106,12 @@ func main() {
 	fs.BoolVar(&o.expire, "expire", false, "group-static: also wait for a static member's session to expire")
 	fs.DurationVar(&o.timeout, "timeout", 40*time.Second, "scenario deadline")
 	fs.StringVar(&o.logLevel, "log", "none", "sarama log on stderr: none|info|debug")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "TLS: PEM CA file to verify the broker (turns TLS on)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "TLS: PEM client certificate (mTLS; turns TLS on)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "TLS: PEM private key of --tls-cert")
+	fs.StringVar(&o.saslMechanism, "sasl-mechanism", "", "SASL: PLAIN|SCRAM-SHA-256|SCRAM-SHA-512")
+	fs.StringVar(&o.saslUser, "sasl-user", "", "SASL user")
+	fs.StringVar(&o.saslPassword, "sasl-password", "", "SASL password")
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		emit(M{"error": err.Error()}, 2)
 	}
@@ -179,6 +189,9 @@ func (o *opts) config(clientID string) (*sarama.Config, error) {
 	c.Consumer.Return.Errors = true
 	c.Consumer.MaxWaitTime = 200 * time.Millisecond
 	c.Consumer.Retry.Backoff = 200 * time.Millisecond
+	if err := o.applySecurity(c); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
