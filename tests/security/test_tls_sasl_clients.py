@@ -77,7 +77,7 @@ def b64text(v):
 
 def check_franz(r):
     assert len(r["produce"]) == N and [p["error"] for p in r["produce"]] == [None] * N
-    assert r["fetch_errors"] == []
+    assert not r["fetch_errors"]
     produced = sorted((p["partition"], p["offset"]) for p in r["produce"])
     got = sorted((m["partition"], m["offset"]) for m in r["consumed"])
     assert got == produced
@@ -101,7 +101,10 @@ def check_sarama(r):
 
 def check_kafkajs(r):
     assert [x["errorCode"] for x in r["results"]] == [0] * len(r["results"])
-    assert r["crashes"] == [] and r["timedOut"] is False
+    assert r["timedOut"] is False
+    # The module's first group may meet a coordinator still loading (NOT_COORDINATOR, as on a
+    # fresh Kafka); kafkajs restarts its consumer then, and every record still arrives once.
+    assert all(c["restart"] for c in r["crashes"]), r["crashes"]
     values = sorted(int(m["value"][1:]) for m in r["records"])
     assert values == list(range(N))
     assert len({(m["partition"], m["offset"]) for m in r["records"]}) == N
@@ -138,11 +141,20 @@ def test_wrong_password_is_an_authentication_failure(secure, certs, drivers, fam
         err = step["error"]
         assert err["name"] == "KafkaJSSASLAuthenticationError", err
         text = err["message"]
+    elif family == "sarama":
+        # The broker's error is inside sarama's ErrOutOfBrokers (after its metadata retries),
+        # reachable with errors.Is, as a sarama user tests for it.
+        err = r["metadata_error"]
+        assert r["sasl_failed"] is True, r
+        text = err["text"]
+        assert "SASL Authentication failed" in text, text
     else:
         err = r["metadata_error"]
         assert err is not None and err["name"] == "SASL_AUTHENTICATION_FAILED", err
         assert err["code"] == 58
         text = err["text"]
+    # Kafka's message for a SCRAM failure reaches the user.
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in text, text
     assert "timeout" not in text.lower() and "deadline" not in text.lower(), text
     # A refusal, not a wait: well inside the driver's 40 s deadline.
     assert took < 20, (took, r)

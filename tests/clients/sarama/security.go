@@ -11,6 +11,7 @@ import (
 	"crypto/sha512"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -93,13 +94,17 @@ func (o *opts) applySecurity(c *sarama.Config) error {
 
 // scenarioConnect makes one ClusterAdmin (which fetches metadata on creation) and describes the
 // cluster: with a wrong password the SASL failure is the answer, reported as data (errJSON)
-// rather than as the driver's error.
+// rather than as the driver's error. sarama wraps the broker's SaslAuthenticate error as
+// Wrap(KError, message), which errors.As cannot reach (errJSON then names the outer
+// ErrOutOfBrokers); errors.Is can, and is what a sarama user checks: sasl_failed.
 func scenarioConnect(_ context.Context, o *opts) M {
 	adm, err := o.admin()
 	if err != nil {
-		return M{"metadata_error": errJSON(err)}
+		return M{"metadata_error": errJSON(err),
+			"sasl_failed": errors.Is(err, sarama.ErrSASLAuthenticationFailed)}
 	}
 	defer adm.Close()
 	brokers, _, err := adm.DescribeCluster()
-	return M{"metadata_error": errJSON(err), "brokers": len(brokers)}
+	return M{"metadata_error": errJSON(err), "brokers": len(brokers),
+		"sasl_failed": errors.Is(err, sarama.ErrSASLAuthenticationFailed)}
 }
