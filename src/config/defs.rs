@@ -402,7 +402,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     dynamic("principal.builder.class", Class, Some("org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"), Any, "Plugin deriving a client's principal from its connection (not used by kactor: no authentication)."),
     def("security.providers", String, None, Any, "Security provider creator classes (not used by kactor: no SSL or SASL)."),
     dynamic("config.providers", List, Some(""), Any, "Config provider names for indirect values like ${file:...} (not used by kactor: values are read as given)."),
-    def("connection.failed.authentication.delay.ms", Int, Some("100"), AtLeast(0), "Delay before closing a connection that failed authentication (its error answer is sent first), to slow down password guessing."),
+    def("connection.failed.authentication.delay.ms", Int, Some("100"), AtLeast(0), "How long the error answer and the close of a connection that failed authentication are held back, to slow down password guessing."),
     def("connections.max.reauth.ms", Long, Some("0"), Any, "Longest SASL session before a client must re-authenticate (KIP-368; also listener.name.<listener>.<mechanism>.connections.max.reauth.ms); 0 = never. A request after expiry without re-authentication closes the connection."),
     // --- security: SASL ---
     dynamic("sasl.enabled.mechanisms", List, Some("GSSAPI"), Any, "SASL mechanisms the broker accepts; prefix with listener.name.<listener>. for one listener. kactor serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 and refuses to start with others (GSSAPI, OAUTHBEARER) named on a SASL listener."),

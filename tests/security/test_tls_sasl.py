@@ -233,6 +233,19 @@ def test_handshake_answers_and_plain_failure_messages_match_kafka(secure):
                                       "authentication")
 
 
+def test_failed_authentication_answer_waits_for_the_delay(secure):
+    # connection.failed.authentication.delay.ms (100 ms by default) holds back the error answer
+    # itself, not only the close: Kafka's Selector sends it when the delayed close fires, so a
+    # password guesser waits for every verdict.
+    with wire.connect(secure.sasl_plain_port) as s:
+        assert _handshake(s, "PLAIN")[0] == 0
+        started = time.monotonic()
+        err, _, _, _ = _authenticate(s, b"\0alice\0not-it")
+        took = time.monotonic() - started
+        assert err == 58 and took >= 0.095, took
+        assert _closed(s, timeout=2)
+
+
 def test_requests_before_authentication_close_the_connection(secure):
     with wire.connect(secure.sasl_plain_port) as s:
         s.sendall(wire.metadata_v1_request([]))

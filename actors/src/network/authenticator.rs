@@ -5,7 +5,7 @@
 //!
 //! Until a client has authenticated it may send ApiVersions and SaslHandshake, then
 //! SaslAuthenticate; anything else fails its authentication. A failed exchange is answered
-//! and the connection closed after `connection.failed.authentication.delay.ms`. With
+//! after `connection.failed.authentication.delay.ms`, then the connection closed. With
 //! `connections.max.reauth.ms` a session expires: the client re-authenticates on the same
 //! connection (KIP-368) with a new SaslHandshake, as the same principal and mechanism, or its
 //! next request closes the connection.
@@ -37,7 +37,7 @@ pub enum Gate {
         principal: KafkaPrincipal,
         mechanism: String,
     },
-    /// Authentication failed: answer with `body` (if any), then close after the delay.
+    /// Authentication failed: after the delay, answer with `body` (if any), then close.
     Fail {
         body: Option<ResponseBody>,
         reason: String,

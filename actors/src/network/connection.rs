@@ -708,7 +708,16 @@ impl ConnectionActor {
         };
         self.writing = true;
         let close_after = frame.close_after.take();
+        // Kafka holds back a failed authentication's answer, not only the close, for
+        // connection.failed.authentication.delay.ms (its Selector sends the failure response
+        // when the delayed close fires), so a password guesser waiting for the verdict cannot
+        // retry at full speed on new connections. Nothing is read meanwhile: the connection
+        // is closing.
+        let delay = close_after.as_ref().map_or(Duration::ZERO, |(d, _)| *d);
         let fut = async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             let r = write_chunks(&mut writer, &frame.chunks).await;
             (writer, frame.bytes, frame.mute, r)
         };
@@ -723,14 +732,9 @@ impl ConnectionActor {
             }
             metrics::broker().network_bytes_out_total.inc_by(bytes as u64);
             act.last_active = Instant::now();
-            if let Some((delay, reason)) = close_after {
-                // Kafka holds a failed authentication's connection open for
-                // connection.failed.authentication.delay.ms, so a password guesser cannot
-                // retry at full speed on new connections.
-                ctx.run_later(delay, move |act, ctx| {
-                    act.close(ctx, "authentication", reason)
-                });
-                return;
+            if let Some((_, reason)) = close_after {
+                // The (delayed) answer is out: close now, as Kafka does.
+                return act.close(ctx, "authentication", reason);
             }
             act.mute(mute, ctx);
             act.maybe_write(ctx);
@@ -938,6 +942,22 @@ mod tests {
         queued_max_requests: usize,
         budget: RequestBudget,
     ) -> tokio::net::TcpStream {
+        connect_secured(
+            router,
+            queued_max_requests,
+            budget,
+            ListenerSecurity::plaintext(),
+        )
+        .await
+    }
+
+    /// [`connect_with`] on a listener secured by `security` (SASL without TLS in these tests).
+    async fn connect_secured(
+        router: Arc<RequestRouter>,
+        queued_max_requests: usize,
+        budget: RequestBudget,
+        security: ListenerSecurity,
+    ) -> tokio::net::TcpStream {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
             .await
@@ -960,7 +980,9 @@ mod tests {
         };
         let metrics = ActorMetrics::new("SinkTestActor");
         let sink = crate::runtime::MeteredAddr::new(Sink.start(), metrics);
-        ConnectionActor::new(server, info, router, limits, budget, sink.recipient()).start();
+        ConnectionActor::new(server, info, router, limits, budget, sink.recipient())
+            .secured(security, None)
+            .start();
         client
     }
 
@@ -1133,5 +1155,71 @@ mod tests {
         let mut buf = [0u8; 1];
         assert_eq!(b.read(&mut buf).await.unwrap_or(0), 0, "closed");
         wait_for_available(&pool, 1024).await;
+    }
+
+    /// A v1 request frame: size, api key, version, correlation id, null client id, `body`.
+    fn frame_v1(api_key: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&api_key.to_be_bytes());
+        m.extend_from_slice(&1i16.to_be_bytes());
+        m.extend_from_slice(&correlation_id.to_be_bytes());
+        m.extend_from_slice(&(-1i16).to_be_bytes());
+        m.extend_from_slice(body);
+        let mut f = (m.len() as i32).to_be_bytes().to_vec();
+        f.extend(m);
+        f
+    }
+
+    /// Response frame: (correlation id, error code).
+    async fn read_error(client: &mut tokio::net::TcpStream) -> (i32, i16) {
+        let len = client.read_i32().await.unwrap() as usize;
+        let mut body = vec![0u8; len];
+        client.read_exact(&mut body).await.unwrap();
+        (
+            i32::from_be_bytes(body[..4].try_into().unwrap()),
+            i16::from_be_bytes(body[4..6].try_into().unwrap()),
+        )
+    }
+
+    #[actix_rt::test]
+    async fn a_failed_authentication_is_answered_after_the_delay_then_closed() {
+        use crate::security::sasl::SaslSettings;
+        use crate::security::SecurityProtocol;
+        let (_, features) = features_channel(supported_features(), bootstrap_finalized_features());
+        let router = RequestRouter::new().build(features);
+        let security = ListenerSecurity {
+            protocol: SecurityProtocol::SaslPlaintext,
+            tls: None,
+            sasl: Some(Arc::new(SaslSettings {
+                enabled_mechanisms: vec!["PLAIN".into()],
+                plain_users: [("alice".to_string(), "right".to_string())].into(),
+                max_reauth_ms: Default::default(),
+                max_receive_size: 524288,
+            })),
+            failed_authentication_delay_ms: 400,
+        };
+        let budget = RequestBudget::new(10, -1, "test");
+        let mut client = connect_secured(router, 10, budget, security).await;
+        // SaslHandshake v1 (key 17) for PLAIN: answered at once.
+        let mut hs = 5i16.to_be_bytes().to_vec();
+        hs.extend_from_slice(b"PLAIN");
+        client.write_all(&frame_v1(17, 1, &hs)).await.unwrap();
+        assert_eq!(read_error(&mut client).await, (1, 0));
+        // SaslAuthenticate v1 (key 36) with a wrong password: SASL_AUTHENTICATION_FAILED (58),
+        // held back for the delay (as Kafka does), then the connection closes.
+        let token = b"\0alice\0wrong";
+        let mut auth = (token.len() as i32).to_be_bytes().to_vec();
+        auth.extend_from_slice(token);
+        let sent = Instant::now();
+        client.write_all(&frame_v1(36, 2, &auth)).await.unwrap();
+        assert_eq!(read_error(&mut client).await, (2, 58));
+        let answered = sent.elapsed();
+        assert!(
+            answered >= Duration::from_millis(400),
+            "answered after {answered:?}"
+        );
+        let mut buf = [0u8; 1];
+        let eof = tokio::time::timeout(Duration::from_secs(2), client.read(&mut buf)).await;
+        assert_eq!(eof.expect("closed right after the answer").unwrap_or(0), 0);
     }
 }

@@ -94,8 +94,8 @@ pub struct ListenerSecurity {
     pub tls: Option<Arc<tls::TlsListener>>,
     /// `Some` exactly when the protocol uses SASL.
     pub sasl: Option<Arc<sasl::SaslSettings>>,
-    /// `connection.failed.authentication.delay.ms`: how long a connection that failed to
-    /// authenticate stays open after its error answer (slows down password guessing).
+    /// `connection.failed.authentication.delay.ms`: how long the error answer (and the close)
+    /// of a connection that failed to authenticate is held back (slows down password guessing).
     pub failed_authentication_delay_ms: u64,
 }
 
