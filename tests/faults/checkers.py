@@ -17,7 +17,9 @@ The operations they read (recorded by workloads.py):
              of a whole topic after the faults healed; role "queue", "input" or "output"
 
 Kinds: lost, moved, duplicate, out-of-order, unread, aborted-read, uncommitted-read,
-phantom-read, lost-copy, duplicate-copy, offset-backwards, committed-backwards, skip."""
+phantom-read, lost-copy, duplicate-copy, offset-backwards, committed-backwards, skip,
+broker-crash, broker-exited-on-disk-full (from the nemesis's "crash" and "fault" records),
+client-crash, client-stuck (a client thread that did not stop when told, with its stack)."""
 import re
 
 from .history import FAIL, INFO, INVOKE, OK
@@ -336,7 +338,25 @@ def check_skips(ops):
     return found
 
 
-CHECKERS = (check_lost, check_duplicates, check_order, check_unread, check_transactions,
+def check_broker(ops):
+    """The broker process stayed up unless a fault killed it: no crash, and a full disk under
+    one of two log dirs takes that dir offline, not the node."""
+    found = []
+    for op in ops:
+        if op["f"] == "crash":
+            found.append(_anomaly("broker-crash", at=op["time"], exit_code=op.get("exit_code"),
+                                  log_tail=op.get("log_tail")))
+        elif op["f"] == "client-crash":
+            found.append(_anomaly("client-crash", process=op["process"], error=op.get("error")))
+        elif op["f"] == "stuck":
+            found.append(_anomaly("client-stuck", process=op["process"], stack=op.get("stack")))
+        elif op["f"] == "fault" and op["type"] == OK and op.get("up_while_full") is False:
+            found.append(_anomaly("broker-exited-on-disk-full", at=op["time"],
+                                  exit_code=op.get("exit_code")))
+    return found
+
+
+CHECKERS = (check_broker, check_lost, check_duplicates, check_order, check_unread, check_transactions,
             check_exactly_once, check_offsets, check_skips)
 
 
