@@ -77,8 +77,9 @@ class Run:
             nemesis.check_alive()
             self._drain(threads)
             self.stop_reads.set()
+            joined_by = time.monotonic() + 60
             for t in threads:
-                t.join(120)
+                t.join(max(0.1, joined_by - time.monotonic()))
             self._record_stuck(threads)
             self._final_reads()
             nemesis.check_alive()

@@ -16,6 +16,8 @@ copier  an idempotent producer writes inputs; transactional copiers (read_commit
         one in ten on purpose and rewinding to the committed offsets; a read_committed verifier
         follows the output while it is written; at the end the whole input and output are read.
 """
+import logging
+import os
 import random
 import threading
 import time
@@ -53,6 +55,22 @@ def create_topics(bootstrap, topics, timeout=120):
         if time.monotonic() > deadline:
             raise AssertionError(f"topics {sorted(topics)} not ready")
         time.sleep(0.3)
+
+
+def client_debug(run, process):
+    """With KACTOR_FAULT_CLIENT_DEBUG=eos,protocol,... a client's librdkafka debug log goes to
+    <run dir>/<process>.client.log (to see what it sent and got when it hangs)."""
+    contexts = os.environ.get("KACTOR_FAULT_CLIENT_DEBUG")
+    if not contexts:
+        return None
+    log = logging.getLogger(f"faults.{run.name}.{process}")
+    if not log.handlers:
+        handler = logging.FileHandler(run.outdir / f"{process}.client.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.DEBUG)
+        log.propagate = False
+    return {"debug": contexts, "logger": log, "log_level": 7}
 
 
 def _definite(err):
@@ -152,6 +170,30 @@ class Writer(ClientThread):
         if left:
             p.purge()
             p.flush(5)
+
+
+class Hung(Exception):
+    """A client call still blocked well past the timeout it was given."""
+
+
+def bounded(fn, *args, grace=30):
+    """fn(*args, timeout) where the last argument is the call's own timeout; raises Hung if it
+    has not returned `grace` seconds after that timeout (it keeps running in its thread)."""
+    box = {}
+
+    def call():
+        try:
+            box["result"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            box["error"] = e
+    t = threading.Thread(target=call, daemon=True, name=f"bounded-{fn.__name__}")
+    t.start()
+    t.join(args[-1] + grace)
+    if t.is_alive():
+        raise Hung(fn.__name__)
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
 
 
 def _group_consumer(run, group, isolation, extra=None):
@@ -259,12 +301,17 @@ class Copier(ClientThread):
         self.rng = random.Random(f"{run.seed}-{name}")
         self.n = 0
         self.positions = {}   # partition -> next input offset committed (as last known)
+        self.abandoned = []   # producers replaced while a call of theirs still blocks
+
+    def _conf(self):
+        conf = {"bootstrap.servers": self.run_.bootstrap,
+                "transactional.id": f"{self.run_.name}-{self.process}",
+                "transaction.timeout.ms": 20000, "linger.ms": 5, "message.timeout.ms": 20000}
+        conf.update(client_debug(self.run_, self.process) or QUIET)
+        return conf
 
     def _producer(self):
-        p = Producer({"bootstrap.servers": self.run_.bootstrap,
-                      "transactional.id": f"{self.run_.name}-{self.process}",
-                      "transaction.timeout.ms": 20000, "linger.ms": 5,
-                      "message.timeout.ms": 20000, **QUIET})
+        p = Producer(self._conf())
         deadline = time.monotonic() + 180
         while True:
             try:
@@ -275,10 +322,7 @@ class Copier(ClientThread):
                     raise
                 self.run_.history.record(self.process, INFO, "init-txn", error=e.args[0].str())
                 if e.args[0].fatal():
-                    p = Producer({"bootstrap.servers": self.run_.bootstrap,
-                                  "transactional.id": f"{self.run_.name}-{self.process}",
-                                  "transaction.timeout.ms": 20000, "linger.ms": 5,
-                                  "message.timeout.ms": 20000, **QUIET})
+                    p = Producer(self._conf())
                 time.sleep(1)
 
     def rewind(self, c):
@@ -343,7 +387,7 @@ class Copier(ClientThread):
 
     def transact(self, c, p, msgs):
         """One transaction over `msgs`; returns the consumer and producer to use next (new
-        ones after a fatal error or a lost coordinator)."""
+        ones after a fatal error, a hung call or a lost coordinator)."""
         h = self.run_.history
         self.n += 1
         txn = f"{self.process}#{self.n}"
@@ -355,6 +399,11 @@ class Copier(ClientThread):
         offsets = {tp_key(self.src, q): o for q, o in nxt.items()}
         abort = self.rng.random() < self.abort_ratio
         inv = None
+        commit_asked = False
+
+        def record_start(decision):
+            return h.invoke(self.process, "txn", txn=txn, group=self.group, inputs=inputs,
+                            outputs=outputs, offsets=offsets, decision=decision)
         try:
             p.begin_transaction()
             for (_, part, _, _), out in zip(inputs, outputs):
@@ -364,19 +413,18 @@ class Copier(ClientThread):
                         break
                     except BufferError:
                         p.poll(0.1)
-            p.send_offsets_to_transaction(
-                [TopicPartition(self.src, q, o) for q, o in nxt.items()],
-                c.consumer_group_metadata(), 30)
-            inv = h.invoke(self.process, "txn", txn=txn, group=self.group, inputs=inputs,
-                           outputs=outputs, offsets=offsets,
-                           decision="abort" if abort else "commit")
+            bounded(p.send_offsets_to_transaction,
+                    [TopicPartition(self.src, q, o) for q, o in nxt.items()],
+                    c.consumer_group_metadata(), 30)
+            inv = record_start("abort" if abort else "commit")
             if abort:
-                p.abort_transaction(30)
+                bounded(p.abort_transaction, 30)
                 h.complete(inv, FAIL, error="aborted on purpose")
                 return self.rewind(c), p
+            commit_asked = True
             for attempt in range(10):
                 try:
-                    p.commit_transaction(30)
+                    bounded(p.commit_transaction, 30)
                     h.complete(inv, OK)
                     self.positions.update(nxt)
                     return c, p
@@ -384,30 +432,40 @@ class Copier(ClientThread):
                     if e.args[0].retriable() and attempt < 9:
                         continue
                     raise
-        except KafkaException as e:
-            err = e.args[0]
+        except (KafkaException, Hung) as e:
+            hung = isinstance(e, Hung)
+            err = None if hung else e.args[0]
             if inv is None:
-                # Never asked to commit: it can only abort (here, by timeout or by fencing).
-                inv = h.invoke(self.process, "txn", txn=txn, group=self.group, inputs=inputs,
-                               outputs=outputs, offsets=offsets, decision="abort")
-                never_committed = True
-            else:
-                never_committed = False
+                # Never asked to commit: it can only abort (by timeout or by fencing).
+                inv = record_start("abort")
+            if hung:
+                # librdkafka ignored the call's timeout (seen on Kafka and kactor alike after a
+                # restart): the producer is left behind, still blocked in its thread (kept
+                # referenced, as destroying it would block too), and fenced by the new one.
+                h.record(self.process, INFO, "client-hang", call=str(e), txn=txn)
+                self.abandoned.append(p)
+                h.complete(inv, INFO if commit_asked else FAIL, error=f"hung in {e}")
+                return self.rewind(c), self._producer()
             if err.txn_requires_abort():
                 try:
-                    p.abort_transaction(30)
+                    bounded(p.abort_transaction, 30)
                     h.complete(inv, FAIL, error=err.str())
                     return self.rewind(c), p
                 except KafkaException as e2:
                     err = e2.args[0]
-            h.complete(inv, FAIL if never_committed else INFO, error=err.str(),
-                       fatal=err.fatal())
+                except Hung as e2:
+                    h.record(self.process, INFO, "client-hang", call=str(e2), txn=txn)
+                    self.abandoned.append(p)
+                    h.complete(inv, INFO if commit_asked else FAIL, error=f"hung in {e2}")
+                    return self.rewind(c), self._producer()
+            h.complete(inv, INFO if commit_asked else FAIL, error=err.str(), fatal=err.fatal())
             # Whatever state the producer is in, a new one with the same transactional.id
             # fences it and completes or aborts its transaction before it starts.
             try:
                 p.purge()
             except KafkaException:
                 pass
+            self.abandoned.append(p)
             p = self._producer()
             return self.rewind(c), p
 
