@@ -220,6 +220,8 @@ def test_a_data_log_dir_filling_under_writes_loses_nothing_acknowledged(
                     acked[(p, off)] = value
             if all(any(c != 0 for c in seen[p]) for p in in_full):
                 rounds_after += 1
+    print(f"codes after the disk filled (full dir {in_full}): "
+          f"{ {p: sorted(set(seen[p])) for p in seen} }")
     assert b.is_running(), "the broker stopped with a healthy log dir left"
     for p in in_healthy:
         assert set(seen[p]) == {0}, f"healthy partition {p}: {seen[p]}"
