@@ -61,9 +61,10 @@ def final_reads(ops):
     return out
 
 
-def read_for(ops, topic):
-    """The final read of `topic`, preferring read_uncommitted (everything in the log)."""
-    reads = final_reads(ops)
+def read_for(ops, topic, reads=None):
+    """The final read of `topic`, preferring read_uncommitted (everything in the log).
+    `reads`: final_reads(ops) when already computed (it walks the whole history)."""
+    reads = final_reads(ops) if reads is None else reads
     return reads.get((topic, "read_uncommitted")) or reads.get((topic, "read_committed"))
 
 
@@ -97,7 +98,9 @@ def check_lost(ops):
     the broker acknowledged."""
     found = []
     positions = {}
-    for (topic, _), parts in final_reads(ops).items():
+    reads = final_reads(ops)
+    read_topics = {topic for topic, _ in reads}
+    for (topic, _), parts in reads.items():
         for p, recs in parts.items():
             for o, v in recs:
                 positions.setdefault((topic, v), (p, o))
@@ -105,7 +108,7 @@ def check_lost(ops):
         if done is None or done["type"] != OK:
             continue
         topic, value = inv["topic"], inv["value"]
-        if read_for(ops, topic) is None:
+        if topic not in read_topics:
             continue
         at = positions.get((topic, value))
         if at is None:
@@ -157,8 +160,9 @@ def check_order(ops):
     """Within each partition of each final read, every writer's values are in the order it
     sent them (the idempotent producer's guarantee), copies in the order of their inputs."""
     found = []
-    for (topic, iso), parts in final_reads(ops).items():
-        if iso == "read_uncommitted" and (topic, "read_committed") in final_reads(ops) \
+    reads = final_reads(ops)
+    for (topic, iso), parts in reads.items():
+        if iso == "read_uncommitted" and (topic, "read_committed") in reads \
                 and any(parse_copy(v) for recs in parts.values() for _, v in recs):
             continue  # aborted copies are out of order by design; checked read_committed
         for p, recs in parts.items():
@@ -240,8 +244,9 @@ def check_exactly_once(ops):
     roles = read_roles(ops)
     if "input" not in roles or "output" not in roles:
         return []
-    inputs = read_for(ops, roles["input"])
-    outputs = final_reads(ops).get((roles["output"], "read_committed"))
+    reads = final_reads(ops)
+    inputs = read_for(ops, roles["input"], reads)
+    outputs = reads.get((roles["output"], "read_committed"))
     if inputs is None or outputs is None:
         return []
     copies = {}
@@ -326,9 +331,10 @@ def check_skips(ops):
         if op["type"] == OK and op["f"] == "poll" and op.get("group"):
             got.setdefault((op["group"], tp_key(op["topic"], op["partition"])), set()).add(
                 op["offset"])
+    reads = final_reads(ops)
     for (group, key), h in sorted(high.items()):
         topic, p = split_tp(key)
-        log = read_for(ops, topic)
+        log = read_for(ops, topic, reads)
         if log is None:
             continue
         missing = [o for o, _ in log.get(p, []) if o < h and o not in got.get((group, key), ())]

@@ -445,7 +445,8 @@ class Copier(ClientThread):
                 h.record(self.process, INFO, "client-hang", call=str(e), txn=txn)
                 self.abandoned.append(p)
                 h.complete(inv, INFO if commit_asked else FAIL, error=f"hung in {e}")
-                return self.rewind(c), self._producer()
+                p = self._producer()  # fences the old one first: its transaction is settled
+                return self.rewind(c), p
             if err.txn_requires_abort():
                 try:
                     bounded(p.abort_transaction, 30)
@@ -457,7 +458,8 @@ class Copier(ClientThread):
                     h.record(self.process, INFO, "client-hang", call=str(e2), txn=txn)
                     self.abandoned.append(p)
                     h.complete(inv, INFO if commit_asked else FAIL, error=f"hung in {e2}")
-                    return self.rewind(c), self._producer()
+                    p = self._producer()  # fences the old one first: its transaction is settled
+                    return self.rewind(c), p
             h.complete(inv, INFO if commit_asked else FAIL, error=err.str(), fatal=err.fatal())
             # Whatever state the producer is in, a new one with the same transactional.id
             # fences it and completes or aborts its transaction before it starts.
