@@ -102,6 +102,7 @@ class Run:
             "anomalies": anomalies, "anomaly_counts": _counts(anomalies),
             "history": str(hist), "broker_log": str(self.broker.log_path),
             "disk_full_possible": self.history.meta["disk_full_possible"],
+            "disk_full_skipped": self.history.meta.get("disk_full_skipped"),
         }
         with open(self.outdir / "result.json", "w") as f:
             json.dump(result, f, indent=1)
@@ -182,6 +183,8 @@ def describe(result, limit=5):
              f"{result['fault_seconds']}s of faults {result['faults']}, "
              f"{result['ops_total']} history entries {result['operations']}, "
              f"anomalies {result['anomaly_counts'] or 'none'}"]
+    if not result.get("disk_full_possible", True):
+        lines.append(f"  no disk-full faults: cannot mount a tmpfs ({result.get('disk_full_skipped')})")
     for a in result["anomalies"][:limit]:
         text = json.dumps(a)
         lines.append("  " + (text if len(text) < 600 else text[:600] + "..."))
