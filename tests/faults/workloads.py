@@ -35,6 +35,8 @@ QUIET = {"log_level": 2}
 # Producer sends are bounded per run (in case a rate is mis-set) and by outstanding messages.
 MAX_SENDS = 5_000_000
 MAX_IN_FLIGHT = 2_000
+# A copier that got nothing for this long while its input has records past its position.
+STALL_S = 20
 
 
 def create_topics(bootstrap, topics, timeout=120):
@@ -355,16 +357,34 @@ class Copier(ClientThread):
 
     def body(self):
         h = self.run_.history
-        c = _group_consumer(self.run_, self.group, "read_committed")
+        c = _group_consumer(self.run_, self.group, "read_committed",
+                            client_debug(self.run_, self.process + "-consumer"))
         p = self._producer()
         c = self.rewind(c)
+        last_progress = time.monotonic()
         try:
             while not self.run_.stop_reads.is_set():
                 if self.run_.stop_writes.is_set() and self.caught_up(c):
                     break
-                msgs = [m for m in c.consume(300, 0.5) if not m.error()]
+                got = c.consume(300, 0.5)
+                for m in got:
+                    if m.error() and m.error().code() != KafkaError._PARTITION_EOF:
+                        h.record(self.process, INFO, "consume-error", error=m.error().str())
+                msgs = [m for m in got if not m.error()]
                 if not msgs:
+                    if time.monotonic() - last_progress > STALL_S and not self.caught_up(c):
+                        # Records are there (high watermark past the position) and none came
+                        # for a while: recorded, then a new consumer from the committed offsets.
+                        h.record(self.process, INFO, "consumer-stall", positions={
+                            str(tp.partition): tp.offset for tp in c.position(c.assignment())},
+                            highs=self.highs(c))
+                        c.close()
+                        c = self.rewind(_group_consumer(
+                            self.run_, self.group, "read_committed",
+                            client_debug(self.run_, self.process + "-consumer")))
+                        last_progress = time.monotonic()
                     continue
+                last_progress = time.monotonic()
                 for m in msgs:
                     h.record(self.process, OK, "poll", group=self.group, topic=m.topic(),
                              partition=m.partition(), offset=m.offset(),
@@ -375,6 +395,16 @@ class Copier(ClientThread):
                 p.flush(10)
             finally:
                 c.close()
+
+    def highs(self, c):
+        out = {}
+        for q in self.partitions:
+            try:
+                out[str(q)] = c.get_watermark_offsets(TopicPartition(self.src, q), timeout=5,
+                                                      cached=False)[1]
+            except KafkaException as e:
+                out[str(q)] = e.args[0].str()
+        return out
 
     def caught_up(self, c):
         try:
