@@ -668,9 +668,22 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         let socket_server = socket_server.clone();
         let registry = partitions.registry.clone();
         let image = kraft.image.clone();
+        let mut served = partitions.served_image.clone();
         actix_rt::spawn(async move {
             loop {
                 if *state.borrow() == BrokerLifecycleState::Running {
+                    // And only once the replica manager serves the image we caught up to, as
+                    // Kafka's BrokerServer waits for the first metadata publish: Metadata is
+                    // answered from that served image, which lags the metadata log by the
+                    // replica manager's mailbox (hundreds of ms after a restart with many
+                    // partitions). Opened earlier, the first answers listed no topics and
+                    // librdkafka failed its queued messages as "Unknown partition".
+                    let caught_up = image.borrow().provenance.last_offset;
+                    while served.borrow().provenance.last_offset < caught_up {
+                        if served.changed().await.is_err() {
+                            break;
+                        }
+                    }
                     socket_server.do_send(EnableBrokerListeners);
                     // Running means caught up with the metadata log: only now is a log the
                     // image doesn't know really a stray.

@@ -405,7 +405,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     def("connection.failed.authentication.delay.ms", Int, Some("100"), AtLeast(0), "How long the error answer and the close of a connection that failed authentication are held back, to slow down password guessing."),
     def("connections.max.reauth.ms", Long, Some("0"), Any, "Longest SASL session before a client must re-authenticate (KIP-368; also listener.name.<listener>.<mechanism>.connections.max.reauth.ms); 0 = never. A request after expiry without re-authentication closes the connection."),
     // --- security: SASL ---
-    dynamic("sasl.enabled.mechanisms", List, Some("GSSAPI"), Any, "SASL mechanisms the broker accepts; prefix with listener.name.<listener>. for one listener. kactor serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 and refuses to start with others (GSSAPI, OAUTHBEARER) named on a SASL listener."),
+    dynamic("sasl.enabled.mechanisms", List, Some("GSSAPI"), Any, "SASL mechanisms the broker accepts; prefix with listener.name.<listener>. for one listener. kactor serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER (unsecured tokens) and refuses to start with GSSAPI named on a SASL listener."),
     dynamic("sasl.mechanism.inter.broker.protocol", String, Some("GSSAPI"), Any, "SASL mechanism between brokers (not used by kactor: no SASL)."),
     def("sasl.mechanism.controller.protocol", String, Some("GSSAPI"), Any, "SASL mechanism towards controllers (not used by kactor: no SASL)."),
     dynamic("sasl.jaas.config", Password, None, Any, "JAAS login configuration (not used by kactor: no SASL)."),
@@ -428,7 +428,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     dynamic("sasl.kerberos.ticket.renew.window.factor", Double, Some("0.8"), Any, "Share of ticket lifetime before a Kerberos renewal (not used by kactor: no SASL)."),
     dynamic("sasl.kerberos.ticket.renew.jitter", Double, Some("0.05"), Any, "Random jitter added to the Kerberos renewal time (not used by kactor: no SASL)."),
     dynamic("sasl.kerberos.principal.to.local.rules", List, Some("DEFAULT"), Any, "Rules mapping Kerberos principals to short names (not used by kactor: no SASL)."),
-    def("sasl.oauthbearer.jwks.endpoint.url", String, None, Any, "JWKS endpoint (or file) with the keys that verify OAUTHBEARER tokens (not used by kactor: no SASL)."),
+    def("sasl.oauthbearer.jwks.endpoint.url", String, None, Any, "JWKS endpoint (or file) with the keys that verify OAUTHBEARER tokens (kactor does not verify signed tokens yet and refuses to start with this set on an OAUTHBEARER listener)."),
     def("sasl.oauthbearer.jwks.endpoint.refresh.ms", Long, Some("3600000"), Any, "JWKS key cache refresh period (not used by kactor: no SASL)."),
     def("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", Long, Some("100"), Any, "Backoff between JWKS fetch attempts (not used by kactor: no SASL)."),
     def("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", Long, Some("10000"), Any, "Backoff ceiling between JWKS fetch attempts (not used by kactor: no SASL)."),

@@ -897,9 +897,12 @@ pub fn is_listener_setting(key: &str) -> bool {
     if find_def(setting).is_some() {
         return true;
     }
-    setting
-        .split_once('.')
-        .is_some_and(|(_, s)| s == "sasl.jaas.config" || s == "connections.max.reauth.ms")
+    setting.split_once('.').is_some_and(|(_, s)| {
+        matches!(
+            s,
+            "sasl.jaas.config" | "connections.max.reauth.ms" | "sasl.server.callback.handler.class"
+        )
+    })
 }
 
 pub fn parse_endpoint(s: &str) -> Result<Endpoint, String> {

@@ -11,6 +11,7 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
               'username="admin" password="admin-secret" '
               'user_admin="admin-secret" user_alice="alice-plain";')
 SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required;'
+OAUTH_JAAS = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;'
 SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret"
 PLAIN_USER, PLAIN_PASSWORD = "alice", "alice-plain"
 
@@ -73,9 +74,11 @@ class SecureBroker(Broker):
         cfg["ssl.truststore.type"] = "PEM"
         cfg["ssl.truststore.location"] = str(self.certs / "ca.pem")
         cfg["listener.name.ssl.ssl.client.auth"] = "required"
-        cfg["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+        cfg["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
         for listener in ("sasl_ssl", "sasl_plaintext"):
             cfg[f"listener.name.{listener}.plain.sasl.jaas.config"] = PLAIN_JAAS
+            # Kafka's default broker validator for OAUTHBEARER: unsecured (unsigned) JWTs.
+            cfg[f"listener.name.{listener}.oauthbearer.sasl.jaas.config"] = OAUTH_JAAS
             for m in ("scram-sha-256", "scram-sha-512"):
                 cfg[f"listener.name.{listener}.{m}.sasl.jaas.config"] = SCRAM_JAAS
         return cfg

@@ -161,3 +161,94 @@ def test_a_single_full_log_dir_stops_the_node(broker_factory, small_disk, tmp_pa
         assert "all log dirs have failed" in log, log[-3000:]
         assert "No space left on device" in log
         assert "panicked" not in log
+
+
+def _produce_one(sock, topic, p, value):
+    """Produce v3 acks=-1 of one record: (error code, base offset)."""
+    from harness import wire
+    batch = wire.record_batch([(None, value)])
+    _, rows = wire.parse_produce_v3_response(wire.roundtrip(
+        sock, wire.produce_v3_request(topic, p, batch, acks=-1, timeout_ms=10000)))
+    return rows[0][2], rows[0][3]
+
+
+def test_a_data_log_dir_filling_under_writes_loses_nothing_acknowledged(
+        broker_factory, small_disk, tmp_path, topic_name):
+    """Issue #30's disk-full evidence: partitions already written in both of two log dirs, the
+    disk under one of them fills while records keep coming. Produce to a partition there gets
+    KAFKA_STORAGE_ERROR (Kafka 4.4 answers that for the failed append too, then
+    NOT_LEADER_OR_FOLLOWER once its controller has taken the replica's leadership away), the
+    healthy dir keeps acknowledging, the process stays up; with space freed and a restart
+    every acknowledged record is where it was acknowledged and all partitions take writes."""
+    from confluent_kafka.admin import NewTopic
+    from harness import wire
+    from harness.txn import read_partitions
+    full, healthy = small_disk / "logs", tmp_path / "healthy-logs"
+    b = broker_factory(name="filling", overrides={
+        "log.dirs": f"{full},{healthy}", "metadata.log.dir": str(tmp_path / "metadata")})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 4, 1)])[topic_name].result(30)
+    deadline = time.monotonic() + 60
+    acked = {}  # (partition, offset) -> value
+    codes = {}
+    with wire.connect(b.port, timeout=30) as sock:
+        while time.monotonic() < deadline:  # the first writes, once every partition leads
+            codes = {p: _produce_one(sock, topic_name, p, b"before-%d" % p) for p in range(4)}
+            if all(c == 0 for c, _ in codes.values()):
+                break
+            time.sleep(0.3)
+        assert all(c == 0 for c, _ in codes.values()), codes
+        for p, (_, off) in codes.items():
+            acked[(p, off)] = b"before-%d" % p
+        in_full = sorted(int(d.name.rsplit("-", 1)[1]) for d in full.glob(f"{topic_name}-*"))
+        in_healthy = sorted(set(range(4)) - set(in_full))
+        assert in_full and in_healthy, (in_full, in_healthy)
+        fill(small_disk)
+        seen = {p: [] for p in range(4)}
+        i = 0
+        deadline = time.monotonic() + 60
+        # Until every partition in the full dir refused a write (a record may still fit in a
+        # page already allocated) and then a few more rounds.
+        rounds_after = 0
+        while time.monotonic() < deadline and rounds_after < 5:
+            for p in range(4):
+                i += 1
+                value = b"during-%d" % i
+                code, off = _produce_one(sock, topic_name, p, value)
+                seen[p].append(code)
+                if code == 0:
+                    acked[(p, off)] = value
+            if all(any(c != 0 for c in seen[p]) for p in in_full):
+                rounds_after += 1
+    print(f"codes after the disk filled (full dir {in_full}): "
+          f"{ {p: sorted(set(seen[p])) for p in seen} }")
+    assert b.is_running(), "the broker stopped with a healthy log dir left"
+    for p in in_healthy:
+        assert set(seen[p]) == {0}, f"healthy partition {p}: {seen[p]}"
+    for p in in_full:
+        failures = [c for c in seen[p] if c != 0]
+        assert failures, f"partition {p} in the full dir never refused a write"
+        assert set(failures) <= {56, 6}, f"partition {p}: {seen[p]}"
+        # The write that hit the full disk gets KAFKA_STORAGE_ERROR on both brokers.
+        assert failures[0] == 56, f"partition {p}: first failure {failures[0]}"
+        if b.target == "kactor":
+            assert set(failures) == {56}, seen[p]
+        # Once refused, never acknowledged again before the restart (the dir is offline).
+        first = seen[p].index(failures[0])
+        assert set(seen[p][first:]) == set(failures), seen[p]
+    (small_disk / "filler").unlink()
+    b.stop()
+    b.restart()
+    got = read_partitions(b, topic_name, 4, isolation="read_uncommitted", timeout=60)
+    at = {(p, off): v for p, recs in got.items() for off, _, v in recs}
+    missing = {k: v for k, v in acked.items() if at.get(k) != v}
+    assert not missing, f"{len(missing)} acknowledged records lost or changed: " \
+                        f"{sorted(missing.items())[:10]}"
+    with wire.connect(b.port, timeout=30) as sock:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            after = {p: _produce_one(sock, topic_name, p, b"after")[0] for p in range(4)}
+            if set(after.values()) == {0}:
+                break
+            time.sleep(0.3)
+    assert set(after.values()) == {0}, after

@@ -90,3 +90,46 @@ def test_clean_restart_keeps_topics(broker_factory):
     for part in range(3):
         vals = [m.value() for m in consume_all(b, "keep", 10, partition=part)]
         assert vals == [f"m{i}".encode() for i in range(part, 30, 3)]
+
+
+def test_first_metadata_after_a_restart_lists_every_topic(broker_factory):
+    """The first Metadata a restarted broker answers already has every topic and partition
+    with its leader, as Kafka's BrokerServer only opens its client listeners once the initial
+    metadata has been published to its replica manager. kactor opened them when the broker
+    was caught up with the metadata log but before the replica manager served that image:
+    for a few hundred milliseconds Metadata listed no topics, and librdkafka failed the
+    queued messages with "Unknown partition" (found by the fault harness, issue #30)."""
+    from harness import wire
+    b = broker_factory(name="first-md")
+    names = [f"restart-md-{i}" for i in range(3)]
+    for n in names:
+        create_topic(b, n, partitions=8)
+
+    def first_metadata(timeout=90):
+        """Polls the port every few ms: the first answered Metadata (all topics)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if b.proc.poll() is not None:
+                raise AssertionError(f"exited with {b.proc.returncode}")
+            try:
+                with wire.connect(b.port, timeout=5) as sock:
+                    _, topics = wire.parse_metadata_v1_response(
+                        wire.roundtrip(sock, wire.metadata_v1_request(None)))
+                    return topics
+            except (OSError, ConnectionError, ValueError):
+                time.sleep(0.005)
+        raise AssertionError("no Metadata answer")
+
+    for attempt in range(3):
+        b.kill9()
+        b.wait_ready = lambda timeout=90: None  # we poll ourselves, faster
+        b.start()
+        topics = first_metadata()
+        del b.wait_ready
+        for n in names:
+            err, parts = topics.get(n, (None, {}))
+            assert err == 0 and sorted(parts) == list(range(8)), \
+                f"restart {attempt}: {n} in the first Metadata: {topics.get(n)}; " \
+                f"topics {sorted(topics)}"
+            assert all(e == 0 and leader == 1 for e, leader in parts.values()), parts
+        b.wait_ready()

@@ -46,6 +46,9 @@ def _client_conf(b, certs, kind):
         conf["bootstrap.servers"] = f"127.0.0.1:{b.sasl_plain_port}"
     if mechanism == "PLAIN":
         conf.update({"sasl.username": "alice", "sasl.password": "alice-plain"})
+    elif mechanism == "OAUTHBEARER":
+        conf.update({"enable.sasl.oauthbearer.unsecure.jwt": True,
+                     "sasl.oauthbearer.config": "principal=alice"})
     else:
         conf.update({"sasl.username": SCRAM_USER, "sasl.password": SCRAM_PASSWORD})
     return conf
@@ -76,7 +79,8 @@ def _produce_consume(conf, topic, n=200):
 
 
 CLIENT_KINDS = ["mtls", ("SASL_SSL", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512"),
-                ("SASL_SSL", "PLAIN"), ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
+                ("SASL_SSL", "PLAIN"), ("SASL_SSL", "OAUTHBEARER"),
+                ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
                 ("SASL_PLAINTEXT", "PLAIN")]
 
 
@@ -206,14 +210,17 @@ def _closed(sock, timeout=5):
     return False
 
 
+# Kafka lists the mechanisms in a Java HashMap's order, not the configured one.
+MECHANISMS = ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256", "OAUTHBEARER"]
+
+
 def test_handshake_answers_and_plain_failure_messages_match_kafka(secure):
-    # Kafka lists the mechanisms in a Java HashMap's order, not the configured one.
     with wire.connect(secure.sasl_plain_port) as s:
         err, mechanisms = _handshake(s, "SCRAM-SHA-256")
-        assert (err, mechanisms) == (0, ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256"])
+        assert (err, mechanisms) == (0, MECHANISMS)
     with wire.connect(secure.sasl_plain_port) as s:
         err, mechanisms = _handshake(s, "GSSAPI")
-        assert (err, mechanisms) == (33, ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256"])
+        assert (err, mechanisms) == (33, MECHANISMS)
         assert _closed(s)
     with wire.connect(secure.sasl_plain_port) as s:
         assert _handshake(s, "PLAIN")[0] == 0
@@ -244,6 +251,33 @@ def test_failed_authentication_answer_waits_for_the_delay(secure):
         took = time.monotonic() - started
         assert err == 58 and took >= 0.095, took
         assert _closed(s, timeout=2)
+
+
+def _unsecured_jwt(claims):
+    import base64
+    import json
+    enc = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=")  # noqa: E731
+    return (enc(b'{"alg":"none"}') + b"." + enc(json.dumps(claims).encode()) + b".").decode()
+
+
+def test_oauthbearer_expired_token_gets_the_json_error(secure):
+    now = int(time.time())
+    token = _unsecured_jwt({"sub": "alice", "iat": now - 120, "exp": now - 60})
+    with wire.connect(secure.sasl_plain_port) as s:
+        assert _handshake(s, "OAUTHBEARER")[0] == 0
+        err, message, challenge, _ = _authenticate(
+            s, f"n,,\x01auth=Bearer {token}\x01\x01".encode())
+        assert (err, challenge) == (0, b'{"status":"invalid_token"}')
+        err, message, _, _ = _authenticate(s, b"\x01", corr=3)
+        assert (err, message) == (58, '{"status":"invalid_token"}')
+        assert _closed(s)
+    good = _unsecured_jwt({"sub": "bob", "iat": now, "exp": now + 3600})
+    with wire.connect(secure.sasl_plain_port) as s:
+        assert _handshake(s, "OAUTHBEARER")[0] == 0
+        err, message, challenge, lifetime = _authenticate(
+            s, f"n,,\x01auth=Bearer {good}\x01\x01".encode())
+        # The session lasts as long as the token.
+        assert err == 0 and challenge == b"" and 3_500_000 < lifetime <= 3_600_000
 
 
 def test_requests_before_authentication_close_the_connection(secure):

@@ -250,6 +250,7 @@ impl Authenticator {
             Ok(SaslStep::Done {
                 response,
                 principal,
+                credential_expires_ms,
             }) => {
                 if let Some(r) = &self.reauth {
                     if r.principal != principal {
@@ -263,15 +264,28 @@ impl Authenticator {
                         return fail(m.clone(), m);
                     }
                 }
-                let lifetime_ms = self
+                let max_reauth_ms = self
                     .settings
                     .max_reauth_ms
                     .get(&mechanism)
                     .copied()
-                    .filter(|ms| *ms > 0)
-                    .unwrap_or(0);
-                let expires_at =
-                    (lifetime_ms > 0).then(|| now + Duration::from_millis(lifetime_ms as u64));
+                    .filter(|ms| *ms > 0);
+                // Kafka's session lifetime: the shorter of the credential's remaining life and
+                // connections.max.reauth.ms, whichever are set.
+                let credential_left_ms = credential_expires_ms.map(|exp| {
+                    let wall_now_ms = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as i64);
+                    (exp - wall_now_ms).max(0)
+                });
+                let lifetime = match (credential_left_ms, max_reauth_ms) {
+                    (None, None) => None,
+                    (Some(c), None) => Some(c),
+                    (None, Some(m)) => Some(m),
+                    (Some(c), Some(m)) => Some(c.min(m)),
+                };
+                let lifetime_ms = lifetime.unwrap_or(0);
+                let expires_at = lifetime.map(|ms| now + Duration::from_millis(ms as u64));
                 self.state = State::Authenticated {
                     mechanism: mechanism.clone(),
                     expires_at,
@@ -376,6 +390,7 @@ mod tests {
             ]),
             max_reauth_ms: HashMap::from([("PLAIN".into(), reauth_ms)]),
             max_receive_size: 524288,
+            oauthbearer: Default::default(),
         })
     }
 

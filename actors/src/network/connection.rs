@@ -1195,6 +1195,7 @@ mod tests {
                 plain_users: [("alice".to_string(), "right".to_string())].into(),
                 max_reauth_ms: Default::default(),
                 max_receive_size: 524288,
+                ..Default::default()
             })),
             failed_authentication_delay_ms: 400,
         };

@@ -17,9 +17,10 @@ use crate::metadata::core::ScramCredential;
 pub const PLAIN: &str = "PLAIN";
 pub const SCRAM_SHA_256: &str = "SCRAM-SHA-256";
 pub const SCRAM_SHA_512: &str = "SCRAM-SHA-512";
+pub const OAUTHBEARER: &str = "OAUTHBEARER";
 
-/// The mechanisms kactor serves (GSSAPI, Kafka's default, and OAUTHBEARER are not yet).
-pub const SUPPORTED_MECHANISMS: &[&str] = &[PLAIN, SCRAM_SHA_256, SCRAM_SHA_512];
+/// The mechanisms kactor serves (GSSAPI, Kafka's default, is not).
+pub const SUPPORTED_MECHANISMS: &[&str] = &[PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER];
 
 /// Kafka's SCRAM iteration bounds (`ScramMechanism.minIterations`).
 const SCRAM_MIN_ITERATIONS: i32 = 4096;
@@ -36,6 +37,54 @@ pub struct SaslSettings {
     pub max_reauth_ms: HashMap<String, i64>,
     /// `sasl.server.max.receive.size`: the largest frame read before authentication ends.
     pub max_receive_size: usize,
+    /// OAUTHBEARER's unsecured-token validation options (from its JAAS config).
+    pub oauthbearer: UnsecuredJwtOptions,
+}
+
+/// The options of Kafka's `OAuthBearerUnsecuredValidatorCallbackHandler`, the broker's default
+/// OAUTHBEARER validator: tokens are unsigned JWTs (`alg: none`) whose claims are checked.
+#[derive(Debug, Clone)]
+pub struct UnsecuredJwtOptions {
+    /// `unsecuredValidatorPrincipalClaimName` (default `sub`).
+    pub principal_claim: String,
+    /// `unsecuredValidatorScopeClaimName` (default `scope`).
+    pub scope_claim: String,
+    /// `unsecuredValidatorRequiredScope`: scopes every token must carry.
+    pub required_scope: Vec<String>,
+    /// `unsecuredValidatorAllowableClockSkewMs`.
+    pub allowable_clock_skew_ms: i64,
+}
+
+impl Default for UnsecuredJwtOptions {
+    fn default() -> Self {
+        UnsecuredJwtOptions {
+            principal_claim: "sub".into(),
+            scope_claim: "scope".into(),
+            required_scope: Vec::new(),
+            allowable_clock_skew_ms: 0,
+        }
+    }
+}
+
+impl UnsecuredJwtOptions {
+    pub fn from_jaas(options: &HashMap<String, String>) -> Result<Self, String> {
+        let mut o = UnsecuredJwtOptions::default();
+        if let Some(v) = options.get("unsecuredValidatorPrincipalClaimName") {
+            o.principal_claim = v.trim().to_string();
+        }
+        if let Some(v) = options.get("unsecuredValidatorScopeClaimName") {
+            o.scope_claim = v.trim().to_string();
+        }
+        if let Some(v) = options.get("unsecuredValidatorRequiredScope") {
+            o.required_scope = v.split_whitespace().map(str::to_string).collect();
+        }
+        if let Some(v) = options.get("unsecuredValidatorAllowableClockSkewMs") {
+            o.allowable_clock_skew_ms = v.trim().parse().map_err(|_| {
+                format!("unsecuredValidatorAllowableClockSkewMs {v:?} is not a number")
+            })?;
+        }
+        Ok(o)
+    }
 }
 
 /// Why an exchange failed. Kafka tells the client the message of an authentication exception
@@ -77,6 +126,9 @@ pub enum SaslStep {
     Done {
         response: Vec<u8>,
         principal: KafkaPrincipal,
+        /// When the credential itself expires (an OAUTHBEARER token's `exp`), in ms since the
+        /// epoch: the session ends then at the latest.
+        credential_expires_ms: Option<i64>,
     },
 }
 
@@ -87,6 +139,10 @@ pub type CredentialLookup<'a> = &'a dyn Fn(&str, i8) -> Option<ScramCredential>;
 pub enum SaslServer {
     Plain,
     Scram(Box<ScramServer>),
+    OAuthBearer {
+        /// The error sent as a challenge; the client's `%x01` answer ends the exchange with it.
+        pending_error: Option<String>,
+    },
 }
 
 impl SaslServer {
@@ -100,6 +156,9 @@ impl SaslServer {
             SCRAM_SHA_512 => Some(SaslServer::Scram(Box::new(ScramServer::new(
                 ScramHash::Sha512,
             )))),
+            OAUTHBEARER => Some(SaslServer::OAuthBearer {
+                pending_error: None,
+            }),
             _ => None,
         }
     }
@@ -113,7 +172,150 @@ impl SaslServer {
         match self {
             SaslServer::Plain => plain(token, &settings.plain_users),
             SaslServer::Scram(s) => s.step(token, credentials),
+            SaslServer::OAuthBearer { pending_error } => {
+                if token == [0x01] {
+                    if let Some(e) = pending_error.take() {
+                        return Err(SaslFailure::Client(e));
+                    }
+                }
+                *pending_error = None;
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                match oauthbearer(token, &settings.oauthbearer, now_ms)? {
+                    OAuthOutcome::Valid(step) => Ok(step),
+                    OAuthOutcome::Invalid(json) => {
+                        *pending_error = Some(json.clone());
+                        Ok(SaslStep::Challenge(json.into_bytes()))
+                    }
+                }
+            }
         }
+    }
+}
+
+enum OAuthOutcome {
+    Valid(SaslStep),
+    /// RFC 7628: the server answers an unusable token with a JSON error as a challenge.
+    Invalid(String),
+}
+
+/// RFC 7628 client initial response `n,[a=authzid],^Aauth=Bearer <token>^A[k=v^A]*^A`, with
+/// the token checked as Kafka's unsecured validator does.
+fn oauthbearer(
+    token: &[u8],
+    options: &UnsecuredJwtOptions,
+    now_ms: i64,
+) -> Result<OAuthOutcome, SaslFailure> {
+    let bad = |what: &str| {
+        SaslFailure::Hidden(format!("Invalid OAUTHBEARER client first message: {what}"))
+    };
+    let text = std::str::from_utf8(token).map_err(|_| bad("not UTF-8"))?;
+    let rest = text
+        .strip_prefix("n,")
+        .ok_or_else(|| bad("no gs2 header"))?;
+    let (authzid, rest) = rest.split_once(',').ok_or_else(|| bad("no gs2 header"))?;
+    let authzid = match authzid {
+        "" => "",
+        a => a
+            .strip_prefix("a=")
+            .ok_or_else(|| bad("bad authorization id"))?,
+    };
+    let pairs = rest
+        .strip_prefix('\u{1}')
+        .and_then(|r| r.strip_suffix("\u{1}\u{1}"))
+        .ok_or_else(|| bad("bad separators"))?;
+    let mut auth = None;
+    for pair in pairs.split('\u{1}') {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| bad("key without value"))?;
+        if k == "auth" {
+            auth = Some(v);
+        }
+    }
+    let auth = auth.ok_or_else(|| bad("no auth"))?;
+    let (scheme, jwt) = auth.split_once(' ').ok_or_else(|| bad("no token"))?;
+    if scheme != "Bearer" {
+        return Err(SaslFailure::Hidden(format!(
+            "Invalid scheme in OAUTHBEARER client first message: {scheme}"
+        )));
+    }
+    let invalid_token = || {
+        Ok(OAuthOutcome::Invalid(
+            r#"{"status":"invalid_token"}"#.into(),
+        ))
+    };
+    let Some(claims) = unsecured_jwt_claims(jwt.trim()) else {
+        return invalid_token();
+    };
+    let principal = match claims.get(&options.principal_claim) {
+        Some(serde_json::Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        _ => return invalid_token(),
+    };
+    let millis = |name: &str| {
+        claims
+            .get(name)
+            .and_then(serde_json::Value::as_f64)
+            .map(|s| (s * 1000.0) as i64)
+    };
+    let skew = options.allowable_clock_skew_ms;
+    let iat = millis("iat");
+    if claims.contains_key("iat") && !matches!(iat, Some(t) if t <= now_ms + skew) {
+        return invalid_token();
+    }
+    let Some(exp_ms) = millis("exp") else {
+        return invalid_token();
+    };
+    if now_ms >= exp_ms + skew || iat.is_some_and(|t| t >= exp_ms) {
+        return invalid_token();
+    }
+    if !options.required_scope.is_empty() {
+        let scope: Vec<String> = match claims.get(&options.scope_claim) {
+            Some(serde_json::Value::String(s)) => {
+                s.split_whitespace().map(str::to_string).collect()
+            }
+            Some(serde_json::Value::Array(a)) => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        };
+        if options.required_scope.iter().any(|r| !scope.contains(r)) {
+            return Ok(OAuthOutcome::Invalid(format!(
+                r#"{{"status":"insufficient_scope", "scope":"[{}]"}}"#,
+                options.required_scope.join(", ")
+            )));
+        }
+    }
+    if !authzid.is_empty() && authzid != principal {
+        return Err(SaslFailure::Client(format!(
+            "Authentication failed: Client requested an authorization id ({authzid}) that is different from the token's principal name ({principal})"
+        )));
+    }
+    Ok(OAuthOutcome::Valid(SaslStep::Done {
+        response: Vec::new(),
+        principal: KafkaPrincipal::user(&principal),
+        credential_expires_ms: Some(exp_ms),
+    }))
+}
+
+/// The claims of an unsecured JWS (`base64url(header).base64url(claims).`, `alg` = `none`).
+fn unsecured_jwt_claims(jwt: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut parts = jwt.split('.');
+    let (header, claims, signature) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || !signature.is_empty() {
+        return None;
+    }
+    let decode = |p: &str| URL_SAFE_NO_PAD.decode(p.trim_end_matches('=')).ok();
+    let header: serde_json::Value = serde_json::from_slice(&decode(header)?).ok()?;
+    if header.get("alg").and_then(|a| a.as_str()) != Some("none") {
+        return None;
+    }
+    match serde_json::from_slice(&decode(claims)?).ok()? {
+        serde_json::Value::Object(m) => Some(m),
+        _ => None,
     }
 }
 
@@ -154,6 +356,7 @@ fn plain(token: &[u8], users: &HashMap<String, String>) -> Result<SaslStep, Sasl
     Ok(SaslStep::Done {
         response: Vec::new(),
         principal: KafkaPrincipal::user(username),
+        credential_expires_ms: None,
     })
 }
 
@@ -246,6 +449,7 @@ impl ScramServer {
                 Ok(SaslStep::Done {
                     response: format!("v={}", B64.encode(signature)).into_bytes(),
                     principal: KafkaPrincipal::user(&first.username),
+                    credential_expires_ms: None,
                 })
             }
             ScramState::Finished => Err(SaslFailure::Hidden(
@@ -608,6 +812,78 @@ mod tests {
             .step(b"n,a=bob,n=alice,r=x", &lookup)
             .unwrap_err();
         assert!(matches!(e, SaslFailure::Client(_)));
+    }
+
+    fn jwt(claims: &str) -> String {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        format!(
+            "{}.{}.",
+            URL_SAFE_NO_PAD.encode(br#"{"alg":"none"}"#),
+            URL_SAFE_NO_PAD.encode(claims.as_bytes())
+        )
+    }
+
+    fn bearer(token: &str) -> Vec<u8> {
+        format!("n,,\u{1}auth=Bearer {token}\u{1}\u{1}").into_bytes()
+    }
+
+    #[test]
+    fn oauthbearer_accepts_valid_unsecured_tokens_and_reports_bad_ones() {
+        let now = 1_700_000_000_000i64;
+        let opts = UnsecuredJwtOptions {
+            required_scope: vec!["kafka".into()],
+            ..Default::default()
+        };
+        let good = jwt(r#"{"sub":"alice","iat":1699999990,"exp":1700000100,"scope":"kafka x"}"#);
+        match oauthbearer(&bearer(&good), &opts, now) {
+            Ok(OAuthOutcome::Valid(SaslStep::Done {
+                principal,
+                credential_expires_ms,
+                ..
+            })) => {
+                assert_eq!(principal.to_string(), "User:alice");
+                assert_eq!(credential_expires_ms, Some(1_700_000_100_000));
+            }
+            _ => panic!("valid token refused"),
+        }
+        for (claims, status) in [
+            (
+                r#"{"sub":"alice","exp":1699999999,"scope":"kafka"}"#,
+                "invalid_token",
+            ),
+            (r#"{"exp":1700000100,"scope":"kafka"}"#, "invalid_token"),
+            (
+                r#"{"sub":"alice","exp":1700000100,"scope":"other"}"#,
+                "insufficient_scope",
+            ),
+        ] {
+            match oauthbearer(&bearer(&jwt(claims)), &opts, now) {
+                Ok(OAuthOutcome::Invalid(json)) => assert!(json.contains(status), "{json}"),
+                _ => panic!("{claims} accepted"),
+            }
+        }
+        // A signed token is not an unsecured one.
+        let signed = format!("{}sig", jwt(r#"{"sub":"a","exp":1700000100}"#));
+        assert!(matches!(
+            oauthbearer(&bearer(&signed), &UnsecuredJwtOptions::default(), now),
+            Ok(OAuthOutcome::Invalid(_))
+        ));
+        // The error challenge, then the client's %x01, fails with the JSON as the message.
+        let settings = SaslSettings {
+            oauthbearer: opts,
+            ..Default::default()
+        };
+        let mut server = SaslServer::new(OAUTHBEARER).unwrap();
+        let none = |_: &str, _: i8| None;
+        let expired = jwt(r#"{"sub":"alice","exp":1000,"scope":"kafka"}"#);
+        assert!(matches!(
+            server.step(&bearer(&expired), &settings, &none),
+            Ok(SaslStep::Challenge(_))
+        ));
+        assert_eq!(
+            server.step(&[1], &settings, &none),
+            Err(SaslFailure::Client(r#"{"status":"invalid_token"}"#.into()))
+        );
     }
 
     #[test]
