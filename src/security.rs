@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use kactor_actors::network::authenticator::check_mechanisms;
+use kactor_actors::network::authenticator::{check_mechanisms, java_hash_map_order};
 use kactor_actors::security::sasl::{self, SaslSettings};
 use kactor_actors::security::tls::{ClientAuth, SslSettings, StoreSpec, TlsListener};
 use kactor_actors::security::{ListenerSecurity, SecurityError, SecurityProtocol};
@@ -51,13 +51,27 @@ fn store(cfg: &BrokerConfig, listener: &str, which: &str) -> StoreSpec {
     }
 }
 
-fn ssl_settings(cfg: &BrokerConfig, listener: &str) -> Result<SslSettings, SecurityError> {
+fn ssl_settings(
+    cfg: &BrokerConfig,
+    listener: &str,
+    protocol: SecurityProtocol,
+) -> Result<SslSettings, SecurityError> {
+    // On SASL_SSL only the listener's own ssl.client.auth counts (Kafka's ChannelBuilders):
+    // a broker-wide `required` meant for an SSL listener must not demand certificates from
+    // SASL clients.
+    let client_auth = if protocol == SecurityProtocol::SaslSsl {
+        let key = format!(
+            "listener.name.{}.ssl.client.auth",
+            listener.to_ascii_lowercase()
+        );
+        cfg.get_str(&key).unwrap_or("none")
+    } else {
+        listener_value(cfg, listener, "ssl.client.auth").unwrap_or("none")
+    };
     Ok(SslSettings {
         keystore: store(cfg, listener, "keystore"),
         truststore: store(cfg, listener, "truststore"),
-        client_auth: ClientAuth::parse(
-            listener_value(cfg, listener, "ssl.client.auth").unwrap_or("none"),
-        )?,
+        client_auth: ClientAuth::parse(client_auth)?,
         enabled_protocols: listener_list(cfg, listener, "ssl.enabled.protocols"),
         principal_mapping_rules: listener_value(cfg, listener, "ssl.principal.mapping.rules")
             .unwrap_or("DEFAULT")
@@ -135,7 +149,8 @@ fn sasl_settings(cfg: &BrokerConfig, listener: &str) -> Result<SaslSettings, Sec
             )
         })?;
     Ok(SaslSettings {
-        enabled_mechanisms: enabled,
+        // Kafka's handshake lists them in a Java HashMap's order; sorted once here.
+        enabled_mechanisms: java_hash_map_order(&enabled),
         plain_users,
         max_reauth_ms,
         max_receive_size,
@@ -161,7 +176,7 @@ pub fn listener_security(
     })?;
     let tls = if protocol.uses_tls() {
         Some(Arc::new(
-            TlsListener::new(&ssl_settings(cfg, name)?).map_err(|e| {
+            TlsListener::new(&ssl_settings(cfg, name, protocol)?).map_err(|e| {
                 SecurityError::config(&e.key, format!("listener {name}: {}", e.reason))
             })?,
         ))

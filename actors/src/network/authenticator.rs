@@ -37,10 +37,13 @@ pub enum Gate {
         principal: KafkaPrincipal,
         mechanism: String,
     },
-    /// Authentication failed: after the delay, answer with `body` (if any), then close.
+    /// Authentication failed: answer with `body` (if any) and close, after
+    /// `connection.failed.authentication.delay.ms` when `delayed` (Kafka delays failed
+    /// authentications, not expired sessions).
     Fail {
         body: Option<ResponseBody>,
         reason: String,
+        delayed: bool,
     },
     /// A request of another API during the exchange: answer it with ILLEGAL_SASL_STATE in its
     /// own format where the router can build one (Kafka's `getErrorResponse`), then close.
@@ -49,8 +52,9 @@ pub enum Gate {
 
 #[derive(Debug)]
 enum State {
-    /// Nothing negotiated yet (Kafka's HANDSHAKE_OR_VERSIONS_REQUEST / HANDSHAKE_REQUEST).
-    Handshake,
+    /// Nothing negotiated yet (Kafka's HANDSHAKE_OR_VERSIONS_REQUEST / HANDSHAKE_REQUEST);
+    /// `versions_seen`: the one ApiVersions Kafka allows before the handshake has come.
+    Handshake { versions_seen: bool },
     /// A mechanism was chosen; SaslAuthenticate requests carry its tokens. `server` is `None`
     /// when a re-authentication asked for another mechanism (Kafka's REAUTH_BAD_MECHANISM):
     /// its first token fails.
@@ -83,15 +87,14 @@ pub struct Authenticator {
 }
 
 impl Authenticator {
+    /// `settings.enabled_mechanisms` should already be in [`java_hash_map_order`]: the
+    /// handshake answer lists them as they are.
     pub fn new(settings: Arc<SaslSettings>) -> Self {
-        let mut settings = settings;
-        let ordered = java_hash_map_order(&settings.enabled_mechanisms);
-        if ordered != settings.enabled_mechanisms {
-            Arc::make_mut(&mut settings).enabled_mechanisms = ordered;
-        }
         Authenticator {
             settings,
-            state: State::Handshake,
+            state: State::Handshake {
+                versions_seen: false,
+            },
             reauth: None,
             principal: KafkaPrincipal::anonymous(),
             client_supports_reauth: false,
@@ -104,6 +107,39 @@ impl Authenticator {
         match self.state {
             State::Authenticated { .. } => None,
             _ => Some(self.settings.max_receive_size),
+        }
+    }
+
+    /// Whether a request of this API may be decoded at all in the current state: before
+    /// authentication only the SASL APIs and ApiVersions are, so unauthenticated bytes never
+    /// reach the other decoders (Kafka refuses them by api key before parsing).
+    pub fn admits(&self, api_key: ApiKey) -> bool {
+        match self.state {
+            State::Authenticated { .. } => true,
+            State::Handshake { .. } => {
+                matches!(api_key, ApiKey::ApiVersions | ApiKey::SaslHandshake)
+            }
+            State::Authenticating { .. } => api_key == ApiKey::SaslAuthenticate,
+        }
+    }
+
+    /// A request [`Self::admits`] refuses: the gate for it, decided by api key alone.
+    pub fn refuse(&self, api_key: ApiKey) -> Gate {
+        match self.state {
+            State::Authenticating { .. } => Gate::IllegalState {
+                reason: format!(
+                    "Unexpected Kafka request of type {} during SASL authentication.",
+                    api_key.name()
+                ),
+            },
+            _ => Gate::Fail {
+                body: None,
+                reason: format!(
+                    "Unexpected Kafka request of type {} during SASL handshake.",
+                    api_key.name()
+                ),
+                delayed: true,
+            },
         }
     }
 
@@ -134,12 +170,20 @@ impl Authenticator {
                         reason: "the SASL session expired and the client did not \
                                  re-authenticate (connections.max.reauth.ms)"
                             .into(),
+                        delayed: false,
                     };
                 }
                 Gate::Pass
             }
-            State::Handshake => match api_key {
-                ApiKey::ApiVersions => Gate::Pass,
+            State::Handshake { versions_seen } => match api_key {
+                // One ApiVersions only: answering any number of them would let a peer hold a
+                // connection open forever without authenticating (Kafka closes on a second).
+                ApiKey::ApiVersions if !versions_seen => {
+                    self.state = State::Handshake {
+                        versions_seen: true,
+                    };
+                    Gate::Pass
+                }
                 ApiKey::SaslHandshake => self.handshake(body, version),
                 other => Gate::Fail {
                     body: None,
@@ -147,6 +191,7 @@ impl Authenticator {
                         "Unexpected Kafka request of type {} during SASL handshake.",
                         other.name()
                     ),
+                    delayed: true,
                 },
             },
             State::Authenticating { .. } => {
@@ -184,12 +229,14 @@ impl Authenticator {
             return Gate::Fail {
                 body: Some(answer(UNSUPPORTED_SASL_MECHANISM)),
                 reason: "SaslHandshake v0 (unframed SASL tokens) is not served".into(),
+                delayed: true,
             };
         }
         if !enabled.contains(&mechanism) {
             return Gate::Fail {
                 body: Some(answer(UNSUPPORTED_SASL_MECHANISM)),
-                reason: format!("Unsupported SASL mechanism {mechanism}"),
+                reason: format!("Unsupported SASL mechanism {}", loggable(&mechanism)),
+                delayed: true,
             };
         }
         if let State::Authenticated {
@@ -229,6 +276,7 @@ impl Authenticator {
                 ..Default::default()
             })),
             reason: log,
+            delayed: true,
         };
         let Some(server) = server else {
             let previous = self.reauth.as_ref().map(|r| r.mechanism.clone());
@@ -320,10 +368,20 @@ impl Authenticator {
     }
 }
 
+/// Client-supplied text for a log line or reason: at most 128 characters, escaped, so a peer
+/// can neither flood the log nor forge lines in it.
+pub fn loggable(s: &str) -> String {
+    let mut out: String = s.chars().take(128).flat_map(char::escape_debug).collect();
+    if s.chars().count() > 128 {
+        out.push('…');
+    }
+    out
+}
+
 /// The order Kafka lists mechanisms in its handshake answer: the iteration order of a
 /// default-sized Java `HashMap` keyed by mechanism name (bucket by the spread `String`
 /// hash, insertion order within a bucket), not the configured order.
-fn java_hash_map_order(names: &[String]) -> Vec<String> {
+pub fn java_hash_map_order(names: &[String]) -> Vec<String> {
     let bucket = |s: &str| {
         let h = s
             .encode_utf16()
@@ -383,7 +441,7 @@ mod tests {
 
     fn settings(reauth_ms: i64) -> Arc<SaslSettings> {
         Arc::new(SaslSettings {
-            enabled_mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()],
+            enabled_mechanisms: java_hash_map_order(&["PLAIN".into(), "SCRAM-SHA-256".into()]),
             plain_users: HashMap::from([
                 ("alice".into(), "pw".into()),
                 ("bob".into(), "pw2".into()),
@@ -458,13 +516,43 @@ mod tests {
     }
 
     #[test]
+    fn only_one_api_versions_and_only_sasl_apis_before_authentication() {
+        let mut a = Authenticator::new(settings(0));
+        let now = Instant::now();
+        let v = RequestBody::ApiVersions(ApiVersionsRequest::default());
+        assert!(a.admits(ApiKey::ApiVersions) && !a.admits(ApiKey::Metadata));
+        assert!(matches!(
+            a.on_request(ApiKey::ApiVersions, 3, &v, now, NO_CREDENTIALS),
+            Gate::Pass
+        ));
+        assert!(matches!(
+            a.on_request(ApiKey::ApiVersions, 3, &v, now, NO_CREDENTIALS),
+            Gate::Fail { delayed: true, .. }
+        ));
+        let mut a = Authenticator::new(settings(0));
+        a.on_request(
+            ApiKey::SaslHandshake,
+            1,
+            &handshake("PLAIN"),
+            now,
+            NO_CREDENTIALS,
+        );
+        assert!(a.admits(ApiKey::SaslAuthenticate) && !a.admits(ApiKey::ApiVersions));
+        assert!(matches!(
+            a.refuse(ApiKey::Produce),
+            Gate::IllegalState { .. }
+        ));
+        assert!(loggable(&"x\n".repeat(100)).len() < 300);
+    }
+
+    #[test]
     fn requests_before_authentication_fail_it() {
         let mut a = Authenticator::new(settings(0));
         let now = Instant::now();
         let m = RequestBody::Metadata(MetadataRequest::default());
         assert!(matches!(
             a.on_request(ApiKey::Metadata, 12, &m, now, NO_CREDENTIALS),
-            Gate::Fail { body: None, reason } if reason.contains("during SASL handshake")
+            Gate::Fail { body: None, reason, .. } if reason.contains("during SASL handshake")
         ));
         let mut a = Authenticator::new(settings(0));
         a.on_request(

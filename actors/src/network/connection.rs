@@ -86,6 +86,11 @@ pub struct ConnectionActor {
     security: ListenerSecurity,
     /// The SASL exchange's state on SASL listeners.
     authenticator: Option<Authenticator>,
+    /// Frames read before authentication take a place in this connection's own queue of one,
+    /// not in the broker-wide one: unauthenticated peers stalling mid-frame must not hold the
+    /// places authenticated clients and other brokers need (Kafka reads them outside its
+    /// request queue and memory pool too).
+    unauthenticated_budget: Option<RequestBudget>,
     /// The metadata image, for SCRAM credentials.
     image: Option<MetadataImageWatch>,
     /// A failed authentication was answered: read nothing more, close once it is written.
@@ -136,6 +141,7 @@ impl ConnectionActor {
             writer: None,
             security: ListenerSecurity::plaintext(),
             authenticator: None,
+            unauthenticated_budget: None,
             image: None,
             closing: false,
             close_at: None,
@@ -163,6 +169,9 @@ impl ConnectionActor {
             .sasl
             .as_ref()
             .map(|s| Authenticator::new(s.clone()));
+        if self.authenticator.is_some() {
+            self.unauthenticated_budget = Some(RequestBudget::new(1, -1, "authenticating"));
+        }
         self.info.security_protocol = security.protocol.name();
         self.security = security;
         self.image = image;
@@ -186,11 +195,18 @@ impl ConnectionActor {
                     .tls_handshakes_total
                     .with_label_values(&[&self.info.listener_name, "failure"])
                     .inc();
-                return self.close(
-                    ctx,
-                    "tls_handshake",
-                    format_args!("TLS handshake failed: {e}"),
+                // At info, not warn: load-balancer probes and port scans fail here routinely.
+                tracing::info!(
+                    connection = self.info.connection_id,
+                    peer = %self.info.peer,
+                    listener = %self.info.listener_name,
+                    "closing connection: TLS handshake failed: {e}"
                 );
+                metrics::broker()
+                    .connections_closed_total
+                    .with_label_values(&["tls_handshake"])
+                    .inc();
+                return ctx.stop();
             }
         };
         metrics::broker()
@@ -220,6 +236,75 @@ impl ConnectionActor {
         self.last_active = Instant::now();
         self.attach(split_tls(stream));
         self.maybe_read(ctx);
+    }
+
+    /// Carries out the authenticator's decision on a request it did not let through.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_gate(
+        &mut self,
+        seq: u64,
+        api_key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        received_at: Instant,
+        gate: Gate,
+        ctx: &mut Context<Self>,
+    ) {
+        let failure_delay = Duration::from_millis(self.security.failed_authentication_delay_ms);
+        let (outcome, close) = match gate {
+            Gate::Pass => unreachable!("routed by the caller"),
+            Gate::Answer(body) => (HandlerOutcome::Respond(body), None),
+            Gate::Authenticated {
+                body,
+                principal,
+                mechanism,
+            } => {
+                self.on_authenticated(principal, &mechanism);
+                (HandlerOutcome::Respond(body), None)
+            }
+            Gate::Fail {
+                body,
+                reason,
+                delayed,
+            } => {
+                self.on_authentication_failed(&reason);
+                let outcome = body.map_or(HandlerOutcome::NoResponse, HandlerOutcome::Respond);
+                let delay = if delayed {
+                    failure_delay
+                } else {
+                    Duration::ZERO
+                };
+                (outcome, Some((delay, reason)))
+            }
+            Gate::IllegalState { reason } => {
+                self.on_authentication_failed(&reason);
+                // ILLEGAL_SASL_STATE in the request's own format where the router can build
+                // one (Kafka's getErrorResponse), else just the close.
+                let body = self
+                    .router
+                    .route(api_key)
+                    .and_then(|r| r.on_unsupported_version)
+                    .filter(|_| versions::is_supported(api_key, version))
+                    .and_then(|responder| {
+                        responder(version, kactor_protocol::errors::ILLEGAL_SASL_STATE)
+                    });
+                let outcome = body.map_or(HandlerOutcome::NoResponse, HandlerOutcome::Respond);
+                (outcome, Some((failure_delay, reason)))
+            }
+        };
+        if let Some((delay, reason)) = close {
+            self.closing = true;
+            self.close_at = Some((seq, delay, reason));
+        }
+        self.finish(
+            seq,
+            api_key,
+            version,
+            correlation_id,
+            received_at,
+            outcome,
+            ctx,
+        );
     }
 
     fn authenticate(&mut self, api_key: ApiKey, version: i16, body: &RequestBody) -> Gate {
@@ -307,7 +392,17 @@ impl ConnectionActor {
             Some(sasl_max) => sasl_max.min(self.limits.socket_request_max_bytes),
             None => self.limits.socket_request_max_bytes,
         };
-        let budget = self.budget.clone();
+        let budget = match &self.unauthenticated_budget {
+            Some(own)
+                if !self
+                    .authenticator
+                    .as_ref()
+                    .is_some_and(|a| a.is_authenticated()) =>
+            {
+                own.clone()
+            }
+            _ => self.budget.clone(),
+        };
         let fut = async move {
             let r = read_frame(&mut reader, max, &budget).await;
             (reader, r)
@@ -397,6 +492,20 @@ impl ConnectionActor {
             );
         }
         let version = prefix.api_version;
+        if let Some(a) = self.authenticator.as_ref().filter(|a| !a.admits(api_key)) {
+            // Refused by api key before anything is decoded, whatever its version.
+            let gate = a.refuse(api_key);
+            drop(hold);
+            return self.apply_gate(
+                seq,
+                api_key,
+                version,
+                prefix.correlation_id,
+                received_at,
+                gate,
+                ctx,
+            );
+        }
         if !versions::is_supported(api_key, version) {
             return self.unsupported_version(seq, api_key, prefix, &frame, received_at, ctx);
         }
@@ -428,56 +537,16 @@ impl ConnectionActor {
             }
         };
         if self.authenticator.is_some() {
-            let flow = self.authenticate(api_key, version, &body);
-            let outcome = match flow {
-                Gate::Pass => None,
-                Gate::Answer(body) => Some((HandlerOutcome::Respond(body), None)),
-                Gate::Authenticated {
-                    body,
-                    principal,
-                    mechanism,
-                } => {
-                    self.on_authenticated(principal, &mechanism);
-                    Some((HandlerOutcome::Respond(body), None))
-                }
-                Gate::Fail { body, reason } => {
-                    self.on_authentication_failed(&reason);
-                    let outcome = match body {
-                        Some(b) => HandlerOutcome::Respond(b),
-                        None => HandlerOutcome::NoResponse,
-                    };
-                    Some((outcome, Some(reason)))
-                }
-                Gate::IllegalState { reason } => {
-                    self.on_authentication_failed(&reason);
-                    let body = self
-                        .router
-                        .route(api_key)
-                        .and_then(|r| r.on_unsupported_version)
-                        .and_then(|responder| {
-                            responder(version, kactor_protocol::errors::ILLEGAL_SASL_STATE)
-                        });
-                    let outcome = match body {
-                        Some(b) => HandlerOutcome::Respond(b),
-                        None => HandlerOutcome::NoResponse,
-                    };
-                    Some((outcome, Some(reason)))
-                }
-            };
-            if let Some((outcome, close_reason)) = outcome {
+            let gate = self.authenticate(api_key, version, &body);
+            if !matches!(gate, Gate::Pass) {
                 drop(hold);
-                if let Some(reason) = close_reason {
-                    self.closing = true;
-                    let delay = Duration::from_millis(self.security.failed_authentication_delay_ms);
-                    self.close_at = Some((seq, delay, reason));
-                }
-                return self.finish(
+                return self.apply_gate(
                     seq,
                     api_key,
                     version,
                     prefix.correlation_id,
                     received_at,
-                    outcome,
+                    gate,
                     ctx,
                 );
             }
@@ -721,7 +790,7 @@ impl ConnectionActor {
             let r = write_chunks(&mut writer, &frame.chunks).await;
             (writer, frame.bytes, frame.mute, r)
         };
-        ctx.spawn(fut.into_actor(self).map(|(writer, bytes, mute, result), act, ctx| {
+        ctx.spawn(fut.into_actor(self).map(move |(writer, bytes, mute, result), act, ctx| {
             act.writer = Some(writer);
             act.writing = false;
             act.in_flight -= 1;
@@ -732,9 +801,14 @@ impl ConnectionActor {
             }
             metrics::broker().network_bytes_out_total.inc_by(bytes as u64);
             act.last_active = Instant::now();
-            if let Some((_, reason)) = close_after {
-                // The (delayed) answer is out: close now, as Kafka does.
-                return act.close(ctx, "authentication", reason);
+            if close_after.is_some() {
+                // The (delayed) answer is out: close now, as Kafka does. The reason was
+                // logged when the authentication failed.
+                metrics::broker()
+                    .connections_closed_total
+                    .with_label_values(&["authentication"])
+                    .inc();
+                return ctx.stop();
             }
             act.mute(mute, ctx);
             act.maybe_write(ctx);

@@ -25,8 +25,8 @@ pub const SUPPORTED_MECHANISMS: &[&str] = &[PLAIN, SCRAM_SHA_256, SCRAM_SHA_512,
 /// Kafka's SCRAM iteration bounds (`ScramMechanism.minIterations`).
 const SCRAM_MIN_ITERATIONS: i32 = 4096;
 
-/// One SASL listener's settings.
-#[derive(Debug, Clone, Default)]
+/// One SASL listener's settings. `Debug` leaves the passwords out.
+#[derive(Clone, Default)]
 pub struct SaslSettings {
     /// `sasl.enabled.mechanisms` for the listener, in the configured order (the handshake
     /// answer lists them).
@@ -39,6 +39,18 @@ pub struct SaslSettings {
     pub max_receive_size: usize,
     /// OAUTHBEARER's unsecured-token validation options (from its JAAS config).
     pub oauthbearer: UnsecuredJwtOptions,
+}
+
+impl std::fmt::Debug for SaslSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslSettings")
+            .field("enabled_mechanisms", &self.enabled_mechanisms)
+            .field("plain_users", &self.plain_users.keys().collect::<Vec<_>>())
+            .field("max_reauth_ms", &self.max_reauth_ms)
+            .field("max_receive_size", &self.max_receive_size)
+            .field("oauthbearer", &self.oauthbearer)
+            .finish()
+    }
 }
 
 /// The options of Kafka's `OAuthBearerUnsecuredValidatorCallbackHandler`, the broker's default
@@ -261,13 +273,13 @@ fn oauthbearer(
     };
     let skew = options.allowable_clock_skew_ms;
     let iat = millis("iat");
-    if claims.contains_key("iat") && !matches!(iat, Some(t) if t <= now_ms + skew) {
+    if claims.contains_key("iat") && !matches!(iat, Some(t) if t <= now_ms.saturating_add(skew)) {
         return invalid_token();
     }
     let Some(exp_ms) = millis("exp") else {
         return invalid_token();
     };
-    if now_ms >= exp_ms + skew || iat.is_some_and(|t| t >= exp_ms) {
+    if now_ms >= exp_ms.saturating_add(skew) || iat.is_some_and(|t| t >= exp_ms) {
         return invalid_token();
     }
     if !options.required_scope.is_empty() {
@@ -463,7 +475,12 @@ impl ScramServer {
         text: &str,
         credentials: CredentialLookup<'_>,
     ) -> Result<SaslStep, SaslFailure> {
-        let bad = || SaslFailure::Hidden(format!("Invalid SCRAM client first message {text:?}"));
+        let bad = || {
+            SaslFailure::Hidden(format!(
+                "Invalid SCRAM client first message \"{}\"",
+                crate::network::authenticator::loggable(text)
+            ))
+        };
         // gs2-header: "n," [ "a=" authzid ] ","; channel binding ("y", "p=") is not offered.
         let rest = text.strip_prefix("n,").ok_or_else(bad)?;
         let (authzid, bare) = rest.split_once(',').ok_or_else(bad)?;
@@ -637,7 +654,8 @@ pub fn parse_jaas_options(text: &str) -> Result<HashMap<String, String>, String>
         }
         let eq = rest
             .find('=')
-            .ok_or_else(|| format!("option without `=`: {rest:?}"))?;
+            // The text holds passwords: name the option's position, never its text.
+            .ok_or_else(|| format!("option {} has no `=`", options.len() + 1))?;
         let key = rest[..eq].trim().to_string();
         rest = rest[eq + 1..].trim_start();
         let value;
@@ -659,7 +677,7 @@ pub fn parse_jaas_options(text: &str) -> Result<HashMap<String, String>, String>
                     c => v.push(c),
                 }
             }
-            let end = end.ok_or_else(|| format!("unterminated quoted value of {key}"))?;
+            let end = end.ok_or_else(|| format!("unterminated quoted value of option {key}"))?;
             value = v;
             rest = &q[end + 1..];
         } else {

@@ -31,7 +31,8 @@ pub enum ClientAuth {
 
 impl ClientAuth {
     pub fn parse(s: &str) -> Result<Self, SecurityError> {
-        match s.trim() {
+        // Case-insensitive, as Kafka's SslClientAuth.forConfig.
+        match s.trim().to_ascii_lowercase().as_str() {
             "none" | "" => Ok(ClientAuth::None),
             "requested" => Ok(ClientAuth::Requested),
             "required" => Ok(ClientAuth::Required),
@@ -44,7 +45,8 @@ impl ClientAuth {
 }
 
 /// Where a store comes from: a file of some type, or PEM text given in the config itself.
-#[derive(Debug, Clone, Default)]
+/// `Debug` shows which secrets are set, not their values.
+#[derive(Clone, Default)]
 pub struct StoreSpec {
     /// `ssl.keystore.type` / `ssl.truststore.type` (JKS, PKCS12, PEM).
     pub store_type: String,
@@ -56,6 +58,22 @@ pub struct StoreSpec {
     pub pem_key: Option<String>,
     /// `ssl.keystore.certificate.chain` / `ssl.truststore.certificates` (PEM).
     pub pem_certificates: Option<String>,
+}
+
+impl std::fmt::Debug for StoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreSpec")
+            .field("store_type", &self.store_type)
+            .field("location", &self.location)
+            .field("password", &self.password.as_ref().map(|_| "[hidden]"))
+            .field(
+                "key_password",
+                &self.key_password.as_ref().map(|_| "[hidden]"),
+            )
+            .field("pem_key", &self.pem_key.as_ref().map(|_| "[hidden]"))
+            .field("pem_certificates", &self.pem_certificates.is_some())
+            .finish()
+    }
 }
 
 /// One listener's TLS settings, as read from `listener.name.<name>.ssl.*` (or `ssl.*`).
@@ -331,7 +349,7 @@ pub fn subject_rfc2253(cert_der: &[u8]) -> Result<String, String> {
                         _ => {
                             let raw = atv.attr_value();
                             let mut der = vec![raw.header.tag().0 as u8];
-                            der.push(raw.data.len() as u8);
+                            der_length(&mut der, raw.data.len());
                             der.extend_from_slice(raw.data);
                             let hex: String = der.iter().map(|b| format!("{b:02x}")).collect();
                             format!("{oid}=#{hex}")
@@ -343,6 +361,18 @@ pub fn subject_rfc2253(cert_der: &[u8]) -> Result<String, String> {
         })
         .collect();
     Ok(rdns.into_iter().rev().collect::<Vec<_>>().join(","))
+}
+
+/// A DER length: one byte below 128, else 0x80 | n followed by n big-endian bytes.
+fn der_length(out: &mut Vec<u8>, len: usize) {
+    if len < 128 {
+        out.push(len as u8);
+        return;
+    }
+    let bytes = len.to_be_bytes();
+    let skip = bytes.iter().take_while(|b| **b == 0).count();
+    out.push(0x80 | (bytes.len() - skip) as u8);
+    out.extend_from_slice(&bytes[skip..]);
 }
 
 /// The keywords RFC 2253 (and Java) write by name.
@@ -386,6 +416,19 @@ mod tests {
         assert_eq!(v.len(), 2);
         assert!(protocol_versions(&["TLSv1".into()]).is_err());
         assert!(protocol_versions(&["TLSv9".into()]).is_err());
+    }
+
+    #[test]
+    fn der_lengths_use_the_long_form_from_128() {
+        let enc = |n| {
+            let mut v = Vec::new();
+            der_length(&mut v, n);
+            v
+        };
+        assert_eq!(enc(5), vec![5]);
+        assert_eq!(enc(200), vec![0x81, 200]);
+        assert_eq!(enc(300), vec![0x82, 1, 44]);
+        assert_eq!(ClientAuth::parse("REQUIRED").unwrap(), ClientAuth::Required);
     }
 
     #[test]
