@@ -75,13 +75,27 @@ def _(c):
     _versioned_probe(c, 999, 0, "api key 999")
 
 
-@case("ApiVersions", "unserved-api-sasl-handshake")
+@case("SaslHandshake", "plaintext-listener-raw")
 def _(c):
     """SaslHandshake v1 on a PLAINTEXT listener: ILLEGAL_SASL_STATE, no mechanisms."""
     hdr = struct.pack(">hhih", 17, 1, 9, 4) + b"diff"
     body = struct.pack(">h", 5) + b"PLAIN"
     frame = struct.pack(">i", len(hdr) + len(body)) + hdr + body
     c.call_raw(frame, decode_as=None, label="SaslHandshake v1")
+
+
+@case("SaslHandshake", "v0-v1-plaintext-listener")
+def _(c):
+    """Outside a SASL listener both versions answer ILLEGAL_SASL_STATE (KafkaApis)."""
+    for v in (0, 1):
+        c.call("SaslHandshake", v, {"Mechanism": "SCRAM-SHA-256"})
+
+
+@case("SaslAuthenticate", "v0-v2-plaintext-listener")
+def _(c):
+    """SaslAuthenticate on a PLAINTEXT listener: ILLEGAL_SASL_STATE with Kafka's message."""
+    for v in (0, 1, 2):
+        c.call("SaslAuthenticate", v, {"AuthBytes": b"\0alice\0secret"})
 
 
 # ---- DescribeCluster -----------------------------------------------------------------------
