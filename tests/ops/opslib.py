@@ -241,6 +241,21 @@ def drive_traffic(broker, seconds=5.0):
     _quota_traffic(broker, seconds)
 
 
+def sasl_ssl_login(broker, certs):
+    """One TLS handshake and one SASL PLAIN login (alice, from the SecureBroker's JAAS users)
+    on the SASL_SSL listener, so the TLS and SASL families export a sample."""
+    import ssl
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    with socket.create_connection(("127.0.0.1", broker.sasl_ssl_port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            s.sendall(wire.frame(wire.request_header_v1(17, 1, 1) + wire.string("PLAIN")))
+            wire.recv_frame(s)
+            token = b"\0alice\0alice-plain"
+            s.sendall(wire.frame(wire.request_header_v1(36, 1, 2) + wire.i32(len(token))
+                                 + token))
+            wire.recv_frame(s)
+
+
 def _quota_traffic(broker, seconds):
     """A producer over a tiny producer_byte_rate quota (set with a raw AlterClientQuotas),
     so the quota families export a throttled client."""

@@ -23,19 +23,24 @@ def scraped(tmp_path_factory, target):
     oversize frame and a refused connection; yields (broker, /metrics text)."""
     if target != "kactor":
         pytest.skip("kactor's /metrics (Kafka exposes JMX)")
-    from harness.broker import Broker
+    from harness.security import SecureBroker, make_certs
 
+    # Secured listeners too (SSL, SASL_SSL, SASL_PLAINTEXT), so the TLS and SASL families
+    # export series; one PLAIN login over TLS is part of the traffic.
+    certs = tmp_path_factory.mktemp("ops-certs")
+    make_certs(certs)
     # Checkpoints every second: the log-size gauges are refreshed at each checkpoint.
     # A bounded request memory pool (twice socket.request.max.bytes): unbounded, the pool
     # panel leaves its "available" series (2^63-1) out and would show nothing.
-    b = Broker(tmp_path_factory.mktemp("ops-catalog"), name="ops-catalog",
-               overrides={"max.connections": str(MAX_CONNECTIONS),
-                          "log.flush.offset.checkpoint.interval.ms": "1000",
-                          "queued.max.request.bytes": str(2 * 104857600)})
+    b = SecureBroker(tmp_path_factory.mktemp("ops-catalog"), certs, name="ops-catalog",
+                     overrides={"max.connections": str(MAX_CONNECTIONS),
+                                "log.flush.offset.checkpoint.interval.ms": "1000",
+                                "queued.max.request.bytes": str(2 * 104857600)})
     b.start()
     try:
         opslib.wait_readyz(b)
         opslib.drive_traffic(b)
+        opslib.sasl_ssl_login(b, certs)
         # The group and transaction coordinators refresh their gauges every 5 s; lag is the
         # last step.
         for family in ("kactor_group_consumer_lag{", "kactor_group_rebalances_total{",

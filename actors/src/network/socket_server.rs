@@ -165,6 +165,19 @@ impl SocketServerActor {
                     ),
                 )
             })?;
+            // Both results from the start, so rates and failure alerts work before the first
+            // failure.
+            let m = metrics::broker();
+            for result in ["success", "failure"] {
+                if spec.security.tls.is_some() {
+                    m.tls_handshakes_total
+                        .with_label_values(&[&spec.name, result]);
+                }
+                if spec.security.sasl.is_some() {
+                    m.authentications_total
+                        .with_label_values(&[&spec.name, result]);
+                }
+            }
             let bound = BoundListener {
                 name: spec.name.clone(),
                 kind: spec.kind,
