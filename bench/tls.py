@@ -14,7 +14,6 @@ import argparse
 import re
 import socket
 import ssl
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,20 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from harness import wire  # noqa: E402
 from harness.broker import Broker, free_port  # noqa: E402
 from harness.cli import run_tool  # noqa: E402
-
-
-def make_certs(d):
-    def ossl(*a):
-        subprocess.run(["openssl", *a], cwd=d, check=True, capture_output=True)
-    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=bench-ca",
-         "-keyout", "ca.key", "-out", "ca.pem")
-    (d / "s.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    ossl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "s.rsa",
-         "-out", "s.csr")
-    ossl("pkcs8", "-topk8", "-nocrypt", "-in", "s.rsa", "-out", "s.key")
-    ossl("x509", "-req", "-in", "s.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-         "-days", "2", "-out", "s.crt", "-extfile", "s.ext")
-    (d / "server.pem").write_text((d / "s.key").read_text() + (d / "s.crt").read_text())
+from harness.security import make_certs  # noqa: E402
 
 
 def start(target, work, certs):

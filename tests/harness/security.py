@@ -29,7 +29,7 @@ def make_certs(d):
              "-subj", "/CN=kactor-test-ca", "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
     (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     # X.509 v3 (any extension makes openssl write v3): rustls refuses v1 certificates, which
-    # Java still takes; see docs/differences.md.
+    # Java still takes; see docs/security.md.
     (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
     for name, subj in [("server", "/CN=localhost"),
                        ("client", "/C=US/O=kactor/OU=eng/CN=alice-client")]:

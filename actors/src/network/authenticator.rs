@@ -19,6 +19,7 @@ use kactor_protocol::errors::{
 use kactor_protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
 use kactor_protocol::{ApiKey, RequestBody, ResponseBody};
 
+use crate::group::core::hashing::{java_hash_order, java_string_hash};
 use crate::security::sasl::{
     CredentialLookup, SaslServer, SaslSettings, SaslStep, SUPPORTED_MECHANISMS,
 };
@@ -382,16 +383,11 @@ pub fn loggable(s: &str) -> String {
 /// default-sized Java `HashMap` keyed by mechanism name (bucket by the spread `String`
 /// hash, insertion order within a bucket), not the configured order.
 pub fn java_hash_map_order(names: &[String]) -> Vec<String> {
-    let bucket = |s: &str| {
-        let h = s
-            .encode_utf16()
-            .fold(0u32, |h, c| h.wrapping_mul(31).wrapping_add(c as u32));
-        // Java's table grows past 12 entries; a listener never has that many mechanisms.
-        (h ^ (h >> 16)) & 15
-    };
-    let mut out = names.to_vec();
-    out.sort_by_key(|n| bucket(n));
-    out
+    let items = names
+        .iter()
+        .map(|n| (java_string_hash(n), n.clone()))
+        .collect();
+    java_hash_order(items, 16)
 }
 
 /// Checks a listener's `sasl.enabled.mechanisms` against what kactor implements.

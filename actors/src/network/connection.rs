@@ -62,6 +62,17 @@ pub struct ConnectionClosed {
 #[rtype(result = "()")]
 pub struct CloseConnection;
 
+/// The request an answer belongs to: its place in the connection's order, and what its
+/// response header and body are encoded for.
+#[derive(Debug, Clone, Copy)]
+struct ReplyTo {
+    seq: u64,
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    received_at: Instant,
+}
+
 struct OutFrame {
     chunks: Vec<Records>,
     bytes: usize,
@@ -239,17 +250,13 @@ impl ConnectionActor {
     }
 
     /// Carries out the authenticator's decision on a request it did not let through.
-    #[allow(clippy::too_many_arguments)]
-    fn apply_gate(
-        &mut self,
-        seq: u64,
-        api_key: ApiKey,
-        version: i16,
-        correlation_id: i32,
-        received_at: Instant,
-        gate: Gate,
-        ctx: &mut Context<Self>,
-    ) {
+    fn apply_gate(&mut self, reply: ReplyTo, gate: Gate, ctx: &mut Context<Self>) {
+        let ReplyTo {
+            seq,
+            api_key,
+            version,
+            ..
+        } = reply;
         let failure_delay = Duration::from_millis(self.security.failed_authentication_delay_ms);
         let (outcome, close) = match gate {
             Gate::Pass => unreachable!("routed by the caller"),
@@ -296,22 +303,17 @@ impl ConnectionActor {
             self.closing = true;
             self.close_at = Some((seq, delay, reason));
         }
-        self.finish(
-            seq,
-            api_key,
-            version,
-            correlation_id,
-            received_at,
-            outcome,
-            ctx,
-        );
+        self.finish(reply, outcome, ctx);
     }
 
     fn authenticate(&mut self, api_key: ApiKey, version: i16, body: &RequestBody) -> Gate {
-        let image = self.image.as_ref().map(|w| w.borrow().clone());
+        // The image is read only when a SCRAM exchange asks for a credential, not for every
+        // request of an authenticated client.
+        let image = &self.image;
         let lookup = |user: &str, mechanism: i8| {
             image
                 .as_ref()?
+                .borrow()
                 .scram_credentials
                 .get(user)?
                 .get(&mechanism)
@@ -492,22 +494,21 @@ impl ConnectionActor {
             );
         }
         let version = prefix.api_version;
+        let reply = ReplyTo {
+            seq,
+            api_key,
+            version,
+            correlation_id: prefix.correlation_id,
+            received_at,
+        };
         if let Some(a) = self.authenticator.as_ref().filter(|a| !a.admits(api_key)) {
             // Refused by api key before anything is decoded, whatever its version.
             let gate = a.refuse(api_key);
             drop(hold);
-            return self.apply_gate(
-                seq,
-                api_key,
-                version,
-                prefix.correlation_id,
-                received_at,
-                gate,
-                ctx,
-            );
+            return self.apply_gate(reply, gate, ctx);
         }
         if !versions::is_supported(api_key, version) {
-            return self.unsupported_version(seq, api_key, prefix, &frame, received_at, ctx);
+            return self.unsupported_version(reply, &frame, ctx);
         }
         let frame_len = frame.len();
         let mut buf = frame;
@@ -540,15 +541,7 @@ impl ConnectionActor {
             let gate = self.authenticate(api_key, version, &body);
             if !matches!(gate, Gate::Pass) {
                 drop(hold);
-                return self.apply_gate(
-                    seq,
-                    api_key,
-                    version,
-                    prefix.correlation_id,
-                    received_at,
-                    gate,
-                    ctx,
-                );
+                return self.apply_gate(reply, gate, ctx);
             }
         }
         let route = self.router.route(api_key).expect("checked above").clone();
@@ -586,28 +579,17 @@ impl ConnectionActor {
                     );
                 }
             };
-            act.finish(
-                seq,
-                api_key,
-                version,
-                prefix.correlation_id,
-                received_at,
-                outcome,
-                ctx,
-            );
+            act.finish(reply, outcome, ctx);
         }));
     }
 
-    fn unsupported_version(
-        &mut self,
-        seq: u64,
-        api_key: ApiKey,
-        prefix: RequestPrefix,
-        frame: &Bytes,
-        received_at: Instant,
-        ctx: &mut Context<Self>,
-    ) {
-        let version = prefix.api_version;
+    fn unsupported_version(&mut self, reply: ReplyTo, frame: &Bytes, ctx: &mut Context<Self>) {
+        let ReplyTo {
+            api_key,
+            version,
+            correlation_id,
+            ..
+        } = reply;
         record_error(api_key, UNSUPPORTED_VERSION);
         if api_key == ApiKey::ApiVersions {
             // KIP-511: answer in a v0 body (header v0) the client can always parse.
@@ -619,15 +601,11 @@ impl ConnectionActor {
                 peer = %self.info.peer,
                 "ApiVersions v{version} is newer than this broker; answering UNSUPPORTED_VERSION at v0"
             );
-            return self.finish(
-                seq,
-                api_key,
-                0,
-                prefix.correlation_id,
-                received_at,
-                HandlerOutcome::Respond(body),
-                ctx,
-            );
+            let at_v0 = ReplyTo {
+                version: 0,
+                ..reply
+            };
+            return self.finish(at_v0, HandlerOutcome::Respond(body), ctx);
         }
         let (min, max) = api_key.valid_versions();
         let responder = self
@@ -640,15 +618,7 @@ impl ConnectionActor {
             let mut buf = frame.clone();
             if RequestHeader::decode(&mut buf, request_header_version(api_key, version)).is_ok() {
                 if let Some(body) = responder(version, UNSUPPORTED_VERSION) {
-                    return self.finish(
-                        seq,
-                        api_key,
-                        version,
-                        prefix.correlation_id,
-                        received_at,
-                        HandlerOutcome::Respond(body),
-                        ctx,
-                    );
+                    return self.finish(reply, HandlerOutcome::Respond(body), ctx);
                 }
             }
         }
@@ -656,24 +626,20 @@ impl ConnectionActor {
             ctx,
             "unsupported_version",
             format_args!(
-                "unsupported {} version {version} (correlation id {})",
+                "unsupported {} version {version} (correlation id {correlation_id})",
                 api_key.name(),
-                prefix.correlation_id
             ),
         );
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &mut self,
-        seq: u64,
-        api_key: ApiKey,
-        version: i16,
-        correlation_id: i32,
-        received_at: Instant,
-        outcome: HandlerOutcome,
-        ctx: &mut Context<Self>,
-    ) {
+    fn finish(&mut self, reply: ReplyTo, outcome: HandlerOutcome, ctx: &mut Context<Self>) {
+        let ReplyTo {
+            seq,
+            api_key,
+            version,
+            correlation_id,
+            received_at,
+        } = reply;
         let m = metrics::broker();
         m.requests_total.with_label_values(&[api_key.name()]).inc();
         m.request_duration_seconds

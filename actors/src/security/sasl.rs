@@ -384,14 +384,32 @@ pub enum ScramHash {
 
 impl ScramHash {
     /// Kafka's `ScramMechanism` type id, as stored in `UserScramCredentialRecord`.
-    fn type_id(self) -> i8 {
+    pub fn type_id(self) -> i8 {
         match self {
             ScramHash::Sha256 => 1,
             ScramHash::Sha512 => 2,
         }
     }
 
-    fn hmac(self, key: &[u8], msg: &[u8]) -> Vec<u8> {
+    pub fn from_type_id(id: i8) -> Option<Self> {
+        match id {
+            1 => Some(ScramHash::Sha256),
+            2 => Some(ScramHash::Sha512),
+            _ => None,
+        }
+    }
+
+    /// RFC 5802's StoredKey = H(HMAC(salted, "Client Key")) and ServerKey =
+    /// HMAC(salted, "Server Key"): what is stored instead of the password.
+    pub fn keys(self, salted_password: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        let client_key = self.hmac(salted_password, b"Client Key");
+        (
+            self.hash(&client_key),
+            self.hmac(salted_password, b"Server Key"),
+        )
+    }
+
+    pub fn hmac(self, key: &[u8], msg: &[u8]) -> Vec<u8> {
         macro_rules! mac {
             ($h:ty) => {{
                 let mut m = Hmac::<$h>::new_from_slice(key).expect("HMAC takes any key length");
@@ -405,7 +423,7 @@ impl ScramHash {
         }
     }
 
-    fn hash(self, data: &[u8]) -> Vec<u8> {
+    pub fn hash(self, data: &[u8]) -> Vec<u8> {
         match self {
             ScramHash::Sha256 => Sha256::digest(data).to_vec(),
             ScramHash::Sha512 => Sha512::digest(data).to_vec(),

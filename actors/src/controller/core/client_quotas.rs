@@ -17,6 +17,7 @@ use kactor_protocol::metadata::ClientQuotaRecord;
 
 use super::errors::*;
 use super::{ControllerResult, QuorumControllerCore};
+use crate::group::core::hashing::{java_hash_order, java_string_hash};
 use crate::metadata::core::{MetadataRecord, QuotaEntity};
 
 pub const USER: &str = "user";
@@ -58,37 +59,6 @@ pub struct QuotaAlteration {
 
 /// An entity's components in the order Kafka lists them (its `HashMap`'s), each type once.
 pub type EntityComponents = Vec<(String, Option<String>)>;
-
-/// Java's `String.hashCode` (over UTF-16 code units).
-pub fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
-}
-
-/// The order a `java.util.HashMap` built by inserting `items` (hashes given, equal keys
-/// already merged, first-insertion order) iterates them, for a map created with
-/// `new HashMap<>(initial)` (`initial` = 16 for the default constructor). Buckets ascend;
-/// within a bucket, insertion order (resizes keep it). Trees of 8+ colliding keys are not
-/// modelled: the maps here hold a handful of entries.
-pub fn java_hash_order<T>(items: Vec<(i32, T)>, initial: usize) -> Vec<T> {
-    // The table starts at the next power of two of `initial` (at least 1) and doubles while
-    // the size is over 3/4 of it, checked after each insertion.
-    let mut cap = initial.max(1).next_power_of_two();
-    // A table allocated from an initial capacity has threshold cap * 0.75 truncated.
-    while items.len() > cap * 3 / 4 {
-        cap *= 2;
-    }
-    let mut indexed: Vec<(usize, usize, T)> = items
-        .into_iter()
-        .enumerate()
-        .map(|(i, (h, t))| {
-            let spread = (h ^ ((h as u32) >> 16) as i32) as u32 as usize;
-            (spread & (cap - 1), i, t)
-        })
-        .collect();
-    indexed.sort_by_key(|(bucket, i, _)| (*bucket, *i));
-    indexed.into_iter().map(|(_, _, t)| t).collect()
-}
 
 /// Java's `Objects.hashCode` of an optional string.
 fn opt_hash(s: &Option<String>) -> i32 {

@@ -9,14 +9,13 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use hmac::{Hmac, Mac};
 use kactor_protocol::errors::*;
 use kactor_protocol::metadata::{RemoveUserScramCredentialRecord, UserScramCredentialRecord};
-use sha2::{Digest, Sha256, Sha512};
 
 use super::errors::*;
 use super::{ControllerResult, QuorumControllerCore};
 use crate::metadata::core::MetadataRecord;
+use crate::security::sasl::ScramHash;
 
 /// Kafka's `ScramMechanism` type ids.
 pub const SCRAM_SHA_256: i8 = 1;
@@ -42,24 +41,7 @@ pub struct ScramUpsertion {
 
 /// (StoredKey, ServerKey) for a salted password under `mechanism` (1 or 2).
 pub fn scram_keys(mechanism: i8, salted_password: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
-    // One body for both hashes; HMAC's generic bounds make a generic function unwieldy.
-    macro_rules! keys {
-        ($hash:ty) => {{
-            let hmac = |msg: &[u8]| {
-                let mut mac = Hmac::<$hash>::new_from_slice(salted_password)
-                    .expect("HMAC takes a key of any length");
-                mac.update(msg);
-                mac.finalize().into_bytes().to_vec()
-            };
-            let client_key = hmac(b"Client Key");
-            (<$hash>::digest(&client_key).to_vec(), hmac(b"Server Key"))
-        }};
-    }
-    match mechanism {
-        SCRAM_SHA_256 => Some(keys!(Sha256)),
-        SCRAM_SHA_512 => Some(keys!(Sha512)),
-        _ => None,
-    }
+    ScramHash::from_type_id(mechanism).map(|h| h.keys(salted_password))
 }
 
 impl QuorumControllerCore {

@@ -1,5 +1,7 @@
-//! Which coordinator partition owns a key: Kafka's `GroupCoordinatorService.partitionFor` and
-//! `TransactionStateManager.partitionFor`, both `Utils.abs(key.hashCode()) % partitions`.
+//! Java's hashing where Kafka's answers depend on it: which coordinator partition owns a key
+//! (Kafka's `GroupCoordinatorService.partitionFor` and `TransactionStateManager.partitionFor`,
+//! both `Utils.abs(key.hashCode()) % partitions`), and the iteration order of a `HashMap`
+//! (the client-quota answers, the SASL mechanism list).
 //! Clients never compute this (they ask FindCoordinator), but every broker must agree with
 //! Kafka so a mixed or migrated `__consumer_offsets` keeps each group on its partition.
 
@@ -7,6 +9,31 @@
 pub fn java_string_hash(s: &str) -> i32 {
     s.encode_utf16()
         .fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(unit as i32))
+}
+
+/// The order a `java.util.HashMap` built by inserting `items` (hashes given, equal keys
+/// already merged, first-insertion order) iterates them, for a map created with
+/// `new HashMap<>(initial)` (`initial` = 16 for the default constructor). Buckets ascend;
+/// within a bucket, insertion order (resizes keep it). Trees of 8+ colliding keys are not
+/// modelled: the maps here hold a handful of entries.
+pub fn java_hash_order<T>(items: Vec<(i32, T)>, initial: usize) -> Vec<T> {
+    // The table starts at the next power of two of `initial` (at least 1) and doubles while
+    // the size is over 3/4 of it, checked after each insertion.
+    let mut cap = initial.max(1).next_power_of_two();
+    // A table allocated from an initial capacity has threshold cap * 0.75 truncated.
+    while items.len() > cap * 3 / 4 {
+        cap *= 2;
+    }
+    let mut indexed: Vec<(usize, usize, T)> = items
+        .into_iter()
+        .enumerate()
+        .map(|(i, (h, t))| {
+            let spread = (h ^ ((h as u32) >> 16) as i32) as u32 as usize;
+            (spread & (cap - 1), i, t)
+        })
+        .collect();
+    indexed.sort_by_key(|(bucket, i, _)| (*bucket, *i));
+    indexed.into_iter().map(|(_, _, t)| t).collect()
 }
 
 /// Kafka's `Utils.abs`: `Math.abs` except that `Integer.MIN_VALUE` maps to 0 (where `Math.abs`
