@@ -90,3 +90,69 @@ class SecureBroker(Broker):
             run_tool("configs", "--bootstrap-server", self.bootstrap, "--alter",
                      "--add-config", f"{mechanism}=[iterations=4096,password={password}]",
                      "--entity-type", "users", "--entity-name", user)
+
+
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+AUTHZ_USERS = {"admin": "admin-secret", "alice": "alice-plain", "bob": "bob-plain"}
+AUTHZ_PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                    'username="admin" password="admin-secret" '
+                    + " ".join(f'user_{u}="{p}"' for u, p in AUTHZ_USERS.items()) + ";")
+
+
+class AuthzBroker(SecureBroker):
+    """A SecureBroker with ACL authorization (KRaft's StandardAuthorizer) and the PLAIN users
+    admin, alice and bob. User:admin and User:ANONYMOUS are super users: ANONYMOUS is the
+    principal of the PLAINTEXT and CONTROLLER listeners, which the node itself and the admin CLI
+    use, so only the SASL and SSL listeners are subject to ACLs. With no ACL on a resource,
+    access is denied (allow.everyone.if.no.acl.found=false, the default)."""
+
+    def base_config(self):
+        cfg = super().base_config()
+        cfg["authorizer.class.name"] = AUTHORIZER
+        cfg["super.users"] = "User:admin;User:ANONYMOUS"
+        cfg["allow.everyone.if.no.acl.found"] = "false"
+        for listener in ("sasl_ssl", "sasl_plaintext"):
+            cfg[f"listener.name.{listener}.plain.sasl.jaas.config"] = AUTHZ_PLAIN_JAAS
+        return cfg
+
+
+def sasl_plain_client(port, user="alice", password=None, source_host=None, timeout=15.0):
+    """A differential `Client` (raw requests from the schemas, responses decoded) whose
+    connection authenticates with SASL PLAIN first: SaslHandshake v1 (PLAIN), then
+    SaslAuthenticate v2 with `\\0user\\0password`. `source_host` binds the client's end of the
+    connection (e.g. 127.0.0.2) for host-restricted ACLs. Reconnects authenticate again."""
+    import socket
+
+    from differential.client import Client
+
+    password = AUTHZ_USERS[user] if password is None else password
+
+    class SaslClient(Client):
+        def _connect(self):
+            if self.sock is None:
+                src = (source_host, 0) if source_host else None
+                self.sock = socket.create_connection(("127.0.0.1", self.port),
+                                                     timeout=self.timeout, source_address=src)
+                self.sock.settimeout(self.timeout)
+                try:
+                    self._authenticate()
+                except BaseException:
+                    self.close()
+                    raise
+            return self.sock
+
+        def _authenticate(self):
+            # Sent on the socket just opened, with correlation ids of their own: call() has
+            # already numbered the request that made this connection.
+            from differential.client import SCHEMAS
+            from harness import schema_codec as sc
+            for corr, (key, version, body) in enumerate(
+                    ((17, 1, {"Mechanism": "PLAIN"}),
+                     (36, 2, {"AuthBytes": f"\0{user}\0{password}".encode()})), 1 << 30):
+                self.sock.sendall(sc.encode_request(SCHEMAS, key, version, body, corr))
+                size = int.from_bytes(self._recv_exact(4), "big", signed=True)
+                _, resp = sc.decode_response(SCHEMAS, key, version, self._recv_exact(size))
+                if resp["ErrorCode"] != 0:
+                    raise ConnectionError(f"SASL PLAIN as {user}: {resp}")
+
+    return SaslClient("sasl", port, timeout=timeout)

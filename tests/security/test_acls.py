@@ -1,0 +1,568 @@
+"""ACL authorization (issue #28 part 3), against kactor and Apache Kafka 4.4 with the same broker
+config: `authorizer.class.name` = KRaft's StandardAuthorizer, super users admin and ANONYMOUS
+(the PLAINTEXT and CONTROLLER listeners, used by the node itself and by the admin side of these
+tests), and no access where no ACL matches (allow.everyone.if.no.acl.found=false).
+
+- the `kafka-acls` CLI over the PLAINTEXT listener: add, list (all, by principal, by resource,
+  MATCH), remove; literal and prefixed patterns; topic, group, cluster and transactional-id
+  resources; allow and deny principals, hosts;
+- every API as user alice over SASL_PLAINTEXT (PLAIN), raw requests from the schemas: the error
+  codes Kafka answers where alice lacks the operation, side by side with resources where she has
+  it (a table of cases, `CASES`), the authorized-operations bit fields, deny over allow,
+  prefixed allow with a literal deny, the `User:*` wildcard, a host-restricted ACL;
+- real clients (librdkafka): a producer without WRITE fails with TOPIC_AUTHORIZATION_FAILED;
+  with WRITE, READ on the topic and READ on the group, records go through.
+
+The ACLs and resources every test reads (`world`) are made once per module through the
+PLAINTEXT listener, where the harness is a super user. Responses are compared by resource name:
+Kafka's order within an answer often follows its hash maps (see test_answer_order...)."""
+import re
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+
+from differential.client import Client, consumer_protocol_metadata
+from harness import schema_codec as sc
+from harness.cli import run_tool
+from harness.security import AUTHZ_USERS, sasl_plain_client
+
+# Error codes.
+NONE, UNKNOWN_TOPIC, NOT_COORDINATOR_LOADING = 0, 3, 14
+TOPIC_AUTHZ, GROUP_AUTHZ, CLUSTER_AUTHZ = 29, 30, 31
+TXN_ID_AUTHZ, OPERATION_NOT_ATTEMPTED, GROUP_NOT_CONSUMER = 53, 55, 69
+TXN_ID_NOT_FOUND = 105
+# AuthorizedOperations when the client did not ask for them (Integer.MIN_VALUE).
+OPS_OMITTED = -(1 << 31)
+
+# The ACL wire enums (AclOperation, ResourceType, PatternType, AclPermissionType codes).
+RESOURCE = {"TOPIC": 2, "GROUP": 3, "CLUSTER": 4, "TRANSACTIONAL_ID": 5}
+PATTERN = {"LITERAL": 3, "PREFIXED": 4}
+OP = {"ALL": 2, "READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6, "ALTER": 7, "DESCRIBE": 8,
+      "CLUSTER_ACTION": 9, "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11, "IDEMPOTENT_WRITE": 12}
+PERMISSION = {"DENY": 2, "ALLOW": 3}
+
+
+def ops_bits(*names):
+    """An authorized-operations bit field: bit n set for the operation of code n."""
+    return sum(1 << OP[n] for n in names)
+
+
+def acl(resource, name, op, permission="ALLOW", pattern="LITERAL", principal="User:alice",
+        host="*"):
+    return {"ResourceType": RESOURCE[resource], "ResourceName": name,
+            "ResourcePatternType": PATTERN[pattern], "Principal": principal, "Host": host,
+            "Operation": OP[op], "PermissionType": PERMISSION[permission]}
+
+
+# ---- the module's world: topics, groups and ACLs -------------------------------------------
+
+RUN = uuid.uuid4().hex[:6]
+TOPICS = ["granted", "secret", "readonly", "conflict", "pub-a", "pub-blocked", "everyone",
+          "hosty"]
+GROUPS = ["g-ok", "g-secret", "g-desc"]
+WORLD_ACLS = [
+    acl("TOPIC", "granted", "READ"), acl("TOPIC", "granted", "WRITE"),
+    acl("TOPIC", "readonly", "READ"),
+    # Deny wins over allow: WRITE on `conflict` is both allowed and denied.
+    acl("TOPIC", "conflict", "WRITE"), acl("TOPIC", "conflict", "WRITE", "DENY"),
+    # A prefixed allow with a literal deny under it.
+    acl("TOPIC", "pub-", "WRITE", pattern="PREFIXED"),
+    acl("TOPIC", "pub-blocked", "WRITE", "DENY"),
+    acl("TOPIC", "everyone", "READ", principal="User:*"),
+    acl("TOPIC", "hosty", "READ", host="127.0.0.2"),
+    acl("TOPIC", "mine-", "CREATE", pattern="PREFIXED"),
+    acl("TOPIC", "rc-", "READ", pattern="PREFIXED"), acl("TOPIC", "rc-", "WRITE",
+                                                         pattern="PREFIXED"),
+    acl("GROUP", "g-ok", "READ"), acl("GROUP", "g-desc", "DESCRIBE"),
+    acl("GROUP", "rc-", "READ", pattern="PREFIXED"),
+    acl("TRANSACTIONAL_ID", "tx-ok", "WRITE"),
+]
+ACL_ANY = {"ResourceTypeFilter": 1, "ResourceNameFilter": None, "PatternTypeFilter": 1,
+           "PrincipalFilter": None, "HostFilter": None, "Operation": 1, "PermissionType": 1}
+
+
+def _binding(a):
+    return (a["ResourceType"], a["ResourceName"], a["ResourcePatternType"], a["Principal"],
+            a["Host"], a["Operation"], a["PermissionType"])
+
+
+def described_bindings(admin):
+    r = admin.call("DescribeAcls", 3, ACL_ANY)
+    assert r["ErrorCode"] == NONE, r
+    return {(res["ResourceType"], res["ResourceName"], res["PatternType"], a["Principal"],
+             a["Host"], a["Operation"], a["PermissionType"])
+            for res in r["Resources"] for a in res["Acls"]}
+
+
+def wait_acls(admin, bindings, present=True, timeout=20):
+    """Until the broker's authorizer (DescribeAcls answers from it) has (or no longer has) every
+    binding: CreateAcls returns once the controller committed them, the broker applies them when
+    it reads the metadata log."""
+    want = {_binding(a) for a in bindings}
+    admin.wait_for("ACLs applied", lambda: (
+        (want <= described_bindings(admin)) if present
+        else not (want & described_bindings(admin)), None), timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def world(_authz):
+    """The topics, groups (offsets committed by the admin) and ACLs of WORLD_ACLS, made over the
+    PLAINTEXT listener; returns the admin's Client."""
+    admin = Client(_authz.target, _authz.port)
+    r = admin.call("CreateAcls", 3, {"Creations": WORLD_ACLS})
+    assert [x["ErrorCode"] for x in r["Results"]] == [NONE] * len(WORLD_ACLS), r
+    for t in TOPICS:
+        admin.create_topic(t)
+    for g in GROUPS:
+        admin.commit(g, "granted", {0: 1})
+    admin.commit("g-ok", "secret", {0: 1})
+    wait_acls(admin, WORLD_ACLS)
+    yield admin
+    admin.close()
+
+
+@pytest.fixture(scope="module")
+def _alice(_authz, world):
+    c = sasl_plain_client(_authz.sasl_plain_port, "alice")
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def alice(authz, _alice):
+    return _alice
+
+
+# ---- 2a. the kafka-acls CLI -----------------------------------------------------------------
+
+LISTED_RESOURCE = re.compile(r"ResourcePattern\(resourceType=(\w+), name=(.*), "
+                             r"patternType=(\w+)\)")
+LISTED_ACL = re.compile(r"\(principal=(.+), host=(.+), operation=(\w+), "
+                        r"permissionType=(\w+)\)")
+
+
+def parse_acls(text):
+    """The bindings kafka-acls prints (--list, --add, --remove), as (resource type, name,
+    pattern, principal, host, operation, permission) tuples of its upper-case names."""
+    out, resource = set(), None
+    for line in text.splitlines():
+        m = LISTED_RESOURCE.search(line)
+        if m:
+            resource = m.groups()
+            continue
+        m = LISTED_ACL.search(line)
+        if m:
+            assert resource is not None, text
+            out.add(resource + m.groups())
+    return out
+
+
+def acls_cli(b, *args):
+    return run_tool("acls", "--bootstrap-server", b.bootstrap, *args).stdout
+
+
+def test_acls_cli_add_list_remove(authz, world):
+    acls_cli(authz, "--add", "--allow-principal", "User:bob", "--operation", "Read",
+             "--operation", "Describe", "--topic", "cli-t", "--group", "cli-g")
+    acls_cli(authz, "--add", "--allow-principal", "User:bob", "--deny-principal", "User:carol",
+             "--operation", "Write", "--topic", "cli-p", "--resource-pattern-type", "prefixed")
+    acls_cli(authz, "--add", "--allow-principal", "User:bob", "--operation", "DescribeConfigs",
+             "--cluster")
+    acls_cli(authz, "--add", "--allow-principal", "User:bob", "--allow-host", "127.0.0.2",
+             "--operation", "Write", "--transactional-id", "cli-tx")
+    bob = {("TOPIC", "cli-t", "LITERAL", "User:bob", "*", "READ", "ALLOW"),
+           ("TOPIC", "cli-t", "LITERAL", "User:bob", "*", "DESCRIBE", "ALLOW"),
+           ("GROUP", "cli-g", "LITERAL", "User:bob", "*", "READ", "ALLOW"),
+           ("GROUP", "cli-g", "LITERAL", "User:bob", "*", "DESCRIBE", "ALLOW"),
+           ("TOPIC", "cli-p", "PREFIXED", "User:bob", "*", "WRITE", "ALLOW"),
+           ("CLUSTER", "kafka-cluster", "LITERAL", "User:bob", "*", "DESCRIBE_CONFIGS", "ALLOW"),
+           ("TRANSACTIONAL_ID", "cli-tx", "LITERAL", "User:bob", "127.0.0.2", "WRITE", "ALLOW")}
+    carol = {("TOPIC", "cli-p", "PREFIXED", "User:carol", "*", "WRITE", "DENY")}
+    listed = parse_acls(acls_cli(authz, "--list"))
+    world_listed = {("TOPIC" if a["ResourceType"] == 2 else "GROUP" if a["ResourceType"] == 3
+                     else "TRANSACTIONAL_ID", a["ResourceName"],
+                     "LITERAL" if a["ResourcePatternType"] == 3 else "PREFIXED", a["Principal"],
+                     a["Host"], [k for k, v in OP.items() if v == a["Operation"]][0],
+                     "ALLOW" if a["PermissionType"] == 3 else "DENY") for a in WORLD_ACLS}
+    assert listed == bob | carol | world_listed
+    assert parse_acls(acls_cli(authz, "--list", "--principal", "User:bob")) == bob
+    assert parse_acls(acls_cli(authz, "--list", "--principal", "User:carol")) == carol
+    # By resource: the literal pattern only; MATCH adds the prefixed patterns that cover it.
+    assert parse_acls(acls_cli(authz, "--list", "--topic", "cli-t")) == {
+        x for x in bob if x[1] == "cli-t"}
+    assert parse_acls(acls_cli(authz, "--list", "--topic", "cli-pq", "--resource-pattern-type",
+                               "match")) == {x for x in bob | carol if x[1] == "cli-p"}
+    # The broker's own view (DescribeAcls) agrees with what the CLI printed.
+    raw = described_bindings(world)
+    assert (RESOURCE["TOPIC"], "cli-p", PATTERN["PREFIXED"], "User:carol", "*", OP["WRITE"],
+            PERMISSION["DENY"]) in raw
+
+    acls_cli(authz, "--remove", "--force", "--allow-principal", "User:bob", "--operation",
+             "Read", "--topic", "cli-t")
+    acls_cli(authz, "--remove", "--force", "--topic", "cli-p", "--resource-pattern-type",
+             "prefixed")
+    left = parse_acls(acls_cli(authz, "--list"))
+    gone = {x for x in bob | carol if x[1] == "cli-p" or x[1:] == (
+        "cli-t", "LITERAL", "User:bob", "*", "READ", "ALLOW")}
+    assert left == (bob | carol | world_listed) - gone
+    # Without principal or operation, --remove takes every ACL of the resources named.
+    acls_cli(authz, "--remove", "--force", "--topic", "cli-t", "--group", "cli-g",
+             "--transactional-id", "cli-tx", "--cluster")
+    assert parse_acls(acls_cli(authz, "--list")) == world_listed
+
+
+# ---- 2b. every API as alice: the table --------------------------------------------------------
+
+def _codes(topics_key, name_key, parts_key, code_key="ErrorCode"):
+    """{topic name: error code of its (single) partition} from a per-partition answer."""
+    def summary(r):
+        out = {}
+        for t in r[topics_key]:
+            for p in t[parts_key]:
+                out[t[name_key]] = p[code_key]
+        return out
+    return summary
+
+
+def _by(list_key, name_key, *fields):
+    """{name: field or (fields...)} from a per-resource answer."""
+    def summary(r):
+        pick = (lambda x: x[fields[0]]) if len(fields) == 1 else (
+            lambda x: tuple(x[f] for f in fields))
+        return {x[name_key]: pick(x) for x in r[list_key]}
+    return summary
+
+
+def _top(*fields):
+    return lambda r: r[fields[0]] if len(fields) == 1 else tuple(r[f] for f in fields)
+
+
+def _top_and(list_key, code_key="ErrorCode"):
+    """(top-level error, [per-entry errors])."""
+    return lambda r: (r["ErrorCode"], [x[code_key] for x in r[list_key]])
+
+
+BATCH = sc.record_batch([(b"k", b"v")])
+TXN_BATCH = sc.record_batch([(b"k", b"v")], producer_id=5, producer_epoch=0, base_sequence=0,
+                            transactional=True)
+
+
+def _produce(topics, batch=BATCH, transactional_id=None):
+    return {"TransactionalId": transactional_id, "Acks": -1, "TimeoutMs": 10000,
+            "TopicData": [{"Name": t, "PartitionData": [{"Index": 0, "Records": batch}]}
+                          for t in topics]}
+
+
+def _fetch(topics):
+    return {"ReplicaId": -1, "MaxWaitMs": 0, "MinBytes": 0, "MaxBytes": 1 << 20,
+            "IsolationLevel": 0, "SessionId": 0, "SessionEpoch": -1, "ForgottenTopicsData": [],
+            "RackId": "", "Topics": [{"Topic": t, "Partitions": [
+                {"Partition": 0, "CurrentLeaderEpoch": -1, "FetchOffset": 0,
+                 "LastFetchedEpoch": -1, "LogStartOffset": -1, "PartitionMaxBytes": 1 << 20}]}
+                for t in topics]}
+
+
+def _topic_partitions(topics, key="PartitionIndexes"):
+    return [{"Name": t, key: [0]} for t in topics]
+
+
+def _configs(resources, alter=False):
+    if alter:
+        return {"ValidateOnly": True, "Resources": [
+            {"ResourceType": rt, "ResourceName": n, "Configs": [
+                {"Name": k, "ConfigOperation": 0, "Value": v}]} for rt, n, k, v in resources]}
+    return {"IncludeSynonyms": False, "IncludeDocumentation": False, "Resources": [
+        {"ResourceType": rt, "ResourceName": n, "ConfigurationKeys": None}
+        for rt, n, _, _ in resources]}
+
+
+# (ResourceType, name, a config key, a value): ConfigResource types 2 topic, 4 broker,
+# 8 broker logger, 32 group.
+CONFIG_RESOURCES = [(2, "secret", "retention.ms", "100000"),
+                    (2, "granted", "retention.ms", "100000"),
+                    (2, "nosuch", "retention.ms", "100000"),
+                    (4, "1", "log.cleaner.threads", "2"),
+                    (4, "", "log.cleaner.threads", "2"),
+                    (8, "1", "kafka.server.KafkaApis", "DEBUG"),
+                    (32, "g-ok", "consumer.session.timeout.ms", "50000")]
+CONFIG_CODES = {"secret": TOPIC_AUTHZ, "granted": TOPIC_AUTHZ, "nosuch": TOPIC_AUTHZ,
+                # Broker and logger resources need DESCRIBE_CONFIGS / ALTER_CONFIGS on the
+                # cluster; a group's configs need them on the group (READ does not imply them).
+                "1": CLUSTER_AUTHZ, "": CLUSTER_AUTHZ, "g-ok": GROUP_AUTHZ}
+
+
+def _config_codes(list_key):
+    return lambda r: {(x["ResourceType"], x["ResourceName"]): x["ErrorCode"] for x in r[list_key]}
+
+
+CONFIG_EXPECTED = {(rt, n): CONFIG_CODES[n] for rt, n, _, _ in CONFIG_RESOURCES}
+
+JOIN = {"SessionTimeoutMs": 30000, "RebalanceTimeoutMs": 30000, "MemberId": "",
+        "GroupInstanceId": None, "ProtocolType": "consumer", "Reason": None,
+        "Protocols": [{"Name": "range", "Metadata": consumer_protocol_metadata(["granted"])}]}
+
+
+def _commit(group, topics):
+    return {"GroupId": group, "GenerationIdOrMemberEpoch": -1, "MemberId": "",
+            "GroupInstanceId": None, "Topics": [{"Name": t, "Partitions": [
+                {"PartitionIndex": 0, "CommittedOffset": 1, "CommittedLeaderEpoch": -1,
+                 "CommittedMetadata": ""}]} for t in topics]}
+
+
+def _offset_fetch(r):
+    """{group: (group error, {topic: partition error})}."""
+    return {g["GroupId"]: (g["ErrorCode"], {t["Name"]: t["Partitions"][0]["ErrorCode"]
+                                            for t in g["Topics"]}) for g in r["Groups"]}
+
+
+def _heartbeat(group, topics):
+    return {"GroupId": group, "MemberId": "AAAAAAAAAAAAAAAAAAAAAQ", "MemberEpoch": 0,
+            "RebalanceTimeoutMs": 45000, "SubscribedTopicNames": topics, "TopicPartitions": []}
+
+
+# (id, api, version, request body, summary of the answer, expected summary). Unless the id says
+# otherwise, `nosuch` does not exist, and Kafka answers it as it answers an existing topic
+# alice may not see: no existence leaks to the unauthorized.
+CASES = [
+    # WRITE on the topic; the authorized topics of the same request are written. `pub-nosuch`
+    # is covered by the prefixed WRITE: only then does Kafka say it does not exist.
+    ("produce", "Produce", 11,
+     _produce(["secret", "granted", "nosuch", "pub-a", "pub-nosuch", "readonly", "conflict",
+               "pub-blocked"]),
+     _codes("Responses", "Name", "PartitionResponses"),
+     {"secret": TOPIC_AUTHZ, "granted": NONE, "nosuch": TOPIC_AUTHZ, "pub-a": NONE,
+      "pub-nosuch": UNKNOWN_TOPIC, "readonly": TOPIC_AUTHZ, "conflict": TOPIC_AUTHZ,
+      "pub-blocked": TOPIC_AUTHZ}),
+    # A transactional batch needs WRITE on the transactional id first: the whole request fails
+    # with 53 (every partition), even with a null transactional id (KafkaApis.handleProduce).
+    ("produce-transactional-unauthorized-id", "Produce", 11,
+     _produce(["granted", "secret"], TXN_BATCH, "tx-secret"),
+     _codes("Responses", "Name", "PartitionResponses"),
+     {"granted": TXN_ID_AUTHZ, "secret": TXN_ID_AUTHZ}),
+    ("produce-transactional-null-id", "Produce", 11, _produce(["granted"], TXN_BATCH),
+     _codes("Responses", "Name", "PartitionResponses"), {"granted": TXN_ID_AUTHZ}),
+    # READ on the topic; WRITE (pub-a) does not imply READ. The top-level error stays NONE.
+    ("fetch", "Fetch", 12, _fetch(["secret", "granted", "nosuch", "everyone", "hosty", "pub-a"]),
+     lambda r: (r["ErrorCode"], _codes("Responses", "Topic", "Partitions")(r)),
+     (NONE, {"secret": TOPIC_AUTHZ, "granted": NONE, "nosuch": TOPIC_AUTHZ, "everyone": NONE,
+             "hosty": TOPIC_AUTHZ, "pub-a": TOPIC_AUTHZ})),
+    # DESCRIBE, which READ, WRITE, DELETE and ALTER imply: pub-a's prefixed WRITE is enough.
+    ("list-offsets", "ListOffsets", 9,
+     {"ReplicaId": -1, "IsolationLevel": 0, "Topics": [
+         {"Name": t, "Partitions": [{"PartitionIndex": 0, "CurrentLeaderEpoch": -1,
+                                     "Timestamp": -1}]}
+         for t in ["secret", "granted", "nosuch", "pub-a"]]},
+     _codes("Topics", "Name", "Partitions"),
+     {"secret": TOPIC_AUTHZ, "granted": NONE, "nosuch": TOPIC_AUTHZ, "pub-a": NONE}),
+    ("offset-for-leader-epoch", "OffsetForLeaderEpoch", 4,
+     {"ReplicaId": -1, "Topics": [
+         {"Topic": t, "Partitions": [{"Partition": 0, "CurrentLeaderEpoch": -1,
+                                      "LeaderEpoch": 0}]}
+         for t in ["secret", "granted", "nosuch", "pub-a"]]},
+     _codes("Topics", "Topic", "Partitions"),
+     {"secret": TOPIC_AUTHZ, "granted": NONE, "nosuch": TOPIC_AUTHZ, "pub-a": NONE}),
+    ("describe-topic-partitions", "DescribeTopicPartitions", 0,
+     {"Topics": [{"Name": t} for t in ["granted", "secret", "nosuch"]],
+      "ResponsePartitionLimit": 100, "Cursor": None},
+     _by("Topics", "Name", "ErrorCode", "TopicAuthorizedOperations"),
+     {"granted": (NONE, ops_bits("READ", "WRITE", "DESCRIBE")),
+      "secret": (TOPIC_AUTHZ, OPS_OMITTED), "nosuch": (TOPIC_AUTHZ, OPS_OMITTED)}),
+    # READ on the topic (pub-a: WRITE only).
+    ("describe-producers", "DescribeProducers", 0,
+     {"Topics": _topic_partitions(["granted", "secret", "nosuch", "readonly", "pub-a"])},
+     _codes("Topics", "Name", "Partitions"),
+     {"granted": NONE, "secret": TOPIC_AUTHZ, "nosuch": TOPIC_AUTHZ, "readonly": NONE,
+      "pub-a": TOPIC_AUTHZ}),
+    # DELETE on the topic.
+    ("delete-records", "DeleteRecords", 2,
+     {"TimeoutMs": 10000, "Topics": [{"Name": t, "Partitions": [
+         {"PartitionIndex": 0, "Offset": 0}]} for t in ["granted", "secret", "nosuch"]]},
+     _codes("Topics", "Name", "Partitions"),
+     {"granted": TOPIC_AUTHZ, "secret": TOPIC_AUTHZ, "nosuch": TOPIC_AUTHZ}),
+    ("delete-topics", "DeleteTopics", 6,
+     {"TimeoutMs": 30000, "Topics": [{"Name": t, "TopicId": sc.ZERO_UUID}
+                                     for t in ["granted", "secret", "nosuch"]]},
+     _by("Responses", "Name", "ErrorCode"),
+     {"granted": TOPIC_AUTHZ, "secret": TOPIC_AUTHZ, "nosuch": TOPIC_AUTHZ}),
+    # ALTER on the topic.
+    ("create-partitions", "CreatePartitions", 3,
+     {"TimeoutMs": 30000, "ValidateOnly": False, "Topics": [
+         {"Name": t, "Count": 3, "Assignments": None} for t in ["granted", "secret", "nosuch"]]},
+     _by("Results", "Name", "ErrorCode"),
+     {"granted": TOPIC_AUTHZ, "secret": TOPIC_AUTHZ, "nosuch": TOPIC_AUTHZ}),
+    # CREATE on the topic or the cluster; existing topics alice may not create say 29 too.
+    ("create-topics-unauthorized", "CreateTopics", 7,
+     {"timeoutMs": 30000, "validateOnly": False, "Topics": [
+         {"Name": t, "NumPartitions": 1, "ReplicationFactor": 1, "Assignments": [],
+          "Configs": []} for t in [f"other-{RUN}", "granted", "secret"]]},
+     _by("Topics", "Name", "ErrorCode"),
+     {f"other-{RUN}": TOPIC_AUTHZ, "granted": TOPIC_AUTHZ, "secret": TOPIC_AUTHZ}),
+    ("describe-configs", "DescribeConfigs", 4, _configs(CONFIG_RESOURCES),
+     _config_codes("Results"), CONFIG_EXPECTED),
+    ("incremental-alter-configs", "IncrementalAlterConfigs", 1,
+     _configs(CONFIG_RESOURCES, alter=True), _config_codes("Responses"), CONFIG_EXPECTED),
+    ("alter-configs", "AlterConfigs", 2,
+     {"ValidateOnly": True, "Resources": [
+         {"ResourceType": 2, "ResourceName": "granted", "Configs": [
+             {"Name": "retention.ms", "Value": "100000"}]},
+         {"ResourceType": 4, "ResourceName": "1", "Configs": []}]},
+     _config_codes("Responses"), {(2, "granted"): TOPIC_AUTHZ, (4, "1"): CLUSTER_AUTHZ}),
+    # DESCRIBE on the group (READ implies it); a group that doesn't exist is no different.
+    ("find-coordinator-groups", "FindCoordinator", 6,
+     {"KeyType": 0, "CoordinatorKeys": ["g-ok", "g-secret", "g-desc", "g-none"]},
+     _by("Coordinators", "Key", "ErrorCode", "NodeId"),
+     {"g-ok": (NONE, 1), "g-secret": (GROUP_AUTHZ, -1), "g-desc": (NONE, 1),
+      "g-none": (GROUP_AUTHZ, -1)}),
+    ("find-coordinator-v3", "FindCoordinator", 3, {"KeyType": 0, "Key": "g-secret"},
+     _top("ErrorCode", "NodeId"), (GROUP_AUTHZ, -1)),
+    # DESCRIBE on the transactional id (WRITE implies it).
+    ("find-coordinator-transaction", "FindCoordinator", 6,
+     {"KeyType": 1, "CoordinatorKeys": ["tx-secret", "tx-none"]},
+     _by("Coordinators", "Key", "ErrorCode"), {"tx-secret": TXN_ID_AUTHZ,
+                                               "tx-none": TXN_ID_AUTHZ}),
+    # READ on the group: DESCRIBE (g-desc) is not enough to join.
+    ("join-group", "JoinGroup", 9, dict(JOIN, GroupId="g-secret"),
+     _top("ErrorCode", "GenerationId", "MemberId"), (GROUP_AUTHZ, -1, "")),
+    ("join-group-describe-only", "JoinGroup", 9, dict(JOIN, GroupId="g-desc"),
+     _top("ErrorCode"), GROUP_AUTHZ),
+    ("sync-group", "SyncGroup", 5,
+     {"GroupId": "g-secret", "GenerationId": 1, "MemberId": "m", "GroupInstanceId": None,
+      "ProtocolType": "consumer", "ProtocolName": "range", "Assignments": []},
+     _top("ErrorCode"), GROUP_AUTHZ),
+    ("heartbeat", "Heartbeat", 4,
+     {"GroupId": "g-secret", "GenerationId": 1, "MemberId": "m", "GroupInstanceId": None},
+     _top("ErrorCode"), GROUP_AUTHZ),
+    ("leave-group", "LeaveGroup", 5,
+     {"GroupId": "g-secret", "Members": [{"MemberId": "m", "GroupInstanceId": None,
+                                          "Reason": None}]},
+     _top("ErrorCode"), GROUP_AUTHZ),
+    # READ on the group for every partition (30 each), then READ on each topic (29).
+    ("offset-commit-group", "OffsetCommit", 9, _commit("g-secret", ["granted"]),
+     _codes("Topics", "Name", "Partitions"), {"granted": GROUP_AUTHZ}),
+    ("offset-commit-topics", "OffsetCommit", 9,
+     _commit("g-ok", ["granted", "secret", "nosuch", "pub-a", "readonly"]),
+     _codes("Topics", "Name", "Partitions"),
+     {"granted": NONE, "secret": TOPIC_AUTHZ, "nosuch": TOPIC_AUTHZ, "pub-a": TOPIC_AUTHZ,
+      "readonly": NONE}),
+    # DESCRIBE on the group; all topics (Topics null) lists only those alice may DESCRIBE (the
+    # admin committed g-ok's offsets of `secret` too), named topics answer 29 per partition.
+    ("offset-fetch-all-topics", "OffsetFetch", 9,
+     {"RequireStable": False, "Groups": [{"GroupId": g, "Topics": None}
+                                         for g in ["g-ok", "g-secret", "g-desc"]]},
+     _offset_fetch,
+     {"g-ok": (NONE, {"granted": NONE, "readonly": NONE}), "g-secret": (GROUP_AUTHZ, {}),
+      "g-desc": (NONE, {"granted": NONE})}),
+    ("offset-fetch-named-topics", "OffsetFetch", 9,
+     {"RequireStable": False, "Groups": [{"GroupId": "g-ok", "Topics": [
+         {"Name": t, "PartitionIndexes": [0]} for t in ["granted", "secret", "nosuch"]]}]},
+     _offset_fetch,
+     {"g-ok": (NONE, {"granted": NONE, "secret": TOPIC_AUTHZ, "nosuch": TOPIC_AUTHZ})}),
+    ("offset-fetch-v7", "OffsetFetch", 7,
+     {"GroupId": "g-secret", "Topics": None, "RequireStable": False},
+     _top("ErrorCode", "Topics"), (GROUP_AUTHZ, [])),
+    # DELETE on the group (READ is not enough) for OffsetDelete and DeleteGroups.
+    ("offset-delete", "OffsetDelete", 0,
+     {"GroupId": "g-ok", "Topics": [{"Name": "granted", "Partitions": [{"PartitionIndex": 0}]}]},
+     _top("ErrorCode", "Topics"), (GROUP_AUTHZ, [])),
+    ("delete-groups", "DeleteGroups", 2, {"GroupsNames": ["g-ok", "g-secret", "g-none"]},
+     _by("Results", "GroupId", "ErrorCode"),
+     {"g-ok": GROUP_AUTHZ, "g-secret": GROUP_AUTHZ, "g-none": GROUP_AUTHZ}),
+    # DESCRIBE on the group; the authorized operations of those she may describe.
+    ("describe-groups", "DescribeGroups", 5,
+     {"Groups": ["g-ok", "g-secret", "g-desc", "g-none"], "IncludeAuthorizedOperations": True},
+     _by("Groups", "GroupId", "ErrorCode", "GroupState", "AuthorizedOperations"),
+     {"g-ok": (NONE, "Empty", ops_bits("READ", "DESCRIBE")),
+      "g-secret": (GROUP_AUTHZ, "", OPS_OMITTED), "g-desc": (NONE, "Empty", ops_bits("DESCRIBE")),
+      "g-none": (GROUP_AUTHZ, "", OPS_OMITTED)}),
+    # Without DESCRIBE on the cluster, only the groups alice may DESCRIBE are listed.
+    ("list-groups", "ListGroups", 5, {"StatesFilter": [], "TypesFilter": []},
+     lambda r: (r["ErrorCode"], sorted(g["GroupId"] for g in r["Groups"]
+                                       if g["GroupId"] in GROUPS)),
+     (NONE, ["g-desc", "g-ok"])),
+    # READ on the group, then DESCRIBE on every subscribed topic.
+    ("consumer-group-heartbeat", "ConsumerGroupHeartbeat", 1, _heartbeat("g-secret", ["granted"]),
+     _top("ErrorCode", "MemberId"), (GROUP_AUTHZ, None)),
+    ("consumer-group-heartbeat-topic", "ConsumerGroupHeartbeat", 1,
+     _heartbeat("g-ok", ["secret"]), _top("ErrorCode"), TOPIC_AUTHZ),
+    ("consumer-group-describe", "ConsumerGroupDescribe", 0,
+     {"GroupIds": ["g-secret", "g-ok"], "IncludeAuthorizedOperations": True},
+     _by("Groups", "GroupId", "ErrorCode"),
+     {"g-secret": GROUP_AUTHZ, "g-ok": GROUP_NOT_CONSUMER}),
+    # DESCRIBE on the transactional id.
+    ("describe-transactions", "DescribeTransactions", 0,
+     {"TransactionalIds": ["tx-secret", "tx-none"]},
+     _by("TransactionStates", "TransactionalId", "ErrorCode"),
+     {"tx-secret": TXN_ID_AUTHZ, "tx-none": TXN_ID_AUTHZ}),
+    ("init-producer-id-transactional", "InitProducerId", 5,
+     {"TransactionalId": "tx-secret", "TransactionTimeoutMs": 60000, "ProducerId": -1,
+      "ProducerEpoch": -1}, _top("ErrorCode", "ProducerId"), (TXN_ID_AUTHZ, -1)),
+    # The cluster resource: DESCRIBE / ALTER on it (or ALTER_CONFIGS, DESCRIBE_CONFIGS).
+    ("describe-acls", "DescribeAcls", 3, ACL_ANY, _top("ErrorCode", "Resources"),
+     (CLUSTER_AUTHZ, [])),
+    ("create-acls", "CreateAcls", 3, {"Creations": [acl("TOPIC", "x", "ALL")]},
+     lambda r: [x["ErrorCode"] for x in r["Results"]], [CLUSTER_AUTHZ]),
+    ("delete-acls", "DeleteAcls", 3, {"Filters": [ACL_ANY]},
+     lambda r: [(x["ErrorCode"], x["MatchingAcls"]) for x in r["FilterResults"]],
+     [(CLUSTER_AUTHZ, [])]),
+    ("describe-client-quotas", "DescribeClientQuotas", 1, {"Components": [], "Strict": False},
+     _top("ErrorCode", "Entries"), (CLUSTER_AUTHZ, None)),
+    ("alter-client-quotas", "AlterClientQuotas", 1,
+     {"ValidateOnly": False, "Entries": [
+         {"Entity": [{"EntityType": "user", "EntityName": "alice"}],
+          "Ops": [{"Key": "producer_byte_rate", "Value": 1000.0, "Remove": False}]}]},
+     lambda r: [x["ErrorCode"] for x in r["Entries"]], [CLUSTER_AUTHZ]),
+    # The top-level error and one per user asked for (Kafka leaves their names empty).
+    ("describe-user-scram-credentials", "DescribeUserScramCredentials", 0,
+     {"Users": [{"Name": "alice"}, {"Name": "bob"}]}, _top_and("Results"),
+     (CLUSTER_AUTHZ, [CLUSTER_AUTHZ, CLUSTER_AUTHZ])),
+    ("describe-user-scram-credentials-all", "DescribeUserScramCredentials", 0, {"Users": []},
+     _top_and("Results"), (CLUSTER_AUTHZ, [])),
+    ("alter-user-scram-credentials", "AlterUserScramCredentials", 0,
+     {"Deletions": [{"Name": "bob", "Mechanism": 1}], "Upsertions": []},
+     _by("Results", "User", "ErrorCode"), {"bob": CLUSTER_AUTHZ}),
+    ("describe-log-dirs", "DescribeLogDirs", 4, {"Topics": None}, _top_and("Results"),
+     (CLUSTER_AUTHZ, [])),
+    ("describe-log-dirs-topic", "DescribeLogDirs", 4,
+     {"Topics": [{"Topic": "granted", "Partitions": [0]}]}, _top_and("Results"),
+     (CLUSTER_AUTHZ, [])),
+    ("elect-leaders", "ElectLeaders", 2,
+     {"ElectionType": 0, "TimeoutMs": 10000,
+      "TopicPartitions": [{"Topic": "granted", "Partitions": [0]}]},
+     lambda r: (r["ErrorCode"], _codes("ReplicaElectionResults", "Topic", "PartitionResult")(r)),
+     (CLUSTER_AUTHZ, {"granted": CLUSTER_AUTHZ})),
+    ("elect-leaders-all", "ElectLeaders", 2,
+     {"ElectionType": 0, "TimeoutMs": 10000, "TopicPartitions": None},
+     _top_and("ReplicaElectionResults"), (CLUSTER_AUTHZ, [])),
+    ("list-partition-reassignments", "ListPartitionReassignments", 0,
+     {"TimeoutMs": 10000, "Topics": None}, _top_and("Topics"), (CLUSTER_AUTHZ, [])),
+    ("alter-partition-reassignments", "AlterPartitionReassignments", 0,
+     {"TimeoutMs": 10000, "Topics": [{"Name": "granted", "Partitions": [
+         {"PartitionIndex": 0, "Replicas": None}]}]},
+     lambda r: (r["ErrorCode"], _codes("Responses", "Name", "Partitions")(r)),
+     (CLUSTER_AUTHZ, {"granted": CLUSTER_AUTHZ})),
+    ("alter-replica-log-dirs", "AlterReplicaLogDirs", 2,
+     {"Dirs": [{"Path": "/nonexistent", "Topics": [{"Name": "granted", "Partitions": [0]}]}]},
+     _codes("Results", "TopicName", "Partitions"), {"granted": CLUSTER_AUTHZ}),
+    ("update-features", "UpdateFeatures", 1,
+     {"timeoutMs": 10000, "FeatureUpdates": [], "ValidateOnly": True},
+     _top_and("Results"), (CLUSTER_AUTHZ, [])),
+    ("describe-cluster", "DescribeCluster", 2,
+     {"IncludeClusterAuthorizedOperations": True, "EndpointType": 1,
+      "IncludeFencedBrokers": False},
+     # Asked for and none granted: 0, not the "not asked" value.
+     _top("ErrorCode", "ClusterAuthorizedOperations"), (NONE, 0)),
+    ("describe-cluster-no-operations", "DescribeCluster", 2,
+     {"IncludeClusterAuthorizedOperations": False, "EndpointType": 1,
+      "IncludeFencedBrokers": False},
+     _top("ErrorCode", "ClusterAuthorizedOperations"), (NONE, OPS_OMITTED)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_api_as_alice(alice, case):
+    _, api, version, body, summary, expected = case
+    r = alice.call(api, version, body)
+    assert isinstance(r, dict), r
+    assert summary(r) == expected, r
