@@ -14,8 +14,9 @@ tests), and no access where no ACL matches (allow.everyone.if.no.acl.found=false
   with WRITE, READ on the topic and READ on the group, records go through.
 
 The ACLs and resources every test reads (`world`) are made once per module through the
-PLAINTEXT listener, where the harness is a super user. Responses are compared by resource name:
-Kafka's order within an answer often follows its hash maps (see test_answer_order...)."""
+PLAINTEXT listener, where the harness is a super user. Answers are compared by resource name:
+Kafka's order within an answer often follows its hash maps, or puts the refused entries first or
+last, and clients don't depend on it."""
 import re
 import time
 import uuid
@@ -118,6 +119,7 @@ def world(_authz):
     for g in GROUPS:
         admin.commit(g, "granted", {0: 1})
     admin.commit("g-ok", "secret", {0: 1})
+    admin.commit("g-ok", "readonly", {0: 1})
     wait_acls(admin, WORLD_ACLS)
     yield admin
     admin.close()
@@ -548,6 +550,11 @@ CASES = [
     ("update-features", "UpdateFeatures", 1,
      {"timeoutMs": 10000, "FeatureUpdates": [], "ValidateOnly": True},
      _top_and("Results"), (CLUSTER_AUTHZ, [])),
+    ("describe-quorum", "DescribeQuorum", 2,
+     {"Topics": [{"TopicName": "__cluster_metadata", "Partitions": [{"PartitionIndex": 0}]}]},
+     _top("ErrorCode", "Topics"), (CLUSTER_AUTHZ, [])),
+    ("list-config-resources", "ListConfigResources", 1, {"ResourceTypes": []},
+     _top("ErrorCode", "ConfigResources"), (CLUSTER_AUTHZ, [])),
     ("describe-cluster", "DescribeCluster", 2,
      {"IncludeClusterAuthorizedOperations": True, "EndpointType": 1,
       "IncludeFencedBrokers": False},
@@ -566,3 +573,311 @@ def test_api_as_alice(alice, case):
     r = alice.call(api, version, body)
     assert isinstance(r, dict), r
     assert summary(r) == expected, r
+
+
+# ---- 2b. Metadata, authorized operations, live changes, principals and hosts ----------------
+
+def _metadata(c, names, version=12, auto=False, topic_ops=True, cluster_ops=False):
+    body = {"Topics": None if names is None else [
+        {"TopicId": sc.ZERO_UUID, "Name": n} for n in names],
+        "AllowAutoTopicCreation": auto, "IncludeTopicAuthorizedOperations": topic_ops}
+    if 8 <= version <= 10:
+        body["IncludeClusterAuthorizedOperations"] = cluster_ops
+    r = c.call("Metadata", version, body)
+    assert isinstance(r, dict), r
+    return r
+
+
+TOPIC_OPS_ALL = ops_bits("READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE",
+                         "DESCRIBE_CONFIGS", "ALTER_CONFIGS")
+CLUSTER_OPS_ALL = ops_bits("CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS",
+                           "ALTER_CONFIGS", "IDEMPOTENT_WRITE")
+
+
+def test_metadata_shows_only_what_alice_may_describe(alice, world):
+    names = ["secret", "granted", "nosuch", "readonly", "everyone", "hosty", f"mine-{RUN}",
+             "pub-a", "conflict", "pub-blocked"]
+    r = _metadata(alice, names)
+    got = {t["Name"]: (t["ErrorCode"], t["TopicAuthorizedOperations"], len(t["Partitions"]),
+                       t["TopicId"].is_zero) for t in r["Topics"]}
+    denied = (TOPIC_AUTHZ, OPS_OMITTED, 0, True)
+    assert got == {
+        # Existing or not, a topic alice may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED, with
+        # no partitions and a zero id; CREATE (mine-) does not imply DESCRIBE.
+        "secret": denied, "nosuch": denied, "hosty": denied, f"mine-{RUN}": denied,
+        "granted": (NONE, ops_bits("READ", "WRITE", "DESCRIBE"), 1, False),
+        "readonly": (NONE, ops_bits("READ", "DESCRIBE"), 1, False),
+        "everyone": (NONE, ops_bits("READ", "DESCRIBE"), 1, False),
+        "pub-a": (NONE, ops_bits("WRITE", "DESCRIBE"), 1, False),
+        # A DENY of WRITE removes WRITE only: the DESCRIBE that the allowed WRITE implies stays.
+        "conflict": (NONE, ops_bits("DESCRIBE"), 1, False),
+        "pub-blocked": (NONE, ops_bits("DESCRIBE"), 1, False),
+    }
+    # Not asked for: the "omitted" value even where authorized.
+    r = _metadata(alice, ["granted"], topic_ops=False)
+    assert r["Topics"][0]["TopicAuthorizedOperations"] == OPS_OMITTED
+    # All topics: the ones alice may not DESCRIBE are left out, without an error.
+    listed = {t["Name"]: t["ErrorCode"] for t in _metadata(alice, None)["Topics"]
+              if t["Name"] in TOPICS}
+    assert listed == {t: NONE for t in ["granted", "readonly", "everyone", "pub-a", "conflict",
+                                        "pub-blocked"]}
+    # By topic id (v12+): no name given back.
+    ids = {t["Name"]: t["TopicId"] for t in _metadata(world, ["secret", "granted"])["Topics"]}
+    r = alice.call("Metadata", 12, {"Topics": [{"TopicId": ids[n], "Name": None}
+                                               for n in ["secret", "granted"]],
+                                    "AllowAutoTopicCreation": False})
+    assert {t["TopicId"]: (t["Name"], t["ErrorCode"]) for t in r["Topics"]} == {
+        ids["secret"]: (None, TOPIC_AUTHZ), ids["granted"]: ("granted", NONE)}
+
+
+def test_metadata_auto_creation_needs_create(alice, world):
+    # Auto-creation needs DESCRIBE first and then CREATE on the topic or the cluster: without
+    # DESCRIBE (nosuch-auto) or with DESCRIBE but no CREATE (pub-auto, via the prefixed WRITE),
+    # 29 and nothing is created.
+    for version in (4, 12):
+        r = _metadata(alice, ["nosuch-auto", "pub-auto"], version=version, auto=True,
+                      topic_ops=version >= 8)
+        assert {t["Name"]: t["ErrorCode"] for t in r["Topics"]} == {
+            "nosuch-auto": TOPIC_AUTHZ, "pub-auto": TOPIC_AUTHZ}
+    r = _metadata(world, ["nosuch-auto", "pub-auto"], topic_ops=False)
+    assert {t["Name"]: t["ErrorCode"] for t in r["Topics"]} == {
+        "nosuch-auto": UNKNOWN_TOPIC, "pub-auto": UNKNOWN_TOPIC}
+
+
+def test_cluster_authorized_operations(alice, world):
+    r = _metadata(alice, [], version=10, cluster_ops=True)
+    assert r["ClusterAuthorizedOperations"] == 0
+    r = _metadata(world, ["granted"], version=10, cluster_ops=True)
+    assert r["ClusterAuthorizedOperations"] == CLUSTER_OPS_ALL
+    assert r["Topics"][0]["TopicAuthorizedOperations"] == TOPIC_OPS_ALL
+    r = world.call("DescribeCluster", 2, {"IncludeClusterAuthorizedOperations": True,
+                                          "EndpointType": 1, "IncludeFencedBrokers": False})
+    assert (r["ErrorCode"], r["ClusterAuthorizedOperations"]) == (NONE, CLUSTER_OPS_ALL)
+
+
+def _fetch_codes(c, topics):
+    r = c.call("Fetch", 12, _fetch(topics))
+    assert isinstance(r, dict), r
+    return _codes("Responses", "Topic", "Partitions")(r)
+
+
+def _set_acls(admin, bindings, present=True):
+    if present:
+        r = admin.call("CreateAcls", 3, {"Creations": bindings})
+        assert [x["ErrorCode"] for x in r["Results"]] == [NONE] * len(bindings), r
+    else:
+        filters = [{"ResourceTypeFilter": b["ResourceType"], "ResourceNameFilter":
+                    b["ResourceName"], "PatternTypeFilter": b["ResourcePatternType"],
+                    "PrincipalFilter": b["Principal"], "HostFilter": b["Host"],
+                    "Operation": b["Operation"], "PermissionType": b["PermissionType"]}
+                   for b in bindings]
+        r = admin.call("DeleteAcls", 3, {"Filters": filters})
+        assert [(x["ErrorCode"], len(x["MatchingAcls"])) for x in r["FilterResults"]] == [
+            (NONE, 1)] * len(bindings), r
+    wait_acls(admin, bindings, present)
+
+
+def test_acl_changes_apply_to_open_connections(alice, world):
+    """ACLs added and removed while alice's connection stays open: allow, then a deny over it
+    wins, then removing the deny gives the access back, removing the allow takes it away."""
+    topic = "secret"
+    allow = acl("TOPIC", topic, "READ")
+    deny = acl("TOPIC", topic, "READ", "DENY")
+    assert _fetch_codes(alice, [topic]) == {topic: TOPIC_AUTHZ}
+    _set_acls(world, [allow])
+    assert _fetch_codes(alice, [topic]) == {topic: NONE}
+    _set_acls(world, [deny])
+    assert _fetch_codes(alice, [topic]) == {topic: TOPIC_AUTHZ}
+    _set_acls(world, [deny], present=False)
+    assert _fetch_codes(alice, [topic]) == {topic: NONE}
+    _set_acls(world, [allow], present=False)
+    assert _fetch_codes(alice, [topic]) == {topic: TOPIC_AUTHZ}
+
+
+def test_prefixed_deny_beats_literal_allow(alice, world):
+    """A DENY on a prefix covers a topic that has a literal ALLOW (the mirror of pub-blocked)."""
+    deny = acl("TOPIC", "gran", "READ", "DENY", pattern="PREFIXED")
+    _set_acls(world, [deny])
+    try:
+        assert _fetch_codes(alice, ["granted", "readonly"]) == {
+            "granted": TOPIC_AUTHZ, "readonly": NONE}
+    finally:
+        _set_acls(world, [deny], present=False)
+    assert _fetch_codes(alice, ["granted"]) == {"granted": NONE}
+
+
+def test_wildcard_principal(authz, world):
+    bob = sasl_plain_client(authz.sasl_plain_port, "bob")
+    try:
+        # User:* READ on `everyone` holds for bob, who has no ACL of his own.
+        assert _fetch_codes(bob, ["everyone", "granted"]) == {
+            "everyone": NONE, "granted": TOPIC_AUTHZ}
+        listed = {t["Name"] for t in _metadata(bob, None)["Topics"] if t["Name"] in TOPICS}
+        assert listed == {"everyone"}
+    finally:
+        bob.close()
+
+
+def test_host_restricted_acl(authz, world):
+    """alice may READ `hosty` from 127.0.0.2 only."""
+    away = sasl_plain_client(authz.sasl_plain_port, "alice", source_host="127.0.0.2")
+    home = sasl_plain_client(authz.sasl_plain_port, "alice", source_host="127.0.0.1")
+    try:
+        assert _fetch_codes(away, ["hosty"]) == {"hosty": NONE}
+        assert _fetch_codes(home, ["hosty"]) == {"hosty": TOPIC_AUTHZ}
+    finally:
+        away.close()
+        home.close()
+
+
+def test_create_topics_with_prefixed_create(alice, world):
+    name = f"mine-{RUN}"
+    r = alice.call("CreateTopics", 7, {"timeoutMs": 30000, "validateOnly": False, "Topics": [
+        {"Name": name, "NumPartitions": 2, "ReplicationFactor": 1, "Assignments": [],
+         "Configs": []}]})
+    t = r["Topics"][0]
+    # Created, but alice may not DESCRIBE_CONFIGS it: partition count, replication factor and
+    # configs are withheld (-1, -1, none) with TopicConfigErrorCode 29.
+    assert (t["Name"], t["ErrorCode"], t["NumPartitions"], t["ReplicationFactor"],
+            t["TopicConfigErrorCode"], t["Configs"]) == (name, NONE, -1, -1, TOPIC_AUTHZ, [])
+    assert not t["TopicId"].is_zero
+    assert world.wait_topic(name, partitions=2) == t["TopicId"]
+    # Nor may she DESCRIBE what she created.
+    assert _metadata(alice, [name])["Topics"][0]["ErrorCode"] == TOPIC_AUTHZ
+    # Creating it again: she may CREATE, so she learns it exists.
+    r = alice.call("CreateTopics", 7, {"timeoutMs": 30000, "validateOnly": True, "Topics": [
+        {"Name": name, "NumPartitions": 1, "ReplicationFactor": 1, "Assignments": [],
+         "Configs": []}]})
+    assert r["Topics"][0]["ErrorCode"] == 36  # TOPIC_ALREADY_EXISTS
+
+
+def _init_producer(c, txn):
+    def ready():
+        r = c.call("InitProducerId", 5, {"TransactionalId": txn, "TransactionTimeoutMs": 60000,
+                                         "ProducerId": -1, "ProducerEpoch": -1})
+        # The coordinator loading or finding its partition, or a previous transaction of the
+        # same id still ending: retriable.
+        return r["ErrorCode"] not in (NOT_COORDINATOR_LOADING, 15, 16, 51), r
+    return c.wait_for(f"InitProducerId {txn}", ready, timeout=30)
+
+
+def test_transactions_as_alice(authz, alice, world):
+    # Idempotent producers: WRITE on any topic (alice) or IDEMPOTENT_WRITE on the cluster;
+    # bob has neither and gets CLUSTER_AUTHORIZATION_FAILED.
+    assert _init_producer(alice, None)["ErrorCode"] == NONE
+    bob = sasl_plain_client(authz.sasl_plain_port, "bob")
+    try:
+        assert _init_producer(bob, None)["ErrorCode"] == CLUSTER_AUTHZ
+    finally:
+        bob.close()
+    world.coordinator("tx-secret", key_type=1)
+    alice.wait_for("tx-ok coordinator", lambda: (
+        alice.call("FindCoordinator", 6, {"KeyType": 1, "CoordinatorKeys": ["tx-ok"]})
+        ["Coordinators"][0]["ErrorCode"] == NONE, None), timeout=30)
+    secret = _init_producer(world, "tx-secret")
+    world.add_partitions("tx-secret", secret["ProducerId"], secret["ProducerEpoch"],
+                         {"granted": [0]})
+    mine = _init_producer(alice, "tx-ok")
+    assert mine["ErrorCode"] == NONE
+    pid, epoch = mine["ProducerId"], mine["ProducerEpoch"]
+
+    def add(txn, p, e, topics):
+        r = alice.call("AddPartitionsToTxn", 3, {
+            "V3AndBelowTransactionalId": txn, "V3AndBelowProducerId": p,
+            "V3AndBelowProducerEpoch": e,
+            "V3AndBelowTopics": [{"Name": t, "Partitions": [0]} for t in topics]})
+        return _codes("ResultsByTopicV3AndBelow", "Name", "ResultsByPartition",
+                      "PartitionErrorCode")(r)
+    # WRITE on every topic: one refused and the others are not attempted.
+    assert add("tx-ok", pid, epoch, ["granted", "secret", "nosuch", "readonly"]) == {
+        "granted": OPERATION_NOT_ATTEMPTED, "secret": TOPIC_AUTHZ, "nosuch": TOPIC_AUTHZ,
+        "readonly": TOPIC_AUTHZ}
+    assert add("tx-secret", secret["ProducerId"], secret["ProducerEpoch"], ["granted"]) == {
+        "granted": TXN_ID_AUTHZ}
+    assert add("tx-ok", pid, epoch, ["granted"]) == {"granted": NONE}
+    # The group of AddOffsetsToTxn and TxnOffsetCommit needs READ.
+    r = alice.call("AddOffsetsToTxn", 4, {"TransactionalId": "tx-ok", "ProducerId": pid,
+                                          "ProducerEpoch": epoch, "GroupId": "g-secret"})
+    assert r["ErrorCode"] == GROUP_AUTHZ
+    r = alice.call("TxnOffsetCommit", 3, {
+        "TransactionalId": "tx-ok", "GroupId": "g-secret", "ProducerId": pid,
+        "ProducerEpoch": epoch, "GenerationIdOrMemberEpoch": -1, "MemberId": "",
+        "GroupInstanceId": None, "Topics": [{"Name": "granted", "Partitions": [
+            {"PartitionIndex": 0, "CommittedOffset": 0, "CommittedLeaderEpoch": -1,
+             "CommittedMetadata": ""}]}]})
+    assert _codes("Topics", "Name", "Partitions")(r) == {"granted": GROUP_AUTHZ}
+    r = alice.call("EndTxn", 4, {"TransactionalId": "tx-secret",
+                                 "ProducerId": secret["ProducerId"],
+                                 "ProducerEpoch": secret["ProducerEpoch"], "Committed": False})
+    assert r["ErrorCode"] == TXN_ID_AUTHZ
+    r = alice.call("DescribeTransactions", 0, {"TransactionalIds": ["tx-ok", "tx-secret"]})
+    assert _by("TransactionStates", "TransactionalId", "ErrorCode", "TransactionState")(r) == {
+        "tx-ok": (NONE, "Ongoing"), "tx-secret": (TXN_ID_AUTHZ, "")}
+    # Both are ongoing; alice is shown the one she may DESCRIBE.
+    body = {"StateFilters": [], "ProducerIdFilters": [], "DurationFilter": -1}
+    r = alice.call("ListTransactions", 1, body)
+    assert (r["ErrorCode"], [t["TransactionalId"] for t in r["TransactionStates"]]) == (
+        NONE, ["tx-ok"])
+    r = world.call("ListTransactions", 1, body)
+    assert {t["TransactionalId"] for t in r["TransactionStates"]} >= {"tx-ok", "tx-secret"}
+    r = alice.call("EndTxn", 4, {"TransactionalId": "tx-ok", "ProducerId": pid,
+                                 "ProducerEpoch": epoch, "Committed": False})
+    assert r["ErrorCode"] == NONE
+    r = world.call("EndTxn", 4, {"TransactionalId": "tx-secret",
+                                 "ProducerId": secret["ProducerId"],
+                                 "ProducerEpoch": secret["ProducerEpoch"], "Committed": False})
+    assert r["ErrorCode"] == NONE
+
+
+# ---- 2c. real clients -----------------------------------------------------------------------
+
+def _alice_conf(b):
+    return {"bootstrap.servers": f"127.0.0.1:{b.sasl_plain_port}",
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+            "sasl.username": "alice", "sasl.password": AUTHZ_USERS["alice"]}
+
+
+def test_librdkafka_producer_without_write_fails(authz, world):
+    errors = []
+    p = Producer({**_alice_conf(authz), "message.timeout.ms": 10000})
+    for i in range(3):
+        p.produce("secret", f"v{i}".encode(),
+                  on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert p.flush(30) == 0
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3, errors
+
+
+def test_librdkafka_produces_and_consumes_with_acls(authz, world):
+    # rc-* topics: alice has READ and WRITE (prefixed); rc-* groups: READ.
+    topic, group = f"rc-{RUN}", f"rc-g-{RUN}"
+    world.create_topic(topic, partitions=2)
+    n = 100
+    errors = []
+    p = Producer({**_alice_conf(authz), "enable.idempotence": True, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic, f"v{i}".encode(), key=str(i % 5).encode(),
+                  on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert p.flush(60) == 0
+    assert errors == []
+    c = Consumer({**_alice_conf(authz), "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    try:
+        c.subscribe([topic])
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            got.append(m.value().decode())
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+    assert sorted(got, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(n)]
+    # The group's offsets, as the super user sees them: every record consumed and committed.
+    r = world.call("OffsetFetch", 9, {"RequireStable": False, "Groups": [
+        {"GroupId": group, "Topics": None}]})
+    committed = {(t["Name"], p["PartitionIndex"]): p["CommittedOffset"]
+                 for g in r["Groups"] for t in g["Topics"] for p in t["Partitions"]}
+    assert sum(committed.values()) == n and set(committed) == {(topic, 0), (topic, 1)}
