@@ -515,7 +515,8 @@ CASES = [
          {"Entity": [{"EntityType": "user", "EntityName": "alice"}],
           "Ops": [{"Key": "producer_byte_rate", "Value": 1000.0, "Remove": False}]}]},
      lambda r: [x["ErrorCode"] for x in r["Entries"]], [CLUSTER_AUTHZ]),
-    # The top-level error and one per user asked for (Kafka leaves their names empty).
+    # The top-level error and one per user asked for, their names left empty (Kafka builds it
+    # with DescribeUserScramCredentialsRequest.getErrorResponse, which copies no name).
     ("describe-user-scram-credentials", "DescribeUserScramCredentials", 0,
      {"Users": [{"Name": "alice"}, {"Name": "bob"}]}, _top_and("Results"),
      (CLUSTER_AUTHZ, [CLUSTER_AUTHZ, CLUSTER_AUTHZ])),
@@ -596,7 +597,7 @@ CLUSTER_OPS_ALL = ops_bits("CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DES
 
 def test_metadata_shows_only_what_alice_may_describe(alice, world):
     names = ["secret", "granted", "nosuch", "readonly", "everyone", "hosty", f"mine-{RUN}",
-             "pub-a", "conflict", "pub-blocked"]
+             "pub-a", "conflict", "pub-blocked", "pub-nosuch"]
     r = _metadata(alice, names)
     got = {t["Name"]: (t["ErrorCode"], t["TopicAuthorizedOperations"], len(t["Partitions"]),
                        t["TopicId"].is_zero) for t in r["Topics"]}
@@ -609,9 +610,13 @@ def test_metadata_shows_only_what_alice_may_describe(alice, world):
         "readonly": (NONE, ops_bits("READ", "DESCRIBE"), 1, False),
         "everyone": (NONE, ops_bits("READ", "DESCRIBE"), 1, False),
         "pub-a": (NONE, ops_bits("WRITE", "DESCRIBE"), 1, False),
-        # A DENY of WRITE removes WRITE only: the DESCRIBE that the allowed WRITE implies stays.
+        # A DENY of WRITE removes WRITE only: the DESCRIBE that the allowed WRITE implies stays
+        # (StandardAuthorizerData: implication applies to ALLOW ACLs, a DENY matches its own op).
         "conflict": (NONE, ops_bits("DESCRIBE"), 1, False),
         "pub-blocked": (NONE, ops_bits("DESCRIBE"), 1, False),
+        # Only where alice may DESCRIBE it does she learn that a topic does not exist; its
+        # authorized operations are still filled in, from the ACLs that would apply.
+        "pub-nosuch": (UNKNOWN_TOPIC, ops_bits("WRITE", "DESCRIBE"), 0, True),
     }
     # Not asked for: the "omitted" value even where authorized.
     r = _metadata(alice, ["granted"], topic_ops=False)
