@@ -425,6 +425,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
     });
 
     let mut router = RequestRouter::new();
+    let authz = authorizer(cfg, partitions.served_image.clone());
     // With other voters, or none here, the active controller may be in another process.
     let quorum_view = (voters_n > 1 || kraft.controller.is_none()).then(|| QuorumView {
         leader: kraft.raft_leader.clone(),
@@ -444,6 +445,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             controller_listeners,
             quorum: quorum_view.clone(),
             loggers: Some(loggers),
+            authz: authz.clone(),
         },
         controller_apis::AUTO_CREATE_WAIT,
     );
@@ -622,17 +624,25 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         }
         txn_apis::register_write_txn_markers(&mut router, local_markers);
         txn_apis::register_describe_producers(&mut router, table);
-        // Client quotas go around everything else on Produce and Fetch, so that what they
-        // measure is the whole request as handled.
-        let quotas =
-            kactor_actors::quota::QuotaManagers::new(kactor_actors::quota::core::WindowConfig {
-                samples: cfg.get_i32("quota.window.num").max(1) as usize,
-                window_ms: i64::from(cfg.get_i32("quota.window.size.seconds").max(1)) * 1000,
-            });
-        kactor_actors::quota::follow_image(quotas.clone(), partitions.served_image.clone());
-        kactor_actors::quota::wrap_produce(&mut router, quotas.clone());
-        kactor_actors::quota::wrap_fetch(&mut router, quotas);
     }
+    // ACLs are checked around every handler (and around forwarding), where a request enters
+    // this node.
+    kactor_actors::authorization::gate::install(
+        &mut router,
+        authz,
+        partitions.served_image.clone(),
+        cfg.get_bool("auto.create.topics.enable"),
+    );
+    // Client quotas go around everything else on Produce and Fetch, so that what they measure
+    // is the whole request as handled, refused parts included.
+    let quotas =
+        kactor_actors::quota::QuotaManagers::new(kactor_actors::quota::core::WindowConfig {
+            samples: cfg.get_i32("quota.window.num").max(1) as usize,
+            window_ms: i64::from(cfg.get_i32("quota.window.size.seconds").max(1)) * 1000,
+        });
+    kactor_actors::quota::follow_image(quotas.clone(), partitions.served_image.clone());
+    kactor_actors::quota::wrap_produce(&mut router, quotas.clone());
+    kactor_actors::quota::wrap_fetch(&mut router, quotas);
     let router: Arc<RequestRouter> = router.build(features);
     let _ = envelope_router.set(router.clone());
 
@@ -779,4 +789,32 @@ impl Node {
         let _ = &self.kraft;
         self.pools.stop();
     }
+}
+
+/// The authorizer `authorizer.class.name` asks for (config validation refused any other
+/// class): ACL decisions read the image this broker serves.
+fn authorizer(
+    cfg: &BrokerConfig,
+    image: kactor_actors::metadata::MetadataImageWatch,
+) -> kactor_actors::authorization::Authz {
+    use kactor_actors::authorization::{AuthorizerConfig, Authz};
+    let class = cfg.get_str("authorizer.class.name").unwrap_or("").trim();
+    if class.is_empty() {
+        return Authz::off();
+    }
+    let super_users = cfg
+        .get_str("super.users")
+        .unwrap_or("")
+        .split(';')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
+        .collect();
+    Authz::standard(
+        AuthorizerConfig {
+            super_users,
+            allow_everyone_if_no_acl_found: cfg.get_bool("allow.everyone.if.no.acl.found"),
+        },
+        image,
+    )
 }

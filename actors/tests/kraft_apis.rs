@@ -74,6 +74,7 @@ fn metadata_and_admin_apis() {
                 controller_listeners: vec![("CONTROLLER".into(), "127.0.0.1".into(), 9093)],
                 quorum: None,
                 loggers: None,
+                authz: kactor_actors::authorization::Authz::off(),
             },
         );
         let hs = Harness { router };

@@ -782,19 +782,18 @@ impl BrokerConfig {
                 }
             }
         }
-        // Security fails closed: an operator who configured an authorizer expects clients to
-        // be refused, and kactor does not enforce ACLs yet, so it must not start at all.
+        // Security fails closed: an authorizer kactor cannot run must not start as none.
         if let Some(class) = self
             .get_str("authorizer.class.name")
             .map(str::trim)
-            .filter(|c| !c.is_empty())
+            .filter(|c| !c.is_empty() && *c != kactor_actors::authorization::STANDARD_AUTHORIZER)
         {
             return Err(self.invalid(
                 "authorizer.class.name",
                 format!(
-                    "{class} is configured, but kactor does not enforce ACLs yet; \
-                     starting would let every client through. Remove the setting to run \
-                     without authorization"
+                    "{class} is not supported: kactor runs {} (or no authorizer) and loads no \
+                     Java classes; starting without it would let every client through",
+                    kactor_actors::authorization::STANDARD_AUTHORIZER
                 ),
             ));
         }
@@ -1086,22 +1085,28 @@ mod tests {
         .unwrap();
     }
 
-    /// Security fails closed: with an authorizer configured and no ACL enforcement, kactor
-    /// would let every client through, so it refuses to start.
+    /// Security fails closed: an authorizer class kactor cannot run is refused at start
+    /// rather than ignored; the KRaft StandardAuthorizer (or none) starts.
     #[test]
-    fn a_configured_authorizer_is_refused() {
+    fn only_the_standard_authorizer_is_accepted() {
         let err = load(
             None,
             &[],
-            &["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"],
+            &["authorizer.class.name=com.example.CustomAuthorizer"],
         )
         .unwrap_err()
         .to_string();
         assert!(
-            err.contains("authorizer.class.name") && err.contains("does not enforce ACLs"),
+            err.contains("authorizer.class.name") && err.contains("not supported"),
             "{err}"
         );
         assert!(load(None, &[], &["authorizer.class.name="]).is_ok());
+        assert!(load(
+            None,
+            &[],
+            &["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"]
+        )
+        .is_ok());
     }
 
     #[test]

@@ -192,20 +192,6 @@ KNOWN = [
       "'<connection closed without a response>'",
       PENDING,
       'ResourceTypeFilter UNKNOWN (0): Kafka fails to parse the filter and closes the connection; kactor answers SECURITY_DISABLED'),
-    # ---- CreateAcls
-    d('CreateAcls/no-authorizer',
-      'CreateAcls v3.Results[0].ErrorMessage',
-      "'No Authorizer is configured on the broker'",
-      "'No Authorizer is configured.'",
-      PENDING,
-      "error message text differs from Kafka's"),
-    # ---- DeleteAcls
-    d('DeleteAcls/no-authorizer',
-      'DeleteAcls v3.FilterResults[0].ErrorMessage',
-      "'No Authorizer is configured on the broker'",
-      "'No Authorizer is configured.'",
-      PENDING,
-      "error message text differs from Kafka's"),
     # ---- CreateTopics
     d('CreateTopics/v7-already-exists',
       'CreateTopics v7.Topics[0].Configs',

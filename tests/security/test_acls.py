@@ -545,9 +545,13 @@ CASES = [
          {"PartitionIndex": 0, "Replicas": None}]}]},
      lambda r: (r["ErrorCode"], _codes("Responses", "Name", "Partitions")(r)),
      (CLUSTER_AUTHZ, {"granted": CLUSTER_AUTHZ})),
-    ("alter-replica-log-dirs", "AlterReplicaLogDirs", 2,
-     {"Dirs": [{"Path": "/nonexistent", "Topics": [{"Name": "granted", "Partitions": [0]}]}]},
-     _codes("Results", "TopicName", "Partitions"), {"granted": CLUSTER_AUTHZ}),
+    pytest.param(
+        ("alter-replica-log-dirs", "AlterReplicaLogDirs", 2,
+         {"Dirs": [{"Path": "/nonexistent",
+                    "Topics": [{"Name": "granted", "Partitions": [0]}]}]},
+         _codes("Results", "TopicName", "Partitions"), {"granted": CLUSTER_AUTHZ}),
+        marks=pytest.mark.kactor_pending("kactor serves no AlterReplicaLogDirs (issue #32)"),
+        id="alter-replica-log-dirs"),
     ("update-features", "UpdateFeatures", 1,
      {"timeoutMs": 10000, "FeatureUpdates": [], "ValidateOnly": True},
      _top_and("Results"), (CLUSTER_AUTHZ, [])),
@@ -568,7 +572,8 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[
+    c.id if hasattr(c, "id") else c[0] for c in CASES])
 def test_api_as_alice(alice, case):
     _, api, version, body, summary, expected = case
     r = alice.call(api, version, body)

@@ -540,6 +540,14 @@ controller_op!(
     )>,
     |core, m| core.alter_client_quotas(&m.alterations, m.validate_only, &m.unresolvable)
 );
+controller_op!(CreateAcls, Vec<super::core::errors::ApiError>, |core, m| {
+    core.create_acls(&m.acls)
+});
+controller_op!(
+    DeleteAcls,
+    Vec<super::core::acls::DeleteAclsResult>,
+    |core, m| core.delete_acls(&m.filters)
+);
 controller_op!(AllocateProducerIds, AllocateProducerIdsReply, |core, m| {
     core.allocate_producer_ids(m.broker_id, m.broker_epoch)
 });

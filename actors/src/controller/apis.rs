@@ -83,6 +83,9 @@ pub struct MetadataApis {
     pub quorum: Option<QuorumView>,
     /// This node's loggers (BROKER_LOGGER resources); None: not served.
     pub loggers: Option<Arc<BrokerLoggers>>,
+    /// Whether ACLs are on (`authorizer.class.name`); the ACL APIs answer SECURITY_DISABLED
+    /// without.
+    pub authz: crate::authorization::Authz,
 }
 
 impl MetadataApis {
@@ -294,62 +297,234 @@ pub fn register_with_auto_create_wait(
 }
 
 // ---------------------------------------------------------------------------------------------
-// ACLs. kactor has no authorizer (`authorizer.class.name` is not used), which is Kafka's
-// situation when none is configured: every ACL request is answered SECURITY_DISABLED with
-// Kafka's message, so admin tools report that ACLs are off rather than that the API is missing.
+// ACLs (Kafka's `AclApis`). Without an authorizer every ACL request is answered
+// SECURITY_DISABLED with Kafka's message, so admin tools report that ACLs are off rather than
+// that the API is missing. With one, DescribeAcls reads this broker's image and Create/Delete
+// go to the active controller. Who may call them (ALTER / DESCRIBE on the cluster) is checked
+// by the authorization gate before these handlers run.
 
 const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
+const NO_AUTHORIZER_CONFIGURED: &str = "No Authorizer is configured.";
+
+fn acl_filter(
+    resource_type: i8,
+    resource_name: Option<String>,
+    pattern_type: i8,
+    principal: Option<String>,
+    host: Option<String>,
+    operation: i8,
+    permission: i8,
+) -> crate::authorization::acls::AclFilter {
+    crate::authorization::acls::AclFilter {
+        resource_type,
+        resource_name,
+        pattern_type,
+        principal,
+        host,
+        operation,
+        permission,
+    }
+}
 
 async fn handle_describe_acls(
-    _apis: &MetadataApis,
+    apis: &MetadataApis,
     ctx: &RequestContext,
-    _req: DescribeAclsRequest,
+    req: DescribeAclsRequest,
 ) -> HandlerOutcome {
-    ctx.record_error(SECURITY_DISABLED);
-    HandlerOutcome::Respond(ResponseBody::DescribeAcls(DescribeAclsResponse {
-        error_code: SECURITY_DISABLED,
-        error_message: Some(NO_AUTHORIZER.to_string()),
+    use m::describe_acls_response::{AclDescription, DescribeAclsResource};
+    if !apis.authz.enabled() {
+        ctx.record_error(SECURITY_DISABLED);
+        return respond(ResponseBody::DescribeAcls(DescribeAclsResponse {
+            error_code: SECURITY_DISABLED,
+            error_message: Some(NO_AUTHORIZER.to_string()),
+            ..Default::default()
+        }));
+    }
+    let filter = acl_filter(
+        req.resource_type_filter,
+        req.resource_name_filter,
+        req.pattern_type_filter,
+        req.principal_filter,
+        req.host_filter,
+        req.operation,
+        req.permission_type,
+    );
+    if let Some(message) = filter.unknown_part() {
+        ctx.record_error(INVALID_REQUEST);
+        return respond(ResponseBody::DescribeAcls(DescribeAclsResponse {
+            error_code: INVALID_REQUEST,
+            error_message: Some(message.to_string()),
+            ..Default::default()
+        }));
+    }
+    let image = apis.snapshot();
+    // One entry per resource pattern, its ACLs under it (Kafka's `aclsResources`).
+    let mut by_resource: BTreeMap<(i8, String, i8), Vec<AclDescription>> = BTreeMap::new();
+    for (_, acl) in image.acls.iter().filter(|(_, a)| filter.matches(a)) {
+        by_resource
+            .entry((
+                acl.resource_type,
+                acl.resource_name.clone(),
+                acl.pattern_type,
+            ))
+            .or_default()
+            .push(AclDescription {
+                principal: acl.principal.clone(),
+                host: acl.host.clone(),
+                operation: acl.operation,
+                permission_type: acl.permission,
+                ..Default::default()
+            });
+    }
+    let resources = by_resource
+        .into_iter()
+        .map(
+            |((resource_type, resource_name, pattern_type), acls)| DescribeAclsResource {
+                resource_type,
+                resource_name,
+                pattern_type,
+                acls,
+                ..Default::default()
+            },
+        )
+        .collect();
+    respond(ResponseBody::DescribeAcls(DescribeAclsResponse {
+        resources,
         ..Default::default()
     }))
 }
 
 async fn handle_create_acls(
-    _apis: &MetadataApis,
+    apis: &MetadataApis,
     ctx: &RequestContext,
     req: CreateAclsRequest,
 ) -> HandlerOutcome {
-    ctx.record_error(SECURITY_DISABLED);
-    let results = req
-        .creations
-        .iter()
-        .map(|_| m::create_acls_response::AclCreationResult {
-            error_code: SECURITY_DISABLED,
-            error_message: Some(NO_AUTHORIZER.to_string()),
+    use m::create_acls_response::AclCreationResult;
+    let result = |e: ApiError| {
+        ctx.record_error(e.code);
+        AclCreationResult {
+            error_code: e.code,
+            error_message: e.message,
             ..Default::default()
+        }
+    };
+    if !apis.authz.enabled() {
+        let results = req
+            .creations
+            .iter()
+            .map(|_| result(ApiError::new(SECURITY_DISABLED, NO_AUTHORIZER_CONFIGURED)))
+            .collect();
+        return respond(ResponseBody::CreateAcls(CreateAclsResponse {
+            results,
+            ..Default::default()
+        }));
+    }
+    let acls: Vec<crate::authorization::acls::StandardAcl> = req
+        .creations
+        .into_iter()
+        .map(|c| crate::authorization::acls::StandardAcl {
+            resource_type: c.resource_type,
+            resource_name: c.resource_name,
+            pattern_type: c.resource_pattern_type,
+            principal: c.principal,
+            host: c.host,
+            operation: c.operation,
+            permission: c.permission_type,
         })
         .collect();
-    HandlerOutcome::Respond(ResponseBody::CreateAcls(CreateAclsResponse {
-        results,
+    let n = acls.len();
+    let rows = if n == 0 {
+        Vec::new()
+    } else {
+        match apis.ask(cm::CreateAcls { acls }, DEFAULT_TIMEOUT_MS).await {
+            Ok(rows) if rows.len() == n => rows,
+            // An inactive controller answers nothing.
+            Ok(_) => vec![ApiError::code(NOT_CONTROLLER); n],
+            Err(code) => vec![ApiError::code(code); n],
+        }
+    };
+    respond(ResponseBody::CreateAcls(CreateAclsResponse {
+        results: rows.into_iter().map(result).collect(),
         ..Default::default()
     }))
 }
 
 async fn handle_delete_acls(
-    _apis: &MetadataApis,
+    apis: &MetadataApis,
     ctx: &RequestContext,
     req: DeleteAclsRequest,
 ) -> HandlerOutcome {
-    ctx.record_error(SECURITY_DISABLED);
-    let filter_results = req
-        .filters
-        .iter()
-        .map(|_| m::delete_acls_response::DeleteAclsFilterResult {
-            error_code: SECURITY_DISABLED,
-            error_message: Some(NO_AUTHORIZER.to_string()),
+    use m::delete_acls_response::{DeleteAclsFilterResult, DeleteAclsMatchingAcl};
+    let failed = |e: ApiError| {
+        ctx.record_error(e.code);
+        DeleteAclsFilterResult {
+            error_code: e.code,
+            error_message: e.message,
             ..Default::default()
+        }
+    };
+    if !apis.authz.enabled() {
+        let filter_results = req
+            .filters
+            .iter()
+            .map(|_| failed(ApiError::new(SECURITY_DISABLED, NO_AUTHORIZER_CONFIGURED)))
+            .collect();
+        return respond(ResponseBody::DeleteAcls(DeleteAclsResponse {
+            filter_results,
+            ..Default::default()
+        }));
+    }
+    let filters: Vec<_> = req
+        .filters
+        .into_iter()
+        .map(|f| {
+            acl_filter(
+                f.resource_type_filter,
+                f.resource_name_filter,
+                f.pattern_type_filter,
+                f.principal_filter,
+                f.host_filter,
+                f.operation,
+                f.permission_type,
+            )
         })
         .collect();
-    HandlerOutcome::Respond(ResponseBody::DeleteAcls(DeleteAclsResponse {
+    let n = filters.len();
+    let rows = if n == 0 {
+        Vec::new()
+    } else {
+        match apis
+            .ask(cm::DeleteAcls { filters }, DEFAULT_TIMEOUT_MS)
+            .await
+        {
+            Ok(rows) if rows.len() == n => rows,
+            Ok(_) => vec![Err(ApiError::code(NOT_CONTROLLER)); n],
+            Err(code) => vec![Err(ApiError::code(code)); n],
+        }
+    };
+    let filter_results = rows
+        .into_iter()
+        .map(|row| match row {
+            Err(e) => failed(e),
+            Ok(acls) => DeleteAclsFilterResult {
+                matching_acls: acls
+                    .into_iter()
+                    .map(|a| DeleteAclsMatchingAcl {
+                        resource_type: a.resource_type,
+                        resource_name: a.resource_name,
+                        pattern_type: a.pattern_type,
+                        principal: a.principal,
+                        host: a.host,
+                        operation: a.operation,
+                        permission_type: a.permission,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        })
+        .collect();
+    respond(ResponseBody::DeleteAcls(DeleteAclsResponse {
         filter_results,
         ..Default::default()
     }))
@@ -1994,6 +2169,8 @@ pub const FORWARDED: &[ApiKey] = &[
     ApiKey::AlterPartitionReassignments,
     ApiKey::AlterUserScramCredentials,
     ApiKey::AlterClientQuotas,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
 ];
 
 /// Wraps the [`FORWARDED`] routes so that, while the Raft leader is another node, the request
@@ -2067,6 +2244,8 @@ fn says_not_controller(resp: &ResponseBody) -> bool {
         ResponseBody::IncrementalAlterConfigs(r) => r.responses.iter().any(|t| nc(t.error_code)),
         ResponseBody::AlterUserScramCredentials(r) => r.results.iter().any(|t| nc(t.error_code)),
         ResponseBody::AlterClientQuotas(r) => r.entries.iter().any(|t| nc(t.error_code)),
+        ResponseBody::CreateAcls(r) => r.results.iter().any(|t| nc(t.error_code)),
+        ResponseBody::DeleteAcls(r) => r.filter_results.iter().any(|t| nc(t.error_code)),
         ResponseBody::ElectLeaders(r) => nc(r.error_code),
         ResponseBody::AlterPartitionReassignments(r) => nc(r.error_code),
         ResponseBody::UpdateFeatures(r) => {

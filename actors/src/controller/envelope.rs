@@ -8,8 +8,8 @@
 //! Envelope-level errors, as Kafka's controller gives them: an inner request that cannot be
 //! parsed, or whose API is not forwardable, is INVALID_REQUEST; an unreadable principal is
 //! PRINCIPAL_DESERIALIZATION_FAILURE; an inner version this build does not serve is
-//! UNSUPPORTED_VERSION. kactor has no authorizer yet (issue #28), so the principal is checked
-//! for form only.
+//! UNSUPPORTED_VERSION. The inner request carries the client's principal and address, so the
+//! authorization gate checks it as that client (the envelope itself needs CLUSTER_ACTION).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
@@ -89,7 +89,7 @@ async fn serve(
     outer: &RequestContext,
     env: m::EnvelopeRequest,
 ) -> Result<Bytes, i16> {
-    check_principal(env.request_principal.as_deref())
+    let principal = check_principal(env.request_principal.as_deref())
         .map_err(|_| PRINCIPAL_DESERIALIZATION_FAILURE)?;
     let client_ip = client_address(&env.client_host_address).ok_or(INVALID_REQUEST)?;
     let frame = env.request_data;
@@ -110,6 +110,7 @@ async fn serve(
     let body = RequestBody::decode(api_key, version, &mut buf).map_err(|_| INVALID_REQUEST)?;
     let mut connection = outer.connection.clone();
     connection.peer = SocketAddr::new(client_ip, 0);
+    connection.principal = principal;
     let ctx = RequestContext {
         api_key,
         api_version: version,
@@ -154,18 +155,22 @@ fn client_address(bytes: &[u8]) -> Option<IpAddr> {
 /// Kafka's default principal serde (`DefaultPrincipalData`, flexible v0, prefixed by its
 /// version as an int16): principal type, name, token-authenticated flag, tagged fields. A
 /// custom principal builder may use another format; a null principal is refused as Kafka does.
-fn check_principal(data: Option<&[u8]>) -> Result<(), ()> {
+/// The client principal a forwarding broker serialized (Kafka's `DefaultKafkaPrincipalBuilder`:
+/// version 0, compact type and name strings, a token flag, no tagged fields). The inner
+/// request is authorized as this principal, as Kafka's controller does.
+fn check_principal(data: Option<&[u8]>) -> Result<crate::security::KafkaPrincipal, ()> {
     let mut b = Bytes::copy_from_slice(data.ok_or(())?);
     if b.remaining() < 2 || b.get_i16() != 0 {
         return Err(());
     }
+    let mut parts = Vec::with_capacity(2);
     for _ in 0..2 {
         let len = get_uvarint(&mut b).map_err(|_| ())? as usize;
         let len = len.checked_sub(1).ok_or(())?;
         if b.remaining() < len {
             return Err(());
         }
-        std::str::from_utf8(&b[..len]).map_err(|_| ())?;
+        parts.push(std::str::from_utf8(&b[..len]).map_err(|_| ())?.to_string());
         b.advance(len);
     }
     if b.remaining() < 1 {
@@ -176,7 +181,10 @@ fn check_principal(data: Option<&[u8]>) -> Result<(), ()> {
     if tags != 0 || b.has_remaining() {
         return Err(());
     }
-    Ok(())
+    Ok(crate::security::KafkaPrincipal {
+        principal_type: std::sync::Arc::from(parts[0].as_str()),
+        name: std::sync::Arc::from(parts[1].as_str()),
+    })
 }
 
 #[cfg(test)]

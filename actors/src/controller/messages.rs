@@ -162,3 +162,18 @@ pub struct AlterClientQuotas {
     /// Ip entity names that neither parse as an address nor resolve (looked up by the handler).
     pub unresolvable: std::collections::BTreeSet<String>,
 }
+
+/// Sent by the CreateAcls handler: the ACLs to add, already parsed. Lost: the client times
+/// out.
+#[derive(Debug, Message)]
+#[rtype(result = "ControllerReply<Vec<super::core::errors::ApiError>>")]
+pub struct CreateAcls {
+    pub acls: Vec<crate::authorization::acls::StandardAcl>,
+}
+
+/// Sent by the DeleteAcls handler: one result per filter. Lost: the client times out.
+#[derive(Debug, Message)]
+#[rtype(result = "ControllerReply<Vec<super::core::acls::DeleteAclsResult>>")]
+pub struct DeleteAcls {
+    pub filters: Vec<crate::authorization::acls::AclFilter>,
+}

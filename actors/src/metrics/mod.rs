@@ -63,6 +63,7 @@ pub struct BrokerMetrics {
     /// SASL authentications and re-authentications, by listener and result (Kafka's
     /// successful-/failed-authentication-total).
     pub authentications_total: IntCounterVec,
+    pub authorization_denials_total: IntCounterVec,
     /// TLS handshakes, by listener and result.
     pub tls_handshakes_total: IntCounterVec,
 }
@@ -144,6 +145,16 @@ pub fn broker() -> &'static BrokerMetrics {
                     "Connections closed by the broker, by reason.",
                 ),
                 &["reason"],
+            )
+            .expect("valid family"),
+        ),
+        authorization_denials_total: register(
+            IntCounterVec::new(
+                Opts::new(
+                    "kactor_authorization_denials_total",
+                    "Requests refused whole or in part by the authorizer, by API.",
+                ),
+                &["api"],
             )
             .expect("valid family"),
         ),

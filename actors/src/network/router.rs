@@ -162,6 +162,23 @@ impl RequestRouter {
         self
     }
 
+    /// The API keys with a handler, ascending.
+    pub fn api_keys(&self) -> Vec<ApiKey> {
+        self.routes.keys().copied().collect()
+    }
+
+    /// Replaces the handler of `api_key` by `handler`, keeping its unsupported-version
+    /// responder (for layers that wrap a handler, such as authorization).
+    pub fn wrap<F>(&mut self, api_key: ApiKey, handler: F) -> &mut Self
+    where
+        F: Fn(RequestContext, RequestBody) -> HandlerFuture + Send + Sync + 'static,
+    {
+        if let Some(r) = self.routes.get_mut(&api_key) {
+            r.handler = Arc::new(handler);
+        }
+        self
+    }
+
     pub fn route(&self, api_key: ApiKey) -> Option<&Route> {
         self.routes.get(&api_key)
     }

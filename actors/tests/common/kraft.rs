@@ -85,6 +85,7 @@ pub fn metadata_apis(h: &KraftHandles) -> MetadataApis {
         controller_listeners: vec![],
         quorum: None,
         loggers: None,
+        authz: kactor_actors::authorization::Authz::off(),
     }
 }
 

@@ -7,6 +7,7 @@
 //! The core applies the records it generates to its own image at once (so the next request sees
 //! them, as Kafka's timeline structures do); the shell answers only after Raft commits them.
 
+pub mod acls;
 mod alter_partition;
 pub mod broker_configs;
 pub mod client_metrics_configs;

@@ -181,6 +181,9 @@ pub struct MetadataImage {
     /// Client quotas by entity (Kafka's `ClientQuotasImage`): each entity's quota keys and
     /// values, only entities with at least one value.
     pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, f64>>,
+    /// ACLs by id (Kafka's `AclsImage`), indexed for authorization; shared between images
+    /// until an ACL record changes them.
+    pub acls: Arc<crate::authorization::acls::AclImage>,
     /// Records of types the image does not model (ACLs, delegation tokens, ...
     /// as a Kafka controller in a mixed cluster may write them), in commit order, so that a
     /// snapshot of this image loses nothing another node needs.
@@ -457,6 +460,27 @@ impl MetadataImage {
                         .insert(r.key.clone(), r.value);
                 }
                 changes.client_quotas_changed = true;
+            }
+            MetadataRecord::AccessControlEntry(r) => {
+                Arc::make_mut(&mut self.acls).insert(
+                    r.id,
+                    crate::authorization::acls::StandardAcl {
+                        resource_type: r.resource_type,
+                        resource_name: r.resource_name.clone(),
+                        pattern_type: r.pattern_type,
+                        principal: r.principal.clone(),
+                        host: r.host.clone(),
+                        operation: r.operation,
+                        permission: r.permission_type,
+                    },
+                );
+            }
+            MetadataRecord::RemoveAccessControlEntry(r) => {
+                // Kafka's AclsDelta refuses to remove an ACL it does not have; a log that does
+                // is wrong, but nothing it names is left to protect, so replay goes on.
+                if Arc::make_mut(&mut self.acls).remove(&r.id).is_none() {
+                    tracing::warn!(id = %r.id, "RemoveAccessControlEntryRecord for an unknown ACL");
+                }
             }
             // An AbortTransactionRecord ends a metadata transaction, like EndTransaction: it
             // carries no state, and a stray one in a snapshot would confuse its readers.

@@ -6,11 +6,12 @@
 use bytes::{Buf, Bytes};
 use kactor_protocol::codec::{get_uvarint, put_uvarint, Decode, DecodeError, Encode, EncodeError};
 use kactor_protocol::metadata::{
-    BeginTransactionRecord, BrokerRegistrationChangeRecord, ClientQuotaRecord, ConfigRecord,
-    EndTransactionRecord, FeatureLevelRecord, FenceBrokerRecord, NoOpRecord, PartitionChangeRecord,
-    PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord,
-    RemoveTopicRecord, RemoveUserScramCredentialRecord, TopicRecord, UnfenceBrokerRecord,
-    UnregisterBrokerRecord, UserScramCredentialRecord,
+    AccessControlEntryRecord, BeginTransactionRecord, BrokerRegistrationChangeRecord,
+    ClientQuotaRecord, ConfigRecord, EndTransactionRecord, FeatureLevelRecord, FenceBrokerRecord,
+    NoOpRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
+    RegisterControllerRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord,
+    RemoveUserScramCredentialRecord, TopicRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 };
 use kactor_protocol::Writer;
 use thiserror::Error;
@@ -41,6 +42,8 @@ pub enum MetadataRecord {
     RemoveUserScramCredential(RemoveUserScramCredentialRecord),
     RegisterController(RegisterControllerRecord),
     ClientQuota(ClientQuotaRecord),
+    AccessControlEntry(AccessControlEntryRecord),
+    RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
     Other {
         api_key: u32,
         version: u32,
@@ -76,6 +79,8 @@ pub mod api_key {
     pub const USER_SCRAM_CREDENTIAL: u32 = 11;
     pub const FEATURE_LEVEL: u32 = 12;
     pub const CLIENT_QUOTA: u32 = 14;
+    pub const ACCESS_CONTROL_ENTRY: u32 = 18;
+    pub const REMOVE_ACCESS_CONTROL_ENTRY: u32 = 19;
     pub const PRODUCER_IDS: u32 = 15;
     pub const BROKER_REGISTRATION_CHANGE: u32 = 17;
     pub const NO_OP: u32 = 20;
@@ -113,6 +118,8 @@ impl MetadataRecord {
             MetadataRecord::RemoveUserScramCredential(_) => (REMOVE_USER_SCRAM_CREDENTIAL, 0),
             MetadataRecord::RegisterController(_) => (REGISTER_CONTROLLER, 0),
             MetadataRecord::ClientQuota(_) => (CLIENT_QUOTA, 0),
+            MetadataRecord::AccessControlEntry(_) => (ACCESS_CONTROL_ENTRY, 0),
+            MetadataRecord::RemoveAccessControlEntry(_) => (REMOVE_ACCESS_CONTROL_ENTRY, 0),
             MetadataRecord::Other {
                 api_key, version, ..
             } => (*api_key, *version),
@@ -147,6 +154,8 @@ impl MetadataRecord {
             MetadataRecord::RemoveUserScramCredential(r) => r.encode(&mut w, v)?,
             MetadataRecord::RegisterController(r) => r.encode(&mut w, v)?,
             MetadataRecord::ClientQuota(r) => r.encode(&mut w, v)?,
+            MetadataRecord::AccessControlEntry(r) => r.encode(&mut w, v)?,
+            MetadataRecord::RemoveAccessControlEntry(r) => r.encode(&mut w, v)?,
             MetadataRecord::Other { body, .. } => w.put_raw(body),
         }
         Ok(w.into_bytes())
@@ -192,6 +201,10 @@ impl MetadataRecord {
             }
             REGISTER_CONTROLLER => MetadataRecord::RegisterController(body(&mut value, v?)?),
             CLIENT_QUOTA => MetadataRecord::ClientQuota(body(&mut value, v?)?),
+            ACCESS_CONTROL_ENTRY => MetadataRecord::AccessControlEntry(body(&mut value, v?)?),
+            REMOVE_ACCESS_CONTROL_ENTRY => {
+                MetadataRecord::RemoveAccessControlEntry(body(&mut value, v?)?)
+            }
             _ => {
                 let body = value.split_to(value.len());
                 return Ok(MetadataRecord::Other {

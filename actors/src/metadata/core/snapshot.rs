@@ -139,6 +139,21 @@ pub fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
             ));
         }
     }
+    for (id, acl) in image.acls.iter() {
+        out.push(MetadataRecord::AccessControlEntry(
+            kactor_protocol::metadata::AccessControlEntryRecord {
+                id: *id,
+                resource_type: acl.resource_type,
+                resource_name: acl.resource_name.clone(),
+                pattern_type: acl.pattern_type,
+                principal: acl.principal.clone(),
+                host: acl.host.clone(),
+                operation: acl.operation,
+                permission_type: acl.permission,
+                ..Default::default()
+            },
+        ));
+    }
     out.extend(image.unmodeled.iter().cloned());
     out
 }

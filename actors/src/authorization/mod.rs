@@ -1,0 +1,389 @@
+//! Authorization (Kafka's `StandardAuthorizer`, `authorizer.class.name`): the ACL vocabulary
+//! (Kafka's operation, resource, pattern and permission codes), the ACL store and decision
+//! ([`acls`], a pure core over the metadata image), the handle requests are checked through
+//! ([`Authz`]), and the per-API checks ([`gate`], a router layer around every handler).
+//!
+//! Without an authorizer every request is allowed and describe responses report, as Kafka
+//! does, every operation the resource type supports (`AuthHelper.authorizedOperations`).
+
+pub mod acls;
+pub mod gate;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::metadata::MetadataImageWatch;
+use crate::security::KafkaPrincipal;
+use acls::{Decision, Requester};
+
+/// The name of the one CLUSTER resource (Kafka's `CLUSTER_NAME`).
+pub const CLUSTER_NAME: &str = "kafka-cluster";
+
+/// The class name that turns authorization on: the KRaft authorizer. Other classes are
+/// refused at start-up (kactor loads no Java code).
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+/// Kafka's codes for the ACL enums, as they travel in requests and metadata records.
+pub mod codes {
+    pub mod resource {
+        pub const UNKNOWN: i8 = 0;
+        pub const ANY: i8 = 1;
+        pub const TOPIC: i8 = 2;
+        pub const GROUP: i8 = 3;
+        pub const CLUSTER: i8 = 4;
+        pub const TRANSACTIONAL_ID: i8 = 5;
+        pub const DELEGATION_TOKEN: i8 = 6;
+        pub const USER: i8 = 7;
+        pub fn name(code: i8) -> &'static str {
+            [
+                "UNKNOWN",
+                "ANY",
+                "TOPIC",
+                "GROUP",
+                "CLUSTER",
+                "TRANSACTIONAL_ID",
+                "DELEGATION_TOKEN",
+                "USER",
+            ]
+            .get(code as usize)
+            .copied()
+            .unwrap_or("UNKNOWN")
+        }
+    }
+    pub mod pattern {
+        pub const UNKNOWN: i8 = 0;
+        pub const ANY: i8 = 1;
+        pub const MATCH: i8 = 2;
+        pub const LITERAL: i8 = 3;
+        pub const PREFIXED: i8 = 4;
+        pub fn name(code: i8) -> &'static str {
+            ["UNKNOWN", "ANY", "MATCH", "LITERAL", "PREFIXED"]
+                .get(code as usize)
+                .copied()
+                .unwrap_or("UNKNOWN")
+        }
+    }
+    pub mod operation {
+        pub const UNKNOWN: i8 = 0;
+        pub const ANY: i8 = 1;
+        pub const ALL: i8 = 2;
+        pub const READ: i8 = 3;
+        pub const WRITE: i8 = 4;
+        pub const DESCRIBE: i8 = 8;
+        pub const ALTER_CONFIGS: i8 = 11;
+        pub fn name(code: i8) -> &'static str {
+            [
+                "UNKNOWN",
+                "ANY",
+                "ALL",
+                "READ",
+                "WRITE",
+                "CREATE",
+                "DELETE",
+                "ALTER",
+                "DESCRIBE",
+                "CLUSTER_ACTION",
+                "DESCRIBE_CONFIGS",
+                "ALTER_CONFIGS",
+                "IDEMPOTENT_WRITE",
+                "CREATE_TOKENS",
+                "DESCRIBE_TOKENS",
+                "TWO_PHASE_COMMIT",
+            ]
+            .get(code as usize)
+            .copied()
+            .unwrap_or("UNKNOWN")
+        }
+    }
+    pub mod permission {
+        pub const UNKNOWN: i8 = 0;
+        pub const ANY: i8 = 1;
+        pub const DENY: i8 = 2;
+        pub const ALLOW: i8 = 3;
+        pub fn name(code: i8) -> &'static str {
+            ["UNKNOWN", "ANY", "DENY", "ALLOW"]
+                .get(code as usize)
+                .copied()
+                .unwrap_or("UNKNOWN")
+        }
+    }
+}
+
+/// Kafka's `AclOperation` (its byte codes are the bit positions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum AclOperation {
+    Read = 3,
+    Write = 4,
+    Create = 5,
+    Delete = 6,
+    Alter = 7,
+    Describe = 8,
+    ClusterAction = 9,
+    DescribeConfigs = 10,
+    AlterConfigs = 11,
+    IdempotentWrite = 12,
+    CreateTokens = 13,
+    DescribeTokens = 14,
+    TwoPhaseCommit = 15,
+}
+
+/// Kafka's concrete `ResourceType`s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceType {
+    Topic,
+    Group,
+    Cluster,
+    TransactionalId,
+    DelegationToken,
+    User,
+}
+
+impl ResourceType {
+    pub fn code(self) -> i8 {
+        use codes::resource::*;
+        match self {
+            ResourceType::Topic => TOPIC,
+            ResourceType::Group => GROUP,
+            ResourceType::Cluster => CLUSTER,
+            ResourceType::TransactionalId => TRANSACTIONAL_ID,
+            ResourceType::DelegationToken => DELEGATION_TOKEN,
+            ResourceType::User => USER,
+        }
+    }
+
+    pub fn from_code(code: i8) -> Option<Self> {
+        use codes::resource::*;
+        Some(match code {
+            TOPIC => ResourceType::Topic,
+            GROUP => ResourceType::Group,
+            CLUSTER => ResourceType::Cluster,
+            TRANSACTIONAL_ID => ResourceType::TransactionalId,
+            DELEGATION_TOKEN => ResourceType::DelegationToken,
+            USER => ResourceType::User,
+            _ => return None,
+        })
+    }
+}
+
+/// The operations an ACL on `resource` can grant (Kafka's `AclEntry.supportedOperations`).
+pub fn supported_operations(resource: ResourceType) -> &'static [AclOperation] {
+    use AclOperation::*;
+    match resource {
+        ResourceType::Topic => &[
+            Read,
+            Write,
+            Create,
+            Describe,
+            Delete,
+            Alter,
+            DescribeConfigs,
+            AlterConfigs,
+        ],
+        ResourceType::Group => &[Read, Describe, Delete, DescribeConfigs, AlterConfigs],
+        ResourceType::Cluster => &[
+            Create,
+            ClusterAction,
+            DescribeConfigs,
+            AlterConfigs,
+            IdempotentWrite,
+            Alter,
+            Describe,
+        ],
+        ResourceType::TransactionalId => &[Describe, Write, TwoPhaseCommit],
+        ResourceType::DelegationToken => &[Describe],
+        ResourceType::User => &[CreateTokens, DescribeTokens],
+    }
+}
+
+/// What a describe response's `AuthorizedOperations` holds for a resource of this type when
+/// the client asked for it: with no authorizer, every supported operation (Kafka's
+/// `Utils.to32BitField` of their codes).
+pub fn authorized_operations(resource: ResourceType) -> i32 {
+    supported_operations(resource)
+        .iter()
+        .fold(0, |bits, op| bits | 1 << *op as u8)
+}
+
+/// `AuthorizedOperations` when the client did not ask for them (Kafka's `Integer.MIN_VALUE`).
+pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+/// The authorizer settings: `super.users` and `allow.everyone.if.no.acl.found`.
+#[derive(Debug, Clone, Default)]
+pub struct AuthorizerConfig {
+    /// `Type:name` strings (`super.users`, `;`-separated in the config).
+    pub super_users: HashSet<String>,
+    pub allow_everyone_if_no_acl_found: bool,
+}
+
+/// How requests are checked: cheap to clone, shared by every connection. `Authz::off()`
+/// allows everything (no `authorizer.class.name`); otherwise decisions read the ACLs of the
+/// metadata image this broker serves, so a CreateAcls is enforced as soon as the image has it.
+#[derive(Clone, Default)]
+pub struct Authz(Option<Arc<AuthzInner>>);
+
+struct AuthzInner {
+    config: AuthorizerConfig,
+    image: MetadataImageWatch,
+}
+
+/// One request's requester, worked out once: the principal as `Type:name`, the client's
+/// address, and whether it is a super user.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    pub principal: String,
+    pub host: String,
+    pub super_user: bool,
+}
+
+impl Authz {
+    pub fn off() -> Self {
+        Authz(None)
+    }
+
+    pub fn standard(config: AuthorizerConfig, image: MetadataImageWatch) -> Self {
+        Authz(Some(Arc::new(AuthzInner { config, image })))
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The requester of a request from `principal` at `peer`.
+    pub fn subject(&self, principal: &KafkaPrincipal, peer: std::net::IpAddr) -> Subject {
+        let principal = principal.to_string();
+        let super_user = match &self.0 {
+            None => true,
+            Some(inner) => inner.config.super_users.contains(&principal),
+        };
+        Subject {
+            principal,
+            host: peer.to_string(),
+            super_user,
+        }
+    }
+
+    /// Whether `who` may do `op` on the resource.
+    pub fn authorize(
+        &self,
+        who: &Subject,
+        op: AclOperation,
+        resource: ResourceType,
+        name: &str,
+    ) -> bool {
+        let Some(inner) = &self.0 else {
+            return true;
+        };
+        if who.super_user {
+            return true;
+        }
+        let image = inner.image.borrow().clone();
+        let allowed = image.acls.authorize(
+            Requester {
+                principal: &who.principal,
+                host: &who.host,
+            },
+            op,
+            resource,
+            name,
+            inner.default(),
+        ) == Decision::Allowed;
+        if !allowed {
+            // Kafka's `kafka.authorizer.logger` line, at the level it logs denials (INFO).
+            tracing::info!(
+                target: "kafka.authorizer.logger",
+                "Principal = {} is Denied operation = {:?} from host = {} on resource = {:?}:LITERAL:{}",
+                who.principal,
+                op,
+                who.host,
+                resource,
+                name
+            );
+        }
+        allowed
+    }
+
+    /// Whether `who` may do `op` on some resource of the type (Kafka's
+    /// `authorizeByResourceType`, used for idempotent producers).
+    pub fn authorize_any(&self, who: &Subject, op: AclOperation, resource: ResourceType) -> bool {
+        let Some(inner) = &self.0 else {
+            return true;
+        };
+        if who.super_user {
+            return true;
+        }
+        let image = inner.image.borrow().clone();
+        image.acls.authorize_any(
+            Requester {
+                principal: &who.principal,
+                host: &who.host,
+            },
+            op,
+            resource,
+            inner.default(),
+        ) == Decision::Allowed
+    }
+
+    /// The `AuthorizedOperations` bit field for one resource: the supported operations `who`
+    /// is allowed (all of them without an authorizer).
+    pub fn authorized_operations(&self, who: &Subject, resource: ResourceType, name: &str) -> i32 {
+        if self.0.is_none() || who.super_user {
+            return authorized_operations(resource);
+        }
+        supported_operations(resource)
+            .iter()
+            .filter(|op| self.authorize_quietly(who, **op, resource, name))
+            .fold(0, |bits, op| bits | 1 << *op as u8)
+    }
+
+    /// A check whose denial is not an event (listing what is allowed), so not logged.
+    pub fn authorize_quietly(
+        &self,
+        who: &Subject,
+        op: AclOperation,
+        resource: ResourceType,
+        name: &str,
+    ) -> bool {
+        let Some(inner) = &self.0 else {
+            return true;
+        };
+        if who.super_user {
+            return true;
+        }
+        let image = inner.image.borrow().clone();
+        image.acls.authorize(
+            Requester {
+                principal: &who.principal,
+                host: &who.host,
+            },
+            op,
+            resource,
+            name,
+            inner.default(),
+        ) == Decision::Allowed
+    }
+}
+
+impl AuthzInner {
+    fn default(&self) -> Decision {
+        if self.config.allow_everyone_if_no_acl_found {
+            Decision::Allowed
+        } else {
+            Decision::Denied
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bit_fields_as_kafka_4_4_reports_them_without_an_authorizer() {
+        // The values Apache Kafka 4.4.0 answers DescribeGroups / ConsumerGroupDescribe,
+        // Metadata v8 (cluster) and Metadata (topics) with.
+        assert_eq!(authorized_operations(ResourceType::Group), 3400);
+        assert_eq!(authorized_operations(ResourceType::Cluster), 8096);
+        assert_eq!(authorized_operations(ResourceType::Topic), 3576);
+    }
+}
