@@ -75,11 +75,11 @@ class ClusterNode(Broker):
 
 class Cluster:
     def __init__(self, workdir, size=3, target=TARGET, overrides=None, controllers=None,
-                 brokers=None, targets=None, kafka_format_args=()):
+                 brokers=None, targets=None, kafka_format_args=(), node_class=None):
         """`size` combined nodes, or (when `controllers` is given) that many controller-only
         nodes numbered from 1 and `brokers` broker-only nodes numbered after them. `targets`
         maps node ids to another target than `target` (kactor and Kafka nodes in one
-        cluster)."""
+        cluster). `node_class` (a ClusterNode subclass) adds listeners or settings per node."""
         self.target = target
         self.overrides = dict(overrides or {})
         self.cluster_id = random_cluster_id()
@@ -90,7 +90,8 @@ class Cluster:
             layout = [("controller",)] * controllers + [("broker",)] * (brokers or 0)
         for i, roles in enumerate(layout, start=1):
             node_target = (targets or {}).get(i, target)
-            self.nodes.append(ClusterNode(self, i, workdir / f"node{i}", node_target, roles))
+            self.nodes.append((node_class or ClusterNode)(self, i, workdir / f"node{i}",
+                                                          node_target, roles))
             self.nodes[-1].kafka_format_args = tuple(kafka_format_args)
         self.voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}"
                                for n in self.nodes if n.is_controller)

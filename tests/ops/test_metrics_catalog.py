@@ -34,6 +34,11 @@ def scraped(tmp_path_factory, target):
     # panel leaves its "available" series (2^63-1) out and would show nothing.
     b = SecureBroker(tmp_path_factory.mktemp("ops-catalog"), certs, name="ops-catalog",
                      overrides={"max.connections": str(MAX_CONNECTIONS),
+                                # ACLs on, every local listener's ANONYMOUS a super user:
+                                # alice's SASL login below is refused a topic.
+                                "authorizer.class.name":
+                                    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                                "super.users": "User:ANONYMOUS;User:admin",
                                 "log.flush.offset.checkpoint.interval.ms": "1000",
                                 "queued.max.request.bytes": str(2 * 104857600)})
     b.start()

@@ -640,6 +640,18 @@ def test_metadata_shows_only_what_alice_may_describe(alice, world):
         ids["secret"]: (None, TOPIC_AUTHZ), ids["granted"]: ("granted", NONE)}
 
 
+def test_metadata_v0_empty_list_is_all_topics(alice, world):
+    """At v0 an empty topic list asks for every topic: alice sees only what she may describe,
+    and a request whose every topic is refused lists nothing else."""
+    r = alice.call("Metadata", 0, {"Topics": []})
+    assert isinstance(r, dict), r
+    listed = {t["Name"] for t in r["Topics"] if t["Name"] in TOPICS}
+    assert "secret" not in listed and "granted" in listed, listed
+    r = alice.call("Metadata", 0, {"Topics": [{"Name": "secret"}]})
+    assert isinstance(r, dict), r
+    assert [(t["Name"], t["ErrorCode"]) for t in r["Topics"]] == [("secret", TOPIC_AUTHZ)]
+
+
 def test_metadata_auto_creation_needs_create(alice, world):
     # Auto-creation needs DESCRIBE first and then CREATE on the topic or the cluster: without
     # DESCRIBE (nosuch-auto) or with DESCRIBE but no CREATE (pub-auto, via the prefixed WRITE),

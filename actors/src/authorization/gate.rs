@@ -587,6 +587,13 @@ fn broker_side(c: &Check, ctx: &RequestContext, v: i16, body: RequestBody) -> Pr
                 ..Default::default()
             })
         }),
+        RequestBody::UnregisterBroker(_) => cluster_gate(c, Op::Alter, body, |_| {
+            ResponseBody::UnregisterBroker(UnregisterBrokerResponse {
+                error_code: CLUSTER_AUTHORIZATION_FAILED,
+                error_message: message(CLUSTER_AUTHORIZATION_FAILED),
+                ..Default::default()
+            })
+        }),
         RequestBody::WriteTxnMarkers(_) => {
             if c.authz
                 .authorize_quietly(&c.who, Op::Alter, R::Cluster, super::CLUSTER_NAME)
@@ -894,8 +901,15 @@ fn metadata(c: &Check, v: i16, mut r: MetadataRequest) -> Pre {
     let include_topic_ops = r.include_topic_authorized_operations;
     let include_cluster_ops = v >= 8 && r.include_cluster_authorized_operations;
     let mut errors: Vec<MetadataResponseTopic> = Vec::new();
-    let all_topics = r.topics.is_none();
-    if let Some(topics) = r.topics.take() {
+    // Null asks for every topic; so does an empty list at v0.
+    let all_topics = match &r.topics {
+        None => true,
+        Some(t) => v == 0 && t.is_empty(),
+    };
+    // Every named topic refused: nothing of the handler's answer may be shown (at v0 the
+    // empty list left would ask for all topics).
+    let mut none_left = false;
+    if let (Some(topics), false) = (r.topics.take(), all_topics) {
         let auto_create = c.auto_create_topics && (v < 4 || r.allow_auto_topic_creation);
         let may_create_any = auto_create
             && c.authz
@@ -935,18 +949,19 @@ fn metadata(c: &Check, v: i16, mut r: MetadataRequest) -> Pre {
             }
             kept.push(t);
         }
-        if kept.is_empty() && !errors.is_empty() {
-            // Nothing left to ask: an empty list (not null, which means all topics).
-            r.topics = Some(Vec::new());
-        } else {
-            r.topics = Some(kept);
-        }
+        none_left = kept.is_empty() && !errors.is_empty();
+        r.topics = Some(kept);
+    } else if all_topics && v == 0 {
+        r.topics = Some(Vec::new());
     }
     let c = c.clone();
     Pre::Serve(
         RequestBody::Metadata(r),
         post(move |resp| match resp {
             ResponseBody::Metadata(mut md) => {
+                if none_left {
+                    md.topics.clear();
+                }
                 if all_topics {
                     md.topics.retain(|t| {
                         t.name
