@@ -125,6 +125,10 @@ pub struct QuotaManagers {
     produce: Mutex<ClientQuotaManager>,
     fetch: Mutex<ClientQuotaManager>,
     last_expiry_ms: Mutex<i64>,
+    /// Whether any produce / fetch quota is set: read before each request without a lock, so
+    /// that a cluster without quotas pays nothing for them on its hot path.
+    produce_on: std::sync::atomic::AtomicBool,
+    fetch_on: std::sync::atomic::AtomicBool,
 }
 
 impl QuotaManagers {
@@ -133,7 +137,22 @@ impl QuotaManagers {
             produce: Mutex::new(ClientQuotaManager::new(cfg)),
             fetch: Mutex::new(ClientQuotaManager::new(cfg)),
             last_expiry_ms: Mutex::new(now_ms()),
+            produce_on: Default::default(),
+            fetch_on: Default::default(),
         })
+    }
+
+    fn flag(&self, t: QuotaType) -> &std::sync::atomic::AtomicBool {
+        match t {
+            QuotaType::Produce => &self.produce_on,
+            QuotaType::Fetch => &self.fetch_on,
+        }
+    }
+
+    /// Whether any quota of this type is set (a relaxed read: a quota set a moment ago is
+    /// enforced from the next request on).
+    fn is_on(&self, t: QuotaType) -> bool {
+        self.flag(t).load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn manager(&self, t: QuotaType) -> &Mutex<ClientQuotaManager> {
@@ -146,7 +165,10 @@ impl QuotaManagers {
     /// Takes the image's quotas (called on every change of them).
     pub fn set_quotas(&self, quotas: &BTreeMap<QuotaEntity, BTreeMap<String, f64>>) {
         for t in [QuotaType::Produce, QuotaType::Fetch] {
-            lock(self.manager(t)).set_quotas(quotas, t.key());
+            let mut m = lock(self.manager(t));
+            m.set_quotas(quotas, t.key());
+            self.flag(t)
+                .store(m.enabled(), std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -266,6 +288,9 @@ pub fn wrap_produce(router: &mut RequestRouter, managers: Arc<QuotaManagers>) {
     let responder = inner.on_unsupported_version;
     let inner = inner.handler;
     router.register(ApiKey::Produce, move |ctx, body| {
+        if !managers.is_on(QuotaType::Produce) {
+            return inner(ctx, body);
+        }
         let inner = inner.clone();
         let managers = managers.clone();
         Box::pin(async move {
@@ -323,6 +348,9 @@ pub fn wrap_fetch(router: &mut RequestRouter, managers: Arc<QuotaManagers>) {
     let responder = inner.on_unsupported_version;
     let inner = inner.handler;
     router.register(ApiKey::Fetch, move |ctx, body| {
+        if !managers.is_on(QuotaType::Fetch) {
+            return inner(ctx, body);
+        }
         let inner = inner.clone();
         let managers = managers.clone();
         Box::pin(async move {
