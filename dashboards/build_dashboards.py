@@ -255,10 +255,10 @@ def overview():
         timeseries("Authorization denials by API", [target(
             f"sum by (api) (rate(kactor_authorization_denials_total{{{s}}}[{RATE}]))",
             "{{api}}")],
-            unit="reqps", description="Requests the ACL authorizer refused whole or in part "
-                                      "(authorizer.class.name). Each denied operation is also "
-                                      "logged by the kafka.authorizer.logger target. A rise "
-                                      "after a deploy is a client missing an ACL."),
+            unit="ops", description="Authorization checks the ACLs denied (authorizer.class."
+                                    "name): one per refused resource of a request, each also "
+                                    "logged by the kafka.authorizer.logger target. A rise "
+                                    "after a deploy is a client missing an ACL."),
         timeseries("Request memory pool (queued.max.request.bytes)", [
             target(f"sum by (instance, listeners) "
                    f"(kactor_network_request_memory_pool_used_bytes{{{s}}})",

@@ -44,11 +44,21 @@ struct Check {
     who: Arc<Subject>,
     image: Arc<MetadataImage>,
     auto_create_topics: bool,
+    /// The API asked, for the denial counter.
+    api: &'static str,
 }
 
 impl Check {
+    /// A check whose denial is an event: logged by the authorizer and counted here.
     fn allow(&self, op: Op, rt: R, name: &str) -> bool {
-        self.authz.authorize(&self.who, op, rt, name)
+        let allowed = self.authz.authorize(&self.who, op, rt, name);
+        if !allowed {
+            crate::metrics::broker()
+                .authorization_denials_total
+                .with_label_values(&[self.api])
+                .inc();
+        }
+        allowed
     }
 
     fn quietly(&self, op: Op, rt: R, name: &str) -> bool {
@@ -105,21 +115,12 @@ pub fn install(
                 who: Arc::new(who),
                 image: image.borrow().clone(),
                 auto_create_topics,
+                api: ctx.api_key.name(),
             };
             Box::pin(async move {
                 match pre(&check, &ctx, body) {
-                    Pre::Refuse(response) => {
-                        crate::metrics::broker()
-                            .authorization_denials_total
-                            .with_label_values(&[ctx.api_key.name()])
-                            .inc();
-                        HandlerOutcome::Respond(response)
-                    }
+                    Pre::Refuse(response) => HandlerOutcome::Respond(response),
                     Pre::Close(reason) => {
-                        crate::metrics::broker()
-                            .authorization_denials_total
-                            .with_label_values(&[ctx.api_key.name()])
-                            .inc();
                         tracing::info!(
                             connection = ctx.connection.connection_id,
                             principal = %check.who.principal,
@@ -2053,4 +2054,210 @@ fn incremental_alter_configs(c: &Check, mut r: IncrementalAlterConfigsRequest) -
             other => other,
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authorization::acls::StandardAcl;
+    use crate::authorization::{codes, AuthorizerConfig};
+    use crate::network::ConnectionInfo;
+    use crate::security::KafkaPrincipal;
+
+    fn allow(resource_type: i8, name: &str, pattern: i8, op: i8) -> StandardAcl {
+        StandardAcl {
+            resource_type,
+            resource_name: name.into(),
+            pattern_type: pattern,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: op,
+            permission: codes::permission::ALLOW,
+        }
+    }
+
+    /// alice's view of an image holding `acls`, through a Check as `install` builds one.
+    fn check(acls: &[StandardAcl]) -> (Check, tokio::sync::watch::Sender<Arc<MetadataImage>>) {
+        let mut image = MetadataImage::default();
+        for a in acls {
+            Arc::make_mut(&mut image.acls).insert(Uuid::random(), a.clone());
+        }
+        let image = Arc::new(image);
+        let (tx, rx) = tokio::sync::watch::channel(image.clone());
+        let authz = Authz::standard(AuthorizerConfig::default(), rx);
+        let who = authz.subject(&KafkaPrincipal::user("alice"), "127.0.0.1".parse().unwrap());
+        let c = Check {
+            authz,
+            who: Arc::new(who),
+            image,
+            auto_create_topics: true,
+            api: "Test",
+        };
+        (c, tx)
+    }
+
+    fn ctx(api_key: ApiKey, version: i16, listener_kind: ListenerKind) -> RequestContext {
+        RequestContext {
+            api_key,
+            api_version: version,
+            header: Default::default(),
+            connection: ConnectionInfo {
+                connection_id: 1,
+                peer: "127.0.0.1:5000".parse().unwrap(),
+                local: "127.0.0.1:9092".parse().unwrap(),
+                listener_name: Arc::from("SASL_PLAINTEXT"),
+                listener_kind,
+                security_protocol: "SASL_PLAINTEXT",
+                principal: KafkaPrincipal::user("alice"),
+            },
+            received_at: std::time::Instant::now(),
+            request_bytes: 0,
+        }
+    }
+
+    fn produce_to(topics: &[&str], acks: i16) -> ProduceRequest {
+        ProduceRequest {
+            acks,
+            topic_data: topics
+                .iter()
+                .map(|t| m::produce_request::TopicProduceData {
+                    name: t.to_string(),
+                    partition_data: vec![m::produce_request::PartitionProduceData {
+                        index: 0,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_produce_is_served_for_the_topics_allowed_and_refused_for_the_rest() {
+        let (c, _tx) = check(&[allow(
+            codes::resource::TOPIC,
+            "ok-",
+            codes::pattern::PREFIXED,
+            codes::operation::WRITE,
+        )]);
+        let body = RequestBody::Produce(produce_to(&["ok-1", "secret"], 1));
+        let Pre::Serve(RequestBody::Produce(served), Some(post)) =
+            pre(&c, &ctx(ApiKey::Produce, 9, ListenerKind::Broker), body)
+        else {
+            panic!("expected a reduced request with a merge step");
+        };
+        assert_eq!(served.topic_data.len(), 1);
+        assert_eq!(served.topic_data[0].name, "ok-1");
+        let ResponseBody::Produce(merged) = post(ResponseBody::Produce(ProduceResponse::default()))
+        else {
+            panic!("a Produce answer");
+        };
+        assert_eq!(merged.responses.len(), 1);
+        assert_eq!(merged.responses[0].name, "secret");
+        assert_eq!(
+            merged.responses[0].partition_responses[0].error_code,
+            TOPIC_AUTHORIZATION_FAILED
+        );
+        // acks=0 has no answer to carry the error: the connection is closed, as Kafka does.
+        let body = RequestBody::Produce(produce_to(&["ok-1", "secret"], 0));
+        assert!(matches!(
+            pre(&c, &ctx(ApiKey::Produce, 9, ListenerKind::Broker), body),
+            Pre::Close(_)
+        ));
+    }
+
+    #[test]
+    fn metadata_v0_with_every_topic_refused_lists_nothing() {
+        let (c, _tx) = check(&[]);
+        let body = RequestBody::Metadata(MetadataRequest {
+            topics: Some(vec![m::metadata_request::MetadataRequestTopic {
+                name: Some("secret".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        let Pre::Serve(_, Some(post)) =
+            pre(&c, &ctx(ApiKey::Metadata, 0, ListenerKind::Broker), body)
+        else {
+            panic!("expected a merge step");
+        };
+        // Whatever the handler listed for the (now empty, i.e. all-topics) v0 request is
+        // dropped; only the refusal is left.
+        let handler = MetadataResponse {
+            topics: vec![m::metadata_response::MetadataResponseTopic {
+                name: Some("other".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let ResponseBody::Metadata(md) = post(ResponseBody::Metadata(handler)) else {
+            panic!("a Metadata answer");
+        };
+        let topics: Vec<_> = md
+            .topics
+            .iter()
+            .map(|t| (t.name.clone().unwrap(), t.error_code))
+            .collect();
+        assert_eq!(
+            topics,
+            vec![("secret".to_string(), TOPIC_AUTHORIZATION_FAILED)]
+        );
+    }
+
+    #[test]
+    fn apis_without_a_rule_and_quorum_apis_are_closed_to_ordinary_users() {
+        let (c, _tx) = check(&[]);
+        let vote = RequestBody::Vote(Default::default());
+        assert!(matches!(
+            pre(&c, &ctx(ApiKey::Vote, 0, ListenerKind::Controller), vote),
+            Pre::Close(_)
+        ));
+        let registration = RequestBody::BrokerRegistration(Default::default());
+        assert!(matches!(
+            pre(
+                &c,
+                &ctx(ApiKey::BrokerRegistration, 4, ListenerKind::Broker),
+                registration
+            ),
+            Pre::Close(_)
+        ));
+        let versions = RequestBody::ApiVersions(Default::default());
+        assert!(matches!(
+            pre(
+                &c,
+                &ctx(ApiKey::ApiVersions, 3, ListenerKind::Controller),
+                versions
+            ),
+            Pre::Serve(_, None)
+        ));
+    }
+
+    #[test]
+    fn an_acl_added_later_is_seen_by_the_next_decision() {
+        let (c, tx) = check(&[]);
+        let topic = || {
+            RequestBody::ListOffsets(ListOffsetsRequest {
+                topics: vec![m::list_offsets_request::ListOffsetsTopic {
+                    name: "t".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+        };
+        let list = ctx(ApiKey::ListOffsets, 7, ListenerKind::Broker);
+        assert!(matches!(pre(&c, &list, topic()), Pre::Serve(_, Some(_))));
+        let mut image = MetadataImage::default();
+        Arc::make_mut(&mut image.acls).insert(
+            Uuid::random(),
+            allow(
+                codes::resource::TOPIC,
+                "t",
+                codes::pattern::LITERAL,
+                codes::operation::DESCRIBE,
+            ),
+        );
+        tx.send(Arc::new(image)).unwrap();
+        assert!(matches!(pre(&c, &list, topic()), Pre::Serve(_, None)));
+    }
 }

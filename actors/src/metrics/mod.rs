@@ -152,7 +152,7 @@ pub fn broker() -> &'static BrokerMetrics {
             IntCounterVec::new(
                 Opts::new(
                     "kactor_authorization_denials_total",
-                    "Requests refused whole or in part by the authorizer, by API.",
+                    "Authorization checks the ACLs denied (each one logged by kafka.authorizer.logger), by API.",
                 ),
                 &["api"],
             )
