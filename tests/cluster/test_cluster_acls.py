@@ -9,7 +9,7 @@ Kafka 4.4 runs the same cluster from its jars (KACTOR_TEST_TARGET=kafka)."""
 import pytest
 
 from harness import schema_codec as sc
-from harness.broker import free_port
+from harness.broker import TARGET, free_port
 from harness.cli import run_tool
 from harness.cluster import Cluster, ClusterNode, create_topic, wait_until
 from harness.security import AUTHORIZER, AUTHZ_PLAIN_JAAS, sasl_plain_client
@@ -18,7 +18,8 @@ TOPIC_AUTHORIZATION_FAILED = 29
 
 
 class AclNode(ClusterNode):
-    """A combined node with a SASL_PLAINTEXT (PLAIN) client listener beside PLAINTEXT."""
+    """A node with the authorizer on; a broker also gets a SASL_PLAINTEXT (PLAIN) client
+    listener beside PLAINTEXT."""
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
@@ -27,10 +28,14 @@ class AclNode(ClusterNode):
     def base_config(self):
         cfg = super().base_config()
         h = self.host
-        cfg["listeners"] = (f"PLAINTEXT://{h}:{self.port},SASL_PLAINTEXT://{h}:{self.sasl_port},"
-                            f"CONTROLLER://{h}:{self.controller_port}")
-        cfg["advertised.listeners"] = (f"PLAINTEXT://{h}:{self.port},"
-                                       f"SASL_PLAINTEXT://{h}:{self.sasl_port}")
+        if self.is_broker:
+            listeners = [f"PLAINTEXT://{h}:{self.port}",
+                         f"SASL_PLAINTEXT://{h}:{self.sasl_port}"]
+            if self.is_controller:
+                listeners.append(f"CONTROLLER://{h}:{self.controller_port}")
+            cfg["listeners"] = ",".join(listeners)
+            cfg["advertised.listeners"] = (f"PLAINTEXT://{h}:{self.port},"
+                                           f"SASL_PLAINTEXT://{h}:{self.sasl_port}")
         cfg["listener.security.protocol.map"] = (
             "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT")
         cfg["sasl.enabled.mechanisms"] = "PLAIN"
@@ -96,3 +101,41 @@ def test_acls_are_cluster_wide(cluster, topic_name):
     for n in cluster.nodes:
         wait_until(lambda n=n: metadata_error(n, topic_name) == 0, 30,
                    f"deny removed on {n.name}")
+
+
+# Kafka 4.4 clusters that a kactor node joins are formatted without the features kactor does
+# not implement (see test_interop.py).
+KAFKA_FEATURES = ("--feature", "share.version=0", "--feature", "streams.version=0",
+                  "--feature", "eligible.leader.replicas.version=0")
+
+
+@pytest.mark.skipif(TARGET != "kactor", reason="mixes both targets itself")
+@pytest.mark.parametrize("controller", ["kactor", "kafka"])
+def test_acls_in_a_mixed_cluster(tmp_path, topic_name, controller):
+    """One controller of either kind, a kactor broker and a Kafka broker: ACLs added through
+    either broker (Kafka forwards CreateAcls in an Envelope, kactor as itself) are records both
+    kinds of broker read and enforce."""
+    broker_kinds = {2: "kactor", 3: "kafka"}
+    targets = {1: controller, **broker_kinds}
+    c = Cluster(tmp_path, controllers=1, brokers=2, target="kactor", targets=targets,
+                kafka_format_args=KAFKA_FEATURES, node_class=AclNode).start(timeout=180)
+    try:
+        kactor_broker, kafka_broker = c.node(2), c.node(3)
+        create_topic(kactor_broker, topic_name, partitions=2)
+        for b in c.brokers:
+            wait_until(lambda b=b: metadata_error(b, topic_name) == TOPIC_AUTHORIZATION_FAILED,
+                       30, f"alice refused {topic_name} on {b.name} ({b.target})")
+        acls(kafka_broker, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+             "--topic", topic_name)
+        for b in c.brokers:
+            wait_until(lambda b=b: metadata_error(b, topic_name) == 0, 30,
+                       f"Kafka-added ACL on {b.name} ({b.target})")
+        acls(kactor_broker, "--add", "--deny-principal", "User:alice", "--operation", "All",
+             "--topic", topic_name)
+        for b in c.brokers:
+            wait_until(lambda b=b: metadata_error(b, topic_name) == TOPIC_AUTHORIZATION_FAILED,
+                       30, f"kactor-added DENY on {b.name} ({b.target})")
+        listed = acls(kafka_broker, "--list", "--topic", topic_name).stdout
+        assert "DENY" in listed and "ALLOW" in listed, listed
+    finally:
+        c.stop()
