@@ -155,6 +155,8 @@ pub fn validate_new_acl(acl: &StandardAcl) -> Result<(), String> {
 struct TypeAcls {
     literal: HashMap<String, Vec<StandardAcl>>,
     prefixed: HashMap<String, Vec<StandardAcl>>,
+    /// The byte lengths of the stored prefixes, so that a check probes only those.
+    prefix_lengths: std::collections::BTreeSet<usize>,
 }
 
 /// Every ACL in the cluster, by id (Kafka's `AclsImage`), with the decision index.
@@ -171,7 +173,7 @@ impl PartialEq for AclImage {
     }
 }
 
-/// The outcome of one check, with whether any ACL named the resource (for the default).
+/// The outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     Allowed,
@@ -224,6 +226,7 @@ impl AclImage {
         }
         let t = self.index.entry(acl.resource_type).or_default();
         let map = if acl.pattern_type == codes::pattern::PREFIXED {
+            t.prefix_lengths.insert(acl.resource_name.len());
             &mut t.prefixed
         } else {
             &mut t.literal
@@ -254,6 +257,7 @@ impl AclImage {
                 map.remove(&acl.resource_name);
             }
         }
+        t.prefix_lengths = t.prefixed.keys().map(String::len).collect();
     }
 
     /// The decision for `who` wanting `op` on the resource `resource`/`name`, with
@@ -273,14 +277,11 @@ impl AclImage {
         let mut allowed = false;
         let exact = t.literal.get(name).into_iter().flatten();
         let wildcard = t.literal.get(WILDCARD).into_iter().flatten();
-        let prefixes = (!t.prefixed.is_empty())
-            .then(|| {
-                name.char_indices()
-                    .map(|(i, c)| &name[..i + c.len_utf8()])
-                    .filter_map(|p| t.prefixed.get(p))
-                    .flatten()
-            })
-            .into_iter()
+        let prefixes = t
+            .prefix_lengths
+            .range(..=name.len())
+            .filter(|&&n| name.is_char_boundary(n))
+            .filter_map(|&n| t.prefixed.get(&name[..n]))
             .flatten();
         for acl in exact.chain(prefixes).chain(wildcard) {
             // The wildcard literal is stored under `*`; a literal `*` looked up as `name`
@@ -302,10 +303,11 @@ impl AclImage {
     }
 
     /// Kafka's `Authorizer.authorizeByResourceType`: whether `who` could do `op` on some
-    /// resource of this type, i.e. some ALLOW pattern for it is not covered by a DENY (a
-    /// wildcard DENY covers all; a PREFIXED DENY covers the names it is a prefix of; a
-    /// LITERAL DENY covers the same LITERAL). With no ACL of the type for anyone at all, the
-    /// default answers.
+    /// resource of this type. First the decision for a name no ACL is likely to cover
+    /// (Kafka's "hardcode", so that the no-ACL default applies as in Kafka); then: a wildcard
+    /// DENY refuses, a wildcard ALLOW allows, and otherwise some ALLOW pattern must not be
+    /// covered by a DENY (a PREFIXED DENY covers the names it is a prefix of; a LITERAL DENY
+    /// the same LITERAL). Operations match exactly or by ALL, without implication.
     pub fn authorize_any(
         &self,
         who: Requester<'_>,
@@ -313,8 +315,11 @@ impl AclImage {
         resource: ResourceType,
         default: Decision,
     ) -> Decision {
+        if self.authorize(who, op, resource, "hardcode", default) == Decision::Allowed {
+            return Decision::Allowed;
+        }
         let Some(t) = self.index.get(&resource.code()) else {
-            return default;
+            return Decision::Denied;
         };
         let applies = |acl: &StandardAcl, permission: i8| {
             acl.permission == permission
@@ -326,11 +331,17 @@ impl AclImage {
         let denies: Vec<&StandardAcl> = all()
             .filter(|a| applies(a, codes::permission::DENY))
             .collect();
-        if denies
-            .iter()
-            .any(|d| d.pattern_type == codes::pattern::LITERAL && d.resource_name == WILDCARD)
-        {
+        let wildcard = |a: &StandardAcl| {
+            a.pattern_type == codes::pattern::LITERAL && a.resource_name == WILDCARD
+        };
+        if denies.iter().any(|d| wildcard(d)) {
             return Decision::Denied;
+        }
+        let allows: Vec<&StandardAcl> = all()
+            .filter(|a| applies(a, codes::permission::ALLOW))
+            .collect();
+        if allows.iter().any(|a| wildcard(a)) {
+            return Decision::Allowed;
         }
         let covered = |allow: &StandardAcl| {
             denies.iter().any(|d| match d.pattern_type {
@@ -341,16 +352,11 @@ impl AclImage {
                 }
             })
         };
-        let any_allow = all()
-            .filter(|a| applies(a, codes::permission::ALLOW))
-            .any(|a| !covered(a));
-        if any_allow {
-            return Decision::Allowed;
+        if allows.iter().any(|a| !covered(a)) {
+            Decision::Allowed
+        } else {
+            Decision::Denied
         }
-        if default == Decision::Allowed && t.literal.is_empty() && t.prefixed.is_empty() {
-            return Decision::Allowed;
-        }
-        Decision::Denied
     }
 }
 
@@ -594,6 +600,18 @@ mod tests {
         ]);
         assert_eq!(any(&img), Decision::Denied);
         assert_eq!(any(&AclImage::default()), Decision::Denied);
+        // With allow.everyone.if.no.acl.found, ACLs on other topics do not take the default
+        // away (Kafka decides for a name no ACL covers first).
+        let img = image(&[acl("t", p::LITERAL, "User:bob", "*", o::WRITE, true)]);
+        assert_eq!(
+            img.authorize_any(
+                ALICE,
+                AclOperation::Write,
+                ResourceType::Topic,
+                Decision::Allowed
+            ),
+            Decision::Allowed
+        );
     }
 
     #[test]

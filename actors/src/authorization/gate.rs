@@ -9,8 +9,9 @@
 //! topics, ListGroups, ListTransactions, OffsetFetch of a whole group) are filtered after the
 //! handler, and the `AuthorizedOperations` fields are filled for the requester.
 //!
-//! APIs without a rule here are served to super users only: the connection of anyone else is
-//! closed with a log line, so a new API can never be open by omission.
+//! APIs without a rule here are served only to principals with CLUSTER_ACTION (super users,
+//! brokers): anyone else's connection is closed with a log line, so a new API can never be
+//! open by omission.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -51,7 +52,9 @@ struct Check {
 impl Check {
     /// A check whose denial is an event: logged by the authorizer and counted here.
     fn allow(&self, op: Op, rt: R, name: &str) -> bool {
-        let allowed = self.authz.authorize(&self.who, op, rt, name);
+        let allowed = self
+            .authz
+            .decide(&self.image.acls, &self.who, op, rt, name, true);
         if !allowed {
             crate::metrics::broker()
                 .authorization_denials_total
@@ -61,8 +64,10 @@ impl Check {
         allowed
     }
 
+    /// A check whose denial is not an event (listing what may be shown), so not logged.
     fn quietly(&self, op: Op, rt: R, name: &str) -> bool {
-        self.authz.authorize_quietly(&self.who, op, rt, name)
+        self.authz
+            .decide(&self.image.acls, &self.who, op, rt, name, false)
     }
 
     fn cluster(&self, op: Op) -> bool {
@@ -70,7 +75,8 @@ impl Check {
     }
 
     fn ops(&self, rt: R, name: &str) -> i32 {
-        self.authz.authorized_operations(&self.who, rt, name)
+        self.authz
+            .authorized_operations(&self.image.acls, &self.who, rt, name)
     }
 
     fn topic_name(&self, id: &Uuid) -> Option<String> {
@@ -170,7 +176,18 @@ fn pre(c: &Check, ctx: &RequestContext, body: RequestBody) -> Pre {
             ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate => {
                 return Pre::Serve(body, None)
             }
-            ApiKey::DescribeCluster | ApiKey::DescribeQuorum => Op::Describe,
+            // Unlike on a broker, DescribeCluster at a controller needs ALTER on the cluster
+            // (Kafka's ControllerApis); answered with its error shape.
+            ApiKey::DescribeCluster => {
+                return cluster_gate(c, Op::Alter, body, |_| {
+                    ResponseBody::DescribeCluster(DescribeClusterResponse {
+                        error_code: CLUSTER_AUTHORIZATION_FAILED,
+                        error_message: message(CLUSTER_AUTHORIZATION_FAILED),
+                        cluster_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+                        ..Default::default()
+                    })
+                })
+            }
             ApiKey::Vote
             | ApiKey::BeginQuorumEpoch
             | ApiKey::EndQuorumEpoch
@@ -276,9 +293,7 @@ fn broker_side(c: &Check, ctx: &RequestContext, v: i16, body: RequestBody) -> Pr
         RequestBody::DescribeGroups(r) => describe_groups(c, v, r),
         RequestBody::ConsumerGroupDescribe(r) => consumer_group_describe(c, r),
         RequestBody::ListGroups(r) => {
-            if c.authz
-                .authorize_quietly(&c.who, Op::Describe, R::Cluster, super::CLUSTER_NAME)
-            {
+            if c.quietly(Op::Describe, R::Cluster, super::CLUSTER_NAME) {
                 return Pre::Serve(RequestBody::ListGroups(r), None);
             }
             let c = c.clone();
@@ -524,7 +539,12 @@ fn broker_side(c: &Check, ctx: &RequestContext, v: i16, body: RequestBody) -> Pr
                 })
                 .collect();
             ResponseBody::ElectLeaders(ElectLeadersResponse {
-                error_code: CLUSTER_AUTHORIZATION_FAILED,
+                // The top-level code exists from v1.
+                error_code: if v >= 1 {
+                    CLUSTER_AUTHORIZATION_FAILED
+                } else {
+                    NONE
+                },
                 replica_election_results,
                 ..Default::default()
             })
@@ -596,9 +616,7 @@ fn broker_side(c: &Check, ctx: &RequestContext, v: i16, body: RequestBody) -> Pr
             })
         }),
         RequestBody::WriteTxnMarkers(_) => {
-            if c.authz
-                .authorize_quietly(&c.who, Op::Alter, R::Cluster, super::CLUSTER_NAME)
-                || c.cluster(Op::ClusterAction)
+            if c.quietly(Op::Alter, R::Cluster, super::CLUSTER_NAME) || c.cluster(Op::ClusterAction)
             {
                 Pre::Serve(body, None)
             } else {
@@ -785,6 +803,12 @@ fn fetch(c: &Check, mut r: FetchRequest) -> Pre {
             }
         });
     let errors: Vec<_> = refused.iter().map(error_topic).collect();
+    // Checked just now: only topics the session carries without naming them are checked
+    // again below.
+    let checked: HashSet<(String, Uuid)> = allowed
+        .iter()
+        .map(|t| (t.topic.clone(), t.topic_id))
+        .collect();
     r.topics = allowed;
     let c = c.clone();
     // Partitions an incremental fetch session already holds are served without being named
@@ -794,6 +818,9 @@ fn fetch(c: &Check, mut r: FetchRequest) -> Pre {
         post(move |resp| match resp {
             ResponseBody::Fetch(mut f) => {
                 for t in &mut f.responses {
+                    if checked.contains(&(t.topic.clone(), t.topic_id)) {
+                        continue;
+                    }
                     let allowed = match c.name_of(&t.topic, &t.topic_id) {
                         Some(name) => c.quietly(Op::Read, R::Topic, &name),
                         None => true,
@@ -804,7 +831,17 @@ fn fetch(c: &Check, mut r: FetchRequest) -> Pre {
                         }
                     }
                 }
-                f.responses.extend(errors);
+                // A refused topic the session also carries is answered once.
+                let shown: HashSet<(String, Uuid)> = f
+                    .responses
+                    .iter()
+                    .map(|t| (t.topic.clone(), t.topic_id))
+                    .collect();
+                f.responses.extend(
+                    errors
+                        .into_iter()
+                        .filter(|t| !shown.contains(&(t.topic.clone(), t.topic_id))),
+                );
                 ResponseBody::Fetch(f)
             }
             other => other,
@@ -855,9 +892,7 @@ fn list_offsets(c: &Check, mut r: ListOffsetsRequest) -> Pre {
 
 fn offset_for_leader_epoch(c: &Check, mut r: OffsetForLeaderEpochRequest) -> Pre {
     use m::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
-    if c.authz
-        .authorize_quietly(&c.who, Op::ClusterAction, R::Cluster, super::CLUSTER_NAME)
-    {
+    if c.quietly(Op::ClusterAction, R::Cluster, super::CLUSTER_NAME) {
         return Pre::Serve(RequestBody::OffsetForLeaderEpoch(r), None);
     }
     let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
@@ -912,9 +947,7 @@ fn metadata(c: &Check, v: i16, mut r: MetadataRequest) -> Pre {
     let mut none_left = false;
     if let (Some(topics), false) = (r.topics.take(), all_topics) {
         let auto_create = c.auto_create_topics && (v < 4 || r.allow_auto_topic_creation);
-        let may_create_any = auto_create
-            && c.authz
-                .authorize_quietly(&c.who, Op::Create, R::Cluster, super::CLUSTER_NAME);
+        let may_create_any = auto_create && c.quietly(Op::Create, R::Cluster, super::CLUSTER_NAME);
         let mut kept = Vec::new();
         for t in topics {
             let by_id = t.name.is_none() && t.topic_id != Uuid::ZERO;
@@ -997,6 +1030,29 @@ fn metadata(c: &Check, v: i16, mut r: MetadataRequest) -> Pre {
 fn describe_topic_partitions(c: &Check, mut r: DescribeTopicPartitionsRequest) -> Pre {
     use m::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
     let named = !r.topics.is_empty();
+    if !named {
+        // Every topic: page over the ones the requester may describe only, so that neither
+        // the answer nor its cursor names another (the handler pages an explicit list alike).
+        r.topics = c
+            .image
+            .topics
+            .by_name
+            .keys()
+            .filter(|n| c.quietly(Op::Describe, R::Topic, n))
+            .map(|n| m::describe_topic_partitions_request::TopicRequest {
+                name: n.clone(),
+                ..Default::default()
+            })
+            .collect();
+        if r.topics.is_empty() {
+            return Pre::Refuse(ResponseBody::DescribeTopicPartitions(
+                DescribeTopicPartitionsResponse {
+                    next_cursor: None,
+                    ..Default::default()
+                },
+            ));
+        }
+    }
     let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
         .into_iter()
         .partition(|t| c.allow(Op::Describe, R::Topic, &t.name));
@@ -1267,8 +1323,41 @@ fn offset_fetch(c: &Check, v: i16, mut r: OffsetFetchRequest) -> Pre {
     use m::offset_fetch_response::OffsetFetchResponseGroup;
     if v < 8 {
         if !c.allow(Op::Describe, R::Group, &r.group_id) {
+            // Before v2 there is no top-level code: every partition asked for carries it.
+            use m::offset_fetch_response::{
+                OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+            };
+            let topics = if v < 2 {
+                r.topics
+                    .iter()
+                    .flatten()
+                    .map(|t| OffsetFetchResponseTopic {
+                        name: t.name.clone(),
+                        partitions: t
+                            .partition_indexes
+                            .iter()
+                            .map(|p| OffsetFetchResponsePartition {
+                                partition_index: *p,
+                                committed_offset: -1,
+                                committed_leader_epoch: -1,
+                                metadata: Some(String::new()),
+                                error_code: GROUP_AUTHORIZATION_FAILED,
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             return Pre::Refuse(ResponseBody::OffsetFetch(OffsetFetchResponse {
-                error_code: GROUP_AUTHORIZATION_FAILED,
+                error_code: if v >= 2 {
+                    GROUP_AUTHORIZATION_FAILED
+                } else {
+                    NONE
+                },
+                topics,
                 ..Default::default()
             }));
         }
@@ -1291,6 +1380,7 @@ fn offset_fetch(c: &Check, v: i16, mut r: OffsetFetchRequest) -> Pre {
                             for p in &mut t.partitions {
                                 p.error_code = TOPIC_AUTHORIZATION_FAILED;
                                 p.committed_offset = -1;
+                                p.committed_leader_epoch = -1;
                                 p.metadata = Some(String::new());
                             }
                             return true;
@@ -1536,12 +1626,9 @@ fn init_producer_id(c: &Check, r: InitProducerIdRequest) -> Pre {
         Some(_) => return Pre::Serve(RequestBody::InitProducerId(r), None),
         // An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
         None => {
-            if c.authz.authorize_quietly(
-                &c.who,
-                Op::IdempotentWrite,
-                R::Cluster,
-                super::CLUSTER_NAME,
-            ) || c.authz.authorize_any(&c.who, Op::Write, R::Topic)
+            if c.quietly(Op::IdempotentWrite, R::Cluster, super::CLUSTER_NAME)
+                || c.authz
+                    .decide_any(&c.image.acls, &c.who, Op::Write, R::Topic)
             {
                 return Pre::Serve(RequestBody::InitProducerId(r), None);
             }
@@ -1711,9 +1798,7 @@ fn describe_transactions(c: &Check, mut r: DescribeTransactionsRequest) -> Pre {
 
 fn create_topics(c: &Check, mut r: CreateTopicsRequest) -> Pre {
     use m::create_topics_response::CreatableTopicResult;
-    let cluster_create =
-        c.authz
-            .authorize_quietly(&c.who, Op::Create, R::Cluster, super::CLUSTER_NAME);
+    let cluster_create = c.quietly(Op::Create, R::Cluster, super::CLUSTER_NAME);
     let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
         .into_iter()
         .partition(|t| cluster_create || c.allow(Op::Create, R::Topic, &t.name));
@@ -1730,7 +1815,7 @@ fn create_topics(c: &Check, mut r: CreateTopicsRequest) -> Pre {
             ..Default::default()
         })
         .collect();
-    if !errors.is_empty() && r.topics.is_empty() && allowed.is_empty() {
+    if !errors.is_empty() && allowed.is_empty() {
         return Pre::Refuse(ResponseBody::CreateTopics(CreateTopicsResponse {
             topics: errors,
             ..Default::default()
@@ -1776,6 +1861,10 @@ fn delete_topics(c: &Check, v: i16, mut r: DeleteTopicsRequest) -> Pre {
         },
         ..Default::default()
     };
+    // DELETE on the cluster allows every topic (Kafka's ControllerApis `hasClusterAuth`).
+    if c.quietly(Op::Delete, R::Cluster, super::CLUSTER_NAME) {
+        return Pre::Serve(RequestBody::DeleteTopics(r), None);
+    }
     let mut errors = Vec::new();
     if v >= 6 {
         let topics = std::mem::take(&mut r.topics);
@@ -2258,6 +2347,11 @@ mod tests {
             ),
         );
         tx.send(Arc::new(image)).unwrap();
+        // The next request's Check is built from the image published now.
+        let c = Check {
+            image: tx.borrow().clone(),
+            ..c
+        };
         assert!(matches!(pre(&c, &list, topic()), Pre::Serve(_, None)));
     }
 }

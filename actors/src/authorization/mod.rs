@@ -258,12 +258,21 @@ impl Authz {
         };
         Subject {
             principal,
-            host: peer.to_string(),
+            host: java_host_address(peer),
             super_user,
         }
     }
 
-    /// Whether `who` may do `op` on the resource.
+    /// The ACLs decisions are made against now (those of the served image).
+    pub fn acls(&self) -> Arc<acls::AclImage> {
+        match &self.0 {
+            Some(inner) => inner.image.borrow().acls.clone(),
+            None => Default::default(),
+        }
+    }
+
+    /// Whether `who` may do `op` on the resource, by the ACLs of the served image. A denial
+    /// is logged.
     pub fn authorize(
         &self,
         who: &Subject,
@@ -271,14 +280,27 @@ impl Authz {
         resource: ResourceType,
         name: &str,
     ) -> bool {
+        self.decide(&self.acls(), who, op, resource, name, true)
+    }
+
+    /// The decision against a given set of ACLs (one request decides everything against the
+    /// same image); `log` says whether a denial is an event worth a log line.
+    pub fn decide(
+        &self,
+        acls: &acls::AclImage,
+        who: &Subject,
+        op: AclOperation,
+        resource: ResourceType,
+        name: &str,
+        log: bool,
+    ) -> bool {
         let Some(inner) = &self.0 else {
             return true;
         };
         if who.super_user {
             return true;
         }
-        let image = inner.image.borrow().clone();
-        let allowed = image.acls.authorize(
+        let allowed = acls.authorize(
             Requester {
                 principal: &who.principal,
                 host: &who.host,
@@ -288,15 +310,15 @@ impl Authz {
             name,
             inner.default(),
         ) == Decision::Allowed;
-        if !allowed {
+        if !allowed && log {
             // Kafka's `kafka.authorizer.logger` line, at the level it logs denials (INFO).
             tracing::info!(
                 target: "kafka.authorizer.logger",
-                "Principal = {} is Denied operation = {:?} from host = {} on resource = {:?}:LITERAL:{}",
+                "Principal = {} is Denied operation = {} from host = {} on resource = {}:LITERAL:{}",
                 who.principal,
-                op,
+                codes::operation::name(op as i8),
                 who.host,
-                resource,
+                codes::resource::name(resource.code()),
                 name
             );
         }
@@ -305,15 +327,20 @@ impl Authz {
 
     /// Whether `who` may do `op` on some resource of the type (Kafka's
     /// `authorizeByResourceType`, used for idempotent producers).
-    pub fn authorize_any(&self, who: &Subject, op: AclOperation, resource: ResourceType) -> bool {
+    pub fn decide_any(
+        &self,
+        acls: &acls::AclImage,
+        who: &Subject,
+        op: AclOperation,
+        resource: ResourceType,
+    ) -> bool {
         let Some(inner) = &self.0 else {
             return true;
         };
         if who.super_user {
             return true;
         }
-        let image = inner.image.borrow().clone();
-        image.acls.authorize_any(
+        acls.authorize_any(
             Requester {
                 principal: &who.principal,
                 host: &who.host,
@@ -326,41 +353,35 @@ impl Authz {
 
     /// The `AuthorizedOperations` bit field for one resource: the supported operations `who`
     /// is allowed (all of them without an authorizer).
-    pub fn authorized_operations(&self, who: &Subject, resource: ResourceType, name: &str) -> i32 {
+    pub fn authorized_operations(
+        &self,
+        acls: &acls::AclImage,
+        who: &Subject,
+        resource: ResourceType,
+        name: &str,
+    ) -> i32 {
         if self.0.is_none() || who.super_user {
             return authorized_operations(resource);
         }
         supported_operations(resource)
             .iter()
-            .filter(|op| self.authorize_quietly(who, **op, resource, name))
+            .filter(|op| self.decide(acls, who, **op, resource, name, false))
             .fold(0, |bits, op| bits | 1 << *op as u8)
     }
+}
 
-    /// A check whose denial is not an event (listing what is allowed), so not logged.
-    pub fn authorize_quietly(
-        &self,
-        who: &Subject,
-        op: AclOperation,
-        resource: ResourceType,
-        name: &str,
-    ) -> bool {
-        let Some(inner) = &self.0 else {
-            return true;
-        };
-        if who.super_user {
-            return true;
-        }
-        let image = inner.image.borrow().clone();
-        image.acls.authorize(
-            Requester {
-                principal: &who.principal,
-                host: &who.host,
-            },
-            op,
-            resource,
-            name,
-            inner.default(),
-        ) == Decision::Allowed
+/// The client address as Java's `InetAddress.getHostAddress` writes it, which is what ACL
+/// hosts are compared with: an IPv4-mapped IPv6 address as plain IPv4, IPv6 as eight
+/// uncompressed hex groups (`0:0:0:0:0:0:0:1`).
+pub fn java_host_address(ip: std::net::IpAddr) -> String {
+    match ip.to_canonical() {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => v6
+            .segments()
+            .iter()
+            .map(|s| format!("{s:x}"))
+            .collect::<Vec<_>>()
+            .join(":"),
     }
 }
 
@@ -377,6 +398,15 @@ impl AuthzInner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_are_written_as_java_writes_them() {
+        let host = |s: &str| java_host_address(s.parse().unwrap());
+        assert_eq!(host("127.0.0.1"), "127.0.0.1");
+        assert_eq!(host("::ffff:10.0.0.7"), "10.0.0.7");
+        assert_eq!(host("::1"), "0:0:0:0:0:0:0:1");
+        assert_eq!(host("fe80::1:ab"), "fe80:0:0:0:0:0:1:ab");
+    }
 
     #[test]
     fn bit_fields_as_kafka_4_4_reports_them_without_an_authorizer() {

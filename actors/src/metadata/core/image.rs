@@ -184,7 +184,7 @@ pub struct MetadataImage {
     /// ACLs by id (Kafka's `AclsImage`), indexed for authorization; shared between images
     /// until an ACL record changes them.
     pub acls: Arc<crate::authorization::acls::AclImage>,
-    /// Records of types the image does not model (ACLs, delegation tokens, ...
+    /// Records of types the image does not model (delegation tokens, ...
     /// as a Kafka controller in a mixed cluster may write them), in commit order, so that a
     /// snapshot of this image loses nothing another node needs.
     pub unmodeled: Vec<MetadataRecord>,
