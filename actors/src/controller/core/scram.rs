@@ -2,9 +2,8 @@
 //! --add-config 'SCRAM-SHA-256=[password=...]'`; Kafka's `ScramControlManager`): checked and
 //! turned into `UserScramCredentialRecord`s. The client sends the salted password; what is
 //! stored is RFC 5802's StoredKey = H(HMAC(salted, "Client Key")) and ServerKey =
-//! HMAC(salted, "Server Key"), from which a SCRAM server checks a login without the password.
-//! kactor has no SASL listener, so the credentials wait in the metadata log, as Kafka's do on a
-//! cluster whose listeners are all PLAINTEXT.
+//! HMAC(salted, "Server Key"), from which a SCRAM server checks a login without the password
+//! (kactor's SASL listeners read them from the image, `security/sasl.rs`).
 
 use std::collections::BTreeMap;
 
