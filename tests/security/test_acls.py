@@ -903,3 +903,24 @@ def test_librdkafka_produces_and_consumes_with_acls(authz, world):
     committed = {(t["Name"], p["PartitionIndex"]): p["CommittedOffset"]
                  for g in r["Groups"] for t in g["Topics"] for p in t["Partitions"]}
     assert sum(committed.values()) == n and set(committed) == {(topic, 0), (topic, 1)}
+
+
+def test_consumer_group_describe_hides_groups_using_hidden_topics(alice, world):
+    """KIP-848 groups: ConsumerGroupDescribe of a group whose member subscribes to a topic
+    alice may not describe is TOPIC_AUTHORIZATION_FAILED (Kafka 4.4's response schema lists
+    it), so member subscriptions and assignments do not leak topic names; a group on topics
+    she may describe is shown with its member."""
+    hidden, shown = f"g-cgd-hidden-{RUN}", f"g-cgd-shown-{RUN}"
+    for group, topic in ((hidden, "secret"), (shown, "granted")):
+        r = world.call("ConsumerGroupHeartbeat", 0, _heartbeat(group, [topic]))
+        assert isinstance(r, dict) and r["ErrorCode"] == NONE, r
+    grants = [acl("GROUP", hidden, "DESCRIBE"), acl("GROUP", shown, "DESCRIBE")]
+    _set_acls(world, grants)
+    try:
+        r = alice.call("ConsumerGroupDescribe", 0, {"GroupIds": [hidden, shown],
+                                                    "IncludeAuthorizedOperations": False})
+        assert isinstance(r, dict), r
+        got = {g["GroupId"]: (g["ErrorCode"], len(g["Members"])) for g in r["Groups"]}
+        assert got == {hidden: (TOPIC_AUTHZ, 0), shown: (NONE, 1)}, r
+    finally:
+        _set_acls(world, grants, present=False)

@@ -1568,6 +1568,32 @@ fn consumer_group_describe(c: &Check, mut r: ConsumerGroupDescribeRequest) -> Pr
         RequestBody::ConsumerGroupDescribe(r),
         post(move |resp| match resp {
             ResponseBody::ConsumerGroupDescribe(mut d) => {
+                // A group whose members subscribe to or are assigned topics the requester
+                // may not describe is not shown (Kafka 4.x: TOPIC_AUTHORIZATION_FAILED for
+                // the group), so its topic names do not leak.
+                for g in &mut d.groups {
+                    if g.error_code != 0 {
+                        continue;
+                    }
+                    let hidden = g.members.iter().any(|m| {
+                        m.subscribed_topic_names
+                            .iter()
+                            .chain(
+                                m.assignment
+                                    .topic_partitions
+                                    .iter()
+                                    .chain(&m.target_assignment.topic_partitions)
+                                    .map(|t| &t.topic_name),
+                            )
+                            .any(|t| !c.quietly(Op::Describe, R::Topic, t))
+                    });
+                    if hidden {
+                        g.error_code = TOPIC_AUTHORIZATION_FAILED;
+                        g.error_message = message(TOPIC_AUTHORIZATION_FAILED);
+                        g.members.clear();
+                        g.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+                    }
+                }
                 if include {
                     for g in &mut d.groups {
                         if g.error_code == 0 {
