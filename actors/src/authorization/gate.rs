@@ -161,6 +161,25 @@ fn post(f: impl FnOnce(ResponseBody) -> ResponseBody + 'static) -> Option<Post> 
     Some(Box::new(f))
 }
 
+/// Serves `body` (its refused parts already taken out) and, when some were refused, appends
+/// their error entries to the handler's answer with `append`.
+fn serve_rest<E: 'static>(
+    body: RequestBody,
+    errors: Vec<E>,
+    append: fn(&mut ResponseBody, Vec<E>),
+) -> Pre {
+    if errors.is_empty() {
+        return Pre::Serve(body, None);
+    }
+    Pre::Serve(
+        body,
+        post(move |mut resp| {
+            append(&mut resp, errors);
+            resp
+        }),
+    )
+}
+
 /// Kafka's default message for an error code.
 fn message(code: i16) -> Option<String> {
     Some(ErrorCode::for_code(code).default_message().to_string())
@@ -218,7 +237,7 @@ fn broker_side(c: &Check, ctx: &RequestContext, v: i16, body: RequestBody) -> Pr
         RequestBody::ApiVersions(_)
         | RequestBody::SaslHandshake(_)
         | RequestBody::SaslAuthenticate(_) => Pre::Serve(body, None),
-        RequestBody::Produce(r) => produce(c, ctx, r),
+        RequestBody::Produce(r) => produce(c, r),
         RequestBody::Fetch(r) => fetch(c, r),
         RequestBody::Metadata(r) => metadata(c, v, r),
         RequestBody::ListOffsets(r) => list_offsets(c, r),
@@ -665,7 +684,7 @@ fn cluster_gate(
 // ---------------------------------------------------------------------------------------------
 // Produce and Fetch
 
-fn produce(c: &Check, ctx: &RequestContext, mut r: ProduceRequest) -> Pre {
+fn produce(c: &Check, mut r: ProduceRequest) -> Pre {
     use m::produce_response::{PartitionProduceResponse, TopicProduceResponse};
     let error_topic = |t: &m::produce_request::TopicProduceData, code: i16| TopicProduceResponse {
         name: t.name.clone(),
@@ -712,36 +731,26 @@ fn produce(c: &Check, ctx: &RequestContext, mut r: ProduceRequest) -> Pre {
             // An unknown id: the handler answers UNKNOWN_TOPIC_ID.
             None => true,
         });
-    if refused.is_empty() {
-        r.topic_data = allowed;
-        return Pre::Serve(RequestBody::Produce(r), None);
-    }
-    if r.acks == 0 {
+    if r.acks == 0 && !refused.is_empty() {
         // Kafka closes an acks=0 producer's connection on any error, so that it notices.
-        let _ = ctx;
         return Pre::Close("topic not authorized for WRITE (acks=0)".into());
     }
     let errors: Vec<_> = refused
         .iter()
         .map(|t| error_topic(t, TOPIC_AUTHORIZATION_FAILED))
         .collect();
-    if allowed.is_empty() {
+    if allowed.is_empty() && !errors.is_empty() {
         return Pre::Refuse(ResponseBody::Produce(ProduceResponse {
             responses: errors,
             ..Default::default()
         }));
     }
     r.topic_data = allowed;
-    Pre::Serve(
-        RequestBody::Produce(r),
-        post(move |resp| match resp {
-            ResponseBody::Produce(mut p) => {
-                p.responses.extend(errors);
-                ResponseBody::Produce(p)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::Produce(r), errors, |resp, e| {
+        if let ResponseBody::Produce(p) = resp {
+            p.responses.extend(e);
+        }
+    })
 }
 
 /// Kafka's `RequestUtils.hasTransactionalRecords`: the first batch of some partition is
@@ -854,10 +863,6 @@ fn list_offsets(c: &Check, mut r: ListOffsetsRequest) -> Pre {
     let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
         .into_iter()
         .partition(|t| c.allow(Op::Describe, R::Topic, &t.name));
-    if refused.is_empty() {
-        r.topics = allowed;
-        return Pre::Serve(RequestBody::ListOffsets(r), None);
-    }
     let errors: Vec<_> = refused
         .iter()
         .map(|t| ListOffsetsTopicResponse {
@@ -878,16 +883,11 @@ fn list_offsets(c: &Check, mut r: ListOffsetsRequest) -> Pre {
         })
         .collect();
     r.topics = allowed;
-    Pre::Serve(
-        RequestBody::ListOffsets(r),
-        post(move |resp| match resp {
-            ResponseBody::ListOffsets(mut l) => {
-                l.topics.extend(errors);
-                ResponseBody::ListOffsets(l)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::ListOffsets(r), errors, |resp, e| {
+        if let ResponseBody::ListOffsets(l) = resp {
+            l.topics.extend(e);
+        }
+    })
 }
 
 fn offset_for_leader_epoch(c: &Check, mut r: OffsetForLeaderEpochRequest) -> Pre {
@@ -917,16 +917,11 @@ fn offset_for_leader_epoch(c: &Check, mut r: OffsetForLeaderEpochRequest) -> Pre
         })
         .collect();
     r.topics = allowed;
-    Pre::Serve(
-        RequestBody::OffsetForLeaderEpoch(r),
-        post(move |resp| match resp {
-            ResponseBody::OffsetForLeaderEpoch(mut o) => {
-                o.topics.extend(errors);
-                ResponseBody::OffsetForLeaderEpoch(o)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::OffsetForLeaderEpoch(r), errors, |resp, e| {
+        if let ResponseBody::OffsetForLeaderEpoch(o) = resp {
+            o.topics.extend(e);
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1229,27 +1224,18 @@ fn offset_commit(c: &Check, mut r: OffsetCommitRequest) -> Pre {
         .iter()
         .map(|t| error_topic(t, TOPIC_AUTHORIZATION_FAILED))
         .collect();
-    if errors.is_empty() {
-        r.topics = allowed;
-        return Pre::Serve(RequestBody::OffsetCommit(r), None);
-    }
-    if allowed.is_empty() {
+    if allowed.is_empty() && !errors.is_empty() {
         return Pre::Refuse(ResponseBody::OffsetCommit(OffsetCommitResponse {
             topics: errors,
             ..Default::default()
         }));
     }
     r.topics = allowed;
-    Pre::Serve(
-        RequestBody::OffsetCommit(r),
-        post(move |resp| match resp {
-            ResponseBody::OffsetCommit(mut o) => {
-                o.topics.extend(errors);
-                ResponseBody::OffsetCommit(o)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::OffsetCommit(r), errors, |resp, e| {
+        if let ResponseBody::OffsetCommit(o) = resp {
+            o.topics.extend(e);
+        }
+    })
 }
 
 fn txn_offset_commit(c: &Check, mut r: TxnOffsetCommitRequest) -> Pre {
@@ -1296,27 +1282,18 @@ fn txn_offset_commit(c: &Check, mut r: TxnOffsetCommitRequest) -> Pre {
         .iter()
         .map(|t| error_topic(t, TOPIC_AUTHORIZATION_FAILED))
         .collect();
-    if errors.is_empty() {
-        r.topics = allowed;
-        return Pre::Serve(RequestBody::TxnOffsetCommit(r), None);
-    }
-    if allowed.is_empty() {
+    if allowed.is_empty() && !errors.is_empty() {
         return Pre::Refuse(ResponseBody::TxnOffsetCommit(TxnOffsetCommitResponse {
             topics: errors,
             ..Default::default()
         }));
     }
     r.topics = allowed;
-    Pre::Serve(
-        RequestBody::TxnOffsetCommit(r),
-        post(move |resp| match resp {
-            ResponseBody::TxnOffsetCommit(mut o) => {
-                o.topics.extend(errors);
-                ResponseBody::TxnOffsetCommit(o)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::TxnOffsetCommit(r), errors, |resp, e| {
+        if let ResponseBody::TxnOffsetCommit(o) = resp {
+            o.topics.extend(e);
+        }
+    })
 }
 
 fn offset_fetch(c: &Check, v: i16, mut r: OffsetFetchRequest) -> Pre {
@@ -1459,10 +1436,6 @@ fn offset_delete(c: &Check, mut r: OffsetDeleteRequest) -> Pre {
     let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
         .into_iter()
         .partition(|t| c.allow(Op::Read, R::Topic, &t.name));
-    if refused.is_empty() {
-        r.topics = allowed;
-        return Pre::Serve(RequestBody::OffsetDelete(r), None);
-    }
     let errors: Vec<_> = refused
         .iter()
         .map(|t| OffsetDeleteResponseTopic {
@@ -1478,16 +1451,11 @@ fn offset_delete(c: &Check, mut r: OffsetDeleteRequest) -> Pre {
         })
         .collect();
     r.topics = allowed;
-    Pre::Serve(
-        RequestBody::OffsetDelete(r),
-        post(move |resp| match resp {
-            ResponseBody::OffsetDelete(mut o) => {
-                o.topics.extend(errors);
-                ResponseBody::OffsetDelete(o)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::OffsetDelete(r), errors, |resp, e| {
+        if let ResponseBody::OffsetDelete(o) = resp {
+            o.topics.extend(e);
+        }
+    })
 }
 
 fn describe_groups(c: &Check, v: i16, mut r: DescribeGroupsRequest) -> Pre {
@@ -1629,16 +1597,11 @@ fn delete_groups(c: &Check, mut r: DeleteGroupsRequest) -> Pre {
         }));
     }
     r.groups_names = allowed;
-    Pre::Serve(
-        RequestBody::DeleteGroups(r),
-        post(move |resp| match resp {
-            ResponseBody::DeleteGroups(mut d) => {
-                d.results.extend(errors);
-                ResponseBody::DeleteGroups(d)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::DeleteGroups(r), errors, |resp, e| {
+        if let ResponseBody::DeleteGroups(d) = resp {
+            d.results.extend(e);
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1767,21 +1730,12 @@ fn describe_producers(c: &Check, mut r: DescribeProducersRequest) -> Pre {
             ..Default::default()
         })
         .collect();
-    if errors.is_empty() {
-        r.topics = allowed;
-        return Pre::Serve(RequestBody::DescribeProducers(r), None);
-    }
     r.topics = allowed;
-    Pre::Serve(
-        RequestBody::DescribeProducers(r),
-        post(move |resp| match resp {
-            ResponseBody::DescribeProducers(mut d) => {
-                d.topics.extend(errors);
-                ResponseBody::DescribeProducers(d)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::DescribeProducers(r), errors, |resp, e| {
+        if let ResponseBody::DescribeProducers(d) = resp {
+            d.topics.extend(e);
+        }
+    })
 }
 
 fn describe_transactions(c: &Check, mut r: DescribeTransactionsRequest) -> Pre {
@@ -1930,16 +1884,11 @@ fn delete_topics(c: &Check, v: i16, mut r: DeleteTopicsRequest) -> Pre {
             ..Default::default()
         }));
     }
-    Pre::Serve(
-        RequestBody::DeleteTopics(r),
-        post(move |resp| match resp {
-            ResponseBody::DeleteTopics(mut d) => {
-                d.responses.extend(errors);
-                ResponseBody::DeleteTopics(d)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::DeleteTopics(r), errors, |resp, e| {
+        if let ResponseBody::DeleteTopics(d) = resp {
+            d.responses.extend(e);
+        }
+    })
 }
 
 fn create_partitions(c: &Check, mut r: CreatePartitionsRequest) -> Pre {
@@ -1956,27 +1905,18 @@ fn create_partitions(c: &Check, mut r: CreatePartitionsRequest) -> Pre {
             ..Default::default()
         })
         .collect();
-    if errors.is_empty() {
-        r.topics = allowed;
-        return Pre::Serve(RequestBody::CreatePartitions(r), None);
-    }
-    if allowed.is_empty() {
+    if allowed.is_empty() && !errors.is_empty() {
         return Pre::Refuse(ResponseBody::CreatePartitions(CreatePartitionsResponse {
             results: errors,
             ..Default::default()
         }));
     }
     r.topics = allowed;
-    Pre::Serve(
-        RequestBody::CreatePartitions(r),
-        post(move |resp| match resp {
-            ResponseBody::CreatePartitions(mut p) => {
-                p.results.extend(errors);
-                ResponseBody::CreatePartitions(p)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::CreatePartitions(r), errors, |resp, e| {
+        if let ResponseBody::CreatePartitions(p) = resp {
+            p.results.extend(e);
+        }
+    })
 }
 
 fn delete_records(c: &Check, mut r: DeleteRecordsRequest) -> Pre {
@@ -2001,27 +1941,18 @@ fn delete_records(c: &Check, mut r: DeleteRecordsRequest) -> Pre {
             ..Default::default()
         })
         .collect();
-    if errors.is_empty() {
-        r.topics = allowed;
-        return Pre::Serve(RequestBody::DeleteRecords(r), None);
-    }
-    if allowed.is_empty() {
+    if allowed.is_empty() && !errors.is_empty() {
         return Pre::Refuse(ResponseBody::DeleteRecords(DeleteRecordsResponse {
             topics: errors,
             ..Default::default()
         }));
     }
     r.topics = allowed;
-    Pre::Serve(
-        RequestBody::DeleteRecords(r),
-        post(move |resp| match resp {
-            ResponseBody::DeleteRecords(mut d) => {
-                d.topics.extend(errors);
-                ResponseBody::DeleteRecords(d)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::DeleteRecords(r), errors, |resp, e| {
+        if let ResponseBody::DeleteRecords(d) = resp {
+            d.topics.extend(e);
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2083,16 +2014,11 @@ fn describe_configs(c: &Check, mut r: DescribeConfigsRequest) -> Pre {
             ..Default::default()
         }));
     }
-    Pre::Serve(
-        RequestBody::DescribeConfigs(r),
-        post(move |resp| match resp {
-            ResponseBody::DescribeConfigs(mut d) => {
-                d.results.extend(errors);
-                ResponseBody::DescribeConfigs(d)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::DescribeConfigs(r), errors, |resp, e| {
+        if let ResponseBody::DescribeConfigs(d) = resp {
+            d.results.extend(e);
+        }
+    })
 }
 
 fn alter_configs(c: &Check, mut r: AlterConfigsRequest) -> Pre {
@@ -2120,16 +2046,11 @@ fn alter_configs(c: &Check, mut r: AlterConfigsRequest) -> Pre {
             ..Default::default()
         }));
     }
-    Pre::Serve(
-        RequestBody::AlterConfigs(r),
-        post(move |resp| match resp {
-            ResponseBody::AlterConfigs(mut a) => {
-                a.responses.extend(errors);
-                ResponseBody::AlterConfigs(a)
-            }
-            other => other,
-        }),
-    )
+    serve_rest(RequestBody::AlterConfigs(r), errors, |resp, e| {
+        if let ResponseBody::AlterConfigs(a) = resp {
+            a.responses.extend(e);
+        }
+    })
 }
 
 fn incremental_alter_configs(c: &Check, mut r: IncrementalAlterConfigsRequest) -> Pre {
@@ -2159,15 +2080,14 @@ fn incremental_alter_configs(c: &Check, mut r: IncrementalAlterConfigsRequest) -
             },
         ));
     }
-    Pre::Serve(
+    serve_rest(
         RequestBody::IncrementalAlterConfigs(r),
-        post(move |resp| match resp {
-            ResponseBody::IncrementalAlterConfigs(mut a) => {
-                a.responses.extend(errors);
-                ResponseBody::IncrementalAlterConfigs(a)
+        errors,
+        |resp, e| {
+            if let ResponseBody::IncrementalAlterConfigs(a) = resp {
+                a.responses.extend(e);
             }
-            other => other,
-        }),
+        },
     )
 }
 
@@ -2279,6 +2199,12 @@ mod tests {
         assert!(matches!(
             pre(&c, &ctx(ApiKey::Produce, 9, ListenerKind::Broker), body),
             Pre::Close(_)
+        ));
+        // ... and served as it is when every topic is allowed.
+        let body = RequestBody::Produce(produce_to(&["ok-1", "ok-2"], 0));
+        assert!(matches!(
+            pre(&c, &ctx(ApiKey::Produce, 9, ListenerKind::Broker), body),
+            Pre::Serve(_, None)
         ));
     }
 
