@@ -1984,36 +1984,49 @@ fn config_access(c: &Check, op: Op, resource_type: i8, name: &str) -> Result<(),
     }
 }
 
-fn describe_configs(c: &Check, mut r: DescribeConfigsRequest) -> Pre {
-    use m::describe_configs_response::DescribeConfigsResult;
+/// Splits config resources into the ones the requester may `op` and the refused ones, made
+/// into answer entries by `refused(resource, code)`.
+fn split_configs<Q, A>(
+    c: &Check,
+    op: Op,
+    resources: Vec<Q>,
+    key: impl Fn(&Q) -> (i8, &str),
+    refused: impl Fn(Q, i16) -> A,
+) -> (Vec<Q>, Vec<A>) {
+    let mut kept = Vec::new();
     let mut errors = Vec::new();
-    let resources = std::mem::take(&mut r.resources);
     for res in resources {
-        match config_access(
-            c,
-            Op::DescribeConfigs,
-            res.resource_type,
-            &res.resource_name,
-        ) {
-            Ok(()) => r.resources.push(res),
-            Err(code) => errors.push(DescribeConfigsResult {
-                error_code: code,
-                error_message: message(code),
-                resource_type: res.resource_type,
-                resource_name: res.resource_name,
-                ..Default::default()
-            }),
+        let (resource_type, name) = key(&res);
+        match config_access(c, op, resource_type, name) {
+            Ok(()) => kept.push(res),
+            Err(code) => errors.push(refused(res, code)),
         }
     }
-    if errors.is_empty() {
-        return Pre::Serve(RequestBody::DescribeConfigs(r), None);
-    }
-    if r.resources.is_empty() {
+    (kept, errors)
+}
+
+fn describe_configs(c: &Check, mut r: DescribeConfigsRequest) -> Pre {
+    use m::describe_configs_response::DescribeConfigsResult;
+    let (kept, errors) = split_configs(
+        c,
+        Op::DescribeConfigs,
+        std::mem::take(&mut r.resources),
+        |q| (q.resource_type, q.resource_name.as_str()),
+        |q, code| DescribeConfigsResult {
+            error_code: code,
+            error_message: message(code),
+            resource_type: q.resource_type,
+            resource_name: q.resource_name,
+            ..Default::default()
+        },
+    );
+    if kept.is_empty() && !errors.is_empty() {
         return Pre::Refuse(ResponseBody::DescribeConfigs(DescribeConfigsResponse {
             results: errors,
             ..Default::default()
         }));
     }
+    r.resources = kept;
     serve_rest(RequestBody::DescribeConfigs(r), errors, |resp, e| {
         if let ResponseBody::DescribeConfigs(d) = resp {
             d.results.extend(e);
@@ -2023,29 +2036,26 @@ fn describe_configs(c: &Check, mut r: DescribeConfigsRequest) -> Pre {
 
 fn alter_configs(c: &Check, mut r: AlterConfigsRequest) -> Pre {
     use m::alter_configs_response::AlterConfigsResourceResponse;
-    let mut errors = Vec::new();
-    let resources = std::mem::take(&mut r.resources);
-    for res in resources {
-        match config_access(c, Op::AlterConfigs, res.resource_type, &res.resource_name) {
-            Ok(()) => r.resources.push(res),
-            Err(code) => errors.push(AlterConfigsResourceResponse {
-                error_code: code,
-                error_message: message(code),
-                resource_type: res.resource_type,
-                resource_name: res.resource_name,
-                ..Default::default()
-            }),
-        }
-    }
-    if errors.is_empty() {
-        return Pre::Serve(RequestBody::AlterConfigs(r), None);
-    }
-    if r.resources.is_empty() {
+    let (kept, errors) = split_configs(
+        c,
+        Op::AlterConfigs,
+        std::mem::take(&mut r.resources),
+        |q| (q.resource_type, q.resource_name.as_str()),
+        |q, code| AlterConfigsResourceResponse {
+            error_code: code,
+            error_message: message(code),
+            resource_type: q.resource_type,
+            resource_name: q.resource_name,
+            ..Default::default()
+        },
+    );
+    if kept.is_empty() && !errors.is_empty() {
         return Pre::Refuse(ResponseBody::AlterConfigs(AlterConfigsResponse {
             responses: errors,
             ..Default::default()
         }));
     }
+    r.resources = kept;
     serve_rest(RequestBody::AlterConfigs(r), errors, |resp, e| {
         if let ResponseBody::AlterConfigs(a) = resp {
             a.responses.extend(e);
@@ -2055,24 +2065,20 @@ fn alter_configs(c: &Check, mut r: AlterConfigsRequest) -> Pre {
 
 fn incremental_alter_configs(c: &Check, mut r: IncrementalAlterConfigsRequest) -> Pre {
     use m::incremental_alter_configs_response::AlterConfigsResourceResponse;
-    let mut errors = Vec::new();
-    let resources = std::mem::take(&mut r.resources);
-    for res in resources {
-        match config_access(c, Op::AlterConfigs, res.resource_type, &res.resource_name) {
-            Ok(()) => r.resources.push(res),
-            Err(code) => errors.push(AlterConfigsResourceResponse {
-                error_code: code,
-                error_message: message(code),
-                resource_type: res.resource_type,
-                resource_name: res.resource_name,
-                ..Default::default()
-            }),
-        }
-    }
-    if errors.is_empty() {
-        return Pre::Serve(RequestBody::IncrementalAlterConfigs(r), None);
-    }
-    if r.resources.is_empty() {
+    let (kept, errors) = split_configs(
+        c,
+        Op::AlterConfigs,
+        std::mem::take(&mut r.resources),
+        |q| (q.resource_type, q.resource_name.as_str()),
+        |q, code| AlterConfigsResourceResponse {
+            error_code: code,
+            error_message: message(code),
+            resource_type: q.resource_type,
+            resource_name: q.resource_name,
+            ..Default::default()
+        },
+    );
+    if kept.is_empty() && !errors.is_empty() {
         return Pre::Refuse(ResponseBody::IncrementalAlterConfigs(
             IncrementalAlterConfigsResponse {
                 responses: errors,
@@ -2080,6 +2086,7 @@ fn incremental_alter_configs(c: &Check, mut r: IncrementalAlterConfigsRequest) -
             },
         ));
     }
+    r.resources = kept;
     serve_rest(
         RequestBody::IncrementalAlterConfigs(r),
         errors,
