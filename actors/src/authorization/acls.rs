@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use kactor_protocol::metadata::AccessControlEntryRecord;
 use kactor_protocol::Uuid;
 
 use super::{codes, AclOperation, ResourceType};
@@ -32,6 +33,36 @@ pub struct StandardAcl {
     pub host: String,
     pub operation: i8,
     pub permission: i8,
+}
+
+impl StandardAcl {
+    /// The ACL of an `AccessControlEntryRecord`.
+    pub fn from_record(r: &AccessControlEntryRecord) -> Self {
+        StandardAcl {
+            resource_type: r.resource_type,
+            resource_name: r.resource_name.clone(),
+            pattern_type: r.pattern_type,
+            principal: r.principal.clone(),
+            host: r.host.clone(),
+            operation: r.operation,
+            permission: r.permission_type,
+        }
+    }
+
+    /// The `AccessControlEntryRecord` that stores this ACL under `id`.
+    pub fn to_record(&self, id: Uuid) -> AccessControlEntryRecord {
+        AccessControlEntryRecord {
+            id,
+            resource_type: self.resource_type,
+            resource_name: self.resource_name.clone(),
+            pattern_type: self.pattern_type,
+            principal: self.principal.clone(),
+            host: self.host.clone(),
+            operation: self.operation,
+            permission_type: self.permission,
+            ..Default::default()
+        }
+    }
 }
 
 /// What an ACL filter (DescribeAcls, DeleteAcls) names; `None` strings match anything.

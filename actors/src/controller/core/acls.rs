@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use kactor_protocol::errors::*;
-use kactor_protocol::metadata::{AccessControlEntryRecord, RemoveAccessControlEntryRecord};
+use kactor_protocol::metadata::RemoveAccessControlEntryRecord;
 use kactor_protocol::Uuid;
 
 use super::errors::ApiError;
@@ -53,19 +53,7 @@ impl QuorumControllerCore {
                         break id;
                     }
                 };
-                records.push(MetadataRecord::AccessControlEntry(
-                    AccessControlEntryRecord {
-                        id,
-                        resource_type: acl.resource_type,
-                        resource_name: acl.resource_name.clone(),
-                        pattern_type: acl.pattern_type,
-                        principal: acl.principal.clone(),
-                        host: acl.host.clone(),
-                        operation: acl.operation,
-                        permission_type: acl.permission,
-                        ..Default::default()
-                    },
-                ));
+                records.push(MetadataRecord::AccessControlEntry(acl.to_record(id)));
             }
             results.push(ApiError::NONE);
         }

@@ -464,15 +464,7 @@ impl MetadataImage {
             MetadataRecord::AccessControlEntry(r) => {
                 Arc::make_mut(&mut self.acls).insert(
                     r.id,
-                    crate::authorization::acls::StandardAcl {
-                        resource_type: r.resource_type,
-                        resource_name: r.resource_name.clone(),
-                        pattern_type: r.pattern_type,
-                        principal: r.principal.clone(),
-                        host: r.host.clone(),
-                        operation: r.operation,
-                        permission: r.permission_type,
-                    },
+                    crate::authorization::acls::StandardAcl::from_record(r),
                 );
             }
             MetadataRecord::RemoveAccessControlEntry(r) => {

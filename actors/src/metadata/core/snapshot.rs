@@ -140,19 +140,7 @@ pub fn image_records(image: &MetadataImage) -> Vec<MetadataRecord> {
         }
     }
     for (id, acl) in image.acls.iter() {
-        out.push(MetadataRecord::AccessControlEntry(
-            kactor_protocol::metadata::AccessControlEntryRecord {
-                id: *id,
-                resource_type: acl.resource_type,
-                resource_name: acl.resource_name.clone(),
-                pattern_type: acl.pattern_type,
-                principal: acl.principal.clone(),
-                host: acl.host.clone(),
-                operation: acl.operation,
-                permission_type: acl.permission,
-                ..Default::default()
-            },
-        ));
+        out.push(MetadataRecord::AccessControlEntry(acl.to_record(*id)));
     }
     out.extend(image.unmodeled.iter().cloned());
     out
@@ -364,12 +352,39 @@ mod tests {
                 remove: true,
                 ..Default::default()
             }),
-            // An AccessControlEntryRecord kactor does not model.
+            // A record type kactor does not model (kept as it is).
             MetadataRecord::Other {
                 api_key: 6,
                 version: 0,
                 body: Bytes::from_static(b"\x01\x02"),
             },
+            // Two ACLs, one removed again.
+            MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+                id: Uuid((31u128).to_be_bytes()),
+                resource_type: 2,
+                resource_name: "t1".into(),
+                pattern_type: 3,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: 3,
+                permission_type: 3,
+                ..Default::default()
+            }),
+            MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+                id: Uuid((32u128).to_be_bytes()),
+                resource_type: 2,
+                resource_name: "t".into(),
+                pattern_type: 4,
+                principal: "User:bob".into(),
+                host: "*".into(),
+                operation: 4,
+                permission_type: 2,
+                ..Default::default()
+            }),
+            MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord {
+                id: Uuid((32u128).to_be_bytes()),
+                ..Default::default()
+            }),
             MetadataRecord::NoOp(NoOpRecord::default()),
         ]
     }
@@ -403,6 +418,15 @@ mod tests {
         ]
         .into();
         assert_eq!(image.client_quotas[&alice]["producer_byte_rate"], 1024.0);
+        // The ACL left survives the snapshot under its id; the removed one is gone.
+        assert_eq!(image.acls.len(), 1);
+        assert_eq!(
+            rebuilt
+                .acls
+                .get(&Uuid((31u128).to_be_bytes()))
+                .map(|a| a.resource_name.as_str()),
+            Some("t1")
+        );
         // Every record survives its own wire encoding.
         for r in &records {
             assert_eq!(&MetadataRecord::decode(r.encode().unwrap()).unwrap(), r);
