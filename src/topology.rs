@@ -425,7 +425,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
     });
 
     let mut router = RequestRouter::new();
-    let authz = authorizer(cfg, partitions.served_image.clone());
+    let authz = authorizer(cfg);
     // With other voters, or none here, the active controller may be in another process.
     let quorum_view = (voters_n > 1 || kraft.controller.is_none()).then(|| QuorumView {
         leader: kraft.raft_leader.clone(),
@@ -792,11 +792,8 @@ impl Node {
 }
 
 /// The authorizer `authorizer.class.name` asks for (config validation refused any other
-/// class): ACL decisions read the image this broker serves.
-fn authorizer(
-    cfg: &BrokerConfig,
-    image: kactor_actors::metadata::MetadataImageWatch,
-) -> kactor_actors::authorization::Authz {
+/// class); the gate decides against the ACLs of the image this broker serves.
+fn authorizer(cfg: &BrokerConfig) -> kactor_actors::authorization::Authz {
     use kactor_actors::authorization::{AuthorizerConfig, Authz};
     let class = cfg.get_str("authorizer.class.name").unwrap_or("").trim();
     if class.is_empty() {
@@ -810,11 +807,8 @@ fn authorizer(
         .filter(|u| !u.is_empty())
         .map(str::to_string)
         .collect();
-    Authz::standard(
-        AuthorizerConfig {
-            super_users,
-            allow_everyone_if_no_acl_found: cfg.get_bool("allow.everyone.if.no.acl.found"),
-        },
-        image,
-    )
+    Authz::standard(AuthorizerConfig {
+        super_users,
+        allow_everyone_if_no_acl_found: cfg.get_bool("allow.everyone.if.no.acl.found"),
+    })
 }

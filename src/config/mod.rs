@@ -1359,7 +1359,11 @@ mod tests {
         for def in BROKER_CONFIG_DEFS {
             let Some(row) = d.iter().find(|e| e.name == def.name) else {
                 // The authorizer's keys are not the broker's to describe.
-                assert!(AUTHORIZER_KEYS.contains(&def.name), "{} not described", def.name);
+                assert!(
+                    AUTHORIZER_KEYS.contains(&def.name),
+                    "{} not described",
+                    def.name
+                );
                 continue;
             };
             assert_eq!(

@@ -57,6 +57,20 @@ def consume_all(broker, topic, expected, partition=0, timeout=30, extra=None):
         c.close()
 
 
+def poll_values(consumer, count, timeout=60):
+    """Polls a subscribed consumer until `count` values (decoded) or `timeout` seconds; a
+    message carrying an error fails the test."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is None:
+            continue
+        assert m.error() is None, m.error()
+        got.append(m.value().decode())
+    return got
+
+
 def topic_config(broker, topic, key):
     from confluent_kafka.admin import ConfigResource
     res = ConfigResource(ConfigResource.Type.TOPIC, topic)

@@ -18,7 +18,6 @@ PLAINTEXT listener, where the harness is a super user. Answers are compared by r
 Kafka's order within an answer often follows its hash maps, or puts the refused entries first or
 last, and clients don't depend on it."""
 import re
-import time
 import uuid
 
 import pytest
@@ -27,6 +26,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from differential.client import Client, consumer_protocol_metadata
 from harness import schema_codec as sc
 from harness.cli import run_tool
+from harness.clients import poll_values
 from harness.security import AUTHZ_USERS, sasl_plain_client
 
 # Error codes.
@@ -885,14 +885,7 @@ def test_librdkafka_produces_and_consumes_with_acls(authz, world):
                   "enable.auto.commit": False})
     try:
         c.subscribe([topic])
-        got = []
-        deadline = time.monotonic() + 60
-        while len(got) < n and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            assert m.error() is None, m.error()
-            got.append(m.value().decode())
+        got = poll_values(c, n, 60)
         c.commit(asynchronous=False)
     finally:
         c.close()

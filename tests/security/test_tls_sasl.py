@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import wire
 from harness.cli import run_tool
+from harness.clients import poll_values
 from harness.security import SCRAM_PASSWORD, SCRAM_USER, SecureBroker
 
 
@@ -65,14 +66,7 @@ def _produce_consume(conf, topic, n=200):
     c = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:8]}",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.subscribe([topic])
-    got = []
-    deadline = time.monotonic() + 60
-    while len(got) < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        assert m.error() is None, m.error()
-        got.append(m.value().decode())
+    got = poll_values(c, n, 60)
     c.close()
     # Every record once; order holds within a partition only.
     assert sorted(got, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(n)]

@@ -12,7 +12,6 @@ pub mod gate;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::metadata::MetadataImageWatch;
 use crate::security::KafkaPrincipal;
 use acls::{Decision, Requester};
 
@@ -200,13 +199,16 @@ pub fn supported_operations(resource: ResourceType) -> &'static [AclOperation] {
 /// the client asked for it: with no authorizer, every supported operation (Kafka's
 /// `Utils.to32BitField` of their codes).
 pub fn authorized_operations(resource: ResourceType) -> i32 {
-    supported_operations(resource)
-        .iter()
-        .fold(0, |bits, op| bits | 1 << *op as u8)
+    operation_bits(supported_operations(resource).iter())
 }
 
 /// `AuthorizedOperations` when the client did not ask for them (Kafka's `Integer.MIN_VALUE`).
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+/// Kafka's `Utils.to32BitField` of operation codes.
+fn operation_bits<'a>(ops: impl Iterator<Item = &'a AclOperation>) -> i32 {
+    ops.fold(0, |bits, op| bits | 1 << *op as u8)
+}
 
 /// The authorizer settings: `super.users` and `allow.everyone.if.no.acl.found`.
 #[derive(Debug, Clone, Default)]
@@ -216,16 +218,12 @@ pub struct AuthorizerConfig {
     pub allow_everyone_if_no_acl_found: bool,
 }
 
-/// How requests are checked: cheap to clone, shared by every connection. `Authz::off()`
-/// allows everything (no `authorizer.class.name`); otherwise decisions read the ACLs of the
-/// metadata image this broker serves, so a CreateAcls is enforced as soon as the image has it.
+/// How requests are checked: cheap to clone, shared by every route. `Authz::off()` allows
+/// everything (no `authorizer.class.name`); otherwise it holds the authorizer settings, and
+/// each request is decided against the ACLs of the image the broker serves when it arrives
+/// (the gate takes that snapshot).
 #[derive(Clone, Default)]
-pub struct Authz(Option<Arc<AuthzInner>>);
-
-struct AuthzInner {
-    config: AuthorizerConfig,
-    image: MetadataImageWatch,
-}
+pub struct Authz(Option<Arc<AuthorizerConfig>>);
 
 /// One request's requester, worked out once: the principal as `Type:name`, the client's
 /// address, and whether it is a super user.
@@ -236,55 +234,52 @@ pub struct Subject {
     pub super_user: bool,
 }
 
+impl Subject {
+    fn requester(&self) -> Requester<'_> {
+        Requester {
+            principal: &self.principal,
+            host: &self.host,
+        }
+    }
+}
+
 impl Authz {
     pub fn off() -> Self {
         Authz(None)
     }
 
-    pub fn standard(config: AuthorizerConfig, image: MetadataImageWatch) -> Self {
-        Authz(Some(Arc::new(AuthzInner { config, image })))
+    pub fn standard(config: AuthorizerConfig) -> Self {
+        Authz(Some(Arc::new(config)))
     }
 
     pub fn enabled(&self) -> bool {
         self.0.is_some()
     }
 
+    /// Whether `principal` may do anything: no authorizer, or a super user. Compared without
+    /// formatting the principal, as every request of every super user asks this.
+    pub fn is_super_user(&self, principal: &KafkaPrincipal) -> bool {
+        let Some(config) = &self.0 else {
+            return true;
+        };
+        let wanted = (&*principal.principal_type, &*principal.name);
+        config
+            .super_users
+            .iter()
+            .any(|u| u.split_once(':') == Some(wanted))
+    }
+
     /// The requester of a request from `principal` at `peer`.
     pub fn subject(&self, principal: &KafkaPrincipal, peer: std::net::IpAddr) -> Subject {
-        let principal = principal.to_string();
-        let super_user = match &self.0 {
-            None => true,
-            Some(inner) => inner.config.super_users.contains(&principal),
-        };
         Subject {
-            principal,
+            principal: principal.to_string(),
             host: java_host_address(peer),
-            super_user,
+            super_user: self.is_super_user(principal),
         }
     }
 
-    /// The ACLs decisions are made against now (those of the served image).
-    pub fn acls(&self) -> Arc<acls::AclImage> {
-        match &self.0 {
-            Some(inner) => inner.image.borrow().acls.clone(),
-            None => Default::default(),
-        }
-    }
-
-    /// Whether `who` may do `op` on the resource, by the ACLs of the served image. A denial
-    /// is logged.
-    pub fn authorize(
-        &self,
-        who: &Subject,
-        op: AclOperation,
-        resource: ResourceType,
-        name: &str,
-    ) -> bool {
-        self.decide(&self.acls(), who, op, resource, name, true)
-    }
-
-    /// The decision against a given set of ACLs (one request decides everything against the
-    /// same image); `log` says whether a denial is an event worth a log line.
+    /// The decision against one request's ACL snapshot; `log` says whether a denial is an
+    /// event worth a log line.
     pub fn decide(
         &self,
         acls: &acls::AclImage,
@@ -294,22 +289,14 @@ impl Authz {
         name: &str,
         log: bool,
     ) -> bool {
-        let Some(inner) = &self.0 else {
+        let Some(config) = &self.0 else {
             return true;
         };
         if who.super_user {
             return true;
         }
-        let allowed = acls.authorize(
-            Requester {
-                principal: &who.principal,
-                host: &who.host,
-            },
-            op,
-            resource,
-            name,
-            inner.default(),
-        ) == Decision::Allowed;
+        let allowed = acls.authorize(who.requester(), op, resource, name, default(config))
+            == Decision::Allowed;
         if !allowed && log {
             // Kafka's `kafka.authorizer.logger` line, at the level it logs denials (INFO).
             tracing::info!(
@@ -334,21 +321,12 @@ impl Authz {
         op: AclOperation,
         resource: ResourceType,
     ) -> bool {
-        let Some(inner) = &self.0 else {
+        let Some(config) = &self.0 else {
             return true;
         };
-        if who.super_user {
-            return true;
-        }
-        acls.authorize_any(
-            Requester {
-                principal: &who.principal,
-                host: &who.host,
-            },
-            op,
-            resource,
-            inner.default(),
-        ) == Decision::Allowed
+        who.super_user
+            || acls.authorize_any(who.requester(), op, resource, default(config))
+                == Decision::Allowed
     }
 
     /// The `AuthorizedOperations` bit field for one resource: the supported operations `who`
@@ -363,10 +341,20 @@ impl Authz {
         if self.0.is_none() || who.super_user {
             return authorized_operations(resource);
         }
-        supported_operations(resource)
-            .iter()
-            .filter(|op| self.decide(acls, who, **op, resource, name, false))
-            .fold(0, |bits, op| bits | 1 << *op as u8)
+        operation_bits(
+            supported_operations(resource)
+                .iter()
+                .filter(|op| self.decide(acls, who, **op, resource, name, false)),
+        )
+    }
+}
+
+/// The decision for a resource no ACL names (`allow.everyone.if.no.acl.found`).
+fn default(config: &AuthorizerConfig) -> Decision {
+    if config.allow_everyone_if_no_acl_found {
+        Decision::Allowed
+    } else {
+        Decision::Denied
     }
 }
 
@@ -385,19 +373,21 @@ pub fn java_host_address(ip: std::net::IpAddr) -> String {
     }
 }
 
-impl AuthzInner {
-    fn default(&self) -> Decision {
-        if self.config.allow_everyone_if_no_acl_found {
-            Decision::Allowed
-        } else {
-            Decision::Denied
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn super_users_are_matched_by_type_and_name() {
+        let authz = Authz::standard(AuthorizerConfig {
+            super_users: ["User:admin".to_string()].into(),
+            ..Default::default()
+        });
+        assert!(authz.is_super_user(&KafkaPrincipal::user("admin")));
+        assert!(!authz.is_super_user(&KafkaPrincipal::user("admi")));
+        assert!(!authz.is_super_user(&KafkaPrincipal::user("xadmin")));
+        assert!(Authz::off().is_super_user(&KafkaPrincipal::user("anyone")));
+    }
 
     #[test]
     fn hosts_are_written_as_java_writes_them() {

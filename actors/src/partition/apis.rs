@@ -49,6 +49,7 @@ use crate::runtime::MeteredAddr;
 
 mod fetch;
 use fetch::handle_fetch;
+pub(crate) use fetch::partition_error as fetch_partition_error;
 pub use fetch::FetchTarget;
 
 /// What the partition API handlers capture (cloned into every request's future).

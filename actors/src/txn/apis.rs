@@ -379,7 +379,8 @@ async fn add(
     }
 }
 
-fn topic_results(
+/// One result per partition of `topics`, with the code `code_for(topic, partition)` gives.
+pub(crate) fn topic_results(
     topics: &[AddPartitionsToTxnTopic],
     code_for: impl Fn(&str, i32) -> i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {

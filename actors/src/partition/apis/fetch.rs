@@ -220,6 +220,21 @@ fn dedup_targets(all: impl Iterator<Item = FetchTarget>) -> Vec<FetchTarget> {
     out
 }
 
+/// One partition answered with an error and no data (Kafka's
+/// `FetchResponse.partitionResponse(tp, error)`).
+pub(crate) fn partition_error(index: i32, code: i16) -> PartitionData {
+    PartitionData {
+        partition_index: index,
+        error_code: code,
+        high_watermark: -1,
+        last_stable_offset: -1,
+        log_start_offset: -1,
+        preferred_read_replica: -1,
+        records: Some(Records::default()),
+        ..Default::default()
+    }
+}
+
 /// A failed request as Kafka's `FetchRequest.getErrorResponse` answers it: the top-level code
 /// and the request's session id; before v13, also every requested partition with the code.
 fn error_response(req: &FetchRequest, version: i16, code: i16) -> FetchResponse {
@@ -232,16 +247,7 @@ fn error_response(req: &FetchRequest, version: i16, code: i16) -> FetchResponse 
                 partitions: topic
                     .partitions
                     .iter()
-                    .map(|p| PartitionData {
-                        partition_index: p.partition,
-                        error_code: code,
-                        high_watermark: -1,
-                        last_stable_offset: -1,
-                        log_start_offset: -1,
-                        preferred_read_replica: -1,
-                        records: Some(Records::default()),
-                        ..Default::default()
-                    })
+                    .map(|p| partition_error(p.partition, code))
                     .collect(),
                 ..Default::default()
             })
