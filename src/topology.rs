@@ -494,6 +494,52 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         .as_ref()
         .map(|c| c.recipient())
         .or_else(|| kraft.controller.as_ref().map(|c| c.recipient()));
+    // KIP-932: share-partitions and share sessions of the partitions this broker leads.
+    let share_limits = kactor_actors::share::core::Limits {
+        lock_duration_ms: cfg.get_i64("group.share.record.lock.duration.ms"),
+        delivery_count_limit: cfg.get_i32("group.share.delivery.count.limit") as i16,
+        max_in_flight: cfg.get_i64("group.share.partition.max.record.locks"),
+    };
+    let share_manager = {
+        let max_sessions = cfg.get_i32("group.share.max.share.sessions").max(1) as usize;
+        // A session unused for twice the lock duration is gone with its client.
+        let idle_ms = 2 * share_limits.lock_duration_ms;
+        kactor_actors::runtime::start_supervised(
+            &pools.coordinator(),
+            ActorMetrics::new("SharePartitionManagerActor"),
+            move |_| {
+                kactor_actors::share::actor::SharePartitionManagerActor::new(
+                    max_sessions,
+                    share_limits,
+                    idle_ms,
+                )
+            },
+        )
+    };
+    kactor_actors::share::apis::register(
+        &mut router,
+        kactor_actors::share::apis::ShareApis {
+            manager: share_manager,
+            partitions: partition_table.clone(),
+            purgatory: partitions.apis.purgatory.clone(),
+            settings: kactor_actors::share::apis::ShareSettings {
+                limits: share_limits,
+                lock_duration_bounds: (
+                    cfg.get_i64("group.share.min.record.lock.duration.ms"),
+                    cfg.get_i64("group.share.max.record.lock.duration.ms"),
+                ),
+                delivery_count_bounds: (
+                    cfg.get_i32("group.share.min.delivery.count.limit") as i16,
+                    cfg.get_i32("group.share.max.delivery.count.limit") as i16,
+                ),
+                record_locks_bounds: (
+                    cfg.get_i64("group.share.min.partition.max.record.locks"),
+                    cfg.get_i64("group.share.max.partition.max.record.locks"),
+                ),
+                fetch_max_bytes: cfg.get_i32("fetch.max.bytes"),
+            },
+        },
+    );
     group_apis::register(
         &mut router,
         GroupApis {

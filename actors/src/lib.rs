@@ -18,4 +18,5 @@ pub mod quota;
 pub mod raft;
 pub mod runtime;
 pub mod security;
+pub mod share;
 pub mod txn;

@@ -82,6 +82,13 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::DeleteGroups,
     ApiKey::ConsumerGroupHeartbeat,
     ApiKey::ConsumerGroupDescribe,
+    // KIP-932 share groups: membership at the group coordinator (actors/src/group/apis/share.rs),
+    // delivery at partition leaders (actors/src/share/apis.rs).
+    ApiKey::ShareGroupHeartbeat,
+    ApiKey::ShareGroupDescribe,
+    ApiKey::ShareFetch,
+    ApiKey::ShareAcknowledge,
+    ApiKey::DescribeShareGroupOffsets,
     // Producer and transaction APIs (actors/src/txn/apis.rs; TxnOffsetCommit is served by the
     // group coordinator, actors/src/group/apis.rs).
     ApiKey::InitProducerId,

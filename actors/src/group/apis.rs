@@ -1092,7 +1092,7 @@ fn client_host(ctx: &RequestContext) -> String {
 /// Registers the group APIs on `router`.
 pub fn register(router: &mut RequestRouter, apis: GroupApis) {
     macro_rules! route {
-        ($key:ident, $handler:ident) => {{
+        ($key:ident, $handler:path) => {{
             let a = apis.clone();
             router.register(ApiKey::$key, move |ctx, body| {
                 let a = a.clone();
@@ -1114,6 +1114,8 @@ pub fn register(router: &mut RequestRouter, apis: GroupApis) {
     route!(DeleteGroups, handle_delete_groups);
     route!(ConsumerGroupHeartbeat, handle_consumer_group_heartbeat);
     route!(ConsumerGroupDescribe, handle_consumer_group_describe);
+    route!(ShareGroupHeartbeat, share::handle_share_group_heartbeat);
+    route!(ShareGroupDescribe, share::handle_share_group_describe);
 }
 
 fn respond(ctx: &RequestContext, error_code: i16, body: ResponseBody) -> HandlerOutcome {
@@ -1141,6 +1143,8 @@ macro_rules! shard_call {
         }
     };
 }
+
+pub mod share;
 
 /// One request per group, each to its own group's shard (groups of one request may live on
 /// different shards), results concatenated in request order.

@@ -107,6 +107,7 @@ impl ShardMetrics {
             let (n, epoch) = match g {
                 Group::Classic(c) => (c.members.len(), c.generation_id),
                 Group::Consumer(c) => (c.members.len(), c.group_epoch),
+                Group::Share(c) => (c.members.len(), c.group_epoch),
             };
             m.members.with_label_values(&[id, ty]).set(n as i64);
             members.insert((id.clone(), ty));

@@ -60,14 +60,14 @@ pub const MINIMUM_METADATA_VERSION: i16 = 7;
 /// exactly Kafka 4.4.0's ranges (the same set ApiVersions advertises), so that
 /// `kafka-features upgrade --release-version 4.4` and the other levels Kafka's tools set are
 /// accepted. Bootstrap levels are those of Kafka 4.4's `kafka-storage format` with static
-/// voters, except for the three features whose behaviour kactor does not implement:
-/// share.version (share groups), streams.version (streams groups) and
-/// eligible.leader.replicas.version (KIP-966's ELR upkeep) start unset. An admin may still
-/// finalize them; clients find share and streams groups through their APIs
-/// (ShareGroupHeartbeat, StreamsGroupHeartbeat, ...), which kactor never advertises, so they
-/// get the same UNSUPPORTED_VERSION a Kafka broker without those features answers, and
-/// DescribeTopicPartitions keeps reporting empty ELR lists, a valid state. `kraft.version` is
-/// finalized through a Raft control record, not a FeatureLevelRecord.
+/// voters, except for the two features whose behaviour kactor does not implement:
+/// streams.version (streams groups) and eligible.leader.replicas.version (KIP-966's ELR upkeep)
+/// start unset. An admin may still finalize them; clients find streams groups through their
+/// APIs (StreamsGroupHeartbeat, ...), which kactor never advertises, so they get the same
+/// UNSUPPORTED_VERSION a Kafka broker without the feature answers, and DescribeTopicPartitions
+/// keeps reporting empty ELR lists, a valid state. share.version starts at 2 as in Kafka: share
+/// groups are served (level 2's dead-letter queue is not; see docs/compatibility.md).
+/// `kraft.version` is finalized through a Raft control record, not a FeatureLevelRecord.
 pub const SUPPORTED_FEATURES: &[(&str, i16, i16, i16)] = &[
     ("eligible.leader.replicas.version", 0, 1, 0),
     ("group.version", 0, 1, 1),
@@ -83,7 +83,7 @@ pub const SUPPORTED_FEATURES: &[(&str, i16, i16, i16)] = &[
         LATEST_METADATA_VERSION,
         LATEST_METADATA_VERSION,
     ),
-    ("share.version", 0, 2, 0),
+    ("share.version", 0, 2, 2),
     ("streams.version", 0, 1, 0),
     ("transaction.version", 0, 2, 2),
 ];

@@ -412,6 +412,81 @@ impl DescribedConsumerGroup {
 }
 
 // ---------------------------------------------------------------------------------------------
+// KIP-932 share groups
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ShareGroupHeartbeatInput {
+    pub group_id: String,
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub rack_id: Option<String>,
+    /// None when unchanged.
+    pub subscribed_topic_names: Option<Vec<String>>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ShareGroupHeartbeatOutput {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub member_id: Option<String>,
+    pub member_epoch: i32,
+    pub heartbeat_interval_ms: i32,
+    /// Present when the member joined or its assignment changed.
+    pub assignment: Option<TopicPartitions>,
+}
+
+impl ShareGroupHeartbeatOutput {
+    pub fn error(error_code: i16, message: impl Into<String>) -> Self {
+        ShareGroupHeartbeatOutput {
+            error_code,
+            error_message: Some(message.into()),
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedShareMember {
+    pub member_id: String,
+    pub rack_id: Option<String>,
+    pub member_epoch: i32,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+    /// (topic id, topic name, partitions)
+    pub assignment: Vec<(Uuid, String, Vec<i32>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedShareGroup {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub group_id: String,
+    pub group_state: String,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor_name: String,
+    pub members: Vec<DescribedShareMember>,
+}
+
+impl DescribedShareGroup {
+    pub fn error(code: i16, message: Option<String>, group_id: &str) -> Self {
+        DescribedShareGroup {
+            error_code: code,
+            error_message: message,
+            group_id: group_id.to_string(),
+            group_state: String::new(),
+            group_epoch: 0,
+            assignment_epoch: 0,
+            assignor_name: String::new(),
+            members: Vec::new(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 
 /// Every request the shard handles.
 #[derive(Debug, Clone, PartialEq)]
@@ -443,6 +518,10 @@ pub enum GroupRequest {
     },
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatInput),
     ConsumerGroupDescribe {
+        group_ids: Vec<String>,
+    },
+    ShareGroupHeartbeat(ShareGroupHeartbeatInput),
+    ShareGroupDescribe {
         group_ids: Vec<String>,
     },
 }
@@ -480,6 +559,10 @@ pub enum GroupResponse {
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatOutput),
     ConsumerGroupDescribe {
         groups: Vec<DescribedConsumerGroup>,
+    },
+    ShareGroupHeartbeat(ShareGroupHeartbeatOutput),
+    ShareGroupDescribe {
+        groups: Vec<DescribedShareGroup>,
     },
 }
 
@@ -571,6 +654,18 @@ impl GroupRequest {
                         .collect(),
                 }
             }
+            GroupRequest::ShareGroupHeartbeat(_) => {
+                GroupResponse::ShareGroupHeartbeat(ShareGroupHeartbeatOutput {
+                    error_code: code,
+                    ..Default::default()
+                })
+            }
+            GroupRequest::ShareGroupDescribe { group_ids } => GroupResponse::ShareGroupDescribe {
+                groups: group_ids
+                    .iter()
+                    .map(|g| DescribedShareGroup::error(code, None, g))
+                    .collect(),
+            },
         }
     }
 }
@@ -654,6 +749,18 @@ impl GroupResponse {
                     g.error_code = code;
                 }
                 GroupResponse::ConsumerGroupDescribe { groups }
+            }
+            GroupResponse::ShareGroupHeartbeat(_) => {
+                GroupResponse::ShareGroupHeartbeat(ShareGroupHeartbeatOutput {
+                    error_code: code,
+                    ..Default::default()
+                })
+            }
+            GroupResponse::ShareGroupDescribe { mut groups } => {
+                for g in &mut groups {
+                    g.error_code = code;
+                }
+                GroupResponse::ShareGroupDescribe { groups }
             }
         }
     }

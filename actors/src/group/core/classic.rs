@@ -121,6 +121,9 @@ impl GroupCoordinatorShard {
                     return join_error(id, INCONSISTENT_GROUP_PROTOCOL, &req.member_id, out);
                 }
             }
+            Some(Group::Share(_)) => {
+                return join_error(id, INCONSISTENT_GROUP_PROTOCOL, &req.member_id, out);
+            }
             Some(Group::Classic(_)) => {}
         }
         let max_size = self.config.group_max_size;
@@ -913,7 +916,7 @@ impl GroupCoordinatorShard {
                 GROUP_ID_NOT_FOUND,
                 Some(format!("Group {group_id} not found.")),
             ),
-            Some(Group::Consumer(_)) if api_version >= 6 => dead(
+            Some(Group::Consumer(_) | Group::Share(_)) if api_version >= 6 => dead(
                 GROUP_ID_NOT_FOUND,
                 Some(format!("Group {group_id} is not a classic group.")),
             ),

@@ -51,6 +51,12 @@ pub struct GroupCoordinatorConfig {
     /// when a KIP-848 member joins it (upgrade), and back when its last KIP-848 member leaves
     /// (downgrade).
     pub consumer_migration_policy: ConsumerGroupMigrationPolicy,
+    /// `group.share.session.timeout.ms`
+    pub share_session_timeout_ms: i32,
+    /// `group.share.heartbeat.interval.ms`
+    pub share_heartbeat_interval_ms: i32,
+    /// `group.share.max.size`
+    pub share_max_size: usize,
 }
 
 /// Kafka's `ConsumerGroupMigrationPolicy` (`group.consumer.migration.policy`, default
@@ -109,6 +115,9 @@ impl Default for GroupCoordinatorConfig {
             consumer_regex_refresh_interval_ms: 600_000,
             consumer_assignors: vec!["uniform".to_string(), "range".to_string()],
             consumer_migration_policy: ConsumerGroupMigrationPolicy::default(),
+            share_session_timeout_ms: 45_000,
+            share_heartbeat_interval_ms: 5_000,
+            share_max_size: 200,
         }
     }
 }
@@ -189,6 +198,17 @@ impl GroupCoordinatorConfig {
             &mut c.consumer_max_heartbeat_interval_ms,
         );
         get(props, "group.consumer.max.size", &mut c.consumer_max_size);
+        get(
+            props,
+            "group.share.session.timeout.ms",
+            &mut c.share_session_timeout_ms,
+        );
+        get(
+            props,
+            "group.share.heartbeat.interval.ms",
+            &mut c.share_heartbeat_interval_ms,
+        );
+        get(props, "group.share.max.size", &mut c.share_max_size);
         get(
             props,
             "group.consumer.assignment.interval.ms",

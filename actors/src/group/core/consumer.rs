@@ -335,7 +335,7 @@ impl GroupCoordinatorShard {
                 g.replay(record);
                 self.groups.insert(group_id, Group::Consumer(g));
             }
-            Some(Group::Classic(_)) => {}
+            Some(Group::Classic(_)) | Some(Group::Share(_)) => {}
             None if tombstone => {}
             None => {
                 let mut g = ConsumerGroup::new(&group_id);
@@ -542,7 +542,7 @@ impl GroupCoordinatorShard {
                 // A KIP-848 member joins a live classic group: online upgrade.
                 self.upgrade_to_consumer_group(&group_id, now_ms, out)?;
             }
-            Some(Group::Classic(_)) => {
+            Some(Group::Classic(_)) | Some(Group::Share(_)) => {
                 return fail(
                     GROUP_ID_NOT_FOUND,
                     format!("Group {group_id} is not a consumer group."),
@@ -1280,7 +1280,7 @@ impl GroupCoordinatorShard {
         };
         let g = match self.groups.get(group_id) {
             None => return not_found(format!("Group {group_id} not found.")),
-            Some(Group::Classic(_)) => {
+            Some(Group::Classic(_)) | Some(Group::Share(_)) => {
                 return not_found(format!("Group {group_id} is not a consumer group."))
             }
             Some(Group::Consumer(g)) => g,

@@ -19,6 +19,7 @@ mod offsets;
 pub mod records;
 pub mod regex;
 mod shard;
+pub mod share;
 pub mod timers;
 
 pub use api::*;

@@ -277,6 +277,12 @@ impl GroupCoordinatorShard {
                 transactional,
                 api_version,
             ),
+            // Share groups keep no committed offsets: their members acknowledge records.
+            Group::Share(_) => Err(if api_version >= 9 {
+                GROUP_ID_NOT_FOUND
+            } else {
+                ILLEGAL_GENERATION
+            }),
         }
     }
 
@@ -451,7 +457,7 @@ impl GroupCoordinatorShard {
         match self.groups.get(&req.group_id) {
             None => fail_all = true,
             Some(Group::Classic(g)) if g.is(ClassicGroupState::Dead) => fail_all = true,
-            Some(Group::Classic(_)) => {}
+            Some(Group::Classic(_)) | Some(Group::Share(_)) => {}
             Some(Group::Consumer(g)) => {
                 if let Err(code) =
                     g.validate_offset_fetch(req.member_id.as_deref(), req.member_epoch)
@@ -616,6 +622,7 @@ impl GroupCoordinatorShard {
                     Some(_) => None,
                 },
                 Group::Consumer(_) => Some(ExpiryBase::CommitTime),
+                Group::Share(_) => None,
             };
             let (Some(base), Some(topics)) = (base, self.offsets.group(&group_id)) else {
                 continue;
@@ -657,6 +664,7 @@ impl GroupCoordinatorShard {
                 let deletable = match g {
                     Group::Classic(c) => c.is(ClassicGroupState::Empty),
                     Group::Consumer(c) => c.members.is_empty(),
+                    Group::Share(c) => c.members.is_empty(),
                 };
                 deletable && !self.offsets.has_offsets(id)
             })

@@ -15,6 +15,7 @@ use super::config::GroupCoordinatorConfig;
 use super::consumer_group::ConsumerGroup;
 use super::offsets::OffsetStore;
 use super::records::CoordinatorRecord;
+use super::share::ShareGroup;
 use super::timers::{TimerAction, TimerKey, Timers};
 
 /// A group of either protocol (Kafka's `Group` with its `GroupType`).
@@ -22,6 +23,7 @@ use super::timers::{TimerAction, TimerKey, Timers};
 pub enum Group {
     Classic(ClassicGroup),
     Consumer(ConsumerGroup),
+    Share(ShareGroup),
 }
 
 impl Group {
@@ -30,6 +32,7 @@ impl Group {
         match self {
             Group::Classic(_) => "classic",
             Group::Consumer(_) => "consumer",
+            Group::Share(_) => "share",
         }
     }
 
@@ -37,6 +40,7 @@ impl Group {
         match self {
             Group::Classic(g) => g.state.name(),
             Group::Consumer(g) => g.state().name(),
+            Group::Share(g) => g.state_name(),
         }
     }
 
@@ -44,6 +48,7 @@ impl Group {
         match self {
             Group::Classic(g) => g.protocol_type.clone().unwrap_or_default(),
             Group::Consumer(_) => "consumer".to_string(),
+            Group::Share(_) => "share".to_string(),
         }
     }
 
@@ -51,6 +56,7 @@ impl Group {
         match self {
             Group::Classic(g) => g.members.is_empty(),
             Group::Consumer(g) => g.members.is_empty(),
+            Group::Share(g) => g.members.is_empty(),
         }
     }
 
@@ -58,6 +64,7 @@ impl Group {
         match self {
             Group::Classic(g) => g.is_subscribed_to_topic(topic),
             Group::Consumer(g) => g.is_subscribed_to_topic(topic),
+            Group::Share(g) => g.is_subscribed_to_topic(topic),
         }
     }
 }
@@ -315,6 +322,14 @@ impl GroupCoordinatorShard {
                     .collect();
                 out.respond(id, GroupResponse::ConsumerGroupDescribe { groups });
             }
+            GroupRequest::ShareGroupHeartbeat(req) => {
+                let resp = self.share_heartbeat(req, now_ms, &mut out);
+                out.respond(id, GroupResponse::ShareGroupHeartbeat(resp));
+            }
+            GroupRequest::ShareGroupDescribe { group_ids } => {
+                let groups = group_ids.iter().map(|g| self.share_describe(g)).collect();
+                out.respond(id, GroupResponse::ShareGroupDescribe { groups });
+            }
         }
         out
     }
@@ -388,6 +403,13 @@ impl GroupCoordinatorShard {
                     TimerKey::ConsumerRegexResolution { group_id },
                     TimerAction::ConsumerResolveRegexes { regexes },
                 ) => self.on_consumer_regexes_resolved(&group_id, &regexes, now_ms, &mut out),
+                (
+                    TimerKey::ShareSession {
+                        group_id,
+                        member_id,
+                    },
+                    TimerAction::ShareSessionExpired,
+                ) => self.on_share_session_expired(&group_id, &member_id),
                 (TimerKey::OffsetExpiration, TimerAction::OffsetExpiration) => {
                     self.cleanup_expired(now_ms, &mut out);
                     self.timers.schedule(
@@ -447,6 +469,7 @@ impl GroupCoordinatorShard {
                     | super::classic_group::ClassicGroupState::Dead
             ),
             Group::Consumer(g) => g.members.is_empty(),
+            Group::Share(g) => g.members.is_empty(),
         };
         if !deletable {
             return NON_EMPTY_GROUP;
@@ -482,7 +505,8 @@ impl GroupCoordinatorShard {
                 value: None,
             }],
             Some(Group::Consumer(g)) => g.tombstones(),
-            None => Vec::new(),
+            // In memory only: nothing was written.
+            Some(Group::Share(_)) | None => Vec::new(),
         }
     }
 
@@ -503,6 +527,7 @@ impl GroupCoordinatorShard {
                         consumer.push((group_id.clone(), m.clone()));
                     }
                 }
+                Group::Share(_) => {}
             }
         }
         for (group_id, member_id, timeout) in classic {

@@ -348,6 +348,7 @@ mod consumer_tests;
 mod mixed_tests;
 mod offset_tests;
 mod replay_tests;
+mod share_tests;
 
 /// A log with every record type a shard writes (for the byte codec tests).
 pub(crate) fn busy_log() -> Vec<CoordinatorRecord> {

@@ -23,6 +23,8 @@ pub enum TimerKey {
     ConsumerClassicJoin { group_id: String, member_id: String },
     /// A classic member of a consumer group must send SyncGroup after its JoinGroup in time.
     ConsumerClassicSync { group_id: String, member_id: String },
+    /// A share group member's session.
+    ShareSession { group_id: String, member_id: String },
     /// Periodic offsets retention and empty-group cleanup.
     OffsetExpiration,
 }
@@ -51,6 +53,7 @@ pub enum TimerAction {
     ConsumerResolveRegexes {
         regexes: Vec<String>,
     },
+    ShareSessionExpired,
     OffsetExpiration,
 }
 

@@ -17,7 +17,7 @@ enum Persisted {
 fn persisted(shard: &GroupCoordinatorShard) -> Vec<(String, Persisted)> {
     shard
         .groups()
-        .map(|(id, g)| {
+        .filter_map(|(id, g)| {
             let p = match g {
                 Group::Classic(c) => {
                     let mut v = c.to_record_value();
@@ -25,8 +25,10 @@ fn persisted(shard: &GroupCoordinatorShard) -> Vec<(String, Persisted)> {
                     Persisted::Classic(v, c.state.name())
                 }
                 Group::Consumer(c) => Persisted::Consumer(c.clone()),
+                // Share groups are kept in memory only.
+                Group::Share(_) => return None,
             };
-            (id.clone(), p)
+            Some((id.clone(), p))
         })
         .collect()
 }

@@ -1,0 +1,186 @@
+//! `SharePartitionManagerActor`: the shell around [`ShareManager`] (Kafka's
+//! `SharePartitionManager`): one per broker, on the coordinator arbiter. It owns every
+//! share-partition this broker keeps and the share sessions; the ShareFetch and ShareAcknowledge
+//! handlers read the log themselves and come here only to decide. One timer releases expired
+//! acquisition locks and the records of idle sessions.
+
+use std::time::Duration;
+
+use actix::{Actor, AsyncContext, Context, Handler, SpawnHandle, Supervised};
+
+use super::core::{
+    AckResults, AcquiredRange, FetchPlan, Limits, RequestError, Requester, ShareManager,
+    SharePartition, TopicIdPartition,
+};
+use super::messages::*;
+use super::metrics::share_metrics;
+use crate::runtime::{ActorMetrics, SupervisedActor};
+
+/// How often idle sessions are looked for, and the longest a lock expiry may be late.
+const TICK_MS: u64 = 1_000;
+
+pub struct SharePartitionManagerActor {
+    core: ShareManager,
+    /// Settings for groups the actor has not heard from since a restart.
+    defaults: Limits,
+    /// A session unused this long is dropped and its records released (Kafka drops it when its
+    /// connection closes; kactor's handlers do not see connections close).
+    session_idle_ms: i64,
+    tick: Option<SpawnHandle>,
+    metrics: ActorMetrics,
+}
+
+impl SharePartitionManagerActor {
+    pub fn new(max_sessions: usize, defaults: Limits, session_idle_ms: i64) -> Self {
+        SharePartitionManagerActor {
+            core: ShareManager::new(max_sessions),
+            defaults,
+            session_idle_ms,
+            tick: None,
+            metrics: ActorMetrics::new("SharePartitionManagerActor"),
+        }
+    }
+
+    fn on_tick(&mut self) {
+        let now = now_ms();
+        let released = self
+            .core
+            .tick(&self.defaults, now - self.session_idle_ms, now);
+        if released > 0 {
+            share_metrics().lock_releases.inc_by(released as u64);
+        }
+        self.report();
+    }
+
+    fn report(&self) {
+        let m = share_metrics();
+        m.sessions.set(self.core.session_count() as i64);
+        m.partitions.set(self.core.partitions().count() as i64);
+        m.in_flight.set(
+            self.core
+                .partitions()
+                .map(|(_, sp)| sp.acquired_count() as i64)
+                .sum(),
+        );
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Actor for SharePartitionManagerActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.tick = Some(ctx.run_interval(Duration::from_millis(TICK_MS), |act, _| act.on_tick()));
+    }
+}
+
+impl Supervised for SharePartitionManagerActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        // The state is in memory only: a restart forgets what was delivered, and records come
+        // again from the share-partition start offsets the clients' next fetches find.
+        self.core = ShareManager::new(self.core_max_sessions());
+    }
+}
+
+impl SharePartitionManagerActor {
+    fn core_max_sessions(&self) -> usize {
+        self.core.max_sessions()
+    }
+}
+
+impl SupervisedActor for SharePartitionManagerActor {
+    const MAILBOX_CAPACITY: usize = 4096;
+}
+
+crate::supervised_mailbox!(SharePartitionManagerActor);
+
+impl Handler<BeginShareFetch> for SharePartitionManagerActor {
+    type Result = Result<FetchPlan, RequestError>;
+    fn handle(&mut self, m: BeginShareFetch, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _t = metrics.handle();
+        let who = Requester {
+            group: &m.group,
+            member: &m.member,
+        };
+        let r = self.core.begin_fetch(
+            who,
+            m.epoch,
+            &m.partitions,
+            &m.forgotten,
+            &m.limits,
+            now_ms(),
+        );
+        self.report();
+        r
+    }
+}
+
+impl Handler<AcquireRecords> for SharePartitionManagerActor {
+    type Result = Vec<(TopicIdPartition, Vec<AcquiredRange>)>;
+    fn handle(&mut self, m: AcquireRecords, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _t = metrics.handle();
+        let r = self.core.acquire(
+            &m.group,
+            &m.member,
+            &m.reads,
+            m.max_records,
+            &m.limits,
+            now_ms(),
+        );
+        let m = share_metrics();
+        for (_, ranges) in &r {
+            for a in ranges {
+                let n = (a.last_offset - a.first_offset + 1) as u64;
+                m.acquired.inc_by(n);
+                if a.delivery_count > 1 {
+                    m.redelivered.inc_by(n);
+                }
+            }
+        }
+        self.report();
+        r
+    }
+}
+
+impl Handler<NextFetchOffsets> for SharePartitionManagerActor {
+    type Result = Vec<(TopicIdPartition, Option<i64>)>;
+    fn handle(&mut self, m: NextFetchOffsets, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _t = metrics.handle();
+        self.core.next_fetch_offsets(&m.group, &m.partitions)
+    }
+}
+
+impl Handler<AcknowledgeRecords> for SharePartitionManagerActor {
+    type Result = Result<AckResults, RequestError>;
+    fn handle(&mut self, m: AcknowledgeRecords, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _t = metrics.handle();
+        let who = Requester {
+            group: &m.group,
+            member: &m.member,
+        };
+        let r = self
+            .core
+            .acknowledge(who, m.epoch, &m.partitions, &m.limits, now_ms());
+        self.report();
+        r
+    }
+}
+
+impl Handler<DescribeSharePartitions> for SharePartitionManagerActor {
+    type Result = Vec<(TopicIdPartition, SharePartition)>;
+    fn handle(&mut self, m: DescribeSharePartitions, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _t = metrics.handle();
+        self.core.group_partitions(&m.group)
+    }
+}

@@ -1,0 +1,318 @@
+//! The share-partition manager's pure core (Kafka's `SharePartitionManager`): the share-partitions
+//! this broker leads, by group, and the share sessions of the members fetching from them.
+//!
+//! A ShareFetch takes two steps, with the log read between them by the request handler:
+//! `begin_fetch` applies the session and the piggybacked acknowledgements and says where to read
+//! each partition; `acquire` then acquires what was read. The share-partition decides in the
+//! second step, so two members reading the same offsets at once never both acquire them.
+
+pub mod partition;
+pub mod session;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+use kactor_protocol::errors::{INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION};
+use kactor_protocol::Uuid;
+
+pub use partition::{AckBatch, AckError, AcquiredRange, Limits, SharePartition};
+pub use session::{SessionUse, ShareSessions, TopicIdPartition, FINAL_EPOCH, OPEN_EPOCH};
+
+/// One share-partition: a group's view of one topic partition.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShareKey {
+    pub group: String,
+    pub topic_id: Uuid,
+    pub partition: i32,
+}
+
+impl ShareKey {
+    pub fn new(group: &str, tp: TopicIdPartition) -> Self {
+        ShareKey {
+            group: group.to_string(),
+            topic_id: tp.0,
+            partition: tp.1,
+        }
+    }
+}
+
+/// The acknowledgements a request carries for one partition.
+pub type PartitionAcks = (TopicIdPartition, Vec<AckBatch>);
+
+/// Each partition's acknowledgement outcome.
+pub type AckResults = Vec<(TopicIdPartition, Result<(), AckError>)>;
+
+/// A whole request refused: an error code and its message.
+pub type RequestError = (i16, String);
+
+/// Who a share request is from.
+#[derive(Debug, Clone, Copy)]
+pub struct Requester<'a> {
+    pub group: &'a str,
+    pub member: &'a str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchPlan {
+    /// The partitions to read and where: None when the share-partition has no state yet (the
+    /// handler finds its start from `share.auto.offset.reset`).
+    pub reads: Vec<(TopicIdPartition, Option<i64>)>,
+    /// The outcome of each partition's acknowledgements.
+    pub acks: Vec<(TopicIdPartition, Result<(), AckError>)>,
+}
+
+/// What the handler read of one partition for `acquire`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadBatches {
+    pub tp: TopicIdPartition,
+    /// The start offset for a share-partition without state (from `share.auto.offset.reset`).
+    pub initial_offset: Option<i64>,
+    pub log_start_offset: i64,
+    /// `(base_offset, last_offset)` of each batch read, ascending.
+    pub batches: Vec<(i64, i64)>,
+}
+
+#[derive(Debug, Default)]
+pub struct ShareManager {
+    partitions: HashMap<ShareKey, SharePartition>,
+    sessions: ShareSessions,
+    /// Each group's settings as its last request saw them (lock expiry applies them later).
+    limits: HashMap<String, Limits>,
+}
+
+impl ShareManager {
+    pub fn new(max_sessions: usize) -> Self {
+        ShareManager {
+            partitions: HashMap::new(),
+            sessions: ShareSessions::new(max_sessions),
+            limits: HashMap::new(),
+        }
+    }
+
+    pub fn partition(&self, key: &ShareKey) -> Option<&SharePartition> {
+        self.partitions.get(key)
+    }
+
+    pub fn partitions(&self) -> impl Iterator<Item = (&ShareKey, &SharePartition)> {
+        self.partitions.iter()
+    }
+
+    pub fn max_sessions(&self) -> usize {
+        self.sessions.max_sessions()
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Step one of a ShareFetch: the session, then the acknowledgements, then where to read.
+    pub fn begin_fetch(
+        &mut self,
+        who: Requester<'_>,
+        epoch: i32,
+        partitions: &[PartitionAcks],
+        forgotten: &[TopicIdPartition],
+        limits: &Limits,
+        now_ms: i64,
+    ) -> Result<FetchPlan, RequestError> {
+        let Requester { group, member } = who;
+        if epoch == OPEN_EPOCH && partitions.iter().any(|(_, acks)| !acks.is_empty()) {
+            return Err((
+                INVALID_REQUEST,
+                "Acknowledge data present on initial epoch".to_string(),
+            ));
+        }
+        self.limits.insert(group.to_string(), *limits);
+        let key = (group.to_string(), member.to_string());
+        let added: Vec<TopicIdPartition> = partitions.iter().map(|(tp, _)| *tp).collect();
+        let session = self
+            .sessions
+            .fetch(&key, epoch, &added, forgotten, now_ms)?;
+        let acks = self.apply_acks(group, member, partitions, limits, now_ms);
+        let reads = match session {
+            SessionUse::Active(tps) => tps
+                .into_iter()
+                .map(|tp| {
+                    let at = self
+                        .partitions
+                        .get(&ShareKey::new(group, tp))
+                        .map(SharePartition::next_fetch_offset);
+                    (tp, at)
+                })
+                .collect(),
+            SessionUse::Closed(tps) => {
+                self.release(group, member, &tps, limits);
+                Vec::new()
+            }
+        };
+        Ok(FetchPlan { reads, acks })
+    }
+
+    /// Step two of a ShareFetch: acquires for `member` what was read, at most `max_records`
+    /// over all partitions (whole batches).
+    pub fn acquire(
+        &mut self,
+        group: &str,
+        member: &str,
+        reads: &[ReadBatches],
+        max_records: usize,
+        limits: &Limits,
+        now_ms: i64,
+    ) -> Vec<(TopicIdPartition, Vec<AcquiredRange>)> {
+        let mut left = max_records.max(1);
+        let mut out = Vec::with_capacity(reads.len());
+        for r in reads {
+            let key = ShareKey::new(group, r.tp);
+            let sp = match (self.partitions.get_mut(&key), r.initial_offset) {
+                (Some(sp), _) => sp,
+                (None, Some(start)) => self
+                    .partitions
+                    .entry(key)
+                    .or_insert_with(|| SharePartition::new(start)),
+                (None, None) => {
+                    out.push((r.tp, Vec::new()));
+                    continue;
+                }
+            };
+            sp.on_log_start(r.log_start_offset);
+            if left == 0 {
+                out.push((r.tp, Vec::new()));
+                continue;
+            }
+            let ranges = sp.acquire(member, &r.batches, left, limits, now_ms);
+            let n: i64 = ranges
+                .iter()
+                .map(|a| a.last_offset - a.first_offset + 1)
+                .sum();
+            left = left.saturating_sub(n as usize);
+            out.push((r.tp, ranges));
+        }
+        out
+    }
+
+    /// A ShareAcknowledge: the session must be open (or closing, at -1).
+    pub fn acknowledge(
+        &mut self,
+        who: Requester<'_>,
+        epoch: i32,
+        partitions: &[PartitionAcks],
+        limits: &Limits,
+        now_ms: i64,
+    ) -> Result<AckResults, RequestError> {
+        let Requester { group, member } = who;
+        self.limits.insert(group.to_string(), *limits);
+        let key = (group.to_string(), member.to_string());
+        let session = self.sessions.acknowledge(&key, epoch, now_ms)?;
+        let acks = self.apply_acks(group, member, partitions, limits, now_ms);
+        if let SessionUse::Closed(tps) = session {
+            self.release(group, member, &tps, limits);
+        }
+        Ok(acks)
+    }
+
+    fn apply_acks(
+        &mut self,
+        group: &str,
+        member: &str,
+        partitions: &[PartitionAcks],
+        limits: &Limits,
+        now_ms: i64,
+    ) -> AckResults {
+        partitions
+            .iter()
+            .filter(|(_, acks)| !acks.is_empty())
+            .map(|(tp, acks)| {
+                let result = match self.partitions.get_mut(&ShareKey::new(group, *tp)) {
+                    Some(sp) => sp.acknowledge(member, acks, limits, now_ms),
+                    // Kafka's answer for a share-partition the broker has not loaded.
+                    None => Err((
+                        UNKNOWN_TOPIC_OR_PARTITION,
+                        "This server does not host this topic-partition.".to_string(),
+                    )),
+                };
+                (*tp, result)
+            })
+            .collect()
+    }
+
+    /// Releases what `member` holds in `tps` of `group`.
+    fn release(&mut self, group: &str, member: &str, tps: &[TopicIdPartition], limits: &Limits) {
+        for tp in tps {
+            if let Some(sp) = self.partitions.get_mut(&ShareKey::new(group, *tp)) {
+                sp.release_member(member, limits);
+            }
+        }
+    }
+
+    /// Releases expired acquisition locks and the records of sessions idle since before
+    /// `idle_before_ms`, each group by its own settings (`defaults` for a group not seen).
+    /// Returns how many records became deliverable again or were archived.
+    pub fn tick(&mut self, defaults: &Limits, idle_before_ms: i64, now_ms: i64) -> usize {
+        let mut n = 0;
+        let limits = &self.limits;
+        let of = |group: &str| *limits.get(group).unwrap_or(defaults);
+        for (group, member) in self.sessions.evict_idle(idle_before_ms) {
+            let l = of(&group);
+            for (k, sp) in self.partitions.iter_mut() {
+                if k.group == group {
+                    n += sp.release_member(&member, &l);
+                }
+            }
+        }
+        for (k, sp) in self.partitions.iter_mut() {
+            n += sp.expire_locks(&of(&k.group), now_ms);
+        }
+        n
+    }
+
+    /// Where each of `tps` should be read next for `group` (None: no state yet).
+    pub fn next_fetch_offsets(
+        &self,
+        group: &str,
+        tps: &[TopicIdPartition],
+    ) -> Vec<(TopicIdPartition, Option<i64>)> {
+        tps.iter()
+            .map(|tp| {
+                let at = self
+                    .partitions
+                    .get(&ShareKey::new(group, *tp))
+                    .map(SharePartition::next_fetch_offset);
+                (*tp, at)
+            })
+            .collect()
+    }
+
+    /// The earliest acquisition lock deadline over every share-partition.
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.partitions
+            .values()
+            .filter_map(SharePartition::next_deadline)
+            .min()
+    }
+
+    /// Forgets the share-partitions of topic partitions this broker no longer leads (their
+    /// state is rebuilt where they are led).
+    pub fn retain_led(&mut self, led: impl Fn(&Uuid, i32) -> bool) {
+        self.partitions.retain(|k, _| led(&k.topic_id, k.partition));
+    }
+
+    /// Forgets a deleted group's share-partitions.
+    pub fn remove_group(&mut self, group: &str) {
+        self.partitions.retain(|k, _| k.group != group);
+        self.limits.remove(group);
+    }
+
+    /// A copy of each share-partition `group` has here (DescribeShareGroupOffsets).
+    pub fn group_partitions(&self, group: &str) -> Vec<(TopicIdPartition, SharePartition)> {
+        let mut v: Vec<_> = self
+            .partitions
+            .iter()
+            .filter(|(k, _)| k.group == group)
+            .map(|(k, sp)| ((k.topic_id, k.partition), sp.clone()))
+            .collect();
+        v.sort_by_key(|(tp, _)| *tp);
+        v
+    }
+}
