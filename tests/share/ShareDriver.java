@@ -20,7 +20,8 @@
 //   end           "close" (the default: close() when a stop condition holds), "halt" (exit
 //                 without close: the broker only learns from timeouts), "hold" (after the first
 //                 non-empty batch: no acknowledgement, sleep until killed or max_seconds, then
-//                 halt)
+//                 halt), "close_unacked" (after the first non-empty batch: close() without
+//                 acknowledging anything)
 //   stop_file     stop when this file exists
 //   max_records   stop after this many deliveries
 //   idle_ms       stop after this long without a record (counted once a record arrived, or from
@@ -35,7 +36,8 @@
 //
 // Events: started, group_config, record {partition, offset, key, value, deliveryCount},
 // ack {partition, offset, value, type}, commit {partition, error}, ack_committed
-// {partition, offsets, error}, error {where, class, message}, holding, timeout, closed, exit.
+// {partition, offsets, error}, error {where, class, message}, holding, closing_unacked,
+// timeout, closed, exit.
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.File;
@@ -76,7 +78,7 @@ public class ShareDriver {
         try {
             System.out.println(JSON.writeValueAsString(m));
         } catch (Exception e) {
-            System.out.println("{\"event\":\"error\",\"where\":\"emit\",\"message\":\"" + e + "\"}");
+            System.out.println("{\"event\":\"error\",\"where\":\"emit\"}");
         }
         System.out.flush();
     }
@@ -244,6 +246,11 @@ public class ShareDriver {
                     emit("timeout", "seconds", maxSeconds);
                     System.out.flush();
                     Runtime.getRuntime().halt(0);
+                }
+                if (end.equals("close_unacked")) {
+                    emit("closing_unacked", "records", records.count());
+                    reason = "close_unacked";
+                    break;
                 }
                 for (ConsumerRecord<String, String> r : records) {
                     if (delayMs > 0) {
