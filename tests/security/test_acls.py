@@ -319,6 +319,20 @@ def _offset_fetch(r):
                                             for t in g["Topics"]}) for g in r["Groups"]}
 
 
+SHARE_MEMBER = "AAAAAAAAAAAAAAAAAAAABA"
+
+
+def _share_heartbeat(group, topics):
+    return {"GroupId": group, "MemberId": SHARE_MEMBER, "MemberEpoch": 0, "RackId": None,
+            "SubscribedTopicNames": topics}
+
+
+def _share_fetch(group):
+    return {"GroupId": group, "MemberId": SHARE_MEMBER, "ShareSessionEpoch": 0, "MaxWaitMs": 0,
+            "MinBytes": 1, "MaxBytes": 1 << 20, "MaxRecords": 10, "BatchSize": 10,
+            "Topics": [], "ForgottenTopicsData": []}
+
+
 def _heartbeat(group, topics):
     return {"GroupId": group, "MemberId": "AAAAAAAAAAAAAAAAAAAAAQ", "MemberEpoch": 0,
             "RebalanceTimeoutMs": 45000, "SubscribedTopicNames": topics, "TopicPartitions": []}
@@ -492,6 +506,30 @@ CASES = [
      {"GroupIds": ["g-secret", "g-ok"], "IncludeAuthorizedOperations": True},
      _by("Groups", "GroupId", "ErrorCode"),
      {"g-secret": GROUP_AUTHZ, "g-ok": GROUP_NOT_CONSUMER}),
+    # Share groups: READ on the group (and DESCRIBE on subscribed topics) to take part,
+    # DESCRIBE on the group and its topics to look at it.
+    ("share-group-heartbeat", "ShareGroupHeartbeat", 1, _share_heartbeat("g-secret", ["granted"]),
+     _top("ErrorCode", "MemberEpoch"), (GROUP_AUTHZ, 0)),
+    ("share-group-heartbeat-topic", "ShareGroupHeartbeat", 1, _share_heartbeat("g-ok", ["secret"]),
+     _top("ErrorCode"), TOPIC_AUTHZ),
+    ("share-group-describe", "ShareGroupDescribe", 1,
+     {"GroupIds": ["g-secret", "g-ok"], "IncludeAuthorizedOperations": True},
+     _by("Groups", "GroupId", "ErrorCode"),
+     {"g-secret": GROUP_AUTHZ, "g-ok": GROUP_NOT_CONSUMER}),
+    ("share-fetch", "ShareFetch", 1, _share_fetch("g-secret"), _top("ErrorCode", "Responses"),
+     (GROUP_AUTHZ, [])),
+    ("share-acknowledge", "ShareAcknowledge", 1,
+     {"GroupId": "g-secret", "MemberId": SHARE_MEMBER, "ShareSessionEpoch": 1, "Topics": []},
+     _top("ErrorCode", "Responses"), (GROUP_AUTHZ, [])),
+    ("describe-share-group-offsets", "DescribeShareGroupOffsets", 1,
+     {"Groups": [{"GroupId": "g-secret", "Topics": None},
+                 {"GroupId": "g-ok", "Topics": [{"TopicName": "secret", "Partitions": [0]},
+                                                {"TopicName": "granted", "Partitions": [0]}]}]},
+     lambda r: {g["GroupId"]: (g["ErrorCode"], {t["TopicName"]: [
+         (p["ErrorCode"], p["StartOffset"]) for p in t["Partitions"]] for t in g["Topics"]})
+         for g in r["Groups"]},
+     {"g-secret": (GROUP_AUTHZ, {}),
+      "g-ok": (NONE, {"secret": [(TOPIC_AUTHZ, -1)], "granted": [(NONE, -1)]})}),
     # DESCRIBE on the transactional id.
     ("describe-transactions", "DescribeTransactions", 0,
      {"TransactionalIds": ["tx-secret", "tx-none"]},

@@ -25,6 +25,8 @@ use crate::metadata::core::MetadataImage;
 use crate::metadata::MetadataImageWatch;
 use crate::network::{HandlerOutcome, ListenerKind, RequestContext, RequestRouter};
 
+mod share;
+
 /// Puts refused parts back into (or filters) the handler's answer.
 type Post = Box<dyn FnOnce(ResponseBody) -> ResponseBody>;
 
@@ -313,6 +315,11 @@ fn broker_side(c: &Check, ctx: &RequestContext, v: i16, body: RequestBody) -> Pr
         RequestBody::OffsetDelete(r) => offset_delete(c, r),
         RequestBody::DescribeGroups(r) => describe_groups(c, v, r),
         RequestBody::ConsumerGroupDescribe(r) => consumer_group_describe(c, r),
+        RequestBody::ShareGroupHeartbeat(r) => share::heartbeat(c, r),
+        RequestBody::ShareGroupDescribe(r) => share::describe(c, r),
+        RequestBody::ShareFetch(r) => share::fetch(c, r),
+        RequestBody::ShareAcknowledge(r) => share::acknowledge(c, r),
+        RequestBody::DescribeShareGroupOffsets(r) => share::describe_offsets(c, r),
         RequestBody::ListGroups(r) => {
             if c.quietly(Op::Describe, R::Cluster, super::CLUSTER_NAME) {
                 return Pre::Serve(RequestBody::ListGroups(r), None);
