@@ -554,11 +554,6 @@ def test_group_configs(franz_driver, broker, topic_name):
     assert len(c) == 21
 
 
-@pytest.mark.kactor_pending(
-    "share groups (KIP-932, kgo.ShareGroup): kactor does not serve ShareGroupHeartbeat (76), "
-    "ShareFetch (78), ShareAcknowledge (79), ShareGroupDescribe (77) or "
-    "DescribeShareGroupOffsets (90), so franz-go's share consumer reports 'unable to join group "
-    "session: broker is too old' on every poll; Kafka 4.4 serves share groups by default")
 def test_share_group(franz_driver, broker, topic_name):
     r = run(franz_driver, "share", broker, topic=topic_name, group=group_name(topic_name), count=10)
     assert r["group_config"] is None and r["produce"] is None

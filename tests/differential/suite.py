@@ -8,7 +8,8 @@ from pathlib import Path
 from harness import wire
 from harness.broker import Broker, kactor_bin
 
-from . import corpus_cluster, corpus_data, corpus_groups, corpus_topics, corpus_txn  # noqa: F401
+from . import (  # noqa: F401
+    corpus_cluster, corpus_data, corpus_groups, corpus_share, corpus_topics, corpus_txn)
 from .engine import CASES, _glob, run_case, select, summary
 from .known_differences import KNOWN
 
