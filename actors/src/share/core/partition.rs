@@ -226,6 +226,12 @@ impl SharePartition {
             if b.last_offset < self.start_offset {
                 continue;
             }
+            if self.records.is_empty() {
+                return refuse(
+                    INVALID_RECORD_STATE,
+                    "Batch record not found. The request batch offsets are not found in the cache.",
+                );
+            }
             if b.first_offset >= self.end_offset {
                 return refuse(
                     INVALID_REQUEST,

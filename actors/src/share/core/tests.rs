@@ -302,3 +302,17 @@ fn closing_a_session_releases_its_records() {
     assert_eq!(m.tick(&LIMITS, 3, 3), 5);
     assert_eq!(m.session_count(), 0);
 }
+
+#[test]
+fn acknowledging_with_nothing_in_flight_is_not_found() {
+    // Kafka 4.4 answers a share-partition with an empty cache this way, wherever the offsets.
+    let mut sp = SharePartition::new(2);
+    assert_eq!(
+        sp.acknowledge("a", &[ack(100, 101, &[ACK_ACCEPT])], &LIMITS, 0),
+        Err((
+            INVALID_RECORD_STATE,
+            "Batch record not found. The request batch offsets are not found in the cache."
+                .to_string()
+        ))
+    );
+}
