@@ -508,6 +508,45 @@ def group_overview_panels():
         timeseries("Top 10 lagging partitions", [target(
             f"topk(10, max by (group, topic, partition) (kactor_group_consumer_lag{{{lag}}}))",
             "{{group}} {{topic}}-{{partition}}")], w=24),
+        *share_group_panels(),
+    ]
+
+
+def share_group_panels():
+    """Share groups (KIP-932, kactor_share_*): records delivered to share consumers, the ones
+    still locked to a consumer, redeliveries and lock expiries. Members are in the group
+    panels above (type="share")."""
+    s = SEL
+    return [
+        row("Share groups"),
+        stat("Share members", f'sum(kactor_group_members{{{s}, type="share"}}) or vector(0)'),
+        stat("Share sessions", f"sum(kactor_share_sessions{{{s}}})",
+             description="Open ShareFetch sessions (one per member and broker it fetches from)."),
+        stat("Records in flight", f"sum(kactor_share_records_in_flight{{{s}}})",
+             description="Delivered to a share consumer and not yet acknowledged: each holds a "
+                         "lock of group.share.record.lock.duration.ms."),
+        stat("Deliveries / s", f"sum(rate(kactor_share_records_acquired_total{{{s}}}"
+             f"[{RATE}])) or vector(0)", unit="ops"),
+        stat("Redeliveries / s", f"sum(rate(kactor_share_records_redelivered_total{{{s}}}"
+             f"[{RATE}])) or vector(0)", unit="ops",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
+        stat("Lock expiries / s", f"sum(rate(kactor_share_lock_releases_total{{{s}}}"
+             f"[{RATE}])) or vector(0)", unit="ops",
+             thresholds=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
+        timeseries("Share deliveries / s", [
+            target(f"sum(rate(kactor_share_records_acquired_total{{{s}}}[{RATE}]))",
+                   "delivered"),
+            target(f"sum(rate(kactor_share_records_redelivered_total{{{s}}}[{RATE}]))",
+                   "redelivered", ref="B"),
+            target(f"sum(rate(kactor_share_lock_releases_total{{{s}}}[{RATE}]))",
+                   "released by lock expiry or dropped session", ref="C")],
+            unit="ops", w=12,
+            description="Redeliveries follow releases, lock expiries and dropped sessions; a "
+                        "record delivered group.share.delivery.count.limit times is archived."),
+        timeseries("Share records in flight and partitions", [
+            target(f"sum(kactor_share_records_in_flight{{{s}}})", "records in flight"),
+            target(f"sum(kactor_share_partitions{{{s}}})", "share-partitions", ref="B"),
+            target(f"sum(kactor_share_sessions{{{s}}})", "sessions", ref="C")], w=12),
     ]
 
 

@@ -6,8 +6,9 @@
 //! Kafka 4.4 accepts and describes all 21 keys whatever group types the broker serves. kactor
 //! does the same, so tools and scripts see Kafka's set; its group coordinator applies
 //! `consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms` and
-//! `consumer.assignment.interval.ms` (the ones [`APPLIED`] lists). The other consumer, share
-//! and streams keys are stored for features kactor does not have.
+//! `consumer.assignment.interval.ms`, and its share-partition manager the four share delivery
+//! keys (the ones [`APPLIED`] lists). The other consumer, share and streams keys are stored for
+//! what kactor does not do yet.
 
 use std::collections::BTreeMap;
 
@@ -92,6 +93,11 @@ pub const APPLIED: &[&str] = &[
     CONSUMER_SESSION_TIMEOUT_MS,
     CONSUMER_HEARTBEAT_INTERVAL_MS,
     CONSUMER_ASSIGNMENT_INTERVAL_MS,
+    // Applied by the share-partition manager (actors/src/share/apis.rs).
+    "share.auto.offset.reset",
+    "share.delivery.count.limit",
+    "share.partition.max.record.locks",
+    "share.record.lock.duration.ms",
 ];
 
 /// Every group config Kafka 4.4 accepts, sorted by name.
@@ -135,7 +141,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         "false",
         Boolean,
         Unbounded,
-        "Whether this share group's dead-letter records carry the original record (stored; no share groups in kactor).",
+        "Whether this share group's dead-letter records carry the original record (stored; not applied by kactor yet).",
     ),
     g(
         "errors.deadletterqueue.topic.name",
@@ -143,7 +149,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         "",
         Str,
         Unbounded,
-        "This share group's dead-letter topic; empty for none (stored; no share groups in kactor).",
+        "This share group's dead-letter topic; empty for none (stored; not applied by kactor yet).",
     ),
     g(
         "share.assignment.interval.ms",
@@ -154,7 +160,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
             "group.share.min.assignment.interval.ms",
             "group.share.max.assignment.interval.ms",
         ),
-        "Least time between two assignments of this share group (stored; no share groups in kactor).",
+        "Least time between two assignments of this share group (stored; not applied by kactor yet).",
     ),
     g(
         "share.auto.offset.reset",
@@ -162,7 +168,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         "latest",
         Str,
         ShareOffsetReset,
-        "Where this share group starts on a partition: earliest, latest or by_duration:<ISO-8601> (stored; no share groups in kactor).",
+        "Where this share group starts on a partition: earliest, latest or by_duration:<ISO-8601>.",
     ),
     g(
         "share.delivery.count.limit",
@@ -173,7 +179,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
             "group.share.min.delivery.count.limit",
             "group.share.max.delivery.count.limit",
         ),
-        "Deliveries of a record to this share group before it is given up (stored; no share groups in kactor).",
+        "Deliveries of a record to this share group before it is given up.",
     ),
     g(
         "share.heartbeat.interval.ms",
@@ -184,7 +190,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
             "group.share.min.heartbeat.interval.ms",
             "group.share.max.heartbeat.interval.ms",
         ),
-        "Heartbeat interval of this share group's members (stored; no share groups in kactor).",
+        "Heartbeat interval of this share group's members (stored; not applied by kactor yet).",
     ),
     g(
         "share.isolation.level",
@@ -192,7 +198,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         "read_uncommitted",
         Enum(&["read_committed", "read_uncommitted"]),
         Unbounded,
-        "Whether this share group sees uncommitted transactional records (stored; no share groups in kactor).",
+        "Whether this share group sees uncommitted transactional records (stored; not applied by kactor yet).",
     ),
     g(
         "share.partition.max.record.locks",
@@ -203,7 +209,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
             "group.share.min.partition.max.record.locks",
             "group.share.max.partition.max.record.locks",
         ),
-        "In-flight records per partition for this share group (stored; no share groups in kactor).",
+        "In-flight records per partition for this share group.",
     ),
     g(
         "share.record.lock.duration.ms",
@@ -214,7 +220,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
             "group.share.min.record.lock.duration.ms",
             "group.share.max.record.lock.duration.ms",
         ),
-        "How long a record delivered to this share group stays locked (stored; no share groups in kactor).",
+        "How long a record delivered to this share group stays locked.",
     ),
     g(
         "share.renew.acknowledge.enable",
@@ -222,7 +228,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         "true",
         Boolean,
         Unbounded,
-        "Whether this share group's consumers may renew record locks (stored; no share groups in kactor).",
+        "Whether this share group's consumers may renew record locks (stored; not applied by kactor yet).",
     ),
     g(
         "share.session.timeout.ms",
@@ -233,7 +239,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
             "group.share.min.session.timeout.ms",
             "group.share.max.session.timeout.ms",
         ),
-        "Session timeout of this share group's members (stored; no share groups in kactor).",
+        "Session timeout of this share group's members (stored; not applied by kactor yet).",
     ),
     g(
         "streams.assignment.interval.ms",
