@@ -195,6 +195,25 @@ fn share_groups_enabled(t: &PartitionTable) -> bool {
         .is_some_and(|i| i.features.get("share.version").copied().unwrap_or(0) >= 1)
 }
 
+/// Kafka's checks ahead of a ShareFetch or ShareAcknowledge, answered with a code alone: share
+/// groups enabled, a group id, a valid member id. Returns (group, member).
+fn requester(
+    t: &PartitionTable,
+    group_id: &Option<String>,
+    member_id: &Option<String>,
+) -> Result<(String, String), i16> {
+    if !share_groups_enabled(t) {
+        return Err(UNSUPPORTED_VERSION);
+    }
+    let Some(group) = group_id.clone() else {
+        return Err(INVALID_REQUEST);
+    };
+    if !valid_share_member_id(member_id.as_deref()) {
+        return Err(INVALID_REQUEST);
+    }
+    Ok((group, member_id.clone().unwrap_or_default()))
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -289,16 +308,10 @@ async fn handle_share_fetch(
     r: ShareFetchRequest,
 ) -> ShareFetchResponse {
     let table = a.partitions.borrow().clone();
-    if !share_groups_enabled(&table) {
-        return fetch_error(UNSUPPORTED_VERSION);
-    }
-    let Some(group) = r.group_id.clone() else {
-        return fetch_error(INVALID_REQUEST);
+    let (group, member) = match requester(&table, &r.group_id, &r.member_id) {
+        Ok(who) => who,
+        Err(code) => return fetch_error(code),
     };
-    if !valid_share_member_id(r.member_id.as_deref()) {
-        return fetch_error(INVALID_REQUEST);
-    }
-    let member = r.member_id.clone().unwrap_or_default();
     if r.is_renew_ack
         && (r.max_bytes != 0 || r.min_bytes != 0 || r.max_records != 0 || r.max_wait_ms != 0)
     {
@@ -463,7 +476,6 @@ async fn handle_share_fetch(
                     .collect(),
                 ..Default::default()
             });
-        let _ = p.high_watermark;
     }
     // Partitions that were not read (only acknowledged, or named while not fetching).
     let unread: Vec<(Uuid, i32)> = added
@@ -691,16 +703,10 @@ async fn handle_share_acknowledge(
     r: ShareAcknowledgeRequest,
 ) -> ShareAcknowledgeResponse {
     let table = a.partitions.borrow().clone();
-    if !share_groups_enabled(&table) {
-        return ack_error(UNSUPPORTED_VERSION);
-    }
-    let Some(group) = r.group_id.clone() else {
-        return ack_error(INVALID_REQUEST);
+    let (group, member) = match requester(&table, &r.group_id, &r.member_id) {
+        Ok(who) => who,
+        Err(code) => return ack_error(code),
     };
-    if !valid_share_member_id(r.member_id.as_deref()) {
-        return ack_error(INVALID_REQUEST);
-    }
-    let member = r.member_id.clone().unwrap_or_default();
     let (limits, _) = group_settings(table.image.as_deref(), &group, &a.settings);
     let max_type = if ctx.api_version >= 2 {
         ACK_RENEW

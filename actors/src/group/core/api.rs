@@ -426,26 +426,9 @@ pub struct ShareGroupHeartbeatInput {
     pub client_host: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ShareGroupHeartbeatOutput {
-    pub error_code: i16,
-    pub error_message: Option<String>,
-    pub member_id: Option<String>,
-    pub member_epoch: i32,
-    pub heartbeat_interval_ms: i32,
-    /// Present when the member joined or its assignment changed.
-    pub assignment: Option<TopicPartitions>,
-}
-
-impl ShareGroupHeartbeatOutput {
-    pub fn error(error_code: i16, message: impl Into<String>) -> Self {
-        ShareGroupHeartbeatOutput {
-            error_code,
-            error_message: Some(message.into()),
-            ..Default::default()
-        }
-    }
-}
+/// The same fields as a KIP-848 heartbeat's answer (the assignment is present when the member
+/// joined, resubscribed or its assignment changed).
+pub type ShareGroupHeartbeatOutput = ConsumerGroupHeartbeatOutput;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DescribedShareMember {
