@@ -10,7 +10,7 @@ use actix::{Actor, AsyncContext, Context, Handler, SpawnHandle, Supervised};
 
 use super::core::{
     AckResults, AcquiredRange, FetchPlan, Limits, RequestError, Requester, ShareManager,
-    SharePartition, TopicIdPartition,
+    SharePartition, TopicIdPartition, FINAL_EPOCH,
 };
 use super::messages::*;
 use super::metrics::share_metrics;
@@ -21,6 +21,8 @@ const TICK_MS: u64 = 1_000;
 
 pub struct SharePartitionManagerActor {
     core: ShareManager,
+    /// Parked ShareFetches by group: woken when that group's records may be deliverable.
+    waiters: std::collections::HashMap<String, Vec<tokio::sync::oneshot::Sender<()>>>,
     /// Settings for groups the actor has not heard from since a restart.
     defaults: Limits,
     /// A session unused this long is dropped and its records released (Kafka drops it when its
@@ -34,6 +36,7 @@ impl SharePartitionManagerActor {
     pub fn new(max_sessions: usize, defaults: Limits, session_idle_ms: i64) -> Self {
         SharePartitionManagerActor {
             core: ShareManager::new(max_sessions),
+            waiters: std::collections::HashMap::new(),
             defaults,
             session_idle_ms,
             tick: None,
@@ -48,8 +51,26 @@ impl SharePartitionManagerActor {
             .tick(&self.defaults, now - self.session_idle_ms, now);
         if released > 0 {
             share_metrics().lock_releases.inc_by(released as u64);
+            // Which groups gained records is not tracked per release: every waiter looks again.
+            let groups: Vec<String> = self.waiters.keys().cloned().collect();
+            for g in groups {
+                self.wake(&g);
+            }
         }
+        // Fetches whose client went away leave closed channels behind.
+        self.waiters.retain(|_, w| {
+            w.retain(|tx| !tx.is_closed());
+            !w.is_empty()
+        });
         self.report();
+    }
+
+    /// Wakes the fetches of `group` parked for records (Kafka completes its delayed share
+    /// fetches on acknowledgement and release the same way): they read and acquire again.
+    fn wake(&mut self, group: &str) {
+        for tx in self.waiters.remove(group).unwrap_or_default() {
+            let _ = tx.send(());
+        }
     }
 
     fn report(&self) {
@@ -117,6 +138,10 @@ impl Handler<BeginShareFetch> for SharePartitionManagerActor {
             &m.limits,
             now_ms(),
         );
+        // Acknowledgements or a closed session may have freed records for others.
+        if m.partitions.iter().any(|(_, acks)| !acks.is_empty()) || m.epoch == FINAL_EPOCH {
+            self.wake(&m.group);
+        }
         self.report();
         r
     }
@@ -182,5 +207,19 @@ impl Handler<DescribeSharePartitions> for SharePartitionManagerActor {
         let metrics = self.metrics.clone();
         let _t = metrics.handle();
         self.core.group_partitions(&m.group)
+    }
+}
+
+impl Handler<WatchShareRecords> for SharePartitionManagerActor {
+    type Result = ();
+    fn handle(&mut self, m: WatchShareRecords, _: &mut Context<Self>) {
+        let metrics = self.metrics.clone();
+        let _t = metrics.handle();
+        if self.core.has_acquirable(&m.group, &m.partitions, &m.limits) {
+            // Freed between the fetch's acquire and this message: no need to wait.
+            let _ = m.done.send(());
+            return;
+        }
+        self.waiters.entry(m.group).or_default().push(m.done);
     }
 }

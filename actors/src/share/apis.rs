@@ -22,7 +22,9 @@ use tokio::sync::oneshot;
 
 use super::actor::SharePartitionManagerActor;
 use super::core::partition::{valid_ack_batches, ACK_REJECT, ACK_RENEW};
-use super::core::{AckBatch, AckError, AcquiredRange, Limits, PartitionAcks, ReadBatches};
+use super::core::{
+    AckBatch, AckError, AcquiredRange, Limits, LogBatch, PartitionAcks, ReadBatches,
+};
 use super::messages::*;
 use crate::group::apis::share::valid_share_member_id;
 use crate::metadata::core::image::{ConfigResource, ConfigResourceType, MetadataImage};
@@ -157,12 +159,21 @@ pub fn iso_duration_ms(s: &str) -> Option<i64> {
     Some(ms as i64)
 }
 
+/// What one share group's reads follow besides its limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadSettings {
+    /// `share.auto.offset.reset`
+    pub reset: AutoOffsetReset,
+    /// `share.isolation.level`
+    pub isolation: IsolationLevel,
+}
+
 /// One group's settings: its group configs within the broker's bounds, else the broker's.
 fn group_settings(
     image: Option<&MetadataImage>,
     group: &str,
     s: &ShareSettings,
-) -> (Limits, AutoOffsetReset) {
+) -> (Limits, ReadSettings) {
     let configs = image.and_then(|i| {
         i.configs.get(&ConfigResource {
             resource_type: ConfigResourceType::Group,
@@ -181,11 +192,15 @@ fn group_settings(
     if let Some(v) = int("share.partition.max.record.locks") {
         limits.max_in_flight = v.clamp(s.record_locks_bounds.0, s.record_locks_bounds.1);
     }
-    let reset = configs
-        .and_then(|c| c.get("share.auto.offset.reset"))
-        .and_then(|v| AutoOffsetReset::parse(v))
+    let value = |k: &str| configs.and_then(|c| c.get(k)).map(|v| v.trim());
+    let reset = value("share.auto.offset.reset")
+        .and_then(AutoOffsetReset::parse)
         .unwrap_or(AutoOffsetReset::Latest);
-    (limits, reset)
+    let isolation = match value("share.isolation.level") {
+        Some("read_committed") => IsolationLevel::ReadCommitted,
+        _ => IsolationLevel::ReadUncommitted,
+    };
+    (limits, ReadSettings { reset, isolation })
 }
 
 /// Whether share groups are enabled (`share.version` >= 1), as Kafka's handlers check.
@@ -224,41 +239,78 @@ fn now_ms() -> i64 {
 // ---------------------------------------------------------------------------------------------
 // Records
 
-/// `(base_offset, last_offset, start, end)` of each whole v2 batch in `buf`.
-pub fn batch_spans(buf: &[u8]) -> Vec<(i64, i64, usize, usize)> {
+/// One whole v2 batch of a read: its offsets, where it lies in the buffer, and what
+/// `read_committed` needs of its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub start: usize,
+    pub end: usize,
+    pub producer_id: i64,
+    pub transactional: bool,
+    pub control: bool,
+}
+
+/// The fixed header of a v2 batch (through `records_count`).
+const BATCH_HEADER_LEN: usize = 61;
+
+/// Every whole v2 batch in `buf` (a trailing partial batch is left out).
+pub fn batch_spans(buf: &[u8]) -> Vec<Span> {
+    let be_i64 = |at: usize| i64::from_be_bytes(buf[at..at + 8].try_into().expect("8 bytes"));
+    let be_i32 = |at: usize| i32::from_be_bytes(buf[at..at + 4].try_into().expect("4 bytes"));
     let mut out = Vec::new();
     let mut at = 0usize;
-    while buf.len() >= at + 27 {
-        let base = i64::from_be_bytes(buf[at..at + 8].try_into().expect("8 bytes"));
-        let len = i32::from_be_bytes(buf[at + 8..at + 12].try_into().expect("4 bytes"));
-        let delta = i32::from_be_bytes(buf[at + 23..at + 27].try_into().expect("4 bytes"));
-        if len < 49 {
+    while buf.len() >= at + BATCH_HEADER_LEN {
+        let len = be_i32(at + 8);
+        if len < (BATCH_HEADER_LEN - 12) as i32 {
             break;
         }
         let end = at + 12 + len as usize;
         if end > buf.len() {
             break;
         }
-        out.push((base, base + delta as i64, at, end));
+        let base = be_i64(at);
+        let attributes = i16::from_be_bytes([buf[at + 21], buf[at + 22]]);
+        out.push(Span {
+            base_offset: base,
+            last_offset: base + be_i32(at + 23) as i64,
+            start: at,
+            end,
+            producer_id: be_i64(at + 43),
+            transactional: attributes & 0x10 != 0,
+            control: attributes & 0x20 != 0,
+        });
         at = end;
     }
     out
 }
 
+/// Whether a batch's records are for a share consumer at `isolation`: under `read_committed`
+/// neither control batches nor batches of aborted transactions are (Kafka archives them).
+fn deliverable(span: &Span, isolation: IsolationLevel, aborted: &[crate::log::AbortedTxn]) -> bool {
+    if isolation != IsolationLevel::ReadCommitted {
+        return true;
+    }
+    !span.control
+        && !(span.transactional
+            && aborted.iter().any(|a| {
+                a.producer_id == span.producer_id
+                    && a.first_offset <= span.base_offset
+                    && span.base_offset <= a.last_offset
+            }))
+}
+
 /// The batches of `buf` that hold an acquired offset (Kafka trims a share fetch's records to
 /// the acquired ranges).
-fn acquired_batches(
-    buf: &Bytes,
-    spans: &[(i64, i64, usize, usize)],
-    ranges: &[AcquiredRange],
-) -> Bytes {
+fn acquired_batches(buf: &Bytes, spans: &[Span], ranges: &[AcquiredRange]) -> Bytes {
     let mut out = BytesMut::new();
-    for &(base, last, start, end) in spans {
+    for s in spans {
         if ranges
             .iter()
-            .any(|r| r.first_offset <= last && r.last_offset >= base)
+            .any(|r| r.first_offset <= s.last_offset && r.last_offset >= s.base_offset)
         {
-            out.extend_from_slice(&buf[start..end]);
+            out.extend_from_slice(&buf[s.start..s.end]);
         }
     }
     out.freeze()
@@ -279,7 +331,7 @@ struct PartitionRead {
     error: i16,
     leader: (i32, i32),
     bytes: Bytes,
-    spans: Vec<(i64, i64, usize, usize)>,
+    spans: Vec<Span>,
     high_watermark: i64,
     read: Option<ReadBatches>,
 }
@@ -317,7 +369,7 @@ async fn handle_share_fetch(
     {
         return fetch_error(INVALID_REQUEST);
     }
-    let (limits, reset) = group_settings(table.image.as_deref(), &group, &a.settings);
+    let (limits, settings) = group_settings(table.image.as_deref(), &group, &a.settings);
     let max_type = if ctx.api_version >= 2 {
         ACK_RENEW
     } else {
@@ -399,12 +451,12 @@ async fn handle_share_fetch(
     let mut acquired: BTreeMap<(Uuid, i32), Vec<AcquiredRange>> = BTreeMap::new();
     if fetching {
         let per_partition = (budget as usize / targets.len()).max(1);
-        reads = read_all(&table, &targets, per_partition, reset).await;
+        reads = read_all(&table, &targets, per_partition, settings).await;
         acquired = acquire(a, &group, &member, &reads, max_records, limits).await;
         let nothing = acquired.values().all(|v| v.is_empty());
         let all_failed = reads.iter().all(|p| p.error != NONE);
         if nothing && !all_failed && r.max_wait_ms > 0 && ack_results.is_empty() {
-            wait_for_records(a, &reads, &targets, r.max_wait_ms).await;
+            wait_for_records(a, &group, limits, &reads, &targets, r.max_wait_ms).await;
             let tps: Vec<(Uuid, i32)> = targets.iter().map(|(t, _)| t.tp).collect();
             if let Ok(next) = a
                 .manager
@@ -427,7 +479,7 @@ async fn handle_share_fetch(
                         )
                     })
                     .collect();
-                reads = read_all(&table, &again, per_partition, reset).await;
+                reads = read_all(&table, &again, per_partition, settings).await;
                 acquired = acquire(a, &group, &member, &reads, max_records, limits).await;
             }
         }
@@ -535,7 +587,7 @@ async fn read_all(
     table: &PartitionTable,
     targets: &[(Target, Option<i64>)],
     max_bytes: usize,
-    reset: AutoOffsetReset,
+    settings: ReadSettings,
 ) -> Vec<PartitionRead> {
     let reads = targets.iter().map(|(t, at)| async move {
         let failed = |error| PartitionRead {
@@ -568,7 +620,7 @@ async fn read_all(
             Some(o) => (*o, None),
             None => match replica
                 .addr
-                .send(offset_of(reset.timestamp(now_ms())))
+                .send(offset_of(settings.reset.timestamp(now_ms())))
                 .await
             {
                 Ok(Ok(Some(found))) => (found.offset, Some(found.offset)),
@@ -586,7 +638,7 @@ async fn read_all(
                 fetch_offset,
                 max_bytes,
                 min_one_batch: true,
-                isolation: IsolationLevel::ReadUncommitted,
+                isolation: settings.isolation,
                 current_leader_epoch: -1,
                 last_fetched_epoch: -1,
                 replica_id: -1,
@@ -611,7 +663,14 @@ async fn read_all(
             Err(_) => return failed(KAFKA_STORAGE_ERROR),
         };
         let spans = batch_spans(&bytes);
-        let batches = spans.iter().map(|s| (s.0, s.1)).collect();
+        let batches = spans
+            .iter()
+            .map(|s| LogBatch {
+                base_offset: s.base_offset,
+                last_offset: s.last_offset,
+                deliver: deliverable(s, settings.isolation, &o.aborted_transactions),
+            })
+            .collect();
         PartitionRead {
             tp: t.tp,
             error: NONE,
@@ -655,26 +714,32 @@ async fn acquire(
         .unwrap_or_default()
 }
 
-/// Parks the fetch until one of its partitions' high watermark moves, or `max_wait_ms`.
-/// (Records released by other members do not wake it: it waits its full time then.)
+/// Parks the fetch until one of its partitions' high watermark moves, records of its group
+/// become deliverable again (acknowledgements, releases, expired locks), or `max_wait_ms`.
 async fn wait_for_records(
     a: &ShareApis,
+    group: &str,
+    limits: Limits,
     reads: &[PartitionRead],
     targets: &[(Target, Option<i64>)],
     max_wait_ms: i32,
 ) {
-    let watches: Vec<FetchWatch> = reads
+    let readable: Vec<(&PartitionRead, &Target)> = reads
         .iter()
         .zip(targets)
         .filter(|(p, _)| p.error == NONE)
-        .filter_map(|(p, (t, _))| {
+        .map(|(p, (t, _))| (p, t))
+        .collect();
+    let watches: Vec<FetchWatch> = readable
+        .iter()
+        .filter_map(|(p, t)| {
             Some(FetchWatch {
                 tp: TopicPartition::new(t.name.as_ref()?, t.tp.1),
                 observed_high_watermark: p.high_watermark,
             })
         })
         .collect();
-    let (done, wait) = oneshot::channel();
+    let (done, appended) = oneshot::channel();
     let max_wait_ms = max_wait_ms.max(0) as u64;
     a.purgatory.do_send(WatchFetch {
         watches,
@@ -684,7 +749,23 @@ async fn wait_for_records(
         follower: false,
         done,
     });
-    let _ = tokio::time::timeout(Duration::from_millis(max_wait_ms + 1_000), wait).await;
+    let (done, freed) = oneshot::channel();
+    a.manager.do_send(WatchShareRecords {
+        group: group.to_string(),
+        partitions: readable
+            .iter()
+            .map(|(p, t)| (t.tp.0, t.tp.1, p.high_watermark))
+            .collect(),
+        limits,
+        done,
+    });
+    let either = async {
+        tokio::select! {
+            _ = appended => {}
+            _ = freed => {}
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_millis(max_wait_ms + 1_000), either).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -938,17 +1019,19 @@ mod tests {
         let whole = buf.len();
         buf.extend_from_slice(&[0u8; 20]);
         let spans = batch_spans(&buf);
-        assert_eq!(
-            spans.iter().map(|s| (s.0, s.1)).collect::<Vec<_>>(),
-            vec![(0, 2), (3, 5)]
-        );
-        assert_eq!(spans[1].3, whole);
+        let offsets: Vec<_> = spans
+            .iter()
+            .map(|s| (s.base_offset, s.last_offset))
+            .collect();
+        assert_eq!(offsets, vec![(0, 2), (3, 5)]);
+        assert_eq!(spans[1].end, whole);
+        assert!(!spans[0].transactional && !spans[0].control);
         let ranges = [AcquiredRange {
             first_offset: 4,
             last_offset: 4,
             delivery_count: 1,
         }];
         let only_second = acquired_batches(&buf.freeze(), &spans, &ranges);
-        assert_eq!(only_second.len(), whole - spans[1].2);
+        assert_eq!(only_second.len(), whole - spans[1].start);
     }
 }

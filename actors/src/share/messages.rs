@@ -55,3 +55,17 @@ pub struct AcknowledgeRecords {
 pub struct DescribeSharePartitions {
     pub group: String,
 }
+
+/// A ShareFetch that acquired nothing parks here (beside its purgatory watch on the high
+/// watermarks): `done` fires when records of `group` may have become deliverable in one of
+/// `partitions` (acknowledged, released, locks expired, a session dropped), or at once when
+/// one already has something to acquire below the high watermark the fetch saw.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct WatchShareRecords {
+    pub group: String,
+    /// (topic id, partition, high watermark the fetch saw)
+    pub partitions: Vec<(kactor_protocol::Uuid, i32, i64)>,
+    pub limits: Limits,
+    pub done: tokio::sync::oneshot::Sender<()>,
+}

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use kactor_protocol::errors::{INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION};
 use kactor_protocol::Uuid;
 
-pub use partition::{AckBatch, AckError, AcquiredRange, Limits, SharePartition};
+pub use partition::{AckBatch, AckError, AcquiredRange, Limits, LogBatch, SharePartition};
 pub use session::{SessionUse, ShareSessions, TopicIdPartition, FINAL_EPOCH, OPEN_EPOCH};
 
 /// One share-partition: a group's view of one topic partition.
@@ -70,8 +70,8 @@ pub struct ReadBatches {
     /// The start offset for a share-partition without state (from `share.auto.offset.reset`).
     pub initial_offset: Option<i64>,
     pub log_start_offset: i64,
-    /// `(base_offset, last_offset)` of each batch read, ascending.
-    pub batches: Vec<(i64, i64)>,
+    /// Each batch read, ascending.
+    pub batches: Vec<LogBatch>,
 }
 
 #[derive(Debug, Default)]
@@ -181,7 +181,7 @@ impl ShareManager {
                 out.push((r.tp, Vec::new()));
                 continue;
             }
-            let ranges = sp.acquire(member, &r.batches, left, limits, now_ms);
+            let ranges = sp.acquire_batches(member, &r.batches, left, limits, now_ms);
             let n: i64 = ranges
                 .iter()
                 .map(|a| a.last_offset - a.first_offset + 1)
@@ -265,6 +265,21 @@ impl ShareManager {
             n += sp.expire_locks(&of(&k.group), now_ms);
         }
         n
+    }
+
+    /// Whether one of `partitions` of `group` has something to acquire below the given high
+    /// watermark (a waiting fetch need not wait).
+    pub fn has_acquirable(
+        &self,
+        group: &str,
+        partitions: &[(Uuid, i32, i64)],
+        limits: &Limits,
+    ) -> bool {
+        partitions.iter().any(|&(topic_id, partition, hw)| {
+            self.partitions
+                .get(&ShareKey::new(group, (topic_id, partition)))
+                .is_some_and(|sp| sp.has_acquirable(hw, limits))
+        })
     }
 
     /// Where each of `tps` should be read next for `group` (None: no state yet).

@@ -60,6 +60,14 @@ pub struct AcquiredRange {
     pub delivery_count: i16,
 }
 
+/// One batch read from the log, and whether its records are for delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogBatch {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub deliver: bool,
+}
+
 /// One acknowledgement batch: `types` has one entry for the whole range or one per offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AckBatch {
@@ -166,13 +174,35 @@ impl SharePartition {
         limits: &Limits,
         now_ms: i64,
     ) -> Vec<AcquiredRange> {
+        let all: Vec<LogBatch> = batches
+            .iter()
+            .map(|&(base_offset, last_offset)| LogBatch {
+                base_offset,
+                last_offset,
+                deliver: true,
+            })
+            .collect();
+        self.acquire_batches(member, &all, max_records, limits, now_ms)
+    }
+
+    /// [`acquire`](Self::acquire) over batches some of which are not for delivery (aborted
+    /// transactions and control batches under `read_committed`): those are archived where they
+    /// stand, in log order, so the start offset can move past them.
+    pub fn acquire_batches(
+        &mut self,
+        member: &str,
+        batches: &[LogBatch],
+        max_records: usize,
+        limits: &Limits,
+        now_ms: i64,
+    ) -> Vec<AcquiredRange> {
         let deadline_ms = now_ms + limits.lock_duration_ms;
         let mut acquired: Vec<(i64, i16)> = Vec::new();
-        'batches: for &(base, last) in batches {
-            if acquired.len() >= max_records.max(1) {
+        'batches: for b in batches {
+            if b.deliver && acquired.len() >= max_records.max(1) {
                 break;
             }
-            for offset in base.max(self.start_offset)..=last {
+            for offset in b.base_offset.max(self.start_offset)..=b.last_offset {
                 if offset >= self.end_offset {
                     if offset - self.start_offset >= limits.max_in_flight {
                         break 'batches;
@@ -197,14 +227,19 @@ impl SharePartition {
                     self.end_offset = offset + 1;
                 }
                 let r = self.records.get_mut(&offset).expect("tracked offset");
-                if r.state == RecordState::Available {
-                    r.delivery_count = r.delivery_count.saturating_add(1);
-                    r.state = RecordState::Acquired {
-                        member: member.to_string(),
-                        deadline_ms,
-                    };
-                    acquired.push((offset, r.delivery_count));
+                if r.state != RecordState::Available {
+                    continue;
                 }
+                if !b.deliver {
+                    r.state = RecordState::Archived;
+                    continue;
+                }
+                r.delivery_count = r.delivery_count.saturating_add(1);
+                r.state = RecordState::Acquired {
+                    member: member.to_string(),
+                    deadline_ms,
+                };
+                acquired.push((offset, r.delivery_count));
             }
         }
         self.advance_start();

@@ -26,6 +26,14 @@ fn ack(first: i64, last: i64, types: &[i8]) -> AckBatch {
     }
 }
 
+fn batch(base_offset: i64, last_offset: i64) -> LogBatch {
+    LogBatch {
+        base_offset,
+        last_offset,
+        deliver: true,
+    }
+}
+
 fn range(first: i64, last: i64, delivery_count: i16) -> AcquiredRange {
     AcquiredRange {
         first_offset: first,
@@ -238,7 +246,7 @@ fn sessions_open_continue_and_close() {
         tp: tp(),
         initial_offset: Some(0),
         log_start_offset: 0,
-        batches: vec![(0, 4)],
+        batches: vec![batch(0, 4)],
     };
     let got = m.acquire("g", "m1", &[read], 500, &LIMITS, 0);
     assert_eq!(got, vec![(tp(), vec![range(0, 4, 1)])]);
@@ -285,7 +293,7 @@ fn closing_a_session_releases_its_records() {
         tp: tp(),
         initial_offset: Some(0),
         log_start_offset: 0,
-        batches: vec![(0, 9)],
+        batches: vec![batch(0, 9)],
     };
     m.acquire("g", "m1", std::slice::from_ref(&read), 500, &LIMITS, 0);
     // Accept half, close: the other half is available to the next member at once.
@@ -315,4 +323,38 @@ fn acknowledging_with_nothing_in_flight_is_not_found() {
                 .to_string()
         ))
     );
+}
+
+#[test]
+fn batches_not_for_delivery_are_archived_in_log_order() {
+    // read_committed: 0..2 committed, 3..4 aborted, 5 its marker, 6..7 committed.
+    let mut sp = SharePartition::new(0);
+    let batches = [
+        batch(0, 2),
+        LogBatch {
+            base_offset: 3,
+            last_offset: 4,
+            deliver: false,
+        },
+        LogBatch {
+            base_offset: 5,
+            last_offset: 5,
+            deliver: false,
+        },
+        batch(6, 7),
+    ];
+    // Two records asked: the first batch is acquired whole; what follows that is not for
+    // delivery is archived on the way (it never will be), the next data batch waits.
+    let got = sp.acquire_batches("a", &batches, 2, &LIMITS, 0);
+    assert_eq!(got, vec![range(0, 2, 1)]);
+    assert_eq!(sp.next_fetch_offset(), 6);
+    sp.acknowledge("a", &[ack(0, 2, &[ACK_ACCEPT])], &LIMITS, 0)
+        .unwrap();
+    assert_eq!(
+        sp.start_offset(),
+        6,
+        "the aborted records and the marker are done with"
+    );
+    let got = sp.acquire_batches("b", &batches[3..], 10, &LIMITS, 0);
+    assert_eq!(got, vec![range(6, 7, 1)]);
 }
