@@ -7,6 +7,9 @@ The operations they read (recorded by workloads.py):
   poll       ok {group, topic, partition, offset, value, isolation}: one record a consumer got
   assign     ok {group, partitions: [[topic, p, start_offset_or_null], ...]}: a consumer's
              positions were (re)set, so its offsets may start again lower
+  revoke     ok {group, partitions, lost, member}: a group consumer's partitions were taken
+             away (lost: its session ended without the coordinator saying so)
+  stop       ok: the harness stopped a group consumer (it closes after this)
   commit     invoke {group, offsets: {"topic/p": next_offset}} -> ok | fail | info
   committed  ok {group, offsets: {"topic/p": next_offset}}: what the broker said is committed
   txn        invoke {txn, group, inputs: [[topic, p, offset, value], ...], outputs: [value, ...],
@@ -19,7 +22,8 @@ The operations they read (recorded by workloads.py):
 Kinds: lost, moved, duplicate, out-of-order, unread, aborted-read, uncommitted-read,
 phantom-read, lost-copy, duplicate-copy, offset-backwards, committed-backwards, skip,
 broker-crash, broker-exited-on-disk-full (from the nemesis's "crash" and "fault" records),
-client-crash, client-stuck (a client thread that did not stop when told, with its stack)."""
+client-crash, client-stuck (a client thread that did not stop when told, with its stack),
+member-unassigned (a group consumer left without partitions while it kept polling)."""
 import re
 
 from .history import FAIL, INFO, INVOKE, OK
@@ -362,7 +366,46 @@ def check_broker(ops):
     return found
 
 
-CHECKERS = (check_broker, check_lost, check_duplicates, check_order, check_unread, check_transactions,
+# A queue consumer without partitions for this long (a rebalance waits at most the members'
+# rebalance timeout, 60 s) has been left out of its group.
+UNASSIGNED_S = 120
+
+
+def check_unassigned(ops):
+    """A group consumer that lost its partitions (revoke, or lost: `lost` true) and got none
+    back for UNASSIGNED_S before the harness stopped it (f "stop") or the history ended: the
+    member was left out of its group, by its coordinator or by its own client, while it kept
+    polling; not a consumer the harness stopped, which `unread` alone cannot tell apart. Its
+    member id and the client errors it saw since are in the anomaly."""
+    found = []
+    end = max((op["time"] for op in ops), default=0)
+    revoked, stopped, errors = {}, {}, {}
+    for op in ops:
+        proc = op["process"]
+        if proc in stopped:
+            continue  # closing after the harness stopped it revokes too
+        if op["f"] == "stop" and op["type"] == OK:
+            stopped[proc] = op["time"]
+        elif op["f"] == "assign" and op["type"] == OK:
+            revoked.pop(proc, None)
+        elif op["f"] == "revoke" and op["type"] == OK and op.get("group"):
+            if proc not in revoked:
+                revoked[proc] = op
+                errors[proc] = []
+        elif op["f"] in ("client-error", "consume-error") and proc in revoked:
+            errors[proc].append(op.get("error"))
+    for proc, op in sorted(revoked.items()):
+        until = stopped.get(proc, end)
+        if until - op["time"] > UNASSIGNED_S:
+            errs = errors[proc]
+            found.append(_anomaly("member-unassigned", process=proc, group=op["group"],
+                                  since=op["time"], seconds=round(until - op["time"], 1),
+                                  lost=op.get("lost"), member=op.get("member"),
+                                  errors_since=len(errs), last_errors=errs[-5:]))
+    return found
+
+
+CHECKERS = (check_broker, check_unassigned, check_lost, check_duplicates, check_order, check_unread, check_transactions,
             check_exactly_once, check_offsets, check_skips)
 
 

@@ -218,3 +218,34 @@ def test_history_round_trips_through_json_lines(tmp_path):
     assert meta == {"seed": 7}
     assert ops == json.loads(json.dumps(h.snapshot()))
     assert checkers.check_all(ops) == []
+
+
+def test_a_consumer_left_without_partitions_is_reported_until_the_harness_stops_it():
+    h = queue_history()
+    # consumer-1 lost its partitions at t=10, kept polling (errors) and was never assigned again;
+    # consumer-0 was revoked at t=20 and assigned again at t=25; both were stopped at t=500,
+    # and closing revoked consumer-0 once more.
+    extra = [
+        ("consumer-1", OK, "assign", {"group": G, "partitions": [[T, 1, None]]}, 5),
+        ("consumer-1", OK, "revoke", {"group": G, "partitions": [[T, 1]], "lost": True,
+                                      "member": "consumer-1-abc"}, 10),
+        ("consumer-1", INFO, "client-error", {"group": G, "error": "1/1 brokers are down"}, 11),
+        ("consumer-0", OK, "revoke", {"group": G, "partitions": [[T, 0]], "lost": False}, 20),
+        ("consumer-0", OK, "assign", {"group": G, "partitions": [[T, 0, None]]}, 25),
+        ("consumer-0", OK, "stop", {"group": G}, 500),
+        ("consumer-0", OK, "revoke", {"group": G, "partitions": [[T, 0]], "lost": False}, 501),
+        ("consumer-1", OK, "stop", {"group": G}, 500),
+    ]
+    for process, type_, f, fields, t in extra:
+        op = h.record(process, type_, f, **fields)
+        op["time"] = t
+    found = checkers.check_unassigned(h.snapshot())
+    assert [(a["kind"], a["process"], a["since"], a["lost"], a["member"], a["errors_since"])
+            for a in found] == [("member-unassigned", "consumer-1", 10, True,
+                                 "consumer-1-abc", 1)]
+    assert found[0]["seconds"] == 490
+    # Stopped soon after its revoke, it is the harness's doing: nothing to report.
+    for op in h.snapshot():
+        if op["process"] == "consumer-1" and op["f"] == "stop":
+            op["time"] = 10 + checkers.UNASSIGNED_S - 1
+    assert checkers.check_unassigned(h.snapshot()) == []

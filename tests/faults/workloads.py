@@ -239,24 +239,39 @@ class QueueConsumer(ClientThread):
 
     def body(self):
         h = self.run_.history
-        c = _group_consumer(self.run_, self.group, "read_committed")
+
+        def on_error(err):
+            h.record(self.process, INFO, "client-error", group=self.group, error=err.str(),
+                     code=err.name(), fatal=err.fatal())
+
+        # client.id prefixes the member ids the coordinator hands out: its logs name the
+        # consumer.
+        c = _group_consumer(self.run_, self.group, "read_committed",
+                            {"error_cb": on_error, "client.id": self.process,
+                             **(client_debug(self.run_, self.process) or {})})
 
         def on_assign(consumer, parts):
-            h.record(self.process, OK, "assign", group=self.group,
+            h.record(self.process, OK, "assign", group=self.group, member=_member_id(consumer),
                      partitions=[[p.topic, p.partition, None] for p in parts])
             self.to_check = list(parts)
 
-        def on_revoke(consumer, parts):
+        def on_revoke(consumer, parts, lost=False):
             keys = [(p.topic, p.partition) for p in parts if (p.topic, p.partition) in
                     self.pending]
-            self.commit(consumer, keys)
+            if not lost:
+                # A lost assignment is not committed, as a real application would not: the
+                # member id is gone, and a synchronous commit there waits for a coordinator
+                # (seen blocking for minutes while none was reachable) with the rebalance held
+                # until this callback returns: the member cannot rejoin meanwhile.
+                self.commit(consumer, keys)
             for p in parts:
                 self.pending.pop((p.topic, p.partition), None)
-            h.record(self.process, OK, "revoke", group=self.group,
+            h.record(self.process, OK, "revoke", group=self.group, lost=lost,
+                     member=_member_id(consumer),
                      partitions=[[p.topic, p.partition] for p in parts])
 
         c.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke,
-                    on_lost=on_revoke)
+                    on_lost=lambda consumer, parts: on_revoke(consumer, parts, lost=True))
         last_commit = time.monotonic()
         try:
             while not self.run_.stop_reads.is_set():
@@ -265,6 +280,8 @@ class QueueConsumer(ClientThread):
                     read_committed_offsets(self.run_, c, self.process, self.group, parts)
                 for m in c.consume(200, 0.5):
                     if m.error():
+                        h.record(self.process, INFO, "consume-error", group=self.group,
+                                 error=m.error().str(), code=m.error().name())
                         continue
                     h.record(self.process, OK, "poll", group=self.group, topic=m.topic(),
                              partition=m.partition(), offset=m.offset(),
@@ -273,9 +290,19 @@ class QueueConsumer(ClientThread):
                 if time.monotonic() - last_commit > 0.5:
                     self.commit(c)
                     last_commit = time.monotonic()
+            # Told to stop: whatever is revoked from here on is the harness's doing.
+            h.record(self.process, OK, "stop", group=self.group)
             self.commit(c)
         finally:
             c.close()
+
+
+def _member_id(c):
+    """The member id the coordinator gave this consumer (None before its first JoinGroup)."""
+    try:
+        return c.memberid()
+    except (KafkaException, RuntimeError):
+        return None
 
 
 def read_committed_offsets(run, c, process, group, parts):

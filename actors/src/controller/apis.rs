@@ -670,6 +670,20 @@ async fn handle_metadata(
 ) -> HandlerOutcome {
     let v = ctx.api_version;
     let image = apis.snapshot();
+    if image
+        .brokers
+        .get(&apis.node_id)
+        .is_some_and(|b| b.shut_down())
+    {
+        // Let go by the controller, this broker is fenced while its listeners still serve for
+        // a few milliseconds (Kafka stops processing requests right after too, and can also
+        // answer in between: 2 such answers in 6 stops of Kafka 4.4). An answer now
+        // would leave this broker out (on a single node: list no broker at all), and
+        // librdkafka (2.16) drops every broker a Metadata answer leaves out, bootstrap ones
+        // included, and never connects again (issue #30). The connection closes instead, as
+        // the shutdown is about to close it.
+        return HandlerOutcome::Close("Metadata asked of a broker shutting down".into());
+    }
     let listener = &*ctx.connection.listener_name;
     let brokers = image
         .brokers

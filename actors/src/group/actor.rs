@@ -483,6 +483,63 @@ fn fail_all(
         .collect()
 }
 
+/// A one-line description of a classic membership request (JoinGroup, SyncGroup, Heartbeat,
+/// LeaveGroup) for the debug log, so a member that stops getting assignments can be followed
+/// request by request on the broker's side; None for every other request.
+fn classic_request_summary(request: &GroupRequest) -> Option<String> {
+    Some(match request {
+        GroupRequest::JoinGroup(r) => format!(
+            "JoinGroup v{} group={} member={:?} instance={:?} client={} session={} rebalance={} reason={:?}",
+            r.api_version, r.group_id, r.member_id, r.group_instance_id, r.client_id,
+            r.session_timeout_ms, r.rebalance_timeout_ms, r.reason
+        ),
+        GroupRequest::SyncGroup(r) => format!(
+            "SyncGroup group={} member={:?} generation={} assignments={}",
+            r.group_id,
+            r.member_id,
+            r.generation_id,
+            r.assignments.len()
+        ),
+        GroupRequest::Heartbeat(r) => format!(
+            "Heartbeat group={} member={:?} generation={}",
+            r.group_id, r.member_id, r.generation_id
+        ),
+        GroupRequest::LeaveGroup(r) => format!(
+            "LeaveGroup group={} members={:?}",
+            r.group_id,
+            r.members.iter().map(|m| &m.member_id).collect::<Vec<_>>()
+        ),
+        _ => return None,
+    })
+}
+
+fn classic_response_summary(response: &GroupResponse) -> String {
+    match response {
+        GroupResponse::JoinGroup(r) => format!(
+            "error={} member={:?} generation={} leader={:?} members={}",
+            r.error_code,
+            r.member_id,
+            r.generation_id,
+            r.leader,
+            r.members.len()
+        ),
+        GroupResponse::SyncGroup(r) => {
+            format!(
+                "error={} assignment_bytes={}",
+                r.error_code,
+                r.assignment.len()
+            )
+        }
+        GroupResponse::Heartbeat { error_code } => format!("error={error_code}"),
+        GroupResponse::LeaveGroup(r) => format!(
+            "error={} members={:?}",
+            r.error_code,
+            r.members.iter().map(|m| m.error_code).collect::<Vec<_>>()
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
 /// `kactor_group_offset_commits_total`: the partitions a commit response reports as stored.
 fn count_commits(response: &GroupResponse) {
     let (api, topics) = match response {
@@ -572,6 +629,9 @@ impl Handler<HandleGroupRequest> for GroupCoordinatorActor {
             _ => None,
         };
         self.refresh_topics();
+        // Who asked what, for the debug log of the answer (classic membership requests only).
+        let asked = classic_request_summary(&request);
+        let partition = self.partition_index;
         self.next_request_id += 1;
         let id = self.next_request_id;
         let (tx, rx) = oneshot::channel();
@@ -582,6 +642,9 @@ impl Handler<HandleGroupRequest> for GroupCoordinatorActor {
         Box::pin(async move {
             let response = rx.await.unwrap_or(fallback);
             count_commits(&response);
+            if let Some(asked) = asked {
+                tracing::debug!(partition, request = %asked, response = %classic_response_summary(&response), "classic group request answered");
+            }
             response
         })
     }

@@ -234,8 +234,15 @@ pub struct QuorumControllerCore {
     /// Offset of the last record that moved a broker's leaderships away when it entered
     /// controlled shutdown: it may go once every active broker has caught up with it.
     controlled_shutdown_offsets: BTreeMap<i32, i64>,
+    /// When `tick` last ran: a longer gap than [`STALL_MS`] means this controller was not
+    /// running (see `tick`).
+    last_tick_ms: Option<i64>,
     rng: StdRng,
 }
+
+/// A gap between two session checks longer than this (they run every 250 ms) means the
+/// controller itself was stalled: a stopped process (SIGSTOP), a frozen VM, a blocked thread.
+pub const STALL_MS: i64 = 2_000;
 
 impl QuorumControllerCore {
     pub fn new(cfg: ControllerConfig, seed: u64) -> Self {
@@ -250,6 +257,7 @@ impl QuorumControllerCore {
             registration_offsets: BTreeMap::new(),
             metadata_offsets: BTreeMap::new(),
             controlled_shutdown_offsets: BTreeMap::new(),
+            last_tick_ms: None,
             rng: StdRng::seed_from_u64(seed),
         }
     }
@@ -1764,9 +1772,28 @@ impl QuorumControllerCore {
     }
 
     /// Periodic work: fence brokers whose session expired (Kafka's `maybeFenceStaleBroker`).
+    ///
+    /// A controller that was itself stalled could not read the heartbeats sent meanwhile (they
+    /// wait in its mailbox and sockets; a co-located broker was stopped with it): every session
+    /// is extended by the stall, so a broker is fenced only for a silence the controller was
+    /// there to observe. Fencing on the first check after a SIGSTOP fenced this node's own broker
+    /// each time; its Metadata answers then listed no broker at all, and librdkafka (2.16)
+    /// drops every broker missing from a Metadata answer, bootstrap ones included, so its
+    /// consumers never connected again (issue #30). Against Kafka 4.4 the same consumer never
+    /// gets such an answer and comes back (tests/robustness/test_paused_broker.py).
     pub fn tick(&mut self, now_ms: i64) -> Vec<MetadataRecord> {
+        let stall = self
+            .last_tick_ms
+            .map(|last| now_ms - last)
+            .filter(|gap| *gap > STALL_MS);
+        self.last_tick_ms = Some(now_ms);
         if !self.active {
             return Vec::new();
+        }
+        if let Some(stall) = stall {
+            for deadline in self.session_deadlines.values_mut() {
+                *deadline += stall;
+            }
         }
         let expired: Vec<i32> = self
             .session_deadlines

@@ -2598,3 +2598,69 @@ fn controller_gauges_count_offline_and_imbalanced_partitions_and_fenced_brokers(
     assert_eq!(counts.offline_partitions, 1);
     assert_eq!(counts.fenced_brokers + counts.active_brokers, 4);
 }
+
+/// Issue #30: after the whole node was SIGSTOPped longer than a broker session, the first
+/// session check fenced this node's own broker before it could heartbeat (its Metadata answers
+/// then listed no broker, and librdkafka consumers dropped their only broker for good).
+#[test]
+fn a_stalled_controller_fences_only_for_silence_it_observed() {
+    let mut c = controller(2);
+    let session = c.cfg.broker_session_timeout_ms;
+    let heartbeat = |c: &mut QuorumControllerCore, id: i32, now: i64| {
+        let epoch = c.image().brokers[&id].epoch;
+        let r = c.broker_heartbeat(
+            &BrokerHeartbeat {
+                broker_id: id,
+                broker_epoch: epoch,
+                current_metadata_offset: i64::MAX,
+                want_fence: false,
+                want_shut_down: false,
+            },
+            now,
+        );
+        assert!(!r.response.is_fenced);
+    };
+    // Regular checks while both brokers heartbeat.
+    let mut now = NOW;
+    for _ in 0..8 {
+        now += 250;
+        heartbeat(&mut c, 1, now);
+        heartbeat(&mut c, 2, now);
+        assert!(c.tick(now).is_empty());
+    }
+    // Broker 2 dies; then the whole process stops for longer than a session.
+    let last_from_2 = now;
+    now += 250;
+    heartbeat(&mut c, 1, now);
+    assert!(c.tick(now).is_empty());
+    let silent_before_stall = now - last_from_2;
+    let resumed = now + session + 3_000;
+    assert!(
+        c.tick(resumed).is_empty(),
+        "a session check right after the controller's own stall fences no one"
+    );
+    assert!(!c.image().brokers[&1].fenced && !c.image().brokers[&2].fenced);
+    // Broker 1 heartbeats again on resume; broker 2 never does and is fenced once the
+    // controller has itself watched it stay silent for a whole session.
+    now = resumed;
+    heartbeat(&mut c, 1, now + 10);
+    let mut fenced_at = None;
+    while fenced_at.is_none() && now < resumed + 2 * session {
+        now += 250;
+        heartbeat(&mut c, 1, now);
+        if !c.tick(now).is_empty() {
+            fenced_at = Some(now);
+        }
+    }
+    let fenced_at = fenced_at.expect("the silent broker is fenced");
+    assert!(c.image().brokers[&2].fenced && !c.image().brokers[&1].fenced);
+    let observed_silence = silent_before_stall + (fenced_at - resumed);
+    assert!(
+        observed_silence >= session,
+        "fenced after {observed_silence} ms of observed silence"
+    );
+    assert!(
+        fenced_at - resumed <= session + 500,
+        "fenced late: {fenced_at}"
+    );
+}

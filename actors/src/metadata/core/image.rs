@@ -139,6 +139,14 @@ pub struct BrokerRegistration {
     pub log_dirs: Vec<Uuid>,
 }
 
+impl BrokerRegistration {
+    /// The controller let this broker go at the end of its controlled shutdown (Kafka fences
+    /// it then, `SHUTDOWN_NOW`); it stays so until it registers again.
+    pub fn shut_down(&self) -> bool {
+        self.fenced && self.in_controlled_shutdown
+    }
+}
+
 /// Where an image was read up to in the metadata log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Provenance {
