@@ -292,13 +292,13 @@ fn deliverable(span: &Span, isolation: IsolationLevel, aborted: &[crate::log::Ab
     if isolation != IsolationLevel::ReadCommitted {
         return true;
     }
-    !span.control
-        && !(span.transactional
-            && aborted.iter().any(|a| {
-                a.producer_id == span.producer_id
-                    && a.first_offset <= span.base_offset
-                    && span.base_offset <= a.last_offset
-            }))
+    let aborted = span.transactional
+        && aborted.iter().any(|a| {
+            a.producer_id == span.producer_id
+                && a.first_offset <= span.base_offset
+                && span.base_offset <= a.last_offset
+        });
+    !span.control && !aborted
 }
 
 /// The batches of `buf` that hold an acquired offset (Kafka trims a share fetch's records to
