@@ -21,8 +21,9 @@ const TICK_MS: u64 = 1_000;
 
 pub struct SharePartitionManagerActor {
     core: ShareManager,
-    /// Parked ShareFetches by group: woken when that group's records may be deliverable.
-    waiters: std::collections::HashMap<String, Vec<tokio::sync::oneshot::Sender<()>>>,
+    /// Parked ShareFetches by group: woken when one of their partitions has records to
+    /// acquire.
+    waiters: std::collections::HashMap<String, Vec<WatchShareRecords>>,
     /// Settings for groups the actor has not heard from since a restart.
     defaults: Limits,
     /// A session unused this long is dropped and its records released (Kafka drops it when its
@@ -59,17 +60,33 @@ impl SharePartitionManagerActor {
         }
         // Fetches whose client went away leave closed channels behind.
         self.waiters.retain(|_, w| {
-            w.retain(|tx| !tx.is_closed());
+            w.retain(|watch| !watch.done.is_closed());
             !w.is_empty()
         });
         self.report();
     }
 
-    /// Wakes the fetches of `group` parked for records (Kafka completes its delayed share
-    /// fetches on acknowledgement and release the same way): they read and acquire again.
+    /// Wakes the fetches of `group` parked for records that now have something to acquire
+    /// (Kafka completes its delayed share fetches on acknowledgement and release the same
+    /// way): they read and acquire again. The others stay parked: waking them would only
+    /// have them read for nothing.
     fn wake(&mut self, group: &str) {
-        for tx in self.waiters.remove(group).unwrap_or_default() {
-            let _ = tx.send(());
+        let Some(parked) = self.waiters.remove(group) else {
+            return;
+        };
+        let mut still = Vec::new();
+        for watch in parked {
+            if self
+                .core
+                .has_acquirable(group, &watch.partitions, &watch.limits)
+            {
+                let _ = watch.done.send(());
+            } else if !watch.done.is_closed() {
+                still.push(watch);
+            }
+        }
+        if !still.is_empty() {
+            self.waiters.insert(group.to_string(), still);
         }
     }
 
@@ -220,6 +237,6 @@ impl Handler<WatchShareRecords> for SharePartitionManagerActor {
             let _ = m.done.send(());
             return;
         }
-        self.waiters.entry(m.group).or_default().push(m.done);
+        self.waiters.entry(m.group.clone()).or_default().push(m);
     }
 }
