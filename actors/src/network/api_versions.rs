@@ -82,6 +82,7 @@ pub fn bootstrap_finalized_features() -> FinalizedFeatures {
             ("metadata.version".to_string(), METADATA_VERSION_MAX),
             ("transaction.version".to_string(), 2),
             ("group.version".to_string(), 1),
+            ("share.version".to_string(), 2),
         ]),
     }
 }

@@ -97,6 +97,7 @@ fn bootstrap_matches_kafka_4_4_format() {
         vec![
             ("metadata.version".to_string(), 33),
             ("group.version".to_string(), 1),
+            ("share.version".to_string(), 2),
             ("transaction.version".to_string(), 2),
         ]
     );
@@ -832,8 +833,8 @@ fn update_features_paths() {
         "Invalid update version 2 for feature share.version. The controller does not support the given upgrade type."
     );
     assert_eq!(
-        err(c.update_features(&[up("share.version", 1, UpgradeType::SafeDowngrade)], false)),
-        "Invalid update version 1 for feature share.version. Can't downgrade to a newer version."
+        err(c.update_features(&[up("streams.version", 1, UpgradeType::SafeDowngrade)], false)),
+        "Invalid update version 1 for feature streams.version. Can't downgrade to a newer version."
     );
     assert_eq!(
         err(c.update_features(&[up("group.version", -1, UpgradeType::SafeDowngrade)], false)),
@@ -882,13 +883,13 @@ fn update_features_paths() {
     assert!(r.records.is_empty() && !r.response.error.is_ok());
     let r = c.update_features(
         &[
-            up("share.version", 9, UpgradeType::Upgrade),
-            up("share.version", 2, UpgradeType::Upgrade),
+            up("streams.version", 9, UpgradeType::Upgrade),
+            up("streams.version", 1, UpgradeType::Upgrade),
         ],
         false,
     );
     assert!(r.response.error.is_ok());
-    assert_eq!(c.image().features["share.version"], 2);
+    assert_eq!(c.image().features["streams.version"], 1);
     // kraft.version cannot go down.
     assert_eq!(
         err(c.update_features(&[up("kraft.version", 1, UpgradeType::SafeDowngrade)], false)),
