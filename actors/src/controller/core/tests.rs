@@ -833,7 +833,10 @@ fn update_features_paths() {
         "Invalid update version 2 for feature share.version. The controller does not support the given upgrade type."
     );
     assert_eq!(
-        err(c.update_features(&[up("streams.version", 1, UpgradeType::SafeDowngrade)], false)),
+        err(c.update_features(
+            &[up("streams.version", 1, UpgradeType::SafeDowngrade)],
+            false
+        )),
         "Invalid update version 1 for feature streams.version. Can't downgrade to a newer version."
     );
     assert_eq!(
