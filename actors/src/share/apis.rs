@@ -303,15 +303,25 @@ fn deliverable(span: &Span, isolation: IsolationLevel, aborted: &[crate::log::Ab
 
 /// The batches of `buf` that hold an acquired offset (Kafka trims a share fetch's records to
 /// the acquired ranges).
+/// Usually they lie next to each other and the answer is a slice of the read, not a copy.
 fn acquired_batches(buf: &Bytes, spans: &[Span], ranges: &[AcquiredRange]) -> Bytes {
+    let held: Vec<&Span> = spans
+        .iter()
+        .filter(|s| {
+            ranges
+                .iter()
+                .any(|r| r.first_offset <= s.last_offset && r.last_offset >= s.base_offset)
+        })
+        .collect();
+    let (Some(first), Some(last)) = (held.first(), held.last()) else {
+        return Bytes::new();
+    };
+    if held.windows(2).all(|w| w[0].end == w[1].start) {
+        return buf.slice(first.start..last.end);
+    }
     let mut out = BytesMut::new();
-    for s in spans {
-        if ranges
-            .iter()
-            .any(|r| r.first_offset <= s.last_offset && r.last_offset >= s.base_offset)
-        {
-            out.extend_from_slice(&buf[s.start..s.end]);
-        }
+    for s in held {
+        out.extend_from_slice(&buf[s.start..s.end]);
     }
     out.freeze()
 }
@@ -422,7 +432,7 @@ async fn handle_share_fetch(
     for (tp, result) in plan.acks {
         ack_results.insert(tp, ack_outcome(result));
     }
-    let targets: Vec<(Target, Option<i64>)> = plan
+    let mut targets: Vec<(Target, Option<i64>)> = plan
         .reads
         .iter()
         .map(|(tp, at)| {
@@ -466,20 +476,10 @@ async fn handle_share_fetch(
                 })
                 .await
             {
-                let again: Vec<(Target, Option<i64>)> = targets
-                    .iter()
-                    .zip(next)
-                    .map(|((t, _), (_, at))| {
-                        (
-                            Target {
-                                tp: t.tp,
-                                name: t.name.clone(),
-                            },
-                            at,
-                        )
-                    })
-                    .collect();
-                reads = read_all(&table, &again, per_partition, settings).await;
+                for ((_, at), (_, now_at)) in targets.iter_mut().zip(next) {
+                    *at = now_at;
+                }
+                reads = read_all(&table, &targets, per_partition, settings).await;
                 acquired = acquire(a, &group, &member, &reads, max_records, limits).await;
             }
         }
@@ -1031,7 +1031,15 @@ mod tests {
             last_offset: 4,
             delivery_count: 1,
         }];
-        let only_second = acquired_batches(&buf.freeze(), &spans, &ranges);
+        let buf = buf.freeze();
+        let only_second = acquired_batches(&buf, &spans, &ranges);
         assert_eq!(only_second.len(), whole - spans[1].start);
+        // Both batches: one slice of the read, the same bytes.
+        let both = [AcquiredRange {
+            first_offset: 0,
+            last_offset: 5,
+            delivery_count: 1,
+        }];
+        assert_eq!(acquired_batches(&buf, &spans, &both), buf.slice(0..whole));
     }
 }

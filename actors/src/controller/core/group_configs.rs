@@ -6,7 +6,7 @@
 //! Kafka 4.4 accepts and describes all 21 keys whatever group types the broker serves. kactor
 //! does the same, so tools and scripts see Kafka's set; its group coordinator applies
 //! `consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms` and
-//! `consumer.assignment.interval.ms`, and its share-partition manager the four share delivery
+//! `consumer.assignment.interval.ms`, and its share-partition manager the five share delivery
 //! keys (the ones [`APPLIED`] lists). The other consumer, share and streams keys are stored for
 //! what kactor does not do yet.
 
@@ -98,6 +98,7 @@ pub const APPLIED: &[&str] = &[
     "share.delivery.count.limit",
     "share.partition.max.record.locks",
     "share.record.lock.duration.ms",
+    "share.isolation.level",
 ];
 
 /// Every group config Kafka 4.4 accepts, sorted by name.
@@ -198,7 +199,7 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         "read_uncommitted",
         Enum(&["read_committed", "read_uncommitted"]),
         Unbounded,
-        "Whether this share group sees uncommitted transactional records (stored; not applied by kactor yet).",
+        "Whether this share group sees uncommitted transactional records.",
     ),
     g(
         "share.partition.max.record.locks",

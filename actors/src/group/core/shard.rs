@@ -323,7 +323,7 @@ impl GroupCoordinatorShard {
                 out.respond(id, GroupResponse::ConsumerGroupDescribe { groups });
             }
             GroupRequest::ShareGroupHeartbeat(req) => {
-                let resp = self.share_heartbeat(req, now_ms, &mut out);
+                let resp = self.share_heartbeat(&req, now_ms).unwrap_or_else(|e| e);
                 out.respond(id, GroupResponse::ShareGroupHeartbeat(resp));
             }
             GroupRequest::ShareGroupDescribe { group_ids } => {

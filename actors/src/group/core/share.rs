@@ -12,9 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use kactor_protocol::errors::*;
 use kactor_protocol::Uuid;
 
-use super::api::{Output, ShareGroupHeartbeatInput, ShareGroupHeartbeatOutput, TopicsView};
+use super::api::{ShareGroupHeartbeatInput, ShareGroupHeartbeatOutput, TopicsView};
 use super::assignor::Assignment;
-use super::consumer::metadata_hash;
+use super::consumer::{fail, metadata_hash, HbResult};
+use super::consumer_group::to_topic_partitions;
 use super::shard::{Group, GroupCoordinatorShard};
 use super::timers::{TimerAction, TimerKey};
 
@@ -147,22 +148,11 @@ pub fn simple_assign(
     out
 }
 
-fn fail(code: i16, message: impl Into<String>) -> ShareGroupHeartbeatOutput {
-    ShareGroupHeartbeatOutput::error(code, message)
-}
-
 pub(super) fn share_session_key(group_id: &str, member_id: &str) -> TimerKey {
     TimerKey::ShareSession {
         group_id: group_id.to_string(),
         member_id: member_id.to_string(),
     }
-}
-
-fn to_wire(a: &Assignment) -> Vec<(Uuid, Vec<i32>)> {
-    a.iter()
-        .filter(|(_, ps)| !ps.is_empty())
-        .map(|(t, ps)| (*t, ps.iter().copied().collect()))
-        .collect()
 }
 
 impl GroupCoordinatorShard {
@@ -180,35 +170,24 @@ impl GroupCoordinatorShard {
         }
     }
 
-    /// ShareGroupHeartbeat.
+    /// ShareGroupHeartbeat. Share groups write no records, so it returns the answer alone.
     pub(super) fn share_heartbeat(
-        &mut self,
-        req: ShareGroupHeartbeatInput,
-        now_ms: i64,
-        _out: &mut Output,
-    ) -> ShareGroupHeartbeatOutput {
-        match self.share_heartbeat_inner(&req, now_ms) {
-            Ok(o) | Err(o) => o,
-        }
-    }
-
-    fn share_heartbeat_inner(
         &mut self,
         req: &ShareGroupHeartbeatInput,
         now_ms: i64,
-    ) -> Result<ShareGroupHeartbeatOutput, ShareGroupHeartbeatOutput> {
+    ) -> HbResult<ShareGroupHeartbeatOutput> {
         let group_id = req.group_id.as_str();
         if group_id.is_empty() {
-            return Err(fail(INVALID_REQUEST, "GroupId can't be empty."));
+            return fail(INVALID_REQUEST, "GroupId can't be empty.");
         }
         if req.member_id.trim().is_empty() {
-            return Err(fail(INVALID_REQUEST, "MemberId can't be empty."));
+            return fail(INVALID_REQUEST, "MemberId can't be empty.");
         }
         if req.rack_id.as_ref().is_some_and(|r| r.trim().is_empty()) {
-            return Err(fail(INVALID_REQUEST, "RackId can't be empty."));
+            return fail(INVALID_REQUEST, "RackId can't be empty.");
         }
         if req.member_epoch < -1 {
-            return Err(fail(INVALID_REQUEST, "MemberEpoch is invalid."));
+            return fail(INVALID_REQUEST, "MemberEpoch is invalid.");
         }
         if req.member_epoch == 0
             && req
@@ -216,10 +195,10 @@ impl GroupCoordinatorShard {
                 .as_ref()
                 .is_none_or(|t| t.is_empty())
         {
-            return Err(fail(
+            return fail(
                 INVALID_REQUEST,
                 "SubscribedTopicNames must be set in first request.",
-            ));
+            );
         }
         let interval = self.config.share_heartbeat_interval_ms;
         match self.groups.get(group_id) {
@@ -231,22 +210,19 @@ impl GroupCoordinatorShard {
                 );
             }
             None if req.member_epoch == -1 => {
-                return Err(fail(
-                    GROUP_ID_NOT_FOUND,
-                    format!("Group {group_id} not found."),
-                ))
+                return fail(GROUP_ID_NOT_FOUND, format!("Group {group_id} not found."))
             }
             None => {
-                return Err(fail(
+                return fail(
                     GROUP_ID_NOT_FOUND,
                     format!("Share group {group_id} not found."),
-                ))
+                )
             }
             Some(_) => {
-                return Err(fail(
+                return fail(
                     GROUP_ID_NOT_FOUND,
                     format!("Group {group_id} is not a share group."),
-                ))
+                )
             }
         }
         let member_id = req.member_id.clone();
@@ -255,10 +231,10 @@ impl GroupCoordinatorShard {
                 .share_group(group_id)
                 .is_some_and(|g| g.members.contains_key(&member_id));
             if !known {
-                return Err(fail(
+                return fail(
                     UNKNOWN_MEMBER_ID,
                     format!("Member {member_id} is not a member of group {group_id}."),
-                ));
+                );
             }
             self.remove_share_member(group_id, &member_id);
             return Ok(ShareGroupHeartbeatOutput {
@@ -272,38 +248,38 @@ impl GroupCoordinatorShard {
         let group = self.share_group(group_id).expect("share group");
         match group.members.get(&member_id) {
             None if req.member_epoch != 0 => {
-                return Err(fail(
+                return fail(
                     UNKNOWN_MEMBER_ID,
                     format!("Member {member_id} is not a member of group {group_id}."),
-                ))
+                )
             }
             None if group.members.len() >= max_size => {
-                return Err(fail(
+                return fail(
                     GROUP_MAX_SIZE_REACHED,
                     format!("The share group has reached its maximum capacity of {max_size} members."),
-                ))
+                )
             }
             Some(m) if req.member_epoch != 0 && req.member_epoch > m.member_epoch => {
-                return Err(fail(
+                return fail(
                     FENCED_MEMBER_EPOCH,
                     format!(
                         "The share group member has a greater member epoch ({}) than the one known by the group coordinator ({}). The member must abandon all its partitions and rejoin.",
                         req.member_epoch, m.member_epoch
                     ),
-                ))
+                )
             }
             Some(m)
                 if req.member_epoch != 0
                     && req.member_epoch < m.member_epoch
                     && req.member_epoch != m.previous_member_epoch =>
             {
-                return Err(fail(
+                return fail(
                     FENCED_MEMBER_EPOCH,
                     format!(
                         "The share group member has a smaller member epoch ({}) than the one known by the group coordinator ({}), and it does not match the previous member epoch ({}). The member must abandon all its partitions and rejoin.",
                         req.member_epoch, m.member_epoch, m.previous_member_epoch
                     ),
-                ))
+                )
             }
             _ => {}
         }
@@ -359,8 +335,9 @@ impl GroupCoordinatorShard {
         member.member_epoch = assignment_epoch;
         member.assignment = target;
         let resubscribed = req.subscribed_topic_names.is_some();
-        let assignment = (changed || joining || resubscribed).then(|| to_wire(&member.assignment));
-        let timeout = self.share_session_timeout_ms(group_id) as i64;
+        let assignment =
+            (changed || joining || resubscribed).then(|| to_topic_partitions(&member.assignment));
+        let timeout = self.config.share_session_timeout_ms as i64;
         self.timers.schedule(
             share_session_key(group_id, &member_id),
             now_ms + timeout,
@@ -374,10 +351,6 @@ impl GroupCoordinatorShard {
             heartbeat_interval_ms: interval,
             assignment,
         })
-    }
-
-    fn share_session_timeout_ms(&self, _group_id: &str) -> i32 {
-        self.config.share_session_timeout_ms
     }
 
     fn remove_share_member(&mut self, group_id: &str, member_id: &str) {
