@@ -22,8 +22,8 @@ import pytest
 from harness.broker import TARGET
 from harness.cli import run_tool
 from harness.cluster import (Cluster, consume_numbers, create_topic, describe_quorum_v0,
-                             partition_leaders, produce_and_consume, registered_brokers,
-                             segment_bytes, wait_until)
+                             failover_bound_s, partition_leaders, produce_and_consume,
+                             registered_brokers, segment_bytes, wait_until)
 
 pytestmark = pytest.mark.skipif(TARGET != "kactor", reason="mixes both targets itself")
 
@@ -108,8 +108,10 @@ def test_c_a_mixed_controller_quorum_survives_its_leaders_death(tmp_path, topic_
             old = cluster.node(leader)
             old.kill9()
             survivors = [n for n in cluster.controllers if n is not old]
-            leader, new_epoch, took = cluster.wait_for_leader(10, exclude=(old.node_id,),
-                                                              nodes=survivors)
+            leader, new_epoch, took = cluster.wait_for_leader(
+                failover_bound_s(int(TIMEOUTS["controller.quorum.fetch.timeout.ms"]),
+                                 int(TIMEOUTS["controller.quorum.election.timeout.ms"])),
+                exclude=(old.node_id,), nodes=survivors)
             assert new_epoch > epoch
             epoch = new_epoch
             leaders.append(cluster.node(leader).target)

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from harness.cli import run_tool
-from harness.cluster import Cluster, metadata_topics, wait_until
+from harness.cluster import Cluster, failover_bound_s, metadata_topics, wait_until
 
 ELECTION_TIMEOUT_MS = 1000
 FETCH_TIMEOUT_MS = 2000
@@ -67,7 +67,8 @@ def test_three_voters_elect_replicate_and_survive_the_leaders_death(cluster, top
     old.kill9()
     survivors = [n for n in cluster.nodes if n is not old]
     new_leader, new_epoch, took = cluster.wait_for_leader(
-        (FETCH_TIMEOUT_MS + 4 * ELECTION_TIMEOUT_MS) / 1000, exclude=(leader,), nodes=survivors)
+        failover_bound_s(FETCH_TIMEOUT_MS, ELECTION_TIMEOUT_MS), exclude=(leader,),
+        nodes=survivors)
     assert new_leader != leader and new_epoch > epoch
     print(f"new leader {new_leader} (epoch {new_epoch}) {took:.1f}s after kill -9 of {leader}")
 

@@ -12,9 +12,9 @@ import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from harness.cli import run_tool
-from harness.cluster import (Cluster, admin, consume_numbers, create_topic, partition_leaders,
-                             produce_and_consume, registered_brokers, topic_config,
-                             topic_names, wait_until)
+from harness.cluster import (Cluster, admin, consume_numbers, create_topic, failover_bound_s,
+                             partition_leaders, produce_and_consume, registered_brokers,
+                             topic_config, topic_names, wait_until)
 
 ELECTION_TIMEOUT_MS = 1000
 FETCH_TIMEOUT_MS = 2000
@@ -129,7 +129,7 @@ def test_kill9_of_the_active_controller_under_admin_load(cluster, topic_name):
         old.kill9()
         survivors = [n for n in cluster.controllers if n is not old]
         new_leader, new_epoch, took = cluster.wait_for_leader(
-            (FETCH_TIMEOUT_MS + 2 * ELECTION_TIMEOUT_MS) / 1000 + 1, exclude=(leader,),
+            failover_bound_s(FETCH_TIMEOUT_MS, ELECTION_TIMEOUT_MS), exclude=(leader,),
             nodes=survivors)
         print(f"new leader {new_leader} (epoch {new_epoch}) {took:.2f}s after kill -9 of "
               f"{leader}; acknowledged before the kill: {before}")

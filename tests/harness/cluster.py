@@ -165,6 +165,17 @@ class Cluster:
         raise AssertionError(f"no quorum leader outside {exclude} within {timeout}s")
 
 
+def failover_bound_s(fetch_timeout_ms, election_timeout_ms, rounds=4):
+    """How long a liveness check gives the survivors of a killed quorum leader to elect a new
+    one. Followers notice after the fetch timeout; their deadlines run from the last fetch, so
+    under load two of them turn prospective within milliseconds of each other, grant each
+    other's pre-vote and split the real vote. Each further round waits a random election
+    timeout in [t, 2t). `rounds` such rounds plus scheduling slack on a loaded 2-core runner;
+    a broken election (no leader at all) still fails it. Seen in CI: 5 s was too short once
+    in ~30 runs (one split round plus load), locally 2.0-3.5 s."""
+    return (fetch_timeout_ms + rounds * 2 * election_timeout_ms) / 1000 + 3
+
+
 def describe_quorum_v0(port, timeout=5.0):
     """One DescribeQuorum v0 round trip (flexible from v0) for `__cluster_metadata-0`;
     returns (error_code, partition error_code, leader_id, leader_epoch)."""
