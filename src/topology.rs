@@ -38,6 +38,10 @@ use kactor_actors::partition::messages::MarkStrayLogs;
 use kactor_actors::partition::startup::{start_partitions, PartitionLayer, PartitionLayerConfig};
 use kactor_actors::raft::core::Endpoint;
 use kactor_actors::runtime::{ActorMetrics, ArbiterPools, MeteredAddr};
+use kactor_actors::share::coordinator::actor::{
+    ShareCoordinatorConfig, ShareCoordinatorManagerActor,
+};
+use kactor_actors::share::coordinator::apis::{ShareStateClient, ShareStateTopicCreator};
 use kactor_actors::txn::actor::start_producer_id_manager;
 use kactor_actors::txn::apis::{self as txn_apis, TxnCoordinatorApis, TxnStateTopicCreator};
 use kactor_actors::txn::manager::{TransactionCoordinatorManagerActor, TxnManagerConfig};
@@ -58,6 +62,7 @@ pub struct Node {
     /// Held so the managers live as long as the node, whatever their timers do.
     pub group_manager: MeteredAddr<GroupCoordinatorManagerActor>,
     pub txn_manager: Option<MeteredAddr<TransactionCoordinatorManagerActor>>,
+    pub share_coordinator: MeteredAddr<ShareCoordinatorManagerActor>,
     /// How long shutdown waits for the controller to move this broker's leaderships away
     /// (`controlled.shutdown.enable`; None: off).
     pub controlled_shutdown: Option<Duration>,
@@ -494,6 +499,40 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         .as_ref()
         .map(|c| c.recipient())
         .or_else(|| kraft.controller.as_ref().map(|c| c.recipient()));
+    // KIP-932 share coordinator: shards follow `__share_group_state` leadership and keep the
+    // share-partitions' durable state there.
+    let share_state_partitions = cfg.get_i32("share.coordinator.state.topic.num.partitions");
+    let share_coordinator = ShareCoordinatorManagerActor::new(
+        node_id,
+        ShareCoordinatorConfig {
+            num_partitions: share_state_partitions,
+            updates_per_snapshot: cfg
+                .get_i32("share.coordinator.snapshot.update.records.per.snapshot"),
+            write_timeout_ms: cfg.get_i32("share.coordinator.write.timeout.ms").max(1) as u64,
+        },
+        partition_table.clone(),
+        Some(partitions.apis.purgatory.clone()),
+    );
+    let share_state = ShareStateClient {
+        shards: share_coordinator.shard_table(),
+        num_partitions: share_state_partitions,
+    };
+    let share_coordinator = kactor_actors::runtime::start_supervised(
+        &pools.coordinator(),
+        ActorMetrics::new("ShareCoordinatorManagerActor"),
+        move |_| share_coordinator,
+    );
+    kactor_actors::share::coordinator::apis::register(&mut router, share_state.clone());
+    let share_state_topic = topic_creator
+        .clone()
+        .map(|controller| ShareStateTopicCreator {
+            controller,
+            num_partitions: share_state_partitions,
+            replication_factor: cfg.get_i32("share.coordinator.state.topic.replication.factor")
+                as i16,
+            min_isr: cfg.get_i32("share.coordinator.state.topic.min.isr"),
+            segment_bytes: cfg.get_i64("share.coordinator.state.topic.segment.bytes"),
+        });
     // KIP-932: share-partitions and share sessions of the partitions this broker leads.
     let share_limits = kactor_actors::share::core::Limits {
         lock_duration_ms: cfg.get_i64("group.share.record.lock.duration.ms"),
@@ -552,6 +591,8 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
                 replication_factor: cfg.get_i32("offsets.topic.replication.factor") as i16,
                 segment_bytes: cfg.get_i64("offsets.topic.segment.bytes"),
             }),
+            share_state_num_partitions: share_state_partitions,
+            share_state_topic: share_state_topic.clone(),
         },
     );
 
@@ -766,6 +807,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         kraft,
         group_manager,
         txn_manager,
+        share_coordinator,
         // Kafka bounds the wait by its whole shutdown deadline; past the session timeout the
         // controller fences a broker that stopped heartbeating anyway.
         controlled_shutdown: cfg
@@ -827,6 +869,10 @@ impl Node {
                 .send(kactor_actors::txn::manager::StopTxnCoordinators)
                 .await;
         }
+        let _ = self
+            .share_coordinator
+            .send(kactor_actors::share::coordinator::actor::StopShareCoordinators)
+            .await;
         // Flush and checkpoint every log and write the clean-shutdown marker, so the next start
         // skips recovery.
         if let Err(e) = self.partitions.shutdown().await {

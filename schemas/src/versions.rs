@@ -89,6 +89,13 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::ShareFetch,
     ApiKey::ShareAcknowledge,
     ApiKey::DescribeShareGroupOffsets,
+    // The share coordinator (actors/src/share/coordinator/apis.rs): share-partition leaders
+    // keep their delivery state in `__share_group_state` through these.
+    ApiKey::InitializeShareGroupState,
+    ApiKey::ReadShareGroupState,
+    ApiKey::WriteShareGroupState,
+    ApiKey::DeleteShareGroupState,
+    ApiKey::ReadShareGroupStateSummary,
     // Producer and transaction APIs (actors/src/txn/apis.rs; TxnOffsetCommit is served by the
     // group coordinator, actors/src/group/apis.rs).
     ApiKey::InitProducerId,

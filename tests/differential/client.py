@@ -230,6 +230,14 @@ class Client:
                 if key_type == 0:
                     r = self.call("DescribeGroups", 5, {"Groups": [key]})
                     err = r["Groups"][0]["ErrorCode"]
+                elif key_type == 2:
+                    # group:topicId:partition; any well-formed key tells the shard is loaded.
+                    group, topic_id, partition = key.rsplit(":", 2)
+                    r = self.call("ReadShareGroupStateSummary", 1, {
+                        "GroupId": group, "Topics": [{"TopicId": sc.Uuid(topic_id),
+                                                      "Partitions": [{"Partition": int(partition),
+                                                                      "LeaderEpoch": 0}]}]})
+                    err = r["Results"][0]["Partitions"][0]["ErrorCode"]
                 else:
                     r = self.call("DescribeTransactions", 0, {"TransactionalIds": [key]})
                     err = r["TransactionStates"][0]["ErrorCode"]

@@ -1,6 +1,8 @@
 """Cases: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge,
 DescribeShareGroupOffsets (KIP-932 share groups): the requests Kafka answers the same way
 whatever the timing of its share-state initialization, and the refusals."""
+from harness import schema_codec as sc
+
 from .corpus_topics import topic
 from .engine import case
 
@@ -204,4 +206,100 @@ def _(c):
     c.coordinator(g)
     c.call("DescribeShareGroupOffsets", 0, {"Groups": [
         {"GroupId": g, "Topics": [{"TopicName": topic(c), "Partitions": [0, 1]}]}]},
+        check=True)
+
+
+# ---- The share coordinator's state APIs (83-87) ------------------------------------------------
+# What a share-partition leader sends the coordinator of `group:topicId:partition` in
+# __share_group_state. The group needs no members: the coordinator keeps state per key.
+
+def state_key(c, partitions=1):
+    """A fresh group and topic, the topic's id, and the share coordinator found and loaded."""
+    g, t = share_group(c), topic(c)
+    tid = c.create_topic(t, partitions)
+    c.coordinator(f"{g}:{tid}:0", key_type=2)
+    return g, tid
+
+
+def parts(tid, **fields):
+    return [{"TopicId": tid, "Partitions": [dict({"Partition": 0}, **fields)]}]
+
+
+def batch(first, last, state, count):
+    return {"FirstOffset": first, "LastOffset": last, "DeliveryState": state,
+            "DeliveryCount": count}
+
+
+def write(g, tid, leader_epoch=1, state_epoch=0, start=-1, batches=()):
+    return {"GroupId": g, "Topics": parts(tid, StateEpoch=state_epoch, LeaderEpoch=leader_epoch,
+                                           StartOffset=start, DeliveryCompleteCount=-1,
+                                           StateBatches=list(batches))}
+
+
+@case("ReadShareGroupState", "uninitialized")
+def _(c):
+    g, tid = state_key(c)
+    c.call("ReadShareGroupState", 0, {"GroupId": g, "Topics": parts(tid, LeaderEpoch=0)},
+           check=True)
+    c.call("WriteShareGroupState", 1, write(g, tid), check=True)
+    c.call("ReadShareGroupStateSummary", 1, {"GroupId": g, "Topics": parts(tid, LeaderEpoch=0)},
+           check=True)
+
+
+@case("InitializeShareGroupState", "unknown-partition")
+def _(c):
+    g, tid = state_key(c)
+    c.call("InitializeShareGroupState", 0, {"GroupId": g, "Topics": [
+        {"TopicId": tid, "Partitions": [{"Partition": 5, "StateEpoch": 0, "StartOffset": 0}]}]},
+        check=True)
+    c.call("ReadShareGroupState", 0, {"GroupId": g, "Topics": parts(tid, LeaderEpoch=-1)},
+           check=True)
+
+
+@case("WriteShareGroupState", "initialize-write-read-delete")
+def _(c):
+    g, tid = state_key(c)
+    c.call("InitializeShareGroupState", 0, {"GroupId": g, "Topics": parts(
+        tid, StateEpoch=0, StartOffset=-1)}, check=True)
+    c.call("ReadShareGroupState", 0, {"GroupId": g, "Topics": parts(tid, LeaderEpoch=2)},
+           check=True)
+    # Offsets 0-9 delivered once; then 0-3 acknowledged, 4 released, 9 archived; start 2.
+    c.call("WriteShareGroupState", 1, write(g, tid, 2, start=0,
+                                            batches=[batch(0, 9, 0, 1)]), check=True)
+    c.call("WriteShareGroupState", 0, write(g, tid, 2, start=2, batches=[
+        batch(0, 3, 2, 1), batch(4, 4, 0, 2), batch(9, 9, 4, 1)]), check=True)
+    c.call("ReadShareGroupState", 0, {"GroupId": g, "Topics": parts(tid, LeaderEpoch=2)},
+           check=True)
+    c.call("ReadShareGroupStateSummary", 0, {"GroupId": g, "Topics": parts(tid, LeaderEpoch=2)},
+           check=True)
+    # An older leader is fenced; so is an older state epoch once a newer one initialized.
+    c.call("WriteShareGroupState", 1, write(g, tid, 1), check=True)
+    c.call("ReadShareGroupState", 0, {"GroupId": g, "Topics": parts(tid, LeaderEpoch=1)},
+           check=True)
+    c.call("InitializeShareGroupState", 0, {"GroupId": g, "Topics": parts(
+        tid, StateEpoch=3, StartOffset=7)}, check=True)
+    c.call("WriteShareGroupState", 1, write(g, tid, 2, state_epoch=1), check=True)
+    c.call("ReadShareGroupState", 0, {"GroupId": g, "Topics": parts(tid, LeaderEpoch=2)},
+           check=True)
+    c.call("DeleteShareGroupState", 0, {"GroupId": g, "Topics": parts(tid)}, check=True)
+    c.call("ReadShareGroupStateSummary", 1, {"GroupId": g, "Topics": parts(tid, LeaderEpoch=0)},
+           check=True)
+    c.call("DeleteShareGroupState", 0, {"GroupId": g, "Topics": parts(tid)}, check=True)
+
+
+@case("DeleteShareGroupState", "negative-partition")
+def _(c):
+    g, tid = state_key(c)
+    c.call("DeleteShareGroupState", 0, {"GroupId": g, "Topics": [
+        {"TopicId": tid, "Partitions": [{"Partition": -1}]}]}, check=True)
+    c.call("WriteShareGroupState", 1, write(g, tid, leader_epoch=-1), check=True)
+
+
+@case("ReadShareGroupStateSummary", "fresh-key-and-unknown-topic")
+def _(c):
+    g, tid = state_key(c)
+    c.call("ReadShareGroupStateSummary", 0, {"GroupId": g, "Topics": parts(tid, LeaderEpoch=0)},
+           check=True)
+    c.call("ReadShareGroupStateSummary", 1, {"GroupId": g, "Topics": [
+        {"TopicId": sc.Uuid(b"\x05" * 16), "Partitions": [{"Partition": 0, "LeaderEpoch": 0}]}]},
         check=True)

@@ -168,13 +168,12 @@ class Broker:
             "offsets.topic.replication.factor": "1",
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
         }
         if self.target == "kactor":
             cfg["kactor.http.address"] = f"{self.host}:{self.http_port}"
-        else:
-            cfg["share.coordinator.state.topic.replication.factor"] = "1"
-            cfg["share.coordinator.state.topic.min.isr"] = "1"
         return cfg
 
     def write_config(self):

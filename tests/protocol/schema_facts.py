@@ -19,7 +19,7 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JARS = ["kafka-clients", "kafka-metadata", "kafka-group-coordinator",
-        "kafka-transaction-coordinator", "kafka-raft", "kafka-storage"]
+        "kafka-transaction-coordinator", "kafka-share-coordinator", "kafka-raft", "kafka-storage"]
 DIRS = ["messages", "metadata", "coordinator"]
 
 

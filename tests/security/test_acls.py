@@ -530,6 +530,21 @@ CASES = [
          for g in r["Groups"]},
      {"g-secret": (GROUP_AUTHZ, {}),
       "g-ok": (NONE, {"secret": [(TOPIC_AUTHZ, -1)], "granted": [(NONE, -1)]})}),
+    # The share coordinator's state APIs are for brokers: CLUSTER_ACTION.
+    ("read-share-group-state", "ReadShareGroupState", 0,
+     {"GroupId": "g-secret", "Topics": [{"TopicId": sc.Uuid(b"\x05" * 16), "Partitions": [
+         {"Partition": 0, "LeaderEpoch": 0}]}]},
+     lambda r: [(p["ErrorCode"], p["ErrorMessage"]) for t in r["Results"]
+                for p in t["Partitions"]],
+     [(CLUSTER_AUTHZ, "Cluster authorization failed.")]),
+    ("write-share-group-state", "WriteShareGroupState", 1,
+     {"GroupId": "g-ok", "Topics": [{"TopicId": sc.Uuid(b"\x05" * 16), "Partitions": [
+         {"Partition": 0, "StateEpoch": 0, "LeaderEpoch": 0, "StartOffset": 0,
+          "DeliveryCompleteCount": -1, "StateBatches": []},
+         {"Partition": 1, "StateEpoch": 0, "LeaderEpoch": 0, "StartOffset": 0,
+          "DeliveryCompleteCount": -1, "StateBatches": []}]}]},
+     lambda r: [p["ErrorCode"] for t in r["Results"] for p in t["Partitions"]],
+     [CLUSTER_AUTHZ, CLUSTER_AUTHZ]),
     # DESCRIBE on the transactional id.
     ("describe-transactions", "DescribeTransactions", 0,
      {"TransactionalIds": ["tx-secret", "tx-none"]},

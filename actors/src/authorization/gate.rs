@@ -320,6 +320,11 @@ fn broker_side(c: &Check, ctx: &RequestContext, v: i16, body: RequestBody) -> Pr
         RequestBody::ShareFetch(r) => share::fetch(c, r),
         RequestBody::ShareAcknowledge(r) => share::acknowledge(c, r),
         RequestBody::DescribeShareGroupOffsets(r) => share::describe_offsets(c, r),
+        body @ (RequestBody::InitializeShareGroupState(_)
+        | RequestBody::ReadShareGroupState(_)
+        | RequestBody::WriteShareGroupState(_)
+        | RequestBody::DeleteShareGroupState(_)
+        | RequestBody::ReadShareGroupStateSummary(_)) => share::state(c, body),
         RequestBody::ListGroups(r) => {
             if c.quietly(Op::Describe, R::Cluster, super::CLUSTER_NAME) {
                 return Pre::Serve(RequestBody::ListGroups(r), None);

@@ -29,7 +29,7 @@ use kactor_protocol::{ApiKey, RequestBody, ResponseBody, Uuid};
 use tokio::sync::watch;
 
 use super::core::api::*;
-use super::core::hashing::{group_partition, transaction_partition};
+use super::core::hashing::{coordinator_partition, group_partition, transaction_partition};
 use super::messages::HandleGroupRequest;
 use crate::authorization::{authorized_operations, ResourceType, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::network::{HandlerOutcome, RequestContext, RequestRouter};
@@ -59,6 +59,10 @@ pub struct GroupApis {
     /// Creates `__consumer_offsets` on the first FindCoordinator that needs it, as Kafka
     /// does (None: created elsewhere, e.g. at start-up).
     pub offsets_topic: Option<OffsetsTopicCreator>,
+    /// `share.coordinator.state.topic.num.partitions`
+    pub share_state_num_partitions: i32,
+    /// Creates `__share_group_state` on the first FindCoordinator for a share key.
+    pub share_state_topic: Option<crate::share::coordinator::apis::ShareStateTopicCreator>,
 }
 
 /// How to create `__consumer_offsets` through the controller.
@@ -976,8 +980,11 @@ pub fn find_coordinator(
         SHARE_KEY if version < SHARE_KEY_MIN_VERSION || !is_share_partition_key(key) => {
             return Located::error(INVALID_REQUEST)
         }
-        // A well-formed share key: kactor runs no share coordinator (no share groups).
-        _ => return Located::error(COORDINATOR_NOT_AVAILABLE),
+        SHARE_KEY => (
+            crate::share::coordinator::actor::SHARE_STATE_TOPIC,
+            coordinator_partition(key, num_partitions.max(1)),
+        ),
+        _ => return Located::error(INVALID_REQUEST),
     };
     let Some(image) = image else {
         return Located::error(COORDINATOR_NOT_AVAILABLE);
@@ -1004,6 +1011,15 @@ pub fn find_coordinator(
     }
 }
 
+/// The partition counts of the coordinator topics (`offsets.topic.num.partitions`,
+/// `transaction.state.log.num.partitions`, `share.coordinator.state.topic.num.partitions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoordinatorPartitions {
+    pub offsets: i32,
+    pub transaction: i32,
+    pub share: i32,
+}
+
 /// FindCoordinator at any version. v4+ answers a row per key whose ErrorMessage Kafka leaves
 /// empty; v1–v3 answer one key with `Errors.message()` ("NONE" on success), and an error
 /// there carries no node. A key type Kafka does not know fails the whole request with
@@ -1011,16 +1027,15 @@ pub fn find_coordinator(
 pub fn find_coordinator_response(
     version: i16,
     r: &FindCoordinatorRequest,
-    offsets_partitions: i32,
-    transaction_partitions: i32,
+    partitions: CoordinatorPartitions,
     listener: &str,
     image: Option<&crate::metadata::core::MetadataImage>,
 ) -> FindCoordinatorResponse {
     let key_type = since(version, 1, r.key_type, GROUP_KEY);
-    let partitions = if key_type == TRANSACTION_KEY {
-        transaction_partitions
-    } else {
-        offsets_partitions
+    let partitions = match key_type {
+        TRANSACTION_KEY => partitions.transaction,
+        SHARE_KEY => partitions.share,
+        _ => partitions.offsets,
     };
     let known_type = matches!(key_type, GROUP_KEY | TRANSACTION_KEY | SHARE_KEY);
     if version < 4 {
@@ -1195,11 +1210,19 @@ async fn handle_find_coordinator(
                 .await;
         });
     }
+    if ctx.api_version >= SHARE_KEY_MIN_VERSION && r.key_type == SHARE_KEY {
+        if let Some(creator) = &a.share_state_topic {
+            creator.ensure(table.image.as_deref());
+        }
+    }
     let resp = find_coordinator_response(
         ctx.api_version,
         &r,
-        offsets_partitions,
-        a.transaction_state_num_partitions,
+        CoordinatorPartitions {
+            offsets: offsets_partitions,
+            transaction: a.transaction_state_num_partitions,
+            share: a.share_state_num_partitions,
+        },
         &ctx.connection.listener_name,
         table.image.as_deref(),
     );
@@ -1551,6 +1574,11 @@ async fn handle_consumer_group_describe(
 
 #[cfg(test)]
 mod tests {
+    const PARTS: CoordinatorPartitions = CoordinatorPartitions {
+        offsets: 50,
+        transaction: 50,
+        share: 50,
+    };
     use super::*;
     use crate::metadata::core::{
         BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage,
@@ -2012,8 +2040,7 @@ mod tests {
                 key: "my-group".into(),
                 ..Default::default()
             },
-            50,
-            50,
+            PARTS,
             "PLAINTEXT",
             Some(&image),
         );
@@ -2025,8 +2052,7 @@ mod tests {
                 coordinator_keys: vec!["my-group".into(), "test-consumer-group".into()],
                 ..Default::default()
             },
-            50,
-            50,
+            PARTS,
             "PLAINTEXT",
             Some(&image),
         );
@@ -2047,11 +2073,11 @@ mod tests {
         };
         // The empty group id is hashed like any other (Kafka finds its coordinator).
         // (It lands on partition 0, which the test image has no leader for.)
-        let r = find_coordinator_response(6, &req(0, &[""]), 50, 50, "PLAINTEXT", Some(&image));
+        let r = find_coordinator_response(6, &req(0, &[""]), PARTS, "PLAINTEXT", Some(&image));
         assert_eq!(r.coordinators[0].error_code, COORDINATOR_NOT_AVAILABLE);
         assert_eq!(r.coordinators[0].error_message.as_deref(), Some(""));
         // An unknown key type fails the request as a whole, with Kafka's standard message.
-        let r = find_coordinator_response(6, &req(7, &["a", "b"]), 50, 50, "PLAINTEXT", None);
+        let r = find_coordinator_response(6, &req(7, &["a", "b"]), PARTS, "PLAINTEXT", None);
         for c in &r.coordinators {
             assert_eq!((c.error_code, c.node_id), (INVALID_REQUEST, -1));
             assert_eq!(
@@ -2063,14 +2089,14 @@ mod tests {
         let id = Uuid([7; 16]).to_string();
         for bad in ["g:topicid:0", "g:x", "", " :{id}:0", "g:{id}:x"] {
             let key = bad.replace("{id}", &id);
-            let r = find_coordinator_response(6, &req(2, &[&key]), 50, 50, "PLAINTEXT", None);
+            let r = find_coordinator_response(6, &req(2, &[&key]), PARTS, "PLAINTEXT", None);
             assert_eq!(r.coordinators[0].error_code, INVALID_REQUEST, "{key}");
             assert_eq!(r.coordinators[0].error_message.as_deref(), Some(""));
         }
         let good = format!("a:b:{id}:3");
-        let r = find_coordinator_response(6, &req(2, &[&good]), 50, 50, "PLAINTEXT", None);
+        let r = find_coordinator_response(6, &req(2, &[&good]), PARTS, "PLAINTEXT", None);
         assert_eq!(r.coordinators[0].error_code, COORDINATOR_NOT_AVAILABLE);
-        let r = find_coordinator_response(5, &req(2, &[&good]), 50, 50, "PLAINTEXT", None);
+        let r = find_coordinator_response(5, &req(2, &[&good]), PARTS, "PLAINTEXT", None);
         assert_eq!(
             r.coordinators[0].error_code, INVALID_REQUEST,
             "share keys from v6"
@@ -2083,8 +2109,7 @@ mod tests {
                 key_type: 9,
                 ..Default::default()
             },
-            50,
-            50,
+            PARTS,
             "PLAINTEXT",
             Some(&image),
         );

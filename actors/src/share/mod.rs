@@ -4,6 +4,7 @@
 
 pub mod actor;
 pub mod apis;
+pub mod coordinator;
 pub mod core;
 pub mod messages;
 pub mod metrics;

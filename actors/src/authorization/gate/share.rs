@@ -227,3 +227,76 @@ pub(super) fn describe_offsets(c: &Check, mut r: DescribeShareGroupOffsetsReques
         }),
     )
 }
+
+/// The share coordinator's state APIs (InitializeShareGroupState ... ReadShareGroupStateSummary)
+/// are for brokers: CLUSTER_ACTION on the cluster, else every partition of the request is
+/// answered CLUSTER_AUTHORIZATION_FAILED (Kafka's `getErrorResponse`).
+pub(super) fn state(c: &Check, body: RequestBody) -> Pre {
+    if c.cluster(Op::ClusterAction) {
+        return Pre::Serve(body, None);
+    }
+    let code = CLUSTER_AUTHORIZATION_FAILED;
+    macro_rules! refuse {
+        ($r:expr, $module:ident, $topic:ident, $variant:ident, $response:ident) => {
+            ResponseBody::$variant($response {
+                results: $r
+                    .topics
+                    .iter()
+                    .map(|t| m::$module::$topic {
+                        topic_id: t.topic_id,
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|p| m::$module::PartitionResult {
+                                partition: p.partition,
+                                error_code: code,
+                                error_message: message(code),
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+        };
+    }
+    Pre::Refuse(match body {
+        RequestBody::InitializeShareGroupState(r) => refuse!(
+            r,
+            initialize_share_group_state_response,
+            InitializeStateResult,
+            InitializeShareGroupState,
+            InitializeShareGroupStateResponse
+        ),
+        RequestBody::ReadShareGroupState(r) => refuse!(
+            r,
+            read_share_group_state_response,
+            ReadStateResult,
+            ReadShareGroupState,
+            ReadShareGroupStateResponse
+        ),
+        RequestBody::WriteShareGroupState(r) => refuse!(
+            r,
+            write_share_group_state_response,
+            WriteStateResult,
+            WriteShareGroupState,
+            WriteShareGroupStateResponse
+        ),
+        RequestBody::DeleteShareGroupState(r) => refuse!(
+            r,
+            delete_share_group_state_response,
+            DeleteStateResult,
+            DeleteShareGroupState,
+            DeleteShareGroupStateResponse
+        ),
+        RequestBody::ReadShareGroupStateSummary(r) => refuse!(
+            r,
+            read_share_group_state_summary_response,
+            ReadStateSummaryResult,
+            ReadShareGroupStateSummary,
+            ReadShareGroupStateSummaryResponse
+        ),
+        other => return Pre::Serve(other, None),
+    })
+}
