@@ -543,6 +543,12 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         let max_sessions = cfg.get_i32("group.share.max.share.sessions").max(1) as usize;
         // A session unused for twice the lock duration is gone with its client.
         let idle_ms = 2 * share_limits.lock_duration_ms;
+        let persister = kactor_actors::share::persister::SharePersister {
+            client: share_state.clone(),
+            partitions: partition_table.clone(),
+            topic: share_state_topic.clone(),
+            node_id,
+        };
         kactor_actors::runtime::start_supervised(
             &pools.coordinator(),
             ActorMetrics::new("SharePartitionManagerActor"),
@@ -552,6 +558,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
                     share_limits,
                     idle_ms,
                 )
+                .with_persister(persister)
             },
         )
     };

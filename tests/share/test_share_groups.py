@@ -467,7 +467,6 @@ def test_console_share_consumer_max_messages(sbroker, topic_name):
 
 # ---- h. share-group state survives a broker restart -------------------------------------------
 
-@pytest.mark.kactor_pending("share-group state persistence")
 @pytest.mark.parametrize("how", ["sigterm", "sigkill"])
 def test_state_survives_restart(broker_factory, consumers, topic_name, how):
     """Accepted and rejected records stay consumed across a restart (graceful or a crash): a

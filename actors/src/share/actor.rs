@@ -6,14 +6,17 @@
 
 use std::time::Duration;
 
-use actix::{Actor, AsyncContext, Context, Handler, SpawnHandle, Supervised};
+use actix::prelude::*;
+use actix::SpawnHandle;
+use futures_util::future::join_all;
 
 use super::core::{
-    AckResults, AcquiredRange, FetchPlan, Limits, RequestError, Requester, ShareManager,
-    SharePartition, TopicIdPartition, FINAL_EPOCH,
+    AckResults, AcquiredRange, FetchPlan, Limits, PersistView, RequestError, Requester, ShareKey,
+    ShareManager, SharePartition, TopicIdPartition, FINAL_EPOCH,
 };
 use super::messages::*;
 use super::metrics::share_metrics;
+use super::persister::{Loaded, SharePersister};
 use crate::runtime::{ActorMetrics, SupervisedActor};
 
 /// How often idle sessions are looked for, and the longest a lock expiry may be late.
@@ -30,6 +33,8 @@ pub struct SharePartitionManagerActor {
     /// connection closes; kactor's handlers do not see connections close).
     session_idle_ms: i64,
     tick: Option<SpawnHandle>,
+    /// Where share-partition state is kept (None: in memory only, e.g. unit tests).
+    persister: Option<SharePersister>,
     metrics: ActorMetrics,
 }
 
@@ -41,11 +46,54 @@ impl SharePartitionManagerActor {
             defaults,
             session_idle_ms,
             tick: None,
+            persister: None,
             metrics: ActorMetrics::new("SharePartitionManagerActor"),
         }
     }
 
-    fn on_tick(&mut self) {
+    /// Keeps share-partition state with the share coordinator.
+    pub fn with_persister(mut self, persister: SharePersister) -> Self {
+        self.persister = Some(persister);
+        self
+    }
+
+    /// Writes the state of `keys` (those still here), in the background; a failed write marks
+    /// its share-partition to be written again on the next tick.
+    fn flush(&mut self, keys: Vec<ShareKey>, ctx: &mut Context<Self>) {
+        let Some(persister) = self.persister.clone() else {
+            return;
+        };
+        let writes: Vec<(ShareKey, PersistView)> = keys
+            .into_iter()
+            .filter_map(|k| self.core.persist_view(&k).map(|v| (k, v)))
+            .collect();
+        if writes.is_empty() {
+            return;
+        }
+        let f = async move {
+            let calls = writes.into_iter().map(|(k, v)| {
+                let p = persister.clone();
+                async move {
+                    let r = p.write(&k, v).await;
+                    (k, r)
+                }
+            });
+            join_all(calls).await
+        };
+        ctx.spawn(f.into_actor(self).map(|results, act, _| {
+            for (k, r) in results {
+                if let Err((code, message)) = r {
+                    tracing::debug!(group = %k.group, code, %message,
+                        "share state write failed; retrying");
+                    act.core.mark_dirty(k);
+                }
+            }
+        }));
+    }
+
+    fn on_tick(&mut self, ctx: &mut Context<Self>) {
+        let dirty = self.core.take_dirty();
+        self.flush(dirty, ctx);
         let now = now_ms();
         let released = self
             .core
@@ -114,14 +162,15 @@ impl Actor for SharePartitionManagerActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.tick = Some(ctx.run_interval(Duration::from_millis(TICK_MS), |act, _| act.on_tick()));
+        self.tick =
+            Some(ctx.run_interval(Duration::from_millis(TICK_MS), |act, ctx| act.on_tick(ctx)));
     }
 }
 
 impl Supervised for SharePartitionManagerActor {
     fn restarting(&mut self, _: &mut Context<Self>) {
-        // The state is in memory only: a restart forgets what was delivered, and records come
-        // again from the share-partition start offsets the clients' next fetches find.
+        // Share-partitions are loaded again from their coordinators on the next fetches
+        // (what was acquired and not yet written is delivered again).
         self.core = ShareManager::new(self.core_max_sessions());
     }
 }
@@ -238,5 +287,102 @@ impl Handler<WatchShareRecords> for SharePartitionManagerActor {
             return;
         }
         self.waiters.entry(m.group.clone()).or_default().push(m);
+    }
+}
+
+impl Handler<LoadSharePartitions> for SharePartitionManagerActor {
+    type Result = ResponseActFuture<Self, Vec<(TopicIdPartition, Option<Option<i64>>)>>;
+    fn handle(&mut self, m: LoadSharePartitions, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _t = metrics.handle();
+        let known = self.core.next_fetch_offsets(&m.group, &m.partitions);
+        let Some(persister) = self.persister.clone() else {
+            return Box::pin(fut::ready(
+                known.into_iter().map(|(tp, at)| (tp, Some(at))).collect(),
+            ));
+        };
+        // Share-partitions already here need nothing; the others are asked for.
+        let group = m.group;
+        let loads = known.into_iter().map(move |(tp, at)| {
+            let p = persister.clone();
+            let key = ShareKey::new(&group, tp);
+            async move {
+                let loaded = match at {
+                    Some(_) => None,
+                    None => Some(p.load(&key).await),
+                };
+                (key, at, loaded)
+            }
+        });
+        Box::pin(join_all(loads).into_actor(self).map(|results, act, _| {
+            results
+                .into_iter()
+                .map(|(key, at, loaded)| {
+                    let tp = (key.topic_id, key.partition);
+                    let at = match loaded {
+                        None => Some(at),
+                        Some(Loaded::State {
+                            state_epoch,
+                            start_offset,
+                            batches,
+                        }) => Some(Some(act.core.restore(
+                            key,
+                            state_epoch,
+                            start_offset,
+                            &batches,
+                        ))),
+                        // Another fetch may have started it meanwhile.
+                        Some(Loaded::Fresh) => {
+                            Some(act.core.next_fetch_offsets(&key.group, &[tp])[0].1)
+                        }
+                        Some(Loaded::Unavailable) => None,
+                    };
+                    (tp, at)
+                })
+                .collect()
+        }))
+    }
+}
+
+impl Handler<PersistShareState> for SharePartitionManagerActor {
+    type Result = ResponseActFuture<Self, Vec<(TopicIdPartition, Result<(), RequestError>)>>;
+    fn handle(&mut self, m: PersistShareState, _: &mut Context<Self>) -> Self::Result {
+        let metrics = self.metrics.clone();
+        let _t = metrics.handle();
+        let Some(persister) = self.persister.clone() else {
+            return Box::pin(fut::ready(
+                m.partitions.into_iter().map(|tp| (tp, Ok(()))).collect(),
+            ));
+        };
+        let writes: Vec<(ShareKey, Option<PersistView>)> = m
+            .partitions
+            .iter()
+            .map(|tp| {
+                let k = ShareKey::new(&m.group, *tp);
+                let v = self.core.persist_view(&k);
+                (k, v)
+            })
+            .collect();
+        let calls = writes.into_iter().map(move |(k, v)| {
+            let p = persister.clone();
+            async move {
+                let r = match v {
+                    Some(v) => p.write(&k, v).await,
+                    None => Ok(()),
+                };
+                (k, r)
+            }
+        });
+        Box::pin(join_all(calls).into_actor(self).map(|results, act, _| {
+            results
+                .into_iter()
+                .map(|(k, r)| {
+                    if r.is_err() {
+                        act.core.mark_dirty(k.clone());
+                    }
+                    ((k.topic_id, k.partition), r)
+                })
+                .collect()
+        }))
     }
 }

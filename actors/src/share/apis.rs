@@ -429,9 +429,16 @@ async fn handle_share_fetch(
         Ok(Err((code, _))) => return fetch_error(code),
         Err(_) => return fetch_error(UNKNOWN_SERVER_ERROR),
     };
+    let applied: Vec<(Uuid, i32)> = plan
+        .acks
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(tp, _)| *tp)
+        .collect();
     for (tp, result) in plan.acks {
         ack_results.insert(tp, ack_outcome(result));
     }
+    persist_acks(a, &group, applied, &mut ack_results).await;
     let mut targets: Vec<(Target, Option<i64>)> = plan
         .reads
         .iter()
@@ -461,7 +468,9 @@ async fn handle_share_fetch(
     let mut acquired: BTreeMap<(Uuid, i32), Vec<AcquiredRange>> = BTreeMap::new();
     if fetching {
         let per_partition = (budget as usize / targets.len()).max(1);
+        let unavailable = load_starts(a, &group, &mut targets).await;
         reads = read_all(&table, &targets, per_partition, settings).await;
+        skip_unloaded(&mut reads, &unavailable);
         acquired = acquire(a, &group, &member, &reads, max_records, limits).await;
         let nothing = acquired.values().all(|v| v.is_empty());
         let all_failed = reads.iter().all(|p| p.error != NONE);
@@ -479,7 +488,9 @@ async fn handle_share_fetch(
                 for ((_, at), (_, now_at)) in targets.iter_mut().zip(next) {
                     *at = now_at;
                 }
+                let unavailable = load_starts(a, &group, &mut targets).await;
                 reads = read_all(&table, &targets, per_partition, settings).await;
+                skip_unloaded(&mut reads, &unavailable);
                 acquired = acquire(a, &group, &member, &reads, max_records, limits).await;
             }
         }
@@ -689,6 +700,86 @@ async fn read_all(
     join_all(reads).await
 }
 
+/// Loads from their share coordinator the share-partitions this broker has no state for
+/// (`at` None) and sets where to read them. Returns those whose coordinator cannot answer now:
+/// they are not read this time (their first delivery must start from the kept state).
+async fn load_starts(
+    a: &ShareApis,
+    group: &str,
+    targets: &mut [(Target, Option<i64>)],
+) -> BTreeSet<(Uuid, i32)> {
+    let missing: Vec<(Uuid, i32)> = targets
+        .iter()
+        .filter(|(_, at)| at.is_none())
+        .map(|(t, _)| t.tp)
+        .collect();
+    if missing.is_empty() {
+        return BTreeSet::new();
+    }
+    let loaded = a
+        .manager
+        .send(LoadSharePartitions {
+            group: group.to_string(),
+            partitions: missing.clone(),
+        })
+        .await
+        .unwrap_or_default();
+    let mut unavailable: BTreeSet<(Uuid, i32)> = missing.into_iter().collect();
+    for (tp, at) in loaded {
+        if let Some(at) = at {
+            unavailable.remove(&tp);
+            if let Some((_, slot)) = targets.iter_mut().find(|(t, _)| t.tp == tp) {
+                *slot = at;
+            }
+        }
+    }
+    unavailable
+}
+
+/// Drops what was read of `unavailable` share-partitions (nothing is acquired from them).
+fn skip_unloaded(reads: &mut [PartitionRead], unavailable: &BTreeSet<(Uuid, i32)>) {
+    for p in reads.iter_mut().filter(|p| unavailable.contains(&p.tp)) {
+        p.read = None;
+        p.bytes = Bytes::new();
+        p.spans.clear();
+    }
+}
+
+/// Writes the state of share-partitions whose acknowledgements were applied; one that could
+/// not be written gets the write's error in place of success (Kafka answers acknowledgements
+/// only once its persister wrote them).
+async fn persist_acks(
+    a: &ShareApis,
+    group: &str,
+    applied: Vec<(Uuid, i32)>,
+    results: &mut BTreeMap<(Uuid, i32), (i16, Option<String>)>,
+) {
+    if applied.is_empty() {
+        return;
+    }
+    let written = a
+        .manager
+        .send(PersistShareState {
+            group: group.to_string(),
+            partitions: applied.clone(),
+        })
+        .await;
+    match written {
+        Ok(written) => {
+            for (tp, r) in written {
+                if let Err((code, message)) = r {
+                    results.insert(tp, (code, Some(message)));
+                }
+            }
+        }
+        Err(_) => {
+            for tp in applied {
+                results.insert(tp, (UNKNOWN_SERVER_ERROR, None));
+            }
+        }
+    }
+}
+
 async fn acquire(
     a: &ShareApis,
     group: &str,
@@ -832,7 +923,7 @@ async fn handle_share_acknowledge(
     let outcome = a
         .manager
         .send(AcknowledgeRecords {
-            group,
+            group: group.clone(),
             member,
             epoch: r.share_session_epoch,
             partitions,
@@ -841,12 +932,18 @@ async fn handle_share_acknowledge(
         .await;
     match outcome {
         Ok(Ok(acks)) => {
+            let applied = acks
+                .iter()
+                .filter(|(_, r)| r.is_ok())
+                .map(|(tp, _)| *tp)
+                .collect();
             for (tp, result) in acks {
                 results.insert(tp, ack_outcome(result));
             }
             for tp in sent {
                 results.entry(tp).or_insert((NONE, None));
             }
+            persist_acks(a, &group, applied, &mut results).await;
         }
         Ok(Err((code, _))) => return ack_error(code),
         Err(_) => return ack_error(UNKNOWN_SERVER_ERROR),

@@ -69,3 +69,22 @@ pub struct WatchShareRecords {
     pub limits: Limits,
     pub done: tokio::sync::oneshot::Sender<()>,
 }
+
+/// Before reading share-partitions the manager has no state for: load them from their share
+/// coordinator. Answers, per partition, where to read (None: no start offset yet, use
+/// `share.auto.offset.reset`) or that the coordinator cannot answer now (read nothing).
+#[derive(Message, Debug)]
+#[rtype(result = "Vec<(TopicIdPartition, Option<Option<i64>>)>")]
+pub struct LoadSharePartitions {
+    pub group: String,
+    pub partitions: Vec<TopicIdPartition>,
+}
+
+/// After acknowledgements: write these share-partitions' state, answered once written (the
+/// client is told its acknowledgements stuck only then).
+#[derive(Message, Debug)]
+#[rtype(result = "Vec<(TopicIdPartition, Result<(), super::core::RequestError>)>")]
+pub struct PersistShareState {
+    pub group: String,
+    pub partitions: Vec<TopicIdPartition>,
+}

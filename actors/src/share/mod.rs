@@ -8,3 +8,4 @@ pub mod coordinator;
 pub mod core;
 pub mod messages;
 pub mod metrics;
+pub mod persister;

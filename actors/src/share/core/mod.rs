@@ -12,7 +12,7 @@ pub mod session;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use kactor_protocol::errors::{INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION};
 use kactor_protocol::Uuid;
@@ -74,12 +74,26 @@ pub struct ReadBatches {
     pub batches: Vec<LogBatch>,
 }
 
+/// What the share coordinator is sent for one share-partition (WriteShareGroupState).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersistView {
+    pub state_epoch: i32,
+    pub start_offset: i64,
+    /// Offsets in the window whose delivery is complete.
+    pub delivery_complete_count: i32,
+    pub batches: Vec<crate::share::coordinator::core::StateBatch>,
+}
+
 #[derive(Debug, Default)]
 pub struct ShareManager {
     partitions: HashMap<ShareKey, SharePartition>,
     sessions: ShareSessions,
     /// Each group's settings as its last request saw them (lock expiry applies them later).
     limits: HashMap<String, Limits>,
+    /// Share-partitions changed since their state was last written to the coordinator.
+    dirty: BTreeSet<ShareKey>,
+    /// The state epoch each share-partition was loaded with (0 when it started here).
+    state_epochs: HashMap<ShareKey, i32>,
 }
 
 impl ShareManager {
@@ -88,7 +102,51 @@ impl ShareManager {
             partitions: HashMap::new(),
             sessions: ShareSessions::new(max_sessions),
             limits: HashMap::new(),
+            dirty: BTreeSet::new(),
+            state_epochs: HashMap::new(),
         }
+    }
+
+    /// Installs a share-partition loaded from its coordinator, unless one appeared meanwhile
+    /// (a concurrent fetch loaded or started it first). Returns where to read it next.
+    pub fn restore(
+        &mut self,
+        key: ShareKey,
+        state_epoch: i32,
+        start_offset: i64,
+        batches: &[crate::share::coordinator::core::StateBatch],
+    ) -> i64 {
+        if !self.partitions.contains_key(&key) {
+            self.state_epochs.insert(key.clone(), state_epoch);
+        }
+        self.partitions
+            .entry(key)
+            .or_insert_with(|| SharePartition::from_state(start_offset, batches))
+            .next_fetch_offset()
+    }
+
+    /// The share-partitions changed since their state was last taken for writing.
+    pub fn take_dirty(&mut self) -> Vec<ShareKey> {
+        std::mem::take(&mut self.dirty).into_iter().collect()
+    }
+
+    /// Marks a share-partition to be written again (a write failed).
+    pub fn mark_dirty(&mut self, key: ShareKey) {
+        if self.partitions.contains_key(&key) {
+            self.dirty.insert(key);
+        }
+    }
+
+    /// The state to write for `key` now, and clears its dirty mark.
+    pub fn persist_view(&mut self, key: &ShareKey) -> Option<PersistView> {
+        self.dirty.remove(key);
+        let sp = self.partitions.get(key)?;
+        Some(PersistView {
+            state_epoch: self.state_epochs.get(key).copied().unwrap_or(0),
+            start_offset: sp.start_offset(),
+            delivery_complete_count: sp.terminal_count() as i32,
+            batches: sp.state_batches(),
+        })
     }
 
     pub fn partition(&self, key: &ShareKey) -> Option<&SharePartition> {
@@ -165,12 +223,17 @@ impl ShareManager {
         let mut out = Vec::with_capacity(reads.len());
         for r in reads {
             let key = ShareKey::new(group, r.tp);
-            let sp = match (self.partitions.get_mut(&key), r.initial_offset) {
-                (Some(sp), _) => sp,
-                (None, Some(start)) => self
-                    .partitions
-                    .entry(key)
-                    .or_insert_with(|| SharePartition::new(start)),
+            let (sp, before) = match (self.partitions.get_mut(&key), r.initial_offset) {
+                (Some(sp), _) => {
+                    let before = Some(sp.start_offset());
+                    (sp, before)
+                }
+                (None, Some(start)) => (
+                    self.partitions
+                        .entry(key.clone())
+                        .or_insert_with(|| SharePartition::new(start)),
+                    None,
+                ),
                 (None, None) => {
                     out.push((r.tp, Vec::new()));
                     continue;
@@ -182,6 +245,11 @@ impl ShareManager {
                 continue;
             }
             let ranges = sp.acquire_batches(member, &r.batches, left, limits, now_ms);
+            // A new share-partition, or a start offset moved past archived batches: written
+            // by the next flush (acquisition itself is not persisted, as in Kafka).
+            if before != Some(sp.start_offset()) {
+                self.dirty.insert(key);
+            }
             let n: i64 = ranges
                 .iter()
                 .map(|a| a.last_offset - a.first_offset + 1)
@@ -224,8 +292,15 @@ impl ShareManager {
             .iter()
             .filter(|(_, acks)| !acks.is_empty())
             .map(|(tp, acks)| {
-                let result = match self.partitions.get_mut(&ShareKey::new(group, *tp)) {
-                    Some(sp) => sp.acknowledge(member, acks, limits, now_ms),
+                let key = ShareKey::new(group, *tp);
+                let result = match self.partitions.get_mut(&key) {
+                    Some(sp) => {
+                        let r = sp.acknowledge(member, acks, limits, now_ms);
+                        if r.is_ok() {
+                            self.dirty.insert(key);
+                        }
+                        r
+                    }
                     // Kafka's answer for a share-partition the broker has not loaded.
                     None => Err((
                         UNKNOWN_TOPIC_OR_PARTITION,
@@ -240,8 +315,11 @@ impl ShareManager {
     /// Releases what `member` holds in `tps` of `group`.
     fn release(&mut self, group: &str, member: &str, tps: &[TopicIdPartition], limits: &Limits) {
         for tp in tps {
-            if let Some(sp) = self.partitions.get_mut(&ShareKey::new(group, *tp)) {
-                sp.release_member(member, limits);
+            let key = ShareKey::new(group, *tp);
+            if let Some(sp) = self.partitions.get_mut(&key) {
+                if sp.release_member(member, limits) > 0 {
+                    self.dirty.insert(key);
+                }
             }
         }
     }
@@ -253,16 +331,25 @@ impl ShareManager {
         let mut n = 0;
         let limits = &self.limits;
         let of = |group: &str| *limits.get(group).unwrap_or(defaults);
+        let dirty = &mut self.dirty;
         for (group, member) in self.sessions.evict_idle(idle_before_ms) {
             let l = of(&group);
             for (k, sp) in self.partitions.iter_mut() {
                 if k.group == group {
-                    n += sp.release_member(&member, &l);
+                    let released = sp.release_member(&member, &l);
+                    if released > 0 {
+                        dirty.insert(k.clone());
+                    }
+                    n += released;
                 }
             }
         }
         for (k, sp) in self.partitions.iter_mut() {
-            n += sp.expire_locks(&of(&k.group), now_ms);
+            let expired = sp.expire_locks(&of(&k.group), now_ms);
+            if expired > 0 {
+                dirty.insert(k.clone());
+            }
+            n += expired;
         }
         n
     }
@@ -311,11 +398,16 @@ impl ShareManager {
     /// state is rebuilt where they are led).
     pub fn retain_led(&mut self, led: impl Fn(&Uuid, i32) -> bool) {
         self.partitions.retain(|k, _| led(&k.topic_id, k.partition));
+        let partitions = &self.partitions;
+        self.dirty.retain(|k| partitions.contains_key(k));
+        self.state_epochs.retain(|k, _| partitions.contains_key(k));
     }
 
     /// Forgets a deleted group's share-partitions.
     pub fn remove_group(&mut self, group: &str) {
         self.partitions.retain(|k, _| k.group != group);
+        self.dirty.retain(|k| k.group != group);
+        self.state_epochs.retain(|k, _| k.group != group);
         self.limits.remove(group);
     }
 

@@ -13,6 +13,10 @@ use std::collections::BTreeMap;
 
 use kactor_protocol::errors::{INVALID_RECORD_STATE, INVALID_REQUEST};
 
+use crate::share::coordinator::core::{
+    StateBatch, STATE_ACKNOWLEDGED, STATE_ARCHIVED, STATE_AVAILABLE,
+};
+
 /// Acknowledge types of ShareFetch / ShareAcknowledge (`AcknowledgeTypes`).
 pub const ACK_GAP: i8 = 0;
 pub const ACK_ACCEPT: i8 = 1;
@@ -95,6 +99,67 @@ impl SharePartition {
             end_offset: start_offset,
             records: BTreeMap::new(),
         }
+    }
+
+    /// A share-partition as its coordinator kept it: the start offset and the ranges past it.
+    /// Offsets the ranges skip inside the window are available, never delivered.
+    pub fn from_state(start_offset: i64, batches: &[StateBatch]) -> Self {
+        let mut sp = SharePartition::new(start_offset);
+        for b in batches {
+            let state = match b.delivery_state {
+                STATE_ACKNOWLEDGED => RecordState::Acknowledged,
+                STATE_ARCHIVED => RecordState::Archived,
+                _ => RecordState::Available,
+            };
+            for offset in b.first_offset.max(start_offset)..=b.last_offset {
+                sp.records.insert(
+                    offset,
+                    InFlight {
+                        state: state.clone(),
+                        delivery_count: b.delivery_count.max(0),
+                    },
+                );
+            }
+            sp.end_offset = sp.end_offset.max(b.last_offset + 1);
+        }
+        for offset in start_offset..sp.end_offset {
+            sp.records.entry(offset).or_insert(InFlight {
+                state: RecordState::Available,
+                delivery_count: 0,
+            });
+        }
+        sp.advance_start();
+        sp
+    }
+
+    /// The window as the coordinator keeps it: coalesced ranges of one state and delivery
+    /// count. An acquired record is kept as available with its count, so after a failover it
+    /// is delivered again (Kafka does not persist acquisition either).
+    pub fn state_batches(&self) -> Vec<StateBatch> {
+        let mut out: Vec<StateBatch> = Vec::new();
+        for (offset, r) in &self.records {
+            let state = match r.state {
+                RecordState::Acknowledged => STATE_ACKNOWLEDGED,
+                RecordState::Archived => STATE_ARCHIVED,
+                _ => STATE_AVAILABLE,
+            };
+            match out.last_mut() {
+                Some(b)
+                    if b.last_offset + 1 == *offset
+                        && b.delivery_state == state
+                        && b.delivery_count == r.delivery_count =>
+                {
+                    b.last_offset = *offset;
+                }
+                _ => out.push(StateBatch {
+                    first_offset: *offset,
+                    last_offset: *offset,
+                    delivery_state: state,
+                    delivery_count: r.delivery_count,
+                }),
+            }
+        }
+        out
     }
 
     /// The share-partition start offset (SPSO): every offset below it is done with.

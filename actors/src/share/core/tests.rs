@@ -358,3 +358,73 @@ fn batches_not_for_delivery_are_archived_in_log_order() {
     let got = sp.acquire_batches("b", &batches[3..], 10, &LIMITS, 0);
     assert_eq!(got, vec![range(6, 7, 1)]);
 }
+
+#[test]
+fn kept_state_round_trips_and_acquired_records_are_kept_as_available() {
+    use crate::share::coordinator::core::StateBatch;
+    let sb = |first, last, state, count| StateBatch {
+        first_offset: first,
+        last_offset: last,
+        delivery_state: state,
+        delivery_count: count,
+    };
+    let mut sp = SharePartition::new(0);
+    sp.acquire("a", &[(0, 9)], 100, &LIMITS, 0);
+    sp.acknowledge(
+        "a",
+        &[ack(0, 1, &[ACK_ACCEPT]), ack(4, 4, &[ACK_REJECT])],
+        &LIMITS,
+        0,
+    )
+    .unwrap();
+    sp.acknowledge("a", &[ack(5, 5, &[ACK_RELEASE])], &LIMITS, 0)
+        .unwrap();
+    // 0-1 accepted moved the start; 2-3 and 6-9 still acquired (kept as available, once
+    // delivered), 4 archived, 5 released: 5-9 make one range.
+    let kept = sp.state_batches();
+    assert_eq!(sp.start_offset(), 2);
+    assert_eq!(kept, vec![sb(2, 3, 0, 1), sb(4, 4, 4, 1), sb(5, 9, 0, 1)]);
+    let back = SharePartition::from_state(2, &kept);
+    assert_eq!(back.start_offset(), 2);
+    assert_eq!(back.end_offset(), 10);
+    assert_eq!(back.next_fetch_offset(), 2);
+    assert_eq!(back.state_of(4), Some((&RecordState::Archived, 1)));
+    assert_eq!(back.state_of(7), Some((&RecordState::Available, 1)));
+    // A kept window whose prefix is done moves the start past it; a gap inside the ranges
+    // is available, never delivered.
+    let back = SharePartition::from_state(0, &[sb(0, 2, 2, 1), sb(5, 6, 4, 2)]);
+    assert_eq!(back.start_offset(), 3);
+    assert_eq!(back.state_of(3), Some((&RecordState::Available, 0)));
+    assert_eq!(back.end_offset(), 7);
+}
+
+#[test]
+fn changes_mark_share_partitions_for_writing() {
+    let mut m = ShareManager::new(10);
+    let g = who("g", "a");
+    m.begin_fetch(g, OPEN_EPOCH, &[(tp(), vec![])], &[], &LIMITS, 0)
+        .unwrap();
+    let read = ReadBatches {
+        tp: tp(),
+        initial_offset: Some(0),
+        log_start_offset: 0,
+        batches: vec![batch(0, 4)],
+    };
+    m.acquire("g", "a", std::slice::from_ref(&read), 100, &LIMITS, 0);
+    // A new share-partition is written (its start offset), acquisition alone is not.
+    let key = ShareKey::new("g", tp());
+    assert_eq!(m.take_dirty(), vec![key.clone()]);
+    m.acquire("g", "a", &[read], 100, &LIMITS, 0);
+    assert!(m.take_dirty().is_empty());
+    m.acknowledge(g, 1, &[(tp(), vec![ack(0, 1, &[ACK_ACCEPT])])], &LIMITS, 0)
+        .unwrap();
+    let view = m.persist_view(&key).unwrap();
+    assert_eq!((view.start_offset, view.state_epoch), (2, 0));
+    assert!(m.take_dirty().is_empty(), "persist_view clears the mark");
+    // Expired locks are written too; a restored share-partition keeps its state epoch.
+    m.tick(&LIMITS, -1, LIMITS.lock_duration_ms + 1);
+    assert_eq!(m.take_dirty(), vec![key]);
+    let other = ShareKey::new("h", tp());
+    assert_eq!(m.restore(other.clone(), 4, 7, &[]), 7);
+    assert_eq!(m.persist_view(&other).unwrap().state_epoch, 4);
+}
