@@ -509,6 +509,11 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             updates_per_snapshot: cfg
                 .get_i32("share.coordinator.snapshot.update.records.per.snapshot"),
             write_timeout_ms: cfg.get_i32("share.coordinator.write.timeout.ms").max(1) as u64,
+            // An internal config in Kafka (not in its documented set), honoured when given.
+            prune_interval_ms: props
+                .get("share.coordinator.state.topic.prune.interval.ms")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(300_000),
         },
         partition_table.clone(),
         Some(partitions.apis.purgatory.clone()),

@@ -20,7 +20,7 @@ use super::core::{
 };
 use super::log::{decode, encode};
 use crate::partition::core::{IsolationLevel, ReadParams, TopicPartition};
-use crate::partition::messages::{AppendRecords, ReadRecords};
+use crate::partition::messages::{AppendRecords, DeleteRecordsBefore, ReadRecords};
 use crate::partition::registry::PartitionTableReader;
 use crate::partition::PartitionActor;
 use crate::purgatory::PurgatoryActor;
@@ -66,6 +66,9 @@ pub struct ShareCoordinatorActor {
     core: ShareCoordinatorShard,
     updates_per_snapshot: i32,
     write_timeout_ms: u64,
+    prune_interval: Duration,
+    /// The log start offset the last prune set.
+    pruned_to: i64,
     loaded: bool,
     resigned: bool,
     partition_index: i32,
@@ -88,6 +91,8 @@ impl ShareCoordinatorActor {
             core: ShareCoordinatorShard::new(config.updates_per_snapshot),
             updates_per_snapshot: config.updates_per_snapshot,
             write_timeout_ms: config.write_timeout_ms,
+            prune_interval: Duration::from_millis(config.prune_interval_ms.max(1)),
+            pruned_to: 0,
             loaded: false,
             resigned: false,
             partition_index,
@@ -106,9 +111,9 @@ impl ShareCoordinatorActor {
                 .map(|records, act, ctx| match records {
                     Ok(records) => {
                         act.core = ShareCoordinatorShard::new(act.updates_per_snapshot);
-                        for (k, v) in records {
+                        for (offset, k, v) in records {
                             match decode(&k, v.as_ref()) {
-                                Ok(r) => act.core.replay(&r),
+                                Ok(r) => act.core.replay(&r, offset),
                                 Err(e) => tracing::warn!(error = %e, "skipping share state record"),
                             }
                         }
@@ -153,12 +158,12 @@ impl ShareCoordinatorActor {
         Box::pin(
             async move { write_committed(log, purgatory, tp, batch, timeout).await }
                 .into_actor(self)
-                .map(move |ok, act, _| {
-                    if !ok {
+                .map(move |offset, act, _| {
+                    let Some(offset) = offset else {
                         tracing::warn!(partition = act.partition_index, "share state write failed");
                         return Err(coordinator_error(NOT_COORDINATOR));
-                    }
-                    act.core.replay(&record);
+                    };
+                    act.core.replay(&record, offset);
                     Ok(answer)
                 }),
         )
@@ -180,7 +185,7 @@ async fn write_committed(
     tp: TopicPartition,
     records: Bytes,
     timeout_ms: u64,
-) -> bool {
+) -> Option<i64> {
     match log
         .send(AppendRecords {
             records,
@@ -189,15 +194,18 @@ async fn write_committed(
         .await
     {
         Ok(Ok(out)) => {
-            crate::purgatory::await_commit(purgatory.as_ref(), &tp, &out, timeout_ms).await
-                == kactor_protocol::errors::NONE
+            let code =
+                crate::purgatory::await_commit(purgatory.as_ref(), &tp, &out, timeout_ms).await;
+            (code == kactor_protocol::errors::NONE).then_some(out.base_offset)
         }
-        _ => false,
+        _ => None,
     }
 }
 
-/// Every record of the partition from its start (load by replay).
-async fn read_all(log: MeteredAddr<PartitionActor>) -> Result<Vec<(Bytes, Option<Bytes>)>, String> {
+/// Every record of the partition from its start, with its offset (load by replay).
+type LoadedRecord = (i64, Bytes, Option<Bytes>);
+
+async fn read_all(log: MeteredAddr<PartitionActor>) -> Result<Vec<LoadedRecord>, String> {
     let mut out = Vec::new();
     let mut offset = 0;
     loop {
@@ -235,8 +243,9 @@ async fn read_all(log: MeteredAddr<PartitionActor>) -> Result<Vec<(Bytes, Option
             }
             for record in batch.records().map_err(|e| e.to_string())? {
                 let r = record.map_err(|e| e.to_string())?;
+                let at = r.offset(batch.header.base_offset);
                 if let Some(k) = r.key {
-                    out.push((k, r.value));
+                    out.push((at, k, r.value));
                 }
             }
             offset = batch.header.next_offset();
@@ -260,7 +269,44 @@ impl Actor for ShareCoordinatorActor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         if !self.resigned {
             self.load(ctx);
+            ctx.run_interval(self.prune_interval, |act, ctx| act.prune(ctx));
         }
+    }
+}
+
+impl ShareCoordinatorActor {
+    /// Deletes the records every key's latest snapshot supersedes (Kafka's prune job: the
+    /// partition is `cleanup.policy=delete` with no retention, so nothing else bounds it).
+    fn prune(&mut self, ctx: &mut Context<Self>) {
+        if !self.loaded {
+            return;
+        }
+        let Some(offset) = self.core.last_redundant_offset() else {
+            return;
+        };
+        if offset <= self.pruned_to {
+            return;
+        }
+        let log = self.log.clone();
+        ctx.spawn(
+            async move { log.send(DeleteRecordsBefore { offset }).await }
+                .into_actor(self)
+                .map(move |r, act, _| match r {
+                    Ok(Ok(start)) => {
+                        act.pruned_to = start;
+                        tracing::debug!(
+                            partition = act.partition_index,
+                            start,
+                            "share state records pruned"
+                        );
+                    }
+                    other => tracing::warn!(
+                        partition = act.partition_index,
+                        ?other,
+                        "share state prune failed; trying again next interval"
+                    ),
+                }),
+        );
     }
 }
 
@@ -365,6 +411,9 @@ pub struct ShareCoordinatorConfig {
     pub updates_per_snapshot: i32,
     /// `share.coordinator.write.timeout.ms`: how long a write may wait for its commit.
     pub write_timeout_ms: u64,
+    /// `share.coordinator.state.topic.prune.interval.ms` (a Kafka internal config): how often
+    /// superseded records are deleted from the partition.
+    pub prune_interval_ms: u64,
 }
 
 impl Default for ShareCoordinatorConfig {
@@ -373,6 +422,7 @@ impl Default for ShareCoordinatorConfig {
             num_partitions: 50,
             updates_per_snapshot: super::core::DEFAULT_UPDATES_PER_SNAPSHOT,
             write_timeout_ms: 5_000,
+            prune_interval_ms: 300_000,
         }
     }
 }

@@ -142,6 +142,10 @@ pub struct ShareCoordinatorShard {
     /// Updates since the last snapshot per key.
     update_counts: HashMap<StateKey, i32>,
     updates_per_snapshot: i32,
+    /// The offset of each key's latest snapshot: every record before the lowest of them is
+    /// superseded (Kafka's `ShareCoordinatorOffsetsManager`).
+    snapshot_offsets: HashMap<StateKey, i64>,
+    last_redundant: i64,
 }
 
 impl ShareCoordinatorShard {
@@ -152,6 +156,25 @@ impl ShareCoordinatorShard {
             state_epochs: HashMap::new(),
             update_counts: HashMap::new(),
             updates_per_snapshot: updates_per_snapshot.max(0),
+            snapshot_offsets: HashMap::new(),
+            last_redundant: i64::MAX,
+        }
+    }
+
+    /// The offset below which the partition holds only superseded records (it can be deleted
+    /// up to there), if any.
+    pub fn last_redundant_offset(&self) -> Option<i64> {
+        (self.last_redundant > 0 && self.last_redundant != i64::MAX).then_some(self.last_redundant)
+    }
+
+    fn track_snapshot(&mut self, key: &StateKey, offset: i64, deleted: bool) {
+        self.last_redundant = self.last_redundant.min(offset);
+        self.snapshot_offsets.insert(key.clone(), offset);
+        if let Some(lowest) = self.snapshot_offsets.values().min() {
+            self.last_redundant = *lowest;
+        }
+        if deleted {
+            self.snapshot_offsets.remove(key);
         }
     }
 
@@ -167,16 +190,19 @@ impl ShareCoordinatorShard {
         self.states.get(key)
     }
 
-    /// Applies one record of the partition (at load, and after each committed write).
-    pub fn replay(&mut self, record: &StateRecord) {
+    /// Applies the record at `offset` of the partition (at load, and after each committed
+    /// write).
+    pub fn replay(&mut self, record: &StateRecord, offset: i64) {
         match record {
             StateRecord::Tombstone(key) => {
+                self.track_snapshot(key, offset, true);
                 self.states.remove(key);
                 self.leader_epochs.remove(key);
                 self.state_epochs.remove(key);
                 self.update_counts.remove(key);
             }
             StateRecord::Snapshot(key, state) => {
+                self.track_snapshot(key, offset, false);
                 raise(&mut self.leader_epochs, key, state.leader_epoch);
                 raise(&mut self.state_epochs, key, state.state_epoch);
                 self.states.insert(key.clone(), state.clone());
@@ -635,17 +661,17 @@ mod tests {
             INVALID_REQUEST
         );
         let init = shard.initialize(&k, 0, -1, &topics, 1).unwrap();
-        shard.replay(&init);
+        shard.replay(&init, 1);
         let (read, bump) = shard.read(&k, 1, &topics, 2).unwrap();
         assert_eq!((read.start_offset, read.state_epoch), (-1, 0));
-        shard.replay(&bump.expect("leader epoch 0 -> 1 is written"));
+        shard.replay(&bump.expect("leader epoch 0 -> 1 is written"), 2);
         assert!(shard.read(&k, 1, &topics, 2).unwrap().1.is_none());
 
         let r = shard
             .write(&k, &w(0, vec![b(0, 9, STATE_AVAILABLE, 1)]), &topics, 3)
             .unwrap();
         assert!(matches!(r, StateRecord::Update(..)), "{r:?}");
-        shard.replay(&r);
+        shard.replay(&r, 3);
         // The leader-epoch bump and that write are two updates since the snapshot: the next
         // write is a snapshot holding the merged state.
         let r = shard
@@ -659,13 +685,13 @@ mod tests {
             s.batches,
             vec![b(5, 6, STATE_ACKNOWLEDGED, 1), b(7, 9, STATE_AVAILABLE, 1)]
         );
-        shard.replay(&r);
+        shard.replay(&r, 4);
         assert_eq!(shard.state(&k).unwrap().snapshot_epoch, 1);
         let r = shard
             .write(&k, &w(-1, vec![b(9, 9, STATE_ARCHIVED, 1)]), &topics, 5)
             .unwrap();
         assert!(matches!(r, StateRecord::Update(..)), "{r:?}");
-        shard.replay(&r);
+        shard.replay(&r, 5);
         assert_eq!(
             shard.state(&k).unwrap().batches,
             vec![
@@ -680,8 +706,8 @@ mod tests {
     fn older_epochs_unknown_topics_and_deletes() {
         let mut shard = ShareCoordinatorShard::new(500);
         let k = key();
-        shard.replay(&shard.initialize(&k, 3, 10, &topics, 1).unwrap());
-        shard.replay(&shard.read(&k, 5, &topics, 1).unwrap().1.unwrap());
+        shard.replay(&shard.initialize(&k, 3, 10, &topics, 1).unwrap(), 6);
+        shard.replay(&shard.read(&k, 5, &topics, 1).unwrap().1.unwrap(), 7);
         assert_eq!(
             shard.read(&k, 4, &topics, 1).unwrap_err().0,
             FENCED_LEADER_EPOCH
@@ -711,11 +737,40 @@ mod tests {
         assert_eq!(shard.summary(&k, &topics).unwrap().start_offset, 10);
         assert!(shard.delete(&fresh, &topics).unwrap().is_none());
         let t = shard.delete(&k, &topics).unwrap().unwrap();
-        shard.replay(&t);
+        shard.replay(&t, 8);
         assert!(shard.is_empty());
         assert_eq!(
             shard.read(&k, 6, &topics, 1).unwrap_err().0,
             INVALID_REQUEST
         );
+    }
+
+    #[test]
+    fn records_before_every_keys_latest_snapshot_are_redundant() {
+        let mut shard = ShareCoordinatorShard::new(0);
+        let (a, b) = (key(), StateKey::new("g", Uuid([1; 16]), 1));
+        assert_eq!(shard.last_redundant_offset(), None);
+        shard.replay(&shard.initialize(&a, 0, 0, &topics, 1).unwrap(), 0);
+        shard.replay(&shard.initialize(&b, 0, 0, &topics, 1).unwrap(), 1);
+        // Offset 0 is a's latest snapshot: nothing before it to drop.
+        assert_eq!(shard.last_redundant_offset(), None);
+        let w = WriteState {
+            state_epoch: 0,
+            leader_epoch: 0,
+            start_offset: 3,
+            delivery_complete_count: -1,
+            batches: vec![],
+        };
+        // With no updates allowed between snapshots every write is a snapshot.
+        let r = shard.write(&a, &w, &topics, 2).unwrap();
+        assert!(matches!(r, StateRecord::Snapshot(..)));
+        shard.replay(&r, 2);
+        assert_eq!(shard.last_redundant_offset(), Some(1), "b's snapshot at 1");
+        shard.replay(&shard.write(&b, &w, &topics, 3).unwrap(), 3);
+        assert_eq!(shard.last_redundant_offset(), Some(2));
+        // A deleted key no longer holds records back.
+        shard.replay(&StateRecord::Tombstone(a.clone()), 4);
+        shard.replay(&shard.write(&b, &w, &topics, 5).unwrap(), 5);
+        assert_eq!(shard.last_redundant_offset(), Some(5));
     }
 }
