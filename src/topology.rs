@@ -548,11 +548,28 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         let max_sessions = cfg.get_i32("group.share.max.share.sessions").max(1) as usize;
         // A session unused for twice the lock duration is gone with its client.
         let idle_ms = 2 * share_limits.lock_duration_ms;
+        // Its own channels: a state write waiting for the coordinator's replication never
+        // queues behind transaction markers.
+        let inter_broker = InterBrokerClient::new(
+            node_id,
+            partitions.served_image.clone(),
+            InterBrokerConfig {
+                listener: cfg
+                    .get_str("inter.broker.listener.name")
+                    .map(str::to_string),
+                request_timeout: Duration::from_millis(
+                    cfg.get_i32("share.coordinator.write.timeout.ms").max(1) as u64 + 5_000,
+                ),
+                connect_timeout: Duration::from_secs(10),
+            },
+            Some(pools.coordinator()),
+        );
         let persister = kactor_actors::share::persister::SharePersister {
             client: share_state.clone(),
             partitions: partition_table.clone(),
             topic: share_state_topic.clone(),
             node_id,
+            inter_broker: Some(inter_broker),
         };
         kactor_actors::runtime::start_supervised(
             &pools.coordinator(),

@@ -1,8 +1,9 @@
-//! Requests a broker sends to other brokers (the two users of Kafka's `InterBrokerSendThread`
-//! on the transaction path): WriteTxnMarkers from a transaction coordinator to the leaders of
-//! the transaction's partitions (`TransactionMarkerChannelManager`), and AddPartitionsToTxn
-//! from a partition leader to the transaction's coordinator (KIP-890,
-//! `AddPartitionsToTxnManager`).
+//! Requests a broker sends to other brokers (the users of Kafka's `InterBrokerSendThread`):
+//! WriteTxnMarkers from a transaction coordinator to the leaders of the transaction's
+//! partitions (`TransactionMarkerChannelManager`), AddPartitionsToTxn from a partition leader
+//! to the transaction's coordinator (KIP-890, `AddPartitionsToTxnManager`), and single
+//! requests answered whole ([`InterBrokerClient::request`]: a share-partition leader's state
+//! requests to its share coordinator, Kafka's `PersisterStateManager`).
 //!
 //! One [`BrokerChannelActor`] per (destination broker, [`Lane`]) owns one connection to the
 //! destination's inter-broker listener (`inter.broker.listener.name`, its address from the
@@ -44,6 +45,8 @@ const MAX_BATCH: usize = 1000;
 pub enum Lane {
     Markers,
     AddPartitions,
+    /// One request at a time, answered whole (share-partition state to its coordinator).
+    Single,
 }
 
 impl Lane {
@@ -51,6 +54,7 @@ impl Lane {
         match self {
             Lane::Markers => "markers",
             Lane::AddPartitions => "add-partitions",
+            Lane::Single => "single",
         }
     }
 }
@@ -77,6 +81,7 @@ impl From<ClientError> for InterBrokerError {
 
 pub type MarkersReply = oneshot::Sender<Result<Vec<WritableTxnMarkerResult>, InterBrokerError>>;
 pub type AddPartitionsReply = oneshot::Sender<Result<AddPartitionsToTxnResult, InterBrokerError>>;
+pub type ResponseReply = oneshot::Sender<Result<ResponseBody, InterBrokerError>>;
 
 /// One caller's share of a request.
 pub enum Job {
@@ -90,6 +95,11 @@ pub enum Job {
         transaction: AddPartitionsToTxnTransaction,
         reply: AddPartitionsReply,
     },
+    /// A request sent on its own, answered with the whole response.
+    Request {
+        body: RequestBody,
+        reply: ResponseReply,
+    },
 }
 
 impl Job {
@@ -99,6 +109,9 @@ impl Job {
                 let _ = reply.send(Err(e));
             }
             Job::AddPartitions { reply, .. } => {
+                let _ = reply.send(Err(e));
+            }
+            Job::Request { reply, .. } => {
                 let _ = reply.send(Err(e));
             }
         }
@@ -114,6 +127,9 @@ pub fn next_batch(queue: &mut VecDeque<Job>) -> Vec<Job> {
     let mut producers = BTreeSet::new();
     let mut ids = BTreeSet::new();
     let mut entries = 0usize;
+    if matches!(queue.front(), Some(Job::Request { .. })) {
+        return queue.pop_front().into_iter().collect();
+    }
     while let Some(front) = queue.front() {
         let fits = match (front, batch.first()) {
             (Job::Markers { markers, .. }, None | Some(Job::Markers { .. })) => {
@@ -138,6 +154,7 @@ pub fn next_batch(queue: &mut VecDeque<Job>) -> Vec<Job> {
                 entries += 1;
                 ids.insert(transaction.transactional_id.clone());
             }
+            Job::Request { .. } => unreachable!("requests are never batched"),
         }
         batch.push(job);
     }
@@ -147,13 +164,14 @@ pub fn next_batch(queue: &mut VecDeque<Job>) -> Vec<Job> {
 /// The request for a batch from [`next_batch`].
 pub fn batch_request(batch: &[Job]) -> RequestBody {
     match batch.first() {
+        Some(Job::Request { body, .. }) => body.clone(),
         Some(Job::AddPartitions { .. }) => {
             RequestBody::AddPartitionsToTxn(AddPartitionsToTxnRequest {
                 transactions: batch
                     .iter()
                     .filter_map(|j| match j {
                         Job::AddPartitions { transaction, .. } => Some(transaction.clone()),
-                        Job::Markers { .. } => None,
+                        _ => None,
                     })
                     .collect(),
                 ..Default::default()
@@ -164,7 +182,7 @@ pub fn batch_request(batch: &[Job]) -> RequestBody {
                 .iter()
                 .flat_map(|j| match j {
                     Job::Markers { markers, .. } => markers.clone(),
-                    Job::AddPartitions { .. } => Vec::new(),
+                    _ => Vec::new(),
                 })
                 .collect(),
             ..Default::default()
@@ -174,7 +192,13 @@ pub fn batch_request(batch: &[Job]) -> RequestBody {
 
 /// Hands each job of `batch` its part of `answer`: markers by producer id, transactions by
 /// transactional id. A job the answer leaves out fails (the peer answered something else).
-pub fn deliver(batch: Vec<Job>, answer: Result<ResponseBody, InterBrokerError>) {
+pub fn deliver(mut batch: Vec<Job>, answer: Result<ResponseBody, InterBrokerError>) {
+    if let [Job::Request { .. }] = batch.as_slice() {
+        if let Some(Job::Request { reply, .. }) = batch.pop() {
+            let _ = reply.send(answer);
+        }
+        return;
+    }
     match answer {
         Err(e) => batch.into_iter().for_each(|j| j.fail(e.clone())),
         Ok(ResponseBody::WriteTxnMarkers(resp)) => {
@@ -316,6 +340,17 @@ impl InterBrokerClient {
         let (reply, rx) = oneshot::channel();
         let job = Job::AddPartitions { transaction, reply };
         self.submit(node, Lane::AddPartitions, job, rx).await
+    }
+
+    /// Sends `body` to broker `node` on its own and returns the whole response.
+    pub async fn request(
+        &self,
+        node: i32,
+        body: RequestBody,
+    ) -> Result<ResponseBody, InterBrokerError> {
+        let (reply, rx) = oneshot::channel();
+        self.submit(node, Lane::Single, Job::Request { body, reply }, rx)
+            .await
     }
 
     async fn submit<T>(
@@ -590,5 +625,25 @@ mod tests {
             r2.try_recv().unwrap().unwrap_err(),
             InterBrokerError::UnknownBroker(7)
         );
+    }
+
+    #[test]
+    fn single_requests_go_alone_and_get_the_whole_answer() {
+        let (reply, mut rx) = oneshot::channel();
+        let body = RequestBody::ReadShareGroupState(Default::default());
+        let mut queue: VecDeque<Job> = VecDeque::new();
+        queue.push_back(Job::Request {
+            body: body.clone(),
+            reply,
+        });
+        let (markers, _m) = markers_job(&[1]);
+        queue.push_back(markers);
+        let batch = next_batch(&mut queue);
+        assert_eq!(batch.len(), 1, "a request is never batched with others");
+        assert_eq!(queue.len(), 1);
+        assert_eq!(batch_request(&batch), body);
+        let answer = ResponseBody::ReadShareGroupState(Default::default());
+        deliver(batch, Ok(answer.clone()));
+        assert_eq!(rx.try_recv().unwrap().unwrap(), answer);
     }
 }

@@ -4,8 +4,10 @@
 //! delivery and writes it after every acknowledgement (answering the client only once it is
 //! written) and every release.
 //!
-//! When the coordinator is another broker the state stays in memory here: kactor brokers do
-//! not send each other these requests yet (docs/architecture.md, share groups: known gaps).
+//! A coordinator on another broker is sent the same requests on the wire
+//! (InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState) over the
+//! inter-broker listener, so the state outlives this broker and a Kafka broker's share
+//! coordinator can keep it too.
 
 use kactor_protocol::errors::{
     COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST, NOT_COORDINATOR,
@@ -13,8 +15,9 @@ use kactor_protocol::errors::{
 
 use super::coordinator::actor::{StateAnswer, StateOp, SHARE_STATE_TOPIC};
 use super::coordinator::apis::{ShareStateClient, ShareStateTopicCreator};
-use super::coordinator::core::{StateBatch, StateError, StateKey, WriteState};
+use super::coordinator::core::{ReadState, StateBatch, StateError, StateKey, WriteState};
 use super::core::{PersistView, ShareKey};
+use crate::network::inter_broker::InterBrokerClient;
 use crate::partition::registry::PartitionTableReader;
 
 /// What loading a share-partition found.
@@ -35,7 +38,8 @@ pub enum Loaded {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route {
     Local,
-    Remote,
+    /// The broker leading the key's `__share_group_state` partition.
+    Remote(i32),
     Missing,
 }
 
@@ -46,6 +50,8 @@ pub struct SharePersister {
     /// Creates `__share_group_state` when the first share-partition needs it.
     pub topic: Option<ShareStateTopicCreator>,
     pub node_id: i32,
+    /// Reaches coordinators on other brokers (None: their share-partitions stay in memory).
+    pub inter_broker: Option<InterBrokerClient>,
 }
 
 fn state_key(key: &ShareKey) -> StateKey {
@@ -68,7 +74,7 @@ impl SharePersister {
             .map(|p| p.leader)
         {
             Some(l) if l == self.node_id => Route::Local,
-            Some(l) if l >= 0 => Route::Remote,
+            Some(l) if l >= 0 => Route::Remote(l),
             _ => Route::Missing,
         }
     }
@@ -83,15 +89,33 @@ impl SharePersister {
             .map_or(0, |h| h.leader_epoch.max(0))
     }
 
+    /// One request to the coordinator of `key`, here or on another broker.
+    async fn call(&self, key: StateKey, op: StateOp) -> Result<StateAnswer, StateError> {
+        match self.route(&key) {
+            Route::Local => self.client.call(key, op).await,
+            Route::Remote(node) => match &self.inter_broker {
+                Some(ib) => remote(ib, node, key, op).await,
+                None => Err(not_available()),
+            },
+            Route::Missing => Err(not_available()),
+        }
+    }
+
+    /// Whether there is a coordinator to keep the state (else it stays in memory here).
+    fn kept(&self, key: &StateKey) -> bool {
+        !matches!(self.route(key), Route::Remote(_)) || self.inter_broker.is_some()
+    }
+
     pub async fn load(&self, key: &ShareKey) -> Loaded {
         let sk = state_key(key);
-        match self.route(&sk) {
-            Route::Remote => return Loaded::Fresh,
-            Route::Missing => return Loaded::Unavailable,
-            Route::Local => {}
+        if !self.kept(&sk) {
+            return Loaded::Fresh;
+        }
+        if self.route(&sk) == Route::Missing {
+            return Loaded::Unavailable;
         }
         let leader_epoch = self.leader_epoch(key);
-        let read = || self.client.call(sk.clone(), StateOp::Read { leader_epoch });
+        let read = || self.call(sk.clone(), StateOp::Read { leader_epoch });
         let mut answer = read().await;
         if matches!(&answer, Err((INVALID_REQUEST, _))) {
             // Never initialized: the group coordinator would have done it in Kafka; the first
@@ -100,7 +124,7 @@ impl SharePersister {
                 state_epoch: 0,
                 start_offset: -1,
             };
-            if let Err(e) = self.client.call(sk.clone(), init).await {
+            if let Err(e) = self.call(sk.clone(), init).await {
                 return unavailable(key, e);
             }
             answer = read().await;
@@ -119,10 +143,8 @@ impl SharePersister {
     /// Writes `view` for `key`. In memory only (Ok) when another broker coordinates it.
     pub async fn write(&self, key: &ShareKey, view: PersistView) -> Result<(), StateError> {
         let sk = state_key(key);
-        match self.route(&sk) {
-            Route::Remote => return Ok(()),
-            Route::Missing => return Err(not_available()),
-            Route::Local => {}
+        if !self.kept(&sk) {
+            return Ok(());
         }
         let w = WriteState {
             state_epoch: view.state_epoch,
@@ -131,13 +153,140 @@ impl SharePersister {
             delivery_complete_count: view.delivery_complete_count,
             batches: view.batches,
         };
-        match self.client.call(sk, StateOp::Write(w)).await {
+        match self.call(sk, StateOp::Write(w)).await {
             Ok(_) => Ok(()),
             // Kafka's share-partition reports coordinator trouble to the client as
             // COORDINATOR_NOT_AVAILABLE, whatever the coordinator said.
             Err((NOT_COORDINATOR | COORDINATOR_LOAD_IN_PROGRESS, _)) => Err(not_available()),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// `op` on the wire to broker `node`, its answer read back into the shard's vocabulary.
+async fn remote(
+    ib: &InterBrokerClient,
+    node: i32,
+    key: StateKey,
+    op: StateOp,
+) -> Result<StateAnswer, StateError> {
+    use kactor_protocol::messages::{
+        initialize_share_group_state_request as ireq, read_share_group_state_request as rreq,
+        write_share_group_state_request as wreq, InitializeShareGroupStateRequest,
+        ReadShareGroupStateRequest, WriteShareGroupStateRequest,
+    };
+    use kactor_protocol::{RequestBody, ResponseBody};
+    let body = match &op {
+        StateOp::Initialize {
+            state_epoch,
+            start_offset,
+        } => RequestBody::InitializeShareGroupState(InitializeShareGroupStateRequest {
+            group_id: key.group.clone(),
+            topics: vec![ireq::InitializeStateData {
+                topic_id: key.topic_id,
+                partitions: vec![ireq::PartitionData {
+                    partition: key.partition,
+                    state_epoch: *state_epoch,
+                    start_offset: *start_offset,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        StateOp::Read { leader_epoch } => {
+            RequestBody::ReadShareGroupState(ReadShareGroupStateRequest {
+                group_id: key.group.clone(),
+                topics: vec![rreq::ReadStateData {
+                    topic_id: key.topic_id,
+                    partitions: vec![rreq::PartitionData {
+                        partition: key.partition,
+                        leader_epoch: *leader_epoch,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+        }
+        StateOp::Write(w) => RequestBody::WriteShareGroupState(WriteShareGroupStateRequest {
+            group_id: key.group.clone(),
+            topics: vec![wreq::WriteStateData {
+                topic_id: key.topic_id,
+                partitions: vec![wreq::PartitionData {
+                    partition: key.partition,
+                    state_epoch: w.state_epoch,
+                    leader_epoch: w.leader_epoch,
+                    start_offset: w.start_offset,
+                    delivery_complete_count: w.delivery_complete_count,
+                    state_batches: w
+                        .batches
+                        .iter()
+                        .map(|b| wreq::StateBatch {
+                            first_offset: b.first_offset,
+                            last_offset: b.last_offset,
+                            delivery_state: b.delivery_state,
+                            delivery_count: b.delivery_count,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        // Not sent by share-partition leaders.
+        StateOp::Delete | StateOp::Summary => return Err(not_available()),
+    };
+    let answer = ib.request(node, body).await.map_err(|e| {
+        tracing::debug!(node, error = %e, "share coordinator request failed");
+        not_available()
+    })?;
+    let failed = |code: i16, message: Option<String>| -> StateError {
+        let message = message.unwrap_or_else(|| {
+            kactor_protocol::errors::ErrorCode::for_code(code)
+                .default_message()
+                .to_string()
+        });
+        (code, message)
+    };
+    match answer {
+        ResponseBody::InitializeShareGroupState(r) => {
+            match r.results.first().and_then(|t| t.partitions.first()) {
+                Some(p) if p.error_code == 0 => Ok(StateAnswer::Done),
+                Some(p) => Err(failed(p.error_code, p.error_message.clone())),
+                None => Err(not_available()),
+            }
+        }
+        ResponseBody::WriteShareGroupState(r) => {
+            match r.results.first().and_then(|t| t.partitions.first()) {
+                Some(p) if p.error_code == 0 => Ok(StateAnswer::Done),
+                Some(p) => Err(failed(p.error_code, p.error_message.clone())),
+                None => Err(not_available()),
+            }
+        }
+        ResponseBody::ReadShareGroupState(r) => {
+            match r.results.first().and_then(|t| t.partitions.first()) {
+                Some(p) if p.error_code == 0 => Ok(StateAnswer::Read(ReadState {
+                    state_epoch: p.state_epoch,
+                    start_offset: p.start_offset,
+                    batches: p
+                        .state_batches
+                        .iter()
+                        .map(|b| StateBatch {
+                            first_offset: b.first_offset,
+                            last_offset: b.last_offset,
+                            delivery_state: b.delivery_state,
+                            delivery_count: b.delivery_count,
+                        })
+                        .collect(),
+                })),
+                Some(p) => Err(failed(p.error_code, p.error_message.clone())),
+                None => Err(not_available()),
+            }
+        }
+        _ => Err(not_available()),
     }
 }
 
