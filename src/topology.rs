@@ -514,6 +514,10 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
                 .get("share.coordinator.state.topic.prune.interval.ms")
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(300_000),
+            cold_snapshot_interval_ms: props
+                .get("share.coordinator.cold.partition.snapshot.interval.ms")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(300_000),
         },
         partition_table.clone(),
         Some(partitions.apis.purgatory.clone()),

@@ -67,6 +67,7 @@ pub struct ShareCoordinatorActor {
     updates_per_snapshot: i32,
     write_timeout_ms: u64,
     prune_interval: Duration,
+    cold_interval: Duration,
     /// The log start offset the last prune set.
     pruned_to: i64,
     loaded: bool,
@@ -92,6 +93,7 @@ impl ShareCoordinatorActor {
             updates_per_snapshot: config.updates_per_snapshot,
             write_timeout_ms: config.write_timeout_ms,
             prune_interval: Duration::from_millis(config.prune_interval_ms.max(1)),
+            cold_interval: Duration::from_millis(config.cold_snapshot_interval_ms.max(1)),
             pruned_to: 0,
             loaded: false,
             resigned: false,
@@ -141,11 +143,26 @@ impl ShareCoordinatorActor {
         record: StateRecord,
         answer: StateAnswer,
     ) -> ResponseActFuture<Self, Result<StateAnswer, StateError>> {
-        let batch = encode(&record).ok().and_then(|(k, v)| {
+        Box::pin(
+            self.append_all(vec![record])
+                .map(move |r, _, _| r.map(|()| answer)),
+        )
+    }
+
+    /// Appends `records` as one batch; once committed, replays each at its offset.
+    fn append_all(
+        &mut self,
+        records: Vec<StateRecord>,
+    ) -> ResponseActFuture<Self, Result<(), StateError>> {
+        let batch = (|| {
             let mut b = BatchBuilder::new(0);
-            b.append(now_ms(), Some(&k), v.as_deref(), &[]).ok()?;
+            let now = now_ms();
+            for r in &records {
+                let (k, v) = encode(r).ok()?;
+                b.append(now, Some(&k), v.as_deref(), &[]).ok()?;
+            }
             b.build().ok()
-        });
+        })();
         let Some(batch) = batch else {
             return Box::pin(fut::ready(Err(coordinator_error(
                 COORDINATOR_LOAD_IN_PROGRESS,
@@ -159,12 +176,14 @@ impl ShareCoordinatorActor {
             async move { write_committed(log, purgatory, tp, batch, timeout).await }
                 .into_actor(self)
                 .map(move |offset, act, _| {
-                    let Some(offset) = offset else {
+                    let Some(base) = offset else {
                         tracing::warn!(partition = act.partition_index, "share state write failed");
                         return Err(coordinator_error(NOT_COORDINATOR));
                     };
-                    act.core.replay(&record, offset);
-                    Ok(answer)
+                    for (i, r) in records.iter().enumerate() {
+                        act.core.replay(r, base + i as i64);
+                    }
+                    Ok(())
                 }),
         )
     }
@@ -270,6 +289,7 @@ impl Actor for ShareCoordinatorActor {
         if !self.resigned {
             self.load(ctx);
             ctx.run_interval(self.prune_interval, |act, ctx| act.prune(ctx));
+            ctx.run_interval(self.cold_interval, |_, ctx| ctx.notify(SnapshotCold));
         }
     }
 }
@@ -322,6 +342,37 @@ impl SupervisedActor for ShareCoordinatorActor {
 }
 
 crate::supervised_mailbox!(ShareCoordinatorActor);
+
+/// Shard → itself: snapshot the keys not snapshotted for the cold interval.
+#[derive(Debug, Message, Clone, Copy)]
+#[rtype(result = "()")]
+struct SnapshotCold;
+
+impl Handler<SnapshotCold> for ShareCoordinatorActor {
+    /// Atomic like the writes: the snapshots are computed from and applied to one state.
+    type Result = AtomicResponse<Self, ()>;
+    fn handle(&mut self, _: SnapshotCold, _: &mut Context<Self>) -> Self::Result {
+        let cold = if self.loaded && !self.resigned {
+            self.core
+                .cold_snapshots(now_ms(), self.cold_interval.as_millis() as i64)
+        } else {
+            Vec::new()
+        };
+        if cold.is_empty() {
+            return AtomicResponse::new(Box::pin(fut::ready(())));
+        }
+        let n = cold.len();
+        AtomicResponse::new(Box::pin(self.append_all(cold).map(move |r, act, _| {
+            if r.is_ok() {
+                tracing::debug!(
+                    partition = act.partition_index,
+                    keys = n,
+                    "cold share-partitions snapshotted"
+                );
+            }
+        })))
+    }
+}
 
 impl Handler<ResignShareCoordinator> for ShareCoordinatorActor {
     type Result = ();
@@ -414,6 +465,9 @@ pub struct ShareCoordinatorConfig {
     /// `share.coordinator.state.topic.prune.interval.ms` (a Kafka internal config): how often
     /// superseded records are deleted from the partition.
     pub prune_interval_ms: u64,
+    /// `share.coordinator.cold.partition.snapshot.interval.ms` (internal too): a key not
+    /// snapshotted for this long gets a fresh snapshot, so it does not hold pruning back.
+    pub cold_snapshot_interval_ms: u64,
 }
 
 impl Default for ShareCoordinatorConfig {
@@ -423,6 +477,7 @@ impl Default for ShareCoordinatorConfig {
             updates_per_snapshot: super::core::DEFAULT_UPDATES_PER_SNAPSHOT,
             write_timeout_ms: 5_000,
             prune_interval_ms: 300_000,
+            cold_snapshot_interval_ms: 300_000,
         }
     }
 }

@@ -393,6 +393,30 @@ impl ShareCoordinatorShard {
             .then(|| StateRecord::Tombstone(key.clone())))
     }
 
+    /// Fresh snapshots of the keys last snapshotted `interval_ms` or more before `now_ms`
+    /// (Kafka's cold-partition snapshots): a key nobody writes would otherwise keep its old
+    /// snapshot, and every record after it, from being pruned. Ordered by key.
+    pub fn cold_snapshots(&self, now_ms: i64, interval_ms: i64) -> Vec<StateRecord> {
+        let mut cold: Vec<(&StateKey, &ShareState)> = self
+            .states
+            .iter()
+            .filter(|(_, s)| now_ms - s.write_timestamp >= interval_ms)
+            .collect();
+        cold.sort_by(|a, b| a.0.cmp(b.0));
+        cold.into_iter()
+            .map(|(k, s)| {
+                StateRecord::Snapshot(
+                    k.clone(),
+                    ShareState {
+                        snapshot_epoch: s.snapshot_epoch + 1,
+                        write_timestamp: now_ms,
+                        ..s.clone()
+                    },
+                )
+            })
+            .collect()
+    }
+
     /// Tombstones for the state of share-partitions of deleted topics.
     pub fn deleted_topics(&self, exists: impl Fn(&Uuid) -> bool) -> Vec<StateRecord> {
         let mut keys: Vec<&StateKey> = self
@@ -772,5 +796,27 @@ mod tests {
         shard.replay(&StateRecord::Tombstone(a.clone()), 4);
         shard.replay(&shard.write(&b, &w, &topics, 5).unwrap(), 5);
         assert_eq!(shard.last_redundant_offset(), Some(5));
+    }
+
+    #[test]
+    fn cold_keys_get_fresh_snapshots_that_release_pruning() {
+        let mut shard = ShareCoordinatorShard::new(500);
+        let (a, b) = (key(), StateKey::new("g", Uuid([1; 16]), 1));
+        shard.replay(&shard.initialize(&a, 0, 0, &topics, 1_000).unwrap(), 0);
+        shard.replay(&shard.initialize(&b, 0, 0, &topics, 5_000).unwrap(), 1);
+        // Only a was last snapshotted 10 s or more before 11 s.
+        let cold = shard.cold_snapshots(11_000, 10_000);
+        assert_eq!(cold.len(), 1);
+        let StateRecord::Snapshot(ref k, ref s) = cold[0] else {
+            panic!("{cold:?}")
+        };
+        assert_eq!((k, s.snapshot_epoch, s.write_timestamp), (&a, 1, 11_000));
+        assert_eq!(s.start_offset, 0);
+        shard.replay(&cold[0], 2);
+        assert_eq!(
+            shard.last_redundant_offset(),
+            Some(1),
+            "b's snapshot is the oldest now"
+        );
     }
 }
