@@ -854,7 +854,6 @@ async fn handle_create_topics(
         results,
         &req.topics,
         |r| {
-            let ok = r.error.is_ok();
             m::create_topics_response::CreatableTopicResult {
                 name: r.name,
                 topic_id: if v >= 7 { r.topic_id } else { Uuid::ZERO },
@@ -862,7 +861,8 @@ async fn handle_create_topics(
                 error_message: if v >= 1 { r.error.message } else { None },
                 num_partitions: if v >= 5 { r.num_partitions } else { -1 },
                 replication_factor: if v >= 5 { r.replication_factor } else { -1 },
-                configs: (v >= 5 && ok).then(|| {
+                // Kafka sends an empty array, not null, on error rows too.
+                configs: (v >= 5).then(|| {
                     r.configs
                         .into_iter()
                         .map(|c| m::create_topics_response::CreatableTopicConfigs {
@@ -881,6 +881,7 @@ async fn handle_create_topics(
         |t, code| m::create_topics_response::CreatableTopicResult {
             name: t.name.clone(),
             error_code: code,
+            configs: (v >= 5).then(Vec::new),
             ..Default::default()
         },
     );
@@ -898,30 +899,57 @@ async fn handle_delete_topics(
     req: DeleteTopicsRequest,
 ) -> HandlerOutcome {
     let v = ctx.api_version;
-    // v6 names topics by name or id (exactly one); earlier versions by name only.
-    let mut refs = Vec::new();
-    let mut invalid = Vec::new();
+    // v6 names topics by name or id (exactly one); earlier versions by name only. As Kafka's
+    // ControllerApis.deleteTopics: a malformed entry, and each name or id given more than once,
+    // gets one INVALID_REQUEST row and is not deleted. (Kafka shuffles the rows, so their
+    // order carries no meaning.)
+    let row = |name: Option<String>, topic_id: Uuid, message: &str| {
+        m::delete_topics_response::DeletableTopicResult {
+            name,
+            topic_id,
+            error_code: INVALID_REQUEST,
+            error_message: Some(message.into()),
+            ..Default::default()
+        }
+    };
+    let mut given = Vec::new();
+    let mut out = Vec::new();
     if v >= 6 {
         for t in &req.topics {
             match (&t.name, t.topic_id != Uuid::ZERO) {
-                (Some(n), false) => refs.push(cr::TopicRef::Name(n.clone())),
-                (None, true) => refs.push(cr::TopicRef::Id(t.topic_id)),
-                _ => invalid.push(t.clone()),
+                (Some(n), false) => given.push(cr::TopicRef::Name(n.clone())),
+                (None, true) => given.push(cr::TopicRef::Id(t.topic_id)),
+                (None, false) => out.push(row(
+                    None,
+                    Uuid::ZERO,
+                    "Neither topic name nor id were specified.",
+                )),
+                (Some(n), true) => out.push(row(
+                    Some(n.clone()),
+                    t.topic_id,
+                    "You may not specify both topic name and topic id.",
+                )),
             }
         }
     } else {
-        refs.extend(req.topic_names.iter().cloned().map(cr::TopicRef::Name));
+        given.extend(req.topic_names.iter().cloned().map(cr::TopicRef::Name));
     }
-    let mut out: Vec<m::delete_topics_response::DeletableTopicResult> = invalid
-        .into_iter()
-        .map(|t| m::delete_topics_response::DeletableTopicResult {
-            name: t.name,
-            topic_id: t.topic_id,
-            error_code: INVALID_REQUEST,
-            error_message: Some("Neither topic name nor id were specified, or both were.".into()),
-            ..Default::default()
-        })
-        .collect();
+    let mut refs = Vec::new();
+    let mut duplicates = Vec::new();
+    for (i, r) in given.iter().enumerate() {
+        let repeated = given.iter().filter(|o| *o == r).count() > 1;
+        if !repeated {
+            refs.push(r.clone());
+        } else if !given[..i].contains(r) {
+            duplicates.push(r.clone());
+        }
+    }
+    for r in duplicates {
+        out.push(match r {
+            cr::TopicRef::Name(n) => row(Some(n), Uuid::ZERO, "Duplicate topic name."),
+            cr::TopicRef::Id(id) => row(None, id, "Duplicate topic id."),
+        });
+    }
     let answer = apis
         .ask(
             cm::DeleteTopics {
@@ -1047,9 +1075,13 @@ fn describe_topic(
     v: i16,
 ) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, Option<String>)>
 {
+    // Kafka's ConfigHelper checks the name first (Topic.validate), then that the topic
+    // exists; that answer carries an empty message, not null.
+    if let Err(e) = validate_topic_name(name) {
+        return Err((e.code, e.message));
+    }
     if image.topics.get_by_name(name).is_none() {
-        // Kafka answers this one without a message.
-        return Err((UNKNOWN_TOPIC_OR_PARTITION, None));
+        return Err((UNKNOWN_TOPIC_OR_PARTITION, Some(String::new())));
     }
     let topic = image.config_overrides(&ConfigResource::topic(name));
     let dyn_broker = image.config_overrides(&ConfigResource::broker(&apis.node_id.to_string()));
@@ -1419,11 +1451,18 @@ fn describe_broker(
             })
             .collect());
     }
-    if name != apis.node_id.to_string() {
+    // Kafka's ConfigHelper wording: a name that is no number, then one that is another id.
+    let Ok(id) = name.parse::<i32>() else {
+        return Err((
+            INVALID_REQUEST,
+            Some(format!("Broker id must be an integer, but it is: {name}")),
+        ));
+    };
+    if id != apis.node_id {
         return Err((
             INVALID_REQUEST,
             Some(format!(
-                "Unexpected broker id, expected {}, but received {name}",
+                "Unexpected broker id, expected {} or empty string, but received {name}",
                 apis.node_id
             )),
         ));
