@@ -1885,13 +1885,34 @@ async fn handle_describe_cluster(
             ..Default::default()
         }));
     }
-    if endpoint_type != 1 || on_controller {
-        ctx.record_error(UNSUPPORTED_ENDPOINT_TYPE);
+    let own_type: i8 = if on_controller { 2 } else { 1 };
+    if endpoint_type != own_type {
+        // Kafka's AuthHelper.computeDescribeClusterResponse: a type it does not know is
+        // unsupported, a known one on the other kind of listener mismatched; either way the
+        // rest of the answer keeps its defaults (EndpointType 1, empty ClusterId).
+        let type_name = |t: i8| match t {
+            1 => "BROKER",
+            _ => "CONTROLLER",
+        };
+        let (error_code, message) = if !(1..=2).contains(&endpoint_type) {
+            (
+                UNSUPPORTED_ENDPOINT_TYPE,
+                format!("Unsupported endpoint type {endpoint_type}"),
+            )
+        } else {
+            (
+                MISMATCHED_ENDPOINT_TYPE,
+                format!(
+                    "The request was sent to an endpoint of type {}, but we wanted an endpoint of type {}",
+                    type_name(own_type),
+                    type_name(endpoint_type)
+                ),
+            )
+        };
+        ctx.record_error(error_code);
         return respond(ResponseBody::DescribeCluster(DescribeClusterResponse {
-            error_code: UNSUPPORTED_ENDPOINT_TYPE,
-            error_message: Some("Unsupported endpoint type".into()),
-            endpoint_type,
-            cluster_id: apis.cluster_id.clone(),
+            error_code,
+            error_message: Some(message),
             ..Default::default()
         }));
     }
@@ -1947,6 +1968,29 @@ async fn handle_describe_topic_partitions(
     let (start_topic, start_partition) = req.cursor.as_ref().map_or((String::new(), 0), |c| {
         (c.topic_name.clone(), c.partition_index)
     });
+    // Kafka's DescribeTopicPartitionsRequestHandler: a cursor must name one of the listed
+    // topics and a partition >= 0, else the request fails with INVALID_REQUEST, which answers
+    // a bare row per requested topic.
+    let bad_cursor = req.cursor.as_ref().is_some_and(|c| {
+        (!req.topics.is_empty() && !names.contains(&c.topic_name)) || c.partition_index < 0
+    });
+    if bad_cursor {
+        return respond(ResponseBody::DescribeTopicPartitions(
+            DescribeTopicPartitionsResponse {
+                topics: req
+                    .topics
+                    .iter()
+                    .map(|t| r::DescribeTopicPartitionsResponseTopic {
+                        error_code: INVALID_REQUEST,
+                        name: Some(t.name.clone()),
+                        topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        ));
+    }
     let mut budget = req.response_partition_limit.max(1);
     let mut topics = Vec::new();
     let mut next_cursor = None;
@@ -1955,7 +1999,8 @@ async fn handle_describe_topic_partitions(
             topics.push(r::DescribeTopicPartitionsResponseTopic {
                 error_code: UNKNOWN_TOPIC_OR_PARTITION,
                 name: Some(name),
-                topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+                // Kafka fills the operations in for every row it answers, unknown topics too.
+                topic_authorized_operations: authorized_operations(ResourceType::Topic),
                 ..Default::default()
             });
             continue;
@@ -2082,42 +2127,61 @@ async fn handle_describe_quorum(
         },
         ..Default::default()
     };
-    let topics = req
-        .topics
-        .iter()
-        .map(|t| r::TopicData {
-            topic_name: t.topic_name.clone(),
-            partitions: t
-                .partitions
-                .iter()
-                .map(|p| {
-                    if t.topic_name != "__cluster_metadata" || p.partition_index != 0 {
-                        return r::PartitionData {
-                            partition_index: p.partition_index,
-                            error_code: UNKNOWN_TOPIC_OR_PARTITION,
-                            ..Default::default()
-                        };
-                    }
-                    r::PartitionData {
-                        partition_index: 0,
-                        error_code: if info.leader_id.is_some() {
-                            0
-                        } else {
-                            NOT_CONTROLLER
-                        },
-                        error_message: None,
-                        leader_id: info.leader_id.unwrap_or(-1),
-                        leader_epoch: info.leader_epoch,
-                        high_watermark: info.high_watermark,
-                        current_voters: info.voters.iter().map(replica).collect(),
-                        observers: info.observers.iter().map(replica).collect(),
+    // Kafka's KafkaRaftClient answers only a request for exactly __cluster_metadata-0; any
+    // other shape gets UNKNOWN_TOPIC_OR_PARTITION on every partition it names, and no Nodes.
+    let valid = matches!(
+        &req.topics[..],
+        [t] if t.topic_name == "__cluster_metadata"
+            && matches!(&t.partitions[..], [p] if p.partition_index == 0)
+    );
+    if !valid {
+        let topics = req
+            .topics
+            .iter()
+            .map(|t| r::TopicData {
+                topic_name: t.topic_name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| r::PartitionData {
+                        partition_index: p.partition_index,
+                        error_code: UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message: Some(
+                            "This server does not host this topic-partition.".into(),
+                        ),
                         ..Default::default()
-                    }
-                })
-                .collect(),
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
+        return respond(ResponseBody::DescribeQuorum(DescribeQuorumResponse {
+            error_code: 0,
+            // Kafka's default: an empty string, not null.
+            error_message: Some(String::new()),
+            topics,
             ..Default::default()
-        })
-        .collect();
+        }));
+    }
+    let topics = vec![r::TopicData {
+        topic_name: "__cluster_metadata".into(),
+        partitions: vec![r::PartitionData {
+            partition_index: 0,
+            error_code: if info.leader_id.is_some() {
+                0
+            } else {
+                NOT_CONTROLLER
+            },
+            error_message: Some(String::new()),
+            leader_id: info.leader_id.unwrap_or(-1),
+            leader_epoch: info.leader_epoch,
+            high_watermark: info.high_watermark,
+            current_voters: info.voters.iter().map(replica).collect(),
+            observers: info.observers.iter().map(replica).collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }];
     let nodes = if v >= 2 {
         vec![r::Node {
             node_id: apis.node_id,
@@ -2138,7 +2202,7 @@ async fn handle_describe_quorum(
     };
     respond(ResponseBody::DescribeQuorum(DescribeQuorumResponse {
         error_code: 0,
-        error_message: None,
+        error_message: Some(String::new()),
         topics,
         nodes,
         ..Default::default()
