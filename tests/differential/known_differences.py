@@ -123,12 +123,6 @@ KNOWN = [
       INTENTIONAL,
       'a resource named twice: Kafka 4.4.0 never answers (its handler fails on the duplicate key and the request times out); kactor answers a row per resource'),
     # ---- IncrementalAlterConfigs
-    d('IncrementalAlterConfigs/v1-append-non-list',
-      'IncrementalAlterConfigs v1.Responses[0].ErrorMessage',
-      "'Config value append is not allowed for config key: retention.ms'",
-      '"Can\'t APPEND to key retention.ms because its type is not LIST."',
-      PENDING,
-      "error message text differs from Kafka's"),
     d('IncrementalAlterConfigs/v1-unknown-operation',
       'IncrementalAlterConfigs v1.Responses[0].ErrorCode',
       '42 (INVALID_REQUEST)',
@@ -148,18 +142,4 @@ KNOWN = [
       "'<no response within the timeout>'",
       INTENTIONAL,
       'null Records: Kafka 4.4.0 never answers (the request fails inside its handler and the client times out); kactor answers INVALID_RECORD'),
-    # ---- ConsumerGroupHeartbeat
-    d('ConsumerGroupHeartbeat/v1-invalid-regex',
-      'ConsumerGroupHeartbeat v1.ErrorMessage',
-      "'SubscribedTopicRegex `(unclosed` is not a valid regular expression: missing ) at position 10.'",
-      "'SubscribedTopicRegex `(unclosed` is not a valid regular expression: missing closing ).'",
-      PENDING,
-      "error message text differs from Kafka's"),
-    # ---- TxnOffsetCommit
-    d('TxnOffsetCommit/v5-unknown-partition',
-      'TxnOffsetCommit v5.Topics[0].Partitions[0].ErrorCode',
-      '0 (NONE)',
-      '3 (UNKNOWN_TOPIC_OR_PARTITION)',
-      PENDING,
-      'an unknown partition: Kafka UNKNOWN_TOPIC_OR_PARTITION, kactor NONE'),
 ]

@@ -1233,17 +1233,22 @@ impl QuorumControllerCore {
                 }
                 AlterConfigOp::Append | AlterConfigOp::Subtract => {
                     if !list_type {
-                        return Err(ApiError::new(
-                            INVALID_CONFIG,
+                        let append = *op == AlterConfigOp::Append;
+                        // Broker configs are checked by Kafka's broker (ConfigAdminManager)
+                        // before it forwards the request, the rest by its controller; the two
+                        // word the refusal differently.
+                        let message = if resource.resource_type == ConfigResourceType::Broker {
                             format!(
                                 "Config value {} is not allowed for config key: {name}",
-                                if *op == AlterConfigOp::Append {
-                                    "append"
-                                } else {
-                                    "subtract"
-                                }
-                            ),
-                        ));
+                                if append { "append" } else { "subtract" }
+                            )
+                        } else {
+                            format!(
+                                "Can't {} to key {name} because its type is not LIST.",
+                                if append { "APPEND" } else { "SUBTRACT" }
+                            )
+                        };
+                        return Err(ApiError::new(INVALID_CONFIG, message));
                     }
                     let base = current.get(name).cloned().unwrap_or_else(|| {
                         topic_configs::topic_config(name)
