@@ -763,6 +763,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
     kactor_actors::quota::follow_image(quotas.clone(), partitions.served_image.clone());
     kactor_actors::quota::wrap_produce(&mut router, quotas.clone());
     kactor_actors::quota::wrap_fetch(&mut router, quotas);
+    router.set_identity(cluster_id.clone(), node_id);
     let router: Arc<RequestRouter> = router.build(features);
     let _ = envelope_router.set(router.clone());
 

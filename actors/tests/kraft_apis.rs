@@ -463,7 +463,10 @@ fn metadata_and_admin_apis() {
         let ResponseBody::DescribeCluster(r) = r else {
             panic!()
         };
-        assert_eq!(r.error_code, 115);
+        // A known type on the wrong kind of listener: MISMATCHED_ENDPOINT_TYPE, as Kafka.
+        assert_eq!(r.error_code, 114);
+        assert_eq!(r.endpoint_type, 1);
+        assert_eq!(r.cluster_id, "");
         let r = hs
             .call(
                 ApiKey::DescribeTopicPartitions,

@@ -854,7 +854,6 @@ async fn handle_create_topics(
         results,
         &req.topics,
         |r| {
-            let ok = r.error.is_ok();
             m::create_topics_response::CreatableTopicResult {
                 name: r.name,
                 topic_id: if v >= 7 { r.topic_id } else { Uuid::ZERO },
@@ -862,7 +861,8 @@ async fn handle_create_topics(
                 error_message: if v >= 1 { r.error.message } else { None },
                 num_partitions: if v >= 5 { r.num_partitions } else { -1 },
                 replication_factor: if v >= 5 { r.replication_factor } else { -1 },
-                configs: (v >= 5 && ok).then(|| {
+                // Kafka sends an empty array, not null, on error rows too.
+                configs: (v >= 5).then(|| {
                     r.configs
                         .into_iter()
                         .map(|c| m::create_topics_response::CreatableTopicConfigs {
@@ -881,6 +881,7 @@ async fn handle_create_topics(
         |t, code| m::create_topics_response::CreatableTopicResult {
             name: t.name.clone(),
             error_code: code,
+            configs: (v >= 5).then(Vec::new),
             ..Default::default()
         },
     );
@@ -898,30 +899,57 @@ async fn handle_delete_topics(
     req: DeleteTopicsRequest,
 ) -> HandlerOutcome {
     let v = ctx.api_version;
-    // v6 names topics by name or id (exactly one); earlier versions by name only.
-    let mut refs = Vec::new();
-    let mut invalid = Vec::new();
+    // v6 names topics by name or id (exactly one); earlier versions by name only. As Kafka's
+    // ControllerApis.deleteTopics: a malformed entry, and each name or id given more than once,
+    // gets one INVALID_REQUEST row and is not deleted. (Kafka shuffles the rows, so their
+    // order carries no meaning.)
+    let row = |name: Option<String>, topic_id: Uuid, message: &str| {
+        m::delete_topics_response::DeletableTopicResult {
+            name,
+            topic_id,
+            error_code: INVALID_REQUEST,
+            error_message: Some(message.into()),
+            ..Default::default()
+        }
+    };
+    let mut given = Vec::new();
+    let mut out = Vec::new();
     if v >= 6 {
         for t in &req.topics {
             match (&t.name, t.topic_id != Uuid::ZERO) {
-                (Some(n), false) => refs.push(cr::TopicRef::Name(n.clone())),
-                (None, true) => refs.push(cr::TopicRef::Id(t.topic_id)),
-                _ => invalid.push(t.clone()),
+                (Some(n), false) => given.push(cr::TopicRef::Name(n.clone())),
+                (None, true) => given.push(cr::TopicRef::Id(t.topic_id)),
+                (None, false) => out.push(row(
+                    None,
+                    Uuid::ZERO,
+                    "Neither topic name nor id were specified.",
+                )),
+                (Some(n), true) => out.push(row(
+                    Some(n.clone()),
+                    t.topic_id,
+                    "You may not specify both topic name and topic id.",
+                )),
             }
         }
     } else {
-        refs.extend(req.topic_names.iter().cloned().map(cr::TopicRef::Name));
+        given.extend(req.topic_names.iter().cloned().map(cr::TopicRef::Name));
     }
-    let mut out: Vec<m::delete_topics_response::DeletableTopicResult> = invalid
-        .into_iter()
-        .map(|t| m::delete_topics_response::DeletableTopicResult {
-            name: t.name,
-            topic_id: t.topic_id,
-            error_code: INVALID_REQUEST,
-            error_message: Some("Neither topic name nor id were specified, or both were.".into()),
-            ..Default::default()
-        })
-        .collect();
+    let mut refs = Vec::new();
+    let mut duplicates = Vec::new();
+    for (i, r) in given.iter().enumerate() {
+        let repeated = given.iter().filter(|o| *o == r).count() > 1;
+        if !repeated {
+            refs.push(r.clone());
+        } else if !given[..i].contains(r) {
+            duplicates.push(r.clone());
+        }
+    }
+    for r in duplicates {
+        out.push(match r {
+            cr::TopicRef::Name(n) => row(Some(n), Uuid::ZERO, "Duplicate topic name."),
+            cr::TopicRef::Id(id) => row(None, id, "Duplicate topic id."),
+        });
+    }
     let answer = apis
         .ask(
             cm::DeleteTopics {
@@ -1047,9 +1075,13 @@ fn describe_topic(
     v: i16,
 ) -> Result<Vec<m::describe_configs_response::DescribeConfigsResourceResult>, (i16, Option<String>)>
 {
+    // Kafka's ConfigHelper checks the name first (Topic.validate), then that the topic
+    // exists; that answer carries an empty message, not null.
+    if let Err(e) = validate_topic_name(name) {
+        return Err((e.code, e.message));
+    }
     if image.topics.get_by_name(name).is_none() {
-        // Kafka answers this one without a message.
-        return Err((UNKNOWN_TOPIC_OR_PARTITION, None));
+        return Err((UNKNOWN_TOPIC_OR_PARTITION, Some(String::new())));
     }
     let topic = image.config_overrides(&ConfigResource::topic(name));
     let dyn_broker = image.config_overrides(&ConfigResource::broker(&apis.node_id.to_string()));
@@ -1419,11 +1451,18 @@ fn describe_broker(
             })
             .collect());
     }
-    if name != apis.node_id.to_string() {
+    // Kafka's ConfigHelper wording: a name that is no number, then one that is another id.
+    let Ok(id) = name.parse::<i32>() else {
+        return Err((
+            INVALID_REQUEST,
+            Some(format!("Broker id must be an integer, but it is: {name}")),
+        ));
+    };
+    if id != apis.node_id {
         return Err((
             INVALID_REQUEST,
             Some(format!(
-                "Unexpected broker id, expected {}, but received {name}",
+                "Unexpected broker id, expected {} or empty string, but received {name}",
                 apis.node_id
             )),
         ));
@@ -1846,13 +1885,34 @@ async fn handle_describe_cluster(
             ..Default::default()
         }));
     }
-    if endpoint_type != 1 || on_controller {
-        ctx.record_error(UNSUPPORTED_ENDPOINT_TYPE);
+    let own_type: i8 = if on_controller { 2 } else { 1 };
+    if endpoint_type != own_type {
+        // Kafka's AuthHelper.computeDescribeClusterResponse: a type it does not know is
+        // unsupported, a known one on the other kind of listener mismatched; either way the
+        // rest of the answer keeps its defaults (EndpointType 1, empty ClusterId).
+        let type_name = |t: i8| match t {
+            1 => "BROKER",
+            _ => "CONTROLLER",
+        };
+        let (error_code, message) = if !(1..=2).contains(&endpoint_type) {
+            (
+                UNSUPPORTED_ENDPOINT_TYPE,
+                format!("Unsupported endpoint type {endpoint_type}"),
+            )
+        } else {
+            (
+                MISMATCHED_ENDPOINT_TYPE,
+                format!(
+                    "The request was sent to an endpoint of type {}, but we wanted an endpoint of type {}",
+                    type_name(own_type),
+                    type_name(endpoint_type)
+                ),
+            )
+        };
+        ctx.record_error(error_code);
         return respond(ResponseBody::DescribeCluster(DescribeClusterResponse {
-            error_code: UNSUPPORTED_ENDPOINT_TYPE,
-            error_message: Some("Unsupported endpoint type".into()),
-            endpoint_type,
-            cluster_id: apis.cluster_id.clone(),
+            error_code,
+            error_message: Some(message),
             ..Default::default()
         }));
     }
@@ -1908,6 +1968,29 @@ async fn handle_describe_topic_partitions(
     let (start_topic, start_partition) = req.cursor.as_ref().map_or((String::new(), 0), |c| {
         (c.topic_name.clone(), c.partition_index)
     });
+    // Kafka's DescribeTopicPartitionsRequestHandler: a cursor must name one of the listed
+    // topics and a partition >= 0, else the request fails with INVALID_REQUEST, which answers
+    // a bare row per requested topic.
+    let bad_cursor = req.cursor.as_ref().is_some_and(|c| {
+        (!req.topics.is_empty() && !names.contains(&c.topic_name)) || c.partition_index < 0
+    });
+    if bad_cursor {
+        return respond(ResponseBody::DescribeTopicPartitions(
+            DescribeTopicPartitionsResponse {
+                topics: req
+                    .topics
+                    .iter()
+                    .map(|t| r::DescribeTopicPartitionsResponseTopic {
+                        error_code: INVALID_REQUEST,
+                        name: Some(t.name.clone()),
+                        topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        ));
+    }
     let mut budget = req.response_partition_limit.max(1);
     let mut topics = Vec::new();
     let mut next_cursor = None;
@@ -1916,7 +1999,8 @@ async fn handle_describe_topic_partitions(
             topics.push(r::DescribeTopicPartitionsResponseTopic {
                 error_code: UNKNOWN_TOPIC_OR_PARTITION,
                 name: Some(name),
-                topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+                // Kafka fills the operations in for every row it answers, unknown topics too.
+                topic_authorized_operations: authorized_operations(ResourceType::Topic),
                 ..Default::default()
             });
             continue;
@@ -2043,42 +2127,61 @@ async fn handle_describe_quorum(
         },
         ..Default::default()
     };
-    let topics = req
-        .topics
-        .iter()
-        .map(|t| r::TopicData {
-            topic_name: t.topic_name.clone(),
-            partitions: t
-                .partitions
-                .iter()
-                .map(|p| {
-                    if t.topic_name != "__cluster_metadata" || p.partition_index != 0 {
-                        return r::PartitionData {
-                            partition_index: p.partition_index,
-                            error_code: UNKNOWN_TOPIC_OR_PARTITION,
-                            ..Default::default()
-                        };
-                    }
-                    r::PartitionData {
-                        partition_index: 0,
-                        error_code: if info.leader_id.is_some() {
-                            0
-                        } else {
-                            NOT_CONTROLLER
-                        },
-                        error_message: None,
-                        leader_id: info.leader_id.unwrap_or(-1),
-                        leader_epoch: info.leader_epoch,
-                        high_watermark: info.high_watermark,
-                        current_voters: info.voters.iter().map(replica).collect(),
-                        observers: info.observers.iter().map(replica).collect(),
+    // Kafka's KafkaRaftClient answers only a request for exactly __cluster_metadata-0; any
+    // other shape gets UNKNOWN_TOPIC_OR_PARTITION on every partition it names, and no Nodes.
+    let valid = matches!(
+        &req.topics[..],
+        [t] if t.topic_name == "__cluster_metadata"
+            && matches!(&t.partitions[..], [p] if p.partition_index == 0)
+    );
+    if !valid {
+        let topics = req
+            .topics
+            .iter()
+            .map(|t| r::TopicData {
+                topic_name: t.topic_name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| r::PartitionData {
+                        partition_index: p.partition_index,
+                        error_code: UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message: Some(
+                            "This server does not host this topic-partition.".into(),
+                        ),
                         ..Default::default()
-                    }
-                })
-                .collect(),
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
+        return respond(ResponseBody::DescribeQuorum(DescribeQuorumResponse {
+            error_code: 0,
+            // Kafka's default: an empty string, not null.
+            error_message: Some(String::new()),
+            topics,
             ..Default::default()
-        })
-        .collect();
+        }));
+    }
+    let topics = vec![r::TopicData {
+        topic_name: "__cluster_metadata".into(),
+        partitions: vec![r::PartitionData {
+            partition_index: 0,
+            error_code: if info.leader_id.is_some() {
+                0
+            } else {
+                NOT_CONTROLLER
+            },
+            error_message: Some(String::new()),
+            leader_id: info.leader_id.unwrap_or(-1),
+            leader_epoch: info.leader_epoch,
+            high_watermark: info.high_watermark,
+            current_voters: info.voters.iter().map(replica).collect(),
+            observers: info.observers.iter().map(replica).collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }];
     let nodes = if v >= 2 {
         vec![r::Node {
             node_id: apis.node_id,
@@ -2099,7 +2202,7 @@ async fn handle_describe_quorum(
     };
     respond(ResponseBody::DescribeQuorum(DescribeQuorumResponse {
         error_code: 0,
-        error_message: None,
+        error_message: Some(String::new()),
         topics,
         nodes,
         ..Default::default()

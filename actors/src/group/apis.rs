@@ -280,45 +280,6 @@ pub fn leave_group_response(version: i16, o: LeaveGroupOutput) -> LeaveGroupResp
     }
 }
 
-/// Commit topics, by name before v10 and by id from v10 (unknown ids: UNKNOWN_TOPIC_ID, kept
-/// out of the request and reported in the response).
-fn commit_topics<T>(
-    by_id: bool,
-    topics: &[T],
-    name_of: &dyn Fn(&Uuid) -> Option<String>,
-    fields: impl Fn(&T) -> (String, Uuid, Vec<CommitPartitionInput>),
-) -> (Vec<CommitTopicInput>, Vec<CommitTopicOutput>) {
-    let mut known = Vec::new();
-    let mut unknown = Vec::new();
-    for t in topics {
-        let (name, id, partitions) = fields(t);
-        if by_id {
-            match name_of(&id) {
-                Some(name) => known.push(CommitTopicInput {
-                    name,
-                    topic_id: id,
-                    partitions,
-                }),
-                None => unknown.push(CommitTopicOutput {
-                    name: String::new(),
-                    topic_id: id,
-                    partitions: partitions
-                        .iter()
-                        .map(|p| (p.partition_index, UNKNOWN_TOPIC_ID))
-                        .collect(),
-                }),
-            }
-        } else {
-            known.push(CommitTopicInput {
-                name,
-                topic_id: Uuid::ZERO,
-                partitions,
-            });
-        }
-    }
-    (known, unknown)
-}
-
 /// Adds `partitions` with `code` to the error rows, under the topic's row if it has one (by
 /// id from v10, by name before: Kafka's `OffsetCommitResponse.Builder`).
 fn add_commit_errors(
@@ -423,12 +384,21 @@ pub fn merge_commit_results(
     errors: Vec<CommitTopicOutput>,
     results: Vec<CommitTopicOutput>,
 ) -> Vec<CommitTopicOutput> {
+    merge_commit_rows(version >= 10, errors, results)
+}
+
+/// As [`merge_commit_results`], rows matched by topic id when `by_id`, else by name.
+fn merge_commit_rows(
+    by_id: bool,
+    errors: Vec<CommitTopicOutput>,
+    results: Vec<CommitTopicOutput>,
+) -> Vec<CommitTopicOutput> {
     if errors.is_empty() {
         return results;
     }
     let mut rows = errors;
     for t in results {
-        add_commit_errors(&mut rows, version >= 10, &t.name, t.topic_id, t.partitions);
+        add_commit_errors(&mut rows, by_id, &t.name, t.topic_id, t.partitions);
     }
     rows
 }
@@ -459,27 +429,57 @@ pub fn offset_commit_response(
     }
 }
 
+/// TxnOffsetCommit as the group coordinator gets it, with what Kafka's `KafkaApis` answers
+/// before asking the coordinator (as for OffsetCommit): an id the cluster does not know
+/// (v6+) is UNKNOWN_TOPIC_ID, a topic or partition it does not have
+/// UNKNOWN_TOPIC_OR_PARTITION; neither is committed.
 pub fn txn_offset_commit_input(
     version: i16,
     r: &TxnOffsetCommitRequest,
     name_of: &dyn Fn(&Uuid) -> Option<String>,
+    partition_exists: &dyn Fn(&str, i32) -> bool,
 ) -> (TxnOffsetCommitInput, Vec<CommitTopicOutput>) {
     // TxnOffsetCommit names topics by id from v6 (OffsetCommit from v10).
-    let (topics, unknown) = commit_topics(version >= 6, &r.topics, name_of, |t| {
-        (
-            t.name.clone(),
-            t.topic_id,
-            t.partitions
+    let by_id = version >= 6;
+    let mut topics = Vec::new();
+    let mut errors = Vec::new();
+    for t in &r.topics {
+        let topic_id = if by_id { t.topic_id } else { Uuid::ZERO };
+        let name = if by_id {
+            name_of(&t.topic_id)
+        } else {
+            Some(t.name.clone())
+        };
+        let Some(name) = name else {
+            let failed = t
+                .partitions
                 .iter()
-                .map(|p| CommitPartitionInput {
+                .map(|p| (p.partition_index, UNKNOWN_TOPIC_ID));
+            add_commit_errors(&mut errors, by_id, "", topic_id, failed);
+            continue;
+        };
+        let mut valid = Vec::new();
+        for p in &t.partitions {
+            if partition_exists(&name, p.partition_index) {
+                valid.push(CommitPartitionInput {
                     partition_index: p.partition_index,
                     committed_offset: p.committed_offset,
                     committed_leader_epoch: p.committed_leader_epoch,
                     committed_metadata: p.committed_metadata.clone(),
-                })
-                .collect(),
-        )
-    });
+                });
+            } else {
+                let failed = [(p.partition_index, UNKNOWN_TOPIC_OR_PARTITION)];
+                add_commit_errors(&mut errors, by_id, &name, topic_id, failed);
+            }
+        }
+        if !valid.is_empty() {
+            topics.push(CommitTopicInput {
+                name,
+                topic_id,
+                partitions: valid,
+            });
+        }
+    }
     (
         TxnOffsetCommitInput {
             group_id: r.group_id.clone(),
@@ -490,7 +490,7 @@ pub fn txn_offset_commit_input(
             group_instance_id: r.group_instance_id.clone(),
             topics,
         },
-        unknown,
+        errors,
     )
 }
 
@@ -1311,10 +1311,21 @@ async fn handle_txn_offset_commit(
     body: RequestBody,
 ) -> HandlerOutcome {
     let r = request_body!(body, TxnOffsetCommit);
-    let (input, unknown) = txn_offset_commit_input(ctx.api_version, &r, &|id| a.topic_name(id));
-    let mut topics = shard_call!(a, &r.group_id, GroupRequest::TxnOffsetCommit(input),
-        GroupResponse::TxnOffsetCommit { topics } => topics);
-    topics.extend(unknown);
+    let table = a.partitions.borrow().clone();
+    let (input, errors) = txn_offset_commit_input(
+        ctx.api_version,
+        &r,
+        &|id| table.topic_name(id),
+        &|topic, p| table.partition_exists(topic, p),
+    );
+    // Nothing left to commit: Kafka answers without asking the coordinator.
+    let topics = if input.topics.is_empty() {
+        errors
+    } else {
+        let results = shard_call!(a, &r.group_id, GroupRequest::TxnOffsetCommit(input),
+            GroupResponse::TxnOffsetCommit { topics } => topics);
+        merge_commit_rows(ctx.api_version >= 6, errors, results)
+    };
     let resp = txn_offset_commit_response(ctx.api_version, topics, &|name| a.topic_id(name));
     respond(&ctx, NONE, ResponseBody::TxnOffsetCommit(resp))
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kactor_protocol::errors::{INVALID_REQUEST, UNSUPPORTED_VERSION};
+use kactor_protocol::errors::{INVALID_REQUEST, NONE, REBOOTSTRAP_REQUIRED, UNSUPPORTED_VERSION};
 use kactor_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };
@@ -205,10 +205,27 @@ pub fn build_response(
     resp
 }
 
-/// The router's ApiVersions handler; `tables` holds the advertised table per listener kind.
+/// Whether a v5+ request names a cluster (and node) other than `identity` (cluster id, node
+/// id): Kafka's broker then answers REBOOTSTRAP_REQUIRED with nothing else (KIP-1102). A
+/// request without a cluster id names nothing.
+pub fn names_another_node(
+    request: &ApiVersionsRequest,
+    version: i16,
+    identity: (&str, i32),
+) -> bool {
+    version >= 5
+        && request
+            .cluster_id
+            .as_deref()
+            .is_some_and(|c| c != identity.0 || request.node_id != identity.1)
+}
+
+/// The router's ApiVersions handler; `tables` holds the advertised table per listener kind,
+/// `identity` this node's (cluster id, node id) when known.
 pub fn handler(
     tables: BTreeMap<ListenerKind, AdvertisedTable>,
     features: FeaturesHandle,
+    identity: Option<(String, i32)>,
 ) -> Handler {
     Arc::new(move |ctx, body| {
         let table = tables
@@ -217,7 +234,21 @@ pub fn handler(
             .unwrap_or_default();
         let outcome = match body {
             RequestBody::ApiVersions(req) => {
-                let resp = build_response(&req, ctx.api_version, &table, &features);
+                let mut resp = build_response(&req, ctx.api_version, &table, &features);
+                // Only Kafka's broker (KafkaApis) checks the identity, after the request's
+                // own validity; its controller listener does not.
+                let elsewhere = identity.as_ref().is_some_and(|(c, n)| {
+                    names_another_node(&req, ctx.api_version, (c.as_str(), *n))
+                });
+                if resp.error_code == NONE
+                    && ctx.connection.listener_kind == ListenerKind::Broker
+                    && elsewhere
+                {
+                    resp = ApiVersionsResponse {
+                        error_code: REBOOTSTRAP_REQUIRED,
+                        ..Default::default()
+                    };
+                }
                 ctx.record_error(resp.error_code);
                 HandlerOutcome::Respond(ResponseBody::ApiVersions(resp))
             }
@@ -301,6 +332,25 @@ mod tests {
         let r = build_response(&request("a", "1"), 4, &[], &h);
         assert_eq!(r.finalized_features_epoch, 12);
         assert_eq!(r.finalized_features[0].max_version_level, 30);
+    }
+
+    #[test]
+    fn v5_naming_another_cluster_or_node_needs_a_rebootstrap() {
+        let mut r = request("kactor-test", "1.0");
+        let me = ("abc", 1);
+        assert!(
+            !names_another_node(&r, 5, me),
+            "no cluster id names nothing"
+        );
+        r.cluster_id = Some("abc".into());
+        r.node_id = 1;
+        assert!(!names_another_node(&r, 5, me));
+        r.node_id = 2;
+        assert!(names_another_node(&r, 5, me), "right cluster, wrong node");
+        r.node_id = 1;
+        r.cluster_id = Some("other".into());
+        assert!(names_another_node(&r, 5, me));
+        assert!(!names_another_node(&r, 4, me), "v4 has no such fields");
     }
 
     #[test]

@@ -126,11 +126,20 @@ pub struct RequestRouter {
     routes: BTreeMap<ApiKey, Route>,
     /// Per listener kind: (api key, min, max) advertised in ApiVersions, ascending by key.
     advertised: BTreeMap<ListenerKind, AdvertisedTable>,
+    /// This node's (cluster id, node id), which ApiVersions v5+ requests may name.
+    identity: Option<(String, i32)>,
 }
 
 impl RequestRouter {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Tells the ApiVersions handler which cluster and node this is: a v5+ request on a broker
+    /// listener naming another one is answered REBOOTSTRAP_REQUIRED (KIP-1102).
+    pub fn set_identity(&mut self, cluster_id: String, node_id: i32) -> &mut Self {
+        self.identity = Some((cluster_id, node_id));
+        self
     }
 
     /// Registers `handler` for `api_key`, replacing an earlier one. The API is advertised in
@@ -220,7 +229,8 @@ impl RequestRouter {
                 .collect();
             self.advertised.insert(kind, Arc::new(table));
         }
-        let handler = super::api_versions::handler(self.advertised.clone(), features);
+        let handler =
+            super::api_versions::handler(self.advertised.clone(), features, self.identity.clone());
         self.routes.insert(
             ApiKey::ApiVersions,
             Route {

@@ -707,12 +707,33 @@ pub async fn handle_describe_producers(
     let table = partitions.borrow().clone();
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
+        // Kafka checks the topic first: an illegal name, then one the metadata does not know,
+        // each with its message on every partition; a known topic's partition this broker does
+        // not host gets a bare error code.
+        let known = table
+            .image
+            .as_ref()
+            .is_none_or(|i| i.topics.get_by_name(&t.name).is_some());
+        let topic_error = match crate::controller::core::validate_topic_name(&t.name) {
+            Err(e) => Some((e.code, e.message)),
+            Ok(()) if !known => Some((
+                UNKNOWN_TOPIC_OR_PARTITION,
+                Some("This server does not host this topic-partition.".to_string()),
+            )),
+            Ok(()) => None,
+        };
         let mut out = Vec::with_capacity(t.partition_indexes.len());
         for p in t.partition_indexes {
             let mut r = PartitionResponse {
                 partition_index: p,
                 ..Default::default()
             };
+            if let Some((code, message)) = &topic_error {
+                r.error_code = *code;
+                r.error_message = message.clone();
+                out.push(r);
+                continue;
+            }
             match table.get(&t.name, p).map(|h| h.addr.clone()) {
                 None => r.error_code = UNKNOWN_TOPIC_OR_PARTITION,
                 Some(addr) => match addr.send(DescribeProducerState).await {

@@ -503,18 +503,41 @@ impl QuorumControllerCore {
         topics: &[CreatableTopic],
         validate_only: bool,
     ) -> ControllerResult<Vec<CreatableTopicResult>> {
-        let failed = |t: &CreatableTopic, e: ApiError| CreatableTopicResult {
-            name: t.name.clone(),
+        let failed = |name: &str, e: ApiError| CreatableTopicResult {
+            name: name.to_string(),
             topic_id: Uuid::ZERO,
             error: e,
             num_partitions: -1,
             replication_factor: -1,
             configs: Vec::new(),
         };
+        // Kafka (ControllerApis.createTopics) drops every copy of a name the request holds more
+        // than once before anything else and answers one INVALID_REQUEST row per such name,
+        // after the other rows.
+        let mut count = BTreeMap::<&str, usize>::new();
+        for t in topics {
+            *count.entry(t.name.as_str()).or_default() += 1;
+        }
+        let mut duplicates: Vec<&str> = Vec::new();
+        for t in topics {
+            if count[t.name.as_str()] > 1 && !duplicates.contains(&t.name.as_str()) {
+                duplicates.push(&t.name);
+            }
+        }
+        let duplicate_rows = || {
+            duplicates
+                .iter()
+                .map(|n| failed(n, ApiError::new(INVALID_REQUEST, "Duplicate topic name.")))
+        };
+        let topics: Vec<&CreatableTopic> = topics
+            .iter()
+            .filter(|t| count[t.name.as_str()] == 1)
+            .collect();
         if !self.active {
             let resp = topics
                 .iter()
-                .map(|t| failed(t, ApiError::code(NOT_CONTROLLER)))
+                .map(|t| failed(&t.name, ApiError::code(NOT_CONTROLLER)))
+                .chain(duplicate_rows())
                 .collect();
             return ControllerResult::of(Vec::new(), resp);
         }
@@ -532,48 +555,33 @@ impl QuorumControllerCore {
                 POLICY_VIOLATION,
                 "Excessively large number of partitions per request.",
             );
-            let resp = topics.iter().map(|t| failed(t, e.clone())).collect();
+            let resp = topics
+                .iter()
+                .map(|t| failed(&t.name, e.clone()))
+                .chain(duplicate_rows())
+                .collect();
             return ControllerResult::of(Vec::new(), resp);
-        }
-        // Kafka rejects every copy of a name that appears twice in one request.
-        let mut seen = BTreeMap::<&str, usize>::new();
-        for t in topics {
-            *seen.entry(t.name.as_str()).or_default() += 1;
         }
         let mut records = Vec::new();
         let mut results = Vec::new();
         // Names created earlier in this same request count as existing for later ones.
         let mut created_here: BTreeSet<String> = BTreeSet::new();
         for t in topics {
-            if seen[t.name.as_str()] > 1 {
-                results.push(failed(
-                    t,
-                    ApiError::new(
-                        INVALID_REQUEST,
-                        format!(
-                            "Create topics request from client contains duplicate topic {}",
-                            t.name
-                        ),
-                    ),
-                ));
-                continue;
-            }
             match self.create_one_topic(t, &created_here) {
-                Err(e) => results.push(failed(t, e)),
+                Err(e) => results.push(failed(&t.name, e)),
                 Ok((recs, result)) => {
                     if !validate_only {
                         created_here.insert(t.name.clone());
                         records.extend(recs);
                     }
+                    // A validate-only success keeps the id it was given: Kafka answers a fresh
+                    // id that no topic will ever have.
                     results.push(result);
                 }
             }
         }
+        results.extend(duplicate_rows());
         if validate_only {
-            // Validation generated ids that will never exist; Kafka reports none.
-            for r in &mut results {
-                r.topic_id = Uuid::ZERO;
-            }
             return ControllerResult::of(Vec::new(), results);
         }
         self.finish(records, results)
@@ -628,24 +636,40 @@ impl QuorumControllerCore {
         // Replica assignment.
         let usable = self.usable_brokers();
         let assignment: Vec<Vec<i32>> = if !t.assignments.is_empty() {
-            if t.num_partitions != -1 || t.replication_factor != -1 {
+            if t.replication_factor != -1 {
                 return Err(ApiError::new(
                     INVALID_REQUEST,
-                    "A manual partition assignment was specified, but numPartitions or replicationFactor was not set to -1.",
+                    "A manual partition assignment was specified, but replication factor was not set to -1.",
                 ));
             }
-            let mut sorted = t.assignments.clone();
-            sorted.sort_by_key(|(p, _)| *p);
-            for (i, (p, replicas)) in sorted.iter().enumerate() {
-                if *p != i as i32 {
+            if t.num_partitions != -1 {
+                return Err(ApiError::new(
+                    INVALID_REQUEST,
+                    "A manual partition assignment was specified, but numPartitions was not set to -1.",
+                ));
+            }
+            // In request order, as Kafka: each partition against the ones before it, then the
+            // indexes must be exactly 0..n.
+            let mut parts = BTreeMap::<i32, Vec<i32>>::new();
+            let mut rf = None;
+            for (p, replicas) in &t.assignments {
+                if parts.contains_key(p) {
                     return Err(ApiError::new(
                         INVALID_REPLICA_ASSIGNMENT,
-                        format!("Partitions should be a consecutive 0-based integer sequence, but instead found partition {p}."),
+                        format!("Found multiple manual partition assignments for partition {p}"),
                     ));
                 }
-                self.validate_manual_replicas(*p, replicas, sorted[0].1.len())?;
+                self.validate_manual_replicas(*p, replicas, rf)?;
+                rf = Some(replicas.len());
+                parts.insert(*p, replicas.clone());
             }
-            sorted.into_iter().map(|(_, r)| r).collect()
+            if parts.keys().copied().ne(0..parts.len() as i32) {
+                return Err(ApiError::new(
+                    INVALID_REPLICA_ASSIGNMENT,
+                    "partitions should be a consecutive 0-based integer sequence",
+                ));
+            }
+            parts.into_values().collect()
         } else {
             let num_partitions = match t.num_partitions {
                 -1 => self.cfg.num_partitions,
@@ -728,40 +752,37 @@ impl QuorumControllerCore {
         Ok((records, result))
     }
 
+    /// Kafka's `validateManualPartitionAssignment` followed by its check that some replica is
+    /// active, in Kafka's order and words: the replica list is not empty, each broker (in
+    /// ascending id order) is registered and named once, the count matches `expected_rf`, and
+    /// at least one replica is unfenced and not shutting down.
     fn validate_manual_replicas(
         &self,
         partition: i32,
         replicas: &[i32],
-        expected_rf: usize,
+        expected_rf: Option<usize>,
     ) -> Result<(), ApiError> {
+        let bad = |m: String| Err(ApiError::new(INVALID_REPLICA_ASSIGNMENT, m));
         if replicas.is_empty() {
-            return Err(ApiError::new(
-                INVALID_REPLICA_ASSIGNMENT,
-                format!("The manual partition assignment includes an empty replica list for partition {partition}."),
-            ));
+            return bad("The manual partition assignment includes an empty replica list.".into());
         }
-        if replicas.len() != expected_rf {
-            return Err(ApiError::new(
-                INVALID_REPLICA_ASSIGNMENT,
-                format!("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {expected_rf} replica(s).", replicas.len()),
-            ));
-        }
-        let mut seen = BTreeSet::new();
-        for id in replicas {
-            if !seen.insert(id) {
-                return Err(ApiError::new(
-                    INVALID_REPLICA_ASSIGNMENT,
-                    format!(
-                        "The manual partition assignment includes the broker {id} more than once."
-                    ),
-                ));
-            }
+        let mut sorted = replicas.to_vec();
+        sorted.sort_unstable();
+        for (i, id) in sorted.iter().enumerate() {
             if !self.image.brokers.contains_key(id) {
-                return Err(ApiError::new(
-                    INVALID_REPLICA_ASSIGNMENT,
-                    format!("The manual partition assignment includes broker {id}, but no such broker is registered."),
+                return bad(format!("The manual partition assignment includes broker {id}, but no such broker is registered."));
+            }
+            if i > 0 && sorted[i - 1] == *id {
+                return bad(format!(
+                    "The manual partition assignment includes the broker {id} more than once."
                 ));
             }
+        }
+        if let Some(rf) = expected_rf.filter(|rf| *rf != replicas.len()) {
+            return bad(format!("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).", replicas.len()));
+        }
+        if !replicas.iter().any(|id| self.is_usable(*id)) {
+            return bad(format!("All brokers specified in the manual partition assignment for partition {partition} are fenced or in controlled shutdown."));
         }
         Ok(())
     }
@@ -776,7 +797,30 @@ impl QuorumControllerCore {
         let mut records = Vec::new();
         let mut results = Vec::new();
         let mut removed = BTreeSet::new();
+        // A name whose topic is also named by its id: Kafka answers INVALID_REQUEST for the
+        // name, nothing for the id, and deletes neither.
+        let by_id: BTreeSet<Uuid> = topics
+            .iter()
+            .filter_map(|t| match t {
+                TopicRef::Id(id) => Some(*id),
+                TopicRef::Name(_) => None,
+            })
+            .collect();
+        let clashing: BTreeSet<Uuid> = topics
+            .iter()
+            .filter_map(|t| match t {
+                TopicRef::Name(n) => self.image.topics.by_name.get(n).copied(),
+                TopicRef::Id(_) => None,
+            })
+            .filter(|id| by_id.contains(id))
+            .collect();
+        let checks_clashes = self.active && self.cfg.delete_topic_enable;
         for t in topics {
+            if let (true, TopicRef::Id(id)) = (checks_clashes, t) {
+                if clashing.contains(id) {
+                    continue;
+                }
+            }
             let (name, id) = match t {
                 TopicRef::Name(n) => (Some(n.clone()), self.image.topics.by_name.get(n).copied()),
                 TopicRef::Id(id) => (
@@ -790,6 +834,10 @@ impl QuorumControllerCore {
                 ApiError::new(TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
             } else {
                 match (t, id) {
+                    (TopicRef::Name(_), Some(id)) if clashing.contains(&id) => ApiError::new(
+                        INVALID_REQUEST,
+                        "The provided topic name maps to an ID that was already supplied.",
+                    ),
                     (TopicRef::Name(_), None) => ApiError::new(
                         UNKNOWN_TOPIC_OR_PARTITION,
                         "This server does not host this topic-partition.",
@@ -831,6 +879,25 @@ impl QuorumControllerCore {
         topics: &[CreatePartitionsTopic],
         validate_only: bool,
     ) -> ControllerResult<Vec<CreatePartitionsTopicResult>> {
+        // As Kafka's ControllerApis.createPartitions: each name given more than once gets one
+        // INVALID_REQUEST row, ahead of the others, and is left out of everything else.
+        let mut count = BTreeMap::<&str, usize>::new();
+        for t in topics {
+            *count.entry(t.name.as_str()).or_default() += 1;
+        }
+        let mut results = Vec::new();
+        for (i, t) in topics.iter().enumerate() {
+            if count[t.name.as_str()] > 1 && !topics[..i].iter().any(|o| o.name == t.name) {
+                results.push(CreatePartitionsTopicResult {
+                    name: t.name.clone(),
+                    error: ApiError::new(INVALID_REQUEST, "Duplicate topic name."),
+                });
+            }
+        }
+        let topics: Vec<&CreatePartitionsTopic> = topics
+            .iter()
+            .filter(|t| count[t.name.as_str()] == 1)
+            .collect();
         // Kafka counts the partitions each existing topic would gain; every topic fails.
         let added: i64 = topics
             .iter()
@@ -844,26 +911,16 @@ impl QuorumControllerCore {
                 POLICY_VIOLATION,
                 "Excessively large number of additional partitions per request.",
             );
-            let results = topics
-                .iter()
-                .map(|t| CreatePartitionsTopicResult {
-                    name: t.name.clone(),
-                    error: error.clone(),
-                })
-                .collect();
+            results.extend(topics.iter().map(|t| CreatePartitionsTopicResult {
+                name: t.name.clone(),
+                error: error.clone(),
+            }));
             return ControllerResult::of(Vec::new(), results);
         }
-        let mut seen = BTreeMap::<&str, usize>::new();
-        for t in topics {
-            *seen.entry(t.name.as_str()).or_default() += 1;
-        }
         let mut records = Vec::new();
-        let mut results = Vec::new();
         for t in topics {
             let error = if !self.active {
                 ApiError::code(NOT_CONTROLLER)
-            } else if seen[t.name.as_str()] > 1 {
-                ApiError::new(INVALID_REQUEST, "Duplicate topic name.")
             } else {
                 match self.create_partitions_one(t) {
                     Ok(recs) => {
@@ -931,7 +988,7 @@ impl QuorumControllerCore {
                     ));
                 }
                 for (i, replicas) in a.iter().enumerate() {
-                    self.validate_manual_replicas(current + i as i32, replicas, rf)?;
+                    self.validate_manual_replicas(current + i as i32, replicas, Some(rf))?;
                 }
                 a.clone()
             }
@@ -1176,17 +1233,22 @@ impl QuorumControllerCore {
                 }
                 AlterConfigOp::Append | AlterConfigOp::Subtract => {
                     if !list_type {
-                        return Err(ApiError::new(
-                            INVALID_CONFIG,
+                        let append = *op == AlterConfigOp::Append;
+                        // Broker configs are checked by Kafka's broker (ConfigAdminManager)
+                        // before it forwards the request, the rest by its controller; the two
+                        // word the refusal differently.
+                        let message = if resource.resource_type == ConfigResourceType::Broker {
                             format!(
                                 "Config value {} is not allowed for config key: {name}",
-                                if *op == AlterConfigOp::Append {
-                                    "append"
-                                } else {
-                                    "subtract"
-                                }
-                            ),
-                        ));
+                                if append { "append" } else { "subtract" }
+                            )
+                        } else {
+                            format!(
+                                "Can't {} to key {name} because its type is not LIST.",
+                                if append { "APPEND" } else { "SUBTRACT" }
+                            )
+                        };
+                        return Err(ApiError::new(INVALID_CONFIG, message));
                     }
                     let base = current.get(name).cloned().unwrap_or_else(|| {
                         topic_configs::topic_config(name)
@@ -2120,29 +2182,40 @@ impl QuorumControllerCore {
 }
 
 /// Kafka's `Topic.validate`: non-empty, not "." or "..", at most 249 chars of
-/// `[a-zA-Z0-9._-]`.
+/// `[a-zA-Z0-9._-]`. The messages are Kafka's, word for word (clients compare them).
 pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
-    let err = |m: String| Err(ApiError::new(INVALID_TOPIC_EXCEPTION, m));
+    match topic_name_problem(name) {
+        None => Ok(()),
+        Some(why) => Err(ApiError::new(
+            INVALID_TOPIC_EXCEPTION,
+            format!("Topic name is invalid: {why}"),
+        )),
+    }
+}
+
+/// Why `name` is not a legal topic name, in Kafka's words, or None when it is legal.
+fn topic_name_problem(name: &str) -> Option<String> {
     if name.is_empty() {
-        return err("Topic name is illegal, it can't be empty".into());
+        return Some("the empty string is not allowed".into());
     }
     if name == "." || name == ".." {
-        return err("Topic name cannot be \".\" or \"..\"".into());
+        return Some(format!("'{name}' is not allowed"));
     }
-    if name.len() > MAX_TOPIC_NAME_LENGTH {
-        return err(format!(
-            "Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}"
+    // Java counts UTF-16 code units; for the legal (ASCII) alphabet that is the byte count.
+    if name.encode_utf16().count() > MAX_TOPIC_NAME_LENGTH {
+        return Some(format!(
+            "the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
         ));
     }
     if !name
         .bytes()
         .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
     {
-        return err(format!(
-            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        return Some(format!(
+            "'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
         ));
     }
-    Ok(())
+    None
 }
 
 fn unify(name: &str) -> String {

@@ -187,6 +187,45 @@ impl QuorumControllerCore {
 }
 
 #[test]
+fn topic_name_errors_use_kafkas_words() {
+    let msg = |n: &str| validate_topic_name(n).unwrap_err().message.unwrap();
+    assert_eq!(
+        msg(""),
+        "Topic name is invalid: the empty string is not allowed"
+    );
+    assert_eq!(msg("."), "Topic name is invalid: '.' is not allowed");
+    assert_eq!(msg(".."), "Topic name is invalid: '..' is not allowed");
+    assert_eq!(
+        msg("bad/name"),
+        "Topic name is invalid: 'bad/name' contains one or more characters other than \
+         ASCII alphanumerics, '.', '_' and '-'"
+    );
+    let long = "x".repeat(250);
+    assert_eq!(
+        msg(&long),
+        format!(
+            "Topic name is invalid: the length of '{long}' is longer than the max allowed \
+             length 249"
+        )
+    );
+    assert!(validate_topic_name(&"x".repeat(249)).is_ok());
+}
+
+#[test]
+fn a_name_that_maps_to_a_supplied_id_deletes_nothing() {
+    let mut c = controller(1);
+    let (_, res) = create(&mut c, topic("both", 1, 1));
+    let id = res.topic_id;
+    let r = c.delete_topics(&[TopicRef::Id(id), TopicRef::Name("both".into())]);
+    // Kafka: one INVALID_REQUEST row for the name, none for the id, no deletion.
+    assert!(r.records.is_empty());
+    assert_eq!(r.response.len(), 1);
+    assert_eq!(r.response[0].name.as_deref(), Some("both"));
+    assert_eq!(r.response[0].topic_id, id);
+    assert_eq!(r.response[0].error.code, INVALID_REQUEST);
+}
+
+#[test]
 fn dot_and_underscore_collide() {
     let mut c = controller(1);
     create(&mut c, topic("a.b", 1, 1));
@@ -225,8 +264,69 @@ fn validate_only_writes_nothing() {
 #[test]
 fn duplicate_names_in_one_request_are_rejected() {
     let mut c = controller(1);
-    let r = c.create_topics(&[topic("dup", 1, 1), topic("dup", 1, 1)], false);
-    assert!(r.response.iter().all(|t| t.error.code == INVALID_REQUEST));
+    let r = c.create_topics(
+        &[topic("dup", 1, 1), topic("ok", 1, 1), topic("dup", 1, 1)],
+        false,
+    );
+    // One row for the twice-named topic, after the others, as Kafka answers.
+    let rows: Vec<(&str, i16)> = r
+        .response
+        .iter()
+        .map(|t| (t.name.as_str(), t.error.code))
+        .collect();
+    assert_eq!(rows, vec![("ok", NONE), ("dup", INVALID_REQUEST)]);
+    assert_eq!(
+        r.response[1].error.message.as_deref(),
+        Some("Duplicate topic name.")
+    );
+    assert!(c.image().topics.get_by_name("dup").is_none());
+}
+
+#[test]
+fn validate_only_answers_a_fresh_id_and_manual_assignments_follow_kafkas_order() {
+    let mut c = controller(2);
+    let r = c.create_topics(&[topic("v", 1, 1)], true);
+    assert_ne!(r.response[0].topic_id, Uuid::ZERO);
+    assert!(c.image().topics.get_by_name("v").is_none());
+    let manual = |n: i32, rf: i16, a: Vec<(i32, Vec<i32>)>| CreatableTopic {
+        name: "m".into(),
+        num_partitions: n,
+        replication_factor: rf,
+        assignments: a,
+        configs: vec![],
+    };
+    let mut message = |t: CreatableTopic| {
+        let r = c.create_topics(&[t], true);
+        (
+            r.response[0].error.code,
+            r.response[0].error.message.clone().unwrap_or_default(),
+        )
+    };
+    // The replication factor is checked before the partition count.
+    let (code, m) = message(manual(2, 2, vec![(0, vec![1])]));
+    assert_eq!(code, INVALID_REQUEST);
+    assert!(m.contains("replication factor was not set to -1"), "{m}");
+    let (_, m) = message(manual(2, -1, vec![(0, vec![1])]));
+    assert!(m.contains("numPartitions was not set to -1"), "{m}");
+    let (code, m) = message(manual(-1, -1, vec![(0, vec![1]), (0, vec![2])]));
+    assert_eq!(code, INVALID_REPLICA_ASSIGNMENT);
+    assert_eq!(
+        m,
+        "Found multiple manual partition assignments for partition 0"
+    );
+    let (_, m) = message(manual(-1, -1, vec![(1, vec![1])]));
+    assert_eq!(
+        m,
+        "partitions should be a consecutive 0-based integer sequence"
+    );
+    // Brokers in ascending order: the unknown 0 is found before the repeated 2.
+    let (_, m) = message(manual(-1, -1, vec![(0, vec![2, 2, 0])]));
+    assert!(m.contains("includes broker 0, but no such broker"), "{m}");
+    let (_, m) = message(manual(-1, -1, vec![(0, vec![])]));
+    assert_eq!(
+        m,
+        "The manual partition assignment includes an empty replica list."
+    );
 }
 
 #[test]
@@ -310,10 +410,22 @@ fn create_partitions_paths() {
         &[req("cp", 1, None), req("nope", 3, None), req("cp", 2, None)],
         false,
     );
-    let codes: Vec<i16> = r.response.iter().map(|x| x.error.code).collect();
+    // The twice-named topic gets one row, first (Kafka's ControllerApis order).
+    let rows: Vec<(&str, i16)> = r
+        .response
+        .iter()
+        .map(|x| (x.name.as_str(), x.error.code))
+        .collect();
     assert_eq!(
-        codes,
-        vec![INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST]
+        rows,
+        vec![
+            ("cp", INVALID_REQUEST),
+            ("nope", UNKNOWN_TOPIC_OR_PARTITION)
+        ]
+    );
+    assert_eq!(
+        r.response[0].error.message.as_deref(),
+        Some("Duplicate topic name.")
     );
     let r = c.create_partitions(&[req("cp", 1, None)], false);
     assert_eq!(r.response[0].error.code, INVALID_PARTITIONS);

@@ -55,8 +55,9 @@ impl Parser<'_> {
         self.pos += 1;
         c
     }
+    /// `what` is the RE2/J (1.8) error description Kafka puts into its message.
     fn err<T>(&self, what: &str) -> Result<T, RegexError> {
-        Err(RegexError(format!("{what} at position {}", self.pos)))
+        Err(RegexError(what.to_string()))
     }
 
     fn alt(&mut self) -> Result<Alt, RegexError> {
@@ -100,7 +101,7 @@ impl Parser<'_> {
                     min
                 };
                 if self.peek() != Some('}') || max < min || min > MAX_REPEAT {
-                    return self.err("bad repetition");
+                    return self.err("invalid repeat count");
                 }
                 (min, max)
             }
@@ -112,7 +113,7 @@ impl Parser<'_> {
             self.pos += 1;
         }
         if matches!(self.peek(), Some('*') | Some('+') | Some('?') | Some('{')) {
-            return self.err("repeated quantifier");
+            return self.err("invalid nested repetition operator");
         }
         Ok(q)
     }
@@ -123,10 +124,10 @@ impl Parser<'_> {
             self.pos += 1;
         }
         if start == self.pos {
-            return self.err("expected a number");
+            return self.err("invalid repeat count");
         }
         let s: String = self.chars[start..self.pos].iter().collect();
-        s.parse().or_else(|_| self.err("number too large"))
+        s.parse().or_else(|_| self.err("invalid repeat count"))
     }
 
     fn escape_class(c: char) -> Option<(Vec<(char, char)>, bool)> {
@@ -149,7 +150,7 @@ impl Parser<'_> {
             'n' => Ok('\n'),
             't' => Ok('\t'),
             'r' => Ok('\r'),
-            c if c.is_ascii_alphanumeric() => self.err("unsupported escape"),
+            c if c.is_ascii_alphanumeric() => self.err("invalid escape sequence"),
             c => Ok(c),
         }
     }
@@ -164,24 +165,24 @@ impl Parser<'_> {
                 if self.peek() == Some('?') {
                     self.pos += 1;
                     if self.next() != Some(':') {
-                        return self.err("unsupported group flag");
+                        return self.err("invalid or unsupported Perl syntax");
                     }
                 }
                 let alt = self.alt()?;
                 if self.next() != Some(')') {
-                    return self.err("missing )");
+                    return self.err("missing closing )");
                 }
                 Ok(Node::Group(alt))
             }
-            Some(')') => self.err("unmatched )"),
+            Some(')') => self.err("regexp/syntax: internal error"),
             Some('*') | Some('+') | Some('?') | Some('{') => {
-                self.err("missing argument to repetition")
+                self.err("missing argument to repetition operator")
             }
             Some('[') => self.class(),
             Some('\\') => {
                 let c = match self.next() {
                     Some(c) => c,
-                    None => return self.err("trailing backslash"),
+                    None => return self.err("trailing backslash at end of expression"),
                 };
                 if let Some((ranges, negated)) = Self::escape_class(c) {
                     Ok(Node::Class(ranges, negated))
@@ -204,7 +205,7 @@ impl Parser<'_> {
         let mut first = true;
         loop {
             let c = match self.next() {
-                None => return self.err("missing ]"),
+                None => return self.err("missing closing ]"),
                 Some(']') if !first => break,
                 Some(c) => c,
             };
@@ -212,7 +213,7 @@ impl Parser<'_> {
             let lo = if c == '\\' {
                 let e = match self.next() {
                     Some(e) => e,
-                    None => return self.err("trailing backslash"),
+                    None => return self.err("trailing backslash at end of expression"),
                 };
                 if let Some((rs, false)) = Self::escape_class(e) {
                     ranges.extend(rs);
@@ -230,10 +231,10 @@ impl Parser<'_> {
                         self.escaped_char(e)?
                     }
                     Some(h) => h,
-                    None => return self.err("missing ]"),
+                    None => return self.err("missing closing ]"),
                 };
                 if hi < lo {
-                    return self.err("bad character range");
+                    return self.err("invalid character class range");
                 }
                 ranges.push((lo, hi));
             } else {
@@ -253,7 +254,7 @@ impl TopicRegex {
         };
         let root = p.alt()?;
         if p.pos < p.chars.len() {
-            return p.err("unmatched )");
+            return p.err("regexp/syntax: internal error");
         }
         Ok(TopicRegex { root })
     }
@@ -368,6 +369,18 @@ mod tests {
         for p in ["(", "a)", "[a", "*a", "a{2,1}", "a**", "\\"] {
             assert!(TopicRegex::new(p).is_err(), "{p}");
         }
+    }
+
+    #[test]
+    fn errors_are_described_as_re2j_does() {
+        let why = |p: &str| TopicRegex::new(p).unwrap_err().0;
+        assert_eq!(why("(unclosed"), "missing closing )");
+        assert_eq!(why("[a"), "missing closing ]");
+        assert_eq!(why("*a"), "missing argument to repetition operator");
+        assert_eq!(why("a**"), "invalid nested repetition operator");
+        assert_eq!(why("a{2,1}"), "invalid repeat count");
+        assert_eq!(why("\\"), "trailing backslash at end of expression");
+        assert_eq!(why("[z-a]"), "invalid character class range");
     }
 
     #[test]
