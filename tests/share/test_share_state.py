@@ -89,6 +89,12 @@ def test_state_is_pruned_and_survives_kill9(broker_factory, topic_name):
     # A kill -9 may lose the moved log start offset (it is checkpointed periodically), which
     # brings superseded records back: harmless, and pruned again from the reloaded state.
     wait_until(lambda: earliest(c, partition) >= low, 30, "pruned again after the restart")
+    # A clean restart keeps the moved log start: the shard loads from there.
+    b.restart()
+    c = Client(b.target, b.port)
+    c.coordinator(key, key_type=2)
+    assert earliest(c, partition) >= low
+    assert read_state(c, group, tid)["StartOffset"] == WRITES
     # The idle key's state went through its fresh snapshots intact.
     summary = c.call("ReadShareGroupStateSummary", 1, {"GroupId": idle, "Topics": [
         {"TopicId": tid, "Partitions": [{"Partition": 0, "LeaderEpoch": 0}]}]})

@@ -16,7 +16,7 @@ use super::core::{
 };
 use super::messages::*;
 use super::metrics::share_metrics;
-use super::persister::{Loaded, SharePersister};
+use super::persister::{is_stale, Loaded, SharePersister};
 use crate::runtime::{ActorMetrics, SupervisedActor};
 
 /// How often idle sessions are looked for, and the longest a lock expiry may be late.
@@ -35,6 +35,8 @@ pub struct SharePartitionManagerActor {
     tick: Option<SpawnHandle>,
     /// Where share-partition state is kept (None: in memory only, e.g. unit tests).
     persister: Option<SharePersister>,
+    /// Share-partitions being loaded from their coordinator now.
+    loading: std::collections::HashSet<ShareKey>,
     metrics: ActorMetrics,
 }
 
@@ -47,6 +49,7 @@ impl SharePartitionManagerActor {
             session_idle_ms,
             tick: None,
             persister: None,
+            loading: std::collections::HashSet::new(),
             metrics: ActorMetrics::new("SharePartitionManagerActor"),
         }
     }
@@ -83,15 +86,26 @@ impl SharePartitionManagerActor {
         ctx.spawn(f.into_actor(self).map(|results, act, _| {
             for (k, r) in results {
                 if let Err((code, message)) = r {
-                    tracing::debug!(group = %k.group, code, %message,
-                        "share state write failed; retrying");
-                    act.core.mark_dirty(k);
+                    if is_stale(code) {
+                        tracing::info!(group = %k.group, code, %message,
+                            "share-partition state here is stale; dropped");
+                        act.core.forget(&k);
+                    } else {
+                        tracing::debug!(group = %k.group, code, %message,
+                            "share state write failed; retrying");
+                        act.core.mark_dirty(k);
+                    }
                 }
             }
         }));
     }
 
     fn on_tick(&mut self, ctx: &mut Context<Self>) {
+        // Share-partitions of topic partitions led elsewhere now are stale here.
+        if let Some(p) = &self.persister {
+            self.core
+                .retain_led(|topic_id, partition| p.leads(topic_id, partition));
+        }
         let dirty = self.core.take_dirty();
         self.flush(dirty, ctx);
         let now = now_ms();
@@ -172,6 +186,7 @@ impl Supervised for SharePartitionManagerActor {
         // Share-partitions are loaded again from their coordinators on the next fetches
         // (what was acquired and not yet written is delivered again).
         self.core = ShareManager::new(self.core_max_sessions());
+        self.loading.clear();
     }
 }
 
@@ -296,29 +311,50 @@ impl Handler<LoadSharePartitions> for SharePartitionManagerActor {
         let metrics = self.metrics.clone();
         let _t = metrics.handle();
         let known = self.core.next_fetch_offsets(&m.group, &m.partitions);
+        // One load per share-partition at a time: two first fetches racing would both
+        // initialize it at the coordinator, the second wiping what the first wrote since.
+        let known: Vec<(TopicIdPartition, Option<i64>, bool)> = known
+            .into_iter()
+            .map(|(tp, at)| {
+                let key = ShareKey::new(&m.group, tp);
+                let busy = at.is_none() && !self.loading.insert(key);
+                (tp, at, busy)
+            })
+            .collect();
         let Some(persister) = self.persister.clone() else {
+            for (tp, _, _) in &known {
+                self.loading.remove(&ShareKey::new(&m.group, *tp));
+            }
             return Box::pin(fut::ready(
-                known.into_iter().map(|(tp, at)| (tp, Some(at))).collect(),
+                known
+                    .into_iter()
+                    .map(|(tp, at, _)| (tp, Some(at)))
+                    .collect(),
             ));
         };
         // Share-partitions already here need nothing; the others are asked for.
         let group = m.group;
-        let loads = known.into_iter().map(move |(tp, at)| {
+        let loads = known.into_iter().map(move |(tp, at, busy)| {
             let p = persister.clone();
             let key = ShareKey::new(&group, tp);
             async move {
-                let loaded = match at {
-                    Some(_) => None,
-                    None => Some(p.load(&key).await),
+                let loaded = match (at, busy) {
+                    (Some(_), _) => None,
+                    // Another fetch is loading it: nothing to read from it this time.
+                    (None, true) => Some(Loaded::Unavailable),
+                    (None, false) => Some(p.load(&key).await),
                 };
-                (key, at, loaded)
+                (key, at, busy, loaded)
             }
         });
         Box::pin(join_all(loads).into_actor(self).map(|results, act, _| {
             results
                 .into_iter()
-                .map(|(key, at, loaded)| {
+                .map(|(key, at, busy, loaded)| {
                     let tp = (key.topic_id, key.partition);
+                    if at.is_none() && !busy {
+                        act.loading.remove(&key);
+                    }
                     let at = match loaded {
                         None => Some(at),
                         Some(Loaded::State {
@@ -366,9 +402,13 @@ impl Handler<PersistShareState> for SharePartitionManagerActor {
         let calls = writes.into_iter().map(move |(k, v)| {
             let p = persister.clone();
             async move {
+                // Gone meanwhile (a restart of this actor): nothing was written.
                 let r = match v {
                     Some(v) => p.write(&k, v).await,
-                    None => Ok(()),
+                    None => Err((
+                        kactor_protocol::errors::COORDINATOR_NOT_AVAILABLE,
+                        "The coordinator is not available.".to_string(),
+                    )),
                 };
                 (k, r)
             }
@@ -377,8 +417,10 @@ impl Handler<PersistShareState> for SharePartitionManagerActor {
             results
                 .into_iter()
                 .map(|(k, r)| {
-                    if r.is_err() {
-                        act.core.mark_dirty(k.clone());
+                    match &r {
+                        Err((code, _)) if is_stale(*code) => act.core.forget(&k),
+                        Err(_) => act.core.mark_dirty(k.clone()),
+                        Ok(()) => {}
                     }
                     ((k.topic_id, k.partition), r)
                 })

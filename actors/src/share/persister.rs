@@ -10,8 +10,18 @@
 //! coordinator can keep it too.
 
 use kactor_protocol::errors::{
-    COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST, NOT_COORDINATOR,
+    COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, FENCED_LEADER_EPOCH,
+    FENCED_STATE_EPOCH, INVALID_REQUEST, NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER,
 };
+
+/// Whether a write's error says this broker's copy is stale (another leader, a newer state
+/// epoch): the share-partition is dropped and loaded again rather than written again.
+pub fn is_stale(code: i16) -> bool {
+    matches!(
+        code,
+        FENCED_LEADER_EPOCH | FENCED_STATE_EPOCH | NOT_LEADER_OR_FOLLOWER
+    )
+}
 
 use super::coordinator::actor::{StateAnswer, StateOp, SHARE_STATE_TOPIC};
 use super::coordinator::apis::{ShareStateClient, ShareStateTopicCreator};
@@ -79,6 +89,16 @@ impl SharePersister {
         }
     }
 
+    /// Whether this broker leads the topic partition (a share-partition is kept only there).
+    pub fn leads(&self, topic_id: &kactor_protocol::Uuid, partition: i32) -> bool {
+        let table = self.partitions.borrow();
+        table
+            .topic_names
+            .get(topic_id)
+            .and_then(|name| table.get(name, partition))
+            .is_some_and(|h| h.leader == self.node_id)
+    }
+
     /// The leader epoch of the topic partition this broker leads (the writer's fencing epoch).
     fn leader_epoch(&self, key: &ShareKey) -> i32 {
         let table = self.partitions.borrow();
@@ -143,6 +163,15 @@ impl SharePersister {
     /// Writes `view` for `key`. In memory only (Ok) when another broker coordinates it.
     pub async fn write(&self, key: &ShareKey, view: PersistView) -> Result<(), StateError> {
         let sk = state_key(key);
+        if !self.leads(&key.topic_id, key.partition) {
+            // Leadership moved: what this broker holds is stale and must not be written.
+            return Err((
+                NOT_LEADER_OR_FOLLOWER,
+                kactor_protocol::errors::ErrorCode::for_code(NOT_LEADER_OR_FOLLOWER)
+                    .default_message()
+                    .to_string(),
+            ));
+        }
         if !self.kept(&sk) {
             return Ok(());
         }

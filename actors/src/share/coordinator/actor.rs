@@ -20,7 +20,9 @@ use super::core::{
 };
 use super::log::{decode, encode};
 use crate::partition::core::{IsolationLevel, ReadParams, TopicPartition};
-use crate::partition::messages::{AppendRecords, DeleteRecordsBefore, ReadRecords};
+use crate::partition::messages::{
+    AppendRecords, DeleteRecordsBefore, DescribeReplica, ReadRecords,
+};
 use crate::partition::registry::PartitionTableReader;
 use crate::partition::PartitionActor;
 use crate::purgatory::PurgatoryActor;
@@ -226,7 +228,12 @@ type LoadedRecord = (i64, Bytes, Option<Bytes>);
 
 async fn read_all(log: MeteredAddr<PartitionActor>) -> Result<Vec<LoadedRecord>, String> {
     let mut out = Vec::new();
-    let mut offset = 0;
+    // From the log start: pruning moves it, and a read below it is out of range.
+    let mut offset = log
+        .send(DescribeReplica)
+        .await
+        .map_err(|e| e.to_string())?
+        .log_start_offset;
     loop {
         let read = log
             .send(ReadRecords {
@@ -245,10 +252,6 @@ async fn read_all(log: MeteredAddr<PartitionActor>) -> Result<Vec<LoadedRecord>,
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
-        if offset == 0 && read.log_start_offset > 0 {
-            offset = read.log_start_offset;
-            continue;
-        }
         let bytes = read.records.to_bytes().map_err(|e| e.to_string())?;
         if bytes.is_empty() {
             return Ok(out);

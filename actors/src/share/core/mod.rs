@@ -403,6 +403,13 @@ impl ShareManager {
         self.state_epochs.retain(|k, _| partitions.contains_key(k));
     }
 
+    /// Forgets one share-partition (its copy here is stale); the next fetch loads it again.
+    pub fn forget(&mut self, key: &ShareKey) {
+        self.partitions.remove(key);
+        self.dirty.remove(key);
+        self.state_epochs.remove(key);
+    }
+
     /// Forgets a deleted group's share-partitions.
     pub fn remove_group(&mut self, group: &str) {
         self.partitions.retain(|k, _| k.group != group);
