@@ -16,6 +16,7 @@ pub mod log_manager;
 pub mod messages;
 pub mod metrics;
 pub mod registry;
+pub mod replay;
 pub mod startup;
 pub mod testing;
 

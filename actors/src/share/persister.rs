@@ -248,17 +248,7 @@ async fn remote(
                     leader_epoch: w.leader_epoch,
                     start_offset: w.start_offset,
                     delivery_complete_count: w.delivery_complete_count,
-                    state_batches: w
-                        .batches
-                        .iter()
-                        .map(|b| wreq::StateBatch {
-                            first_offset: b.first_offset,
-                            last_offset: b.last_offset,
-                            delivery_state: b.delivery_state,
-                            delivery_count: b.delivery_count,
-                            ..Default::default()
-                        })
-                        .collect(),
+                    state_batches: w.batches.iter().map(Into::into).collect(),
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -300,16 +290,7 @@ async fn remote(
                 Some(p) if p.error_code == 0 => Ok(StateAnswer::Read(ReadState {
                     state_epoch: p.state_epoch,
                     start_offset: p.start_offset,
-                    batches: p
-                        .state_batches
-                        .iter()
-                        .map(|b| StateBatch {
-                            first_offset: b.first_offset,
-                            last_offset: b.last_offset,
-                            delivery_state: b.delivery_state,
-                            delivery_count: b.delivery_count,
-                        })
-                        .collect(),
+                    batches: p.state_batches.iter().map(StateBatch::from).collect(),
                 })),
                 Some(p) => Err(failed(p.error_code, p.error_message.clone())),
                 None => Err(not_available()),

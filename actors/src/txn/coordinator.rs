@@ -11,7 +11,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use bytes::Bytes;
 use kactor_protocol::errors::{COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR};
-use kactor_protocol::records::{batches, BatchBuilder};
+use kactor_protocol::records::BatchBuilder;
 use tokio::sync::oneshot;
 
 use super::actor::ProducerIdManagerActor;
@@ -23,8 +23,7 @@ use super::log::{decode, encode_key, encode_value};
 use super::markers::{MarkerOutcome, MarkerSender};
 use super::messages::GenerateProducerId;
 use super::metrics::{txn_metrics, ShardMetrics};
-use crate::partition::core::{IsolationLevel, ReadParams};
-use crate::partition::messages::{AppendRecords, ReadRecords};
+use crate::partition::messages::AppendRecords;
 use crate::partition::PartitionActor;
 use crate::runtime::{ActorMetrics, MeteredAddr, SupervisedActor};
 
@@ -271,60 +270,6 @@ impl TransactionCoordinatorActor {
         }
     }
 
-    /// Reads the partition from the start and replays every record (load by replay).
-    async fn read_all(
-        log: MeteredAddr<PartitionActor>,
-    ) -> Result<Vec<(Bytes, Option<Bytes>)>, String> {
-        let mut out = Vec::new();
-        let mut offset = 0;
-        loop {
-            let read = log
-                .send(ReadRecords {
-                    params: ReadParams {
-                        fetch_offset: offset,
-                        max_bytes: 1 << 20,
-                        min_one_batch: true,
-                        isolation: IsolationLevel::ReadUncommitted,
-                        current_leader_epoch: -1,
-                        last_fetched_epoch: -1,
-                        // To the log end, as the group loader (a new leader's tail is committed
-                        // under it even while its high watermark trails).
-                        replica_id: crate::partition::core::DEBUGGING_REPLICA_ID,
-                    },
-                    isr_eligible: false,
-                })
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
-            if offset == 0 && read.log_start_offset > 0 {
-                offset = read.log_start_offset;
-                continue;
-            }
-            let bytes = read.records.to_bytes().map_err(|e| e.to_string())?;
-            if bytes.is_empty() {
-                return Ok(out);
-            }
-            let before = offset;
-            for batch in batches(bytes) {
-                let batch = batch.map_err(|e| e.to_string())?;
-                if batch.header.is_control() || batch.header.last_offset() < offset {
-                    offset = offset.max(batch.header.next_offset());
-                    continue;
-                }
-                for record in batch.records().map_err(|e| e.to_string())? {
-                    let r = record.map_err(|e| e.to_string())?;
-                    if let Some(k) = r.key {
-                        out.push((k, r.value));
-                    }
-                }
-                offset = batch.header.next_offset();
-            }
-            if offset == before {
-                return Ok(out);
-            }
-        }
-    }
-
     /// Appends `transit` to the partition; on success applies it, answers, and sends markers.
     fn write(&mut self, transit: Transit, answer: Answer, ctx: &mut Context<Self>) {
         let record = (|| {
@@ -467,11 +412,11 @@ impl TransactionCoordinatorActor {
     /// stay unloaded while it still leads the partition.
     fn load(&mut self, ctx: &mut Context<Self>) {
         let log = self.log.clone();
-        ctx.wait(Self::read_all(log).into_actor(self).map(|records, act, ctx| {
+        ctx.wait(crate::partition::replay::read_log_records(log).into_actor(self).map(|records, act, ctx| {
             match records {
                 Ok(records) => {
                     act.core = TxnCoordinatorCore::new(act.core.config());
-                    for (k, v) in records {
+                    for (_, k, v) in records {
                         match decode(&k, v.as_ref()) {
                             Ok((id, m)) => act.core.replay(&id, m),
                             Err(e) => tracing::warn!(error = %e, "skipping transaction log record"),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use bytes::Bytes;
 use kactor_protocol::errors::{COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR};
-use kactor_protocol::records::{batches, BatchBuilder};
+use kactor_protocol::records::BatchBuilder;
 use kactor_protocol::Uuid;
 use tokio::sync::watch;
 
@@ -19,10 +19,8 @@ use super::core::{
     ReadState, ShareCoordinatorShard, StateError, StateKey, StateRecord, StateSummary, WriteState,
 };
 use super::log::{decode, encode};
-use crate::partition::core::{IsolationLevel, ReadParams, TopicPartition};
-use crate::partition::messages::{
-    AppendRecords, DeleteRecordsBefore, DescribeReplica, ReadRecords,
-};
+use crate::partition::core::TopicPartition;
+use crate::partition::messages::{AppendRecords, DeleteRecordsBefore};
 use crate::partition::registry::PartitionTableReader;
 use crate::partition::PartitionActor;
 use crate::purgatory::PurgatoryActor;
@@ -110,7 +108,7 @@ impl ShareCoordinatorActor {
     fn load(&mut self, ctx: &mut Context<Self>) {
         let log = self.log.clone();
         ctx.wait(
-            read_all(log)
+            crate::partition::replay::read_log_records(log)
                 .into_actor(self)
                 .map(|records, act, ctx| match records {
                     Ok(records) => {
@@ -220,61 +218,6 @@ async fn write_committed(
             (code == kactor_protocol::errors::NONE).then_some(out.base_offset)
         }
         _ => None,
-    }
-}
-
-/// Every record of the partition from its start, with its offset (load by replay).
-type LoadedRecord = (i64, Bytes, Option<Bytes>);
-
-async fn read_all(log: MeteredAddr<PartitionActor>) -> Result<Vec<LoadedRecord>, String> {
-    let mut out = Vec::new();
-    // From the log start: pruning moves it, and a read below it is out of range.
-    let mut offset = log
-        .send(DescribeReplica)
-        .await
-        .map_err(|e| e.to_string())?
-        .log_start_offset;
-    loop {
-        let read = log
-            .send(ReadRecords {
-                params: ReadParams {
-                    fetch_offset: offset,
-                    max_bytes: 1 << 20,
-                    min_one_batch: true,
-                    isolation: IsolationLevel::ReadUncommitted,
-                    current_leader_epoch: -1,
-                    last_fetched_epoch: -1,
-                    // To the log end: a new leader's tail is committed under it.
-                    replica_id: crate::partition::core::DEBUGGING_REPLICA_ID,
-                },
-                isr_eligible: false,
-            })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-        let bytes = read.records.to_bytes().map_err(|e| e.to_string())?;
-        if bytes.is_empty() {
-            return Ok(out);
-        }
-        let before = offset;
-        for batch in batches(bytes) {
-            let batch = batch.map_err(|e| e.to_string())?;
-            if batch.header.is_control() || batch.header.last_offset() < offset {
-                offset = offset.max(batch.header.next_offset());
-                continue;
-            }
-            for record in batch.records().map_err(|e| e.to_string())? {
-                let r = record.map_err(|e| e.to_string())?;
-                let at = r.offset(batch.header.base_offset);
-                if let Some(k) = r.key {
-                    out.push((at, k, r.value));
-                }
-            }
-            offset = batch.header.next_offset();
-        }
-        if offset == before {
-            return Ok(out);
-        }
     }
 }
 

@@ -90,8 +90,33 @@ async fn each<P>(
     out
 }
 
-fn batches_in<B>(batches: &[B], f: impl Fn(&B) -> StateBatch) -> Vec<StateBatch> {
-    batches.iter().map(f).collect()
+/// A response that only says, per partition, whether it worked (Initialize, Write and Delete
+/// share the shape, each with its own generated structs).
+macro_rules! outcome_only {
+    ($results:expr, $response:ident, $module:ident, $topic:ident) => {
+        $response {
+            results: $results
+                .into_iter()
+                .map(|(topic_id, ps)| $module::$topic {
+                    topic_id,
+                    partitions: ps
+                        .into_iter()
+                        .map(|(partition, r)| {
+                            let (error_code, error_message) = codes(&r);
+                            $module::PartitionResult {
+                                partition,
+                                error_code,
+                                error_message,
+                                ..Default::default()
+                            }
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    };
 }
 
 pub fn register(router: &mut RequestRouter, client: ShareStateClient) {
@@ -117,30 +142,12 @@ pub fn register(router: &mut RequestRouter, client: ShareStateClient) {
                 )
             })
             .await;
-            HandlerOutcome::Respond(ResponseBody::InitializeShareGroupState(
-                InitializeShareGroupStateResponse {
-                    results: results
-                        .into_iter()
-                        .map(|(topic_id, ps)| isr::InitializeStateResult {
-                            topic_id,
-                            partitions: ps
-                                .into_iter()
-                                .map(|(partition, r)| {
-                                    let (error_code, error_message) = codes(&r);
-                                    isr::PartitionResult {
-                                        partition,
-                                        error_code,
-                                        error_message,
-                                        ..Default::default()
-                                    }
-                                })
-                                .collect(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                },
-            ))
+            HandlerOutcome::Respond(ResponseBody::InitializeShareGroupState(outcome_only!(
+                results,
+                InitializeShareGroupStateResponse,
+                isr,
+                InitializeStateResult
+            )))
         })
     });
     let c = client.clone();
@@ -199,40 +206,17 @@ pub fn register(router: &mut RequestRouter, client: ShareStateClient) {
                         leader_epoch: p.leader_epoch,
                         start_offset: p.start_offset,
                         delivery_complete_count: p.delivery_complete_count,
-                        batches: batches_in(&p.state_batches, |b| StateBatch {
-                            first_offset: b.first_offset,
-                            last_offset: b.last_offset,
-                            delivery_state: b.delivery_state,
-                            delivery_count: b.delivery_count,
-                        }),
+                        batches: p.state_batches.iter().map(StateBatch::from).collect(),
                     }),
                 )
             })
             .await;
-            HandlerOutcome::Respond(ResponseBody::WriteShareGroupState(
-                WriteShareGroupStateResponse {
-                    results: results
-                        .into_iter()
-                        .map(|(topic_id, ps)| wsr::WriteStateResult {
-                            topic_id,
-                            partitions: ps
-                                .into_iter()
-                                .map(|(partition, r)| {
-                                    let (error_code, error_message) = codes(&r);
-                                    wsr::PartitionResult {
-                                        partition,
-                                        error_code,
-                                        error_message,
-                                        ..Default::default()
-                                    }
-                                })
-                                .collect(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                },
-            ))
+            HandlerOutcome::Respond(ResponseBody::WriteShareGroupState(outcome_only!(
+                results,
+                WriteShareGroupStateResponse,
+                wsr,
+                WriteStateResult
+            )))
         })
     });
     let c = client.clone();
@@ -248,30 +232,12 @@ pub fn register(router: &mut RequestRouter, client: ShareStateClient) {
                 .map(|t| (t.topic_id, t.partitions))
                 .collect();
             let results = each(&c, &r.group_id, topics, |p| (p.partition, StateOp::Delete)).await;
-            HandlerOutcome::Respond(ResponseBody::DeleteShareGroupState(
-                DeleteShareGroupStateResponse {
-                    results: results
-                        .into_iter()
-                        .map(|(topic_id, ps)| dsr::DeleteStateResult {
-                            topic_id,
-                            partitions: ps
-                                .into_iter()
-                                .map(|(partition, r)| {
-                                    let (error_code, error_message) = codes(&r);
-                                    dsr::PartitionResult {
-                                        partition,
-                                        error_code,
-                                        error_message,
-                                        ..Default::default()
-                                    }
-                                })
-                                .collect(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                },
-            ))
+            HandlerOutcome::Respond(ResponseBody::DeleteShareGroupState(outcome_only!(
+                results,
+                DeleteShareGroupStateResponse,
+                dsr,
+                DeleteStateResult
+            )))
         })
     });
     let c = client;
@@ -313,17 +279,7 @@ fn read_result((partition, r): (i32, Result<StateAnswer, StateError>)) -> rsr::P
             error_message,
             state_epoch: s.state_epoch,
             start_offset: s.start_offset,
-            state_batches: s
-                .batches
-                .iter()
-                .map(|b| rsr::StateBatch {
-                    first_offset: b.first_offset,
-                    last_offset: b.last_offset,
-                    delivery_state: b.delivery_state,
-                    delivery_count: b.delivery_count,
-                    ..Default::default()
-                })
-                .collect(),
+            state_batches: s.batches.iter().map(Into::into).collect(),
             ..Default::default()
         },
         // Kafka's error rows: epoch 0, start offset 0, no batches.

@@ -56,6 +56,42 @@ pub struct StateBatch {
     pub delivery_count: i16,
 }
 
+/// The same four fields appear in every state message and record Kafka defines (each its own
+/// generated struct): one conversion each way for all of them.
+macro_rules! wire_state_batches {
+    ($($wire:ty),* $(,)?) => {$(
+        impl From<&$wire> for StateBatch {
+            fn from(b: &$wire) -> Self {
+                StateBatch {
+                    first_offset: b.first_offset,
+                    last_offset: b.last_offset,
+                    delivery_state: b.delivery_state,
+                    delivery_count: b.delivery_count,
+                }
+            }
+        }
+
+        impl From<&StateBatch> for $wire {
+            fn from(b: &StateBatch) -> Self {
+                Self {
+                    first_offset: b.first_offset,
+                    last_offset: b.last_offset,
+                    delivery_state: b.delivery_state,
+                    delivery_count: b.delivery_count,
+                    ..Default::default()
+                }
+            }
+        }
+    )*};
+}
+
+wire_state_batches!(
+    kactor_protocol::coordinator::share_snapshot_value::StateBatch,
+    kactor_protocol::coordinator::share_update_value::StateBatch,
+    kactor_protocol::messages::read_share_group_state_response::StateBatch,
+    kactor_protocol::messages::write_share_group_state_request::StateBatch,
+);
+
 /// A share-partition's durable state (Kafka's `ShareGroupOffset`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShareState {

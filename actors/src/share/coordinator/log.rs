@@ -52,17 +52,7 @@ pub fn encode(record: &StateRecord) -> Result<(Bytes, Option<Bytes>), StateLogEr
                     delivery_complete_count: s.delivery_complete_count,
                     create_timestamp: s.create_timestamp,
                     write_timestamp: s.write_timestamp,
-                    state_batches: s
-                        .batches
-                        .iter()
-                        .map(|b| snapshot::StateBatch {
-                            first_offset: b.first_offset,
-                            last_offset: b.last_offset,
-                            delivery_state: b.delivery_state,
-                            delivery_count: b.delivery_count,
-                            ..Default::default()
-                        })
-                        .collect(),
+                    state_batches: s.batches.iter().map(Into::into).collect(),
                     ..Default::default()
                 },
             )?),
@@ -83,17 +73,7 @@ pub fn encode(record: &StateRecord) -> Result<(Bytes, Option<Bytes>), StateLogEr
                     leader_epoch: u.leader_epoch,
                     start_offset: u.start_offset,
                     delivery_complete_count: u.delivery_complete_count,
-                    state_batches: u
-                        .batches
-                        .iter()
-                        .map(|b| update::StateBatch {
-                            first_offset: b.first_offset,
-                            last_offset: b.last_offset,
-                            delivery_state: b.delivery_state,
-                            delivery_count: b.delivery_count,
-                            ..Default::default()
-                        })
-                        .collect(),
+                    state_batches: u.batches.iter().map(Into::into).collect(),
                     ..Default::default()
                 },
             )?),
@@ -154,16 +134,7 @@ pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Result<StateRecord, StateLo
                 delivery_complete_count: v.delivery_complete_count,
                 create_timestamp: v.create_timestamp,
                 write_timestamp: v.write_timestamp,
-                batches: v
-                    .state_batches
-                    .iter()
-                    .map(|b| StateBatch {
-                        first_offset: b.first_offset,
-                        last_offset: b.last_offset,
-                        delivery_state: b.delivery_state,
-                        delivery_count: b.delivery_count,
-                    })
-                    .collect(),
+                batches: v.state_batches.iter().map(StateBatch::from).collect(),
             },
         )
     } else {
@@ -175,16 +146,7 @@ pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Result<StateRecord, StateLo
                 leader_epoch: v.leader_epoch,
                 start_offset: v.start_offset,
                 delivery_complete_count: v.delivery_complete_count,
-                batches: v
-                    .state_batches
-                    .iter()
-                    .map(|b| StateBatch {
-                        first_offset: b.first_offset,
-                        last_offset: b.last_offset,
-                        delivery_state: b.delivery_state,
-                        delivery_count: b.delivery_count,
-                    })
-                    .collect(),
+                batches: v.state_batches.iter().map(StateBatch::from).collect(),
             },
         )
     })
