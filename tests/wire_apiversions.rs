@@ -7,12 +7,25 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A free loopback port below the kernel's ephemeral range, never handed out twice in this
+/// test process. A port from `bind(0)` is one the kernel may also give another test's outgoing
+/// connection (or hand to another parallel test) before this broker binds it; CI once saw a
+/// test talk to a broker that was not its own.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20000;
+    const SPAN: u32 = 12000; // 20000..32000, below the default ephemeral range (32768)
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // Start where another concurrent test process (if any) is unlikely to be.
+    let seed = std::process::id().wrapping_mul(7919) % SPAN;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (seed + n) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {LOW}..{}", LOW + SPAN);
 }
 
 struct Broker {
@@ -49,7 +62,7 @@ impl Broker {
             .stderr(log)
             .spawn()
             .unwrap();
-        let b = Broker {
+        let mut b = Broker {
             child,
             port,
             http_port,
@@ -58,12 +71,23 @@ impl Broker {
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
+                b.child.try_wait().unwrap().is_none(),
+                "broker exited:\n{}",
+                b.log()
+            );
+            assert!(
                 Instant::now() < deadline,
                 "broker did not start:\n{}",
                 b.log()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+        // The port answered: make sure it was this broker (still running), not another.
+        assert!(
+            b.child.try_wait().unwrap().is_none(),
+            "broker exited:\n{}",
+            b.log()
+        );
         b
     }
 
