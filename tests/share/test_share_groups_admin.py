@@ -222,26 +222,39 @@ def test_admin_refused_while_group_has_members(sbroker, consumers, topic_name):
 # ---- 3. reset creates a group that does not exist ----------------------------------------------
 
 def test_reset_creates_unknown_group(sbroker, consumers, topic_name):
+    """Two partitions, three records each; the group is made by the reset."""
     cli = KafkaCli(sbroker)
-    create_topic(sbroker, topic_name)
+    create_topic(sbroker, topic_name, partitions=2)
     group = f"g-{topic_name}"
-    values = [f"v{i}" for i in range(5)]
-    produce_each(sbroker, topic_name, values)
+    p = Producer({"bootstrap.servers": sbroker.bootstrap, "linger.ms": 0})
+    for i in range(3):
+        for partition in (0, 1):
+            p.produce(topic_name, value=f"p{partition}-{i}".encode(), partition=partition)
+            assert p.flush(30) == 0
 
+    def plan(out):
+        # The tool prints the plan's rows in hash-map order: compare them as a set.
+        lines = out.split("\n")
+        return lines[:2], sorted(lines[2:])
+
+    expected = plan(reset_table(group, topic_name, [(0, 1), (1, 1)]))
     # A dry run for an unknown group plans the reset but creates nothing.
-    assert reset(cli, group, topic_name, "--to-offset", "2", mode="--dry-run") == reset_table(
-        group, topic_name, [(0, 2)])
+    assert plan(reset(cli, group, topic_name, "--to-offset", "1", mode="--dry-run")) == expected
     assert group not in share_groups(cli, "--list").stdout.split()
-    # Executing creates it: Empty, with the offset set.
-    assert reset(cli, group, topic_name, "--to-offset", "2") == reset_table(
-        group, topic_name, [(0, 2)])
+    # Executing creates it: Empty, with the offsets set.
+    assert plan(reset(cli, group, topic_name, "--to-offset", "1")) == expected
     assert group in share_groups(cli, "--list").stdout.splitlines()
     assert listed_states(cli).get(group) == "Empty"
-    assert describe(cli, group) == offsets_table(group, topic_name, [(0, 2, 3)])
+    assert describe(cli, group) == offsets_table(group, topic_name, [(0, 1, 2), (1, 1, 2)])
 
-    # No group config, so share.auto.offset.reset is latest; the reset offset wins over it.
-    assert consume_all(consumers, sbroker, "c", group, topic_name) == firsts(values[2:], 2)
-    assert describe(cli, group) == offsets_table(group, topic_name, [(0, 2, 0)])
+    # No group config, so share.auto.offset.reset is latest; the reset offsets win over it.
+    c = consumers(sbroker, "c", group, topic_name, mode="implicit", idle_ms=4000)
+    assert c.wait_exit(90) == 0
+    no_errors(c)
+    got = sorted((e["partition"], e["offset"], e["value"], e["deliveryCount"])
+                 for e in c.records())
+    assert got == [(q, i, f"p{q}-{i}", 1) for q in (0, 1) for i in (1, 2)], got
+    assert describe(cli, group) == offsets_table(group, topic_name, [(0, 1, 0), (1, 1, 0)])
 
 
 # ---- 4. delete-offsets -------------------------------------------------------------------------
@@ -273,6 +286,10 @@ def test_delete_offsets(sbroker, consumers, topic_name):
     out = share_groups(cli, "--delete-offsets", "--group", group, "--topic", topic_name)
     assert out.stdout == status_table([(topic_name, "Successful")]), out
     assert describe(cli, group) == f"\nShare group '{group}' has no offset information.\n"
+    # --all-topics means the topics the group has state for: none now, so no plan at all.
+    out = share_groups(cli, "--reset-offsets", "--group", group, "--all-topics",
+                       "--to-earliest", "--dry-run")
+    assert (out.stdout, out.stderr) == ("\n", ""), out
     # The group itself stays (Empty); a second deletion has nothing to delete.
     assert listed_states(cli).get(group) == "Empty"
     out = share_groups(cli, "--delete-offsets", "--group", group, "--topic", topic_name)
@@ -341,4 +358,8 @@ def test_empty_group_state_survives_restart(broker_factory, consumers, topic_nam
 
     assert listed_states(cli).get(group) == "Empty"
     assert describe(cli, group) == offsets_table(group, topic_name, [(0, 2, 4)])
+    # --all-topics --to-current reads the same persisted state back as a plan.
+    out = share_groups(cli, "--reset-offsets", "--group", group, "--all-topics",
+                       "--to-current", "--dry-run")
+    assert out.stdout == reset_table(group, topic_name, [(0, 2)]), out
     assert consume_all(consumers, b, "after", group, topic_name) == firsts(values[2:], 2)
