@@ -548,6 +548,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         delivery_count_limit: cfg.get_i32("group.share.delivery.count.limit") as i16,
         max_in_flight: cfg.get_i64("group.share.partition.max.record.locks"),
     };
+    let share_persister;
     let share_manager = {
         let max_sessions = cfg.get_i32("group.share.max.share.sessions").max(1) as usize;
         // A session unused for twice the lock duration is gone with its client.
@@ -575,6 +576,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             node_id,
             inter_broker: Some(inter_broker),
         };
+        share_persister = Some(persister.clone());
         kactor_actors::runtime::start_supervised(
             &pools.coordinator(),
             ActorMetrics::new("SharePartitionManagerActor"),
@@ -591,7 +593,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
     kactor_actors::share::apis::register(
         &mut router,
         kactor_actors::share::apis::ShareApis {
-            manager: share_manager,
+            manager: share_manager.clone(),
             partitions: partition_table.clone(),
             purgatory: partitions.apis.purgatory.clone(),
             settings: kactor_actors::share::apis::ShareSettings {
@@ -626,6 +628,12 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             }),
             share_state_num_partitions: share_state_partitions,
             share_state_topic: share_state_topic.clone(),
+            share_state: share_persister.map(|persister| {
+                kactor_actors::group::apis::share::ShareStateAdmin {
+                    persister,
+                    manager: share_manager,
+                }
+            }),
         },
     );
 

@@ -110,6 +110,7 @@ async fn every_version_of_every_group_api_answers() {
             offsets_topic: None,
             share_state_num_partitions: 50,
             share_state_topic: None,
+            share_state: None,
         },
     );
     // Wait until the shard is up and loaded (ListGroups answers without error).

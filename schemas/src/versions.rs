@@ -83,12 +83,15 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::ConsumerGroupHeartbeat,
     ApiKey::ConsumerGroupDescribe,
     // KIP-932 share groups: membership at the group coordinator (actors/src/group/apis/share.rs),
-    // delivery at partition leaders (actors/src/share/apis.rs).
+    // delivery at partition leaders (actors/src/share/apis.rs); the share-group offsets at the
+    // group coordinator (actors/src/group/apis/share.rs).
     ApiKey::ShareGroupHeartbeat,
     ApiKey::ShareGroupDescribe,
     ApiKey::ShareFetch,
     ApiKey::ShareAcknowledge,
     ApiKey::DescribeShareGroupOffsets,
+    ApiKey::AlterShareGroupOffsets,
+    ApiKey::DeleteShareGroupOffsets,
     // The share coordinator (actors/src/share/coordinator/apis.rs): share-partition leaders
     // keep their delivery state in `__share_group_state` through these.
     ApiKey::InitializeShareGroupState,

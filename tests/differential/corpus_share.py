@@ -1,6 +1,7 @@
 """Cases: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge,
-DescribeShareGroupOffsets (KIP-932 share groups): the requests Kafka answers the same way
-whatever the timing of its share-state initialization, and the refusals."""
+DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups of a
+share group (KIP-932 share groups): the requests Kafka answers the same way whatever the timing
+of its share-state initialization, and the refusals."""
 from harness import schema_codec as sc
 
 from .corpus_topics import topic
@@ -21,7 +22,8 @@ def sgh(g, member, epoch, topics=None, rack=None):
 
 def joined(c):
     """A share group with one member subscribed to a fresh topic. The join's assignment is
-    not compared: Kafka assigns once the share-partition state is initialized, kactor at once."""
+    not compared: both assign once the share-partition state is initialized, which may or may
+    not have happened by a given heartbeat."""
     g, t = share_group(c), topic(c)
     c.coordinator(g)
     c.create_topic(t)
@@ -207,6 +209,101 @@ def _(c):
     c.call("DescribeShareGroupOffsets", 0, {"Groups": [
         {"GroupId": g, "Topics": [{"TopicName": topic(c), "Partitions": [0, 1]}]}]},
         check=True)
+
+
+# ---- AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups ---------------------------
+
+def alter(g, offsets):
+    """offsets: {topic: {partition: start offset}}"""
+    return {"GroupId": g, "Topics": [
+        {"TopicName": t, "Partitions": [{"PartitionIndex": p, "StartOffset": o}
+                                        for p, o in ps.items()]}
+        for t, ps in offsets.items()]}
+
+
+def delete_offsets(g, topics):
+    return {"GroupId": g, "Topics": [{"TopicName": t} for t in topics]}
+
+
+def described(c, g, t, partitions, label):
+    c.call("DescribeShareGroupOffsets", 1, {"Groups": [
+        {"GroupId": g, "Topics": [{"TopicName": t, "Partitions": partitions}]}]},
+        check=True, label=label)
+
+
+@case("AlterShareGroupOffsets", "v0-creates-the-group")
+def _(c):
+    """An unknown group is created (Empty) with state for the valid partitions; unknown topics
+    and partitions are refused one by one; the share coordinator then has the new start offset."""
+    g, t = share_group(c), topic(c)
+    c.create_topic(t, 2)
+    c.wait_848_topic(t)
+    c.coordinator(g)
+    c.call("AlterShareGroupOffsets", 0,
+           alter(g, {t: {0: 3, 1: 0, 5: 1}, topic(c, "-missing"): {0: 1}}), check=True)
+    described(c, g, t, [0, 1], "after")
+    c.call("ShareGroupDescribe", 1, {"GroupIds": [g], "IncludeAuthorizedOperations": False},
+           check=True, label="group")
+
+
+@case("AlterShareGroupOffsets", "v0-not-empty")
+def _(c):
+    g, t, _ = joined(c)
+    c.call("AlterShareGroupOffsets", 0, alter(g, {t: {0: 0}}), check=True)
+    c.call("DeleteShareGroupOffsets", 0, delete_offsets(g, [t]), check=True, label="delete")
+    c.call("DeleteGroups", 2, {"GroupsNames": [g]}, check=True, label="delete-group")
+
+
+@case("AlterShareGroupOffsets", "v0-not-a-share-group")
+def _(c):
+    g, t = share_group(c, "-classic"), topic(c)
+    c.create_topic(t)
+    c.coordinator(g)
+    c.call("OffsetCommit", 9, {"GroupId": g, "GenerationIdOrMemberEpoch": -1, "MemberId": "",
+                               "GroupInstanceId": None, "RetentionTimeMs": -1, "Topics": [
+                                   {"Name": t, "Partitions": [
+                                       {"PartitionIndex": 0, "CommittedOffset": 1,
+                                        "CommittedLeaderEpoch": -1,
+                                        "CommittedMetadata": ""}]}]})
+    c.call("AlterShareGroupOffsets", 0, alter(g, {t: {0: 0}}), check=True)
+    c.call("DeleteShareGroupOffsets", 0, delete_offsets(g, [t]), check=True, label="delete")
+
+
+@case("DeleteShareGroupOffsets", "v0-unknown-group")
+def _(c):
+    g = share_group(c)
+    c.coordinator(g)
+    c.call("DeleteShareGroupOffsets", 0, delete_offsets(g, [topic(c)]), check=True)
+
+
+@case("DeleteShareGroupOffsets", "v0-deletes-state")
+def _(c):
+    """A topic with state is deleted; one the group never had state for, and an unknown topic,
+    are refused; the deleted partitions then read as never initialized."""
+    g, t, other = share_group(c), topic(c), topic(c, "-other")
+    c.create_topic(t)
+    c.create_topic(other)
+    c.wait_848_topic(t)
+    c.wait_848_topic(other)
+    c.coordinator(g)
+    c.call("AlterShareGroupOffsets", 0, alter(g, {t: {0: 2}}), check=True, label="alter")
+    c.call("DeleteShareGroupOffsets", 0, delete_offsets(g, [t, other, topic(c, "-missing")]),
+           check=True)
+    described(c, g, t, [0], "after")
+    c.call("DeleteShareGroupOffsets", 0, delete_offsets(g, [t]), check=True, label="again")
+
+
+@case("DeleteGroups", "v2-share-group-with-state")
+def _(c):
+    g, t = share_group(c), topic(c)
+    c.create_topic(t)
+    c.wait_848_topic(t)
+    c.coordinator(g)
+    c.call("AlterShareGroupOffsets", 0, alter(g, {t: {0: 4}}), check=True, label="alter")
+    c.call("DeleteGroups", 2, {"GroupsNames": [g]}, check=True)
+    described(c, g, t, [0], "state-after")
+    c.call("ShareGroupDescribe", 1, {"GroupIds": [g], "IncludeAuthorizedOperations": False},
+           check=True, label="group-after")
 
 
 # ---- The share coordinator's state APIs (83-87) ------------------------------------------------

@@ -29,8 +29,6 @@ NOT_SERVED = {
     81: ("RemoveRaftVoter", 0, 0),
     88: ("StreamsGroupHeartbeat", 0, 1),
     89: ("StreamsGroupDescribe", 0, 1),
-    91: ("AlterShareGroupOffsets", 0, 0),
-    92: ("DeleteShareGroupOffsets", 0, 0),
     93: ("StreamsGroupTopologyDescriptionUpdate", 0, 0),
     94: ("UnregisterController", 0, 0),
 }
@@ -53,6 +51,16 @@ KNOWN = [
       "{'Name': 'eligible.leader.replicas.version', 'MaxVersionLevel': 1, 'MinVersionLevel': 1}",
       PENDING,
       'kactor does not finalize streams.version, eligible.leader.replicas.version'),
+    # ---- AlterShareGroupOffsets
+    d('AlterShareGroupOffsets/v0-creates-the-group',
+      'group.Groups[0].*Epoch',
+      '0',
+      '1',
+      PENDING,
+      'A share group created by AlterShareGroupOffsets describes with group and assignment '
+      'epoch 1 on Kafka 4.4, 0 on kactor; the 4.4 code writes no epoch record on that path '
+      '(GroupMetadataManager.alterShareGroupOffsets), so where Kafka takes the 1 from is '
+      'not found yet'),
     # ---- DescribeAcls
     d('DescribeAcls/invalid-filter',
       'DescribeAcls v3',

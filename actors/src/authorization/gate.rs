@@ -320,6 +320,8 @@ fn broker_side(c: &Check, ctx: &RequestContext, v: i16, body: RequestBody) -> Pr
         RequestBody::ShareFetch(r) => share::fetch(c, r),
         RequestBody::ShareAcknowledge(r) => share::acknowledge(c, r),
         RequestBody::DescribeShareGroupOffsets(r) => share::describe_offsets(c, r),
+        RequestBody::AlterShareGroupOffsets(r) => share::alter_offsets(c, r),
+        RequestBody::DeleteShareGroupOffsets(r) => share::delete_offsets(c, r),
         body @ (RequestBody::InitializeShareGroupState(_)
         | RequestBody::ReadShareGroupState(_)
         | RequestBody::WriteShareGroupState(_)

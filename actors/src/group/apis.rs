@@ -63,6 +63,8 @@ pub struct GroupApis {
     pub share_state_num_partitions: i32,
     /// Creates `__share_group_state` on the first FindCoordinator for a share key.
     pub share_state_topic: Option<crate::share::coordinator::apis::ShareStateTopicCreator>,
+    /// Share groups' state at the share coordinator (None: share-partition leaders keep it).
+    pub share_state: Option<share::ShareStateAdmin>,
 }
 
 /// How to create `__consumer_offsets` through the controller.
@@ -1131,6 +1133,18 @@ pub fn register(router: &mut RequestRouter, apis: GroupApis) {
     route!(ConsumerGroupDescribe, handle_consumer_group_describe);
     route!(ShareGroupHeartbeat, share::handle_share_group_heartbeat);
     route!(ShareGroupDescribe, share::handle_share_group_describe);
+    route!(
+        DescribeShareGroupOffsets,
+        share::handle_describe_share_group_offsets
+    );
+    route!(
+        AlterShareGroupOffsets,
+        share::handle_alter_share_group_offsets
+    );
+    route!(
+        DeleteShareGroupOffsets,
+        share::handle_delete_share_group_offsets
+    );
 }
 
 fn respond(ctx: &RequestContext, error_code: i16, body: ResponseBody) -> HandlerOutcome {
@@ -1495,29 +1509,37 @@ async fn handle_delete_groups(
     let r = request_body!(body, DeleteGroups);
     // A group named twice is deleted (and answered) once, as Kafka's `distinct`.
     let mut seen = std::collections::HashSet::new();
-    let requests = r
+    let deletions = r
         .groups_names
         .iter()
         .filter(|g| seen.insert(g.as_str()))
         .map(|g| {
-            let request = GroupRequest::DeleteGroups {
-                group_ids: vec![g.clone()],
-            };
-            (g.clone(), request)
+            let a = a.clone();
+            async move {
+                // A share group's state at the share coordinator goes first; a group whose
+                // state could not be deleted stays (Kafka's `deleteShareGroups`).
+                if let Err(code) = share::delete_share_group_state(&a, g).await {
+                    return vec![(g.clone(), code)];
+                }
+                let request = GroupRequest::DeleteGroups {
+                    group_ids: vec![g.clone()],
+                };
+                match a.call(g, request).await {
+                    GroupResponse::DeleteGroups { results } => results,
+                    other => unreachable!("DeleteGroups answered with {other:?}"),
+                }
+            }
+        });
+    let results = join_all(deletions)
+        .await
+        .into_iter()
+        .flatten()
+        .map(|(group_id, error_code)| dgr::DeletableGroupResult {
+            group_id,
+            error_code,
+            ..Default::default()
         })
         .collect();
-    let results = per_group(&a, requests, |resp| match resp {
-        GroupResponse::DeleteGroups { results } => results,
-        other => unreachable!("DeleteGroups answered with {other:?}"),
-    })
-    .await
-    .into_iter()
-    .map(|(group_id, error_code)| dgr::DeletableGroupResult {
-        group_id,
-        error_code,
-        ..Default::default()
-    })
-    .collect();
     respond(
         &ctx,
         NONE,

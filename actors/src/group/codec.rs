@@ -18,6 +18,9 @@ use kactor_protocol::coordinator::{
     consumer_group_target_assignment_metadata_key as tmd_key,
     consumer_group_target_assignment_metadata_value as tmd_value, group_metadata_key,
     group_metadata_value, legacy_offset_commit_key, offset_commit_key, offset_commit_value,
+    share_group_metadata_key as sgm_key, share_group_metadata_value as sgm_value,
+    share_group_state_partition_metadata_key as sps_key,
+    share_group_state_partition_metadata_value as sps_value,
 };
 use kactor_protocol::{Decode, DecodeError, Encode, EncodeError, Message, Writer};
 use thiserror::Error;
@@ -25,7 +28,7 @@ use thiserror::Error;
 use super::core::records::{
     ClassicMemberMetadata, ConsumerCurrentAssignmentValue, ConsumerMemberMetadataValue,
     CoordinatorRecord, GroupMetadataMember, GroupMetadataValue, OffsetCommitValue,
-    RegularExpressionValue, TopicPartitions,
+    RegularExpressionValue, ShareStatePartitions, TopicPartitions,
 };
 
 /// Kafka 4.4's writing versions.
@@ -103,6 +106,59 @@ fn tp_out(
             ..Default::default()
         })
         .collect()
+}
+
+fn share_state_out(v: &ShareStatePartitions) -> sps_value::ShareGroupStatePartitionMetadataValue {
+    let topics = |m: &std::collections::BTreeMap<kactor_protocol::Uuid, (String, _)>| {
+        m.iter()
+            .map(
+                |(id, (name, ps)): (_, &(String, std::collections::BTreeSet<i32>))| {
+                    sps_value::TopicPartitionsInfo {
+                        topic_id: *id,
+                        topic_name: name.clone(),
+                        partitions: ps.iter().copied().collect(),
+                        ..Default::default()
+                    }
+                },
+            )
+            .collect()
+    };
+    sps_value::ShareGroupStatePartitionMetadataValue {
+        initializing_topics: topics(&v.initializing),
+        initialized_topics: topics(&v.initialized),
+        deleting_topics: v
+            .deleting
+            .iter()
+            .map(|(id, name)| sps_value::TopicInfo {
+                topic_id: *id,
+                topic_name: name.clone(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn share_state_in(v: sps_value::ShareGroupStatePartitionMetadataValue) -> ShareStatePartitions {
+    let topics = |ts: Vec<sps_value::TopicPartitionsInfo>| {
+        ts.into_iter()
+            .map(|t| {
+                (
+                    t.topic_id,
+                    (t.topic_name, t.partitions.into_iter().collect()),
+                )
+            })
+            .collect()
+    };
+    ShareStatePartitions {
+        initializing: topics(v.initializing_topics),
+        initialized: topics(v.initialized_topics),
+        deleting: v
+            .deleting_topics
+            .into_iter()
+            .map(|t| (t.topic_id, t.topic_name))
+            .collect(),
+    }
 }
 
 /// Encodes a record as Kafka's (key, value) bytes; `None` value for tombstones.
@@ -317,6 +373,34 @@ pub fn encode_record(record: &CoordinatorRecord) -> Result<(Bytes, Option<Bytes>
             };
             (framed(t, &key, 0)?, value)
         }
+        CoordinatorRecord::ShareGroupMetadata { group_id, value } => {
+            let key = sgm_key::ShareGroupMetadataKey {
+                group_id: group_id.clone(),
+            };
+            let value = match value {
+                None => None,
+                Some((epoch, hash)) => Some(framed(
+                    0,
+                    &sgm_value::ShareGroupMetadataValue {
+                        epoch: *epoch,
+                        metadata_hash: *hash,
+                        ..Default::default()
+                    },
+                    0,
+                )?),
+            };
+            (framed(t, &key, 0)?, value)
+        }
+        CoordinatorRecord::ShareGroupStatePartitionMetadata { group_id, value } => {
+            let key = sps_key::ShareGroupStatePartitionMetadataKey {
+                group_id: group_id.clone(),
+            };
+            let value = match value {
+                None => None,
+                Some(v) => Some(framed(0, &share_state_out(v), 0)?),
+            };
+            (framed(t, &key, 0)?, value)
+        }
         CoordinatorRecord::ConsumerGroupRegularExpression {
             group_id,
             regex,
@@ -408,7 +492,8 @@ fn tp_in(
 }
 
 /// Decodes Kafka's (key, value) bytes. `Ok(None)` for record types this broker does not use
-/// (share and streams groups), which loading skips as Kafka's loader skips unknown types.
+/// (share group membership and assignments, streams groups), which loading skips as Kafka's
+/// loader skips unknown types.
 pub fn decode_record(
     key: &Bytes,
     value: Option<&Bytes>,
@@ -560,6 +645,23 @@ pub fn decode_record(
                         assignment_epochs,
                     }
                 }),
+            }
+        }
+        11 => {
+            let k: sgm_key::ShareGroupMetadataKey = decode_key(t, &mut buf)?;
+            let v: Option<sgm_value::ShareGroupMetadataValue> = decode_value(t, value)?;
+            CoordinatorRecord::ShareGroupMetadata {
+                group_id: k.group_id,
+                value: v.map(|v| (v.epoch, v.metadata_hash)),
+            }
+        }
+        15 => {
+            let k: sps_key::ShareGroupStatePartitionMetadataKey = decode_key(t, &mut buf)?;
+            let v: Option<sps_value::ShareGroupStatePartitionMetadataValue> =
+                decode_value(t, value)?;
+            CoordinatorRecord::ShareGroupStatePartitionMetadata {
+                group_id: k.group_id,
+                value: v.map(share_state_in),
             }
         }
         16 => {

@@ -12,7 +12,7 @@ use futures_util::future::join_all;
 
 use super::core::{
     AckResults, AcquiredRange, FetchPlan, Limits, PersistView, RequestError, Requester, ShareKey,
-    ShareManager, SharePartition, TopicIdPartition, FINAL_EPOCH,
+    ShareManager, TopicIdPartition, FINAL_EPOCH,
 };
 use super::messages::*;
 use super::metrics::share_metrics;
@@ -282,12 +282,19 @@ impl Handler<AcknowledgeRecords> for SharePartitionManagerActor {
     }
 }
 
-impl Handler<DescribeSharePartitions> for SharePartitionManagerActor {
-    type Result = Vec<(TopicIdPartition, SharePartition)>;
-    fn handle(&mut self, m: DescribeSharePartitions, _: &mut Context<Self>) -> Self::Result {
+impl Handler<ForgetShareState> for SharePartitionManagerActor {
+    type Result = ();
+    fn handle(&mut self, m: ForgetShareState, _: &mut Context<Self>) {
         let metrics = self.metrics.clone();
         let _t = metrics.handle();
-        self.core.group_partitions(&m.group)
+        for (topic_id, partition) in m.partitions {
+            self.core.forget(&ShareKey {
+                group: m.group.clone(),
+                topic_id,
+                partition,
+            });
+        }
+        self.report();
     }
 }
 
@@ -368,7 +375,8 @@ impl Handler<LoadSharePartitions> for SharePartitionManagerActor {
                             &batches,
                         ))),
                         // Another fetch may have started it meanwhile.
-                        Some(Loaded::Fresh) => {
+                        Some(Loaded::Fresh { state_epoch }) => {
+                            act.core.fresh_state_epoch(&key, state_epoch);
                             Some(act.core.next_fetch_offsets(&key.group, &[tp])[0].1)
                         }
                         Some(Loaded::Unavailable) => None,

@@ -1,6 +1,5 @@
-//! ShareFetch, ShareAcknowledge and DescribeShareGroupOffsets (Kafka's
-//! `KafkaApis.handleShareFetchRequest` / `handleShareAcknowledgeRequest` /
-//! `handleDescribeShareGroupOffsetsRequest` with `SharePartitionManager`): the handlers check
+//! ShareFetch and ShareAcknowledge (Kafka's `KafkaApis.handleShareFetchRequest` /
+//! `handleShareAcknowledgeRequest` with `SharePartitionManager`): the handlers check
 //! the request, ask the [`SharePartitionManagerActor`] where to read, read the partitions'
 //! logs themselves, and have the actor acquire what they read. A fetch that acquired nothing
 //! waits in the purgatory for new records (long poll) and tries once more.
@@ -12,10 +11,8 @@ use bytes::{Bytes, BytesMut};
 use futures_util::future::join_all;
 use kactor_protocol::errors::*;
 use kactor_protocol::messages::{
-    describe_share_group_offsets_response as dso, share_acknowledge_response as sar,
-    share_fetch_response as sfr, DescribeShareGroupOffsetsRequest,
-    DescribeShareGroupOffsetsResponse, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
-    ShareFetchRequest, ShareFetchResponse,
+    share_acknowledge_response as sar, share_fetch_response as sfr, ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
 };
 use kactor_protocol::{ApiKey, Records, RequestBody, ResponseBody, Uuid};
 use tokio::sync::oneshot;
@@ -71,7 +68,7 @@ pub fn register(router: &mut RequestRouter, apis: ShareApis) {
             HandlerOutcome::Respond(ResponseBody::ShareFetch(resp))
         })
     });
-    let a = apis.clone();
+    let a = apis;
     router.register(ApiKey::ShareAcknowledge, move |ctx, body| {
         let a = a.clone();
         Box::pin(async move {
@@ -81,17 +78,6 @@ pub fn register(router: &mut RequestRouter, apis: ShareApis) {
             let resp = handle_share_acknowledge(&a, &ctx, r).await;
             ctx.record_error(resp.error_code);
             HandlerOutcome::Respond(ResponseBody::ShareAcknowledge(resp))
-        })
-    });
-    let a = apis;
-    router.register(ApiKey::DescribeShareGroupOffsets, move |_ctx, body| {
-        let a = a.clone();
-        Box::pin(async move {
-            let RequestBody::DescribeShareGroupOffsets(r) = body else {
-                unreachable!("router dispatches by key")
-            };
-            let resp = handle_describe_offsets(&a, r).await;
-            HandlerOutcome::Respond(ResponseBody::DescribeShareGroupOffsets(resp))
         })
     });
 }
@@ -204,7 +190,7 @@ fn group_settings(
 }
 
 /// Whether share groups are enabled (`share.version` >= 1), as Kafka's handlers check.
-fn share_groups_enabled(t: &PartitionTable) -> bool {
+pub(crate) fn share_groups_enabled(t: &PartitionTable) -> bool {
     t.image
         .as_ref()
         .is_some_and(|i| i.features.get("share.version").copied().unwrap_or(0) >= 1)
@@ -986,90 +972,12 @@ async fn handle_share_acknowledge(
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// DescribeShareGroupOffsets
-
-async fn handle_describe_offsets(
-    a: &ShareApis,
-    r: DescribeShareGroupOffsetsRequest,
-) -> DescribeShareGroupOffsetsResponse {
-    let table = a.partitions.borrow().clone();
-    let enabled = share_groups_enabled(&table);
-    let mut groups = Vec::with_capacity(r.groups.len());
-    for g in r.groups {
-        if !enabled {
-            groups.push(dso::DescribeShareGroupOffsetsResponseGroup {
-                group_id: g.group_id,
-                error_code: UNSUPPORTED_VERSION,
-                ..Default::default()
-            });
-            continue;
-        }
-        let known = a
-            .manager
-            .send(DescribeSharePartitions {
-                group: g.group_id.clone(),
-            })
-            .await
-            .unwrap_or_default();
-        let by_tp: BTreeMap<(Uuid, i32), _> = known.into_iter().collect();
-        // Null topics: every partition the group has state for, whose topic still exists.
-        let asked: Vec<(String, Vec<i32>)> = match g.topics {
-            Some(ts) => ts
-                .into_iter()
-                .map(|t| (t.topic_name, t.partitions))
-                .collect(),
-            None => {
-                let mut m: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-                for (topic_id, p) in by_tp.keys() {
-                    if let Some(n) = table.topic_name(topic_id) {
-                        m.entry(n).or_default().push(*p);
-                    }
-                }
-                m.into_iter().collect()
-            }
-        };
-        let mut topics = Vec::with_capacity(asked.len());
-        for (name, parts) in asked {
-            let topic_id = table.topic_id(&name).unwrap_or_default();
-            let mut partitions = Vec::with_capacity(parts.len());
-            for p in parts {
-                let state = by_tp.get(&(topic_id, p));
-                let (start, lag) = match state {
-                    None => (-1, -1),
-                    Some(sp) => {
-                        let hw = high_watermark(&table, &name, p).await;
-                        (sp.start_offset(), hw.map_or(-1, |hw| sp.lag(hw)))
-                    }
-                };
-                partitions.push(dso::DescribeShareGroupOffsetsResponsePartition {
-                    partition_index: p,
-                    start_offset: start,
-                    leader_epoch: 0,
-                    lag,
-                    ..Default::default()
-                });
-            }
-            topics.push(dso::DescribeShareGroupOffsetsResponseTopic {
-                topic_name: name,
-                topic_id,
-                partitions,
-                ..Default::default()
-            });
-        }
-        groups.push(dso::DescribeShareGroupOffsetsResponseGroup {
-            group_id: g.group_id,
-            topics,
-            ..Default::default()
-        });
-    }
-    DescribeShareGroupOffsetsResponse {
-        groups,
-        ..Default::default()
-    }
-}
-
-async fn high_watermark(table: &PartitionTable, topic: &str, partition: i32) -> Option<i64> {
+/// The high watermark of a partition with a replica here (None: none here, or not readable).
+pub(crate) async fn high_watermark(
+    table: &PartitionTable,
+    topic: &str,
+    partition: i32,
+) -> Option<i64> {
     let replica = table.get(topic, partition)?;
     let found = replica
         .addr

@@ -3,9 +3,7 @@
 
 use actix::Message;
 
-use super::core::{
-    AcquiredRange, FetchPlan, Limits, PartitionAcks, ReadBatches, SharePartition, TopicIdPartition,
-};
+use super::core::{AcquiredRange, FetchPlan, Limits, PartitionAcks, ReadBatches, TopicIdPartition};
 
 /// ShareFetch step one: session, piggybacked acknowledgements, where to read.
 #[derive(Message, Debug)]
@@ -49,13 +47,6 @@ pub struct AcknowledgeRecords {
     pub limits: Limits,
 }
 
-/// DescribeShareGroupOffsets: the group's share-partitions here.
-#[derive(Message, Debug)]
-#[rtype(result = "Vec<(TopicIdPartition, SharePartition)>")]
-pub struct DescribeSharePartitions {
-    pub group: String,
-}
-
 /// A ShareFetch that acquired nothing parks here (beside its purgatory watch on the high
 /// watermarks): `done` fires when records of `group` may have become deliverable in one of
 /// `partitions` (acknowledged, released, locks expired, a session dropped), or at once when
@@ -87,4 +78,14 @@ pub struct LoadSharePartitions {
 pub struct PersistShareState {
     pub group: String,
     pub partitions: Vec<TopicIdPartition>,
+}
+
+/// The group coordinator made these share-partitions' state again (AlterShareGroupOffsets) or
+/// deleted it (DeleteShareGroupOffsets, DeleteGroups): the copies here are stale, and the
+/// next fetch loads them afresh.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct ForgetShareState {
+    pub group: String,
+    pub partitions: Vec<(kactor_protocol::Uuid, i32)>,
 }

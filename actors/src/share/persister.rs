@@ -25,7 +25,9 @@ pub fn is_stale(code: i16) -> bool {
 
 use super::coordinator::actor::{StateAnswer, StateOp, SHARE_STATE_TOPIC};
 use super::coordinator::apis::{ShareStateClient, ShareStateTopicCreator};
-use super::coordinator::core::{ReadState, StateBatch, StateError, StateKey, WriteState};
+use super::coordinator::core::{
+    ReadState, StateBatch, StateError, StateKey, StateSummary, WriteState,
+};
 use super::core::{PersistView, ShareKey};
 use crate::network::inter_broker::InterBrokerClient;
 use crate::partition::registry::PartitionTableReader;
@@ -39,8 +41,9 @@ pub enum Loaded {
         start_offset: i64,
         batches: Vec<StateBatch>,
     },
-    /// No start offset yet: `share.auto.offset.reset` decides.
-    Fresh,
+    /// No start offset yet: `share.auto.offset.reset` decides. Writes carry `state_epoch`
+    /// (the group coordinator's, when it initialized the state).
+    Fresh { state_epoch: i32 },
     /// The coordinator cannot answer now (being created, loading, moving): try again later.
     Unavailable,
 }
@@ -129,7 +132,7 @@ impl SharePersister {
     pub async fn load(&self, key: &ShareKey) -> Loaded {
         let sk = state_key(key);
         if !self.kept(&sk) {
-            return Loaded::Fresh;
+            return Loaded::Fresh { state_epoch: 0 };
         }
         if self.route(&sk) == Route::Missing {
             return Loaded::Unavailable;
@@ -155,8 +158,41 @@ impl SharePersister {
                 start_offset: s.start_offset,
                 batches: s.batches,
             },
-            Ok(_) => Loaded::Fresh,
+            Ok(StateAnswer::Read(s)) => Loaded::Fresh {
+                state_epoch: s.state_epoch,
+            },
+            Ok(_) => Loaded::Fresh { state_epoch: 0 },
             Err(e) => unavailable(key, e),
+        }
+    }
+
+    /// One request for the group coordinator (Kafka's `Persister.initializeState`,
+    /// `deleteState`, `readSummary`): unlike a share-partition leader's, retried while the
+    /// share coordinator is being created, loaded or moved, for up to `patience`.
+    pub async fn admin(
+        &self,
+        group: &str,
+        topic_id: kactor_protocol::Uuid,
+        partition: i32,
+        op: StateOp,
+        patience: std::time::Duration,
+    ) -> Result<StateAnswer, StateError> {
+        let key = StateKey::new(group, topic_id, partition);
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            let answer = match self.route(&key) {
+                Route::Remote(_) if self.inter_broker.is_none() => Err(not_available()),
+                _ => self.call(key.clone(), op.clone()).await,
+            };
+            match answer {
+                Err((
+                    COORDINATOR_NOT_AVAILABLE | COORDINATOR_LOAD_IN_PROGRESS | NOT_COORDINATOR,
+                    _,
+                )) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                other => return other,
+            }
         }
     }
 
@@ -200,9 +236,11 @@ async fn remote(
     op: StateOp,
 ) -> Result<StateAnswer, StateError> {
     use kactor_protocol::messages::{
-        initialize_share_group_state_request as ireq, read_share_group_state_request as rreq,
-        write_share_group_state_request as wreq, InitializeShareGroupStateRequest,
-        ReadShareGroupStateRequest, WriteShareGroupStateRequest,
+        delete_share_group_state_request as dreq, initialize_share_group_state_request as ireq,
+        read_share_group_state_request as rreq, read_share_group_state_summary_request as sreq,
+        write_share_group_state_request as wreq, DeleteShareGroupStateRequest,
+        InitializeShareGroupStateRequest, ReadShareGroupStateRequest,
+        ReadShareGroupStateSummaryRequest, WriteShareGroupStateRequest,
     };
     use kactor_protocol::{RequestBody, ResponseBody};
     let body = match &op {
@@ -255,8 +293,32 @@ async fn remote(
             }],
             ..Default::default()
         }),
-        // Not sent by share-partition leaders.
-        StateOp::Delete | StateOp::Summary => return Err(not_available()),
+        StateOp::Delete => RequestBody::DeleteShareGroupState(DeleteShareGroupStateRequest {
+            group_id: key.group.clone(),
+            topics: vec![dreq::DeleteStateData {
+                topic_id: key.topic_id,
+                partitions: vec![dreq::PartitionData {
+                    partition: key.partition,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        StateOp::Summary => {
+            RequestBody::ReadShareGroupStateSummary(ReadShareGroupStateSummaryRequest {
+                group_id: key.group.clone(),
+                topics: vec![sreq::ReadStateSummaryData {
+                    topic_id: key.topic_id,
+                    partitions: vec![sreq::PartitionData {
+                        partition: key.partition,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+        }
     };
     let answer = ib.request(node, body).await.map_err(|e| {
         tracing::debug!(node, error = %e, "share coordinator request failed");
@@ -281,6 +343,25 @@ async fn remote(
         ResponseBody::WriteShareGroupState(r) => {
             match r.results.first().and_then(|t| t.partitions.first()) {
                 Some(p) if p.error_code == 0 => Ok(StateAnswer::Done),
+                Some(p) => Err(failed(p.error_code, p.error_message.clone())),
+                None => Err(not_available()),
+            }
+        }
+        ResponseBody::DeleteShareGroupState(r) => {
+            match r.results.first().and_then(|t| t.partitions.first()) {
+                Some(p) if p.error_code == 0 => Ok(StateAnswer::Done),
+                Some(p) => Err(failed(p.error_code, p.error_message.clone())),
+                None => Err(not_available()),
+            }
+        }
+        ResponseBody::ReadShareGroupStateSummary(r) => {
+            match r.results.first().and_then(|t| t.partitions.first()) {
+                Some(p) if p.error_code == 0 => Ok(StateAnswer::Summary(StateSummary {
+                    state_epoch: p.state_epoch,
+                    leader_epoch: p.leader_epoch,
+                    start_offset: p.start_offset,
+                    delivery_complete_count: p.delivery_complete_count,
+                })),
                 Some(p) => Err(failed(p.error_code, p.error_message.clone())),
                 None => Err(not_available()),
             }

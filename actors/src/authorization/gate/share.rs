@@ -228,6 +228,102 @@ pub(super) fn describe_offsets(c: &Check, mut r: DescribeShareGroupOffsetsReques
     )
 }
 
+/// AlterShareGroupOffsets: READ on the group, else the whole request fails; READ on each topic,
+/// else its partitions answer TOPIC_AUTHORIZATION_FAILED (Kafka's
+/// `handleAlterShareGroupOffsetsRequest`).
+pub(super) fn alter_offsets(c: &Check, mut r: AlterShareGroupOffsetsRequest) -> Pre {
+    use m::alter_share_group_offsets_response as resp;
+    if !c.allow(Op::Read, R::Group, &r.group_id) {
+        return Pre::Refuse(ResponseBody::AlterShareGroupOffsets(
+            AlterShareGroupOffsetsResponse {
+                error_code: GROUP_AUTHORIZATION_FAILED,
+                error_message: message(GROUP_AUTHORIZATION_FAILED),
+                ..Default::default()
+            },
+        ));
+    }
+    let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+        .into_iter()
+        .partition(|t| c.allow(Op::Read, R::Topic, &t.topic_name));
+    r.topics = allowed;
+    let refused: Vec<_> = refused
+        .into_iter()
+        .map(|t| resp::AlterShareGroupOffsetsResponseTopic {
+            topic_name: t.topic_name,
+            topic_id: Uuid::default(),
+            partitions: t
+                .partitions
+                .into_iter()
+                .map(|p| resp::AlterShareGroupOffsetsResponsePartition {
+                    partition_index: p.partition_index,
+                    error_code: TOPIC_AUTHORIZATION_FAILED,
+                    error_message: message(TOPIC_AUTHORIZATION_FAILED),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect();
+    if refused.is_empty() {
+        return Pre::Serve(RequestBody::AlterShareGroupOffsets(r), None);
+    }
+    Pre::Serve(
+        RequestBody::AlterShareGroupOffsets(r),
+        post(move |answer| match answer {
+            // A top-level error answers for the whole request, as in Kafka.
+            ResponseBody::AlterShareGroupOffsets(mut a) if a.error_code == NONE => {
+                a.responses.extend(refused);
+                ResponseBody::AlterShareGroupOffsets(a)
+            }
+            other => other,
+        }),
+    )
+}
+
+/// DeleteShareGroupOffsets: DELETE on the group; READ on each topic, else that topic answers
+/// TOPIC_AUTHORIZATION_FAILED (Kafka's `handleDeleteShareGroupOffsetsRequest`).
+pub(super) fn delete_offsets(c: &Check, mut r: DeleteShareGroupOffsetsRequest) -> Pre {
+    use m::delete_share_group_offsets_response as resp;
+    if !c.allow(Op::Delete, R::Group, &r.group_id) {
+        return Pre::Refuse(ResponseBody::DeleteShareGroupOffsets(
+            DeleteShareGroupOffsetsResponse {
+                error_code: GROUP_AUTHORIZATION_FAILED,
+                error_message: message(GROUP_AUTHORIZATION_FAILED),
+                ..Default::default()
+            },
+        ));
+    }
+    let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+        .into_iter()
+        .partition(|t| c.allow(Op::Read, R::Topic, &t.topic_name));
+    r.topics = allowed;
+    let refused: Vec<_> = refused
+        .into_iter()
+        .map(|t| resp::DeleteShareGroupOffsetsResponseTopic {
+            topic_name: t.topic_name,
+            topic_id: Uuid::default(),
+            error_code: TOPIC_AUTHORIZATION_FAILED,
+            error_message: message(TOPIC_AUTHORIZATION_FAILED),
+            ..Default::default()
+        })
+        .collect();
+    if refused.is_empty() {
+        return Pre::Serve(RequestBody::DeleteShareGroupOffsets(r), None);
+    }
+    Pre::Serve(
+        RequestBody::DeleteShareGroupOffsets(r),
+        post(move |answer| match answer {
+            ResponseBody::DeleteShareGroupOffsets(mut d) if d.error_code == NONE => {
+                let mut topics = refused;
+                topics.append(&mut d.responses);
+                d.responses = topics;
+                ResponseBody::DeleteShareGroupOffsets(d)
+            }
+            other => other,
+        }),
+    )
+}
+
 /// The share coordinator's state APIs (InitializeShareGroupState ... ReadShareGroupStateSummary)
 /// are for brokers: CLUSTER_ACTION on the cluster, else every partition of the request is
 /// answered CLUSTER_AUTHORIZATION_FAILED (Kafka's `getErrorResponse`).

@@ -507,6 +507,70 @@ pub enum GroupRequest {
     ShareGroupDescribe {
         group_ids: Vec<String>,
     },
+    /// The share coordinator answered a [`ShareStateInit`]: the partitions' state exists
+    /// (`succeeded`) and they may be assigned, or it does not and they are asked for again.
+    ShareStateInitialized {
+        group_id: String,
+        partitions: Vec<(Uuid, i32)>,
+        succeeded: bool,
+    },
+    /// AlterShareGroupOffsets: (topic name, [(partition, start offset)]).
+    AlterShareGroupOffsets {
+        group_id: String,
+        topics: Vec<(String, Vec<(i32, i64)>)>,
+    },
+    /// DeleteShareGroupOffsets, first step: which share-partitions' state to delete.
+    DeleteShareGroupOffsets {
+        group_id: String,
+        topics: Vec<String>,
+    },
+    /// The share coordinator deleted these topics' state (DeleteShareGroupOffsets, DeleteGroups).
+    ShareStateDeleted {
+        group_id: String,
+        topics: Vec<Uuid>,
+    },
+    /// The share-partitions with initialized state (DescribeShareGroupOffsets for all topics).
+    ShareStatePartitions {
+        group_id: String,
+    },
+    /// DeleteGroups of a share group, first step: the group must be empty; every share-partition
+    /// with state is marked deleting and returned, to be deleted before the group is.
+    DeleteShareGroupState {
+        group_id: String,
+    },
+}
+
+/// Share-partitions whose state the group coordinator asks the share coordinator to create
+/// (Kafka's `InitializeShareGroupStateParameters`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareStateInit {
+    pub group_id: String,
+    pub state_epoch: i32,
+    /// (topic id, partition, start offset: -1 leaves it to `share.auto.offset.reset`)
+    pub partitions: Vec<(Uuid, i32, i64)>,
+}
+
+/// (error code, message) of a whole request.
+pub type GroupError = (i16, String);
+
+/// One partition's outcome: (partition, error code, error message).
+pub type PartitionOutcome = (i32, i16, Option<String>);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AlterShareOffsetsOutput {
+    pub error: Option<GroupError>,
+    /// (topic name, topic id, partitions' outcomes)
+    pub topics: Vec<(String, Uuid, Vec<PartitionOutcome>)>,
+    pub initialize: Option<ShareStateInit>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeleteShareOffsetsOutput {
+    pub error: Option<GroupError>,
+    /// Topics refused: (topic name, topic id, error code, error message)
+    pub refused: Vec<(String, Uuid, i16, String)>,
+    /// Topics whose state to delete: (topic name, topic id, partitions)
+    pub delete: Vec<(String, Uuid, Vec<i32>)>,
 }
 
 /// Every response the shard produces (one per request, possibly later than the request).
@@ -543,10 +607,18 @@ pub enum GroupResponse {
     ConsumerGroupDescribe {
         groups: Vec<DescribedConsumerGroup>,
     },
-    ShareGroupHeartbeat(ShareGroupHeartbeatOutput),
+    /// The answer, and the share-partitions to initialize before they can be assigned.
+    ShareGroupHeartbeat(ShareGroupHeartbeatOutput, Option<ShareStateInit>),
     ShareGroupDescribe {
         groups: Vec<DescribedShareGroup>,
     },
+    Done,
+    AlterShareGroupOffsets(AlterShareOffsetsOutput),
+    DeleteShareGroupOffsets(DeleteShareOffsetsOutput),
+    /// (topic id, topic name, partitions), or the error code.
+    ShareStatePartitions(Result<Vec<(Uuid, String, Vec<i32>)>, i16>),
+    /// (topic id, partitions) to delete, or the error code.
+    DeleteShareGroupState(Result<Vec<(Uuid, Vec<i32>)>, i16>),
 }
 
 /// What one step of the shard produced: records to append to `__consumer_offsets` and the
@@ -637,20 +709,52 @@ impl GroupRequest {
                         .collect(),
                 }
             }
-            GroupRequest::ShareGroupHeartbeat(_) => {
-                GroupResponse::ShareGroupHeartbeat(ShareGroupHeartbeatOutput {
+            GroupRequest::ShareGroupHeartbeat(_) => GroupResponse::ShareGroupHeartbeat(
+                ShareGroupHeartbeatOutput {
                     error_code: code,
                     ..Default::default()
-                })
-            }
+                },
+                None,
+            ),
             GroupRequest::ShareGroupDescribe { group_ids } => GroupResponse::ShareGroupDescribe {
                 groups: group_ids
                     .iter()
                     .map(|g| DescribedShareGroup::error(code, None, g))
                     .collect(),
             },
+            GroupRequest::ShareStateInitialized { .. } | GroupRequest::ShareStateDeleted { .. } => {
+                GroupResponse::Done
+            }
+            GroupRequest::AlterShareGroupOffsets { .. } => {
+                GroupResponse::AlterShareGroupOffsets(AlterShareOffsetsOutput {
+                    error: Some(error_of(code)),
+                    ..Default::default()
+                })
+            }
+            GroupRequest::DeleteShareGroupOffsets { .. } => {
+                GroupResponse::DeleteShareGroupOffsets(DeleteShareOffsetsOutput {
+                    error: Some(error_of(code)),
+                    ..Default::default()
+                })
+            }
+            GroupRequest::ShareStatePartitions { .. } => {
+                GroupResponse::ShareStatePartitions(Err(code))
+            }
+            GroupRequest::DeleteShareGroupState { .. } => {
+                GroupResponse::DeleteShareGroupState(Err(code))
+            }
         }
     }
+}
+
+/// `code` with its default message.
+pub fn error_of(code: i16) -> GroupError {
+    (
+        code,
+        kactor_protocol::errors::ErrorCode::for_code(code)
+            .default_message()
+            .to_string(),
+    )
 }
 
 fn commit_errors(topics: &[CommitTopicInput], code: i16) -> Vec<CommitTopicOutput> {
@@ -733,11 +837,31 @@ impl GroupResponse {
                 }
                 GroupResponse::ConsumerGroupDescribe { groups }
             }
-            GroupResponse::ShareGroupHeartbeat(_) => {
-                GroupResponse::ShareGroupHeartbeat(ShareGroupHeartbeatOutput {
+            GroupResponse::ShareGroupHeartbeat(..) => GroupResponse::ShareGroupHeartbeat(
+                ShareGroupHeartbeatOutput {
                     error_code: code,
                     ..Default::default()
+                },
+                None,
+            ),
+            GroupResponse::Done => GroupResponse::Done,
+            GroupResponse::AlterShareGroupOffsets(_) => {
+                GroupResponse::AlterShareGroupOffsets(AlterShareOffsetsOutput {
+                    error: Some(error_of(code)),
+                    ..Default::default()
                 })
+            }
+            GroupResponse::DeleteShareGroupOffsets(_) => {
+                GroupResponse::DeleteShareGroupOffsets(DeleteShareOffsetsOutput {
+                    error: Some(error_of(code)),
+                    ..Default::default()
+                })
+            }
+            GroupResponse::ShareStatePartitions(_) => {
+                GroupResponse::ShareStatePartitions(Err(code))
+            }
+            GroupResponse::DeleteShareGroupState(_) => {
+                GroupResponse::DeleteShareGroupState(Err(code))
             }
             GroupResponse::ShareGroupDescribe { mut groups } => {
                 for g in &mut groups {

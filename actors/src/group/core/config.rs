@@ -57,6 +57,8 @@ pub struct GroupCoordinatorConfig {
     pub share_heartbeat_interval_ms: i32,
     /// `group.share.max.size`
     pub share_max_size: usize,
+    /// `group.share.initialize.retry.interval.ms`
+    pub share_initialize_retry_interval_ms: i64,
 }
 
 /// Kafka's `ConsumerGroupMigrationPolicy` (`group.consumer.migration.policy`, default
@@ -118,6 +120,7 @@ impl Default for GroupCoordinatorConfig {
             share_session_timeout_ms: 45_000,
             share_heartbeat_interval_ms: 5_000,
             share_max_size: 200,
+            share_initialize_retry_interval_ms: 30_000,
         }
     }
 }
@@ -209,6 +212,11 @@ impl GroupCoordinatorConfig {
             &mut c.share_heartbeat_interval_ms,
         );
         get(props, "group.share.max.size", &mut c.share_max_size);
+        get(
+            props,
+            "group.share.initialize.retry.interval.ms",
+            &mut c.share_initialize_retry_interval_ms,
+        );
         get(
             props,
             "group.consumer.assignment.interval.ms",

@@ -2,7 +2,7 @@
 //! `GroupCoordinatorRecordHelpers` record kinds), as plain values. A `None` value is a tombstone.
 //! `group::codec` turns them into Kafka's key/value bytes and back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use kactor_protocol::Uuid;
@@ -21,6 +21,20 @@ pub struct OffsetCommitValue {
     pub expire_timestamp_ms: Option<i64>,
     /// Written only at value version 4+; zero when unknown.
     pub topic_id: Uuid,
+}
+
+/// A topic's name and partitions in `ShareGroupStatePartitionMetadataValue`.
+pub type NamedPartitions = (String, BTreeSet<i32>);
+
+/// `ShareGroupStatePartitionMetadataValue`: the share-partitions whose state the group
+/// coordinator asked the share coordinator to create (initializing), that it knows exist
+/// (initialized: only these are assigned and described), and the topics whose state it is
+/// deleting. Keyed by topic id.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ShareStatePartitions {
+    pub initializing: BTreeMap<Uuid, NamedPartitions>,
+    pub initialized: BTreeMap<Uuid, NamedPartitions>,
+    pub deleting: BTreeMap<Uuid, String>,
 }
 
 /// One classic member in `GroupMetadataValue`.
@@ -140,6 +154,16 @@ pub enum CoordinatorRecord {
         member_id: String,
         value: Option<ConsumerCurrentAssignmentValue>,
     },
+    /// Record type 11: a share group's epoch and the subscribed topics' metadata hash.
+    ShareGroupMetadata {
+        group_id: String,
+        value: Option<(i32, i64)>,
+    },
+    /// Record type 15: which share-partitions of the group have state at the share coordinator.
+    ShareGroupStatePartitionMetadata {
+        group_id: String,
+        value: Option<ShareStatePartitions>,
+    },
     /// Record type 16.
     ConsumerGroupRegularExpression {
         group_id: String,
@@ -160,6 +184,8 @@ impl CoordinatorRecord {
             | CoordinatorRecord::ConsumerGroupTargetAssignmentMetadata { group_id, .. }
             | CoordinatorRecord::ConsumerGroupTargetAssignmentMember { group_id, .. }
             | CoordinatorRecord::ConsumerGroupCurrentMemberAssignment { group_id, .. }
+            | CoordinatorRecord::ShareGroupMetadata { group_id, .. }
+            | CoordinatorRecord::ShareGroupStatePartitionMetadata { group_id, .. }
             | CoordinatorRecord::ConsumerGroupRegularExpression { group_id, .. } => group_id,
         }
     }
@@ -175,6 +201,8 @@ impl CoordinatorRecord {
             CoordinatorRecord::ConsumerGroupTargetAssignmentMetadata { .. } => 6,
             CoordinatorRecord::ConsumerGroupTargetAssignmentMember { .. } => 7,
             CoordinatorRecord::ConsumerGroupCurrentMemberAssignment { .. } => 8,
+            CoordinatorRecord::ShareGroupMetadata { .. } => 11,
+            CoordinatorRecord::ShareGroupStatePartitionMetadata { .. } => 15,
             CoordinatorRecord::ConsumerGroupRegularExpression { .. } => 16,
         }
     }
@@ -194,6 +222,8 @@ impl CoordinatorRecord {
             CoordinatorRecord::ConsumerGroupCurrentMemberAssignment { value, .. } => {
                 value.is_none()
             }
+            CoordinatorRecord::ShareGroupMetadata { value, .. } => value.is_none(),
+            CoordinatorRecord::ShareGroupStatePartitionMetadata { value, .. } => value.is_none(),
             CoordinatorRecord::ConsumerGroupRegularExpression { value, .. } => value.is_none(),
         }
     }

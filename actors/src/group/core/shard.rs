@@ -323,8 +323,39 @@ impl GroupCoordinatorShard {
                 out.respond(id, GroupResponse::ConsumerGroupDescribe { groups });
             }
             GroupRequest::ShareGroupHeartbeat(req) => {
-                let resp = self.share_heartbeat(&req, now_ms).unwrap_or_else(|e| e);
-                out.respond(id, GroupResponse::ShareGroupHeartbeat(resp));
+                let (resp, init) = match self.share_heartbeat(&req, now_ms, &mut out) {
+                    Ok(done) => done,
+                    Err(failed) => (failed, None),
+                };
+                out.respond(id, GroupResponse::ShareGroupHeartbeat(resp, init));
+            }
+            GroupRequest::ShareStateInitialized {
+                group_id,
+                partitions,
+                succeeded,
+            } => {
+                self.on_share_state_initialized(&group_id, &partitions, succeeded, &mut out);
+                out.respond(id, GroupResponse::Done);
+            }
+            GroupRequest::AlterShareGroupOffsets { group_id, topics } => {
+                let resp = self.alter_share_offsets(&group_id, &topics, &mut out);
+                out.respond(id, GroupResponse::AlterShareGroupOffsets(resp));
+            }
+            GroupRequest::DeleteShareGroupOffsets { group_id, topics } => {
+                let resp = self.delete_share_offsets(&group_id, &topics, &mut out);
+                out.respond(id, GroupResponse::DeleteShareGroupOffsets(resp));
+            }
+            GroupRequest::ShareStateDeleted { group_id, topics } => {
+                self.on_share_state_deleted(&group_id, &topics, &mut out);
+                out.respond(id, GroupResponse::Done);
+            }
+            GroupRequest::ShareStatePartitions { group_id } => {
+                let found = self.share_state_partitions(&group_id);
+                out.respond(id, GroupResponse::ShareStatePartitions(Ok(found)));
+            }
+            GroupRequest::DeleteShareGroupState { group_id } => {
+                let found = self.delete_share_group_state(&group_id, &mut out);
+                out.respond(id, GroupResponse::DeleteShareGroupState(found));
             }
             GroupRequest::ShareGroupDescribe { group_ids } => {
                 let groups = group_ids.iter().map(|g| self.share_describe(g)).collect();
@@ -409,7 +440,7 @@ impl GroupCoordinatorShard {
                         member_id,
                     },
                     TimerAction::ShareSessionExpired,
-                ) => self.on_share_session_expired(&group_id, &member_id),
+                ) => self.on_share_session_expired(&group_id, &member_id, &mut out),
                 (TimerKey::OffsetExpiration, TimerAction::OffsetExpiration) => {
                     self.cleanup_expired(now_ms, &mut out);
                     self.timers.schedule(
@@ -505,8 +536,17 @@ impl GroupCoordinatorShard {
                 value: None,
             }],
             Some(Group::Consumer(g)) => g.tombstones(),
-            // In memory only: nothing was written.
-            Some(Group::Share(_)) | None => Vec::new(),
+            Some(Group::Share(_)) => vec![
+                CoordinatorRecord::ShareGroupStatePartitionMetadata {
+                    group_id: group_id.to_string(),
+                    value: None,
+                },
+                CoordinatorRecord::ShareGroupMetadata {
+                    group_id: group_id.to_string(),
+                    value: None,
+                },
+            ],
+            None => Vec::new(),
         }
     }
 
@@ -620,6 +660,10 @@ impl GroupCoordinatorShard {
                     }
                 }
             },
+            CoordinatorRecord::ShareGroupMetadata { .. }
+            | CoordinatorRecord::ShareGroupStatePartitionMetadata { .. } => {
+                self.replay_share_record(record)
+            }
             _ => self.replay_consumer_record(record),
         }
     }

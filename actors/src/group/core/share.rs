@@ -3,19 +3,30 @@
 //! ShareGroupDescribe. A share group's members read the same partitions cooperatively, so there
 //! is no revocation step: a member takes its new assignment at the next heartbeat.
 //!
-//! Kept in memory: a coordinator that restarts or moves loses its share groups' membership and
-//! the members join again (their next heartbeat gets UNKNOWN_MEMBER_ID). What was delivered and
-//! acknowledged is the partition leaders' (`share/`), not the coordinator's.
+//! Written to `__consumer_offsets`: the group epoch (ShareGroupMetadata) and which
+//! share-partitions have state at the share coordinator (ShareGroupStatePartitionMetadata), so
+//! an empty group, its offsets and its epoch outlive a restart. Membership and assignments are
+//! kept in memory only: a coordinator that restarts or moves loses them and the members join
+//! again (their next heartbeat gets UNKNOWN_MEMBER_ID). What was delivered and acknowledged is
+//! the share coordinator's (`share/coordinator`).
+//!
+//! As in Kafka, a subscribed partition is assigned only once its state exists: the heartbeat
+//! that first sees it marks it initializing and hands the API layer a [`ShareStateInit`] to send
+//! to the share coordinator; [`GroupRequest::ShareStateInitialized`] then makes it assignable.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use kactor_protocol::errors::*;
 use kactor_protocol::Uuid;
 
-use super::api::{ShareGroupHeartbeatInput, ShareGroupHeartbeatOutput, TopicsView};
+use super::api::{
+    error_of, AlterShareOffsetsOutput, DeleteShareOffsetsOutput, GroupError, Output,
+    ShareGroupHeartbeatInput, ShareGroupHeartbeatOutput, ShareStateInit, TopicsView,
+};
 use super::assignor::Assignment;
 use super::consumer::{fail, metadata_hash, HbResult};
 use super::consumer_group::to_topic_partitions;
+use super::records::{CoordinatorRecord, ShareStatePartitions};
 use super::shard::{Group, GroupCoordinatorShard};
 use super::timers::{TimerAction, TimerKey};
 
@@ -45,6 +56,11 @@ pub struct ShareGroup {
     pub members: BTreeMap<String, ShareMember>,
     /// member id -> target assignment
     pub target: BTreeMap<String, Assignment>,
+    /// The share-partitions with state (None: no record yet).
+    pub state: Option<ShareStatePartitions>,
+    /// When each initializing topic was last asked for (not written: after a load every
+    /// initializing topic is asked for again at the next heartbeat).
+    pub initializing_since_ms: BTreeMap<Uuid, i64>,
 }
 
 impl ShareGroup {
@@ -56,7 +72,63 @@ impl ShareGroup {
             metadata_hash: 0,
             members: BTreeMap::new(),
             target: BTreeMap::new(),
+            state: None,
+            initializing_since_ms: BTreeMap::new(),
         }
+    }
+
+    fn metadata_record(&self) -> CoordinatorRecord {
+        CoordinatorRecord::ShareGroupMetadata {
+            group_id: self.group_id.clone(),
+            value: Some((self.group_epoch, self.metadata_hash)),
+        }
+    }
+
+    /// Sets the state record's value and returns the record.
+    fn set_state(&mut self, state: ShareStatePartitions) -> CoordinatorRecord {
+        self.state = Some(state.clone());
+        CoordinatorRecord::ShareGroupStatePartitionMetadata {
+            group_id: self.group_id.clone(),
+            value: Some(state),
+        }
+    }
+
+    /// topic id -> partitions that may be assigned (their state exists).
+    fn assignable(&self, topics: &TopicsView) -> BTreeMap<Uuid, BTreeSet<i32>> {
+        let Some(state) = &self.state else {
+            return BTreeMap::new();
+        };
+        state
+            .initialized
+            .iter()
+            .filter_map(|(id, (_, ps))| {
+                let n = topics.num_partitions(topics.name_of(id)?)?;
+                Some((*id, ps.iter().copied().filter(|p| *p < n).collect()))
+            })
+            .collect()
+    }
+
+    /// Kafka's `initializedAssignmentPending`: a subscribed topic has assignable partitions the
+    /// target assignment does not place (they were initialized after it was computed).
+    fn initialized_assignment_pending(&self, topics: &TopicsView) -> bool {
+        let subscribed: BTreeSet<Uuid> = self
+            .subscribed_topics()
+            .iter()
+            .filter_map(|n| topics.id_of(n))
+            .collect();
+        self.assignable(topics)
+            .into_iter()
+            .filter(|(id, _)| subscribed.contains(id))
+            .any(|(id, ps)| {
+                let placed: BTreeSet<i32> = self
+                    .target
+                    .values()
+                    .filter_map(|a| a.get(&id))
+                    .flatten()
+                    .copied()
+                    .collect();
+                placed != ps
+            })
     }
 
     /// `ShareGroupState`: Empty without members, else Stable (nothing to reconcile).
@@ -92,6 +164,7 @@ impl ShareGroup {
 pub fn simple_assign(
     members: &BTreeMap<String, ShareMember>,
     topics: &TopicsView,
+    assignable: &BTreeMap<Uuid, BTreeSet<i32>>,
 ) -> BTreeMap<String, Assignment> {
     let mut out: BTreeMap<String, Assignment> = members
         .keys()
@@ -102,16 +175,17 @@ pub fn simple_assign(
         .flat_map(|m| m.subscribed_topic_names.iter())
         .collect();
     for name in all {
-        let (Some(id), Some(n)) = (topics.id_of(name), topics.num_partitions(name)) else {
+        let Some(parts) = topics.id_of(name).and_then(|id| assignable.get(&id)) else {
             continue;
         };
+        let id = topics.id_of(name).expect("id");
         let subscribers: Vec<&String> = members
             .values()
             .filter(|m| m.subscribed_topic_names.contains(name))
             .map(|m| &m.member_id)
             .collect();
         let m = subscribers.len() as i64;
-        let p = n as i64;
+        let p = parts.len() as i64;
         if m == 0 || p <= 0 {
             continue;
         }
@@ -121,7 +195,7 @@ pub fn simple_assign(
         let bound = |i: i64| (places * i + m - 1) / m;
         let mut quota: Vec<i64> = (0..m).map(|i| bound(i + 1) - bound(i)).collect();
         let mut next = 0usize;
-        for partition in 0..n {
+        for &partition in parts {
             let mut owners = 0;
             let mut tried = 0;
             while owners < sharing && tried < subscribers.len() {
@@ -170,12 +244,13 @@ impl GroupCoordinatorShard {
         }
     }
 
-    /// ShareGroupHeartbeat. Share groups write no records, so it returns the answer alone.
+    /// ShareGroupHeartbeat: the answer, and the share-partitions whose state to initialize.
     pub(super) fn share_heartbeat(
         &mut self,
         req: &ShareGroupHeartbeatInput,
         now_ms: i64,
-    ) -> HbResult<ShareGroupHeartbeatOutput> {
+        out: &mut Output,
+    ) -> HbResult<(ShareGroupHeartbeatOutput, Option<ShareStateInit>)> {
         let group_id = req.group_id.as_str();
         if group_id.is_empty() {
             return fail(INVALID_REQUEST, "GroupId can't be empty.");
@@ -236,13 +311,14 @@ impl GroupCoordinatorShard {
                     format!("Member {member_id} is not a member of group {group_id}."),
                 );
             }
-            self.remove_share_member(group_id, &member_id);
-            return Ok(ShareGroupHeartbeatOutput {
+            self.remove_share_member(group_id, &member_id, out);
+            let left = ShareGroupHeartbeatOutput {
                 member_id: Some(member_id),
                 member_epoch: -1,
                 heartbeat_interval_ms: 0,
                 ..Default::default()
-            });
+            };
+            return Ok((left, None));
         }
         let max_size = self.config.share_max_size;
         let group = self.share_group(group_id).expect("share group");
@@ -285,6 +361,7 @@ impl GroupCoordinatorShard {
         }
 
         let topics = self.topics.clone();
+        let retry_ms = self.config.share_initialize_retry_interval_ms;
         let group = self.share_group_mut(group_id);
         let mut bump = false;
         let member = group.members.entry(member_id.clone()).or_insert_with(|| {
@@ -320,8 +397,19 @@ impl GroupCoordinatorShard {
         if bump {
             group.group_epoch += 1;
         }
+        let initialize = share_state_to_initialize(group, &topics, now_ms, retry_ms, out);
+        if !bump
+            && group.assignment_epoch >= group.group_epoch
+            && group.initialized_assignment_pending(&topics)
+        {
+            group.group_epoch += 1;
+            bump = true;
+        }
+        if bump {
+            out.records.push(group.metadata_record());
+        }
         if group.assignment_epoch < group.group_epoch {
-            group.target = simple_assign(&group.members, &topics);
+            group.target = simple_assign(&group.members, &topics, &group.assignable(&topics));
             group.assignment_epoch = group.group_epoch;
         }
         let assignment_epoch = group.assignment_epoch;
@@ -343,29 +431,333 @@ impl GroupCoordinatorShard {
             now_ms + timeout,
             TimerAction::ShareSessionExpired,
         );
-        Ok(ShareGroupHeartbeatOutput {
+        let answer = ShareGroupHeartbeatOutput {
             error_code: 0,
             error_message: None,
             member_id: Some(member_id),
             member_epoch: assignment_epoch,
             heartbeat_interval_ms: interval,
             assignment,
-        })
+        };
+        Ok((answer, initialize))
     }
 
-    fn remove_share_member(&mut self, group_id: &str, member_id: &str) {
+    fn remove_share_member(&mut self, group_id: &str, member_id: &str, out: &mut Output) {
         self.timers.cancel(&share_session_key(group_id, member_id));
         let group = self.share_group_mut(group_id);
         if group.members.remove(member_id).is_some() {
             group.target.remove(member_id);
             group.group_epoch += 1;
+            out.records.push(group.metadata_record());
         }
     }
 
     /// A member's session timed out: it leaves, and the others share its partitions.
-    pub(super) fn on_share_session_expired(&mut self, group_id: &str, member_id: &str) {
+    pub(super) fn on_share_session_expired(
+        &mut self,
+        group_id: &str,
+        member_id: &str,
+        out: &mut Output,
+    ) {
         if self.share_group(group_id).is_some() {
-            self.remove_share_member(group_id, member_id);
+            self.remove_share_member(group_id, member_id, out);
+        }
+    }
+
+    /// The share coordinator answered an initialization: the partitions leave initializing,
+    /// and become assignable if it succeeded (the next heartbeat assigns them).
+    pub(super) fn on_share_state_initialized(
+        &mut self,
+        group_id: &str,
+        partitions: &[(Uuid, i32)],
+        succeeded: bool,
+        out: &mut Output,
+    ) {
+        let Some(Group::Share(g)) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        let Some(mut next) = g.state.clone() else {
+            return;
+        };
+        for (id, p) in partitions {
+            let Some((name, ps)) = next.initializing.get_mut(id) else {
+                continue;
+            };
+            if !ps.remove(p) {
+                continue;
+            }
+            let name = name.clone();
+            if ps.is_empty() {
+                next.initializing.remove(id);
+                g.initializing_since_ms.remove(id);
+            }
+            if succeeded {
+                next.initialized
+                    .entry(*id)
+                    .or_insert_with(|| (name, BTreeSet::new()))
+                    .1
+                    .insert(*p);
+            }
+        }
+        if g.state.as_ref() != Some(&next) {
+            out.records.push(g.set_state(next));
+        }
+    }
+
+    /// AlterShareGroupOffsets (Kafka's `GroupMetadataManager.alterShareGroupOffsets`): an
+    /// unknown group is created; the group must be empty; each partition's state is made again
+    /// at the given start offset, by the API layer, through `initialize`.
+    pub(super) fn alter_share_offsets(
+        &mut self,
+        group_id: &str,
+        topics: &[(String, Vec<(i32, i64)>)],
+        out: &mut Output,
+    ) -> AlterShareOffsetsOutput {
+        let refuse = |e: GroupError| AlterShareOffsetsOutput {
+            error: Some(e),
+            ..Default::default()
+        };
+        if group_id.is_empty() {
+            return refuse(error_of(INVALID_GROUP_ID));
+        }
+        match self.groups.get(group_id) {
+            None => {
+                self.groups.insert(
+                    group_id.to_string(),
+                    Group::Share(ShareGroup::new(group_id)),
+                );
+            }
+            Some(Group::Share(g)) if !g.members.is_empty() => {
+                return refuse(error_of(NON_EMPTY_GROUP))
+            }
+            Some(Group::Share(_)) => {}
+            Some(_) => {
+                return refuse((
+                    GROUP_ID_NOT_FOUND,
+                    format!("Group {group_id} is not a share group."),
+                ))
+            }
+        }
+        let view = self.topics.clone();
+        let g = self.share_group_mut(group_id);
+        let mut next = g.state.clone().unwrap_or_default();
+        let mut output = AlterShareOffsetsOutput::default();
+        let mut partitions = Vec::new();
+        let unknown = || Some(error_of(UNKNOWN_TOPIC_OR_PARTITION).1);
+        for (name, ps) in topics {
+            let found = view.id_of(name).zip(view.num_partitions(name));
+            let mut results = Vec::with_capacity(ps.len());
+            for &(p, offset) in ps {
+                match found {
+                    Some((id, n)) if (0..n).contains(&p) => {
+                        results.push((p, NONE, None));
+                        partitions.push((id, p, offset));
+                        next.deleting.remove(&id);
+                        next.initializing
+                            .entry(id)
+                            .or_insert_with(|| (name.clone(), BTreeSet::new()))
+                            .1
+                            .insert(p);
+                    }
+                    _ => results.push((p, UNKNOWN_TOPIC_OR_PARTITION, unknown())),
+                }
+            }
+            let id = found.map(|(id, _)| id).unwrap_or_default();
+            output.topics.push((name.clone(), id, results));
+        }
+        if !partitions.is_empty() {
+            out.records.push(g.set_state(next));
+            output.initialize = Some(ShareStateInit {
+                group_id: group_id.to_string(),
+                state_epoch: g.group_epoch,
+                partitions,
+            });
+        }
+        output
+    }
+
+    /// DeleteShareGroupOffsets, first step (Kafka's `initiateDeleteShareGroupOffsets`): the
+    /// topics with state move to deleting and are returned for the API layer to delete.
+    pub(super) fn delete_share_offsets(
+        &mut self,
+        group_id: &str,
+        topics: &[String],
+        out: &mut Output,
+    ) -> DeleteShareOffsetsOutput {
+        let refuse = |e: GroupError| DeleteShareOffsetsOutput {
+            error: Some(e),
+            ..Default::default()
+        };
+        if group_id.is_empty() {
+            return refuse(error_of(INVALID_GROUP_ID));
+        }
+        let view = self.topics.clone();
+        let g = match self.groups.get_mut(group_id) {
+            Some(Group::Share(g)) if !g.members.is_empty() => {
+                return refuse(error_of(NON_EMPTY_GROUP))
+            }
+            Some(Group::Share(g)) => g,
+            Some(_) => {
+                return refuse((
+                    GROUP_ID_NOT_FOUND,
+                    format!("Group {group_id} is not a share group."),
+                ))
+            }
+            None => return refuse((GROUP_ID_NOT_FOUND, format!("Group {group_id} not found."))),
+        };
+        let Some(mut next) = g.state.clone() else {
+            // No state at all: nothing to say about any topic (as Kafka).
+            return DeleteShareOffsetsOutput::default();
+        };
+        let mut output = DeleteShareOffsetsOutput::default();
+        for name in topics {
+            let Some((id, n)) = view.id_of(name).zip(view.num_partitions(name)) else {
+                let (code, message) = error_of(UNKNOWN_TOPIC_OR_PARTITION);
+                output
+                    .refused
+                    .push((name.clone(), Uuid::default(), code, message));
+                continue;
+            };
+            if let Some((_, ps)) = next.initialized.remove(&id) {
+                output
+                    .delete
+                    .push((name.clone(), id, ps.into_iter().collect()));
+                next.deleting.insert(id, name.clone());
+            } else if next.deleting.contains_key(&id) {
+                // A deletion that did not finish: all of the topic, again.
+                output.delete.push((name.clone(), id, (0..n).collect()));
+            } else {
+                // Without a topic id, as Kafka answers it.
+                output.refused.push((
+                    name.clone(),
+                    Uuid::default(),
+                    UNKNOWN_TOPIC_OR_PARTITION,
+                    "There is no offset information to delete.".to_string(),
+                ));
+            }
+        }
+        if g.state.as_ref() != Some(&next) {
+            out.records.push(g.set_state(next));
+        }
+        output
+    }
+
+    /// The share coordinator deleted these topics' state: they leave deleting.
+    pub(super) fn on_share_state_deleted(
+        &mut self,
+        group_id: &str,
+        topics: &[Uuid],
+        out: &mut Output,
+    ) {
+        let Some(Group::Share(g)) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        let Some(mut next) = g.state.clone() else {
+            return;
+        };
+        for id in topics {
+            next.deleting.remove(id);
+        }
+        if g.state.as_ref() != Some(&next) {
+            out.records.push(g.set_state(next));
+        }
+    }
+
+    /// The share-partitions with initialized state, by topic (Kafka's
+    /// `initializedShareGroupPartitions`): empty for unknown and other groups.
+    pub(super) fn share_state_partitions(&self, group_id: &str) -> Vec<(Uuid, String, Vec<i32>)> {
+        let Some(state) = self.share_group(group_id).and_then(|g| g.state.as_ref()) else {
+            return Vec::new();
+        };
+        state
+            .initialized
+            .iter()
+            .map(|(id, (name, ps))| (*id, name.clone(), ps.iter().copied().collect()))
+            .collect()
+    }
+
+    /// DeleteGroups of a share group, first step (Kafka's `shareGroupBuildPartitionDeleteRequest`):
+    /// every share-partition with state, to delete before the group's records are.
+    pub(super) fn delete_share_group_state(
+        &mut self,
+        group_id: &str,
+        out: &mut Output,
+    ) -> Result<Vec<(Uuid, Vec<i32>)>, i16> {
+        let view = self.topics.clone();
+        let Some(Group::Share(g)) = self.groups.get_mut(group_id) else {
+            return Ok(Vec::new());
+        };
+        if !g.members.is_empty() {
+            return Err(NON_EMPTY_GROUP);
+        }
+        let Some(state) = g.state.clone() else {
+            return Ok(Vec::new());
+        };
+        let mut all: BTreeMap<Uuid, (String, BTreeSet<i32>)> = BTreeMap::new();
+        for (id, (name, ps)) in state.initialized.iter().chain(state.initializing.iter()) {
+            let e = all
+                .entry(*id)
+                .or_insert_with(|| (name.clone(), BTreeSet::new()));
+            e.1.extend(ps.iter().copied());
+        }
+        for (id, name) in &state.deleting {
+            if let Some(n) = view.name_of(id).and_then(|n| view.num_partitions(n)) {
+                let e = all
+                    .entry(*id)
+                    .or_insert_with(|| (name.clone(), BTreeSet::new()));
+                e.1.extend(0..n);
+            }
+        }
+        if all.is_empty() {
+            return Ok(Vec::new());
+        }
+        let next = ShareStatePartitions {
+            deleting: all
+                .iter()
+                .map(|(id, (name, _))| (*id, name.clone()))
+                .collect(),
+            ..Default::default()
+        };
+        if g.state.as_ref() != Some(&next) {
+            out.records.push(g.set_state(next));
+        }
+        Ok(all
+            .into_iter()
+            .map(|(id, (_, ps))| (id, ps.into_iter().collect()))
+            .collect())
+    }
+
+    /// Replays a share group record (creating the group, Empty, as Kafka's replay does).
+    pub(super) fn replay_share_record(&mut self, record: &CoordinatorRecord) {
+        let group_id = record.group_id();
+        let tombstone = record.is_tombstone();
+        let group = match self.groups.get_mut(group_id) {
+            Some(Group::Share(g)) => g,
+            Some(_) => return,
+            None if tombstone => return,
+            None => {
+                self.groups.insert(
+                    group_id.to_string(),
+                    Group::Share(ShareGroup::new(group_id)),
+                );
+                self.share_group_mut(group_id)
+            }
+        };
+        match record {
+            CoordinatorRecord::ShareGroupMetadata {
+                value: Some((epoch, hash)),
+                ..
+            } => {
+                group.group_epoch = *epoch;
+                group.metadata_hash = *hash;
+            }
+            CoordinatorRecord::ShareGroupMetadata { value: None, .. } => {
+                self.groups.remove(group_id);
+            }
+            CoordinatorRecord::ShareGroupStatePartitionMetadata { value, .. } => {
+                group.state = value.clone();
+            }
+            _ => {}
         }
     }
 
@@ -421,4 +813,68 @@ impl GroupCoordinatorShard {
                 .collect(),
         }
     }
+}
+
+/// The subscribed partitions with no state yet (none initialized, none asked for within
+/// `retry_ms`): marked initializing, with the request to make their state. A topic new to the
+/// group starts at -1 (the share-partition leader applies `share.auto.offset.reset`); new
+/// partitions of a topic it already has state for start at 0, so nothing written to them is
+/// skipped. (Kafka also gives 0 to a topic whose first initialization is asked for again;
+/// kactor keeps -1 until the topic has state.)
+fn share_state_to_initialize(
+    group: &mut ShareGroup,
+    topics: &TopicsView,
+    now_ms: i64,
+    retry_ms: i64,
+    out: &mut Output,
+) -> Option<ShareStateInit> {
+    let state = group.state.clone().unwrap_or_default();
+    let mut next = state.clone();
+    let mut partitions = Vec::new();
+    for name in group.subscribed_topics() {
+        let Some((id, n)) = topics.id_of(&name).zip(topics.num_partitions(&name)) else {
+            continue;
+        };
+        let mut have: BTreeSet<i32> = state
+            .initialized
+            .get(&id)
+            .map(|(_, ps)| ps.clone())
+            .unwrap_or_default();
+        let asked_at = group
+            .initializing_since_ms
+            .get(&id)
+            .copied()
+            .unwrap_or(i64::MIN);
+        if let Some((_, ps)) = state.initializing.get(&id) {
+            if now_ms.saturating_sub(asked_at) < retry_ms {
+                have.extend(ps.iter().copied());
+            }
+        }
+        let missing: Vec<i32> = (0..n).filter(|p| !have.contains(p)).collect();
+        if missing.is_empty() {
+            continue;
+        }
+        let start = if state.initialized.contains_key(&id) {
+            0
+        } else {
+            -1
+        };
+        next.deleting.remove(&id);
+        next.initializing
+            .entry(id)
+            .or_insert_with(|| (name.clone(), BTreeSet::new()))
+            .1
+            .extend(missing.iter().copied());
+        group.initializing_since_ms.insert(id, now_ms);
+        partitions.extend(missing.into_iter().map(|p| (id, p, start)));
+    }
+    if partitions.is_empty() {
+        return None;
+    }
+    out.records.push(group.set_state(next));
+    Some(ShareStateInit {
+        group_id: group.group_id.clone(),
+        state_epoch: group.group_epoch,
+        partitions,
+    })
 }

@@ -125,6 +125,14 @@ impl ShareManager {
             .next_fetch_offset()
     }
 
+    /// A share-partition loaded without a start offset: its writes carry `state_epoch`
+    /// (unless one was started here meanwhile, with its own).
+    pub fn fresh_state_epoch(&mut self, key: &ShareKey, state_epoch: i32) {
+        if !self.partitions.contains_key(key) {
+            self.state_epochs.insert(key.clone(), state_epoch);
+        }
+    }
+
     /// The share-partitions changed since their state was last taken for writing.
     pub fn take_dirty(&mut self) -> Vec<ShareKey> {
         std::mem::take(&mut self.dirty).into_iter().collect()
@@ -400,7 +408,10 @@ impl ShareManager {
         self.partitions.retain(|k, _| led(&k.topic_id, k.partition));
         let partitions = &self.partitions;
         self.dirty.retain(|k| partitions.contains_key(k));
-        self.state_epochs.retain(|k, _| partitions.contains_key(k));
+        // By leadership, not by presence: a share-partition loaded without a start offset
+        // has its state epoch here before the fetch that resolves the offset creates it.
+        self.state_epochs
+            .retain(|k, _| led(&k.topic_id, k.partition));
     }
 
     /// Forgets one share-partition (its copy here is stale); the next fetch loads it again.
