@@ -61,13 +61,6 @@ KNOWN = [
       'epoch 1 on Kafka 4.4, 0 on kactor; the 4.4 code writes no epoch record on that path '
       '(GroupMetadataManager.alterShareGroupOffsets), so where Kafka takes the 1 from is '
       'not found yet'),
-    # ---- DescribeAcls
-    d('DescribeAcls/invalid-filter',
-      'DescribeAcls v3',
-      "{'ThrottleTimeMs': '<throttle>', 'ErrorCode': 54, 'ErrorMessage': 'No Authorizer is configured on the broker', 'Resources': []}",
-      "'<connection closed without a response>'",
-      PENDING,
-      'ResourceTypeFilter UNKNOWN (0): Kafka fails to parse the filter and closes the connection; kactor answers SECURITY_DISABLED'),
     # ---- DescribeTopicPartitions
     d('DescribeTopicPartitions/empty-name',
       'DescribeTopicPartitions v0.Topics[0].ErrorCode',

@@ -326,12 +326,47 @@ fn acl_filter(
     }
 }
 
+/// What Kafka's `DescribeAclsRequest` checks while parsing, before any authorizer: at v0 a
+/// pattern type ANY means LITERAL and anything else but LITERAL is refused; a filter with an
+/// UNKNOWN (0) resource type, pattern type, operation or permission is refused. Refused: the
+/// connection closes (Kafka fails the parse), with the reason.
+pub fn describe_acls_parse(version: i16, req: &mut DescribeAclsRequest) -> Result<(), String> {
+    const UNKNOWN: i8 = 0;
+    const ANY: i8 = 1;
+    const LITERAL: i8 = 3;
+    if version == 0 {
+        match req.pattern_type_filter {
+            ANY => req.pattern_type_filter = LITERAL,
+            LITERAL => {}
+            other => {
+                return Err(format!(
+                    "DescribeAcls v0 cannot carry pattern type {other} (only LITERAL)"
+                ))
+            }
+        }
+    }
+    if [
+        req.pattern_type_filter,
+        req.resource_type_filter,
+        req.permission_type,
+        req.operation,
+    ]
+    .contains(&UNKNOWN)
+    {
+        return Err("DescribeAcls filter contains UNKNOWN elements".to_string());
+    }
+    Ok(())
+}
+
 async fn handle_describe_acls(
     apis: &MetadataApis,
     ctx: &RequestContext,
-    req: DescribeAclsRequest,
+    mut req: DescribeAclsRequest,
 ) -> HandlerOutcome {
     use m::describe_acls_response::{AclDescription, DescribeAclsResource};
+    if let Err(reason) = describe_acls_parse(ctx.api_version, &mut req) {
+        return HandlerOutcome::Close(reason);
+    }
     if !apis.authz.enabled() {
         ctx.record_error(SECURITY_DISABLED);
         return respond(ResponseBody::DescribeAcls(DescribeAclsResponse {
@@ -2403,4 +2438,39 @@ async fn forward(
     conn.send_at(body, ctx.api_version, timeout)
         .await
         .map_err(|_| ForwardFailed::Unreachable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(resource: i8, pattern: i8, operation: i8, permission: i8) -> DescribeAclsRequest {
+        DescribeAclsRequest {
+            resource_type_filter: resource,
+            pattern_type_filter: pattern,
+            operation,
+            permission_type: permission,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn describe_acls_filters_are_checked_as_kafka_parses_them() {
+        // ANY (1) everywhere: served.
+        assert!(describe_acls_parse(3, &mut filter(1, 1, 1, 1)).is_ok());
+        // An UNKNOWN (0) part anywhere: refused, at any version.
+        for bad in [
+            filter(0, 1, 1, 1),
+            filter(1, 0, 1, 1),
+            filter(1, 1, 0, 1),
+            filter(1, 1, 1, 0),
+        ] {
+            assert!(describe_acls_parse(3, &mut bad.clone()).is_err(), "{bad:?}");
+        }
+        // v0 knows literal names only: ANY reads as LITERAL (3), PREFIXED (4) is refused.
+        let mut any = filter(1, 1, 1, 1);
+        assert!(describe_acls_parse(0, &mut any).is_ok());
+        assert_eq!(any.pattern_type_filter, 3);
+        assert!(describe_acls_parse(0, &mut filter(1, 4, 1, 1)).is_err());
+    }
 }
