@@ -8,6 +8,8 @@ ShareAcknowledge, ReadShareGroupStateSummary) so each goes to the broker meant. 
 kactor and Kafka 4.4 alike."""
 import time
 
+import pytest
+
 from differential.client import Client
 from harness.cluster import (Cluster, create_topic, partition_leaders, registered_brokers,
                              wait_until)
@@ -15,6 +17,7 @@ from harness.cluster import (Cluster, create_topic, partition_leaders, registere
 MEMBER = "AAAAAAAAAAAAAAAAAAAABA"
 LATER = "AAAAAAAAAAAAAAAAAAAABQ"
 RECORDS = 5
+RESET_PAUSE_S = 3
 
 
 def find(c, key, key_type):
@@ -121,5 +124,76 @@ def test_acknowledgements_survive_the_leaders_kill9(tmp_path, topic_name):
         got, _ = acquire_all(cl, group, LATER, tid, 1)
         # Only offset 4 comes back; what was accepted or rejected does not.
         assert sorted(got) == [4], got
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.kafka_defect(
+    "Kafka 4.4.0's partition leader keeps its cached share-partition after a reset made by the "
+    "group coordinator on another broker: the next member gets nothing (start offset still past "
+    "the acknowledged records) for at least a minute")
+def test_reset_at_a_coordinator_on_another_broker(tmp_path, topic_name):
+    """kafka-share-groups --reset-offsets through the group coordinator on one broker while the
+    partition is led by the other: the leader, whose copy of the share-partition is now stale,
+    must not deliver from it. The next member reads from the reset offset, every record a first
+    delivery."""
+    cluster = Cluster(tmp_path, controllers=1, brokers=2).start(timeout=180)
+    try:
+        brokers = {b.node_id: b for b in cluster.brokers}
+        wait_until(lambda: registered_brokers(cluster.brokers[0]) == sorted(brokers), 60,
+                   "brokers registered")
+        create_topic(cluster.brokers[0], topic_name)
+        leader_id = wait_until(
+            lambda: (lambda m: m[0] if m and m.get(0, -1) >= 0 else None)(
+                partition_leaders(cluster.brokers[0], topic_name)), 30, "a leader")
+        leader = brokers[leader_id]
+        other = next(b for i, b in brokers.items() if i != leader_id)
+        cl = Client(leader.target, leader.port)
+        tid = cl.wait_topic(topic_name)
+        for i in range(200):
+            group = f"g{i}-{topic_name}"
+            if find(cl, group, 0) == other.node_id:
+                break
+        else:
+            raise AssertionError("no group id coordinated by the other broker")
+        co = Client(other.target, other.port)
+        r = co.call("IncrementalAlterConfigs", 1, {"Resources": [
+            {"ResourceType": 32, "ResourceName": group, "Configs": [
+                {"Name": "share.auto.offset.reset", "ConfigOperation": 0,
+                 "Value": "earliest"}]}], "ValidateOnly": False})
+        assert r["Responses"][0]["ErrorCode"] == 0, r
+        for n in range(RECORDS):
+            cl.produce(topic_name, [(b"k", f"v{n}".encode())])
+
+        join(co, group, MEMBER, topic_name)
+        got, epoch = acquire_all(cl, group, MEMBER, tid, RECORDS)
+        assert got == {o: 1 for o in range(RECORDS)}, got
+        # Accept everything and close the share session with the same request.
+        r = cl.call("ShareAcknowledge", 1, {
+            "GroupId": group, "MemberId": MEMBER, "ShareSessionEpoch": -1, "Topics": [
+                {"TopicId": tid, "Partitions": [{"PartitionIndex": 0, "AcknowledgementBatches": [
+                    {"FirstOffset": 0, "LastOffset": RECORDS - 1,
+                     "AcknowledgeTypes": [1]}]}]}]})
+        codes = [p["ErrorCode"] for t in r["Responses"] for p in t["Partitions"]]
+        assert r["ErrorCode"] == 0 and codes == [0], r
+        r = co.call("ShareGroupHeartbeat", 1, {
+            "GroupId": group, "MemberId": MEMBER, "MemberEpoch": -1, "RackId": None,
+            "SubscribedTopicNames": None})
+        assert r["ErrorCode"] == 0, r
+
+        # The group is empty: reset it to offset 1 at its coordinator (a few seconds later, as
+        # someone running kafka-share-groups would; kactor drops its copy at once).
+        time.sleep(RESET_PAUSE_S)
+        def altered():
+            r = co.call("AlterShareGroupOffsets", 0, {"GroupId": group, "Topics": [
+                {"TopicName": topic_name, "Partitions": [
+                    {"PartitionIndex": 0, "StartOffset": 1}]}]})
+            return r["ErrorCode"] == 0, r
+        r = co.wait_for("the reset", altered, timeout=30)
+        assert [p["ErrorCode"] for t in r["Responses"] for p in t["Partitions"]] == [0], r
+
+        join(co, group, LATER, topic_name)
+        got, _ = acquire_all(cl, group, LATER, tid, RECORDS - 1)
+        assert got == {o: 1 for o in range(1, RECORDS)}, got
     finally:
         cluster.stop()

@@ -84,7 +84,9 @@ impl SharePartitionManagerActor {
             join_all(calls).await
         };
         ctx.spawn(f.into_actor(self).map(|results, act, _| {
+            let mut groups = std::collections::BTreeSet::new();
             for (k, r) in results {
+                act.core.written(&k);
                 if let Err((code, message)) = r {
                     if is_stale(code) {
                         tracing::info!(group = %k.group, code, %message,
@@ -93,11 +95,23 @@ impl SharePartitionManagerActor {
                     } else {
                         tracing::debug!(group = %k.group, code, %message,
                             "share state write failed; retrying");
-                        act.core.mark_dirty(k);
+                        act.core.mark_dirty(k.clone());
                     }
                 }
+                groups.insert(k.group);
+            }
+            for g in groups {
+                act.drop_if_idle(&g);
             }
         }));
+    }
+
+    /// Drops `group`'s share-partitions if it has no session here and all is written (only
+    /// where a coordinator keeps the state: without one this is the only copy).
+    fn drop_if_idle(&mut self, group: &str) {
+        if self.persister.is_some() {
+            self.core.drop_group_if_idle(group);
+        }
     }
 
     fn on_tick(&mut self, ctx: &mut Context<Self>) {
@@ -108,6 +122,10 @@ impl SharePartitionManagerActor {
         }
         let dirty = self.core.take_dirty();
         self.flush(dirty, ctx);
+        if self.persister.is_some() {
+            // Groups whose sessions were evicted as idle above (the others went at once).
+            self.core.drop_idle_groups();
+        }
         let now = now_ms();
         let released = self
             .core
@@ -223,6 +241,9 @@ impl Handler<BeginShareFetch> for SharePartitionManagerActor {
         if m.partitions.iter().any(|(_, acks)| !acks.is_empty()) || m.epoch == FINAL_EPOCH {
             self.wake(&m.group);
         }
+        if m.epoch == FINAL_EPOCH {
+            self.drop_if_idle(&m.group);
+        }
         self.report();
         r
     }
@@ -277,6 +298,9 @@ impl Handler<AcknowledgeRecords> for SharePartitionManagerActor {
         let r = self
             .core
             .acknowledge(who, m.epoch, &m.partitions, &m.limits, now_ms());
+        if m.epoch == FINAL_EPOCH {
+            self.drop_if_idle(&m.group);
+        }
         self.report();
         r
     }
@@ -410,6 +434,7 @@ impl Handler<PersistShareState> for SharePartitionManagerActor {
         let calls = writes.into_iter().map(move |(k, v)| {
             let p = persister.clone();
             async move {
+                let taken = v.is_some();
                 // Gone meanwhile (a restart of this actor): nothing was written.
                 let r = match v {
                     Some(v) => p.write(&k, v).await,
@@ -418,21 +443,32 @@ impl Handler<PersistShareState> for SharePartitionManagerActor {
                         "The coordinator is not available.".to_string(),
                     )),
                 };
-                (k, r)
+                (k, r, taken)
             }
         });
-        Box::pin(join_all(calls).into_actor(self).map(|results, act, _| {
-            results
-                .into_iter()
-                .map(|(k, r)| {
-                    match &r {
-                        Err((code, _)) if is_stale(*code) => act.core.forget(&k),
-                        Err(_) => act.core.mark_dirty(k.clone()),
-                        Ok(()) => {}
-                    }
-                    ((k.topic_id, k.partition), r)
-                })
-                .collect()
-        }))
+        let group = m.group;
+        Box::pin(
+            join_all(calls)
+                .into_actor(self)
+                .map(move |results, act, _| {
+                    let answers = results
+                        .into_iter()
+                        .map(|(k, r, taken)| {
+                            if taken {
+                                act.core.written(&k);
+                            }
+                            match &r {
+                                Err((code, _)) if is_stale(*code) => act.core.forget(&k),
+                                Err(_) => act.core.mark_dirty(k.clone()),
+                                Ok(()) => {}
+                            }
+                            ((k.topic_id, k.partition), r)
+                        })
+                        .collect();
+                    // A session closed with these acknowledgements: the group may be idle now.
+                    act.drop_if_idle(&group);
+                    answers
+                }),
+        )
     }
 }

@@ -94,6 +94,8 @@ pub struct ShareManager {
     dirty: BTreeSet<ShareKey>,
     /// The state epoch each share-partition was loaded with (0 when it started here).
     state_epochs: HashMap<ShareKey, i32>,
+    /// Writes under way per share-partition (taken by `persist_view`, ended by `written`).
+    writing: HashMap<ShareKey, u32>,
 }
 
 impl ShareManager {
@@ -104,6 +106,7 @@ impl ShareManager {
             limits: HashMap::new(),
             dirty: BTreeSet::new(),
             state_epochs: HashMap::new(),
+            writing: HashMap::new(),
         }
     }
 
@@ -145,16 +148,91 @@ impl ShareManager {
         }
     }
 
-    /// The state to write for `key` now, and clears its dirty mark.
+    /// The state to write for `key` now, and clears its dirty mark. A write is then under way
+    /// until [`ShareManager::written`].
     pub fn persist_view(&mut self, key: &ShareKey) -> Option<PersistView> {
         self.dirty.remove(key);
         let sp = self.partitions.get(key)?;
+        *self.writing.entry(key.clone()).or_default() += 1;
         Some(PersistView {
             state_epoch: self.state_epochs.get(key).copied().unwrap_or(0),
             start_offset: sp.start_offset(),
             delivery_complete_count: sp.terminal_count() as i32,
             batches: sp.state_batches(),
         })
+    }
+
+    /// A write taken with `persist_view` ended (whatever its outcome).
+    pub fn written(&mut self, key: &ShareKey) {
+        if let Some(n) = self.writing.get_mut(key) {
+            *n -= 1;
+            if *n == 0 {
+                self.writing.remove(key);
+            }
+        }
+    }
+
+    /// Drops the share-partitions of groups that have no share session here, nothing
+    /// acquired and nothing unwritten: the coordinator holds all they know. The next fetch
+    /// loads them again, so an AlterShareGroupOffsets or DeleteShareGroupOffsets made by the
+    /// group coordinator meanwhile (the group must be empty for it) is seen even when this
+    /// broker is not that coordinator (Kafka's share-partition manager drops a group's
+    /// share-partitions when the group has no sessions left, the same way). Returns how many.
+    pub fn drop_idle_groups(&mut self) -> usize {
+        let active = self.sessions.groups();
+        let mut busy: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for (k, sp) in &self.partitions {
+            if sp.acquired_count() > 0 || self.dirty.contains(k) || self.writing.contains_key(k) {
+                busy.insert(k.group.as_str());
+            }
+        }
+        let keep = |g: &str| active.contains(g) || busy.contains(g);
+        let idle: Vec<ShareKey> = self
+            .partitions
+            .keys()
+            .chain(self.state_epochs.keys())
+            .filter(|k| !keep(&k.group))
+            .cloned()
+            .collect();
+        let before = self.partitions.len();
+        for k in &idle {
+            self.partitions.remove(k);
+            self.state_epochs.remove(k);
+        }
+        before - self.partitions.len()
+    }
+
+    /// [`ShareManager::drop_idle_groups`] for one group, as soon as its last session closed
+    /// or its last write ended (a member that resets the group's offsets right after closing
+    /// must find nothing stale here). Returns how many share-partitions went.
+    pub fn drop_group_if_idle(&mut self, group: &str) -> usize {
+        if self.sessions.has_group(group) {
+            return 0;
+        }
+        let keys: Vec<ShareKey> = self
+            .partitions
+            .keys()
+            .chain(self.state_epochs.keys())
+            .filter(|k| k.group == group)
+            .cloned()
+            .collect();
+        let busy = keys.iter().any(|k| {
+            self.dirty.contains(k)
+                || self.writing.contains_key(k)
+                || self
+                    .partitions
+                    .get(k)
+                    .is_some_and(|sp| sp.acquired_count() > 0)
+        });
+        if busy {
+            return 0;
+        }
+        let before = self.partitions.len();
+        for k in &keys {
+            self.partitions.remove(k);
+            self.state_epochs.remove(k);
+        }
+        before - self.partitions.len()
     }
 
     pub fn partition(&self, key: &ShareKey) -> Option<&SharePartition> {

@@ -59,6 +59,16 @@ impl ShareSessions {
         self.sessions.is_empty()
     }
 
+    /// Whether `group` has a session here.
+    pub fn has_group(&self, group: &str) -> bool {
+        self.sessions.keys().any(|(g, _)| g == group)
+    }
+
+    /// The groups with a session here.
+    pub fn groups(&self) -> std::collections::HashSet<&str> {
+        self.sessions.keys().map(|(g, _)| g.as_str()).collect()
+    }
+
     /// A ShareFetch at `epoch` adding `added` and dropping `forgotten`.
     pub fn fetch(
         &mut self,

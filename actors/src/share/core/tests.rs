@@ -312,6 +312,36 @@ fn closing_a_session_releases_its_records() {
 }
 
 #[test]
+fn a_group_without_sessions_is_dropped_once_all_is_written() {
+    let mut m = ShareManager::new(10);
+    let key = ShareKey::new("g", tp());
+    m.begin_fetch(who("g", "m1"), 0, &[(tp(), vec![])], &[], &LIMITS, 0)
+        .unwrap();
+    let read = ReadBatches {
+        tp: tp(),
+        initial_offset: Some(0),
+        log_start_offset: 0,
+        batches: vec![batch(0, 9)],
+    };
+    m.acquire("g", "m1", std::slice::from_ref(&read), 500, &LIMITS, 0);
+    // A session: kept.
+    assert_eq!(m.drop_idle_groups(), 0);
+    let acks = vec![(tp(), vec![ack(0, 9, &[ACK_ACCEPT])])];
+    m.acknowledge(who("g", "m1"), -1, &acks, &LIMITS, 1)
+        .unwrap();
+    // No session, but the acknowledgement is not written yet: kept.
+    assert_eq!(m.session_count(), 0);
+    assert_eq!(m.drop_idle_groups(), 0);
+    // Being written: kept until the write ends.
+    let view = m.persist_view(&key).expect("view");
+    assert_eq!(view.start_offset, 10);
+    assert_eq!(m.drop_idle_groups(), 0);
+    m.written(&key);
+    assert_eq!(m.drop_idle_groups(), 1);
+    assert!(m.partition(&key).is_none());
+}
+
+#[test]
 fn acknowledging_with_nothing_in_flight_is_not_found() {
     // Kafka 4.4 answers a share-partition with an empty cache this way, wherever the offsets.
     let mut sp = SharePartition::new(2);
