@@ -304,7 +304,6 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     def("group.share.session.timeout.ms", Int, Some("45000"), AtLeast(1), "Share group member session timeout: a member silent this long leaves its group."),
     def("group.share.min.session.timeout.ms", Int, Some("45000"), AtLeast(1), "Smallest share group session timeout (bounds the group config share.session.timeout.ms; the group config is not applied by kactor yet)."),
     def("group.share.max.session.timeout.ms", Int, Some("60000"), AtLeast(1), "Largest share group session timeout (bounds the group config share.session.timeout.ms; the group config is not applied by kactor yet)."),
-    def("group.share.initialize.retry.interval.ms", Int, Some("30000"), AtLeast(1), "How long a share group waits for its share-partitions' state to be initialized before asking again."),
     def("group.share.heartbeat.interval.ms", Int, Some("5000"), AtLeast(1), "Share group heartbeat interval given to members."),
     def("group.share.min.heartbeat.interval.ms", Int, Some("5000"), AtLeast(1), "Smallest share group heartbeat interval (bounds the group config share.heartbeat.interval.ms; the group config is not applied by kactor yet)."),
     def("group.share.max.heartbeat.interval.ms", Int, Some("15000"), AtLeast(1), "Largest share group heartbeat interval (bounds the group config share.heartbeat.interval.ms; the group config is not applied by kactor yet)."),

@@ -57,7 +57,8 @@ pub struct GroupCoordinatorConfig {
     pub share_heartbeat_interval_ms: i32,
     /// `group.share.max.size`
     pub share_max_size: usize,
-    /// `group.share.initialize.retry.interval.ms`
+    /// `group.share.initialize.retry.interval.ms`: an internal config in Kafka (not in its
+    /// DescribeConfigs set, so not in kactor's config table either), honoured when given.
     pub share_initialize_retry_interval_ms: i64,
 }
 
