@@ -88,7 +88,7 @@ impl SharePartitionManagerActor {
             for (k, r) in results {
                 act.core.written(&k);
                 if let Err((code, message)) = r {
-                    if is_stale(code) {
+                    if is_stale(code, &message) {
                         tracing::info!(group = %k.group, code, %message,
                             "share-partition state here is stale; dropped");
                         act.core.forget(&k);
@@ -458,7 +458,9 @@ impl Handler<PersistShareState> for SharePartitionManagerActor {
                                 act.core.written(&k);
                             }
                             match &r {
-                                Err((code, _)) if is_stale(*code) => act.core.forget(&k),
+                                Err((code, message)) if is_stale(*code, message) => {
+                                    act.core.forget(&k)
+                                }
                                 Err(_) => act.core.mark_dirty(k.clone()),
                                 Ok(()) => {}
                             }

@@ -15,12 +15,14 @@ use kactor_protocol::errors::{
 };
 
 /// Whether a write's error says this broker's copy is stale (another leader, a newer state
-/// epoch): the share-partition is dropped and loaded again rather than written again.
-pub fn is_stale(code: i16) -> bool {
+/// epoch, or the state deleted by the group coordinator: DeleteShareGroupOffsets or
+/// DeleteGroups, which answer a later write "uninitialized" with INVALID_REQUEST): the
+/// share-partition is dropped and loaded again rather than written again.
+pub fn is_stale(code: i16, message: &str) -> bool {
     matches!(
         code,
         FENCED_LEADER_EPOCH | FENCED_STATE_EPOCH | NOT_LEADER_OR_FOLLOWER
-    )
+    ) || (code == INVALID_REQUEST && message.contains("uninitialized share partition"))
 }
 
 use super::coordinator::actor::{StateAnswer, StateOp, SHARE_STATE_TOPIC};

@@ -242,10 +242,10 @@ async fn initialize_state(
     state_ops(a, &init.group_id, ops).await
 }
 
-/// Tells the shard which partitions of `group` now have state (or failed to get it).
+/// Tells the shard which partitions of `init` now have state (or failed to get it).
 async fn report_initialized(
     a: &GroupApis,
-    group: &str,
+    init: &ShareStateInit,
     partitions: Vec<(Uuid, i32)>,
     succeeded: bool,
 ) {
@@ -253,11 +253,12 @@ async fn report_initialized(
         return;
     }
     let request = GroupRequest::ShareStateInitialized {
-        group_id: group.to_string(),
+        group_id: init.group_id.clone(),
         partitions,
         succeeded,
+        asked_at_ms: init.asked_at_ms,
     };
-    let _ = a.call(group, request).await;
+    let _ = a.call(&init.group_id, request).await;
 }
 
 /// The share-partition manager here drops its copies of `partitions` of `group`.
@@ -289,8 +290,8 @@ fn spawn_initialize(a: &GroupApis, init: ShareStateInit) {
                 }
             }
         }
-        report_initialized(&a, &init.group_id, done, true).await;
-        report_initialized(&a, &init.group_id, failed, false).await;
+        report_initialized(&a, &init, done, true).await;
+        report_initialized(&a, &init, failed, false).await;
     });
 }
 
@@ -531,7 +532,7 @@ pub(super) async fn handle_alter_share_group_offsets(
         // The leaders here drop what they hold; one elsewhere finds its copy fenced by the
         // state epoch at its next write and loads the new state.
         forget_local(&a, &r.group_id, done.clone()).await;
-        report_initialized(&a, &r.group_id, done, true).await;
+        report_initialized(&a, init, done, true).await;
     }
     let responses = unknown_topics
         .into_iter()

@@ -513,6 +513,9 @@ pub enum GroupRequest {
         group_id: String,
         partitions: Vec<(Uuid, i32)>,
         succeeded: bool,
+        /// The [`ShareStateInit::asked_at_ms`] of the request answered: a failure of a request
+        /// older than the partitions' latest one (an alter asked again meanwhile) is ignored.
+        asked_at_ms: i64,
     },
     /// AlterShareGroupOffsets: (topic name, [(partition, start offset)]).
     AlterShareGroupOffsets {
@@ -545,6 +548,8 @@ pub enum GroupRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShareStateInit {
     pub group_id: String,
+    /// When the shard asked (its clock): identifies the request in its answer.
+    pub asked_at_ms: i64,
     pub state_epoch: i32,
     /// (topic id, partition, start offset: -1 leaves it to `share.auto.offset.reset`)
     pub partitions: Vec<(Uuid, i32, i64)>,

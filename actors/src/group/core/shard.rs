@@ -333,12 +333,19 @@ impl GroupCoordinatorShard {
                 group_id,
                 partitions,
                 succeeded,
+                asked_at_ms,
             } => {
-                self.on_share_state_initialized(&group_id, &partitions, succeeded, &mut out);
+                self.on_share_state_initialized(
+                    &group_id,
+                    &partitions,
+                    succeeded,
+                    asked_at_ms,
+                    &mut out,
+                );
                 out.respond(id, GroupResponse::Done);
             }
             GroupRequest::AlterShareGroupOffsets { group_id, topics } => {
-                let resp = self.alter_share_offsets(&group_id, &topics, &mut out);
+                let resp = self.alter_share_offsets(&group_id, &topics, now_ms, &mut out);
                 out.respond(id, GroupResponse::AlterShareGroupOffsets(resp));
             }
             GroupRequest::DeleteShareGroupOffsets { group_id, topics } => {

@@ -464,15 +464,19 @@ impl GroupCoordinatorShard {
         }
     }
 
-    /// The share coordinator answered an initialization: the partitions leave initializing,
-    /// and become assignable if it succeeded (the next heartbeat assigns them).
+    /// The share coordinator answered an initialization. Succeeded: the partitions have state
+    /// and become assignable (the next heartbeat assigns them), whether or not they were still
+    /// initializing, as Kafka's `initializeShareGroupState`. Failed: they leave initializing,
+    /// to be asked for again, unless a newer request for them (an alter) is under way.
     pub(super) fn on_share_state_initialized(
         &mut self,
         group_id: &str,
         partitions: &[(Uuid, i32)],
         succeeded: bool,
+        asked_at_ms: i64,
         out: &mut Output,
     ) {
+        let view = self.topics.clone();
         let Some(Group::Share(g)) = self.groups.get_mut(group_id) else {
             return;
         };
@@ -480,18 +484,24 @@ impl GroupCoordinatorShard {
             return;
         };
         for (id, p) in partitions {
-            let Some((name, ps)) = next.initializing.get_mut(id) else {
-                continue;
-            };
-            if !ps.remove(p) {
+            let newer = g
+                .initializing_since_ms
+                .get(id)
+                .is_some_and(|at| *at > asked_at_ms);
+            if !succeeded && newer {
                 continue;
             }
-            let name = name.clone();
-            if ps.is_empty() {
-                next.initializing.remove(id);
-                g.initializing_since_ms.remove(id);
+            let mut name = view.name_of(id).map(str::to_string);
+            if let Some((n, ps)) = next.initializing.get_mut(id) {
+                name.get_or_insert_with(|| n.clone());
+                ps.remove(p);
+                if ps.is_empty() {
+                    next.initializing.remove(id);
+                    g.initializing_since_ms.remove(id);
+                }
             }
             if succeeded {
+                let Some(name) = name else { continue };
                 next.initialized
                     .entry(*id)
                     .or_insert_with(|| (name, BTreeSet::new()))
@@ -511,6 +521,7 @@ impl GroupCoordinatorShard {
         &mut self,
         group_id: &str,
         topics: &[(String, Vec<(i32, i64)>)],
+        now_ms: i64,
         out: &mut Output,
     ) -> AlterShareOffsetsOutput {
         let refuse = |e: GroupError| AlterShareOffsetsOutput {
@@ -552,6 +563,9 @@ impl GroupCoordinatorShard {
                     Some((id, n)) if (0..n).contains(&p) => {
                         results.push((p, NONE, None));
                         partitions.push((id, p, offset));
+                        // Asked for now: a heartbeat does not ask again within the retry
+                        // interval (its -1 would undo this offset).
+                        g.initializing_since_ms.insert(id, now_ms);
                         next.deleting.remove(&id);
                         next.initializing
                             .entry(id)
@@ -569,6 +583,7 @@ impl GroupCoordinatorShard {
             out.records.push(g.set_state(next));
             output.initialize = Some(ShareStateInit {
                 group_id: group_id.to_string(),
+                asked_at_ms: now_ms,
                 state_epoch: g.group_epoch,
                 partitions,
             });
@@ -874,6 +889,7 @@ fn share_state_to_initialize(
     out.records.push(group.set_state(next));
     Some(ShareStateInit {
         group_id: group.group_id.clone(),
+        asked_at_ms: now_ms,
         state_epoch: group.group_epoch,
         partitions,
     })

@@ -38,6 +38,7 @@ fn initialized(h: &mut Harness, init: &ShareStateInit, succeeded: bool) {
         group_id: init.group_id.clone(),
         partitions: init.partitions.iter().map(|(t, p, _)| (*t, *p)).collect(),
         succeeded,
+        asked_at_ms: init.asked_at_ms,
     });
     assert_eq!(h.take(id), Some(GroupResponse::Done));
 }
@@ -236,6 +237,41 @@ fn alter_and_delete_offsets_need_an_empty_share_group() {
     });
     assert_eq!(h.take(id), Some(GroupResponse::Done));
     assert!(state_record(&h, "g").unwrap().deleting.is_empty());
+}
+
+#[test]
+fn an_alter_is_not_undone_by_a_heartbeat_or_a_stale_failure() {
+    let mut h = Harness::new();
+    // A heartbeat asks for t2's state; it is still under way when the member leaves.
+    let (_, first) = share_raw(&mut h, "g", "m1", 0, Some(&["t2"]));
+    let first = first.expect("asks");
+    share(&mut h, "g", "m1", -1, None);
+    h.advance(1_000);
+    let id = h.send(GroupRequest::AlterShareGroupOffsets {
+        group_id: "g".into(),
+        topics: vec![("t2".into(), vec![(0, 2), (1, 2), (2, 2)])],
+    });
+    let Some(GroupResponse::AlterShareGroupOffsets(o)) = h.take(id) else {
+        panic!()
+    };
+    let alter = o.initialize.expect("alter initializes");
+    // A member joining while the alter's requests are under way does not ask for the same
+    // partitions again (its start offset -1 would replace the altered one).
+    let (_, again) = share_raw(&mut h, "g", "m2", 0, Some(&["t2"]));
+    assert!(again.is_none(), "{again:?}");
+    // The heartbeat's old request fails late: the alter's stays pending.
+    initialized(&mut h, &first, false);
+    assert_eq!(
+        state_record(&h, "g").unwrap().initializing[&tid(2)].1.len(),
+        3
+    );
+    // The alter's succeeds: assignable.
+    initialized(&mut h, &alter, true);
+    let s = state_record(&h, "g").unwrap();
+    assert!(s.initializing.is_empty());
+    assert_eq!(s.initialized[&tid(2)].1.len(), 3);
+    let r = share(&mut h, "g", "m2", 3, None);
+    assert_eq!(count(&r.assignment), 3);
 }
 
 #[test]
