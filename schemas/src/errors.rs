@@ -16,6 +16,18 @@ impl ErrorCode {
     }
 }
 
+/// An error code with its message, as the cores answer a failed operation (a share
+/// coordinator's state request, a group coordinator's share-offsets request).
+pub type CodedError = (i16, String);
+
+/// `code` with Kafka's default message for it.
+pub fn with_default_message(code: i16) -> CodedError {
+    (
+        code,
+        ErrorCode::for_code(code).default_message().to_string(),
+    )
+}
+
 impl From<ErrorCode> for i16 {
     fn from(e: ErrorCode) -> i16 {
         e.code()

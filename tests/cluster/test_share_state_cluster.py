@@ -64,20 +64,26 @@ def join(c, group, member, topic):
     c.wait_for(f"{member} joins {group}", joined, timeout=60)
 
 
+def two_brokers_and_a_topic(cluster, topic_name):
+    """Brokers registered and a one-partition topic led: (brokers by id, the topic's leader,
+    the other broker, a client of the leader, the topic id)."""
+    brokers = {b.node_id: b for b in cluster.brokers}
+    wait_until(lambda: registered_brokers(cluster.brokers[0]) == sorted(brokers), 60,
+               "brokers registered")
+    create_topic(cluster.brokers[0], topic_name)
+    leader_id = wait_until(
+        lambda: (lambda m: m[0] if m and m.get(0, -1) >= 0 else None)(
+            partition_leaders(cluster.brokers[0], topic_name)), 30, "a leader")
+    leader = brokers[leader_id]
+    other = next(b for i, b in brokers.items() if i != leader_id)
+    cl = Client(leader.target, leader.port)
+    return brokers, leader, other, cl, cl.wait_topic(topic_name)
+
+
 def test_acknowledgements_survive_the_leaders_kill9(tmp_path, topic_name):
     cluster = Cluster(tmp_path, controllers=1, brokers=2).start(timeout=180)
     try:
-        brokers = {b.node_id: b for b in cluster.brokers}
-        wait_until(lambda: registered_brokers(cluster.brokers[0]) == sorted(brokers), 60,
-                   "brokers registered")
-        create_topic(cluster.brokers[0], topic_name)
-        leader_id = wait_until(
-            lambda: (lambda m: m[0] if m and m.get(0, -1) >= 0 else None)(
-                partition_leaders(cluster.brokers[0], topic_name)), 30, "a leader")
-        leader = brokers[leader_id]
-        other = next(b for i, b in brokers.items() if i != leader_id)
-        cl = Client(leader.target, leader.port)
-        tid = cl.wait_topic(topic_name)
+        brokers, leader, other, cl, tid = two_brokers_and_a_topic(cluster, topic_name)
 
         # A group whose share key is coordinated by the other broker.
         for i in range(200):
@@ -139,17 +145,7 @@ def test_reset_at_a_coordinator_on_another_broker(tmp_path, topic_name):
     delivery."""
     cluster = Cluster(tmp_path, controllers=1, brokers=2).start(timeout=180)
     try:
-        brokers = {b.node_id: b for b in cluster.brokers}
-        wait_until(lambda: registered_brokers(cluster.brokers[0]) == sorted(brokers), 60,
-                   "brokers registered")
-        create_topic(cluster.brokers[0], topic_name)
-        leader_id = wait_until(
-            lambda: (lambda m: m[0] if m and m.get(0, -1) >= 0 else None)(
-                partition_leaders(cluster.brokers[0], topic_name)), 30, "a leader")
-        leader = brokers[leader_id]
-        other = next(b for i, b in brokers.items() if i != leader_id)
-        cl = Client(leader.target, leader.port)
-        tid = cl.wait_topic(topic_name)
+        brokers, leader, other, cl, tid = two_brokers_and_a_topic(cluster, topic_name)
         for i in range(200):
             group = f"g{i}-{topic_name}"
             if find(cl, group, 0) == other.node_id:

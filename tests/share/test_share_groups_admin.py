@@ -122,6 +122,18 @@ def consume_then_leave(consumers, broker, group, topic, count, name="first"):
     return c
 
 
+def five_consumed(sbroker, consumers, topic_name):
+    """A fresh topic with five records, all accepted by a member of `g-<topic>` that then
+    left: (cli, group, values)."""
+    cli = KafkaCli(sbroker)
+    create_topic(sbroker, topic_name)
+    group = f"g-{topic_name}"
+    values = [f"v{i}" for i in range(5)]
+    produce_each(sbroker, topic_name, values)
+    consume_then_leave(consumers, sbroker, group, topic_name, 5)
+    return cli, group, values
+
+
 def firsts(values, start=0):
     """(offset, value, 1) for values produced from offset `start`: first deliveries."""
     return [(start + i, v, 1) for i, v in enumerate(values)]
@@ -130,12 +142,7 @@ def firsts(values, start=0):
 # ---- 1. reset: dry run, then execute ----------------------------------------------------------
 
 def test_reset_to_earliest_dry_run_then_execute(sbroker, consumers, topic_name):
-    cli = KafkaCli(sbroker)
-    create_topic(sbroker, topic_name)
-    group = f"g-{topic_name}"
-    values = [f"v{i}" for i in range(5)]
-    produce_each(sbroker, topic_name, values)
-    consume_then_leave(consumers, sbroker, group, topic_name, 5)
+    cli, group, values = five_consumed(sbroker, consumers, topic_name)
 
     before = describe(cli, group)
     rows = table(before)
@@ -274,14 +281,9 @@ def test_reset_creates_unknown_group(sbroker, consumers, topic_name):
 # ---- 4. delete-offsets -------------------------------------------------------------------------
 
 def test_delete_offsets(sbroker, consumers, topic_name):
-    cli = KafkaCli(sbroker)
-    create_topic(sbroker, topic_name)
+    cli, group, values = five_consumed(sbroker, consumers, topic_name)
     other = f"{topic_name}-other"
     create_topic(sbroker, other)
-    group = f"g-{topic_name}"
-    values = [f"v{i}" for i in range(5)]
-    produce_each(sbroker, topic_name, values)
-    consume_then_leave(consumers, sbroker, group, topic_name, 5)
 
     # A topic the group never consumed, and one that does not exist: per-topic errors, exit 0.
     missing = f"{topic_name}-missing"
@@ -318,12 +320,7 @@ def test_delete_offsets(sbroker, consumers, topic_name):
 # ---- 5. delete the group -----------------------------------------------------------------------
 
 def test_delete_share_group(sbroker, consumers, topic_name):
-    cli = KafkaCli(sbroker)
-    create_topic(sbroker, topic_name)
-    group = f"g-{topic_name}"
-    values = [f"v{i}" for i in range(5)]
-    produce_each(sbroker, topic_name, values)
-    consume_then_leave(consumers, sbroker, group, topic_name, 5)
+    cli, group, values = five_consumed(sbroker, consumers, topic_name)
 
     out = share_groups(cli, "--delete", "--group", group)
     assert out.stdout == f"Deletion of requested share groups ('{group}') was successful.\n"

@@ -11,7 +11,7 @@
 
 use kactor_protocol::errors::{
     COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, FENCED_LEADER_EPOCH,
-    FENCED_STATE_EPOCH, INVALID_REQUEST, NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER,
+    FENCED_STATE_EPOCH, INVALID_REQUEST, NONE, NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER,
 };
 
 /// Whether a write's error says this broker's copy is stale (another leader, a newer state
@@ -22,13 +22,13 @@ pub fn is_stale(code: i16, message: &str) -> bool {
     matches!(
         code,
         FENCED_LEADER_EPOCH | FENCED_STATE_EPOCH | NOT_LEADER_OR_FOLLOWER
-    ) || (code == INVALID_REQUEST && message.contains("uninitialized share partition"))
+    ) || (code == INVALID_REQUEST && message == WRITE_UNINITIALIZED)
 }
 
 use super::coordinator::actor::{StateAnswer, StateOp, SHARE_STATE_TOPIC};
 use super::coordinator::apis::{ShareStateClient, ShareStateTopicCreator};
 use super::coordinator::core::{
-    ReadState, StateBatch, StateError, StateKey, StateSummary, WriteState,
+    ReadState, StateBatch, StateError, StateKey, StateSummary, WriteState, WRITE_UNINITIALIZED,
 };
 use super::core::{PersistView, ShareKey};
 use crate::network::inter_broker::InterBrokerClient;
@@ -203,11 +203,8 @@ impl SharePersister {
         let sk = state_key(key);
         if !self.leads(&key.topic_id, key.partition) {
             // Leadership moved: what this broker holds is stale and must not be written.
-            return Err((
+            return Err(kactor_protocol::errors::with_default_message(
                 NOT_LEADER_OR_FOLLOWER,
-                kactor_protocol::errors::ErrorCode::for_code(NOT_LEADER_OR_FOLLOWER)
-                    .default_message()
-                    .to_string(),
             ));
         }
         if !self.kept(&sk) {
@@ -326,70 +323,44 @@ async fn remote(
         tracing::debug!(node, error = %e, "share coordinator request failed");
         not_available()
     })?;
-    let failed = |code: i16, message: Option<String>| -> StateError {
-        let message = message.unwrap_or_else(|| {
-            kactor_protocol::errors::ErrorCode::for_code(code)
-                .default_message()
-                .to_string()
-        });
-        (code, message)
-    };
+    // Each answer carries the one partition asked for: its error, or what it says.
+    macro_rules! only_partition {
+        ($r:expr, $p:ident => $ok:expr) => {
+            match $r.results.first().and_then(|t| t.partitions.first()) {
+                Some($p) if $p.error_code == NONE => Ok($ok),
+                Some($p) => Err(match &$p.error_message {
+                    Some(m) => ($p.error_code, m.clone()),
+                    None => kactor_protocol::errors::with_default_message($p.error_code),
+                }),
+                None => Err(not_available()),
+            }
+        };
+    }
     match answer {
-        ResponseBody::InitializeShareGroupState(r) => {
-            match r.results.first().and_then(|t| t.partitions.first()) {
-                Some(p) if p.error_code == 0 => Ok(StateAnswer::Done),
-                Some(p) => Err(failed(p.error_code, p.error_message.clone())),
-                None => Err(not_available()),
-            }
-        }
-        ResponseBody::WriteShareGroupState(r) => {
-            match r.results.first().and_then(|t| t.partitions.first()) {
-                Some(p) if p.error_code == 0 => Ok(StateAnswer::Done),
-                Some(p) => Err(failed(p.error_code, p.error_message.clone())),
-                None => Err(not_available()),
-            }
-        }
-        ResponseBody::DeleteShareGroupState(r) => {
-            match r.results.first().and_then(|t| t.partitions.first()) {
-                Some(p) if p.error_code == 0 => Ok(StateAnswer::Done),
-                Some(p) => Err(failed(p.error_code, p.error_message.clone())),
-                None => Err(not_available()),
-            }
-        }
-        ResponseBody::ReadShareGroupStateSummary(r) => {
-            match r.results.first().and_then(|t| t.partitions.first()) {
-                Some(p) if p.error_code == 0 => Ok(StateAnswer::Summary(StateSummary {
-                    state_epoch: p.state_epoch,
-                    leader_epoch: p.leader_epoch,
-                    start_offset: p.start_offset,
-                    delivery_complete_count: p.delivery_complete_count,
-                })),
-                Some(p) => Err(failed(p.error_code, p.error_message.clone())),
-                None => Err(not_available()),
-            }
-        }
+        ResponseBody::InitializeShareGroupState(r) => only_partition!(r, _p => StateAnswer::Done),
+        ResponseBody::WriteShareGroupState(r) => only_partition!(r, _p => StateAnswer::Done),
+        ResponseBody::DeleteShareGroupState(r) => only_partition!(r, _p => StateAnswer::Done),
+        ResponseBody::ReadShareGroupStateSummary(r) => only_partition!(r, p => {
+            StateAnswer::Summary(StateSummary {
+                state_epoch: p.state_epoch,
+                leader_epoch: p.leader_epoch,
+                start_offset: p.start_offset,
+                delivery_complete_count: p.delivery_complete_count,
+            })
+        }),
         ResponseBody::ReadShareGroupState(r) => {
-            match r.results.first().and_then(|t| t.partitions.first()) {
-                Some(p) if p.error_code == 0 => Ok(StateAnswer::Read(ReadState {
-                    state_epoch: p.state_epoch,
-                    start_offset: p.start_offset,
-                    batches: p.state_batches.iter().map(StateBatch::from).collect(),
-                })),
-                Some(p) => Err(failed(p.error_code, p.error_message.clone())),
-                None => Err(not_available()),
-            }
+            only_partition!(r, p => StateAnswer::Read(ReadState {
+                state_epoch: p.state_epoch,
+                start_offset: p.start_offset,
+                batches: p.state_batches.iter().map(StateBatch::from).collect(),
+            }))
         }
         _ => Err(not_available()),
     }
 }
 
 fn not_available() -> StateError {
-    (
-        COORDINATOR_NOT_AVAILABLE,
-        kactor_protocol::errors::ErrorCode::for_code(COORDINATOR_NOT_AVAILABLE)
-            .default_message()
-            .to_string(),
-    )
+    kactor_protocol::errors::with_default_message(COORDINATOR_NOT_AVAILABLE)
 }
 
 fn unavailable(key: &ShareKey, (code, message): StateError) -> Loaded {

@@ -264,19 +264,17 @@ pub(super) fn alter_offsets(c: &Check, mut r: AlterShareGroupOffsetsRequest) -> 
             ..Default::default()
         })
         .collect();
-    if refused.is_empty() {
-        return Pre::Serve(RequestBody::AlterShareGroupOffsets(r), None);
-    }
-    Pre::Serve(
+    serve_rest(
         RequestBody::AlterShareGroupOffsets(r),
-        post(move |answer| match answer {
+        refused,
+        |resp, e| {
             // A top-level error answers for the whole request, as in Kafka.
-            ResponseBody::AlterShareGroupOffsets(mut a) if a.error_code == NONE => {
-                a.responses.extend(refused);
-                ResponseBody::AlterShareGroupOffsets(a)
+            if let ResponseBody::AlterShareGroupOffsets(a) = resp {
+                if a.error_code == NONE {
+                    a.responses.extend(e);
+                }
             }
-            other => other,
-        }),
+        },
     )
 }
 
@@ -307,20 +305,17 @@ pub(super) fn delete_offsets(c: &Check, mut r: DeleteShareGroupOffsetsRequest) -
             ..Default::default()
         })
         .collect();
-    if refused.is_empty() {
-        return Pre::Serve(RequestBody::DeleteShareGroupOffsets(r), None);
-    }
-    Pre::Serve(
+    serve_rest(
         RequestBody::DeleteShareGroupOffsets(r),
-        post(move |answer| match answer {
-            ResponseBody::DeleteShareGroupOffsets(mut d) if d.error_code == NONE => {
-                let mut topics = refused;
-                topics.append(&mut d.responses);
-                d.responses = topics;
-                ResponseBody::DeleteShareGroupOffsets(d)
+        refused,
+        |resp, e| {
+            // Refused topics first, as Kafka lists them; a top-level error answers for all.
+            if let ResponseBody::DeleteShareGroupOffsets(d) = resp {
+                if d.error_code == NONE {
+                    d.responses.splice(0..0, e);
+                }
             }
-            other => other,
-        }),
+        },
     )
 }
 

@@ -356,6 +356,15 @@ async fn describe_group_offsets(
     group_id: String,
     topics: Option<Vec<kactor_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic>>,
 ) -> dso::DescribeShareGroupOffsetsResponseGroup {
+    // Named topics are read at the share coordinator, but only the group's coordinator answers.
+    if a.shard_for(&group_id).is_none() {
+        return dso::DescribeShareGroupOffsetsResponseGroup {
+            group_id,
+            error_code: NOT_COORDINATOR,
+            error_message: Some(with_default_message(NOT_COORDINATOR).1),
+            ..Default::default()
+        };
+    }
     let asked: Vec<(String, Vec<i32>)> = match topics {
         Some(ts) => ts
             .into_iter()
@@ -375,7 +384,7 @@ async fn describe_group_offsets(
                     return dso::DescribeShareGroupOffsetsResponseGroup {
                         group_id,
                         error_code: code,
-                        error_message: Some(error_of(code).1),
+                        error_message: Some(with_default_message(code).1),
                         ..Default::default()
                     }
                 }
@@ -383,14 +392,6 @@ async fn describe_group_offsets(
             }
         }
     };
-    if a.shard_for(&group_id).is_none() {
-        return dso::DescribeShareGroupOffsetsResponseGroup {
-            group_id,
-            error_code: NOT_COORDINATOR,
-            error_message: Some(error_of(NOT_COORDINATOR).1),
-            ..Default::default()
-        };
-    }
     let mut topics = Vec::with_capacity(asked.len());
     for (name, parts) in asked {
         let topic_id = a.partitions.borrow().topic_id(&name);
@@ -472,7 +473,7 @@ pub(super) async fn handle_alter_share_group_offsets(
         )
     };
     if !share_groups_enabled(&a.partitions.borrow()) {
-        return refuse(error_of(UNSUPPORTED_VERSION));
+        return refuse(with_default_message(UNSUPPORTED_VERSION));
     }
     // Topics this broker does not know are answered first, before the coordinator's results
     // (Kafka's KafkaApis checks its metadata cache ahead of the coordinator).
@@ -481,7 +482,7 @@ pub(super) async fn handle_alter_share_group_offsets(
         .iter()
         .partition(|t| a.partitions.borrow().topic_id(&t.topic_name).is_some());
     let unknown_topics = unknown.into_iter().map(|t| {
-        let (code, message) = error_of(UNKNOWN_TOPIC_OR_PARTITION);
+        let (code, message) = with_default_message(UNKNOWN_TOPIC_OR_PARTITION);
         asr::AlterShareGroupOffsetsResponseTopic {
             topic_name: t.topic_name.clone(),
             partitions: t
@@ -587,7 +588,7 @@ pub(super) async fn handle_delete_share_group_offsets(
         )
     };
     if !share_groups_enabled(&a.partitions.borrow()) {
-        return refuse(error_of(UNSUPPORTED_VERSION));
+        return refuse(with_default_message(UNSUPPORTED_VERSION));
     }
     let request = GroupRequest::DeleteShareGroupOffsets {
         group_id: r.group_id.clone(),
@@ -620,7 +621,7 @@ pub(super) async fn handle_delete_share_group_offsets(
         let error = answers.iter().find_map(|(_, r)| r.as_ref().err().cloned());
         forget_local(&a, &r.group_id, ps.iter().map(|p| (id, *p)).collect()).await;
         let (code, message) = match error {
-            Some((code, _)) => (code, Some(error_of(code).1)),
+            Some((code, _)) => (code, Some(with_default_message(code).1)),
             None => {
                 deleted.push(id);
                 (NONE, None)

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use kactor_protocol::errors::{with_default_message, CodedError};
 use kactor_protocol::Uuid;
 
 use super::records::{CoordinatorRecord, TopicPartitions};
@@ -555,15 +556,12 @@ pub struct ShareStateInit {
     pub partitions: Vec<(Uuid, i32, i64)>,
 }
 
-/// (error code, message) of a whole request.
-pub type GroupError = (i16, String);
-
 /// One partition's outcome: (partition, error code, error message).
 pub type PartitionOutcome = (i32, i16, Option<String>);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AlterShareOffsetsOutput {
-    pub error: Option<GroupError>,
+    pub error: Option<CodedError>,
     /// (topic name, topic id, partitions' outcomes)
     pub topics: Vec<(String, Uuid, Vec<PartitionOutcome>)>,
     pub initialize: Option<ShareStateInit>,
@@ -571,7 +569,7 @@ pub struct AlterShareOffsetsOutput {
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DeleteShareOffsetsOutput {
-    pub error: Option<GroupError>,
+    pub error: Option<CodedError>,
     /// Topics refused: (topic name, topic id, error code, error message)
     pub refused: Vec<(String, Uuid, i16, String)>,
     /// Topics whose state to delete: (topic name, topic id, partitions)
@@ -732,13 +730,13 @@ impl GroupRequest {
             }
             GroupRequest::AlterShareGroupOffsets { .. } => {
                 GroupResponse::AlterShareGroupOffsets(AlterShareOffsetsOutput {
-                    error: Some(error_of(code)),
+                    error: Some(with_default_message(code)),
                     ..Default::default()
                 })
             }
             GroupRequest::DeleteShareGroupOffsets { .. } => {
                 GroupResponse::DeleteShareGroupOffsets(DeleteShareOffsetsOutput {
-                    error: Some(error_of(code)),
+                    error: Some(with_default_message(code)),
                     ..Default::default()
                 })
             }
@@ -750,16 +748,6 @@ impl GroupRequest {
             }
         }
     }
-}
-
-/// `code` with its default message.
-pub fn error_of(code: i16) -> GroupError {
-    (
-        code,
-        kactor_protocol::errors::ErrorCode::for_code(code)
-            .default_message()
-            .to_string(),
-    )
 }
 
 fn commit_errors(topics: &[CommitTopicInput], code: i16) -> Vec<CommitTopicOutput> {
@@ -852,13 +840,13 @@ impl GroupResponse {
             GroupResponse::Done => GroupResponse::Done,
             GroupResponse::AlterShareGroupOffsets(_) => {
                 GroupResponse::AlterShareGroupOffsets(AlterShareOffsetsOutput {
-                    error: Some(error_of(code)),
+                    error: Some(with_default_message(code)),
                     ..Default::default()
                 })
             }
             GroupResponse::DeleteShareGroupOffsets(_) => {
                 GroupResponse::DeleteShareGroupOffsets(DeleteShareOffsetsOutput {
-                    error: Some(error_of(code)),
+                    error: Some(with_default_message(code)),
                     ..Default::default()
                 })
             }

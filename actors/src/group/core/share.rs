@@ -20,8 +20,8 @@ use kactor_protocol::errors::*;
 use kactor_protocol::Uuid;
 
 use super::api::{
-    error_of, AlterShareOffsetsOutput, DeleteShareOffsetsOutput, GroupError, Output,
-    ShareGroupHeartbeatInput, ShareGroupHeartbeatOutput, ShareStateInit, TopicsView,
+    AlterShareOffsetsOutput, DeleteShareOffsetsOutput, Output, ShareGroupHeartbeatInput,
+    ShareGroupHeartbeatOutput, ShareStateInit, TopicsView,
 };
 use super::assignor::Assignment;
 use super::consumer::{fail, metadata_hash, HbResult};
@@ -524,12 +524,12 @@ impl GroupCoordinatorShard {
         now_ms: i64,
         out: &mut Output,
     ) -> AlterShareOffsetsOutput {
-        let refuse = |e: GroupError| AlterShareOffsetsOutput {
+        let refuse = |e: CodedError| AlterShareOffsetsOutput {
             error: Some(e),
             ..Default::default()
         };
         if group_id.is_empty() {
-            return refuse(error_of(INVALID_GROUP_ID));
+            return refuse(with_default_message(INVALID_GROUP_ID));
         }
         match self.groups.get(group_id) {
             None => {
@@ -539,7 +539,7 @@ impl GroupCoordinatorShard {
                 );
             }
             Some(Group::Share(g)) if !g.members.is_empty() => {
-                return refuse(error_of(NON_EMPTY_GROUP))
+                return refuse(with_default_message(NON_EMPTY_GROUP))
             }
             Some(Group::Share(_)) => {}
             Some(_) => {
@@ -554,7 +554,7 @@ impl GroupCoordinatorShard {
         let mut next = g.state.clone().unwrap_or_default();
         let mut output = AlterShareOffsetsOutput::default();
         let mut partitions = Vec::new();
-        let unknown = || Some(error_of(UNKNOWN_TOPIC_OR_PARTITION).1);
+        let unknown = || Some(with_default_message(UNKNOWN_TOPIC_OR_PARTITION).1);
         for (name, ps) in topics {
             let found = view.id_of(name).zip(view.num_partitions(name));
             let mut results = Vec::with_capacity(ps.len());
@@ -599,17 +599,17 @@ impl GroupCoordinatorShard {
         topics: &[String],
         out: &mut Output,
     ) -> DeleteShareOffsetsOutput {
-        let refuse = |e: GroupError| DeleteShareOffsetsOutput {
+        let refuse = |e: CodedError| DeleteShareOffsetsOutput {
             error: Some(e),
             ..Default::default()
         };
         if group_id.is_empty() {
-            return refuse(error_of(INVALID_GROUP_ID));
+            return refuse(with_default_message(INVALID_GROUP_ID));
         }
         let view = self.topics.clone();
         let g = match self.groups.get_mut(group_id) {
             Some(Group::Share(g)) if !g.members.is_empty() => {
-                return refuse(error_of(NON_EMPTY_GROUP))
+                return refuse(with_default_message(NON_EMPTY_GROUP))
             }
             Some(Group::Share(g)) => g,
             Some(_) => {
@@ -627,7 +627,7 @@ impl GroupCoordinatorShard {
         let mut output = DeleteShareOffsetsOutput::default();
         for name in topics {
             let Some((id, n)) = view.id_of(name).zip(view.num_partitions(name)) else {
-                let (code, message) = error_of(UNKNOWN_TOPIC_OR_PARTITION);
+                let (code, message) = with_default_message(UNKNOWN_TOPIC_OR_PARTITION);
                 output
                     .refused
                     .push((name.clone(), Uuid::default(), code, message));

@@ -190,12 +190,7 @@ impl ShareCoordinatorActor {
 }
 
 fn coordinator_error(code: i16) -> StateError {
-    (
-        code,
-        kactor_protocol::errors::ErrorCode::for_code(code)
-            .default_message()
-            .to_string(),
-    )
+    kactor_protocol::errors::with_default_message(code)
 }
 
 async fn write_committed(

@@ -55,12 +55,7 @@ impl ShareStateClient {
 }
 
 fn not_coordinator() -> StateError {
-    (
-        NOT_COORDINATOR,
-        kactor_protocol::errors::ErrorCode::for_code(NOT_COORDINATOR)
-            .default_message()
-            .to_string(),
-    )
+    kactor_protocol::errors::with_default_message(NOT_COORDINATOR)
 }
 
 /// (error code, message) of an outcome, Kafka's way: success has a null message.

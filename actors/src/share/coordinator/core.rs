@@ -127,7 +127,12 @@ pub enum StateRecord {
 }
 
 /// A refused request: error code and message.
-pub type StateError = (i16, String);
+pub type StateError = kactor_protocol::errors::CodedError;
+
+/// Kafka's answer (INVALID_REQUEST) to a write for a key without state: never initialized, or
+/// deleted by the group coordinator. A share-partition leader reads it as "my copy is stale".
+pub const WRITE_UNINITIALIZED: &str =
+    "Write operation on uninitialized share partition not allowed.";
 
 /// WriteShareGroupState for one share-partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -303,9 +308,7 @@ impl ShareCoordinatorShard {
             return Err(invalid("The state epoch cannot be a negative number."));
         }
         let Some(current) = self.states.get(key) else {
-            return Err(invalid(
-                "Write operation on uninitialized share partition not allowed.",
-            ));
+            return Err(invalid(WRITE_UNINITIALIZED));
         };
         self.check_leader_epoch(key, w.leader_epoch)?;
         if self
@@ -472,11 +475,8 @@ impl ShareCoordinatorShard {
             .get(key)
             .is_some_and(|e| *e > leader_epoch)
         {
-            return Err((
+            return Err(kactor_protocol::errors::with_default_message(
                 FENCED_LEADER_EPOCH,
-                kactor_protocol::errors::ErrorCode::for_code(FENCED_LEADER_EPOCH)
-                    .default_message()
-                    .to_string(),
             ));
         }
         Ok(())
@@ -541,12 +541,7 @@ fn invalid(message: &str) -> StateError {
 }
 
 fn fenced_state_epoch() -> StateError {
-    (
-        FENCED_STATE_EPOCH,
-        kactor_protocol::errors::ErrorCode::for_code(FENCED_STATE_EPOCH)
-            .default_message()
-            .to_string(),
-    )
+    kactor_protocol::errors::with_default_message(FENCED_STATE_EPOCH)
 }
 
 fn check_partition(key: &StateKey) -> Result<(), StateError> {
@@ -559,11 +554,8 @@ fn check_partition(key: &StateKey) -> Result<(), StateError> {
 fn check_topic(key: &StateKey, topics: &dyn TopicPartitions) -> Result<(), StateError> {
     match topics.partition_count(&key.topic_id) {
         Some(n) if n > key.partition => Ok(()),
-        _ => Err((
+        _ => Err(kactor_protocol::errors::with_default_message(
             UNKNOWN_TOPIC_OR_PARTITION,
-            kactor_protocol::errors::ErrorCode::for_code(UNKNOWN_TOPIC_OR_PARTITION)
-                .default_message()
-                .to_string(),
         )),
     }
 }

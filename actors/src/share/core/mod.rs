@@ -180,58 +180,48 @@ impl ShareManager {
     /// share-partitions when the group has no sessions left, the same way). Returns how many.
     pub fn drop_idle_groups(&mut self) -> usize {
         let active = self.sessions.groups();
-        let mut busy: std::collections::HashSet<&str> = std::collections::HashSet::new();
-        for (k, sp) in &self.partitions {
-            if sp.acquired_count() > 0 || self.dirty.contains(k) || self.writing.contains_key(k) {
-                busy.insert(k.group.as_str());
-            }
-        }
-        let keep = |g: &str| active.contains(g) || busy.contains(g);
-        let idle: Vec<ShareKey> = self
+        let busy: std::collections::HashSet<String> = self
             .partitions
             .keys()
-            .chain(self.state_epochs.keys())
-            .filter(|k| !keep(&k.group))
-            .cloned()
+            .filter(|k| self.is_busy(k))
+            .map(|k| k.group.clone())
             .collect();
-        let before = self.partitions.len();
-        for k in &idle {
-            self.partitions.remove(k);
-            self.state_epochs.remove(k);
-        }
-        before - self.partitions.len()
+        let idle = |g: &str| !active.contains(g) && !busy.contains(g);
+        self.drop_where(idle)
     }
 
     /// [`ShareManager::drop_idle_groups`] for one group, as soon as its last session closed
     /// or its last write ended (a member that resets the group's offsets right after closing
-    /// must find nothing stale here). Returns how many share-partitions went.
+    /// must find nothing stale here). Returns how many share-partitions went. While the group
+    /// has a session here (every acknowledgement's write ends so) it costs one lookup.
     pub fn drop_group_if_idle(&mut self, group: &str) -> usize {
-        if self.sessions.has_group(group) {
+        if self.sessions.has_group(group)
+            || self
+                .partitions
+                .keys()
+                .any(|k| k.group == group && self.is_busy(k))
+        {
             return 0;
         }
-        let keys: Vec<ShareKey> = self
-            .partitions
-            .keys()
-            .chain(self.state_epochs.keys())
-            .filter(|k| k.group == group)
-            .cloned()
-            .collect();
-        let busy = keys.iter().any(|k| {
-            self.dirty.contains(k)
-                || self.writing.contains_key(k)
-                || self
-                    .partitions
-                    .get(k)
-                    .is_some_and(|sp| sp.acquired_count() > 0)
-        });
-        if busy {
-            return 0;
-        }
+        self.drop_where(|g| g == group)
+    }
+
+    /// Holds something the coordinator does not have yet: acquired records, or a change not
+    /// (or not yet) written.
+    fn is_busy(&self, k: &ShareKey) -> bool {
+        self.dirty.contains(k)
+            || self.writing.contains_key(k)
+            || self
+                .partitions
+                .get(k)
+                .is_some_and(|sp| sp.acquired_count() > 0)
+    }
+
+    /// Drops the share-partitions (and loaded state epochs) of the groups `idle` names.
+    fn drop_where(&mut self, idle: impl Fn(&str) -> bool) -> usize {
         let before = self.partitions.len();
-        for k in &keys {
-            self.partitions.remove(k);
-            self.state_epochs.remove(k);
-        }
+        self.partitions.retain(|k, _| !idle(&k.group));
+        self.state_epochs.retain(|k, _| !idle(&k.group));
         before - self.partitions.len()
     }
 
@@ -497,25 +487,5 @@ impl ShareManager {
         self.partitions.remove(key);
         self.dirty.remove(key);
         self.state_epochs.remove(key);
-    }
-
-    /// Forgets a deleted group's share-partitions.
-    pub fn remove_group(&mut self, group: &str) {
-        self.partitions.retain(|k, _| k.group != group);
-        self.dirty.retain(|k| k.group != group);
-        self.state_epochs.retain(|k, _| k.group != group);
-        self.limits.remove(group);
-    }
-
-    /// A copy of each share-partition `group` has here (DescribeShareGroupOffsets).
-    pub fn group_partitions(&self, group: &str) -> Vec<(TopicIdPartition, SharePartition)> {
-        let mut v: Vec<_> = self
-            .partitions
-            .iter()
-            .filter(|(k, _)| k.group == group)
-            .map(|(k, sp)| ((k.topic_id, k.partition), sp.clone()))
-            .collect();
-        v.sort_by_key(|(tp, _)| *tp);
-        v
     }
 }

@@ -2,7 +2,7 @@
 //! ShareFetch requests cover, built up incrementally. A session is keyed by group and member,
 //! opened at epoch 0, continued at each next epoch, closed at -1.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use kactor_protocol::errors::{
     INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED, SHARE_SESSION_NOT_FOUND,
@@ -34,7 +34,8 @@ pub enum SessionUse {
 
 #[derive(Debug, Clone, Default)]
 pub struct ShareSessions {
-    sessions: HashMap<SessionKey, ShareSession>,
+    /// Ordered by (group, member): a group's sessions are found by a range.
+    sessions: BTreeMap<SessionKey, ShareSession>,
     max_sessions: usize,
 }
 
@@ -42,7 +43,7 @@ impl ShareSessions {
     /// `group.share.max.share.sessions`
     pub fn new(max_sessions: usize) -> Self {
         ShareSessions {
-            sessions: HashMap::new(),
+            sessions: BTreeMap::new(),
             max_sessions,
         }
     }
@@ -61,12 +62,15 @@ impl ShareSessions {
 
     /// Whether `group` has a session here.
     pub fn has_group(&self, group: &str) -> bool {
-        self.sessions.keys().any(|(g, _)| g == group)
+        self.sessions
+            .range((group.to_string(), String::new())..)
+            .next()
+            .is_some_and(|((g, _), _)| g == group)
     }
 
     /// The groups with a session here.
-    pub fn groups(&self) -> std::collections::HashSet<&str> {
-        self.sessions.keys().map(|(g, _)| g.as_str()).collect()
+    pub fn groups(&self) -> HashSet<String> {
+        self.sessions.keys().map(|(g, _)| g.clone()).collect()
     }
 
     /// A ShareFetch at `epoch` adding `added` and dropping `forgotten`.

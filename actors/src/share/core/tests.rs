@@ -284,8 +284,8 @@ fn sessions_open_continue_and_close() {
     assert_eq!(e.0, SHARE_SESSION_LIMIT_REACHED);
 }
 
-#[test]
-fn closing_a_session_releases_its_records() {
+/// A manager where member m1 of group g acquired offsets 0-9 of `tp()`, and what it read.
+fn ten_acquired_by_m1() -> (ShareManager, ReadBatches) {
     let mut m = ShareManager::new(10);
     m.begin_fetch(who("g", "m1"), 0, &[(tp(), vec![])], &[], &LIMITS, 0)
         .unwrap();
@@ -296,6 +296,12 @@ fn closing_a_session_releases_its_records() {
         batches: vec![batch(0, 9)],
     };
     m.acquire("g", "m1", std::slice::from_ref(&read), 500, &LIMITS, 0);
+    (m, read)
+}
+
+#[test]
+fn closing_a_session_releases_its_records() {
+    let (mut m, read) = ten_acquired_by_m1();
     // Accept half, close: the other half is available to the next member at once.
     let acks = vec![(tp(), vec![ack(0, 4, &[ACK_ACCEPT])])];
     let closed = m
@@ -313,17 +319,8 @@ fn closing_a_session_releases_its_records() {
 
 #[test]
 fn a_group_without_sessions_is_dropped_once_all_is_written() {
-    let mut m = ShareManager::new(10);
+    let (mut m, _) = ten_acquired_by_m1();
     let key = ShareKey::new("g", tp());
-    m.begin_fetch(who("g", "m1"), 0, &[(tp(), vec![])], &[], &LIMITS, 0)
-        .unwrap();
-    let read = ReadBatches {
-        tp: tp(),
-        initial_offset: Some(0),
-        log_start_offset: 0,
-        batches: vec![batch(0, 9)],
-    };
-    m.acquire("g", "m1", std::slice::from_ref(&read), 500, &LIMITS, 0);
     // A session: kept.
     assert_eq!(m.drop_idle_groups(), 0);
     let acks = vec![(tp(), vec![ack(0, 9, &[ACK_ACCEPT])])];
