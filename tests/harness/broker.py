@@ -118,6 +118,8 @@ class Broker:
     node_id = 1
     # Extra `kafka-storage format` arguments (e.g. `--feature share.version=0`).
     kafka_format_args = ()
+    # Per-node format arguments both targets take (ClusterNode: --standalone, ...).
+    format_args = ()
 
     def __init__(self, workdir, target=TARGET, overrides=None, name="broker", binary=None):
         self.target = target
@@ -199,7 +201,7 @@ class Broker:
         cmd = java_cmd("kafka.tools.StorageTool",
                        # --cluster-id=ID: one token, so no id can be mistaken for a flag.
                        ["format", f"--cluster-id={self.cluster_id}", "-c", self.config_path,
-                        "--ignore-formatted", *self.kafka_format_args])
+                        "--ignore-formatted", *self.kafka_format_args, *self.format_args])
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         with open(self.log_path, "a") as log:
             log.write(f"$ {' '.join(cmd)}\n{out.stdout}{out.stderr}\n")

@@ -2,13 +2,18 @@
 formatted with one cluster id (`kactor format` / `kafka-storage format`), against either target
 (KACTOR_TEST_TARGET). Either N combined (broker + controller) nodes, or separate controller and
 broker processes (`process.roles=controller` / `=broker`, as Kafka's production layout);
-`controller.quorum.voters` names every controller.
+`controller.quorum.voters` names every controller, or (dynamic quorums, KIP-853)
+`controller.quorum.bootstrap.servers` lists controller listeners and each node's `format_args`
+(`--standalone`, `--initial-controllers ...`, `--no-initial-controllers`) seed the voter set.
 
     cluster = Cluster(tmp_path, size=3).start()              # nodes 1-3 combined
     cluster = Cluster(tmp_path, controllers=3, brokers=3)    # controllers 1-3, brokers 4-6
     leader, epoch = cluster.quorum_leader()
     cluster.nodes[0].kill9(); cluster.nodes[0].start()
     cluster.stop()
+    cluster = Cluster(tmp_path, controllers=3, brokers=1, dynamic=True,
+                      format_args={1: ["--standalone"], 2: ["--no-initial-controllers"]},
+                      deferred=(2,)).start()   # node 2 joins later: cluster.start(nodes=[2])
 """
 import subprocess
 import threading
@@ -16,6 +21,9 @@ import time
 
 from . import wire
 from .broker import TARGET, Broker, BrokerError, kactor_bin, random_cluster_id
+
+# A directory id (`--initial-controllers`) is a Uuid as a cluster id is: base64url, 22 chars.
+random_directory_id = random_cluster_id
 
 API_DESCRIBE_QUORUM = 55
 METADATA_TOPIC = "__cluster_metadata"
@@ -33,6 +41,8 @@ class ClusterNode(Broker):
         self.roles = tuple(roles)
         self.cluster = cluster
         self.cluster_id = cluster.cluster_id
+        # Extra format arguments for both `kactor format` and `kafka-storage format`.
+        self.format_args = ()
 
     @property
     def is_broker(self):
@@ -45,7 +55,11 @@ class ClusterNode(Broker):
     def base_config(self):
         cfg = super().base_config()
         cfg["process.roles"] = ",".join(self.roles)
-        cfg["controller.quorum.voters"] = self.cluster.voters
+        if self.cluster.bootstrap_servers is not None:
+            cfg.pop("controller.quorum.voters", None)
+            cfg["controller.quorum.bootstrap.servers"] = self.cluster.bootstrap_servers
+        else:
+            cfg["controller.quorum.voters"] = self.cluster.voters
         if not self.is_broker:
             cfg["listeners"] = f"CONTROLLER://{self.host}:{self.controller_port}"
             for key in ("advertised.listeners", "inter.broker.listener.name"):
@@ -66,20 +80,35 @@ class ClusterNode(Broker):
                    f"--cluster-id={self.cluster_id}", "--ignore-formatted"]
             for k, v in self.overrides.items():
                 cmd += ["--override", f"{k}={v}"]
+            cmd += list(self.format_args)
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
             if out.returncode != 0:
                 raise BrokerError(f"kactor format failed: {out.stderr or out.stdout}")
             self._formatted = True
         return super().start(timeout)
 
+    def directory_id(self):
+        """The `directory.id` format wrote into this node's meta.properties (base64url)."""
+        for line in (self.data_dir / "meta.properties").read_text().splitlines():
+            if line.startswith("directory.id="):
+                return line.split("=", 1)[1].strip()
+        raise BrokerError(f"{self.name}: no directory.id in meta.properties")
+
 
 class Cluster:
     def __init__(self, workdir, size=3, target=TARGET, overrides=None, controllers=None,
-                 brokers=None, targets=None, kafka_format_args=(), node_class=None):
+                 brokers=None, targets=None, kafka_format_args=(), node_class=None,
+                 dynamic=False, bootstrap_controllers=None, format_args=None, deferred=()):
         """`size` combined nodes, or (when `controllers` is given) that many controller-only
         nodes numbered from 1 and `brokers` broker-only nodes numbered after them. `targets`
         maps node ids to another target than `target` (kactor and Kafka nodes in one
-        cluster). `node_class` (a ClusterNode subclass) adds listeners or settings per node."""
+        cluster). `node_class` (a ClusterNode subclass) adds listeners or settings per node.
+
+        `dynamic`: every node gets `controller.quorum.bootstrap.servers` (the controller
+        listeners of `bootstrap_controllers`, default all controllers) instead of
+        `controller.quorum.voters`; `format_args` maps node ids to format arguments (passed to
+        `kactor format` and `kafka-storage format` alike). `deferred` node ids are left out of
+        `start()`; start them later with `cluster.start(nodes=[i, ...])`."""
         self.target = target
         self.overrides = dict(overrides or {})
         self.cluster_id = random_cluster_id()
@@ -95,6 +124,14 @@ class Cluster:
             self.nodes[-1].kafka_format_args = tuple(kafka_format_args)
         self.voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}"
                                for n in self.nodes if n.is_controller)
+        self.bootstrap_servers = None
+        if dynamic:
+            ids = bootstrap_controllers or [n.node_id for n in self.nodes if n.is_controller]
+            self.bootstrap_servers = ",".join(
+                f"{self.node(i).host}:{self.node(i).controller_port}" for i in ids)
+        for i, args in (format_args or {}).items():
+            self.node(i).format_args = tuple(args)
+        self.deferred = set(deferred)
 
     @property
     def controllers(self):
@@ -107,8 +144,15 @@ class Cluster:
     def node(self, node_id):
         return next(n for n in self.nodes if n.node_id == node_id)
 
-    def start(self, timeout=120):
-        """Starts every node at once (each waits for a quorum before it serves clients)."""
+    def initial_controllers(self, directory_ids):
+        """The `--initial-controllers` value for every controller: ID@HOST:PORT:DIRECTORY_ID,
+        `directory_ids` mapping node ids to base64url Uuids (see random_directory_id)."""
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}:{directory_ids[n.node_id]}"
+                        for n in self.controllers)
+
+    def start(self, timeout=120, nodes=None):
+        """Starts every node but the deferred ones (or the node ids in `nodes`) at once (each
+        waits for a quorum before it serves clients)."""
         errors = []
 
         def run(n):
@@ -117,7 +161,9 @@ class Cluster:
             except Exception as e:  # noqa: BLE001 - reported below with the node's name
                 errors.append(f"{n.name}: {e}")
 
-        threads = [threading.Thread(target=run, args=(n,)) for n in self.nodes]
+        chosen = [n for n in self.nodes if n.node_id not in self.deferred] if nodes is None \
+            else [self.node(i) for i in nodes]
+        threads = [threading.Thread(target=run, args=(n,)) for n in chosen]
         for t in threads:
             t.start()
         for t in threads:
