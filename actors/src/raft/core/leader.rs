@@ -89,6 +89,8 @@ pub enum PendingVoterChange {
         deadline: i64,
         /// Waiting for the new voter to catch up before writing the record.
         awaiting_catch_up: bool,
+        /// The request's `AckWhenCommitted`; when false the answer went at the append.
+        ack_when_committed: bool,
     },
     Remove {
         request: u64,
@@ -106,6 +108,9 @@ pub struct LeaderState {
     pub local: ReplicaKey,
     pub epoch: i32,
     pub epoch_start_offset: i64,
+    /// Where the epoch's first data batch goes: after the start-of-epoch control batch
+    /// (LeaderChange, and under kraft.version 1 possibly KRaftVersion and Voters).
+    pub first_data_offset: i64,
     pub granting_voters: BTreeSet<i32>,
     pub high_watermark: Option<i64>,
     pub voters: BTreeMap<i32, ReplicaState>,
@@ -144,6 +149,7 @@ impl LeaderState {
             local,
             epoch,
             epoch_start_offset,
+            first_data_offset: epoch_start_offset + 1,
             granting_voters,
             high_watermark: None,
             voters: BTreeMap::new(),

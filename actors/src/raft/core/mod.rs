@@ -162,11 +162,13 @@ pub enum Output {
     /// Everything below this offset is committed.
     HighWatermark(i64),
     /// The leader or epoch changed. For this node as leader, `epoch_start_offset` is where
-    /// its LeaderChangeMessage went.
+    /// its LeaderChangeMessage went and `first_data_offset` where the first batch after the
+    /// start-of-epoch control batch goes.
     LeaderChanged {
         leader_id: Option<i32>,
         epoch: i32,
         epoch_start_offset: Option<i64>,
+        first_data_offset: Option<i64>,
     },
     /// Start writing snapshot `id` received from the leader (drop any partial one).
     BeginSnapshot {
@@ -222,6 +224,9 @@ pub struct RaftCore {
     pending_add_node: Option<VoterNode>,
     /// Correlation id of the ApiVersions request to a voter being added.
     api_versions_in_flight: Option<u64>,
+    /// A flush this core asked for itself while a fetch waited on it (see
+    /// [`Self::fetch_blocked_on_flush`]); cleared by any `Flushed`.
+    flush_asked: bool,
     out: Vec<Output>,
 }
 
@@ -263,6 +268,7 @@ impl RaftCore {
             now: 0,
             pending_add_node: None,
             api_versions_in_flight: None,
+            flush_asked: false,
             out: Vec::new(),
             cfg,
         }
@@ -303,6 +309,16 @@ impl RaftCore {
     }
     pub fn voters(&self) -> VoterSet {
         self.log.last_voter_set()
+    }
+    /// Where node `id` listens, as far as this node knows: its entry in the voter set, or,
+    /// for the leader, the endpoints it announced (an observer formatted without voters learns
+    /// the leader that way first).
+    pub fn known_endpoints(&self, id: i32) -> Endpoints {
+        let listed = self.log.last_voter_set().listeners(id);
+        if listed.is_empty() && self.leader_id() == Some(id) {
+            return self.leader_endpoints();
+        }
+        listed
     }
     pub fn local_key(&self) -> Option<ReplicaKey> {
         self.cfg.local_key()
@@ -574,14 +590,15 @@ impl RaftCore {
             return;
         }
         self.last_leader_notice = Some((leader, epoch));
-        let epoch_start_offset = match &self.state {
-            EpochState::Leader(l) => Some(l.epoch_start_offset),
-            _ => None,
+        let (epoch_start_offset, first_data_offset) = match &self.state {
+            EpochState::Leader(l) => (Some(l.epoch_start_offset), Some(l.first_data_offset)),
+            _ => (None, None),
         };
         self.out.push(Output::LeaderChanged {
             leader_id: leader,
             epoch,
             epoch_start_offset,
+            first_data_offset,
         });
     }
 
@@ -836,12 +853,45 @@ impl RaftCore {
         );
         leader.update_local(self.log.flushed_end);
         self.durable(EpochState::Leader(Box::new(leader)));
-        let record = ControlRecord::LeaderChange {
+        let mut records = vec![ControlRecord::LeaderChange {
             leader_id: local.id,
             voters: voters.ids().collect(),
             granting_voters: granting.into_iter().collect(),
-        };
-        self.append_as_leader(BatchContent::Control(vec![record]), 1);
+        }];
+        // Kafka's `appendStartOfEpochControlRecords`: under kraft.version 1 the leader writes
+        // the voter set into the log when it only came from the bootstrap checkpoint (so that
+        // observers formatted without voters learn it by fetching) or when its own entry is
+        // stale (its listeners or kraft.version range changed since).
+        let kraft_version = self.log.last_kraft_version();
+        if kraft_version >= 1 {
+            let me = VoterNode {
+                key: local,
+                listeners: self.cfg.local_listeners.clone(),
+                supported_kraft_version: self.cfg.supported_kraft_version,
+            };
+            let from_bootstrap =
+                self.log.last_voter_set_offset().is_none() && self.log.start_offset == 0;
+            let stale = voters.get(local.id).is_some_and(|v| {
+                !me.listeners.is_empty()
+                    && (v.listeners != me.listeners
+                        || v.supported_kraft_version != me.supported_kraft_version)
+            });
+            let updated = if stale { voters.with_updated(me) } else { None };
+            if from_bootstrap || updated.is_some() {
+                records.push(ControlRecord::KRaftVersion(kraft_version));
+                records.push(ControlRecord::Voters(
+                    updated.unwrap_or_else(|| voters.clone()),
+                ));
+            }
+        }
+        let count = records.len() as i64;
+        self.append_as_leader(BatchContent::Control(records), count);
+        if let EpochState::Leader(l) = &mut self.state {
+            l.first_data_offset = start + count;
+        }
+        if count > 1 {
+            self.refresh_after_log_change();
+        }
         self.fire_leader_change();
         self.requests.reset_all();
     }
@@ -1109,10 +1159,21 @@ impl RaftCore {
         })
     }
 
-    /// A voter fetches only what it has made durable: the leader counts the fetch offset as
-    /// held by this voter (Kafka flushes inline before the next poll sends the Fetch).
-    fn fetch_blocked_on_flush(&self) -> bool {
-        self.is_voter() && self.log.flushed_end < self.log.end_offset
+    /// A replica fetches only what it has made durable: the leader counts a voter's fetch
+    /// offset as held by it (Kafka flushes inline before the next poll sends the Fetch). An
+    /// observer with a node id too: an AddRaftVoter can make it a voter between two fetches,
+    /// and its last fetch offset then counts toward the high watermark at once.
+    fn fetch_blocked_on_flush(&mut self) -> bool {
+        let blocked = self.cfg.node_id.is_some() && self.log.flushed_end < self.log.end_offset;
+        // A flush that came back short (a truncation overtook it) is asked for again, or the
+        // fetch would wait for good.
+        if blocked && !self.flush_asked {
+            self.flush_asked = true;
+            self.out.push(Output::Flush {
+                end_offset: self.log.end_offset,
+            });
+        }
+        blocked
     }
 
     fn maybe_send_fetch_to_any_bootstrap(&mut self, now: i64) {
@@ -1247,6 +1308,7 @@ impl RaftCore {
     }
 
     fn flushed(&mut self, end_offset: i64, now: i64) {
+        self.flush_asked = false;
         let end = end_offset.min(self.log.end_offset);
         if end <= self.log.flushed_end {
             return;
@@ -2197,11 +2259,16 @@ impl RaftCore {
         if !self.valid_cluster_id(&r.cluster_id) {
             return err(
                 INCONSISTENT_CLUSTER_ID,
-                "the cluster id does not match".into(),
+                format!(
+                    "The given id \"{}\" doesn't match the cluster id \"{}\"",
+                    r.cluster_id.as_deref().unwrap_or_default(),
+                    self.cfg.cluster_id
+                ),
             );
         }
         if let Some(e) = self.validate_leader_only(self.epoch()) {
-            return err(e, "this node is not the leader".into());
+            // Kafka answers a non-leader with an empty message.
+            return err(e, String::new());
         }
         if r.voter.directory_id.is_none() {
             return err(
@@ -2215,7 +2282,7 @@ impl RaftCore {
                 "Add voter request didn't include the default listener".into(),
             );
         }
-        if let Some(e) = self.voter_change_precheck() {
+        if let Some(e) = self.voter_change_precheck("adding voter") {
             return Some(e);
         }
         let voters = self.log.last_voter_set();
@@ -2223,8 +2290,9 @@ impl RaftCore {
             return err(
                 DUPLICATE_VOTER,
                 format!(
-                    "The voter id for {} is already part of the set of voters",
-                    r.voter
+                    "The voter id for {} is already part of the set of voters {}.",
+                    r.voter,
+                    voters.java_key_list()
                 ),
             );
         }
@@ -2240,6 +2308,7 @@ impl RaftCore {
                 offset: None,
                 deadline: now + self.cfg.request_timeout_ms,
                 awaiting_catch_up: true,
+                ack_when_committed: r.ack_when_committed,
             });
         }
         self.pending_add_node = Some(node);
@@ -2257,7 +2326,7 @@ impl RaftCore {
     }
 
     /// The checks every voter change starts with (Kafka's handlers, in their order).
-    fn voter_change_precheck(&self) -> Option<VoterChangeResponse> {
+    fn voter_change_precheck(&self, change: &str) -> Option<VoterChangeResponse> {
         let err = |e: i16, m: String| {
             Some(VoterChangeResponse {
                 error: e,
@@ -2266,7 +2335,7 @@ impl RaftCore {
         };
         let (hw, pending) = match &self.state {
             EpochState::Leader(l) => (l.high_watermark, l.pending_voter_change.is_some()),
-            _ => return err(NOT_LEADER_OR_FOLLOWER, "this node is not the leader".into()),
+            _ => return err(NOT_LEADER_OR_FOLLOWER, String::new()),
         };
         if pending {
             return err(
@@ -2288,8 +2357,8 @@ impl RaftCore {
             return err(
                 UNSUPPORTED_VERSION,
                 format!(
-                    "Cluster doesn't support changing voters because the kraft.version feature \
-                     is {kraft_version}"
+                    "Cluster doesn't support {change} because the kraft.version feature is \
+                     {kraft_version}"
                 ),
             );
         }
@@ -2297,8 +2366,9 @@ impl RaftCore {
             return err(
                 REQUEST_TIMED_OUT,
                 format!(
-                    "Request timed out waiting for voters to commit the latest voter change with \
-                     HWM {hw}"
+                    "Request timed out waiting for voters to commit the latest voter change at \
+                     Optional[{}] with HWM {hw}",
+                    self.log.last_voter_set_offset().unwrap_or(-1)
                 ),
             );
         }
@@ -2320,13 +2390,18 @@ impl RaftCore {
         if !self.valid_cluster_id(&r.cluster_id) {
             return err(
                 INCONSISTENT_CLUSTER_ID,
-                "the cluster id does not match".into(),
+                format!(
+                    "The given id \"{}\" doesn't match the cluster id \"{}\"",
+                    r.cluster_id.as_deref().unwrap_or_default(),
+                    self.cfg.cluster_id
+                ),
             );
         }
         if let Some(e) = self.validate_leader_only(self.epoch()) {
-            return err(e, "this node is not the leader".into());
+            // Kafka answers a non-leader with an empty message.
+            return err(e, String::new());
         }
-        if let Some(e) = self.voter_change_precheck() {
+        if let Some(e) = self.voter_change_precheck("removing voter") {
             return Some(e);
         }
         let voters = self.log.last_voter_set();
@@ -2336,7 +2411,11 @@ impl RaftCore {
             _ => {
                 return err(
                     VOTER_NOT_FOUND,
-                    format!("Cannot remove voter {} from the set of voters", r.voter),
+                    format!(
+                        "Cannot remove voter {} from the set of voters {}",
+                        r.voter,
+                        voters.java_key_list()
+                    ),
                 )
             }
         };
@@ -2559,7 +2638,12 @@ impl RaftCore {
             return fail(
                 self,
                 REQUEST_TIMED_OUT,
-                format!("Add voter {voter} failed: ApiVersions returned error {error}"),
+                // Kafka's text, its missing word included.
+                format!(
+                    "Aborted add voter operation for since API_VERSIONS returned an error {}",
+                    kactor_protocol::errors::ErrorCode::from_code(error)
+                        .map_or_else(|| error.to_string(), |e| e.name().to_string())
+                ),
             );
         }
         let current = self.log.last_kraft_version();
@@ -2567,7 +2651,14 @@ impl RaftCore {
             return fail(
                 self,
                 INVALID_REQUEST,
-                format!("Add voter {voter} failed: it does not support kraft.version {current}"),
+                format!(
+                    "Aborted add voter operation for {voter} since the kraft.version range {} \
+                     doesn't support the finalized version {current}",
+                    kraft_version.map_or_else(
+                        || "(missing)".to_string(),
+                        |r| format!("(min: {}, max: {}", r.min, r.max)
+                    )
+                ),
             );
         };
         let caught_up = match &self.state {
@@ -2578,7 +2669,7 @@ impl RaftCore {
             return fail(
                 self,
                 REQUEST_TIMED_OUT,
-                format!("Add voter {voter} failed: the new voter is not caught up to the leader"),
+                format!("Aborted add voter operation for {voter} since it is lagging behind"),
             );
         }
         let Some(mut node) = self.pending_add_node.take() else {
@@ -2593,16 +2684,33 @@ impl RaftCore {
             1,
         );
         self.refresh_after_log_change();
+        let mut early_answer = None;
         if let EpochState::Leader(l) = &mut self.state {
             if let Some(PendingVoterChange::Add {
+                request,
                 offset: o,
                 awaiting_catch_up,
+                ack_when_committed,
                 ..
             }) = &mut l.pending_voter_change
             {
                 *o = Some(offset);
                 *awaiting_catch_up = false;
+                if !*ack_when_committed {
+                    early_answer = Some(*request);
+                }
             }
+        }
+        // Kafka's AddVoterHandler completes such a request at the append; the change stays
+        // pending (no other voter change starts) until the record commits.
+        if let Some(request) = early_answer {
+            self.reply(
+                request,
+                Response::AddRaftVoter(VoterChangeResponse {
+                    error: NONE,
+                    error_message: None,
+                }),
+            );
         }
     }
 
@@ -2665,6 +2773,12 @@ impl RaftCore {
         message: Option<String>,
     ) {
         match change {
+            // Answered at the append already.
+            PendingVoterChange::Add {
+                ack_when_committed: false,
+                offset: Some(_),
+                ..
+            } => {}
             PendingVoterChange::Add { request, .. } => self.reply(
                 request,
                 Response::AddRaftVoter(VoterChangeResponse {

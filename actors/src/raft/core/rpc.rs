@@ -189,6 +189,9 @@ pub struct AddRaftVoterRequest {
     pub timeout_ms: i32,
     pub voter: ReplicaKey,
     pub listeners: Endpoints,
+    /// v1 `AckWhenCommitted`: answer once the VotersRecord is committed (true, the default)
+    /// or once it is appended (false, what an auto-joining controller asks for).
+    pub ack_when_committed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

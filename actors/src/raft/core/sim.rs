@@ -458,23 +458,30 @@ impl Sim {
                     n.disk.end(),
                     "leader append not at the log end"
                 );
-                let voters = match &content {
-                    BatchContent::Control(records) => records.iter().find_map(|r| match r {
-                        ControlRecord::Voters(v) => Some(v.clone()),
-                        _ => None,
+                match content {
+                    BatchContent::Data(mut r) => n.disk.entries.push(Entry {
+                        offset: base_offset,
+                        epoch,
+                        payload: r.remove(0),
+                        voters: None,
                     }),
-                    _ => None,
-                };
-                let payload = match content {
-                    BatchContent::Data(mut r) => r.remove(0),
-                    BatchContent::Control(c) => Bytes::from(format!("control:{c:?}")),
-                };
-                n.disk.entries.push(Entry {
-                    offset: base_offset,
-                    epoch,
-                    payload,
-                    voters,
-                });
+                    // The disk holds one entry per offset: a control batch of several records
+                    // (a start of epoch with KRaftVersion and Voters) takes several.
+                    BatchContent::Control(records) => {
+                        for (i, r) in records.into_iter().enumerate() {
+                            let voters = match &r {
+                                ControlRecord::Voters(v) => Some(v.clone()),
+                                _ => None,
+                            };
+                            n.disk.entries.push(Entry {
+                                offset: base_offset + i as i64,
+                                epoch,
+                                payload: Bytes::from(format!("control:{:?}", [r])),
+                                voters,
+                            });
+                        }
+                    }
+                }
             }
             Output::AppendFollower { batches } => {
                 let n = self.nodes.get_mut(&id).unwrap();
@@ -1063,6 +1070,7 @@ impl Sim {
                 timeout_ms: 2_000,
                 voter: dyn_voter(x).key,
                 listeners: sim_endpoints(x),
+                ack_when_committed: true,
             })
         };
         self.log(format!("admin -> {leader}: {}({x})", request.name()));

@@ -219,6 +219,7 @@ fn single_voter_elects_itself_and_writes_leader_change() {
         leader_id: Some(1),
         epoch: 1,
         epoch_start_offset: Some(0),
+        first_data_offset: Some(1),
     }));
     // Nothing commits until the LeaderChangeMessage is durable.
     assert_eq!(c.high_watermark(), 0);
@@ -997,6 +998,7 @@ fn add_voter(c: &mut RaftCore, id: i32, now: i64) -> Vec<Output> {
                 timeout_ms: 30_000,
                 voter: ReplicaKey::of(id, Some(dir(id as u8))),
                 listeners: ep(id),
+                ack_when_committed: true,
             }),
         },
         now,
@@ -1240,4 +1242,132 @@ fn a_candidate_that_learned_its_epochs_leader_restarts_as_its_follower() {
     assert!(!sends(&out)
         .iter()
         .any(|(_, _, r)| matches!(r, Request::Vote(_))));
+}
+
+/// A lone voter whose voters come from the bootstrap checkpoint (`kactor format --standalone`):
+/// its first epoch's start batch carries KRaftVersion and Voters after the LeaderChange, so
+/// observers formatted without voters learn them by fetching; the first data batch goes after
+/// all three.
+#[test]
+fn a_leader_from_the_bootstrap_checkpoint_writes_the_voters_into_the_log() {
+    let me = VoterNode {
+        key: ReplicaKey::of(1, Some(dir(1))),
+        listeners: ep(1),
+        supported_kraft_version: KRaftVersionRange::UP_TO_1,
+    };
+    let mut c = RaftConfig::with_static_voters(1, VoterSet::new([me.clone()]));
+    c.static_voters = None;
+    c.directory_id = dir(1);
+    c.local_listeners = ep(1);
+    let mut core = RaftCore::new(c, 3);
+    let log = LogState {
+        snapshot_voters: Some(VoterSet::new([me.clone()])),
+        snapshot_kraft_version: Some(1),
+        ..LogState::default()
+    };
+    let out = core.handle(
+        Input::Start {
+            election: None,
+            log,
+        },
+        0,
+    );
+    let start = out
+        .iter()
+        .find_map(|o| match o {
+            Output::AppendLeader {
+                base_offset: 0,
+                content: BatchContent::Control(records),
+                ..
+            } => Some(records.clone()),
+            _ => None,
+        })
+        .expect("a start-of-epoch batch");
+    assert_eq!(start.len(), 3, "{start:?}");
+    assert!(matches!(start[0], ControlRecord::LeaderChange { .. }));
+    assert_eq!(start[1], ControlRecord::KRaftVersion(1));
+    assert_eq!(start[2], ControlRecord::Voters(VoterSet::new([me])));
+    assert!(out.contains(&Output::LeaderChanged {
+        leader_id: Some(1),
+        epoch: 1,
+        epoch_start_offset: Some(0),
+        first_data_offset: Some(3),
+    }));
+
+    // A restart finds the voters in the log: the next epoch starts with a LeaderChange alone.
+    let mut again = dynamic_leader();
+    let out = again.handle(Input::Tick, 0);
+    assert!(!out.iter().any(|o| matches!(
+        o,
+        Output::AppendLeader {
+            content: BatchContent::Control(r),
+            ..
+        } if r.len() > 1
+    )));
+}
+
+/// AddRaftVoter v1 with AckWhenCommitted=false (what an auto-joining controller sends) is
+/// answered once the VotersRecord is appended, not again at its commit; the change stays
+/// pending until then.
+#[test]
+fn add_voter_without_ack_when_committed_answers_at_the_append() {
+    let mut c = dynamic_leader();
+    let fetch_at = |c: &mut RaftCore, offset: i64, now: i64| {
+        let epoch = c.epoch();
+        let mut f = fetch_req(2, epoch, offset, epoch);
+        f.replica = ReplicaKey::of(2, Some(dir(2)));
+        c.handle(
+            Input::Request {
+                id: 900 + offset as u64,
+                request: Request::Fetch(f),
+            },
+            now,
+        )
+    };
+    // Node 2 observes and catches up.
+    fetch_at(&mut c, 3, 10);
+    let out = c.handle(
+        Input::Request {
+            id: 42,
+            request: Request::AddRaftVoter(AddRaftVoterRequest {
+                cluster_id: None,
+                timeout_ms: 30_000,
+                voter: ReplicaKey::of(2, Some(dir(2))),
+                listeners: ep(2),
+                ack_when_committed: false,
+            }),
+        },
+        20,
+    );
+    let (_, correlation_id, _) = sends(&out)
+        .into_iter()
+        .find(|(to, _, r)| *to == 2 && matches!(r, Request::ApiVersions { .. }))
+        .expect("ApiVersions to the new voter");
+    let out = c.handle(
+        Input::Response {
+            from: 2,
+            correlation_id,
+            response: Response::ApiVersions {
+                error: 0,
+                kraft_version: Some(KRaftVersionRange::UP_TO_1),
+            },
+        },
+        30,
+    );
+    assert_eq!(
+        voter_change_reply(&out),
+        Some(VoterChangeResponse {
+            error: 0,
+            error_message: None
+        })
+    );
+    assert!(c.voters().contains_id(2));
+    // Another change waits for this one's commit.
+    let out = add_voter(&mut c, 3, 40);
+    assert_eq!(voter_change_reply(&out).map(|r| r.error), Some(7));
+    // The commit (voter 2 fetches past the record) sends no second answer.
+    c.handle(Input::Flushed { end_offset: 4 }, 50);
+    let out = fetch_at(&mut c, 4, 60);
+    assert_eq!(voter_change_reply(&out), None);
+    assert_eq!(c.high_watermark(), 4);
 }

@@ -36,9 +36,10 @@ impl ReplicaKey {
 
 impl fmt::Display for ReplicaKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // As Kafka 4.4 prints one in its error messages.
         match self.directory_id {
-            Some(d) => write!(f, "{}:{}", self.id, d),
-            None => write!(f, "{}", self.id),
+            Some(d) => write!(f, "ReplicaKey(id={}, directoryId={d})", self.id),
+            None => write!(f, "ReplicaKey(id={}, directoryId=<undefined>)", self.id),
         }
     }
 }
@@ -172,6 +173,12 @@ impl VoterSet {
             .get(&id)
             .map(|v| v.listeners.clone())
             .unwrap_or_default()
+    }
+
+    /// The voters' keys as a Java list prints them (`[ReplicaKey(...), ...]`), by id.
+    pub fn java_key_list(&self) -> String {
+        let keys: Vec<String> = self.keys().map(|k| k.to_string()).collect();
+        format!("[{}]", keys.join(", "))
     }
 
     pub fn majority(&self) -> usize {
