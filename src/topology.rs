@@ -296,15 +296,19 @@ fn quorum_settings(cfg: &BrokerConfig, cluster_id: &str) -> QuorumSettings {
         .ok()
         .and_then(|p| p.get("directory.id")?.parse::<Uuid>().ok())
         .unwrap_or(Uuid::ZERO),
+        // Read only when controller.quorum.voters is empty (a dynamic quorum).
+        bootstrap_servers: cfg.quorum_bootstrap_servers(),
+        local_listeners: cfg
+            .controller_endpoints()
+            .into_iter()
+            .map(|e| Endpoint {
+                listener: e.name,
+                host: e.host,
+                port: e.port,
+            })
+            .collect(),
+        controller_listener: listener,
     }
-}
-
-/// host:port of each voter's controller listener.
-fn quorum_addresses(cfg: &BrokerConfig) -> std::collections::BTreeMap<i32, String> {
-    cfg.quorum_voters()
-        .into_iter()
-        .map(|v| (v.node_id, format!("{}:{}", v.host, v.port)))
-        .collect()
 }
 
 /// Starts every component. Must run inside the actix `System`.
@@ -431,10 +435,11 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
 
     let mut router = RequestRouter::new();
     let authz = authorizer(cfg);
-    // With other voters, or none here, the active controller may be in another process.
-    let quorum_view = (voters_n > 1 || kraft.controller.is_none()).then(|| QuorumView {
+    // With other voters, a dynamic quorum, or none here, the active controller may be in
+    // another process.
+    let quorum_view = (voters_n != 1 || kraft.controller.is_none()).then(|| QuorumView {
         leader: kraft.raft_leader.clone(),
-        endpoints: quorum_addresses(cfg),
+        endpoints: kraft.controller_addresses.clone(),
     });
     controller_apis::register_with_auto_create_wait(
         &mut router,
@@ -454,6 +459,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         },
         controller_apis::AUTO_CREATE_WAIT,
     );
+    kactor_actors::raft::apis::register_voter_changes(&mut router, kraft.raft.clone());
     if let Some(q) = quorum_view {
         // Admin writes go to the active controller when it is elsewhere.
         controller_apis::register_forwarding(&mut router, node_id, q);

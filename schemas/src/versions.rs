@@ -44,6 +44,10 @@ pub const IMPLEMENTED: &[ApiKey] = &[
     ApiKey::FetchSnapshot,
     // A voter announcing its listeners and kraft.version range to the leader (KIP-853).
     ApiKey::UpdateRaftVoter,
+    // Voter changes at the Raft leader (KIP-853; `kafka-metadata-quorum add-controller /
+    // remove-controller`); brokers forward them.
+    ApiKey::AddRaftVoter,
+    ApiKey::RemoveRaftVoter,
     // Brokers in other processes reaching the active controller
     // (actors/src/controller/broker_apis.rs).
     ApiKey::BrokerRegistration,

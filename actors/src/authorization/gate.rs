@@ -685,6 +685,25 @@ fn broker_side(c: &Check, ctx: &RequestContext, v: i16, body: RequestBody) -> Pr
                 })
             })
         }
+        // ControllerApis: a voter change needs ALTER on the cluster.
+        RequestBody::AddRaftVoter(r) => {
+            cluster_gate(c, Op::Alter, r, RequestBody::AddRaftVoter, |_| {
+                ResponseBody::AddRaftVoter(AddRaftVoterResponse {
+                    error_code: CLUSTER_AUTHORIZATION_FAILED,
+                    error_message: message(CLUSTER_AUTHORIZATION_FAILED),
+                    ..Default::default()
+                })
+            })
+        }
+        RequestBody::RemoveRaftVoter(r) => {
+            cluster_gate(c, Op::Alter, r, RequestBody::RemoveRaftVoter, |_| {
+                ResponseBody::RemoveRaftVoter(RemoveRaftVoterResponse {
+                    error_code: CLUSTER_AUTHORIZATION_FAILED,
+                    error_message: message(CLUSTER_AUTHORIZATION_FAILED),
+                    ..Default::default()
+                })
+            })
+        }
         RequestBody::WriteTxnMarkers(_) => {
             if c.quietly(Op::Alter, R::Cluster, super::CLUSTER_NAME) || c.cluster(Op::ClusterAction)
             {

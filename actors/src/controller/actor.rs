@@ -5,6 +5,7 @@
 //! and off.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -17,7 +18,7 @@ use super::messages::*;
 use crate::metadata::core::MetadataRecord;
 use crate::raft::actor::now_ms;
 use crate::raft::messages::{
-    AppendMetadataRecords, MetadataBatchesCommitted, RaftError, RaftLeaderChanged,
+    AppendGate, AppendMetadataRecords, MetadataBatchesCommitted, RaftError, RaftLeaderChanged,
     RegisterRaftListener, UpgradeKRaftVersion,
 };
 use crate::runtime::{ActorMetrics, MeteredAddr, MeteredRecipient, SupervisedActor};
@@ -40,6 +41,8 @@ pub struct QuorumControllerActor {
     upgrade_kraft: MeteredRecipient<UpgradeKRaftVersion>,
     register: MeteredRecipient<RegisterRaftListener>,
     committed_offset: i64,
+    /// Shared with the RaftActor: see [`AppendGate`]. None in tests without Raft voters.
+    gate: Option<Arc<AppendGate>>,
     pending: VecDeque<Pending>,
     /// `true` while this controller is active: a co-located BrokerLifecycleActor registers
     /// the moment it turns true (Kafka's broker learns the active controller from the Raft
@@ -67,11 +70,18 @@ impl QuorumControllerActor {
             upgrade_kraft,
             register,
             committed_offset: -1,
+            gate: None,
             pending: VecDeque::new(),
             active_tx: watch::channel(false).0,
             gauges_at: None,
             metrics,
         }
+    }
+
+    /// Coordinates this controller's predicted offsets with Raft's own control batches.
+    pub fn with_append_gate(mut self, gate: Arc<AppendGate>) -> Self {
+        self.gate = Some(gate);
+        self
     }
 
     /// Whether this controller is active, as a watch (true from the activation on, until
@@ -102,11 +112,14 @@ impl QuorumControllerActor {
         ctx: &mut Context<Self>,
         pass: fn(&mut QuorumControllerCore) -> (Vec<MetadataRecord>, bool),
     ) {
+        if !self.enter_gate(ctx) {
+            return;
+        }
         let (records, more) = pass(&mut self.core);
         if !records.is_empty() {
             info!(count = records.len(), "periodic leader elections");
-            self.write(records, ctx);
         }
+        self.write(records, ctx);
         if more {
             ctx.run_later(Duration::from_millis(10), move |act, ctx| {
                 act.periodic_elections(ctx, pass)
@@ -118,6 +131,7 @@ impl QuorumControllerActor {
     /// waiting request is answered NOT_CONTROLLER and the core rebuilt from the log.
     fn write(&mut self, records: Vec<MetadataRecord>, ctx: &mut Context<Self>) {
         if records.is_empty() {
+            self.leave_gate();
             return;
         }
         let mut values = Vec::with_capacity(records.len());
@@ -138,6 +152,7 @@ impl QuorumControllerActor {
             .into_actor(self)
             .map(move |res, act, ctx| match res {
                 Ok(Ok(appended)) => {
+                    act.leave_gate();
                     if appended.base_offset != expected_base {
                         // Every waiting request completes at a predicted offset, and broker
                         // epochs are predicted offsets: with the prediction off, answers would
@@ -153,17 +168,50 @@ impl QuorumControllerActor {
                     }
                 }
                 Ok(Err(e)) => {
+                    act.leave_gate();
                     warn!(error = %e, "metadata append refused; resigning");
                     act.fail_all(ControllerError::NotController);
                     act.resign(ctx);
                 }
                 Err(e) => {
+                    act.leave_gate();
                     error!(error = %e, "RaftActor unreachable; resigning");
                     act.fail_all(ControllerError::WriteFailed(e.to_string()));
                     act.resign(ctx);
                 }
             })
             .wait(ctx);
+    }
+
+    /// Called before the core places new records: steps over the control batches Raft has
+    /// appended since the last prediction, and keeps Raft from appending more until
+    /// [`Self::leave_gate`]. False (after resigning) when they are not where expected.
+    fn enter_gate(&mut self, ctx: &mut Context<Self>) -> bool {
+        let Some(gate) = self.gate.clone() else {
+            return true;
+        };
+        for (base, last) in gate.enter() {
+            if !self.core.raft_control_appended(base, last) {
+                error!(
+                    base,
+                    last,
+                    next = self.core.applied_offset() + 1,
+                    "a Raft control batch landed where this controller's records were expected; \
+                     resigning"
+                );
+                gate.leave();
+                self.fail_all(ControllerError::NotController);
+                self.resign(ctx);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn leave_gate(&self) {
+        if let Some(gate) = &self.gate {
+            gate.leave();
+        }
     }
 
     /// Drops uncommitted state: a fresh core replays the committed log from Raft.
@@ -229,14 +277,20 @@ impl Actor for QuorumControllerActor {
         self.register_with_raft(ctx);
         ctx.run_interval(TICK, |act, ctx| {
             act.refresh_gauges();
+            // No write is in flight here (a write holds the context until Raft answers), so a
+            // path that entered the gate without writing cannot keep voter changes waiting.
+            act.leave_gate();
+            if !act.enter_gate(ctx) {
+                return;
+            }
             let records = act.core.tick(now_ms());
             if !records.is_empty() {
                 info!(
                     count = records.len(),
                     "fencing brokers whose session expired"
                 );
-                act.write(records, ctx);
             }
+            act.write(records, ctx);
         });
         if let Some(ms) = self
             .cfg
@@ -255,8 +309,10 @@ impl Actor for QuorumControllerActor {
         if self.cfg.max_idle_interval_ms > 0 {
             let every = Duration::from_millis(self.cfg.max_idle_interval_ms as u64);
             ctx.run_interval(every, |act, ctx| {
-                let records = act.core.no_op();
-                act.write(records, ctx);
+                if act.enter_gate(ctx) {
+                    let records = act.core.no_op();
+                    act.write(records, ctx);
+                }
             });
         }
     }
@@ -371,6 +427,10 @@ impl Handler<RaftLeaderChanged> for QuorumControllerActor {
                 // start: new records go after everything committed so far (Raft delivers all
                 // committed batches before the notice).
                 let next_offset = epoch_start.max(self.committed_offset + 1);
+                // Activation places records after everything Raft appended so far.
+                if let Some(gate) = &self.gate {
+                    gate.enter();
+                }
                 info!(
                     epoch = msg.epoch,
                     next_offset, "becoming the active controller"
@@ -402,6 +462,9 @@ macro_rules! controller_op {
 
             fn handle(&mut self, $m: $msg, ctx: &mut Context<Self>) -> Self::Result {
                 let _guard = self.metrics.handle();
+                if !self.enter_gate(ctx) {
+                    return Box::pin(async { Err(ControllerError::NotController) });
+                }
                 let $core = &mut self.core;
                 let result = $body;
                 self.submit(result, ctx)
@@ -454,6 +517,9 @@ impl Handler<UpdateFeatures> for QuorumControllerActor {
 
     fn handle(&mut self, m: UpdateFeatures, ctx: &mut Context<Self>) -> Self::Result {
         let _guard = self.metrics.handle();
+        if !self.enter_gate(ctx) {
+            return Box::pin(async { Err(ControllerError::NotController) });
+        }
         let checked = self.core.update_features(&m.updates, true);
         let level = match self.core.kraft_version_upgrade(&m.updates) {
             Some(level) if checked.response.error.is_ok() && self.core.is_active() => level,
@@ -488,6 +554,7 @@ impl Handler<UpdateFeatures> for QuorumControllerActor {
                                 ?appended,
                                 "kraft.version upgrade landed at an unexpected offset; resigning"
                             );
+                            act.leave_gate();
                             act.fail_all(ControllerError::NotController);
                             act.resign(ctx);
                             Box::pin(async { Err(ControllerError::NotController) })
@@ -498,13 +565,16 @@ impl Handler<UpdateFeatures> for QuorumControllerActor {
                         act.submit(result, ctx)
                     }
                     Ok(Err(RaftError::NotLeader { .. })) => {
+                        act.leave_gate();
                         Box::pin(async { Err(ControllerError::NotController) })
                     }
                     Ok(Err(e @ RaftError::Storage(_))) => {
+                        act.leave_gate();
                         let e = ControllerError::WriteFailed(e.to_string());
                         Box::pin(async { Err(e) })
                     }
                     Err(e) => {
+                        act.leave_gate();
                         let e = ControllerError::WriteFailed(e.to_string());
                         Box::pin(async { Err(e) })
                     }

@@ -61,8 +61,8 @@ pub struct BrokerConfigEntry {
 #[derive(Clone)]
 pub struct QuorumView {
     pub leader: tokio::sync::watch::Receiver<Option<i32>>,
-    /// host:port of each voter's controller listener.
-    pub endpoints: std::collections::BTreeMap<i32, String>,
+    /// host:port of each controller's listener, as the RaftActor knows them.
+    pub endpoints: tokio::sync::watch::Receiver<Arc<std::collections::BTreeMap<i32, String>>>,
 }
 
 #[derive(Clone)]
@@ -1882,30 +1882,38 @@ async fn handle_describe_cluster(
     // (asked of a controller listener, e.g. by `--bootstrap-controller` tools).
     let on_controller = ctx.connection.listener_kind == ListenerKind::Controller;
     if endpoint_type == 2 && on_controller {
-        let leader = apis
-            .raft
-            .send(DescribeQuorumState)
-            .await
-            .ok()
-            .and_then(|q| q.leader_id)
-            .unwrap_or(-1);
+        let quorum = apis.raft.send(DescribeQuorumState).await.ok();
+        let leader = quorum.as_ref().and_then(|q| q.leader_id).unwrap_or(-1);
         let listener = &*ctx.connection.listener_name;
-        let endpoint = apis
-            .controller_listeners
+        // The voters where this listener's name reaches them (the voter set knows where they
+        // listen), and this node: tools given `--bootstrap-controller` send on to the active
+        // controller, which must be among them.
+        let pick = |listeners: &[(String, String, u16)]| {
+            listeners
+                .iter()
+                .find(|(name, _, _)| name == listener)
+                .or(listeners.first())
+                .cloned()
+        };
+        let mut nodes: BTreeMap<i32, (String, String, u16)> = quorum
             .iter()
-            .find(|(name, _, _)| name == listener)
-            .or(apis.controller_listeners.first());
-        let brokers = endpoint
+            .flat_map(|q| q.nodes.iter())
+            .filter_map(|(id, listeners)| Some((*id, pick(listeners)?)))
+            .collect();
+        if let Some(own) = pick(&apis.controller_listeners) {
+            nodes.entry(apis.node_id).or_insert(own);
+        }
+        let brokers = nodes
+            .into_iter()
             .map(
-                |(_, host, port)| m::describe_cluster_response::DescribeClusterBroker {
-                    broker_id: apis.node_id,
-                    host: host.clone(),
-                    port: *port as i32,
+                |(id, (_, host, port))| m::describe_cluster_response::DescribeClusterBroker {
+                    broker_id: id,
+                    host,
+                    port: port as i32,
                     rack: None,
                     ..Default::default()
                 },
             )
-            .into_iter()
             .collect();
         return respond(ResponseBody::DescribeCluster(DescribeClusterResponse {
             endpoint_type,
@@ -2112,10 +2120,10 @@ async fn handle_describe_quorum(
     // broker forwards DescribeQuorum to the active controller.
     if let Some(q) = &apis.quorum {
         let leader = *q.leader.borrow();
-        if let Some(addr) = leader
+        let leader_address = leader
             .filter(|l| *l != apis.node_id)
-            .and_then(|l| q.endpoints.get(&l))
-        {
+            .and_then(|l| q.endpoints.borrow().get(&l).cloned());
+        if let Some(addr) = &leader_address {
             let timeout = Duration::from_millis(DEFAULT_TIMEOUT_MS as u64);
             let asked = async {
                 let mut conn = crate::network::client::KafkaConnection::connect(
@@ -2217,21 +2225,34 @@ async fn handle_describe_quorum(
         }],
         ..Default::default()
     }];
+    // Every voter with the listeners the voter set gives it (this node's own when the set
+    // names none, as a lone static voter's does).
+    let listener = |(name, host, port): &(String, String, u16)| r::Listener {
+        name: name.clone(),
+        host: host.clone(),
+        port: *port,
+        ..Default::default()
+    };
     let nodes = if v >= 2 {
-        vec![r::Node {
-            node_id: apis.node_id,
-            listeners: apis
-                .controller_listeners
-                .iter()
-                .map(|(name, host, port)| r::Listener {
-                    name: name.clone(),
-                    host: host.clone(),
-                    port: *port,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }]
+        let mut nodes: Vec<r::Node> = info
+            .nodes
+            .iter()
+            .filter(|(_, listeners)| !listeners.is_empty())
+            .map(|(id, listeners)| r::Node {
+                node_id: *id,
+                listeners: listeners.iter().map(listener).collect(),
+                ..Default::default()
+            })
+            .collect();
+        let local_voter = info.voters.iter().any(|r| r.replica_id == apis.node_id);
+        if local_voter && !nodes.iter().any(|n| n.node_id == apis.node_id) {
+            nodes.push(r::Node {
+                node_id: apis.node_id,
+                listeners: apis.controller_listeners.iter().map(listener).collect(),
+                ..Default::default()
+            });
+        }
+        nodes
     } else {
         Vec::new()
     };
@@ -2323,6 +2344,8 @@ pub const FORWARDED: &[ApiKey] = &[
     ApiKey::AlterClientQuotas,
     ApiKey::CreateAcls,
     ApiKey::DeleteAcls,
+    ApiKey::AddRaftVoter,
+    ApiKey::RemoveRaftVoter,
 ];
 
 /// Wraps the [`FORWARDED`] routes so that, while the Raft leader is another node, the request
@@ -2346,13 +2369,19 @@ pub fn register_forwarding(router: &mut RequestRouter, node_id: i32, quorum: Quo
             let local = local.clone();
             let mut quorum = quorum.clone();
             Box::pin(async move {
+                // A controller answers voter changes itself (NOT_LEADER_OR_FOLLOWER unless it
+                // leads); only brokers forward them.
+                let voter_change = matches!(key, ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter);
+                if voter_change && ctx.connection.listener_kind == ListenerKind::Controller {
+                    return local(ctx, body).await;
+                }
                 let deadline = tokio::time::Instant::now() + FORWARD_WAIT;
                 loop {
                     let leader = *quorum.leader.borrow_and_update();
                     if leader == Some(node_id) {
                         return local(ctx, body).await;
                     }
-                    let target = leader.and_then(|l| quorum.endpoints.get(&l).cloned());
+                    let target = leader.and_then(|l| quorum.endpoints.borrow().get(&l).cloned());
                     if let Some(address) = target {
                         match forward(&address, &ctx, body.clone(), deadline).await {
                             // A controller that lost (or has not yet taken up) leadership
@@ -2399,6 +2428,11 @@ fn says_not_controller(resp: &ResponseBody) -> bool {
         ResponseBody::CreateAcls(r) => r.results.iter().any(|t| nc(t.error_code)),
         ResponseBody::DeleteAcls(r) => r.filter_results.iter().any(|t| nc(t.error_code)),
         ResponseBody::ElectLeaders(r) => nc(r.error_code),
+        // A voter change reached a node that is no longer the Raft leader.
+        ResponseBody::AddRaftVoter(r) => nc(r.error_code) || r.error_code == NOT_LEADER_OR_FOLLOWER,
+        ResponseBody::RemoveRaftVoter(r) => {
+            nc(r.error_code) || r.error_code == NOT_LEADER_OR_FOLLOWER
+        }
         ResponseBody::AlterPartitionReassignments(r) => nc(r.error_code),
         ResponseBody::UpdateFeatures(r) => {
             nc(r.error_code) || r.results.iter().any(|t| nc(t.error_code))

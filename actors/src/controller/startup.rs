@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use actix::prelude::*;
 use kactor_protocol::Uuid;
@@ -92,6 +93,13 @@ pub struct QuorumSettings {
     /// The metadata log dir's `meta.properties` `directory.id` (KIP-853 names a voter by it);
     /// ZERO when unknown.
     pub directory_id: Uuid,
+    /// `controller.quorum.bootstrap.servers` (host:port): with no voters configured, the
+    /// quorum is dynamic and these are asked where the leader is (KIP-853).
+    pub bootstrap_servers: Vec<String>,
+    /// This node's controller listeners (a dynamic voter announces them).
+    pub local_listeners: Endpoints,
+    /// The first of `controller.listener.names`.
+    pub controller_listener: String,
 }
 
 impl Default for QuorumSettings {
@@ -106,6 +114,9 @@ impl Default for QuorumSettings {
             retry_backoff_ms: 20,
             fetch_snapshot_max_bytes: 1024 * 1024,
             directory_id: Uuid::ZERO,
+            bootstrap_servers: Vec::new(),
+            local_listeners: Endpoints::new(),
+            controller_listener: "CONTROLLER".to_string(),
         }
     }
 }
@@ -120,6 +131,9 @@ pub struct KraftHandles {
     pub image: MetadataImageWatch,
     /// The Raft leader's id as it changes.
     pub raft_leader: watch::Receiver<Option<i32>>,
+    /// host:port of the controllers this node knows (from the configured voters, or, in a
+    /// dynamic quorum, from the voter set in the log and the leader's announcements).
+    pub controller_addresses: watch::Receiver<Arc<BTreeMap<i32, String>>>,
     /// The broker's lifecycle state (`Running` = unfenced, ready to serve).
     pub broker_state: Option<watch::Receiver<BrokerLifecycleState>>,
     /// A broker's way to the active controller (its lifecycle, producer id blocks, internal
@@ -148,10 +162,16 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     raft_cfg.retention_bytes = cfg.metadata_log.retention_bytes;
     raft_cfg.retention_ms = cfg.metadata_log.retention_ms;
     raft_cfg.fetch_snapshot_max_bytes = cfg.quorum.fetch_snapshot_max_bytes;
+    raft_cfg.bootstrap_servers = cfg.quorum.bootstrap_servers.clone();
+    raft_cfg.local_listeners = cfg.quorum.local_listeners.clone();
+    raft_cfg.controller_listener = cfg.quorum.controller_listener.clone();
     let raft_actor = RaftActor::open(raft_cfg, raft_metrics.clone())?;
     let raft_leader = raft_actor.leader_watch();
-    // Other voters: the active controller may be in another process.
-    let remote_voters = cfg.voters.iter().any(|v| *v != cfg.node_id);
+    let controller_addresses = raft_actor.addresses_watch();
+    let append_gate = raft_actor.append_gate();
+    // Other voters (or a dynamic quorum, whose voters come and go): the active controller
+    // may be in another process.
+    let remote_voters = cfg.voters.is_empty() || cfg.voters.iter().any(|v| *v != cfg.node_id);
     let raft = start_supervised(arbiter, raft_metrics, move |_| raft_actor);
 
     let pub_metrics = ActorMetrics::new("MetadataPublisherActor");
@@ -172,7 +192,8 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
         let upgrade_kraft = raft.recipient();
         let register = raft.recipient();
         let actor =
-            QuorumControllerActor::new(ccfg, append, upgrade_kraft, register, metrics.clone());
+            QuorumControllerActor::new(ccfg, append, upgrade_kraft, register, metrics.clone())
+                .with_append_gate(append_gate);
         controller_active = Some(actor.active_watch());
         start_supervised(arbiter, metrics, move |_| actor)
     });
@@ -182,19 +203,13 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     // voter, whose lifecycle talks to its own controller and waits for it to activate.
     let request_timeout =
         std::time::Duration::from_millis(cfg.quorum.request_timeout_ms.max(1) as u64);
-    let endpoints: BTreeMap<i32, String> = cfg
-        .quorum
-        .voter_endpoints
-        .iter()
-        .filter_map(|(id, eps)| Some((*id, format!("{}:{}", eps.first()?.host, eps.first()?.port))))
-        .collect();
     let channel = |name: &'static str| {
         let metrics = ActorMetrics::new(name);
         let channel = ControllerChannelActor::new(
             cfg.node_id,
             controller.clone(),
             raft_leader.clone(),
-            endpoints.clone(),
+            controller_addresses.clone(),
             request_timeout,
             metrics.clone(),
         );
@@ -256,6 +271,7 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
 
     Ok(KraftHandles {
         raft_leader,
+        controller_addresses,
         raft,
         controller,
         publisher,

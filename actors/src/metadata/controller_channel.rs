@@ -7,6 +7,7 @@
 //! lifecycle retries, as it does against an activating controller.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -36,8 +37,8 @@ pub struct ControllerChannelActor {
     local: Option<MeteredAddr<QuorumControllerActor>>,
     /// The Raft leader (the active controller), from the RaftActor.
     leader: watch::Receiver<Option<i32>>,
-    /// host:port of each controller's listener.
-    endpoints: BTreeMap<i32, String>,
+    /// host:port of each controller's listener, as the RaftActor knows them.
+    endpoints: watch::Receiver<Arc<BTreeMap<i32, String>>>,
     /// The connection and the controller it goes to.
     conn: Option<(i32, KafkaConnection)>,
     /// `controller.quorum.request.timeout.ms`
@@ -50,7 +51,7 @@ impl ControllerChannelActor {
         node_id: i32,
         local: Option<MeteredAddr<QuorumControllerActor>>,
         leader: watch::Receiver<Option<i32>>,
-        endpoints: BTreeMap<i32, String>,
+        endpoints: watch::Receiver<Arc<BTreeMap<i32, String>>>,
         timeout: Duration,
         metrics: ActorMetrics,
     ) -> Self {
@@ -76,7 +77,7 @@ impl ControllerChannelActor {
             Some((id, c)) if id == to => Some(c),
             _ => None,
         };
-        let address = self.endpoints.get(&to).cloned();
+        let address = self.endpoints.borrow().get(&to).cloned();
         let timeout = self.timeout;
         async move {
             let Some(address) = address else {
@@ -120,7 +121,7 @@ impl ControllerChannelActor {
             Some((id, c)) if id == to => Some(c),
             _ => None,
         };
-        let address = self.endpoints.get(&to).cloned();
+        let address = self.endpoints.borrow().get(&to).cloned();
         let timeout = self.timeout;
         async move {
             let Some(address) = address else {

@@ -83,6 +83,14 @@ pub struct RaftActorConfig {
     pub retention_ms: i64,
     /// `controller.quorum.fetch.snapshot.max.bytes`
     pub fetch_snapshot_max_bytes: i32,
+    /// `controller.quorum.bootstrap.servers` (host:port), used when `voters` is empty: the
+    /// voter set then comes from the bootstrap checkpoint and the log (KIP-853).
+    pub bootstrap_servers: Vec<String>,
+    /// This node's controller listeners, announced as leader and written into VotersRecords
+    /// (dynamic quorums; a static voter's come from `voter_endpoints`).
+    pub local_listeners: Endpoints,
+    /// The first of `controller.listener.names`: the listener dialled on other controllers.
+    pub controller_listener: String,
 }
 
 impl RaftActorConfig {
@@ -105,6 +113,9 @@ impl RaftActorConfig {
             retention_bytes: 100 * 1024 * 1024,
             retention_ms: 7 * 24 * 60 * 60 * 1000,
             fetch_snapshot_max_bytes: 1024 * 1024,
+            bootstrap_servers: Vec::new(),
+            local_listeners: Endpoints::new(),
+            controller_listener: "CONTROLLER".to_string(),
         }
     }
 
@@ -143,10 +154,23 @@ pub struct RaftActor {
     /// wire answer goes).
     replies: HashMap<RequestId, (i16, String, oneshot::Sender<ResponseBody>)>,
     next_request_id: RequestId,
-    /// One connection actor per remote voter with a known endpoint (started with the actor).
-    peers: BTreeMap<i32, MeteredAddr<RaftPeerActor>>,
+    /// One connection actor per node the core has sent to, with the address it dials
+    /// (started on first use; replaced when the node's address changes).
+    peers: BTreeMap<i32, (String, MeteredAddr<RaftPeerActor>)>,
+    /// This actor's address, for the peers' answers (set when it starts).
+    me: Option<MeteredAddr<RaftActor>>,
     /// The current leader, for the broker's channel to the active controller.
     leader_tx: tokio::sync::watch::Sender<Option<i32>>,
+    /// host:port of every controller this node knows (voters, and the leader it follows),
+    /// for the broker's channel and forwarding: with a dynamic quorum they come from the log.
+    addresses_tx: tokio::sync::watch::Sender<Arc<BTreeMap<i32, String>>>,
+    /// Shared with the active controller (see [`AppendGate`]).
+    gate: Arc<AppendGate>,
+    /// Inputs that may append a voter change, held while the controller has records in
+    /// flight (in arrival order).
+    deferred: VecDeque<Input>,
+    /// Control batches of Raft's own (voter changes) appended by the last `run`.
+    own_control: Vec<(i64, i64)>,
     /// Snapshots on disk, ascending: id, size, last contained log timestamp (for retention).
     snapshots: Vec<snapshot::SnapshotMeta>,
     /// The latest snapshot read back, for listeners that load it.
@@ -188,7 +212,7 @@ impl RaftActor {
                 .map_err(|e| storage_at(&dir, e))?;
         }
         let election = quorum_state::read(&dir).map_err(|e| storage_at(&dir, e))?;
-        let (snapshots, loaded) = open_snapshots(&mut log, now)?;
+        let (snapshots, loaded, bootstrap) = open_snapshots(&mut log, now)?;
         let mut log_state = log_state(&log)?;
         log_state.snapshots = snapshots
             .iter()
@@ -200,6 +224,9 @@ impl RaftActor {
         if let Some(l) = &loaded {
             log_state.snapshot_voters = l.voters.clone();
             log_state.snapshot_kraft_version = l.snapshot.kraft_version;
+        } else {
+            log_state.snapshot_voters = bootstrap.voters;
+            log_state.snapshot_kraft_version = bootstrap.kraft_version;
         }
         info!(
             node_id = cfg.node_id,
@@ -216,6 +243,16 @@ impl RaftActor {
             )
         }));
         let mut raft_cfg = RaftConfig::with_static_voters(cfg.node_id, voters);
+        if cfg.voters.is_empty() {
+            // KIP-853: the voters come from the bootstrap checkpoint and the log; until the
+            // leader is known, fetch from any bootstrap server (numbered -2, -3, ... as Kafka
+            // numbers them).
+            raft_cfg.static_voters = None;
+            raft_cfg.bootstrap_servers = (0..cfg.bootstrap_servers.len() as i32)
+                .map(|i| -2 - i)
+                .collect();
+            raft_cfg.local_listeners = cfg.local_listeners.clone();
+        }
         raft_cfg.election_timeout_ms = cfg.election_timeout_ms;
         raft_cfg.fetch_timeout_ms = cfg.fetch_timeout_ms;
         raft_cfg.election_backoff_max_ms = cfg.election_backoff_max_ms;
@@ -235,7 +272,12 @@ impl RaftActor {
             replies: HashMap::new(),
             next_request_id: 0,
             peers: BTreeMap::new(),
+            me: None,
             leader_tx: tokio::sync::watch::channel(None).0,
+            addresses_tx: tokio::sync::watch::channel(Arc::new(BTreeMap::new())).0,
+            gate: Arc::new(AppendGate::default()),
+            deferred: VecDeque::new(),
+            own_control: Vec::new(),
             snapshots,
             loaded: loaded.map(|l| Arc::new(l.snapshot)),
             last_clean_ms: now,
@@ -254,6 +296,17 @@ impl RaftActor {
     /// The Raft leader's id as it changes (the active controller's node).
     pub fn leader_watch(&self) -> tokio::sync::watch::Receiver<Option<i32>> {
         self.leader_tx.subscribe()
+    }
+
+    /// The gate the co-located controller shares with this actor.
+    pub fn append_gate(&self) -> Arc<AppendGate> {
+        self.gate.clone()
+    }
+
+    /// host:port of the controllers this node knows, updated as the voter set and the leader
+    /// change.
+    pub fn addresses_watch(&self) -> tokio::sync::watch::Receiver<Arc<BTreeMap<i32, String>>> {
+        self.addresses_tx.subscribe()
     }
 
     pub fn config(&self) -> &RaftActorConfig {
@@ -313,6 +366,17 @@ impl RaftActor {
                         epoch,
                         content,
                     } => {
+                        if let BatchContent::Control(records) = &content {
+                            // A batch of Raft's own within the epoch (not its start): the
+                            // controller's next records go after it.
+                            let starts_epoch = records
+                                .iter()
+                                .any(|r| matches!(r, ControlRecord::LeaderChange { .. }));
+                            if !starts_epoch {
+                                let last = base_offset + records.len() as i64 - 1;
+                                self.own_control.push((base_offset, last));
+                            }
+                        }
                         let batch = match &content {
                             BatchContent::Data(records) => {
                                 encode_data_batch(base_offset, epoch, now, records)
@@ -360,15 +424,16 @@ impl RaftActor {
                     Output::LeaderChanged {
                         leader_id,
                         epoch,
-                        epoch_start_offset,
+                        first_data_offset,
+                        ..
                     } => {
                         info!(?leader_id, epoch, "metadata quorum leader changed");
                         self.leader_tx.send_replace(leader_id);
                         self.leader_notice = Some(RaftLeaderChanged {
                             leader_id,
                             epoch,
-                            // The first data batch goes after the LeaderChangeMessage.
-                            next_offset: epoch_start_offset.map(|o| o + 1),
+                            // The first data batch goes after the start-of-epoch batch.
+                            next_offset: first_data_offset,
                         });
                     }
                     Output::Send {
@@ -376,7 +441,7 @@ impl RaftActor {
                         correlation_id,
                         request,
                     } => {
-                        let sent = self.peers.get(&to).is_some_and(|peer| {
+                        let sent = self.peer(to, &request).is_some_and(|peer| {
                             peer.try_send(SendRaftRequest {
                                 correlation_id,
                                 request,
@@ -411,7 +476,106 @@ impl RaftActor {
             }
         }
         self.deliver();
+        self.publish_addresses();
         Ok(reply)
+    }
+
+    /// Feeds an input that may make the leader append a voter change: at once when no
+    /// controller records are in flight, else after them (see [`AppendGate`]).
+    fn run_gated(&mut self, input: Input, now: i64) {
+        self.deferred.push_back(input);
+        self.run_deferred(now);
+    }
+
+    fn run_deferred(&mut self, now: i64) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let gate = self.gate.clone();
+        let mut state = gate.lock();
+        while !state.busy() {
+            let Some(input) = self.deferred.pop_front() else {
+                break;
+            };
+            self.own_control.clear();
+            let result = self.run(input, now);
+            state.appended_control(self.own_control.drain(..));
+            if let Err(e) = result {
+                drop(state);
+                self.fail(&e);
+                return;
+            }
+        }
+    }
+
+    /// The host:port to reach node `to` for `request`: a bootstrap server by its negative
+    /// id, a new voter at the listeners its AddRaftVoter named, anyone else where the core
+    /// knows it listens (on this node's controller listener name when it has one).
+    fn address_of(&self, to: i32, request: &super::core::rpc::Request) -> Option<String> {
+        if to < -1 {
+            return self.cfg.bootstrap_servers.get((-2 - to) as usize).cloned();
+        }
+        let endpoints = match request {
+            super::core::rpc::Request::ApiVersions { listeners } => listeners.clone(),
+            _ => self.core.known_endpoints(to),
+        };
+        let e = endpoints
+            .iter()
+            .find(|e| e.listener == self.cfg.controller_listener)
+            .or_else(|| endpoints.first())?;
+        Some(format!("{}:{}", e.host, e.port))
+    }
+
+    /// The connection actor for `to`, started on first use or when the address moved.
+    fn peer(
+        &mut self,
+        to: i32,
+        request: &super::core::rpc::Request,
+    ) -> Option<&MeteredAddr<RaftPeerActor>> {
+        let address = self.address_of(to, request)?;
+        let me = self.me.clone()?;
+        let current = self.peers.get(&to).is_some_and(|(a, _)| *a == address);
+        if !current {
+            let actor = RaftPeerActor::new(
+                to,
+                address.clone(),
+                self.cfg.controller_listener.clone(),
+                me.recipient(),
+                Duration::from_millis(self.cfg.request_timeout_ms.max(1) as u64),
+                Duration::from_millis(self.cfg.retry_backoff_ms.max(1) as u64),
+                ActorMetrics::new("RaftPeerActor"),
+            );
+            let addr = crate::runtime::start_supervised_here(
+                ActorMetrics::new("RaftPeerActor"),
+                move |_| actor,
+            );
+            // The replaced peer stops once its last address is dropped.
+            self.peers.insert(to, (address, addr));
+        }
+        self.peers.get(&to).map(|(_, p)| p)
+    }
+
+    /// Publishes where the controllers are when that changed.
+    fn publish_addresses(&self) {
+        let mut known = BTreeMap::new();
+        let voters = self.core.voters();
+        for id in voters.ids().chain(self.core.leader_id()) {
+            let endpoints = self.core.known_endpoints(id);
+            let e = endpoints
+                .iter()
+                .find(|e| e.listener == self.cfg.controller_listener)
+                .or_else(|| endpoints.first());
+            if let Some(e) = e {
+                known.insert(id, format!("{}:{}", e.host, e.port));
+            }
+        }
+        self.addresses_tx.send_if_modified(|current| {
+            if **current == known {
+                return false;
+            }
+            *current = Arc::new(known);
+            true
+        });
     }
 
     /// Sends the core's answer to an inbound request, reading the log bytes it points at.
@@ -453,31 +617,6 @@ impl RaftActor {
         let _ = tx.send(wire::response_to_wire(
             response, version, &listener, records, snapshot,
         ));
-    }
-
-    /// Starts a connection actor for every other voter whose controller listener is known.
-    fn start_peers(&mut self, ctx: &mut Context<Self>) {
-        let me = MeteredAddr::new(ctx.address(), self.metrics.clone());
-        for (id, endpoints) in &self.cfg.voter_endpoints {
-            if *id == self.cfg.node_id || self.peers.contains_key(id) {
-                continue;
-            }
-            let Some(e) = endpoints.first() else { continue };
-            let actor = RaftPeerActor::new(
-                *id,
-                format!("{}:{}", e.host, e.port),
-                e.listener.clone(),
-                me.clone().recipient(),
-                Duration::from_millis(self.cfg.request_timeout_ms.max(1) as u64),
-                Duration::from_millis(self.cfg.retry_backoff_ms.max(1) as u64),
-                ActorMetrics::new("RaftPeerActor"),
-            );
-            let addr = crate::runtime::start_supervised_here(
-                ActorMetrics::new("RaftPeerActor"),
-                move |_| actor,
-            );
-            self.peers.insert(*id, addr);
-        }
     }
 
     /// Reads committed batches from `from` up to the high watermark.
@@ -723,20 +862,47 @@ struct OpenedSnapshot {
     voters: Option<VoterSet>,
 }
 
+/// The control records of the bootstrap checkpoint (0-0), when no later snapshot exists.
+#[derive(Default)]
+struct Bootstrap {
+    voters: Option<VoterSet>,
+    kraft_version: Option<i16>,
+}
+
 /// Kafka's `recoverSnapshots` + `truncateToLatestSnapshot` at start-up: the snapshots kept
 /// (partial and stale files removed), and the latest one read back. A log that ends before the
 /// latest snapshot (a follower that crashed after downloading it) restarts at its end.
 fn open_snapshots(
     log: &mut Log,
     now: i64,
-) -> Result<(Vec<snapshot::SnapshotMeta>, Option<OpenedSnapshot>), RaftError> {
+) -> Result<
+    (
+        Vec<snapshot::SnapshotMeta>,
+        Option<OpenedSnapshot>,
+        Bootstrap,
+    ),
+    RaftError,
+> {
     let dir = log.dir().to_path_buf();
     let found = snapshot::recover(&dir, log.log_start_offset()).map_err(|e| storage_at(&dir, e))?;
     let mut kept = Vec::new();
     let mut latest = None;
+    let mut bootstrap = Bootstrap::default();
     for (i, (id, size)) in found.iter().enumerate() {
-        // The 0-0 checkpoint `kafka-storage format` may leave holds bootstrap records only.
+        // The 0-0 checkpoint `kafka-storage format` may leave holds bootstrap records only:
+        // no metadata to load, but (with --standalone / --initial-controllers) the first
+        // voter set, which counts only while no later snapshot replaces it.
         if id.offset == 0 {
+            if i + 1 == found.len() {
+                let at = snapshot::path(&dir, *id);
+                let c = snapshot::read(&dir, *id)
+                    .and_then(|b| snapshot::decode(b).map_err(std::io::Error::other))
+                    .map_err(|e| storage_at(&at, e))?;
+                bootstrap = Bootstrap {
+                    voters: c.voters,
+                    kraft_version: c.kraft_version,
+                };
+            }
             continue;
         }
         let at = snapshot::path(&dir, *id);
@@ -784,14 +950,14 @@ fn open_snapshots(
             ),
         ));
     }
-    Ok((kept, latest))
+    Ok((kept, latest, bootstrap))
 }
 
 impl Actor for RaftActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.start_peers(ctx);
+        self.me = Some(MeteredAddr::new(ctx.address(), self.metrics.clone()));
         ctx.run_interval(TICK, |act, _| {
             if act.failed.is_some() {
                 return;
@@ -801,6 +967,7 @@ impl Actor for RaftActor {
                 act.fail(&e);
                 return;
             }
+            act.run_deferred(now);
             if now - act.last_clean_ms >= CLEAN_INTERVAL_MS {
                 if let Err(e) = act.maybe_clean(now) {
                     act.fail(&e);
@@ -915,7 +1082,15 @@ impl Handler<RaftRequest> for RaftActor {
         self.next_request_id += 1;
         let (tx, rx) = oneshot::channel();
         self.replies.insert(id, (msg.api_version, msg.listener, tx));
-        if let Err(e) = self.run(Input::Request { id, request }, now_ms()) {
+        let voter_change = matches!(
+            request,
+            super::core::rpc::Request::RemoveRaftVoter(_)
+                | super::core::rpc::Request::UpdateRaftVoter(_)
+        );
+        let input = Input::Request { id, request };
+        if voter_change {
+            self.run_gated(input, now_ms());
+        } else if let Err(e) = self.run(input, now_ms()) {
             self.fail(&e);
         }
         Box::pin(async move { rx.await.ok() })
@@ -928,6 +1103,16 @@ impl Handler<RaftPeerResult> for RaftActor {
     fn handle(&mut self, msg: RaftPeerResult, _: &mut Context<Self>) {
         let _m = self.metrics.handle();
         let input = match msg.result {
+            // A new voter's ApiVersions answer is what makes the leader append its
+            // VotersRecord.
+            Ok(response @ Response::ApiVersions { .. }) => {
+                let input = Input::Response {
+                    from: msg.from,
+                    correlation_id: msg.correlation_id,
+                    response,
+                };
+                return self.run_gated(input, now_ms());
+            }
             Ok(response) => Input::Response {
                 from: msg.from,
                 correlation_id: msg.correlation_id,
@@ -986,6 +1171,20 @@ impl Handler<DescribeQuorumState> for RaftActor {
             log_end_offset: self.core.log_end_offset(),
             voters: d.current_voters.iter().map(replica).collect(),
             observers: d.observers.iter().map(replica).collect(),
+            // From the voter set this node has (a follower's answer names no nodes).
+            nodes: self
+                .core
+                .voters()
+                .nodes()
+                .map(|n| {
+                    let listeners = n
+                        .listeners
+                        .iter()
+                        .map(|e| (e.listener.clone(), e.host.clone(), e.port))
+                        .collect();
+                    (n.key.id, listeners)
+                })
+                .collect(),
         })
     }
 }

@@ -27,6 +27,18 @@ async fn serve(
     }
 }
 
+/// Voter changes (AddRaftVoter, RemoveRaftVoter) go to this node's RaftActor, which answers
+/// NOT_LEADER_OR_FOLLOWER unless it leads. Every node registers them, before the forwarding
+/// layer: on a broker listener that layer sends them on to the leader, as Kafka's brokers do.
+pub fn register_voter_changes(router: &mut RequestRouter, raft: MeteredAddr<RaftActor>) {
+    for key in [ApiKey::AddRaftVoter, ApiKey::RemoveRaftVoter] {
+        let raft = raft.clone();
+        router.register(key, move |ctx, body| {
+            Box::pin(serve(raft.clone(), ctx, body))
+        });
+    }
+}
+
 /// Registers the Raft RPCs; call after the partition APIs so Fetch on broker listeners keeps
 /// the partition handler.
 pub fn register(router: &mut RequestRouter, raft: MeteredAddr<RaftActor>) {

@@ -141,4 +141,61 @@ pub struct QuorumInfo {
     pub log_end_offset: i64,
     pub voters: Vec<QuorumReplicaInfo>,
     pub observers: Vec<QuorumReplicaInfo>,
+    /// Each voter's listeners, for DescribeQuorum v2's `Nodes` and DescribeCluster.
+    pub nodes: Vec<(i32, Vec<Listener>)>,
+}
+
+/// A listener as (name, host, port).
+pub type Listener = (String, String, u16);
+
+/// Keeps the active controller's offset predictions true while Raft appends control batches
+/// of its own in the same epoch (VotersRecords of voter changes, KIP-853).
+///
+/// The controller applies its records before Raft places them, predicting their offsets
+/// (broker epochs are those offsets). Kafka's controller learns each offset synchronously from
+/// the Raft accumulator; here two actors meet through this gate instead: the controller marks
+/// an append in flight while it predicts and waits, and Raft holds back the inputs that make it
+/// append a voter change until none is, then leaves the batch's offsets here for the
+/// controller to step over before its next prediction.
+#[derive(Debug, Default)]
+pub struct AppendGate {
+    state: std::sync::Mutex<GateState>,
+}
+
+#[derive(Debug, Default)]
+pub struct GateState {
+    /// The controller is between a prediction and Raft's answer to its append.
+    in_flight: bool,
+    /// Offsets (base, last) of Raft's own control batches not yet seen by the controller.
+    control: Vec<(i64, i64)>,
+}
+
+impl GateState {
+    /// Whether a controller append is being predicted or placed.
+    pub fn busy(&self) -> bool {
+        self.in_flight
+    }
+    pub fn appended_control(&mut self, batches: impl IntoIterator<Item = (i64, i64)>) {
+        self.control.extend(batches);
+    }
+}
+
+impl AppendGate {
+    /// The controller is about to apply records at predicted offsets: Raft's control batches
+    /// since its last prediction, which it must step over.
+    pub fn enter(&self) -> Vec<(i64, i64)> {
+        let mut s = self.lock();
+        s.in_flight = true;
+        std::mem::take(&mut s.control)
+    }
+
+    /// The controller's records are placed (or it wrote none, or the append failed).
+    pub fn leave(&self) {
+        self.lock().in_flight = false;
+    }
+
+    /// Raft's side: held while it decides whether to append, and while it does.
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }

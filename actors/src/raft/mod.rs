@@ -5,8 +5,8 @@
 //!
 //! `core` is the whole protocol as a pure state machine (Kafka 4.4's quorum states, pre-vote,
 //! Fetch-driven replication, snapshots, KIP-853 voters), checked by a deterministic simulation
-//! (`core/sim.rs`); `actor` is its shell over the on-disk log, today for a lone voter: Raft
-//! RPCs between processes are not wired yet.
+//! (`core/sim.rs`); `actor` is its shell over the on-disk log and the peer connections
+//! (`peer`), with the RPCs served on the controller listener by `apis`.
 
 pub mod actor;
 pub mod apis;
@@ -21,6 +21,7 @@ pub mod wire;
 
 pub use actor::{RaftActor, RaftActorConfig, RaftRequest, METADATA_PARTITION_DIR};
 pub use messages::{
-    AppendMetadataRecords, AppendedBatch, DescribeQuorumState, MetadataBatchesCommitted,
-    QuorumInfo, QuorumReplicaInfo, RaftError, RaftLeaderChanged, RegisterRaftListener,
+    AppendGate, AppendMetadataRecords, AppendedBatch, DescribeQuorumState,
+    MetadataBatchesCommitted, QuorumInfo, QuorumReplicaInfo, RaftError, RaftLeaderChanged,
+    RegisterRaftListener,
 };

@@ -266,6 +266,25 @@ pub fn write(dir: &Path, id: OffsetAndEpoch, bytes: &[u8]) -> io::Result<u64> {
     Ok(bytes.len() as u64)
 }
 
+/// The bootstrap checkpoint `kafka-storage format --standalone` / `--initial-controllers`
+/// writes (KIP-853): snapshot 0-0 in the metadata partition dir, holding kraft.version 1 and
+/// the initial voter set (Kafka's also holds the bootstrap feature levels; kactor's active
+/// controller writes those itself when the log is new). A node started without `controller.quorum.voters` reads its
+/// voters from it until the log has a VotersRecord.
+pub fn write_bootstrap(
+    partition_dir: &Path,
+    voters: Option<&VoterSet>,
+    now_ms: i64,
+) -> io::Result<()> {
+    let id = OffsetAndEpoch::new(0, 0);
+    // `--no-initial-controllers` writes kraft.version 1 without voters: they come from the log.
+    let mut records = vec![ControlRecord::KRaftVersion(1)];
+    records.extend(voters.map(|v| ControlRecord::Voters(v.clone())));
+    let bytes = encode(id, now_ms, now_ms, &records, &[]).map_err(io::Error::other)?;
+    std::fs::create_dir_all(partition_dir)?;
+    write(partition_dir, id, &bytes).map(|_| ())
+}
+
 /// A snapshot being received from the leader, chunk by chunk, into its part file.
 pub fn begin_download(dir: &Path, id: OffsetAndEpoch) -> io::Result<()> {
     File::create(part_path(dir, id)).map(drop)

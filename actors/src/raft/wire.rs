@@ -161,22 +161,41 @@ pub fn request_from_wire(body: RequestBody, version: i16) -> Result<Request, i16
             cluster_id: cluster(r.cluster_id.clone()),
             current_leader_epoch: r.current_leader_epoch,
             voter: key(r.voter_id, r.voter_directory_id),
-            listeners: r
-                .listeners
-                .iter()
-                .map(|l| Endpoint {
-                    listener: l.name.clone(),
-                    host: l.host.clone(),
-                    port: l.port,
-                })
-                .collect(),
+            listeners: endpoints(&r.listeners, |l| (&l.name, &l.host, l.port)),
             kraft_version: KRaftVersionRange {
                 min: r.k_raft_version_feature.min_supported_version,
                 max: r.k_raft_version_feature.max_supported_version,
             },
         })),
+        RequestBody::AddRaftVoter(r) => Ok(Request::AddRaftVoter(AddRaftVoterRequest {
+            cluster_id: cluster(r.cluster_id.clone()),
+            timeout_ms: r.timeout_ms,
+            voter: key(r.voter_id, r.voter_directory_id),
+            listeners: endpoints(&r.listeners, |l| (&l.name, &l.host, l.port)),
+            // v0 has no such field: its answers always waited for the commit.
+            ack_when_committed: version < 1 || r.ack_when_committed,
+        })),
+        RequestBody::RemoveRaftVoter(r) => Ok(Request::RemoveRaftVoter(RemoveRaftVoterRequest {
+            cluster_id: cluster(r.cluster_id.clone()),
+            voter: key(r.voter_id, r.voter_directory_id),
+        })),
         _ => Err(INVALID_REQUEST),
     }
+}
+
+/// A request's listener list as core endpoints.
+fn endpoints<L>(listeners: &[L], parts: impl Fn(&L) -> (&String, &String, u16)) -> Endpoints {
+    listeners
+        .iter()
+        .map(|l| {
+            let (name, host, port) = parts(l);
+            Endpoint {
+                listener: name.clone(),
+                host: host.clone(),
+                port,
+            }
+        })
+        .collect()
 }
 
 /// A top-level error answer for `api_key` (a request that names the wrong partition).
@@ -205,6 +224,14 @@ pub fn error_response(api_key: m::ApiKey, error_code: i16) -> Option<ResponseBod
             ..Default::default()
         }),
         m::ApiKey::UpdateRaftVoter => ResponseBody::UpdateRaftVoter(m::UpdateRaftVoterResponse {
+            error_code,
+            ..Default::default()
+        }),
+        m::ApiKey::AddRaftVoter => ResponseBody::AddRaftVoter(m::AddRaftVoterResponse {
+            error_code,
+            ..Default::default()
+        }),
+        m::ApiKey::RemoveRaftVoter => ResponseBody::RemoveRaftVoter(m::RemoveRaftVoterResponse {
             error_code,
             ..Default::default()
         }),
@@ -477,8 +504,17 @@ fn response_body(
                 ..Default::default()
             })
         }
-        // The remaining RPCs are not served over this path (DescribeQuorum has its own
-        // handler; voter changes are not wired to the network yet).
+        Response::AddRaftVoter(r) => ResponseBody::AddRaftVoter(m::AddRaftVoterResponse {
+            error_code: r.error,
+            error_message: r.error_message,
+            ..Default::default()
+        }),
+        Response::RemoveRaftVoter(r) => ResponseBody::RemoveRaftVoter(m::RemoveRaftVoterResponse {
+            error_code: r.error,
+            error_message: r.error_message,
+            ..Default::default()
+        }),
+        // DescribeQuorum has its own handler; ApiVersions answers come from the router.
         _ => ResponseBody::Vote(m::VoteResponse {
             error_code: INVALID_REQUEST,
             ..Default::default()

@@ -1991,6 +1991,22 @@ impl QuorumControllerCore {
         true
     }
 
+    /// Raft appended a control batch of its own (a voter change) at `base_offset..=last_offset`
+    /// before this controller's next records: they go after it. False when it is not where
+    /// the next record was expected (the shell then resigns). An inactive controller ignores
+    /// it: activation places its records after everything in the log.
+    pub fn raft_control_appended(&mut self, base_offset: i64, last_offset: i64) -> bool {
+        if !self.active || last_offset < self.next_offset {
+            return true;
+        }
+        if base_offset != self.next_offset {
+            return false;
+        }
+        self.next_offset = last_offset + 1;
+        self.applied_offset = last_offset;
+        true
+    }
+
     /// Replaces the state with a loaded metadata snapshot's image (Kafka's controller
     /// `handleLoadSnapshot`). Only an inactive controller loads one: its state is all
     /// committed, and the snapshot is committed state further on. Broker registration offsets

@@ -2780,3 +2780,20 @@ fn a_stalled_controller_fences_only_for_silence_it_observed() {
         "fenced late: {fenced_at}"
     );
 }
+
+/// A voter change Raft appended between two of the active controller's writes: the next
+/// records go after it, and a batch anywhere else is refused (the shell resigns).
+#[test]
+fn raft_control_batches_are_stepped_over() {
+    let mut c = controller(1);
+    let next = c.applied_offset() + 1;
+    assert!(!c.raft_control_appended(next + 1, next + 1));
+    assert!(c.raft_control_appended(next, next));
+    assert_eq!(c.applied_offset(), next);
+    // Already counted (or before the activation): nothing moves.
+    assert!(c.raft_control_appended(next, next));
+    assert_eq!(c.applied_offset(), next);
+    let r = c.no_op();
+    assert_eq!(r.len(), 1);
+    assert_eq!(c.applied_offset(), next + 1);
+}
