@@ -58,6 +58,19 @@ enum Command {
         /// Succeed (without changes) when a dir is already formatted for this cluster and node.
         #[arg(long = "ignore-formatted", short = 'g')]
         ignore_formatted: bool,
+        /// This controller is the quorum's only voter to begin with (KIP-853); others join
+        /// with `kafka-metadata-quorum add-controller`.
+        #[arg(long, conflicts_with_all = ["initial_controllers", "no_initial_controllers"])]
+        standalone: bool,
+        /// The first voters, ID@HOST:PORT:DIRECTORY_ID,... (the same list on each of them).
+        #[arg(
+            long = "initial-controllers",
+            conflicts_with = "no_initial_controllers"
+        )]
+        initial_controllers: Option<String>,
+        /// A controller that joins an existing dynamic quorum as an observer.
+        #[arg(long = "no-initial-controllers")]
+        no_initial_controllers: bool,
     },
     /// Print a new random cluster/directory id (Kafka's base64url UUID).
     RandomUuid,
@@ -81,7 +94,21 @@ fn main() -> ExitCode {
             cluster_id,
             overrides,
             ignore_formatted,
-        } => format(config, cluster_id, overrides, ignore_formatted),
+            standalone,
+            initial_controllers,
+            no_initial_controllers,
+        } => {
+            let voters = if standalone {
+                storage_format::InitialVoters::Standalone
+            } else if let Some(list) = initial_controllers {
+                storage_format::InitialVoters::List(list)
+            } else if no_initial_controllers {
+                storage_format::InitialVoters::None
+            } else {
+                storage_format::InitialVoters::Unspecified
+            };
+            format(config, cluster_id, overrides, ignore_formatted, voters)
+        }
         Command::RandomUuid => {
             println!("{}", storage_format::random_uuid());
             Ok(())
@@ -174,10 +201,32 @@ fn format(
     cluster_id: String,
     overrides: Vec<String>,
     ignore_formatted: bool,
+    initial: storage_format::InitialVoters,
 ) -> anyhow::Result<()> {
     let cfg = load_config(Some(file), overrides)?;
-    for dir in cfg.log_dirs() {
-        let wrote = storage_format::format_log_dir(&dir, &cluster_id, cfg.node_id())?;
+    let quorum = storage_format::bootstrap_quorum(&cfg, initial)?;
+    let metadata_dir = cfg.metadata_log_dir();
+    let mut dirs = cfg.log_dirs();
+    if !dirs.contains(&metadata_dir) {
+        dirs.push(metadata_dir.clone());
+    }
+    for dir in dirs {
+        // With --initial-controllers the metadata dir's id is the one the list gives it.
+        let directory_id = quorum
+            .as_ref()
+            .filter(|_| dir == metadata_dir)
+            .and_then(|q| q.directory_id.clone());
+        let wrote = storage_format::format_log_dir(
+            &dir,
+            &cluster_id,
+            cfg.node_id(),
+            directory_id.as_deref(),
+        )?;
+        if wrote && dir == metadata_dir {
+            if let Some(q) = &quorum {
+                storage_format::write_bootstrap_checkpoint(&dir, q)?;
+            }
+        }
         if wrote {
             println!("Formatted {} with cluster.id {cluster_id}", dir.display());
         } else if ignore_formatted {
@@ -228,7 +277,7 @@ fn ensure_formatted(cfg: &BrokerConfig) -> anyhow::Result<()> {
     }
     let cluster_id = cluster_id.unwrap_or_else(storage_format::random_uuid);
     for dir in missing {
-        storage_format::format_log_dir(&dir, &cluster_id, cfg.node_id())?;
+        storage_format::format_log_dir(&dir, &cluster_id, cfg.node_id(), None)?;
         tracing::info!(dir = %dir.display(), cluster_id = %cluster_id, "formatted empty log dir");
     }
     Ok(())

@@ -5,7 +5,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{bail, Context};
+use kactor_actors::raft::core::{Endpoint, KRaftVersionRange, ReplicaKey, VoterNode, VoterSet};
+use kactor_protocol::Uuid;
 use rand::RngCore;
+
+use crate::config::BrokerConfig;
 
 const B64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -103,10 +107,166 @@ pub fn ensure_usable_dir(dir: &Path) -> anyhow::Result<()> {
 /// The file [`ensure_usable_dir`] creates and removes to see that a dir is writable.
 const WRITE_PROBE: &str = ".kactor-write-check";
 
+/// How `kactor format` sets up a dynamic quorum (Kafka's `kafka-storage format` flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InitialVoters {
+    /// No flag: right for brokers and for static quorums (`controller.quorum.voters`).
+    Unspecified,
+    /// `--standalone`: this controller is the only voter.
+    Standalone,
+    /// `--initial-controllers ID@HOST:PORT:DIRECTORY_ID,...`
+    List(String),
+    /// `--no-initial-controllers`: a controller that joins later.
+    None,
+}
+
+/// What the bootstrap checkpoint of a dynamic-quorum controller holds.
+#[derive(Debug, Clone)]
+pub struct BootstrapQuorum {
+    /// The metadata log dir's `directory.id` (chosen here, or given by the list).
+    pub directory_id: Option<String>,
+    /// The first voters; None for `--no-initial-controllers` (kraft.version 1, no voters).
+    pub voters: Option<VoterSet>,
+}
+
+/// Checks the flags against the node's roles and quorum settings, as `kafka-storage format`
+/// does, and works out the bootstrap checkpoint to write (None: none).
+pub fn bootstrap_quorum(
+    cfg: &BrokerConfig,
+    initial: InitialVoters,
+) -> anyhow::Result<Option<BootstrapQuorum>> {
+    let flag = match &initial {
+        InitialVoters::Unspecified => None,
+        InitialVoters::Standalone => Some("--standalone"),
+        InitialVoters::List(_) => Some("--initial-controllers"),
+        InitialVoters::None => Some("--no-initial-controllers"),
+    };
+    let dynamic = cfg.quorum_voters().is_empty();
+    match flag {
+        Some(flag) if !cfg.is_controller() => {
+            bail!("You can only use {flag} on a controller.")
+        }
+        Some(flag) if !dynamic => bail!(
+            "You cannot use {flag} with controller.quorum.voters: its voters are static \
+             (use controller.quorum.bootstrap.servers for a dynamic quorum)."
+        ),
+        None if cfg.is_controller() && dynamic => bail!(
+            "Because controller.quorum.voters is not set on this controller, you must specify \
+             one of the following: --standalone, --initial-controllers, or \
+             --no-initial-controllers."
+        ),
+        None => return Ok(None),
+        Some(_) => {}
+    }
+    let listener = cfg
+        .get_list("controller.listener.names")
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| "CONTROLLER".to_string());
+    let node = |id: i32, dir: Uuid, endpoints: Vec<Endpoint>| VoterNode {
+        key: ReplicaKey::of(id, Some(dir)),
+        listeners: endpoints,
+        supported_kraft_version: KRaftVersionRange::UP_TO_1,
+    };
+    Ok(Some(match initial {
+        InitialVoters::Standalone => {
+            let dir = random_uuid();
+            let endpoints = cfg
+                .controller_endpoints()
+                .into_iter()
+                .map(|e| Endpoint {
+                    listener: e.name,
+                    host: e.host,
+                    port: e.port,
+                })
+                .collect();
+            BootstrapQuorum {
+                voters: Some(VoterSet::new([node(
+                    cfg.node_id(),
+                    dir.parse().expect("a generated uuid parses"),
+                    endpoints,
+                )])),
+                directory_id: Some(dir),
+            }
+        }
+        InitialVoters::List(list) => {
+            let mut nodes = Vec::new();
+            let mut own = None;
+            for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+                let (id, host, port, dir) = parse_initial_controller(entry)?;
+                if nodes.iter().any(|n: &VoterNode| n.key.id == id) {
+                    bail!("--initial-controllers names node {id} twice");
+                }
+                if id == cfg.node_id() {
+                    own = Some(dir.to_string());
+                }
+                let endpoint = Endpoint {
+                    listener: listener.clone(),
+                    host,
+                    port,
+                };
+                nodes.push(node(id, dir, vec![endpoint]));
+            }
+            if nodes.is_empty() {
+                bail!("--initial-controllers lists no controller");
+            }
+            BootstrapQuorum {
+                directory_id: own,
+                voters: Some(VoterSet::new(nodes)),
+            }
+        }
+        _ => BootstrapQuorum {
+            directory_id: None,
+            voters: None,
+        },
+    }))
+}
+
+/// One `ID@HOST:PORT:DIRECTORY_ID` of `--initial-controllers`.
+fn parse_initial_controller(entry: &str) -> anyhow::Result<(i32, String, u16, Uuid)> {
+    let bad = || anyhow::anyhow!("{entry:?} is not ID@HOST:PORT:DIRECTORY_ID");
+    let (id, rest) = entry.split_once('@').ok_or_else(bad)?;
+    let (rest, dir) = rest.rsplit_once(':').ok_or_else(bad)?;
+    let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
+    let id: i32 = id.parse().map_err(|_| bad())?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    let dir = uuid_from_string(dir)
+        .map(Uuid)
+        .filter(|u| *u != Uuid::ZERO)
+        .ok_or_else(|| anyhow::anyhow!("{entry:?}: {dir:?} is not a directory id"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if id < 0 || host.is_empty() {
+        return Err(bad());
+    }
+    Ok((id, host.to_string(), port, dir))
+}
+
+/// Writes the bootstrap checkpoint (snapshot 0-0 of `__cluster_metadata-0`) into the metadata
+/// log dir `dir`.
+pub fn write_bootstrap_checkpoint(dir: &Path, q: &BootstrapQuorum) -> anyhow::Result<()> {
+    let partition = dir.join(kactor_actors::raft::METADATA_PARTITION_DIR);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    kactor_actors::raft::snapshot::write_bootstrap(&partition, q.voters.as_ref(), now).with_context(
+        || {
+            format!(
+                "writing the bootstrap checkpoint in {}",
+                partition.display()
+            )
+        },
+    )
+}
+
 /// Writes `meta.properties` (version 1) into `dir`. Refuses a dir already formatted for a
 /// different cluster or node, and leaves a matching one alone (idempotent re-format).
 /// Returns whether it wrote a new file.
-pub fn format_log_dir(dir: &Path, cluster_id: &str, node_id: i32) -> anyhow::Result<bool> {
+pub fn format_log_dir(
+    dir: &Path,
+    cluster_id: &str,
+    node_id: i32,
+    directory_id: Option<&str>,
+) -> anyhow::Result<bool> {
     if uuid_from_string(cluster_id).is_none() {
         bail!("cluster id {cluster_id:?} is not a 22-character base64url UUID (use `kactor random-uuid`)");
     }
@@ -132,7 +292,10 @@ pub fn format_log_dir(dir: &Path, cluster_id: &str, node_id: i32) -> anyhow::Res
     }
     let props = BTreeMap::from([
         ("cluster.id", cluster_id.to_string()),
-        ("directory.id", random_uuid()),
+        (
+            "directory.id",
+            directory_id.map_or_else(random_uuid, str::to_string),
+        ),
         ("node.id", node_id.to_string()),
         ("version", "1".to_string()),
     ]);
@@ -200,17 +363,103 @@ mod tests {
     fn format_writes_meta_properties_and_refuses_a_foreign_dir() {
         let dir = tempfile::tempdir().unwrap();
         let id = random_uuid();
-        assert!(format_log_dir(dir.path(), &id, 3).unwrap());
+        assert!(format_log_dir(dir.path(), &id, 3, None).unwrap());
         let props = crate::config::read_properties(&dir.path().join("meta.properties")).unwrap();
         assert_eq!(props["version"], "1");
         assert_eq!(props["cluster.id"], id);
         assert_eq!(props["node.id"], "3");
         assert!(uuid_from_string(&props["directory.id"]).is_some());
-        assert!(!format_log_dir(dir.path(), &id, 3).unwrap());
-        let err = format_log_dir(dir.path(), &random_uuid(), 3)
+        assert!(!format_log_dir(dir.path(), &id, 3, None).unwrap());
+        let err = format_log_dir(dir.path(), &random_uuid(), 3, None)
             .unwrap_err()
             .to_string();
         assert!(err.contains("already formatted"), "{err}");
-        assert!(format_log_dir(dir.path(), "bad", 3).is_err());
+        assert!(format_log_dir(dir.path(), "bad", 3, None).is_err());
+    }
+
+    fn cfg(props: &[&str]) -> BrokerConfig {
+        BrokerConfig::load(&crate::config::ConfigSources {
+            file: None,
+            env: Vec::new(),
+            overrides: props.iter().map(|p| p.to_string()).collect(),
+        })
+        .unwrap()
+    }
+
+    const CONTROLLER: &[&str] = &[
+        "process.roles=controller",
+        "node.id=2",
+        "listeners=CONTROLLER://127.0.0.1:19093",
+        "controller.quorum.bootstrap.servers=127.0.0.1:19093",
+    ];
+
+    /// kafka-storage format's rules and messages for the three KIP-853 flags.
+    #[test]
+    fn dynamic_quorum_flags_follow_kafka_storage_format() {
+        let dynamic = cfg(CONTROLLER);
+        let err = bootstrap_quorum(&dynamic, InitialVoters::Unspecified).unwrap_err();
+        assert!(err.to_string().starts_with(
+            "Because controller.quorum.voters is not set on this controller, you must specify"
+        ));
+        let broker = cfg(&[
+            "process.roles=broker",
+            "node.id=4",
+            "controller.quorum.bootstrap.servers=127.0.0.1:19093",
+        ]);
+        assert!(bootstrap_quorum(&broker, InitialVoters::Unspecified)
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            bootstrap_quorum(&broker, InitialVoters::Standalone)
+                .unwrap_err()
+                .to_string(),
+            "You can only use --standalone on a controller."
+        );
+        // A static quorum takes none of them (the single-node defaults are one).
+        assert!(bootstrap_quorum(&cfg(&[]), InitialVoters::Standalone).is_err());
+
+        // --standalone: this node alone, on its controller listener, with a fresh dir id.
+        let q = bootstrap_quorum(&dynamic, InitialVoters::Standalone)
+            .unwrap()
+            .unwrap();
+        let voters = q.voters.unwrap();
+        let me = voters.get(2).unwrap();
+        assert_eq!(voters.ids().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(
+            me.key.directory_id.map(|d| d.to_string()),
+            q.directory_id.clone()
+        );
+        assert_eq!(
+            me.listeners,
+            vec![Endpoint {
+                listener: "CONTROLLER".into(),
+                host: "127.0.0.1".into(),
+                port: 19093,
+            }]
+        );
+
+        // --initial-controllers: every listed voter; this node's dir id from the list.
+        let (d1, d2) = (random_uuid(), random_uuid());
+        let list = format!("1@c1:9093:{d1},2@[::1]:9094:{d2}");
+        let q = bootstrap_quorum(&dynamic, InitialVoters::List(list))
+            .unwrap()
+            .unwrap();
+        assert_eq!(q.directory_id.as_deref(), Some(d2.as_str()));
+        let voters = q.voters.unwrap();
+        assert_eq!(voters.ids().collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(voters.get(2).unwrap().listeners[0].host, "::1");
+        for bad in ["1@c1:9093", "x@c1:9093:{d1}", "1@c1:port:{d1}", "1@c1:9093:nope"] {
+            let list = bad.replace("{d1}", &d1);
+            assert!(
+                bootstrap_quorum(&dynamic, InitialVoters::List(list)).is_err(),
+                "{bad}"
+            );
+        }
+
+        // --no-initial-controllers: kraft.version 1, no voters.
+        let q = bootstrap_quorum(&dynamic, InitialVoters::None)
+            .unwrap()
+            .unwrap();
+        assert!(q.voters.is_none() && q.directory_id.is_none());
     }
 }

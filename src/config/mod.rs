@@ -341,6 +341,21 @@ impl BrokerConfig {
                 origin: ConfigOrigin::Default,
             });
         }
+        // A node given bootstrap servers joins a dynamic quorum (KIP-853): the single-node
+        // voter it would otherwise get is not its configuration.
+        let bootstrap_given = entries
+            .get("controller.quorum.bootstrap.servers")
+            .is_some_and(|e| e.value.as_deref().is_some_and(|v| !v.trim().is_empty()));
+        if bootstrap_given {
+            if let Some(e) = entries.get_mut("controller.quorum.voters") {
+                if e.origin == ConfigOrigin::SingleNode {
+                    *e = ConfigEntry {
+                        value: Some(String::new()),
+                        origin: ConfigOrigin::Default,
+                    };
+                }
+            }
+        }
         // broker.id is node.id's legacy name (Kafka's `KafkaConfig.populateSynonyms`): the one
         // that was given stands for both, so DescribeConfigs reports broker.id with node.id's
         // value and source. node.id's single-node value counts as not given; validate_cross
@@ -574,6 +589,38 @@ impl BrokerConfig {
         self.listeners()
             .into_iter()
             .filter(|e| !controller.contains(&e.name))
+            .collect()
+    }
+
+    /// This node's controller listeners as other nodes reach them, in
+    /// `controller.listener.names` order: the `advertised.listeners` entry of that name if
+    /// there is one, else the `listeners` entry (Kafka's rule for voter endpoints).
+    pub fn controller_endpoints(&self) -> Vec<Endpoint> {
+        let advertised: Vec<Endpoint> = self
+            .get_list("advertised.listeners")
+            .iter()
+            .filter_map(|l| parse_endpoint(l).ok())
+            .collect();
+        let listeners = self.listeners();
+        self.get_list("controller.listener.names")
+            .iter()
+            .filter_map(|name| {
+                advertised
+                    .iter()
+                    .chain(listeners.iter())
+                    .find(|e| e.name == *name)
+                    .cloned()
+            })
+            .collect()
+    }
+
+    /// `controller.quorum.bootstrap.servers` as host:port strings (used when
+    /// `controller.quorum.voters` is empty: a dynamic quorum, KIP-853).
+    pub fn quorum_bootstrap_servers(&self) -> Vec<String> {
+        self.get_list("controller.quorum.bootstrap.servers")
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
             .collect()
     }
 
@@ -832,6 +879,14 @@ impl BrokerConfig {
                 "controller.quorum.voters",
                 "set controller.quorum.voters or controller.quorum.bootstrap.servers",
             ));
+        }
+        for b in &bootstrap {
+            if split_host_port(b.trim()).is_none() {
+                return Err(self.invalid(
+                    "controller.quorum.bootstrap.servers",
+                    format!("{b:?} is not host:port"),
+                ));
+            }
         }
         let mut voter_ids = Vec::new();
         for v in &voters {
