@@ -465,3 +465,35 @@ def _(c):
 def _(c):
     """`kafka-cluster unregister` of an id that never registered: BROKER_ID_NOT_REGISTERED."""
     c.call("UnregisterBroker", 0, {"BrokerId": 9999}, check=True)
+
+
+# ---- AddRaftVoter / RemoveRaftVoter (KIP-853) ------------------------------------------------
+# The single node's quorum is static (controller.quorum.voters, kraft.version 0); its broker
+# listener forwards voter changes to the active controller, itself.
+
+_DIR = "ZmlyKTJSTSaP3S5Fh4b5YQ"
+
+
+@case("AddRaftVoter", "v1-static-quorum")
+def _(c):
+    """A static quorum cannot change voters: UNSUPPORTED_VERSION naming kraft.version 0."""
+    c.call("AddRaftVoter", 1, {"ClusterId": None, "TimeoutMs": 5000, "VoterId": 2,
+                               "VoterDirectoryId": _DIR, "AckWhenCommitted": True,
+                               "Listeners": [{"Name": "CONTROLLER", "Host": "127.0.0.1",
+                                              "Port": 1}]}, check=True)
+
+
+@case("AddRaftVoter", "v0-no-directory-id")
+def _(c):
+    """A voter without a directory id: INVALID_REQUEST, before any quorum check."""
+    c.call("AddRaftVoter", 0, {"ClusterId": None, "TimeoutMs": 5000, "VoterId": 2,
+                               "VoterDirectoryId": "AAAAAAAAAAAAAAAAAAAAAA",
+                               "Listeners": [{"Name": "CONTROLLER", "Host": "127.0.0.1",
+                                              "Port": 1}]}, check=True)
+
+
+@case("RemoveRaftVoter", "v0-static-quorum")
+def _(c):
+    """A static quorum cannot change voters: UNSUPPORTED_VERSION naming kraft.version 0."""
+    c.call("RemoveRaftVoter", 0, {"ClusterId": None, "VoterId": 1, "VoterDirectoryId": _DIR},
+           check=True)

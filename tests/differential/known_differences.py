@@ -25,8 +25,6 @@ NOT_SERVED = {
     39: ("RenewDelegationToken", 1, 2),
     40: ("ExpireDelegationToken", 1, 2),
     41: ("DescribeDelegationToken", 1, 3),
-    80: ("AddRaftVoter", 0, 1),
-    81: ("RemoveRaftVoter", 0, 0),
     88: ("StreamsGroupHeartbeat", 0, 1),
     89: ("StreamsGroupDescribe", 0, 1),
     93: ("StreamsGroupTopologyDescriptionUpdate", 0, 0),
