@@ -204,11 +204,23 @@ fn format(
     initial: storage_format::InitialVoters,
 ) -> anyhow::Result<()> {
     let cfg = load_config(Some(file), overrides)?;
+    if storage_format::uuid_from_string(&cluster_id).is_none() {
+        bail!("cluster id {cluster_id:?} is not a 22-character base64url UUID (use `kactor random-uuid`)");
+    }
     let quorum = storage_format::bootstrap_quorum(&cfg, initial)?;
     let metadata_dir = cfg.metadata_log_dir();
     let mut dirs = cfg.log_dirs();
     if !dirs.contains(&metadata_dir) {
         dirs.push(metadata_dir.clone());
+    }
+    // As kafka-storage format: every dir is looked at before anything is written.
+    if !ignore_formatted {
+        if let Some(dir) = dirs.iter().find(|d| d.join("meta.properties").exists()) {
+            bail!(
+                "{} is already formatted (use --ignore-formatted to accept that)",
+                dir.display()
+            );
+        }
     }
     for dir in dirs {
         // With --initial-controllers the metadata dir's id is the one the list gives it.
@@ -216,17 +228,21 @@ fn format(
             .as_ref()
             .filter(|_| dir == metadata_dir)
             .and_then(|q| q.directory_id.clone());
+        // The bootstrap checkpoint goes first: meta.properties marks the dir formatted, and a
+        // crash between the two must not leave a formatted dir without its voters.
+        let fresh = !dir.join("meta.properties").exists();
+        if fresh && dir == metadata_dir {
+            if let Some(q) = &quorum {
+                storage_format::ensure_usable_dir(&dir)?;
+                storage_format::write_bootstrap_checkpoint(&dir, q)?;
+            }
+        }
         let wrote = storage_format::format_log_dir(
             &dir,
             &cluster_id,
             cfg.node_id(),
             directory_id.as_deref(),
         )?;
-        if wrote && dir == metadata_dir {
-            if let Some(q) = &quorum {
-                storage_format::write_bootstrap_checkpoint(&dir, q)?;
-            }
-        }
         if wrote {
             println!("Formatted {} with cluster.id {cluster_id}", dir.display());
         } else if ignore_formatted {

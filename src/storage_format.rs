@@ -143,12 +143,16 @@ pub fn bootstrap_quorum(
     };
     let dynamic = cfg.quorum_voters().is_empty();
     match flag {
+        // Kafka takes it anywhere: a broker, or a static quorum, then gets nothing extra.
+        Some("--no-initial-controllers") if !cfg.is_controller() || !dynamic => return Ok(None),
         Some(flag) if !cfg.is_controller() => {
             bail!("You can only use {flag} on a controller.")
         }
-        Some(flag) if !dynamic => bail!(
-            "You cannot use {flag} with controller.quorum.voters: its voters are static \
-             (use controller.quorum.bootstrap.servers for a dynamic quorum)."
+        Some(_) if !dynamic => bail!(
+            "You cannot specify controller.quorum.voters and format the node with \
+             --initial-controllers or --standalone. If you want to use dynamic quorum, please \
+             remove controller.quorum.voters and specify controller.quorum.bootstrap.servers \
+             instead."
         ),
         None if cfg.is_controller() && dynamic => bail!(
             "Because controller.quorum.voters is not set on this controller, you must specify \
@@ -406,17 +410,21 @@ mod tests {
             "node.id=4",
             "controller.quorum.bootstrap.servers=127.0.0.1:19093",
         ]);
-        assert!(bootstrap_quorum(&broker, InitialVoters::Unspecified)
-            .unwrap()
-            .is_none());
+        for flag in [InitialVoters::Unspecified, InitialVoters::None] {
+            assert!(bootstrap_quorum(&broker, flag).unwrap().is_none());
+        }
         assert_eq!(
             bootstrap_quorum(&broker, InitialVoters::Standalone)
                 .unwrap_err()
                 .to_string(),
             "You can only use --standalone on a controller."
         );
-        // A static quorum takes none of them (the single-node defaults are one).
+        // A static quorum (the single-node defaults are one) takes only
+        // --no-initial-controllers, which changes nothing.
         assert!(bootstrap_quorum(&cfg(&[]), InitialVoters::Standalone).is_err());
+        assert!(bootstrap_quorum(&cfg(&[]), InitialVoters::None)
+            .unwrap()
+            .is_none());
 
         // --standalone: this node alone, on its controller listener, with a fresh dir id.
         let q = bootstrap_quorum(&dynamic, InitialVoters::Standalone)
@@ -448,7 +456,12 @@ mod tests {
         let voters = q.voters.unwrap();
         assert_eq!(voters.ids().collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(voters.get(2).unwrap().listeners[0].host, "::1");
-        for bad in ["1@c1:9093", "x@c1:9093:{d1}", "1@c1:port:{d1}", "1@c1:9093:nope"] {
+        for bad in [
+            "1@c1:9093",
+            "x@c1:9093:{d1}",
+            "1@c1:port:{d1}",
+            "1@c1:9093:nope",
+        ] {
             let list = bad.replace("{d1}", &d1);
             assert!(
                 bootstrap_quorum(&dynamic, InitialVoters::List(list)).is_err(),

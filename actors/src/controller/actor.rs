@@ -140,6 +140,7 @@ impl QuorumControllerActor {
                 Ok(v) => values.push(v),
                 Err(e) => {
                     error!(error = %e, "cannot encode a metadata record");
+                    self.leave_gate();
                     self.fail_all(ControllerError::WriteFailed(e.to_string()));
                     self.resign(ctx);
                     return;
@@ -426,10 +427,15 @@ impl Handler<RaftLeaderChanged> for QuorumControllerActor {
                 // After a resign while Raft stayed leader, the log has grown past the epoch
                 // start: new records go after everything committed so far (Raft delivers all
                 // committed batches before the notice).
-                let next_offset = epoch_start.max(self.committed_offset + 1);
-                // Activation places records after everything Raft appended so far.
+                let mut next_offset = epoch_start.max(self.committed_offset + 1);
+                // A voter change Raft appended after the epoch started (one queued before this
+                // notice) takes the offsets the first records would have had.
                 if let Some(gate) = &self.gate {
-                    gate.enter();
+                    for (base, last) in gate.enter() {
+                        if base == next_offset {
+                            next_offset = last + 1;
+                        }
+                    }
                 }
                 info!(
                     epoch = msg.epoch,

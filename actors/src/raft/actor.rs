@@ -555,8 +555,10 @@ impl RaftActor {
         self.peers.get(&to).map(|(_, p)| p)
     }
 
-    /// Publishes where the controllers are when that changed.
-    fn publish_addresses(&self) {
+    /// Publishes where the controllers are when that changed, and drops the connections to
+    /// nodes the quorum no longer involves (removed voters, a past leader, an added voter that
+    /// never joined), so voter changes do not accumulate peers.
+    fn publish_addresses(&mut self) {
         let mut known = BTreeMap::new();
         let voters = self.core.voters();
         for id in voters.ids().chain(self.core.leader_id()) {
@@ -569,6 +571,9 @@ impl RaftActor {
                 known.insert(id, format!("{}:{}", e.host, e.port));
             }
         }
+        let adding = self.core.voter_being_added();
+        self.peers
+            .retain(|id, _| *id < -1 || known.contains_key(id) || Some(*id) == adding);
         self.addresses_tx.send_if_modified(|current| {
             if **current == known {
                 return false;
@@ -1015,10 +1020,17 @@ impl Handler<AppendMetadataRecords> for RaftActor {
 
     fn handle(&mut self, msg: AppendMetadataRecords, _: &mut Context<Self>) -> Self::Result {
         let _m = self.metrics.handle();
-        self.append_for_controller(Input::Append {
-            records: msg.records,
-        })?
-        .ok_or_else(|| RaftError::Storage("empty append".into()))
+        let appended = self
+            .append_for_controller(Input::Append {
+                records: msg.records,
+            })?
+            .ok_or_else(|| RaftError::Storage("empty append".into()));
+        // The controller's records are placed: a voter change held back for them goes now
+        // (not after a kraft.version upgrade's batch, whose feature records the controller
+        // places next without predicting again).
+        self.gate.placed();
+        self.run_deferred(now_ms());
+        appended
     }
 }
 
@@ -1054,8 +1066,9 @@ impl Handler<CreateSnapshot> for RaftActor {
     }
 }
 
-/// Sent by the controller listener's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and
-/// FetchSnapshot handlers. Answered when the core replies (a Fetch may wait at the leader up to
+/// Sent by the controller listener's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
+/// FetchSnapshot and UpdateRaftVoter handlers, and by AddRaftVoter / RemoveRaftVoter on any
+/// listener. Answered when the core replies (a Fetch may wait at the leader up to
 /// its max wait). Lost, the peer's request times out and it retries.
 #[derive(Debug, Message)]
 #[rtype(result = "Option<ResponseBody>")]

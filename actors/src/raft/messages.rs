@@ -194,7 +194,16 @@ impl AppendGate {
         self.lock().in_flight = false;
     }
 
-    /// Raft's side: held while it decides whether to append, and while it does.
+    /// Raft placed the controller's records: nothing is predicted until the controller's next
+    /// `enter` (it holds its mailbox until this append is answered), so voter changes held
+    /// back meanwhile can go now rather than at the next tick.
+    pub fn placed(&self) {
+        self.lock().in_flight = false;
+    }
+
+    /// Raft's side: held while it decides whether to append, and while it does. Both actors
+    /// run on the controller arbiter, so the fsync done under it never blocks the controller
+    /// mid-handler; on separate threads it would only make the controller wait.
     pub fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

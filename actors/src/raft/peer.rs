@@ -43,7 +43,8 @@ pub struct RaftPeerResult {
 
 pub struct RaftPeerActor {
     peer: i32,
-    /// host:port of the voter's controller listener.
+    /// host:port of the node's controller listener (a voter, a bootstrap server, the leader
+    /// an observer follows, or a voter being added).
     address: String,
     /// That listener's name (the leader's endpoints in answers are named after it).
     listener: String,

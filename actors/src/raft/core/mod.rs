@@ -310,6 +310,10 @@ impl RaftCore {
     pub fn voters(&self) -> VoterSet {
         self.log.last_voter_set()
     }
+    /// The node an AddRaftVoter is waiting on (its ApiVersions, or its catching up).
+    pub fn voter_being_added(&self) -> Option<i32> {
+        self.pending_add_node.as_ref().map(|n| n.key.id)
+    }
     /// Where node `id` listens, as far as this node knows: its entry in the voter set, or,
     /// for the leader, the endpoints it announced (an observer formatted without voters learns
     /// the leader that way first).
