@@ -175,15 +175,7 @@ pub fn bootstrap_quorum(
     Ok(Some(match initial {
         InitialVoters::Standalone => {
             let dir = random_uuid();
-            let endpoints = cfg
-                .controller_endpoints()
-                .into_iter()
-                .map(|e| Endpoint {
-                    listener: e.name,
-                    host: e.host,
-                    port: e.port,
-                })
-                .collect();
+            let endpoints = cfg.controller_endpoints();
             BootstrapQuorum {
                 voters: Some(VoterSet::new([node(
                     cfg.node_id(),

@@ -298,15 +298,7 @@ fn quorum_settings(cfg: &BrokerConfig, cluster_id: &str) -> QuorumSettings {
         .unwrap_or(Uuid::ZERO),
         // Read only when controller.quorum.voters is empty (a dynamic quorum).
         bootstrap_servers: cfg.quorum_bootstrap_servers(),
-        local_listeners: cfg
-            .controller_endpoints()
-            .into_iter()
-            .map(|e| Endpoint {
-                listener: e.name,
-                host: e.host,
-                port: e.port,
-            })
-            .collect(),
+        local_listeners: cfg.controller_endpoints(),
         controller_listener: listener,
     }
 }

@@ -595,7 +595,8 @@ impl BrokerConfig {
     /// This node's controller listeners as other nodes reach them, in
     /// `controller.listener.names` order: the `advertised.listeners` entry of that name if
     /// there is one, else the `listeners` entry (Kafka's rule for voter endpoints).
-    pub fn controller_endpoints(&self) -> Vec<Endpoint> {
+    /// As Raft endpoints: what a voter announces and a VotersRecord holds.
+    pub fn controller_endpoints(&self) -> kactor_actors::raft::core::Endpoints {
         let advertised: Vec<Endpoint> = self
             .get_list("advertised.listeners")
             .iter()
@@ -605,11 +606,15 @@ impl BrokerConfig {
         self.get_list("controller.listener.names")
             .iter()
             .filter_map(|name| {
-                advertised
+                let e = advertised
                     .iter()
                     .chain(listeners.iter())
-                    .find(|e| e.name == *name)
-                    .cloned()
+                    .find(|e| e.name == *name)?;
+                Some(kactor_actors::raft::core::Endpoint {
+                    listener: e.name.clone(),
+                    host: e.host.clone(),
+                    port: e.port,
+                })
             })
             .collect()
     }

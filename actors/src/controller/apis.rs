@@ -32,6 +32,8 @@ use crate::metadata::actor::{wait_for_offset, MetadataImageWatch};
 use crate::metadata::core::{ConfigResource, MetadataImage, TopicImage};
 use crate::network::router::{HandlerOutcome, ListenerKind, RequestContext, RequestRouter};
 use crate::raft::actor::RaftActor;
+use crate::raft::core::types::preferred_endpoint;
+use crate::raft::core::{Endpoint, Endpoints};
 use crate::raft::messages::DescribeQuorumState;
 use crate::runtime::MeteredAddr;
 
@@ -89,6 +91,18 @@ pub struct MetadataApis {
 }
 
 impl MetadataApis {
+    /// This node's controller listeners as Raft endpoints.
+    fn own_controller_endpoints(&self) -> Endpoints {
+        self.controller_listeners
+            .iter()
+            .map(|(name, host, port)| Endpoint {
+                listener: name.clone(),
+                host: host.clone(),
+                port: *port,
+            })
+            .collect()
+    }
+
     pub(super) fn snapshot(&self) -> Arc<MetadataImage> {
         self.image.borrow().clone()
     }
@@ -1888,28 +1902,23 @@ async fn handle_describe_cluster(
         // The voters where this listener's name reaches them (the voter set knows where they
         // listen), and this node: tools given `--bootstrap-controller` send on to the active
         // controller, which must be among them.
-        let pick = |listeners: &[(String, String, u16)]| {
-            listeners
-                .iter()
-                .find(|(name, _, _)| name == listener)
-                .or(listeners.first())
-                .cloned()
-        };
-        let mut nodes: BTreeMap<i32, (String, String, u16)> = quorum
+        let mut nodes: BTreeMap<i32, Endpoint> = quorum
             .iter()
             .flat_map(|q| q.nodes.iter())
-            .filter_map(|(id, listeners)| Some((*id, pick(listeners)?)))
+            .filter_map(|(id, listeners)| {
+                Some((*id, preferred_endpoint(listeners, listener)?.clone()))
+            })
             .collect();
-        if let Some(own) = pick(&apis.controller_listeners) {
-            nodes.entry(apis.node_id).or_insert(own);
+        if let Some(own) = preferred_endpoint(&apis.own_controller_endpoints(), listener) {
+            nodes.entry(apis.node_id).or_insert_with(|| own.clone());
         }
         let brokers = nodes
             .into_iter()
             .map(
-                |(id, (_, host, port))| m::describe_cluster_response::DescribeClusterBroker {
+                |(id, e)| m::describe_cluster_response::DescribeClusterBroker {
                     broker_id: id,
-                    host,
-                    port: port as i32,
+                    host: e.host,
+                    port: e.port as i32,
                     rack: None,
                     ..Default::default()
                 },
@@ -2226,33 +2235,31 @@ async fn handle_describe_quorum(
         ..Default::default()
     }];
     // Every voter with the listeners the voter set gives it (this node's own when the set
-    // names none, as a lone static voter's does).
-    let listener = |(name, host, port): &(String, String, u16)| r::Listener {
-        name: name.clone(),
-        host: host.clone(),
-        port: *port,
-        ..Default::default()
-    };
+    // names none, as a voter set built without endpoints does).
     let nodes = if v >= 2 {
-        let mut nodes: Vec<r::Node> = info
-            .nodes
+        let own = apis.own_controller_endpoints();
+        info.nodes
             .iter()
-            .filter(|(_, listeners)| !listeners.is_empty())
-            .map(|(id, listeners)| r::Node {
-                node_id: *id,
-                listeners: listeners.iter().map(listener).collect(),
-                ..Default::default()
+            .filter_map(|(id, listeners)| {
+                let listeners = match listeners.is_empty() && *id == apis.node_id {
+                    true => &own,
+                    false => listeners,
+                };
+                (!listeners.is_empty()).then(|| r::Node {
+                    node_id: *id,
+                    listeners: listeners
+                        .iter()
+                        .map(|e| r::Listener {
+                            name: e.listener.clone(),
+                            host: e.host.clone(),
+                            port: e.port,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
             })
-            .collect();
-        let local_voter = info.voters.iter().any(|r| r.replica_id == apis.node_id);
-        if local_voter && !nodes.iter().any(|n| n.node_id == apis.node_id) {
-            nodes.push(r::Node {
-                node_id: apis.node_id,
-                listeners: apis.controller_listeners.iter().map(listener).collect(),
-                ..Default::default()
-            });
-        }
-        nodes
+            .collect()
     } else {
         Vec::new()
     };

@@ -20,9 +20,10 @@ use super::batch::{
 };
 use super::core::log::{EpochEntry, LogState};
 use super::core::rpc::{ControlRecord, Records, Response, SnapshotBytes};
+use super::core::types::preferred_endpoint;
 use super::core::types::OffsetAndEpoch;
 use super::core::{
-    BatchContent, Endpoints, Input, Output, RaftConfig, RaftCore, RequestId, VoterSet,
+    BatchContent, Endpoint, Endpoints, Input, Output, RaftConfig, RaftCore, RequestId, VoterSet,
 };
 use super::messages::*;
 use super::peer::{RaftPeerActor, RaftPeerResult, SendRaftRequest};
@@ -519,11 +520,7 @@ impl RaftActor {
             super::core::rpc::Request::ApiVersions { listeners } => listeners.clone(),
             _ => self.core.known_endpoints(to),
         };
-        let e = endpoints
-            .iter()
-            .find(|e| e.listener == self.cfg.controller_listener)
-            .or_else(|| endpoints.first())?;
-        Some(format!("{}:{}", e.host, e.port))
+        preferred_endpoint(&endpoints, &self.cfg.controller_listener).map(Endpoint::address)
     }
 
     /// The connection actor for `to`, started on first use or when the address moved.
@@ -563,12 +560,8 @@ impl RaftActor {
         let voters = self.core.voters();
         for id in voters.ids().chain(self.core.leader_id()) {
             let endpoints = self.core.known_endpoints(id);
-            let e = endpoints
-                .iter()
-                .find(|e| e.listener == self.cfg.controller_listener)
-                .or_else(|| endpoints.first());
-            if let Some(e) = e {
-                known.insert(id, format!("{}:{}", e.host, e.port));
+            if let Some(e) = preferred_endpoint(&endpoints, &self.cfg.controller_listener) {
+                known.insert(id, e.address());
             }
         }
         let adding = self.core.voter_being_added();
@@ -867,6 +860,13 @@ struct OpenedSnapshot {
     voters: Option<VoterSet>,
 }
 
+/// Reads and checks a whole snapshot file.
+fn read_snapshot(dir: &Path, id: OffsetAndEpoch) -> Result<snapshot::SnapshotContents, RaftError> {
+    snapshot::read(dir, id)
+        .and_then(|b| snapshot::decode(b).map_err(std::io::Error::other))
+        .map_err(|e| storage_at(&snapshot::path(dir, id), e))
+}
+
 /// The control records of the bootstrap checkpoint (0-0), when no later snapshot exists.
 #[derive(Default)]
 struct Bootstrap {
@@ -899,10 +899,7 @@ fn open_snapshots(
         // voter set, which counts only while no later snapshot replaces it.
         if id.offset == 0 {
             if i + 1 == found.len() {
-                let at = snapshot::path(&dir, *id);
-                let c = snapshot::read(&dir, *id)
-                    .and_then(|b| snapshot::decode(b).map_err(std::io::Error::other))
-                    .map_err(|e| storage_at(&at, e))?;
+                let c = read_snapshot(&dir, *id)?;
                 bootstrap = Bootstrap {
                     voters: c.voters,
                     kraft_version: c.kraft_version,
@@ -910,11 +907,8 @@ fn open_snapshots(
             }
             continue;
         }
-        let at = snapshot::path(&dir, *id);
         let ts = if i + 1 == found.len() {
-            let c = snapshot::read(&dir, *id)
-                .and_then(|b| snapshot::decode(b).map_err(std::io::Error::other))
-                .map_err(|e| storage_at(&at, e))?;
+            let c = read_snapshot(&dir, *id)?;
             let ts = c.last_contained_timestamp_ms;
             latest = Some(OpenedSnapshot {
                 voters: c.voters,
@@ -926,7 +920,8 @@ fn open_snapshots(
             });
             ts
         } else {
-            snapshot::last_contained_timestamp(&dir, *id).map_err(|e| storage_at(&at, e))?
+            snapshot::last_contained_timestamp(&dir, *id)
+                .map_err(|e| storage_at(&snapshot::path(&dir, *id), e))?
         };
         kept.push(snapshot::SnapshotMeta {
             id: *id,
@@ -1028,7 +1023,7 @@ impl Handler<AppendMetadataRecords> for RaftActor {
         // The controller's records are placed: a voter change held back for them goes now
         // (not after a kraft.version upgrade's batch, whose feature records the controller
         // places next without predicting again).
-        self.gate.placed();
+        self.gate.leave();
         self.run_deferred(now_ms());
         appended
     }
@@ -1189,14 +1184,7 @@ impl Handler<DescribeQuorumState> for RaftActor {
                 .core
                 .voters()
                 .nodes()
-                .map(|n| {
-                    let listeners = n
-                        .listeners
-                        .iter()
-                        .map(|e| (e.listener.clone(), e.host.clone(), e.port))
-                        .collect();
-                    (n.key.id, listeners)
-                })
+                .map(|n| (n.key.id, n.listeners.clone()))
                 .collect(),
         })
     }

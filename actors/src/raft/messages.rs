@@ -10,6 +10,7 @@ use bytes::Bytes;
 use kactor_protocol::Uuid;
 
 use super::batch::MetadataBatch;
+use super::core::Endpoints;
 
 /// Sent by the QuorumControllerActor: append these framed metadata record values as one atomic
 /// batch. Lost, the controller's pending requests never complete (clients time out and retry).
@@ -142,11 +143,8 @@ pub struct QuorumInfo {
     pub voters: Vec<QuorumReplicaInfo>,
     pub observers: Vec<QuorumReplicaInfo>,
     /// Each voter's listeners, for DescribeQuorum v2's `Nodes` and DescribeCluster.
-    pub nodes: Vec<(i32, Vec<Listener>)>,
+    pub nodes: Vec<(i32, Endpoints)>,
 }
-
-/// A listener as (name, host, port).
-pub type Listener = (String, String, u16);
 
 /// Keeps the active controller's offset predictions true while Raft appends control batches
 /// of its own in the same epoch (VotersRecords of voter changes, KIP-853).
@@ -189,15 +187,11 @@ impl AppendGate {
         std::mem::take(&mut s.control)
     }
 
-    /// The controller's records are placed (or it wrote none, or the append failed).
-    pub fn leave(&self) {
-        self.lock().in_flight = false;
-    }
-
-    /// Raft placed the controller's records: nothing is predicted until the controller's next
+    /// The controller's records are placed (or it wrote none, or the append failed). Raft
+    /// calls it too, once it has placed them: nothing is predicted until the controller's next
     /// `enter` (it holds its mailbox until this append is answered), so voter changes held
-    /// back meanwhile can go now rather than at the next tick.
-    pub fn placed(&self) {
+    /// back meanwhile can go at once rather than at the next tick.
+    pub fn leave(&self) {
         self.lock().in_flight = false;
     }
 

@@ -2263,11 +2263,7 @@ impl RaftCore {
         if !self.valid_cluster_id(&r.cluster_id) {
             return err(
                 INCONSISTENT_CLUSTER_ID,
-                format!(
-                    "The given id \"{}\" doesn't match the cluster id \"{}\"",
-                    r.cluster_id.as_deref().unwrap_or_default(),
-                    self.cfg.cluster_id
-                ),
+                self.cluster_id_mismatch(&r.cluster_id),
             );
         }
         if let Some(e) = self.validate_leader_only(self.epoch()) {
@@ -2327,6 +2323,15 @@ impl RaftCore {
             },
         });
         None
+    }
+
+    /// Kafka's answer to a voter change naming another cluster.
+    fn cluster_id_mismatch(&self, given: &Option<String>) -> String {
+        format!(
+            "The given id \"{}\" doesn't match the cluster id \"{}\"",
+            given.as_deref().unwrap_or_default(),
+            self.cfg.cluster_id
+        )
     }
 
     /// The checks every voter change starts with (Kafka's handlers, in their order).
@@ -2394,11 +2399,7 @@ impl RaftCore {
         if !self.valid_cluster_id(&r.cluster_id) {
             return err(
                 INCONSISTENT_CLUSTER_ID,
-                format!(
-                    "The given id \"{}\" doesn't match the cluster id \"{}\"",
-                    r.cluster_id.as_deref().unwrap_or_default(),
-                    self.cfg.cluster_id
-                ),
+                self.cluster_id_mismatch(&r.cluster_id),
             );
         }
         if let Some(e) = self.validate_leader_only(self.epoch()) {

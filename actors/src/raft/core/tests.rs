@@ -990,6 +990,10 @@ fn dynamic_leader() -> RaftCore {
 }
 
 fn add_voter(c: &mut RaftCore, id: i32, now: i64) -> Vec<Output> {
+    add_voter_acked(c, id, now, true)
+}
+
+fn add_voter_acked(c: &mut RaftCore, id: i32, now: i64, when_committed: bool) -> Vec<Output> {
     c.handle(
         Input::Request {
             id: 40 + id as u64,
@@ -998,7 +1002,7 @@ fn add_voter(c: &mut RaftCore, id: i32, now: i64) -> Vec<Output> {
                 timeout_ms: 30_000,
                 voter: ReplicaKey::of(id, Some(dir(id as u8))),
                 listeners: ep(id),
-                ack_when_committed: true,
+                ack_when_committed: when_committed,
             }),
         },
         now,
@@ -1312,48 +1316,12 @@ fn a_leader_from_the_bootstrap_checkpoint_writes_the_voters_into_the_log() {
 #[test]
 fn add_voter_without_ack_when_committed_answers_at_the_append() {
     let mut c = dynamic_leader();
-    let fetch_at = |c: &mut RaftCore, offset: i64, now: i64| {
-        let epoch = c.epoch();
-        let mut f = fetch_req(2, epoch, offset, epoch);
-        f.replica = ReplicaKey::of(2, Some(dir(2)));
-        c.handle(
-            Input::Request {
-                id: 900 + offset as u64,
-                request: Request::Fetch(f),
-            },
-            now,
-        )
-    };
+    let mut f = fetch_req(2, c.epoch(), 3, c.epoch());
+    f.replica = ReplicaKey::of(2, Some(dir(2)));
     // Node 2 observes and catches up.
-    fetch_at(&mut c, 3, 10);
-    let out = c.handle(
-        Input::Request {
-            id: 42,
-            request: Request::AddRaftVoter(AddRaftVoterRequest {
-                cluster_id: None,
-                timeout_ms: 30_000,
-                voter: ReplicaKey::of(2, Some(dir(2))),
-                listeners: ep(2),
-                ack_when_committed: false,
-            }),
-        },
-        20,
-    );
-    let (_, correlation_id, _) = sends(&out)
-        .into_iter()
-        .find(|(to, _, r)| *to == 2 && matches!(r, Request::ApiVersions { .. }))
-        .expect("ApiVersions to the new voter");
-    let out = c.handle(
-        Input::Response {
-            from: 2,
-            correlation_id,
-            response: Response::ApiVersions {
-                error: 0,
-                kraft_version: Some(KRaftVersionRange::UP_TO_1),
-            },
-        },
-        30,
-    );
+    fetch(&mut c, f.clone(), 10);
+    let out = add_voter_acked(&mut c, 2, 20, false);
+    let out = answer_api_versions(&mut c, &out, 30);
     assert_eq!(
         voter_change_reply(&out),
         Some(VoterChangeResponse {
@@ -1367,7 +1335,14 @@ fn add_voter_without_ack_when_committed_answers_at_the_append() {
     assert_eq!(voter_change_reply(&out).map(|r| r.error), Some(7));
     // The commit (voter 2 fetches past the record) sends no second answer.
     c.handle(Input::Flushed { end_offset: 4 }, 50);
-    let out = fetch_at(&mut c, 4, 60);
+    f.fetch_offset = 4;
+    let out = c.handle(
+        Input::Request {
+            id: 904,
+            request: Request::Fetch(f),
+        },
+        60,
+    );
     assert_eq!(voter_change_reply(&out), None);
     assert_eq!(c.high_watermark(), 4);
 }

@@ -84,6 +84,22 @@ pub struct Endpoint {
 /// A node's listeners, keyed by listener name (Kafka's `Endpoints`).
 pub type Endpoints = Vec<Endpoint>;
 
+impl Endpoint {
+    /// Where to connect: `host:port`.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// The endpoint to reach a node on: the one named `listener` (the controller listener name
+/// the dialling side uses), else the node's first.
+pub fn preferred_endpoint<'a>(endpoints: &'a [Endpoint], listener: &str) -> Option<&'a Endpoint> {
+    endpoints
+        .iter()
+        .find(|e| e.listener == listener)
+        .or_else(|| endpoints.first())
+}
+
 /// The kraft.version range a voter supports (`VotersRecord.KRaftVersionFeature`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KRaftVersionRange {
