@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use kactor_actors::partition::core::{IsolationLevel, ReadParams, TopicPartition};
 use kactor_actors::partition::log_dirs::LogDirsFactory;
 use kactor_actors::partition::messages::*;
-use kactor_actors::partition::registry::CheckpointLogDirs;
+use kactor_actors::partition::registry::{CheckpointHighWatermarks, CheckpointLogDirs};
 use kactor_actors::partition::startup::{start_partitions, PartitionLayerConfig};
 use kactor_actors::partition::testing::batch;
 use kactor_protocol::Uuid;
@@ -39,6 +39,7 @@ fn read() -> ReadRecords {
             replica_id: -1,
         },
         isr_eligible: false,
+        replica_epoch: -1,
     }
 }
 
@@ -173,6 +174,96 @@ async fn a_recreated_topic_starts_from_an_empty_log() {
         .clone();
     assert_eq!(table.topic_id("r"), Some(Uuid([9; 16])));
     layer.shutdown().await.unwrap();
+}
+
+/// `replication-offset-checkpoint`: the high watermark is written every interval and at a
+/// clean shutdown, and a restarted replica starts from it, not from its log end. Records past
+/// the high watermark (not on the other ISR member) stay invisible after the restart, as they
+/// were before it.
+#[actix_rt::test]
+async fn the_high_watermark_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || PartitionLayerConfig::new(1, vec![dir.path().to_path_buf()], BTreeMap::new());
+    let checkpoint = dir.path().join("replication-offset-checkpoint");
+    let layer = start_partitions(cfg(), None).unwrap();
+    // Leader alone in the ISR: two records commit at once.
+    let mut change = leader("h");
+    change.replicas = vec![1, 2];
+    layer
+        .registry
+        .send(ApplyPartitionChanges {
+            changes: vec![change.clone()],
+        })
+        .await
+        .unwrap();
+    let p = layer.apis.partitions.borrow().get("h", 0).unwrap().clone();
+    let append = |records| AppendRecords {
+        records,
+        required_acks: 1,
+    };
+    p.addr
+        .send(append(batch(&[b"1", b"2"], 1)))
+        .await
+        .unwrap()
+        .unwrap();
+    // Broker 2 joins the ISR and never fetches: the third record stays above the HW.
+    change.leader_epoch = 1;
+    change.partition_epoch = 1;
+    change.isr = vec![1, 2];
+    layer
+        .registry
+        .send(ApplyPartitionChanges {
+            changes: vec![change.clone()],
+        })
+        .await
+        .unwrap();
+    p.addr
+        .send(append(batch(&[b"3"], 1)))
+        .await
+        .unwrap()
+        .unwrap();
+    let r = p.addr.send(read()).await.unwrap().unwrap();
+    assert_eq!((r.high_watermark, r.log_end_offset), (2, 3));
+    layer.registry.send(CheckpointHighWatermarks).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&checkpoint).unwrap(),
+        "0\n1\nh 0 2\n"
+    );
+    layer.shutdown().await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&checkpoint).unwrap(),
+        "0\n1\nh 0 2\n"
+    );
+
+    // Restarted, leading again with the same ISR: the HW is the checkpointed 2, not the end 3.
+    let layer = start_partitions(cfg(), None).unwrap();
+    change.leader_epoch = 2;
+    change.partition_epoch = 2;
+    layer
+        .registry
+        .send(ApplyPartitionChanges {
+            changes: vec![change.clone()],
+        })
+        .await
+        .unwrap();
+    let p = layer.apis.partitions.borrow().get("h", 0).unwrap().clone();
+    let r = p.addr.send(read()).await.unwrap().unwrap();
+    assert_eq!((r.high_watermark, r.log_end_offset), (2, 3));
+    layer.shutdown().await.unwrap();
+
+    // A log on disk that no replica has opened yet keeps its entry through a checkpoint.
+    let other = || PartitionLayerConfig::new(1, vec![dir.path().to_path_buf()], BTreeMap::new());
+    let layer = start_partitions(other(), None).unwrap();
+    layer.registry.send(CheckpointHighWatermarks).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&checkpoint).unwrap(),
+        "0\n1\nh 0 2\n"
+    );
+    layer.shutdown().await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&checkpoint).unwrap(),
+        "0\n1\nh 0 2\n"
+    );
 }
 
 /// Dirs in the log dir named `-stray`, renamed by this module, as Kafka names them.

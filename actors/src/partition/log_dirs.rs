@@ -28,6 +28,7 @@ use super::registry::{LogFactory, LogOpenError};
 use crate::log::checkpoint::{
     fsync_dir, read_offset_checkpoint, write_atomically, write_offset_checkpoint,
     CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
 };
 use crate::log::unified::{
     delete_dir_name, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX,
@@ -57,6 +58,9 @@ pub struct ScannedLogDir {
     pub leftover_deletions: Vec<PathBuf>,
     /// `-stray` directories: kept for the operator, never loaded.
     pub strays: Vec<PathBuf>,
+    /// `replication-offset-checkpoint`: each partition's high watermark when it was last
+    /// checkpointed.
+    pub high_watermarks: BTreeMap<storage::TopicPartition, i64>,
 }
 
 /// Walks one log dir the way Kafka's `LogManager.loadLogs` does: partition logs are opened with
@@ -71,6 +75,8 @@ pub fn scan_log_dir(path: &Path, defaults: &LogConfig, now: i64) -> Result<Scann
         read_offset_checkpoint(&path.join(RECOVERY_POINT_CHECKPOINT)).map_err(|e| err(path, e))?;
     let start_offsets = read_offset_checkpoint(&path.join(LOG_START_OFFSET_CHECKPOINT))
         .map_err(|e| err(path, e))?;
+    let high_watermarks = read_offset_checkpoint(&path.join(REPLICATION_OFFSET_CHECKPOINT))
+        .map_err(|e| err(path, e))?;
     let mut entries: Vec<_> = fs::read_dir(path)
         .map_err(|e| err(path, e))?
         .filter_map(|e| e.ok())
@@ -81,6 +87,7 @@ pub fn scan_log_dir(path: &Path, defaults: &LogConfig, now: i64) -> Result<Scann
         logs: Vec::new(),
         leftover_deletions: Vec::new(),
         strays: Vec::new(),
+        high_watermarks,
     };
     for entry in entries {
         if !entry.file_type().is_ok_and(|t| t.is_dir()) {
@@ -182,6 +189,9 @@ pub struct LogDirsFactory {
     placement: HashMap<TopicPartition, usize>,
     /// Directories renamed for deletion before the last shutdown.
     leftover_deletions: Vec<PathBuf>,
+    /// High watermarks read from `replication-offset-checkpoint` at load, for logs not yet
+    /// opened (a replica takes its entry when it starts).
+    high_watermarks: HashMap<TopicPartition, i64>,
     broker_epoch: i64,
     closed: bool,
     /// Indexes of dirs taken offline after an I/O error (until the process restarts).
@@ -199,11 +209,15 @@ impl LogDirsFactory {
         let mut unclaimed = HashMap::new();
         let mut placement = HashMap::new();
         let mut leftover_deletions = Vec::new();
+        let mut high_watermarks = HashMap::new();
         for (i, path) in log_dirs.iter().enumerate() {
             let scanned = scan_log_dir(path, &defaults, now)?;
             for log in scanned.logs {
                 let st = log.topic_partition();
                 let tp = TopicPartition::new(st.topic.clone(), st.partition);
+                if let Some(hw) = scanned.high_watermarks.get(st) {
+                    high_watermarks.insert(tp.clone(), *hw);
+                }
                 placement.insert(tp.clone(), i);
                 unclaimed.insert(tp, (i, log));
             }
@@ -214,6 +228,7 @@ impl LogDirsFactory {
             unclaimed,
             placement,
             leftover_deletions,
+            high_watermarks,
             broker_epoch: -1,
             closed: false,
             offline: Default::default(),
@@ -297,6 +312,36 @@ impl LogDirsFactory {
     }
 }
 
+impl LogDirsFactory {
+    /// Writes `replication-offset-checkpoint` in every online dir: the given high watermarks
+    /// of the replicas placed there (negative ones, of replicas without a log, are left out)
+    /// and, for logs on disk no replica has opened yet, the value read at load, so an entry
+    /// survives until its replica starts.
+    fn write_high_watermarks(
+        &self,
+        high_watermarks: &[(TopicPartition, i64)],
+    ) -> Result<(), String> {
+        for (i, path) in self.dirs.iter().enumerate() {
+            if self.offline.contains(&i) {
+                continue;
+            }
+            let mut entries: BTreeMap<storage::TopicPartition, i64> = high_watermarks
+                .iter()
+                .filter(|(tp, hw)| *hw >= 0 && self.placement.get(tp) == Some(&i))
+                .map(|(tp, hw)| (storage_tp(tp), *hw))
+                .collect();
+            for (tp, (j, _)) in &self.unclaimed {
+                if let (true, Some(hw)) = (*j == i, self.high_watermarks.get(tp)) {
+                    entries.insert(storage_tp(tp), *hw);
+                }
+            }
+            write_offset_checkpoint(&path.join(REPLICATION_OFFSET_CHECKPOINT), &entries)
+                .map_err(|e| err(path, e))?;
+        }
+        Ok(())
+    }
+}
+
 fn first_segment_base(log: &Log) -> i64 {
     log.segments().next().map_or(0, |s| s.base_offset())
 }
@@ -348,6 +393,21 @@ impl LogFactory for LogDirsFactory {
                 .map_err(|e| failed(i, err(log.dir(), e)))?;
         }
         Ok(Box::new(DiskLog::new(log)))
+    }
+
+    fn take_checkpointed_high_watermark(&mut self, tp: &TopicPartition) -> Option<i64> {
+        // Kafka starts a log without an entry at 0 (clamped up to its log start offset).
+        Some(self.high_watermarks.remove(tp).unwrap_or(0))
+    }
+
+    fn checkpoint_high_watermarks(
+        &mut self,
+        high_watermarks: &[(TopicPartition, i64)],
+    ) -> Result<(), String> {
+        if self.closed {
+            return Ok(());
+        }
+        self.write_high_watermarks(high_watermarks)
     }
 
     fn take_offline(&mut self, log_dir: &str) -> usize {
@@ -410,10 +470,16 @@ impl LogFactory for LogDirsFactory {
         Ok(())
     }
 
-    fn shutdown(&mut self, logs: Vec<Box<dyn PartitionLog>>) -> Result<(), String> {
+    fn shutdown(
+        &mut self,
+        logs: Vec<Box<dyn PartitionLog>>,
+        high_watermarks: &[(TopicPartition, i64)],
+    ) -> Result<(), String> {
         if self.closed {
             return Ok(());
         }
+        // Before the unclaimed logs are drained below: their entries are kept too.
+        self.write_high_watermarks(high_watermarks)?;
         let now = now_ms();
         let mut per_dir: Vec<Vec<Log>> = self.dirs.iter().map(|_| Vec::new()).collect();
         for log in logs {

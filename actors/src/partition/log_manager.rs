@@ -3,6 +3,8 @@
 //! producer-id expiry (`producer.id.expiration.check.interval.ms`, Kafka's per-log
 //! `PeriodicProducerExpirationCheck`),
 //! recovery-point / log-start-offset checkpoints (`log.flush.offset.checkpoint.interval.ms`),
+//! high-watermark checkpoints (`replica.high.watermark.checkpoint.interval.ms`, Kafka's
+//! `ReplicaManager.checkpointHighWatermarks`),
 //! removal of logs left renamed for deletion (`log.segment.delete.delay.ms`), and the clean
 //! shutdown that writes `.kafka_cleanshutdown`. The work itself happens in the partition actors
 //! (they own the logs) and in the registry's log factory (it owns the log dirs).
@@ -16,7 +18,8 @@ use actix::{
 
 use super::messages::{FlushTick, ProducerExpirationTick, RetentionTick, ShutdownReplicas};
 use super::registry::{
-    CheckpointLogDirs, PartitionTableReader, PurgeDeletedLogs, ReplicaManagerActor,
+    CheckpointHighWatermarks, CheckpointLogDirs, PartitionTableReader, PurgeDeletedLogs,
+    ReplicaManagerActor,
 };
 use crate::runtime::{run_caught, ActorMetrics, MeteredAddr, SupervisedActor};
 
@@ -26,6 +29,8 @@ pub struct LogManagerConfig {
     pub retention_check_interval_ms: i64,
     pub flush_scheduler_interval_ms: i64,
     pub flush_offset_checkpoint_interval_ms: i64,
+    /// `replica.high.watermark.checkpoint.interval.ms`.
+    pub high_watermark_checkpoint_interval_ms: i64,
     pub segment_delete_delay_ms: i64,
     /// How often every partition forgets producers idle past `producer.id.expiration.ms`
     /// (that value itself is per partition: it follows dynamic broker config changes).
@@ -38,6 +43,7 @@ impl Default for LogManagerConfig {
             retention_check_interval_ms: 300_000,
             flush_scheduler_interval_ms: i64::MAX,
             flush_offset_checkpoint_interval_ms: 60_000,
+            high_watermark_checkpoint_interval_ms: 5_000,
             segment_delete_delay_ms: 60_000,
             producer_id_expiration_check_interval_ms:
                 crate::producer::DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
@@ -66,6 +72,10 @@ impl LogManagerConfig {
             flush_offset_checkpoint_interval_ms: get(
                 "log.flush.offset.checkpoint.interval.ms",
                 d.flush_offset_checkpoint_interval_ms,
+            ),
+            high_watermark_checkpoint_interval_ms: get(
+                "replica.high.watermark.checkpoint.interval.ms",
+                d.high_watermark_checkpoint_interval_ms,
             ),
             segment_delete_delay_ms: get("log.segment.delete.delay.ms", d.segment_delete_delay_ms),
             producer_id_expiration_check_interval_ms: get(
@@ -172,6 +182,13 @@ impl Actor for LogManagerActor {
             ctx.run_interval(every, |act, _| {
                 if !act.shut_down {
                     act.registry.do_send(CheckpointLogDirs);
+                }
+            });
+        }
+        if let Some(every) = interval(self.config.high_watermark_checkpoint_interval_ms) {
+            ctx.run_interval(every, |act, _| {
+                if !act.shut_down {
+                    act.registry.do_send(CheckpointHighWatermarks);
                 }
             });
         }

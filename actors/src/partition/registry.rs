@@ -63,10 +63,29 @@ pub trait LogFactory: Send + 'static {
     fn log_dir_of(&self, tp: &TopicPartition) -> String;
     /// Every configured log dir.
     fn log_dirs(&self) -> Vec<String>;
+    /// The high watermark `replication-offset-checkpoint` held for `tp` when the log dirs were
+    /// loaded, taken once by the replica that opens the log; None where nothing is persisted
+    /// (the partition then starts from its recovery point).
+    fn take_checkpointed_high_watermark(&mut self, _tp: &TopicPartition) -> Option<i64> {
+        None
+    }
     /// Writes recovery-point and log-start-offset checkpoints from the replicas' numbers.
     fn checkpoint(&mut self, replicas: &[(TopicPartition, ReplicaInfo)]) -> Result<(), String>;
-    /// Closes the logs handed back by stopped replicas and writes the clean-shutdown marker.
-    fn shutdown(&mut self, logs: Vec<Box<dyn PartitionLog>>) -> Result<(), String>;
+    /// Writes `replication-offset-checkpoint` from the replicas' high watermarks
+    /// (`replica.high.watermark.checkpoint.interval.ms`).
+    fn checkpoint_high_watermarks(
+        &mut self,
+        _high_watermarks: &[(TopicPartition, i64)],
+    ) -> Result<(), String> {
+        Ok(())
+    }
+    /// Closes the logs handed back by stopped replicas, checkpoints their high watermarks and
+    /// writes the clean-shutdown marker.
+    fn shutdown(
+        &mut self,
+        logs: Vec<Box<dyn PartitionLog>>,
+        high_watermarks: &[(TopicPartition, i64)],
+    ) -> Result<(), String>;
     /// Removes logs the previous run renamed for deletion (after `file.delete.delay.ms`).
     fn purge_deleted(&mut self) {}
     /// Renames the logs on disk that nobody opened and `is_stray` picks to their `-stray` name
@@ -106,7 +125,11 @@ impl LogFactory for MemoryLogFactory {
         self.checkpoints += 1;
         Ok(())
     }
-    fn shutdown(&mut self, _logs: Vec<Box<dyn PartitionLog>>) -> Result<(), String> {
+    fn shutdown(
+        &mut self,
+        _logs: Vec<Box<dyn PartitionLog>>,
+        _high_watermarks: &[(TopicPartition, i64)],
+    ) -> Result<(), String> {
         self.shut_down = true;
         Ok(())
     }
@@ -283,6 +306,9 @@ impl ReplicaManagerActor {
                 .open_or_create(&tp, change.topic_id, &config, &change.config_overrides)?;
         let log_dir = self.factory.log_dir_of(&tp);
         let mut core = Partition::new(tp.clone(), self.broker_id, log, config, now_ms());
+        if let Some(hw) = self.factory.take_checkpointed_high_watermark(&tp) {
+            core.restore_high_watermark(hw);
+        }
         // The new replica takes its role before it serves anything: the actor starts ready.
         match change.kind {
             PartitionChangeKind::BecomeLeader => {
@@ -371,8 +397,9 @@ impl ReplicaManagerActor {
         image: Option<Arc<crate::metadata::core::MetadataImage>>,
     ) {
         let mut table = (*self.table).clone();
-        if image.is_some() {
-            table.image = image;
+        if let Some(image) = image {
+            self.fetchers.refresh_addresses(&image);
+            table.image = Some(image);
         }
         for change in changes {
             let tp = change.tp();
@@ -759,37 +786,79 @@ impl Handler<SubscribePartitionTable> for ReplicaManagerActor {
 #[rtype(result = "()")]
 pub struct CheckpointLogDirs;
 
-impl Handler<CheckpointLogDirs> for ReplicaManagerActor {
-    type Result = ResponseActFuture<Self, ()>;
-    fn handle(&mut self, _: CheckpointLogDirs, _: &mut Context<Self>) -> Self::Result {
+impl ReplicaManagerActor {
+    /// Every hosted replica's numbers, asked of its actor (one that does not answer is left
+    /// out).
+    fn describe_replicas(
+        &self,
+    ) -> impl std::future::Future<Output = Vec<(TopicPartition, ReplicaInfo)>> + 'static {
         let replicas: Vec<(TopicPartition, MeteredAddr<PartitionActor>)> = self
             .table
             .partitions
             .iter()
             .map(|(tp, r)| (tp.clone(), r.addr.clone()))
             .collect();
-        Box::pin(
-            async move {
-                let mut infos = Vec::with_capacity(replicas.len());
-                for (tp, addr) in replicas {
-                    if let Ok(info) = addr.send(DescribeReplica).await {
-                        infos.push((tp, info));
-                    }
+        async move {
+            let mut infos = Vec::with_capacity(replicas.len());
+            for (tp, addr) in replicas {
+                if let Ok(info) = addr.send(DescribeReplica).await {
+                    infos.push((tp, info));
                 }
-                infos
             }
-            .into_actor(self)
-            .map(|infos, act, _| {
-                let sizes = &super::metrics::partition_metrics().log_size_bytes;
-                for (tp, info) in &infos {
-                    sizes
-                        .with_label_values(&[&tp.topic, &tp.partition.to_string()])
-                        .set(info.size_bytes as i64);
-                }
-                if let Err(e) = act.factory.checkpoint(&infos) {
-                    tracing::error!(error = %e, "writing log dir checkpoints failed");
-                }
-            }),
+            infos
+        }
+    }
+}
+
+fn high_watermarks(infos: &[(TopicPartition, ReplicaInfo)]) -> Vec<(TopicPartition, i64)> {
+    infos
+        .iter()
+        .map(|(tp, info)| (tp.clone(), info.high_watermark))
+        .collect()
+}
+
+impl Handler<CheckpointLogDirs> for ReplicaManagerActor {
+    type Result = ResponseActFuture<Self, ()>;
+    fn handle(&mut self, _: CheckpointLogDirs, _: &mut Context<Self>) -> Self::Result {
+        Box::pin(
+            self.describe_replicas()
+                .into_actor(self)
+                .map(|infos, act, _| {
+                    let sizes = &super::metrics::partition_metrics().log_size_bytes;
+                    for (tp, info) in &infos {
+                        sizes
+                            .with_label_values(&[&tp.topic, &tp.partition.to_string()])
+                            .set(info.size_bytes as i64);
+                    }
+                    if let Err(e) = act.factory.checkpoint(&infos) {
+                        tracing::error!(error = %e, "writing log dir checkpoints failed");
+                    }
+                }),
+        )
+    }
+}
+
+/// Log manager → registry: write `replication-offset-checkpoint`
+/// (`replica.high.watermark.checkpoint.interval.ms`). Lost: a replica restarted after a crash
+/// starts from an older high watermark (safe: it only moves up again).
+#[derive(actix::Message)]
+#[rtype(result = "()")]
+pub struct CheckpointHighWatermarks;
+
+impl Handler<CheckpointHighWatermarks> for ReplicaManagerActor {
+    type Result = ResponseActFuture<Self, ()>;
+    fn handle(&mut self, _: CheckpointHighWatermarks, _: &mut Context<Self>) -> Self::Result {
+        Box::pin(
+            self.describe_replicas()
+                .into_actor(self)
+                .map(|infos, act, _| {
+                    if let Err(e) = act
+                        .factory
+                        .checkpoint_high_watermarks(&high_watermarks(&infos))
+                    {
+                        tracing::error!(error = %e, "writing replication-offset-checkpoint failed");
+                    }
+                }),
         )
     }
 }
@@ -803,21 +872,25 @@ impl Handler<ShutdownReplicas> for ReplicaManagerActor {
             .values()
             .map(|r| r.addr.clone())
             .collect();
+        // The high watermarks are read before the replicas stop (a stopped replica hands back
+        // only its log); a later advance missed here is safe, as in a periodic checkpoint.
+        let described = self.describe_replicas();
         let mut table = (*self.table).clone();
         table.partitions.clear();
         self.publish(table);
         Box::pin(
             async move {
+                let hws = high_watermarks(&described.await);
                 let mut logs = Vec::with_capacity(replicas.len());
                 for addr in replicas {
                     if let Ok(Some(log)) = addr.send(StopReplica { delete: false }).await {
                         logs.push(log);
                     }
                 }
-                logs
+                (logs, hws)
             }
             .into_actor(self)
-            .map(|logs, act, _| act.factory.shutdown(logs)),
+            .map(|(logs, hws), act, _| act.factory.shutdown(logs, &hws)),
         )
     }
 }

@@ -222,6 +222,15 @@ impl<L: PartitionLog> Partition<L> {
         }
     }
 
+    /// Sets the high watermark from `replication-offset-checkpoint` when the replica is
+    /// created (Kafka's `Partition.updateHighWatermark` at log creation), clamped to the log as
+    /// recovered. Without this, a replica restarted cleanly would start with its high watermark
+    /// at the log end and, leading again, show consumers records no other replica has.
+    pub fn restore_high_watermark(&mut self, checkpointed: i64) {
+        self.high_watermark =
+            checkpointed.clamp(self.log.log_start_offset(), self.log.log_end_offset());
+    }
+
     pub fn role(&self) -> Role {
         self.role
     }
