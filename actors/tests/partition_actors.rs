@@ -45,6 +45,7 @@ fn read(offset: i64) -> ReadRecords {
             replica_id: -1,
         },
         isr_eligible: false,
+        replica_epoch: -1,
     }
 }
 

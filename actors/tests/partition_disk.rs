@@ -43,6 +43,7 @@ fn read_all() -> ReadRecords {
             replica_id: -1,
         },
         isr_eligible: false,
+        replica_epoch: -1,
     }
 }
 

@@ -34,6 +34,7 @@ fn read_committed() -> ReadRecords {
             replica_id: -1,
         },
         isr_eligible: false,
+        replica_epoch: -1,
     }
 }
 

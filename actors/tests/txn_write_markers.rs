@@ -88,6 +88,7 @@ async fn markers_complete_transactions_on_the_partition_leader() {
                 replica_id: -1,
             },
             isr_eligible: false,
+            replica_epoch: -1,
         })
         .await
         .unwrap()

@@ -243,6 +243,7 @@ impl GroupCoordinatorActor {
                             replica_id: crate::partition::core::DEBUGGING_REPLICA_ID,
                         },
                         isr_eligible: false,
+                        replica_epoch: -1,
                     })
                     .await
                     .map_err(|e| e.to_string())?

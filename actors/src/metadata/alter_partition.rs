@@ -37,8 +37,9 @@ pub fn next_batch(queue: &[AlterIsr]) -> (Vec<usize>, Vec<usize>) {
     (0..queue.len()).partition(|i| newest.get(&queue[*i].tp) == Some(i))
 }
 
-/// One AlterPartition for `batch`, grouped by topic, with each ISR member's broker epoch from
-/// the image (KIP-903: the controller refuses a member that restarted since; -1 where unknown).
+/// One AlterPartition for `batch`, grouped by topic, with each ISR member's broker epoch as it
+/// last fetched (KIP-903: the controller refuses a member that registered again since; -1
+/// where unknown) and this leader's own from the image.
 pub fn batch_request(
     node_id: i32,
     image: Option<&MetadataImage>,
@@ -58,9 +59,14 @@ pub fn batch_request(
                 .change
                 .new_isr
                 .iter()
-                .map(|id| IsrMember {
+                .enumerate()
+                .map(|(i, id)| IsrMember {
                     broker_id: *id,
-                    broker_epoch: epoch_of(*id),
+                    broker_epoch: if *id == node_id {
+                        epoch_of(node_id)
+                    } else {
+                        q.change.broker_epochs.get(i).copied().unwrap_or(-1)
+                    },
                 })
                 .collect(),
             leader_recovery_state: 0,
@@ -243,6 +249,8 @@ mod tests {
                 leader_epoch: 4,
                 partition_epoch: 9,
                 new_isr: isr.to_vec(),
+                // Followers' fetch epochs: 100 + id; the leader's own slot is not used.
+                broker_epochs: isr.iter().map(|id| 100 + *id as i64).collect(),
             },
         }
     }
@@ -285,7 +293,7 @@ mod tests {
                 },
                 IsrMember {
                     broker_id: 3,
-                    broker_epoch: -1
+                    broker_epoch: 103
                 }
             ]
         );

@@ -528,6 +528,7 @@ impl Handler<ReadRecords> for PartitionActor {
                         leo,
                         now_ms(),
                         msg.isr_eligible,
+                        msg.replica_epoch,
                     ),
                     c.take_hw_moved_by_fetch(),
                 ),

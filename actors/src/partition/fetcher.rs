@@ -36,6 +36,10 @@ use crate::runtime::{ActorMetrics, MeteredAddr, SupervisedActor};
 #[derive(Debug, Clone)]
 pub struct FetcherConfig {
     pub broker_id: i32,
+    /// This broker's epoch as the metadata shows its registration (-1 until then), sent in
+    /// every fetch (`ReplicaState.ReplicaEpoch`, KIP-903) so that a leader can tell this
+    /// process from an earlier one of the same broker. Shared by the manager with its fetchers.
+    pub broker_epoch: std::sync::Arc<std::sync::atomic::AtomicI64>,
     /// `replica.fetch.wait.max.ms`
     pub max_wait_ms: i32,
     /// `replica.fetch.min.bytes`
@@ -63,6 +67,7 @@ impl FetcherConfig {
         };
         FetcherConfig {
             broker_id,
+            broker_epoch: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(-1)),
             max_wait_ms: num("replica.fetch.wait.max.ms", 500) as i32,
             min_bytes: num("replica.fetch.min.bytes", 1) as i32,
             response_max_bytes: num("replica.fetch.response.max.bytes", 10 * 1024 * 1024) as i32,
@@ -515,7 +520,7 @@ fn build_fetch(
     if version >= 15 {
         request.replica_state = ReplicaState {
             replica_id: cfg.broker_id,
-            replica_epoch: -1,
+            replica_epoch: cfg.broker_epoch.load(std::sync::atomic::Ordering::Relaxed),
             ..Default::default()
         };
     } else {

@@ -87,6 +87,7 @@ impl FetcherManager {
     /// Follows `partition` from `leader`. Returns false when the leader's address is not known
     /// (not registered): the partition stays unfollowed until a later image places it.
     pub fn follow(&mut self, image: &MetadataImage, leader: i32, p: FollowedPartition) -> bool {
+        self.note_own_epoch(image);
         let key = (leader, fetcher_id(&p.tp, self.num_fetchers));
         if self.followed.get(&p.tp) == Some(&(key, p.leader_epoch)) {
             // Only the ISR or replica set changed: the fetcher goes on as it was.
@@ -118,8 +119,19 @@ impl FetcherManager {
         }
     }
 
-    /// A new image: a leader that registered again at another address is fetched from there.
+    /// This broker's registration epoch, as the fetchers send it.
+    fn note_own_epoch(&self, image: &MetadataImage) {
+        if let Some(me) = image.brokers.get(&self.cfg.broker_id) {
+            self.cfg
+                .broker_epoch
+                .store(me.epoch, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// A new image: a leader that registered again at another address is fetched from there,
+    /// and fetches carry this broker's current epoch.
     pub fn refresh_addresses(&mut self, image: &MetadataImage) {
+        self.note_own_epoch(image);
         for ((leader, _), (addr, address)) in self.fetchers.iter_mut() {
             if let Some(now) = broker_address(image, *leader, self.listener.as_deref()) {
                 if now != *address {

@@ -105,6 +105,9 @@ pub struct ReadRecords {
     /// `isReplicaIsrEligible`: registered, unfenced, not in controlled shutdown, and the
     /// broker epoch it fetched with is current). A leader proposes no expansion otherwise.
     pub isr_eligible: bool,
+    /// The broker epoch a follower fetched with (KIP-903; -1 for consumers and followers that
+    /// do not send it): kept for the ISR changes the leader proposes.
+    pub replica_epoch: i64,
 }
 
 /// ListOffsets handler → partition: the offset for a timestamp (or -1/-2/-3/-4/-5/-6).

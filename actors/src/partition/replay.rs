@@ -42,6 +42,7 @@ pub async fn read_log_records(
                     replica_id: DEBUGGING_REPLICA_ID,
                 },
                 isr_eligible: false,
+                replica_epoch: -1,
             })
             .await
             .map_err(|e| e.to_string())?

@@ -641,6 +641,7 @@ async fn read_all(
                 replica_id: -1,
             },
             isr_eligible: false,
+            replica_epoch: -1,
         };
         let mut outcome = replica.addr.send(read(fetch_offset)).await;
         if let Ok(Err(crate::partition::core::PartitionError::OffsetOutOfRange { .. })) = &outcome {

@@ -30,6 +30,7 @@ async fn read_all(
     isolation: IsolationLevel,
     replica_id: i32,
     isr_eligible: bool,
+    replica_epoch: i64,
 ) -> Vec<FetchRead> {
     // Kafka reads partitions in order against one byte budget; the first partition that returns
     // data may exceed it (so a large batch can't stall a consumer), later ones may not.
@@ -64,6 +65,7 @@ async fn read_all(
                         .send(ReadRecords {
                             params: p,
                             isr_eligible,
+                            replica_epoch,
                         })
                         .await,
                 )
@@ -289,16 +291,12 @@ pub(super) async fn handle_fetch(
     } else {
         req.replica_id
     };
-    let isr_eligible = replica_id >= 0
-        && isr_eligible(
-            &t,
-            replica_id,
-            if version >= 15 {
-                req.replica_state.replica_epoch
-            } else {
-                -1
-            },
-        );
+    let replica_epoch = if version >= 15 && replica_id >= 0 {
+        req.replica_state.replica_epoch
+    } else {
+        -1
+    };
+    let isr_eligible = replica_id >= 0 && isr_eligible(&t, replica_id, replica_epoch);
     let isolation = if version >= 4 {
         IsolationLevel::from_wire(req.isolation_level)
     } else {
@@ -386,7 +384,16 @@ pub(super) async fn handle_fetch(
         return error_response(&req, version, code);
     }
 
-    let mut reads = read_all(&t, &targets, max_bytes, isolation, replica_id, isr_eligible).await;
+    let mut reads = read_all(
+        &t,
+        &targets,
+        max_bytes,
+        isolation,
+        replica_id,
+        isr_eligible,
+        replica_epoch,
+    )
+    .await;
     let bytes: usize = reads
         .iter()
         .filter_map(|r| r.result.as_ref().ok())
@@ -434,7 +441,16 @@ pub(super) async fn handle_fetch(
         let _ =
             tokio::time::timeout(Duration::from_millis(req.max_wait_ms as u64 + 1000), rx).await;
         let t = table(a);
-        reads = read_all(&t, &targets, max_bytes, isolation, replica_id, isr_eligible).await;
+        reads = read_all(
+            &t,
+            &targets,
+            max_bytes,
+            isolation,
+            replica_id,
+            isr_eligible,
+            replica_epoch,
+        )
+        .await;
     }
     // In a session the cache remembers what each response said; an incremental response
     // lists only partitions with news (KIP-227), a full one lists all.

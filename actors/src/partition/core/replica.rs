@@ -21,6 +21,9 @@ pub struct RemoteReplica {
     /// The leader's log end offset and the time at the follower's previous fetch.
     pub last_fetch_leader_log_end_offset: i64,
     pub last_fetch_time_ms: i64,
+    /// The broker epoch the follower fetched with last (KIP-903); -1: unknown, or a follower
+    /// that does not send it.
+    pub broker_epoch: i64,
 }
 
 impl RemoteReplica {
@@ -32,6 +35,7 @@ impl RemoteReplica {
             last_caught_up_time_ms: if in_sync { now_ms } else { 0 },
             last_fetch_leader_log_end_offset: -1,
             last_fetch_time_ms: 0,
+            broker_epoch: -1,
         }
     }
 
@@ -48,6 +52,11 @@ pub struct IsrChange {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: Vec<i32>,
+    /// For each member of `new_isr`, the broker epoch it last fetched with (KIP-903), -1 where
+    /// unknown and for this leader (whose own epoch the request carries from the metadata).
+    /// The controller refuses a member whose broker has registered again since: the fetch
+    /// that made it look caught up came from a process that is gone.
+    pub broker_epochs: Vec<i64>,
 }
 
 /// The controller's answer to an [`IsrChange`]: the partition's state as it committed it, or an
@@ -111,7 +120,8 @@ impl<L: PartitionLog> Partition<L> {
     /// A follower fetched from `fetch_offset` while the leader's log ended at
     /// `leader_end_offset` (Kafka's `updateFollowerFetchState`). Returns an ISR expansion to
     /// send when the follower has caught up, is not in the ISR and `isr_eligible` (its broker
-    /// is unfenced and not shutting down, as the caller read the metadata).
+    /// is unfenced and not shutting down, as the caller read the metadata). `broker_epoch` is
+    /// the one the follower fetched with (-1 if it did not say).
     pub fn record_follower_fetch(
         &mut self,
         replica_id: i32,
@@ -119,6 +129,7 @@ impl<L: PartitionLog> Partition<L> {
         leader_end_offset: i64,
         now_ms: i64,
         isr_eligible: bool,
+        broker_epoch: i64,
     ) -> Option<IsrChange> {
         if self.role != Role::Leader {
             return None;
@@ -133,6 +144,7 @@ impl<L: PartitionLog> Partition<L> {
         state.log_end_offset = fetch_offset;
         state.last_fetch_leader_log_end_offset = leader_end_offset;
         state.last_fetch_time_ms = now_ms;
+        state.broker_epoch = broker_epoch;
         if self.maybe_increment_high_watermark() {
             self.hw_moved_by_fetch = true;
         }
@@ -201,10 +213,16 @@ impl<L: PartitionLog> Partition<L> {
     }
 
     fn propose_isr(&mut self, new_isr: Vec<i32>) -> IsrChange {
+        // Kafka's `addBrokerEpochToIsr`.
+        let broker_epochs = new_isr
+            .iter()
+            .map(|id| self.remote.get(id).map_or(-1, |r| r.broker_epoch))
+            .collect();
         let change = IsrChange {
             leader_epoch: self.leader_epoch,
             partition_epoch: self.partition_epoch,
             new_isr,
+            broker_epochs,
         };
         self.pending_isr = Some(change.clone());
         change

@@ -259,7 +259,7 @@ fn consumer_reads_stop_at_the_high_watermark() {
     };
     let r = p.read(&follower).unwrap();
     assert_eq!(p.high_watermark(), 0, "a read alone does not move it");
-    p.record_follower_fetch(2, 1, r.log_end_offset, NOW, true);
+    p.record_follower_fetch(2, 1, r.log_end_offset, NOW, true, -1);
     assert_eq!(p.high_watermark(), 1);
     assert!(p.take_hw_moved_by_fetch());
     assert_eq!(
@@ -764,11 +764,11 @@ fn high_watermark_is_the_minimum_of_the_isr_and_acks_all_waits_for_it() {
         .append_as_leader(&batch(&[b"a", b"b"], NOW), -1, NOW)
         .unwrap();
     assert_eq!((a.last_offset, a.high_watermark), (1, 0));
-    p.record_follower_fetch(2, 2, 2, NOW, true);
+    p.record_follower_fetch(2, 2, 2, NOW, true, -1);
     assert_eq!(p.high_watermark(), 0, "follower 3 has not fetched");
-    p.record_follower_fetch(3, 1, 2, NOW, true);
+    p.record_follower_fetch(3, 1, 2, NOW, true, -1);
     assert_eq!(p.high_watermark(), 1);
-    p.record_follower_fetch(3, 2, 2, NOW, true);
+    p.record_follower_fetch(3, 2, 2, NOW, true, -1);
     assert_eq!(p.high_watermark(), 2);
     assert!(p.take_hw_moved_by_fetch());
 }
@@ -779,20 +779,23 @@ fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
     p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
     assert_eq!(p.high_watermark(), 1, "ISR {{1}} commits alone");
     // Behind the high watermark: not yet.
-    assert_eq!(p.record_follower_fetch(2, 0, 1, NOW, true), None);
+    assert_eq!(p.record_follower_fetch(2, 0, 1, NOW, true, 41), None);
     let change = p
-        .record_follower_fetch(2, 1, 1, NOW, true)
+        .record_follower_fetch(2, 1, 1, NOW, true, 42)
         .expect("expansion");
+    // Each member with the broker epoch it last fetched with (KIP-903); the leader's own is
+    // filled in from the metadata when the request is built.
     assert_eq!(
         change,
         IsrChange {
             leader_epoch: 3,
             partition_epoch: 7,
-            new_isr: vec![1, 2]
+            new_isr: vec![1, 2],
+            broker_epochs: vec![-1, 42],
         }
     );
     // While it is pending nothing else is proposed.
-    assert_eq!(p.record_follower_fetch(3, 1, 1, NOW, true), None);
+    assert_eq!(p.record_follower_fetch(3, 1, 1, NOW, true, -1), None);
     assert_eq!(p.pending_isr(), Some(&change));
     // Committed: adopted with the controller's partition epoch.
     p.complete_isr_change(
@@ -807,7 +810,7 @@ fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
     assert_eq!(p.pending_isr(), None);
     // A failed proposal clears too, so the next fetch proposes again.
     let next = p
-        .record_follower_fetch(3, 1, 1, NOW, true)
+        .record_follower_fetch(3, 1, 1, NOW, true, -1)
         .expect("expansion of 3");
     assert_eq!(next.new_isr, vec![1, 2, 3]);
     assert_eq!(next.partition_epoch, 8);
@@ -816,7 +819,7 @@ fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
         IsrChangeOutcome::Failed(errors::NOT_LEADER_OR_FOLLOWER),
     );
     assert_eq!(p.isr(), &[1, 2]);
-    assert!(p.record_follower_fetch(3, 1, 1, NOW, true).is_some());
+    assert!(p.record_follower_fetch(3, 1, 1, NOW, true, -1).is_some());
 }
 
 #[test]
@@ -824,14 +827,14 @@ fn an_ineligible_follower_is_not_proposed_but_still_moves_the_high_watermark() {
     let mut p = replicated_leader(&[1, 2]);
     p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
     // 3 is caught up but fenced or shutting down: no AlterPartition for it...
-    assert_eq!(p.record_follower_fetch(3, 1, 1, NOW, false), None);
+    assert_eq!(p.record_follower_fetch(3, 1, 1, NOW, false, -1), None);
     assert_eq!(p.pending_isr(), None);
     // ...while an ISR member's fetch still commits.
-    assert_eq!(p.record_follower_fetch(2, 1, 1, NOW, false), None);
+    assert_eq!(p.record_follower_fetch(2, 1, 1, NOW, false, -1), None);
     assert_eq!(p.high_watermark(), 1);
     // Once eligible again, the next fetch proposes it.
     let change = p
-        .record_follower_fetch(3, 1, 1, NOW, true)
+        .record_follower_fetch(3, 1, 1, NOW, true, -1)
         .expect("expansion");
     assert_eq!(change.new_isr, vec![1, 2, 3]);
 }
@@ -841,12 +844,12 @@ fn a_lagging_follower_leaves_the_isr_after_the_max_lag() {
     let mut p = replicated_leader(&[1, 2, 3]);
     p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
     // 2 keeps up; 3 never fetches after the leadership began.
-    p.record_follower_fetch(2, 1, 1, NOW + 5_000, true);
+    p.record_follower_fetch(2, 1, 1, NOW + 5_000, true, -1);
     assert_eq!(p.maybe_shrink_isr(NOW + 10_000, 30_000), None);
     let change = p.maybe_shrink_isr(NOW + 30_001, 30_000).expect("shrink");
     assert_eq!(change.new_isr, vec![1, 2]);
     // While the shrink is pending the high watermark still waits for 3 (maximal ISR).
-    p.record_follower_fetch(2, 1, 1, NOW + 30_002, true);
+    p.record_follower_fetch(2, 1, 1, NOW + 30_002, true, -1);
     assert_eq!(p.high_watermark(), 0);
     let moved = p.complete_isr_change(
         &change,
@@ -1028,7 +1031,7 @@ fn the_high_watermark_stays_while_the_isr_is_under_the_minimum() {
     assert_eq!(p.high_watermark(), 0);
     // 2 catches up and joins: the ISR is back at the minimum and the high watermark moves.
     let change = p
-        .record_follower_fetch(2, 1, 1, NOW, true)
+        .record_follower_fetch(2, 1, 1, NOW, true, -1)
         .expect("expansion");
     assert_eq!(
         p.high_watermark(),
