@@ -75,12 +75,12 @@ def roundtrip(port, api_key, version, body):
     return sc.decode_response(SCHEMAS, api_key, version, payload)[1]
 
 
-def add_voter(port, node, directory_id=None, cluster_id=None):
+def add_voter(port, node, directory_id=None, cluster_id=None, listener="CONTROLLER"):
     """AddRaftVoter v1 (what Kafka 4.4's Admin sends) for `node`'s controller listener."""
     return roundtrip(port, API_ADD_RAFT_VOTER, 1, {
         "ClusterId": cluster_id, "TimeoutMs": 30000, "VoterId": node.node_id,
         "VoterDirectoryId": sc.Uuid(directory_id or node.directory_id()),
-        "Listeners": [{"Name": "CONTROLLER", "Host": node.host, "Port": node.controller_port}],
+        "Listeners": [{"Name": listener, "Host": node.host, "Port": node.controller_port}],
         "AckWhenCommitted": True})
 
 
@@ -236,6 +236,12 @@ def test_bad_voter_changes_get_kafkas_errors(initial):
     r = add_voter(leader.controller_port, follower, directory_id="AAAAAAAAAAAAAAAAAAAAAA")
     assert (r["ErrorCode"], r["ErrorMessage"]) == (
         42, "Add voter request didn't include a valid voter"), r
+    # No endpoint on the listener the quorum talks on: the voter could not be reached.
+    r = add_voter(leader.controller_port, follower, listener="OTHER")
+    assert (r["ErrorCode"], r["ErrorMessage"]) == (
+        42, "Add voter request didn't include the endpoint (Endpoints(endpoints={ListenerName("
+            f"OTHER)={follower.host}/<unresolved>:{follower.controller_port}}})) for the default "
+            "listener ListenerName(CONTROLLER)"), r
 
     # None of it changed the voters.
     assert set(status(leader)[1]) == {1, 2, 3}

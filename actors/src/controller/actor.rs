@@ -41,6 +41,8 @@ pub struct QuorumControllerActor {
     upgrade_kraft: MeteredRecipient<UpgradeKRaftVersion>,
     register: MeteredRecipient<RegisterRaftListener>,
     committed_offset: i64,
+    /// The Raft epoch this controller became active in: its appends are refused in any other.
+    active_epoch: i32,
     /// Shared with the RaftActor: see [`AppendGate`]. None in tests without Raft voters.
     gate: Option<Arc<AppendGate>>,
     pending: VecDeque<Pending>,
@@ -70,6 +72,7 @@ impl QuorumControllerActor {
             upgrade_kraft,
             register,
             committed_offset: -1,
+            active_epoch: -1,
             gate: None,
             pending: VecDeque::new(),
             active_tx: watch::channel(false).0,
@@ -149,7 +152,10 @@ impl QuorumControllerActor {
         }
         let expected_base = self.core.applied_offset() + 1 - records.len() as i64;
         self.append
-            .send(AppendMetadataRecords { records: values })
+            .send(AppendMetadataRecords {
+                records: values,
+                epoch: self.active_epoch,
+            })
             .into_actor(self)
             .map(move |res, act, ctx| match res {
                 Ok(Ok(appended)) => {
@@ -419,9 +425,22 @@ impl Handler<RaftLeaderChanged> for QuorumControllerActor {
         let me = self.cfg.node_id;
         match (msg.leader_id, msg.next_offset) {
             (Some(leader), Some(epoch_start)) if leader == me => {
-                if self.core.is_active() {
+                if self.core.is_active() && msg.epoch == self.active_epoch {
                     // The same leadership told again (e.g. after this actor re-registered):
                     // re-activating would rewind the offsets the core predicts.
+                    return;
+                }
+                if self.core.is_active() {
+                    // Raft lost and won leadership again before this actor heard of the loss:
+                    // what the core holds was decided in the old epoch. Start over from the
+                    // log; re-registering brings this notice back for the new epoch.
+                    info!(
+                        old = self.active_epoch,
+                        new = msg.epoch,
+                        "leading again in a new epoch; rebuilding from the log"
+                    );
+                    self.fail_all(ControllerError::NotController);
+                    self.resign(ctx);
                     return;
                 }
                 // After a resign while Raft stayed leader, the log has grown past the epoch
@@ -441,6 +460,7 @@ impl Handler<RaftLeaderChanged> for QuorumControllerActor {
                     epoch = msg.epoch,
                     next_offset, "becoming the active controller"
                 );
+                self.active_epoch = msg.epoch;
                 let bootstrap = self.core.activate(next_offset, now_ms());
                 if !bootstrap.is_empty() {
                     info!(records = bootstrap.len(), "writing bootstrap metadata");
@@ -539,6 +559,7 @@ impl Handler<UpdateFeatures> for QuorumControllerActor {
             .send(UpgradeKRaftVersion {
                 kraft_version: level,
                 validate_only: m.validate_only,
+                epoch: self.active_epoch,
             })
             .into_actor(self)
             .map(move |res, act, ctx| {

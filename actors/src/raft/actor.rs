@@ -82,6 +82,8 @@ pub struct RaftActorConfig {
     /// `metadata.max.retention.ms`: snapshots older than this go with the log below the next
     /// one (-1: no limit). The latest snapshot always stays.
     pub retention_ms: i64,
+    /// `controller.quorum.fetch.max.bytes`
+    pub fetch_max_bytes: i32,
     /// `controller.quorum.fetch.snapshot.max.bytes`
     pub fetch_snapshot_max_bytes: i32,
     /// `controller.quorum.bootstrap.servers` (host:port), used when `voters` is empty: the
@@ -113,6 +115,7 @@ impl RaftActorConfig {
             directory_id: Uuid::ZERO,
             retention_bytes: 100 * 1024 * 1024,
             retention_ms: 7 * 24 * 60 * 60 * 1000,
+            fetch_max_bytes: 1024 * 1024,
             fetch_snapshot_max_bytes: 1024 * 1024,
             bootstrap_servers: Vec::new(),
             local_listeners: Endpoints::new(),
@@ -261,6 +264,8 @@ impl RaftActor {
         raft_cfg.retry_backoff_ms = cfg.retry_backoff_ms;
         raft_cfg.cluster_id = cfg.cluster_id.clone();
         raft_cfg.directory_id = cfg.directory_id;
+        raft_cfg.default_listener = cfg.controller_listener.clone();
+        raft_cfg.fetch_max_bytes = cfg.fetch_max_bytes;
         raft_cfg.fetch_snapshot_max_bytes = cfg.fetch_snapshot_max_bytes;
         let core = RaftCore::new(raft_cfg, cfg.seed);
         let mut actor = RaftActor {
@@ -1018,6 +1023,7 @@ impl Handler<AppendMetadataRecords> for RaftActor {
         let appended = self
             .append_for_controller(Input::Append {
                 records: msg.records,
+                epoch: msg.epoch,
             })?
             .ok_or_else(|| RaftError::Storage("empty append".into()));
         // The controller's records are placed: a voter change held back for them goes now
@@ -1037,6 +1043,7 @@ impl Handler<UpgradeKRaftVersion> for RaftActor {
         self.append_for_controller(Input::UpgradeKRaftVersion {
             version: msg.kraft_version,
             validate_only: msg.validate_only,
+            epoch: msg.epoch,
         })
     }
 }
@@ -1270,6 +1277,7 @@ mod tests {
             .run(
                 Input::Append {
                     records: vec![Bytes::from_static(b"r1"), Bytes::from_static(b"r2")],
+                    epoch: a.core.epoch(),
                 },
                 now_ms(),
             )
@@ -1312,6 +1320,7 @@ mod tests {
                 a.run(
                     Input::Append {
                         records: vec![Bytes::from(format!("record-{i}").repeat(10))],
+                        epoch: a.core.epoch(),
                     },
                     now_ms(),
                 )

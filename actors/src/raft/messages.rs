@@ -13,11 +13,13 @@ use super::batch::MetadataBatch;
 use super::core::Endpoints;
 
 /// Sent by the QuorumControllerActor: append these framed metadata record values as one atomic
-/// batch. Lost, the controller's pending requests never complete (clients time out and retry).
+/// batch, in `epoch` (the leadership the controller activated in; refused in any other). Lost,
+/// the controller's pending requests never complete (clients time out and retry).
 #[derive(Debug, Message)]
 #[rtype(result = "Result<AppendedBatch, RaftError>")]
 pub struct AppendMetadataRecords {
     pub records: Vec<Bytes>,
+    pub epoch: i32,
 }
 
 /// Sent by the QuorumControllerActor when an UpdateFeatures raises kraft.version (Kafka's
@@ -30,6 +32,8 @@ pub struct AppendMetadataRecords {
 pub struct UpgradeKRaftVersion {
     pub kraft_version: i16,
     pub validate_only: bool,
+    /// The epoch the controller activated in (refused in any other, as appends are).
+    pub epoch: i32,
 }
 
 /// Where an appended batch went.

@@ -45,6 +45,7 @@ use self::log::{LogState, LogView, ValidOffsetAndEpoch};
 use self::requests::RequestManager;
 use self::rpc::*;
 use self::state::{EpochState, SnapshotDownload};
+use self::types::java_endpoints;
 pub use self::types::{
     ElectionState, Endpoint, Endpoints, KRaftVersionRange, OffsetAndEpoch, RaftConfig, ReplicaKey,
     VoterNode, VoterSet,
@@ -60,13 +61,21 @@ pub enum Input {
         election: Option<ElectionState>,
         log: LogState,
     },
-    /// Append one atomic batch of record values (only the leader accepts it).
-    Append { records: Vec<Bytes> },
+    /// Append one atomic batch of record values. Only the leader accepts it, and only in
+    /// `epoch`, the epoch the writer's state was built in (Kafka's
+    /// `scheduleAtomicAppend(epoch, ...)`): records decided under an older leadership must not
+    /// land in a newer one, even of the same node.
+    Append { records: Vec<Bytes>, epoch: i32 },
     /// Kafka's `RaftClient.upgradeKRaftVersion`: the active controller finalizes a higher
     /// kraft.version; the leader appends a KRaftVersionRecord and the VotersRecord of its
     /// in-memory voters as one control batch (answered by `Appended`, `KRaftVersionUnchanged`,
     /// `KRaftUpgradeRefused` or `AppendRejected`).
-    UpgradeKRaftVersion { version: i16, validate_only: bool },
+    UpgradeKRaftVersion {
+        version: i16,
+        validate_only: bool,
+        /// As for `Append`: refused outside this epoch.
+        epoch: i32,
+    },
     /// The log is durable up to `end_offset` (exclusive).
     Flushed { end_offset: i64 },
     /// Time passed.
@@ -370,11 +379,12 @@ impl RaftCore {
         match input {
             Input::Start { election, log } => self.start(election, log, now),
             _ if !self.started => {}
-            Input::Append { records } => self.append(records, now),
+            Input::Append { records, epoch } => self.append(records, epoch, now),
             Input::UpgradeKRaftVersion {
                 version,
                 validate_only,
-            } => self.upgrade_kraft_version(version, validate_only),
+                epoch,
+            } => self.upgrade_kraft_version(version, validate_only, epoch),
             Input::Flushed { end_offset } => self.flushed(end_offset, now),
             Input::Tick => {}
             Input::Request { id, request } => self.handle_request(id, request, now),
@@ -1258,10 +1268,10 @@ impl RaftCore {
 
     // ---- leader appends and the high watermark ---------------------------------------------
 
-    fn append(&mut self, records: Vec<Bytes>, now: i64) {
+    fn append(&mut self, records: Vec<Bytes>, epoch: i32, now: i64) {
         let leader = matches!(&self.state,
             EpochState::Leader(l) if !l.resign_requested && self.shutdown_deadline.is_none());
-        if !leader || records.is_empty() {
+        if !leader || epoch != self.epoch() || records.is_empty() {
             self.out.push(Output::AppendRejected {
                 leader_id: if self.is_leader() {
                     None
@@ -2276,10 +2286,19 @@ impl RaftCore {
                 "Add voter request didn't include a valid voter".into(),
             );
         }
-        if r.listeners.is_empty() {
+        if !r
+            .listeners
+            .iter()
+            .any(|e| e.listener == self.cfg.default_listener)
+        {
             return err(
                 INVALID_REQUEST,
-                "Add voter request didn't include the default listener".into(),
+                format!(
+                    "Add voter request didn't include the endpoint ({}) for the default \
+                     listener ListenerName({})",
+                    java_endpoints(&r.listeners),
+                    self.cfg.default_listener
+                ),
             );
         }
         if let Some(e) = self.voter_change_precheck("adding voter") {
@@ -2446,10 +2465,10 @@ impl RaftCore {
     /// only through its UpdateRaftVoter, which Kafka's followers send and kactor's do not, so a
     /// quorum with kactor followers is refused as Kafka refuses voters that did not report
     /// support.
-    fn upgrade_kraft_version(&mut self, version: i16, validate_only: bool) {
+    fn upgrade_kraft_version(&mut self, version: i16, validate_only: bool, epoch: i32) {
         let leader = matches!(&self.state,
             EpochState::Leader(l) if !l.resign_requested && self.shutdown_deadline.is_none());
-        if !leader {
+        if !leader || epoch != self.epoch() {
             self.out.push(Output::AppendRejected {
                 leader_id: if self.is_leader() {
                     None

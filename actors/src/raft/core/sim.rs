@@ -1145,6 +1145,7 @@ impl Sim {
             leader,
             Input::Append {
                 records: vec![payload.clone()],
+                epoch,
             },
         );
         let accepted = self.nodes[&leader].disk.end() > offset;

@@ -235,6 +235,7 @@ fn single_voter_commits_appends_once_flushed() {
     let out = c.handle(
         Input::Append {
             records: recs.clone(),
+            epoch: c.epoch(),
         },
         1,
     );
@@ -307,6 +308,7 @@ fn a_lone_voter_upgrades_kraft_version_with_one_control_batch() {
     let upgrade = |version, validate_only| Input::UpgradeKRaftVersion {
         version,
         validate_only,
+        epoch: 1,
     };
     // Already at 0, or only validating: nothing appended.
     assert_eq!(
@@ -371,7 +373,8 @@ fn kraft_version_upgrade_needs_every_voter_to_support_it() {
         c.handle(
             Input::UpgradeKRaftVersion {
                 version: 1,
-                validate_only: false
+                validate_only: false,
+                epoch: c.epoch(),
             },
             2_004
         ),
@@ -387,7 +390,8 @@ fn kraft_version_upgrade_needs_every_voter_to_support_it() {
         f.handle(
             Input::UpgradeKRaftVersion {
                 version: 1,
-                validate_only: false
+                validate_only: false,
+                epoch: f.epoch(),
             },
             0
         )[..],
@@ -401,6 +405,7 @@ fn appends_are_rejected_when_not_leader() {
     let out = c.handle(
         Input::Append {
             records: vec![Bytes::new()],
+            epoch: c.epoch(),
         },
         0,
     );
@@ -411,6 +416,32 @@ fn appends_are_rejected_when_not_leader() {
             epoch: 0
         }]
     );
+}
+
+/// Records built under an older leadership are refused even by the same node leading again
+/// (Kafka's `scheduleAtomicAppend(epoch, ...)`), and nothing reaches the log.
+#[test]
+fn appends_for_another_epoch_are_rejected() {
+    let mut c = leader_of_three();
+    let epoch = c.epoch();
+    let end = c.log_end_offset();
+    for stale in [epoch - 1, epoch + 1] {
+        let out = c.handle(
+            Input::Append {
+                records: vec![Bytes::from_static(b"x")],
+                epoch: stale,
+            },
+            3_000,
+        );
+        assert_eq!(
+            out,
+            vec![Output::AppendRejected {
+                leader_id: None,
+                epoch
+            }]
+        );
+        assert_eq!(c.log_end_offset(), end);
+    }
 }
 
 #[test]
@@ -630,6 +661,7 @@ fn high_watermark_needs_a_majority_and_the_epoch_start() {
     c.handle(
         Input::Append {
             records: vec![Bytes::from_static(b"x"); 3],
+            epoch: c.epoch(),
         },
         3_000,
     );
@@ -701,6 +733,7 @@ fn parked_fetch_completes_on_append_or_timeout() {
     let out = c.handle(
         Input::Append {
             records: vec![Bytes::from_static(b"y")],
+            epoch: c.epoch(),
         },
         3_002,
     );
@@ -1009,6 +1042,44 @@ fn add_voter_acked(c: &mut RaftCore, id: i32, now: i64, when_committed: bool) ->
     )
 }
 
+/// Kafka's check before any other voter-change rule: a voter without an endpoint on the
+/// quorum's listener could never be reached.
+#[test]
+fn a_voter_without_the_default_listener_is_refused() {
+    let mut c = dynamic_leader();
+    let out = c.handle(
+        Input::Request {
+            id: 77,
+            request: Request::AddRaftVoter(AddRaftVoterRequest {
+                cluster_id: None,
+                timeout_ms: 30_000,
+                voter: ReplicaKey::of(4, Some(dir(4))),
+                listeners: vec![Endpoint {
+                    listener: "other".into(),
+                    host: "node4".into(),
+                    port: 9095,
+                }],
+                ack_when_committed: true,
+            }),
+        },
+        5_000,
+    );
+    let reply = voter_change_reply(&out).expect("an answer");
+    assert_eq!(reply.error, INVALID_REQUEST);
+    assert_eq!(
+        reply.error_message.as_deref(),
+        Some(
+            "Add voter request didn't include the endpoint (Endpoints(endpoints=\
+             {ListenerName(OTHER)=node4/<unresolved>:9095})) for the default listener \
+             ListenerName(CONTROLLER)"
+        )
+    );
+    assert!(
+        sends(&out).is_empty(),
+        "no ApiVersions to an unreachable voter"
+    );
+}
+
 fn voter_change_reply(out: &[Output]) -> Option<VoterChangeResponse> {
     replies(out).into_iter().find_map(|r| match r {
         Response::AddRaftVoter(v) | Response::RemoveRaftVoter(v) => Some(v),
@@ -1163,6 +1234,7 @@ fn kraft_version_upgrade_writes_the_voters_as_they_reported() {
             Input::UpgradeKRaftVersion {
                 version: 1,
                 validate_only: false,
+                epoch: c.epoch(),
             },
             now,
         )

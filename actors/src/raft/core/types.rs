@@ -100,6 +100,24 @@ pub fn preferred_endpoint<'a>(endpoints: &'a [Endpoint], listener: &str) -> Opti
         .or_else(|| endpoints.first())
 }
 
+/// Endpoints as Kafka's `Endpoints.toString` prints those of a request: a map of listener
+/// names (upper-cased, as `ListenerName.normalised`) to unresolved addresses. Kafka's map is a
+/// HashMap, so with several listeners its order can differ; kactor prints them as given.
+pub fn java_endpoints(endpoints: &[Endpoint]) -> String {
+    let entries: Vec<String> = endpoints
+        .iter()
+        .map(|e| {
+            format!(
+                "ListenerName({})={}/<unresolved>:{}",
+                e.listener.to_uppercase(),
+                e.host,
+                e.port
+            )
+        })
+        .collect();
+    format!("Endpoints(endpoints={{{}}})", entries.join(", "))
+}
+
 /// The kraft.version range a voter supports (`VotersRecord.KRaftVersionFeature`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KRaftVersionRange {
@@ -302,6 +320,9 @@ pub struct RaftConfig {
     pub bootstrap_servers: Vec<i32>,
     /// This node's own listeners (sent in BeginQuorumEpoch / responses as leader endpoints).
     pub local_listeners: Endpoints,
+    /// The first of `controller.listener.names`, the listener Raft traffic uses: a voter
+    /// added without an endpoint on it could not be reached (Kafka's channel listener name).
+    pub default_listener: String,
     /// The kraft.version range this software supports.
     pub supported_kraft_version: KRaftVersionRange,
     /// `controller.quorum.election.timeout.ms`
@@ -334,6 +355,7 @@ impl RaftConfig {
             cluster_id: String::new(),
             bootstrap_servers: voters.ids().collect(),
             local_listeners: voters.listeners(node_id),
+            default_listener: "CONTROLLER".to_string(),
             static_voters: Some(voters),
             supported_kraft_version: KRaftVersionRange::UP_TO_1,
             election_timeout_ms: 1000,
