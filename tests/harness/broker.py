@@ -29,16 +29,6 @@ def kactor_bin():
     return target_dir / "release" / "kactor"
 
 
-def fault_injection_bin():
-    """The broker built with the `fault-injection` feature (scripts/test builds it), or None."""
-    path = os.environ.get("KACTOR_FAULT_BIN")
-    if path:
-        return Path(path)
-    target_dir = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    path = target_dir / "release" / "kactor-fault-injection"
-    return path if path.exists() else None
-
-
 def _ephemeral_range():
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
@@ -121,9 +111,12 @@ class Broker:
     # Per-node format arguments both targets take (ClusterNode: --standalone, ...).
     format_args = ()
 
-    def __init__(self, workdir, target=TARGET, overrides=None, name="broker", binary=None):
+    def __init__(self, workdir, target=TARGET, overrides=None, name="broker", binary=None,
+                 env=None):
         self.target = target
         self.binary = binary
+        # Extra environment for the broker process (e.g. KACTOR_FAULT_INJECTION=1).
+        self.env = dict(env or {})
         self.name = name
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -225,6 +218,7 @@ class Broker:
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
         env.setdefault("RUST_BACKTRACE", "1")
+        env.update(self.env)
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, cwd=self.workdir, env=env,
                                      start_new_session=True)

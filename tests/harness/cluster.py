@@ -174,13 +174,17 @@ class Cluster:
         return self
 
     def stop(self):
-        # All at once: each broker's controlled shutdown needs a controller quorum, which
-        # stopping the nodes one by one would take away from the last ones.
-        threads = [threading.Thread(target=n.stop, kwargs={"timeout": 20}) for n in self.nodes]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        # Broker-only nodes first, all at once, while the controllers are still up: a broker's
+        # controlled shutdown needs a controller quorum, and without one it waits about 9 s
+        # before it gives up. Then every other node at once, so that no combined node loses
+        # its quorum to the ones stopped before it.
+        for group in ([n for n in self.nodes if not n.is_controller],
+                      [n for n in self.nodes if n.is_controller]):
+            threads = [threading.Thread(target=n.stop, kwargs={"timeout": 20}) for n in group]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
 
     def running(self):
         return [n for n in self.nodes if n.is_running()]
