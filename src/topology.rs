@@ -289,6 +289,8 @@ fn quorum_settings(cfg: &BrokerConfig, cluster_id: &str) -> QuorumSettings {
         request_timeout_ms: cfg.get_i64("controller.quorum.request.timeout.ms"),
         retry_backoff_ms: cfg.get_i64("controller.quorum.retry.backoff.ms"),
         fetch_max_bytes: cfg.get_i32("controller.quorum.fetch.max.bytes"),
+        // Kafka's `canBecomeVoter`: only a controller asks to become a voter.
+        auto_join: cfg.get_bool("controller.quorum.auto.join.enable") && cfg.is_controller(),
         fetch_snapshot_max_bytes: cfg.get_i32("controller.quorum.fetch.snapshot.max.bytes"),
         // KIP-853 names a voter by its metadata log dir's id (kactor format writes it).
         directory_id: crate::config::read_properties(

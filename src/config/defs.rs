@@ -130,7 +130,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     def("metadata.max.retention.bytes", Long, Some("104857600"), Any, "The largest combined size of the metadata log and its snapshots before the oldest snapshots, and the log below the next one, are deleted (-1: no limit)."),
     def("metadata.max.retention.ms", Long, Some("604800000"), Any, "How long a metadata snapshot is kept before it, and the log below the next one, are deleted; the latest snapshot always stays (-1: no limit)."),
     def("metadata.log.max.record.bytes.between.snapshots", Long, Some("20971520"), AtLeast(1), "The metadata record bytes committed since the last snapshot that make a node write a new one."),
-    def("controller.quorum.auto.join.enable", Boolean, Some("false"), Any, "Let a controller add itself to a dynamic quorum at start-up (not used by kactor: static one-voter quorum)."),
+    def("controller.quorum.auto.join.enable", Boolean, Some("false"), Any, "A controller that observes a dynamic quorum (KIP-853) asks the leader to add it as a voter, once per controller.quorum.fetch.timeout.ms, removing first a voter with its id and another directory id."),
     def("controller.quorum.fetch.max.bytes", Int, Some("1048576"), AtLeast(1), "Most bytes a Raft Fetch asks of the metadata log leader (at least one batch comes back)."),
     def("controller.quorum.fetch.snapshot.max.bytes", Int, Some("1048576"), AtLeast(1), "The most snapshot bytes a follower asks for in one FetchSnapshot request."),
     def("metadata.log.max.snapshot.interval.ms", Long, Some("3600000"), AtLeast(0), "The longest time between metadata snapshots while metadata changes (0: no time trigger)."),

@@ -856,6 +856,13 @@ impl BrokerConfig {
                 ),
             ));
         }
+        if !self.is_controller() && self.get_bool("controller.quorum.auto.join.enable") {
+            // Kafka's KafkaConfig.validateValues: only a controller can become a voter.
+            return Err(self.invalid(
+                "controller.quorum.auto.join.enable",
+                "is only supported when process.roles contains the 'controller' role",
+            ));
+        }
         let controller_names = self.get_list("controller.listener.names");
         if self.is_controller() {
             if controller_names.is_empty() {
@@ -1174,6 +1181,26 @@ mod tests {
             &["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"]
         )
         .is_ok());
+    }
+
+    /// Kafka refuses `controller.quorum.auto.join.enable` on a broker-only node.
+    #[test]
+    fn auto_join_needs_the_controller_role() {
+        let broker = [
+            "process.roles=broker",
+            "controller.quorum.bootstrap.servers=127.0.0.1:9093",
+            "controller.quorum.voters=",
+            "listeners=PLAINTEXT://127.0.0.1:9092",
+            "controller.quorum.auto.join.enable=true",
+        ];
+        let err = load(None, &[], &broker).unwrap_err().to_string();
+        assert!(
+            err.contains("controller.quorum.auto.join.enable")
+                && err.contains("only supported when process.roles contains the 'controller' role"),
+            "{err}"
+        );
+        assert!(load(None, &[], &broker[..4]).is_ok());
+        assert!(load(None, &[], &["controller.quorum.auto.join.enable=true"]).is_ok());
     }
 
     #[test]

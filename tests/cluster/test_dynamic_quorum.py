@@ -5,6 +5,8 @@ real `kafka-metadata-quorum` tool and raw AddRaftVoter / RemoveRaftVoter request
   `--no-initial-controllers` that start later as observers and join with `add-controller`;
   the three voters replicate, elect a new leader when the leader is killed, and shrink to two
   with `remove-controller`;
+- with `controller.quorum.auto.join.enable`, the two `--no-initial-controllers` controllers
+  become voters by themselves;
 - three controllers formatted with one `--initial-controllers` list elect a leader and
   describe their directory ids;
 - bad voter changes get Kafka 4.4's error codes: DUPLICATE_VOTER (126), VOTER_NOT_FOUND (127),
@@ -21,7 +23,7 @@ import pytest
 
 from harness import schema_codec as sc
 from harness.cli import run_tool
-from harness.cluster import (Cluster, create_topic, failover_bound_s, produce_and_consume,
+from harness.cluster import (Cluster, ClusterNode, create_topic, failover_bound_s, produce_and_consume,
                              random_directory_id, wait_until)
 
 ELECTION_TIMEOUT_MS = 1000
@@ -154,6 +156,36 @@ def test_standalone_grows_to_three_voters_fails_over_and_shrinks(standalone, top
     assert rows[new_leader][1] == "Leader" and rows[other.node_id][1] == "Follower", rows
     create_topic(broker, f"{topic_name}-c")
     assert produce_and_consume(broker, broker, f"{topic_name}-c", 1, 5) == list(range(5))
+
+
+class AutoJoinNode(ClusterNode):
+    """Controllers with `controller.quorum.auto.join.enable` (a broker refuses to start with
+    it, on both targets)."""
+
+    def base_config(self):
+        cfg = super().base_config()
+        if self.is_controller:
+            cfg["controller.quorum.auto.join.enable"] = "true"
+        return cfg
+
+
+def test_controllers_join_by_themselves_with_auto_join(tmp_path, topic_name):
+    c = Cluster(tmp_path, controllers=3, brokers=1, dynamic=True, overrides=OVERRIDES,
+                node_class=AutoJoinNode,
+                format_args={1: ["--standalone"], 2: ["--no-initial-controllers"],
+                             3: ["--no-initial-controllers"]}).start()
+    try:
+        c1, broker = c.node(1), c.node(4)
+        assert c.wait_for_leader(30)[0] == 1
+        # Each asks the leader once per fetch timeout; the leader adds one at a time.
+        want = {n.node_id: (n.directory_id(), endpoint(n)) for n in c.controllers}
+        wait_until(lambda: status(c1)[1] == want or None, 60, "three voters")
+        # The broker never asks: it stays an observer.
+        assert status(c1)[2] == {4}
+        create_topic(broker, topic_name)
+        assert produce_and_consume(broker, broker, topic_name, 1, 10) == list(range(10))
+    finally:
+        c.stop()
 
 
 @pytest.fixture(scope="module")

@@ -90,6 +90,8 @@ pub struct QuorumSettings {
     pub retry_backoff_ms: i64,
     /// `controller.quorum.fetch.max.bytes`
     pub fetch_max_bytes: i32,
+    /// `controller.quorum.auto.join.enable`, on a node with the controller role.
+    pub auto_join: bool,
     /// `controller.quorum.fetch.snapshot.max.bytes`
     pub fetch_snapshot_max_bytes: i32,
     /// The metadata log dir's `meta.properties` `directory.id` (KIP-853 names a voter by it);
@@ -115,6 +117,7 @@ impl Default for QuorumSettings {
             request_timeout_ms: 2000,
             retry_backoff_ms: 20,
             fetch_max_bytes: 1024 * 1024,
+            auto_join: false,
             fetch_snapshot_max_bytes: 1024 * 1024,
             directory_id: Uuid::ZERO,
             bootstrap_servers: Vec::new(),
@@ -165,6 +168,7 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
     raft_cfg.retention_bytes = cfg.metadata_log.retention_bytes;
     raft_cfg.retention_ms = cfg.metadata_log.retention_ms;
     raft_cfg.fetch_max_bytes = cfg.quorum.fetch_max_bytes;
+    raft_cfg.auto_join = cfg.quorum.auto_join;
     raft_cfg.fetch_snapshot_max_bytes = cfg.quorum.fetch_snapshot_max_bytes;
     raft_cfg.bootstrap_servers = cfg.quorum.bootstrap_servers.clone();
     raft_cfg.local_listeners = cfg.quorum.local_listeners.clone();

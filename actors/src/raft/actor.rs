@@ -84,6 +84,9 @@ pub struct RaftActorConfig {
     pub retention_ms: i64,
     /// `controller.quorum.fetch.max.bytes`
     pub fetch_max_bytes: i32,
+    /// `controller.quorum.auto.join.enable` on a controller: as an observer of a dynamic
+    /// quorum it asks the leader to add it.
+    pub auto_join: bool,
     /// `controller.quorum.fetch.snapshot.max.bytes`
     pub fetch_snapshot_max_bytes: i32,
     /// `controller.quorum.bootstrap.servers` (host:port), used when `voters` is empty: the
@@ -116,6 +119,7 @@ impl RaftActorConfig {
             retention_bytes: 100 * 1024 * 1024,
             retention_ms: 7 * 24 * 60 * 60 * 1000,
             fetch_max_bytes: 1024 * 1024,
+            auto_join: false,
             fetch_snapshot_max_bytes: 1024 * 1024,
             bootstrap_servers: Vec::new(),
             local_listeners: Endpoints::new(),
@@ -266,6 +270,7 @@ impl RaftActor {
         raft_cfg.directory_id = cfg.directory_id;
         raft_cfg.default_listener = cfg.controller_listener.clone();
         raft_cfg.fetch_max_bytes = cfg.fetch_max_bytes;
+        raft_cfg.auto_join = cfg.auto_join;
         raft_cfg.fetch_snapshot_max_bytes = cfg.fetch_snapshot_max_bytes;
         let core = RaftCore::new(raft_cfg, cfg.seed);
         let mut actor = RaftActor {

@@ -706,6 +706,32 @@ pub fn request_to_wire(request: &Request, to: i32, version: i16) -> Option<Reque
             client_software_version: env!("CARGO_PKG_VERSION").into(),
             ..Default::default()
         }),
+        // An auto-joining observer's requests to the leader (KIP-853).
+        Request::AddRaftVoter(a) => RequestBody::AddRaftVoter(m::AddRaftVoterRequest {
+            cluster_id: a.cluster_id.clone(),
+            timeout_ms: a.timeout_ms,
+            voter_id: a.voter.id,
+            voter_directory_id: a.voter.wire_directory_id(),
+            listeners: a
+                .listeners
+                .iter()
+                .map(|e| m::add_raft_voter_request::Listener {
+                    name: e.listener.clone(),
+                    host: e.host.clone(),
+                    port: e.port,
+                    ..Default::default()
+                })
+                .collect(),
+            // v0 always waits for the commit.
+            ack_when_committed: version < 1 || a.ack_when_committed,
+            ..Default::default()
+        }),
+        Request::RemoveRaftVoter(r) => RequestBody::RemoveRaftVoter(m::RemoveRaftVoterRequest {
+            cluster_id: r.cluster_id.clone(),
+            voter_id: r.voter.id,
+            voter_directory_id: r.voter.wire_directory_id(),
+            ..Default::default()
+        }),
         _ => return None,
     })
 }
@@ -719,6 +745,8 @@ pub fn api_key(request: &Request) -> Option<m::ApiKey> {
         Request::Fetch(_) => m::ApiKey::Fetch,
         Request::FetchSnapshot(_) => m::ApiKey::FetchSnapshot,
         Request::ApiVersions { .. } => m::ApiKey::ApiVersions,
+        Request::AddRaftVoter(_) => m::ApiKey::AddRaftVoter,
+        Request::RemoveRaftVoter(_) => m::ApiKey::RemoveRaftVoter,
         _ => return None,
     })
 }
@@ -932,6 +960,14 @@ pub fn response_from_wire(body: ResponseBody, listener: &str) -> Result<Response
                     max: f.max_version,
                 }),
         },
+        ResponseBody::AddRaftVoter(r) => Response::AddRaftVoter(VoterChangeResponse {
+            error: r.error_code,
+            error_message: r.error_message,
+        }),
+        ResponseBody::RemoveRaftVoter(r) => Response::RemoveRaftVoter(VoterChangeResponse {
+            error: r.error_code,
+            error_message: r.error_message,
+        }),
         other => return Err(format!("unexpected {:?} response", other.api_key())),
     })
 }

@@ -236,6 +236,10 @@ pub struct RaftCore {
     /// A flush this core asked for itself while a fetch waited on it (see
     /// [`Self::fetch_blocked_on_flush`]); cleared by any `Flushed`.
     flush_asked: bool,
+    /// When an observer controller with `auto_join` may next ask the leader to add it (Kafka's
+    /// `FollowerState.updateVoterSetPeriodTimer`: the fetch timeout, from becoming a follower
+    /// and from each request sent).
+    auto_join_at: i64,
     out: Vec<Output>,
 }
 
@@ -278,6 +282,7 @@ impl RaftCore {
             pending_add_node: None,
             api_versions_in_flight: None,
             flush_asked: false,
+            auto_join_at: 0,
             out: Vec::new(),
             cfg,
         }
@@ -750,6 +755,7 @@ impl RaftCore {
             high_watermark: hw,
             fetching_snapshot: None,
         });
+        self.auto_join_at = now + self.cfg.fetch_timeout_ms;
         self.fire_leader_change();
         // onBecomeFollower
         self.requests.reset_all();
@@ -1093,7 +1099,51 @@ impl RaftCore {
             self.transition_to_prospective(now);
             return;
         }
+        if self.should_send_add_or_remove_voter(now) {
+            // Kafka's `pollFollowerAsObserver`: no fetch in this round; the request waits for
+            // one in flight to the leader to finish.
+            if self.send_add_or_remove_voter(now) {
+                self.auto_join_at = now + self.cfg.fetch_timeout_ms;
+            }
+            return;
+        }
         self.maybe_send_fetch_to_best_node(now);
+    }
+
+    /// KIP-853's `controller.quorum.auto.join.enable`: a controller that is an observer of a
+    /// quorum whose voters live in the log asks to become a voter, once per fetch timeout.
+    fn should_send_add_or_remove_voter(&self, now: i64) -> bool {
+        self.cfg.auto_join
+            && !self.is_voter()
+            && self.local_key().is_some_and(|k| k.directory_id.is_some())
+            && self.log.last_kraft_version() >= 1
+            && now >= self.auto_join_at
+    }
+
+    /// Kafka's observer step: if this node's id is a voter under another directory id (the
+    /// node was re-formatted), that voter is removed first; otherwise this node asks to be
+    /// added, answered when the VotersRecord is appended. Errors are not acted on: the next
+    /// period asks again. Returns whether the request went out.
+    fn send_add_or_remove_voter(&mut self, now: i64) -> bool {
+        let (Some(leader), Some(me)) = (self.leader_id(), self.local_key()) else {
+            return false;
+        };
+        let cluster_id = Some(self.cfg.cluster_id.clone());
+        let old = self.log.last_voter_set().keys().find(|k| k.id == me.id);
+        let request = match old {
+            Some(old) => Request::RemoveRaftVoter(RemoveRaftVoterRequest {
+                cluster_id,
+                voter: old,
+            }),
+            None => Request::AddRaftVoter(AddRaftVoterRequest {
+                cluster_id,
+                timeout_ms: self.cfg.request_timeout_ms as i32,
+                voter: me,
+                listeners: self.cfg.local_listeners.clone(),
+                ack_when_committed: false,
+            }),
+        };
+        self.maybe_send(leader, request, now)
     }
 
     fn poll_unattached(&mut self, now: i64) {

@@ -1080,6 +1080,141 @@ fn a_voter_without_the_default_listener_is_refused() {
     );
 }
 
+/// An observer controller (node 4) of a KIP-853 quorum led by voter 1, with
+/// `controller.quorum.auto.join.enable`; `voters` are the log's voter set.
+fn auto_joining_observer(voters: VoterSet, auto_join: bool) -> RaftCore {
+    let mut c = RaftConfig::with_static_voters(4, voters.clone());
+    c.static_voters = None;
+    c.directory_id = dir(4);
+    c.cluster_id = "cluster".into();
+    c.local_listeners = ep(4);
+    c.auto_join = auto_join;
+    let mut core = RaftCore::new(c, 3);
+    let log = LogState {
+        end_offset: 2,
+        epochs: vec![EpochEntry {
+            epoch: 0,
+            start_offset: 0,
+        }],
+        kraft_version_records: vec![(0, 1)],
+        voters_records: vec![(1, voters)],
+        ..LogState::default()
+    };
+    core.handle(
+        Input::Start {
+            election: Some(ElectionState {
+                epoch: 1,
+                leader_id: Some(1),
+                voted_key: None,
+                voters: vec![],
+            }),
+            log,
+        },
+        0,
+    );
+    core.handle(Input::Flushed { end_offset: 2 }, 0);
+    assert_eq!(core.state_name(), "Follower");
+    core
+}
+
+/// Answers every Fetch the observer sends with an empty one from leader 1, 500 ms apart, until
+/// it sends something else to the leader; returns that request and when it went out.
+fn first_non_fetch(c: &mut RaftCore, mut out: Vec<Output>) -> (Request, i64) {
+    let mut now = 0;
+    while now < 20_000 {
+        for (to, corr, req) in sends(&out) {
+            if !matches!(req, Request::Fetch(_)) {
+                assert_eq!(to, 1, "sent to the leader");
+                return (req, now);
+            }
+            now += 500;
+            out = c.handle(
+                Input::Response {
+                    from: 1,
+                    correlation_id: corr,
+                    response: Response::Fetch(FetchResponse {
+                        error: NONE,
+                        partition_error: NONE,
+                        high_watermark: 2,
+                        log_start_offset: 0,
+                        leader_id: 1,
+                        leader_epoch: 1,
+                        diverging_epoch: None,
+                        snapshot_id: None,
+                        records: Records::None,
+                        leader_endpoints: vec![],
+                    }),
+                },
+                now,
+            );
+        }
+        if sends(&out).is_empty() {
+            now += 500;
+            out = c.handle(Input::Tick, now);
+        }
+    }
+    panic!("only fetches for 20 s");
+}
+
+fn dynamic_voter(id: i32, directory: u8) -> VoterNode {
+    VoterNode {
+        key: ReplicaKey::of(id, Some(dir(directory))),
+        listeners: ep(id),
+        supported_kraft_version: KRaftVersionRange::UP_TO_1,
+    }
+}
+
+/// KIP-853 auto-join: after a fetch timeout (2 s) as the leader's follower, the observer asks
+/// to be added, answered at the append (AckWhenCommitted=false), and asks again a fetch
+/// timeout later if nothing changed.
+#[test]
+fn an_auto_joining_observer_asks_to_be_added() {
+    let mut c = auto_joining_observer(VoterSet::new([dynamic_voter(1, 1)]), true);
+    let out = c.handle(Input::Tick, 0);
+    let (req, at) = first_non_fetch(&mut c, out);
+    assert!(at >= 2_000, "not before the fetch timeout ({at})");
+    assert_eq!(
+        req,
+        Request::AddRaftVoter(AddRaftVoterRequest {
+            cluster_id: Some("cluster".into()),
+            timeout_ms: 2_000,
+            voter: ReplicaKey::of(4, Some(dir(4))),
+            listeners: ep(4),
+            ack_when_committed: false,
+        })
+    );
+}
+
+/// A node whose id is a voter under another directory (it was formatted again) first asks
+/// for that voter's removal.
+#[test]
+fn an_auto_joining_observer_removes_its_old_incarnation_first() {
+    let mut c = auto_joining_observer(
+        VoterSet::new([dynamic_voter(1, 1), dynamic_voter(4, 40)]),
+        true,
+    );
+    let out = c.handle(Input::Tick, 0);
+    let (req, _) = first_non_fetch(&mut c, out);
+    assert_eq!(
+        req,
+        Request::RemoveRaftVoter(RemoveRaftVoterRequest {
+            cluster_id: Some("cluster".into()),
+            voter: ReplicaKey::of(4, Some(dir(40))),
+        })
+    );
+}
+
+/// Without the setting an observer only fetches.
+#[test]
+fn an_observer_without_auto_join_only_fetches() {
+    let mut c = auto_joining_observer(VoterSet::new([dynamic_voter(1, 1)]), false);
+    let out = c.handle(Input::Tick, 0);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        first_non_fetch(&mut c, out)
+    }));
+    assert!(result.is_err(), "sent something other than a fetch");
+}
+
 fn voter_change_reply(out: &[Output]) -> Option<VoterChangeResponse> {
     replies(out).into_iter().find_map(|r| match r {
         Response::AddRaftVoter(v) | Response::RemoveRaftVoter(v) => Some(v),
