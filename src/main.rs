@@ -329,6 +329,13 @@ fn start(file: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
         let node = topology::start(&cfg, loggers).await?;
         actix_rt::spawn(allocator::give_back_when_quiet(node.pools.clone()));
         kactor_actors::runtime::watchdog::start();
+        if kactor_actors::runtime::fault_injection::enabled() {
+            tracing::warn!(
+                "fault injection is on ({}=1): POST /debug/panic on the metrics port makes actors \
+                 panic; never run a production broker like this",
+                kactor_actors::runtime::fault_injection::ENV
+            );
+        }
         tracing::info!(
             metrics = %node.http_address,
             "kactor started: {}",

@@ -252,18 +252,31 @@ async fn the_high_watermark_survives_a_restart() {
     layer.shutdown().await.unwrap();
 
     // A log on disk that no replica has opened yet keeps its entry through a checkpoint.
-    let other = || PartitionLayerConfig::new(1, vec![dir.path().to_path_buf()], BTreeMap::new());
-    let layer = start_partitions(other(), None).unwrap();
+    let hw_file = || std::fs::read_to_string(&checkpoint).unwrap();
+    let layer = start_partitions(cfg(), None).unwrap();
     layer.registry.send(CheckpointHighWatermarks).await.unwrap();
-    assert_eq!(
-        std::fs::read_to_string(&checkpoint).unwrap(),
-        "0\n1\nh 0 2\n"
-    );
+    assert_eq!(hw_file(), "0\n1\nh 0 2\n");
     layer.shutdown().await.unwrap();
-    assert_eq!(
-        std::fs::read_to_string(&checkpoint).unwrap(),
-        "0\n1\nh 0 2\n"
-    );
+    assert_eq!(hw_file(), "0\n1\nh 0 2\n");
+
+    // A dir without the file (written by a kactor that did not keep one): the replica starts
+    // from its recovery point, as it used to, not from 0.
+    std::fs::remove_file(&checkpoint).unwrap();
+    let layer = start_partitions(cfg(), None).unwrap();
+    change.leader_epoch = 3;
+    change.partition_epoch = 3;
+    layer
+        .registry
+        .send(ApplyPartitionChanges {
+            changes: vec![change],
+        })
+        .await
+        .unwrap();
+    let p = layer.apis.partitions.borrow().get("h", 0).unwrap().clone();
+    let r = p.addr.send(read()).await.unwrap().unwrap();
+    assert_eq!((r.high_watermark, r.log_end_offset), (3, 3));
+    layer.shutdown().await.unwrap();
+    assert_eq!(hw_file(), "0\n1\nh 0 3\n");
 }
 
 /// Dirs in the log dir named `-stray`, renamed by this module, as Kafka names them.

@@ -218,6 +218,8 @@ class Broker:
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
         env.setdefault("RUST_BACKTRACE", "1")
+        # Fault injection only where a test asks for it, not from the developer's shell.
+        env.pop("KACTOR_FAULT_INJECTION", None)
         env.update(self.env)
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, cwd=self.workdir, env=env,

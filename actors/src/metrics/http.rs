@@ -76,12 +76,15 @@ pub fn respond(head: &[u8]) -> Vec<u8> {
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    if path == "/debug/panic" {
+    if path == "/debug/panic" && crate::runtime::fault_injection::enabled() {
+        // Only a POST arms anything.
+        if method != "POST" {
+            return reply(405, "text/plain", "use POST\n".into());
+        }
         if let Some(outcome) = crate::runtime::fault_injection::arm_from_query(query) {
-            return match (method, outcome) {
-                ("POST", Ok(text)) => reply(200, "text/plain", text + "\n"),
-                ("POST", Err(e)) => reply(400, "text/plain", e + "\n"),
-                _ => reply(405, "text/plain", "use POST\n".into()),
+            return match outcome {
+                Ok(text) => reply(200, "text/plain", text + "\n"),
+                Err(e) => reply(400, "text/plain", e + "\n"),
             };
         }
     }

@@ -59,8 +59,9 @@ pub struct ScannedLogDir {
     /// `-stray` directories: kept for the operator, never loaded.
     pub strays: Vec<PathBuf>,
     /// `replication-offset-checkpoint`: each partition's high watermark when it was last
-    /// checkpointed.
-    pub high_watermarks: BTreeMap<storage::TopicPartition, i64>,
+    /// checkpointed; None when the dir has no such file (written by a kactor before it kept
+    /// one).
+    pub high_watermarks: Option<BTreeMap<storage::TopicPartition, i64>>,
 }
 
 /// Walks one log dir the way Kafka's `LogManager.loadLogs` does: partition logs are opened with
@@ -75,8 +76,12 @@ pub fn scan_log_dir(path: &Path, defaults: &LogConfig, now: i64) -> Result<Scann
         read_offset_checkpoint(&path.join(RECOVERY_POINT_CHECKPOINT)).map_err(|e| err(path, e))?;
     let start_offsets = read_offset_checkpoint(&path.join(LOG_START_OFFSET_CHECKPOINT))
         .map_err(|e| err(path, e))?;
-    let high_watermarks = read_offset_checkpoint(&path.join(REPLICATION_OFFSET_CHECKPOINT))
-        .map_err(|e| err(path, e))?;
+    let hw_file = path.join(REPLICATION_OFFSET_CHECKPOINT);
+    let high_watermarks = if hw_file.exists() {
+        Some(read_offset_checkpoint(&hw_file).map_err(|e| err(path, e))?)
+    } else {
+        None
+    };
     let mut entries: Vec<_> = fs::read_dir(path)
         .map_err(|e| err(path, e))?
         .filter_map(|e| e.ok())
@@ -192,6 +197,8 @@ pub struct LogDirsFactory {
     /// High watermarks read from `replication-offset-checkpoint` at load, for logs not yet
     /// opened (a replica takes its entry when it starts).
     high_watermarks: HashMap<TopicPartition, i64>,
+    /// Logs found at load whose checkpointed high watermark has not been taken yet.
+    loaded: std::collections::HashSet<TopicPartition>,
     broker_epoch: i64,
     closed: bool,
     /// Indexes of dirs taken offline after an I/O error (until the process restarts).
@@ -210,15 +217,20 @@ impl LogDirsFactory {
         let mut placement = HashMap::new();
         let mut leftover_deletions = Vec::new();
         let mut high_watermarks = HashMap::new();
+        let mut loaded = std::collections::HashSet::new();
         for (i, path) in log_dirs.iter().enumerate() {
             let scanned = scan_log_dir(path, &defaults, now)?;
             for log in scanned.logs {
                 let st = log.topic_partition();
                 let tp = TopicPartition::new(st.topic.clone(), st.partition);
-                if let Some(hw) = scanned.high_watermarks.get(st) {
-                    high_watermarks.insert(tp.clone(), *hw);
+                // Kafka starts a log without an entry at 0 (clamped up to its log start); a
+                // dir without the file at all (from a kactor that did not write it) keeps
+                // the recovery point it used to start from.
+                if let Some(hws) = &scanned.high_watermarks {
+                    high_watermarks.insert(tp.clone(), hws.get(st).copied().unwrap_or(0));
                 }
                 placement.insert(tp.clone(), i);
+                loaded.insert(tp.clone());
                 unclaimed.insert(tp, (i, log));
             }
             leftover_deletions.extend(scanned.leftover_deletions);
@@ -229,10 +241,20 @@ impl LogDirsFactory {
             placement,
             leftover_deletions,
             high_watermarks,
+            loaded,
             broker_epoch: -1,
             closed: false,
             offline: Default::default(),
         })
+    }
+
+    /// For a log found at load: Some(its checkpointed high watermark, None if its dir had no
+    /// checkpoint file), taken once. None for any other partition.
+    fn unclaimed_high_watermark(&mut self, tp: &TopicPartition) -> Option<Option<i64>> {
+        if !self.loaded.remove(tp) {
+            return None;
+        }
+        Some(self.high_watermarks.remove(tp))
     }
 
     /// Partitions found on disk that no assignment has claimed yet.
@@ -317,10 +339,13 @@ impl LogDirsFactory {
     /// of the replicas placed there (negative ones, of replicas without a log, are left out)
     /// and, for logs on disk no replica has opened yet, the value read at load, so an entry
     /// survives until its replica starts.
+    /// A dir whose file cannot be written is reported and the others are still written (as
+    /// Kafka handles each dir on its own); the error names every failed dir.
     fn write_high_watermarks(
         &self,
         high_watermarks: &[(TopicPartition, i64)],
     ) -> Result<(), String> {
+        let mut failed = Vec::new();
         for (i, path) in self.dirs.iter().enumerate() {
             if self.offline.contains(&i) {
                 continue;
@@ -335,10 +360,17 @@ impl LogDirsFactory {
                     entries.insert(storage_tp(tp), *hw);
                 }
             }
-            write_offset_checkpoint(&path.join(REPLICATION_OFFSET_CHECKPOINT), &entries)
-                .map_err(|e| err(path, e))?;
+            if let Err(e) =
+                write_offset_checkpoint(&path.join(REPLICATION_OFFSET_CHECKPOINT), &entries)
+            {
+                failed.push(err(path, e));
+            }
         }
-        Ok(())
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(failed.join("; "))
+        }
     }
 }
 
@@ -396,8 +428,13 @@ impl LogFactory for LogDirsFactory {
     }
 
     fn take_checkpointed_high_watermark(&mut self, tp: &TopicPartition) -> Option<i64> {
-        // Kafka starts a log without an entry at 0 (clamped up to its log start offset).
-        Some(self.high_watermarks.remove(tp).unwrap_or(0))
+        match self.unclaimed_high_watermark(tp) {
+            // A log found at load: its entry (0 without one), or None from a dir without the
+            // file.
+            Some(found) => found,
+            // A new log: empty, its high watermark is 0 either way.
+            None => Some(0),
+        }
     }
 
     fn checkpoint_high_watermarks(
@@ -478,8 +515,11 @@ impl LogFactory for LogDirsFactory {
         if self.closed {
             return Ok(());
         }
-        // Before the unclaimed logs are drained below: their entries are kept too.
-        self.write_high_watermarks(high_watermarks)?;
+        // Before the unclaimed logs are drained below: their entries are kept too. A failure
+        // here costs the next start only older high watermarks; the logs still close cleanly.
+        if let Err(e) = self.write_high_watermarks(high_watermarks) {
+            tracing::error!(error = %e, "writing replication-offset-checkpoint at shutdown failed");
+        }
         let now = now_ms();
         let mut per_dir: Vec<Vec<Log>> = self.dirs.iter().map(|_| Vec::new()).collect();
         for log in logs {

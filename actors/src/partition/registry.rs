@@ -233,6 +233,10 @@ pub struct ReplicaManagerActor {
     fetchers: super::fetcher_manager::FetcherManager,
     /// Where leaders here send ISR changes (the controller channel).
     isr_channel: Option<crate::runtime::MeteredRecipient<AlterIsr>>,
+    /// Set when ShutdownReplicas arrives: the table is emptied while the replicas stop one
+    /// by one, and a periodic checkpoint taken then would write files without them (and a
+    /// crash before the shutdown's own write would leave them so).
+    shutting_down: bool,
     metrics: ActorMetrics,
 }
 
@@ -258,6 +262,7 @@ impl ReplicaManagerActor {
         ReplicaManagerActor {
             fetchers,
             isr_channel: None,
+            shutting_down: false,
             broker_id,
             static_broker_config: broker_config.clone(),
             broker_config,
@@ -787,26 +792,38 @@ impl Handler<SubscribePartitionTable> for ReplicaManagerActor {
 pub struct CheckpointLogDirs;
 
 impl ReplicaManagerActor {
-    /// Every hosted replica's numbers, asked of its actor (one that does not answer is left
-    /// out).
+    /// Every hosted replica's numbers, asked of all actors at once (one that does not answer
+    /// is left out), with the topic id each was hosted under.
     fn describe_replicas(
         &self,
-    ) -> impl std::future::Future<Output = Vec<(TopicPartition, ReplicaInfo)>> + 'static {
-        let replicas: Vec<(TopicPartition, MeteredAddr<PartitionActor>)> = self
+    ) -> impl std::future::Future<Output = Vec<(TopicPartition, Uuid, ReplicaInfo)>> + 'static {
+        let asks: Vec<_> = self
             .table
             .partitions
             .iter()
-            .map(|(tp, r)| (tp.clone(), r.addr.clone()))
-            .collect();
-        async move {
-            let mut infos = Vec::with_capacity(replicas.len());
-            for (tp, addr) in replicas {
-                if let Ok(info) = addr.send(DescribeReplica).await {
-                    infos.push((tp, info));
+            .map(|(tp, r)| {
+                let (tp, topic_id, addr) = (tp.clone(), r.topic_id, r.addr.clone());
+                async move {
+                    let info = addr.send(DescribeReplica).await.ok()?;
+                    Some((tp, topic_id, info))
                 }
-            }
-            infos
-        }
+            })
+            .collect();
+        let all = join_all(asks);
+        async move { all.await.into_iter().flatten().collect() }
+    }
+
+    /// The answers of replicas still hosted under the same topic id: one deleted (or
+    /// re-created) while the round ran must not get its old numbers written back.
+    fn still_hosted(
+        &self,
+        infos: Vec<(TopicPartition, Uuid, ReplicaInfo)>,
+    ) -> Vec<(TopicPartition, ReplicaInfo)> {
+        infos
+            .into_iter()
+            .filter(|(tp, id, _)| self.table.partitions.get(tp).map(|r| r.topic_id) == Some(*id))
+            .map(|(tp, _, info)| (tp, info))
+            .collect()
     }
 }
 
@@ -820,10 +837,17 @@ fn high_watermarks(infos: &[(TopicPartition, ReplicaInfo)]) -> Vec<(TopicPartiti
 impl Handler<CheckpointLogDirs> for ReplicaManagerActor {
     type Result = ResponseActFuture<Self, ()>;
     fn handle(&mut self, _: CheckpointLogDirs, _: &mut Context<Self>) -> Self::Result {
+        if self.shutting_down {
+            return Box::pin(actix::fut::ready(()));
+        }
         Box::pin(
             self.describe_replicas()
                 .into_actor(self)
                 .map(|infos, act, _| {
+                    if act.shutting_down {
+                        return;
+                    }
+                    let infos = act.still_hosted(infos);
                     let sizes = &super::metrics::partition_metrics().log_size_bytes;
                     for (tp, info) in &infos {
                         sizes
@@ -848,10 +872,17 @@ pub struct CheckpointHighWatermarks;
 impl Handler<CheckpointHighWatermarks> for ReplicaManagerActor {
     type Result = ResponseActFuture<Self, ()>;
     fn handle(&mut self, _: CheckpointHighWatermarks, _: &mut Context<Self>) -> Self::Result {
+        if self.shutting_down {
+            return Box::pin(actix::fut::ready(()));
+        }
         Box::pin(
             self.describe_replicas()
                 .into_actor(self)
                 .map(|infos, act, _| {
+                    if act.shutting_down {
+                        return;
+                    }
+                    let infos = act.still_hosted(infos);
                     if let Err(e) = act
                         .factory
                         .checkpoint_high_watermarks(&high_watermarks(&infos))
@@ -872,6 +903,8 @@ impl Handler<ShutdownReplicas> for ReplicaManagerActor {
             .values()
             .map(|r| r.addr.clone())
             .collect();
+        // No periodic checkpoint from now on: it would see the emptied table.
+        self.shutting_down = true;
         // The high watermarks are read before the replicas stop (a stopped replica hands back
         // only its log); a later advance missed here is safe, as in a periodic checkpoint.
         let described = self.describe_replicas();
@@ -880,7 +913,11 @@ impl Handler<ShutdownReplicas> for ReplicaManagerActor {
         self.publish(table);
         Box::pin(
             async move {
-                let hws = high_watermarks(&described.await);
+                let hws: Vec<(TopicPartition, i64)> = described
+                    .await
+                    .into_iter()
+                    .map(|(tp, _, info)| (tp, info.high_watermark))
+                    .collect();
                 let mut logs = Vec::with_capacity(replicas.len());
                 for addr in replicas {
                     if let Ok(Some(log)) = addr.send(StopReplica { delete: false }).await {

@@ -13,7 +13,7 @@
 //!   its `actix::Supervisor` answers by restarting it with the same mailbox after its
 //!   `restarting` hook has rebuilt its state from its durable source. Restarts beyond an
 //!   intensity escalate to the actor's [`SupervisedActor::escalate`];
-//! - inject a fault in tests (`fault-injection` feature).
+//! - inject a fault in tests (`KACTOR_FAULT_INJECTION=1`, `runtime::fault_injection`).
 //!
 //! Mailboxes are bounded (capacity per actor type, [`SupervisedActor::MAILBOX_CAPACITY`]). Two
 //! policies, chosen by the sender per message class:

@@ -2339,7 +2339,8 @@ impl RaftCore {
         if !r
             .listeners
             .iter()
-            .any(|e| e.listener == self.cfg.default_listener)
+            // Kafka normalises listener names to upper case on both sides.
+            .any(|e| e.listener.eq_ignore_ascii_case(&self.cfg.default_listener))
         {
             return err(
                 INVALID_REQUEST,
@@ -2347,7 +2348,7 @@ impl RaftCore {
                     "Add voter request didn't include the endpoint ({}) for the default \
                      listener ListenerName({})",
                     java_endpoints(&r.listeners),
-                    self.cfg.default_listener
+                    self.cfg.default_listener.to_uppercase()
                 ),
             );
         }

@@ -1078,6 +1078,29 @@ fn a_voter_without_the_default_listener_is_refused() {
         sends(&out).is_empty(),
         "no ApiVersions to an unreachable voter"
     );
+    // Listener names compare as Kafka normalises them (upper case): accepted.
+    let out = c.handle(
+        Input::Request {
+            id: 78,
+            request: Request::AddRaftVoter(AddRaftVoterRequest {
+                cluster_id: None,
+                timeout_ms: 30_000,
+                voter: ReplicaKey::of(4, Some(dir(4))),
+                listeners: vec![Endpoint {
+                    listener: "controller".into(),
+                    host: "node4".into(),
+                    port: 9093,
+                }],
+                ack_when_committed: true,
+            }),
+        },
+        5_001,
+    );
+    assert!(voter_change_reply(&out).is_none(), "{out:?}");
+    assert!(matches!(
+        sends(&out)[..],
+        [(4, _, Request::ApiVersions { .. })]
+    ));
 }
 
 /// An observer controller (node 4) of a KIP-853 quorum led by voter 1, with
