@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use kactor_actors::partition::core::{IsolationLevel, ReadParams, TopicPartition};
 use kactor_actors::partition::log_dirs::LogDirsFactory;
 use kactor_actors::partition::messages::*;
-use kactor_actors::partition::registry::{CheckpointHighWatermarks, CheckpointLogDirs};
-use kactor_actors::partition::startup::{start_partitions, PartitionLayerConfig};
+use kactor_actors::partition::registry::{
+    CheckpointHighWatermarks, CheckpointLogDirs, HostedReplica,
+};
+use kactor_actors::partition::startup::{start_partitions, PartitionLayer, PartitionLayerConfig};
 use kactor_actors::partition::testing::batch;
 use kactor_protocol::Uuid;
 
@@ -185,74 +187,43 @@ async fn the_high_watermark_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = || PartitionLayerConfig::new(1, vec![dir.path().to_path_buf()], BTreeMap::new());
     let checkpoint = dir.path().join("replication-offset-checkpoint");
-    let layer = start_partitions(cfg(), None).unwrap();
-    // Leader alone in the ISR: two records commit at once.
-    let mut change = leader("h");
-    change.replicas = vec![1, 2];
-    layer
-        .registry
-        .send(ApplyPartitionChanges {
-            changes: vec![change.clone()],
-        })
-        .await
-        .unwrap();
-    let p = layer.apis.partitions.borrow().get("h", 0).unwrap().clone();
+    let hw_file = || std::fs::read_to_string(&checkpoint).unwrap();
     let append = |records| AppendRecords {
         records,
         required_acks: 1,
     };
+    let layer = start_partitions(cfg(), None).unwrap();
+    // Leader alone in the ISR: two records commit at once.
+    let mut change = leader("h");
+    change.replicas = vec![1, 2];
+    let p = apply(&layer, &change).await;
     p.addr
         .send(append(batch(&[b"1", b"2"], 1)))
         .await
         .unwrap()
         .unwrap();
     // Broker 2 joins the ISR and never fetches: the third record stays above the HW.
-    change.leader_epoch = 1;
-    change.partition_epoch = 1;
     change.isr = vec![1, 2];
-    layer
-        .registry
-        .send(ApplyPartitionChanges {
-            changes: vec![change.clone()],
-        })
-        .await
-        .unwrap();
+    next_epoch(&mut change);
+    apply(&layer, &change).await;
     p.addr
         .send(append(batch(&[b"3"], 1)))
         .await
         .unwrap()
         .unwrap();
-    let r = p.addr.send(read()).await.unwrap().unwrap();
-    assert_eq!((r.high_watermark, r.log_end_offset), (2, 3));
+    assert_eq!(hw_and_end(&p).await, (2, 3));
     layer.registry.send(CheckpointHighWatermarks).await.unwrap();
-    assert_eq!(
-        std::fs::read_to_string(&checkpoint).unwrap(),
-        "0\n1\nh 0 2\n"
-    );
+    assert_eq!(hw_file(), "0\n1\nh 0 2\n");
     layer.shutdown().await.unwrap();
-    assert_eq!(
-        std::fs::read_to_string(&checkpoint).unwrap(),
-        "0\n1\nh 0 2\n"
-    );
+    assert_eq!(hw_file(), "0\n1\nh 0 2\n");
 
     // Restarted, leading again with the same ISR: the HW is the checkpointed 2, not the end 3.
     let layer = start_partitions(cfg(), None).unwrap();
-    change.leader_epoch = 2;
-    change.partition_epoch = 2;
-    layer
-        .registry
-        .send(ApplyPartitionChanges {
-            changes: vec![change.clone()],
-        })
-        .await
-        .unwrap();
-    let p = layer.apis.partitions.borrow().get("h", 0).unwrap().clone();
-    let r = p.addr.send(read()).await.unwrap().unwrap();
-    assert_eq!((r.high_watermark, r.log_end_offset), (2, 3));
+    next_epoch(&mut change);
+    assert_eq!(hw_and_end(&apply(&layer, &change).await).await, (2, 3));
     layer.shutdown().await.unwrap();
 
     // A log on disk that no replica has opened yet keeps its entry through a checkpoint.
-    let hw_file = || std::fs::read_to_string(&checkpoint).unwrap();
     let layer = start_partitions(cfg(), None).unwrap();
     layer.registry.send(CheckpointHighWatermarks).await.unwrap();
     assert_eq!(hw_file(), "0\n1\nh 0 2\n");
@@ -263,20 +234,34 @@ async fn the_high_watermark_survives_a_restart() {
     // from its recovery point, as it used to, not from 0.
     std::fs::remove_file(&checkpoint).unwrap();
     let layer = start_partitions(cfg(), None).unwrap();
-    change.leader_epoch = 3;
-    change.partition_epoch = 3;
+    next_epoch(&mut change);
+    assert_eq!(hw_and_end(&apply(&layer, &change).await).await, (3, 3));
+    layer.shutdown().await.unwrap();
+    assert_eq!(hw_file(), "0\n1\nh 0 3\n");
+}
+
+/// Applies `change` and returns the replica it hosts.
+async fn apply(layer: &PartitionLayer, change: &PartitionChange) -> HostedReplica {
     layer
         .registry
         .send(ApplyPartitionChanges {
-            changes: vec![change],
+            changes: vec![change.clone()],
         })
         .await
         .unwrap();
-    let p = layer.apis.partitions.borrow().get("h", 0).unwrap().clone();
+    let hosted = layer.apis.partitions.borrow();
+    hosted.get(&change.topic, change.partition).unwrap().clone()
+}
+
+fn next_epoch(change: &mut PartitionChange) {
+    change.leader_epoch += 1;
+    change.partition_epoch += 1;
+}
+
+/// (high watermark, log end offset) as a consumer read sees them.
+async fn hw_and_end(p: &HostedReplica) -> (i64, i64) {
     let r = p.addr.send(read()).await.unwrap().unwrap();
-    assert_eq!((r.high_watermark, r.log_end_offset), (3, 3));
-    layer.shutdown().await.unwrap();
-    assert_eq!(hw_file(), "0\n1\nh 0 3\n");
+    (r.high_watermark, r.log_end_offset)
 }
 
 /// Dirs in the log dir named `-stray`, renamed by this module, as Kafka names them.

@@ -194,11 +194,10 @@ pub struct LogDirsFactory {
     placement: HashMap<TopicPartition, usize>,
     /// Directories renamed for deletion before the last shutdown.
     leftover_deletions: Vec<PathBuf>,
-    /// High watermarks read from `replication-offset-checkpoint` at load, for logs not yet
-    /// opened (a replica takes its entry when it starts).
-    high_watermarks: HashMap<TopicPartition, i64>,
-    /// Logs found at load whose checkpointed high watermark has not been taken yet.
-    loaded: std::collections::HashSet<TopicPartition>,
+    /// For each log found at load and not opened yet, its high watermark from
+    /// `replication-offset-checkpoint` (0 without an entry; None when its dir had no such
+    /// file). A replica takes its value when it starts.
+    loaded_high_watermarks: HashMap<TopicPartition, Option<i64>>,
     broker_epoch: i64,
     closed: bool,
     /// Indexes of dirs taken offline after an I/O error (until the process restarts).
@@ -216,8 +215,7 @@ impl LogDirsFactory {
         let mut unclaimed = HashMap::new();
         let mut placement = HashMap::new();
         let mut leftover_deletions = Vec::new();
-        let mut high_watermarks = HashMap::new();
-        let mut loaded = std::collections::HashSet::new();
+        let mut loaded_high_watermarks = HashMap::new();
         for (i, path) in log_dirs.iter().enumerate() {
             let scanned = scan_log_dir(path, &defaults, now)?;
             for log in scanned.logs {
@@ -226,11 +224,10 @@ impl LogDirsFactory {
                 // Kafka starts a log without an entry at 0 (clamped up to its log start); a
                 // dir without the file at all (from a kactor that did not write it) keeps
                 // the recovery point it used to start from.
-                if let Some(hws) = &scanned.high_watermarks {
-                    high_watermarks.insert(tp.clone(), hws.get(st).copied().unwrap_or(0));
-                }
+                let hw =
+                    (scanned.high_watermarks.as_ref()).map(|h| h.get(st).copied().unwrap_or(0));
+                loaded_high_watermarks.insert(tp.clone(), hw);
                 placement.insert(tp.clone(), i);
-                loaded.insert(tp.clone());
                 unclaimed.insert(tp, (i, log));
             }
             leftover_deletions.extend(scanned.leftover_deletions);
@@ -240,21 +237,11 @@ impl LogDirsFactory {
             unclaimed,
             placement,
             leftover_deletions,
-            high_watermarks,
-            loaded,
+            loaded_high_watermarks,
             broker_epoch: -1,
             closed: false,
             offline: Default::default(),
         })
-    }
-
-    /// For a log found at load: Some(its checkpointed high watermark, None if its dir had no
-    /// checkpoint file), taken once. None for any other partition.
-    fn unclaimed_high_watermark(&mut self, tp: &TopicPartition) -> Option<Option<i64>> {
-        if !self.loaded.remove(tp) {
-            return None;
-        }
-        Some(self.high_watermarks.remove(tp))
     }
 
     /// Partitions found on disk that no assignment has claimed yet.
@@ -332,9 +319,7 @@ impl LogDirsFactory {
         write_offset_checkpoint(&path.join(LOG_START_OFFSET_CHECKPOINT), &start_offsets)
             .map_err(|e| err(path, e))
     }
-}
 
-impl LogDirsFactory {
     /// Writes `replication-offset-checkpoint` in every online dir: the given high watermarks
     /// of the replicas placed there (negative ones, of replicas without a log, are left out)
     /// and, for logs on disk no replica has opened yet, the value read at load, so an entry
@@ -356,7 +341,7 @@ impl LogDirsFactory {
                 .map(|(tp, hw)| (storage_tp(tp), *hw))
                 .collect();
             for (tp, (j, _)) in &self.unclaimed {
-                if let (true, Some(hw)) = (*j == i, self.high_watermarks.get(tp)) {
+                if let (true, Some(Some(hw))) = (*j == i, self.loaded_high_watermarks.get(tp)) {
                     entries.insert(storage_tp(tp), *hw);
                 }
             }
@@ -428,13 +413,8 @@ impl LogFactory for LogDirsFactory {
     }
 
     fn take_checkpointed_high_watermark(&mut self, tp: &TopicPartition) -> Option<i64> {
-        match self.unclaimed_high_watermark(tp) {
-            // A log found at load: its entry (0 without one), or None from a dir without the
-            // file.
-            Some(found) => found,
-            // A new log: empty, its high watermark is 0 either way.
-            None => Some(0),
-        }
+        // A new log is empty: its high watermark is 0 either way.
+        self.loaded_high_watermarks.remove(tp).unwrap_or(Some(0))
     }
 
     fn checkpoint_high_watermarks(

@@ -827,38 +827,44 @@ impl ReplicaManagerActor {
     }
 }
 
-fn high_watermarks(infos: &[(TopicPartition, ReplicaInfo)]) -> Vec<(TopicPartition, i64)> {
-    infos
-        .iter()
-        .map(|(tp, info)| (tp.clone(), info.high_watermark))
-        .collect()
-}
-
-impl Handler<CheckpointLogDirs> for ReplicaManagerActor {
-    type Result = ResponseActFuture<Self, ()>;
-    fn handle(&mut self, _: CheckpointLogDirs, _: &mut Context<Self>) -> Self::Result {
+impl ReplicaManagerActor {
+    /// One checkpoint round: asks every hosted replica for its numbers, then hands those of
+    /// replicas still hosted to `write`. Nothing once shutdown has begun (the table is empty
+    /// then, and the shutdown writes the checkpoints itself).
+    fn checkpoint_round(
+        &mut self,
+        write: fn(&mut Self, Vec<(TopicPartition, ReplicaInfo)>),
+    ) -> ResponseActFuture<Self, ()> {
         if self.shutting_down {
             return Box::pin(actix::fut::ready(()));
         }
         Box::pin(
             self.describe_replicas()
                 .into_actor(self)
-                .map(|infos, act, _| {
-                    if act.shutting_down {
-                        return;
-                    }
-                    let infos = act.still_hosted(infos);
-                    let sizes = &super::metrics::partition_metrics().log_size_bytes;
-                    for (tp, info) in &infos {
-                        sizes
-                            .with_label_values(&[&tp.topic, &tp.partition.to_string()])
-                            .set(info.size_bytes as i64);
-                    }
-                    if let Err(e) = act.factory.checkpoint(&infos) {
-                        tracing::error!(error = %e, "writing log dir checkpoints failed");
+                .map(move |infos, act, _| {
+                    if !act.shutting_down {
+                        let infos = act.still_hosted(infos);
+                        write(act, infos);
                     }
                 }),
         )
+    }
+}
+
+impl Handler<CheckpointLogDirs> for ReplicaManagerActor {
+    type Result = ResponseActFuture<Self, ()>;
+    fn handle(&mut self, _: CheckpointLogDirs, _: &mut Context<Self>) -> Self::Result {
+        self.checkpoint_round(|act, infos| {
+            let sizes = &super::metrics::partition_metrics().log_size_bytes;
+            for (tp, info) in &infos {
+                sizes
+                    .with_label_values(&[&tp.topic, &tp.partition.to_string()])
+                    .set(info.size_bytes as i64);
+            }
+            if let Err(e) = act.factory.checkpoint(&infos) {
+                tracing::error!(error = %e, "writing log dir checkpoints failed");
+            }
+        })
     }
 }
 
@@ -872,25 +878,15 @@ pub struct CheckpointHighWatermarks;
 impl Handler<CheckpointHighWatermarks> for ReplicaManagerActor {
     type Result = ResponseActFuture<Self, ()>;
     fn handle(&mut self, _: CheckpointHighWatermarks, _: &mut Context<Self>) -> Self::Result {
-        if self.shutting_down {
-            return Box::pin(actix::fut::ready(()));
-        }
-        Box::pin(
-            self.describe_replicas()
-                .into_actor(self)
-                .map(|infos, act, _| {
-                    if act.shutting_down {
-                        return;
-                    }
-                    let infos = act.still_hosted(infos);
-                    if let Err(e) = act
-                        .factory
-                        .checkpoint_high_watermarks(&high_watermarks(&infos))
-                    {
-                        tracing::error!(error = %e, "writing replication-offset-checkpoint failed");
-                    }
-                }),
-        )
+        self.checkpoint_round(|act, infos| {
+            let hws: Vec<(TopicPartition, i64)> = infos
+                .iter()
+                .map(|(tp, info)| (tp.clone(), info.high_watermark))
+                .collect();
+            if let Err(e) = act.factory.checkpoint_high_watermarks(&hws) {
+                tracing::error!(error = %e, "writing replication-offset-checkpoint failed");
+            }
+        })
     }
 }
 

@@ -23,15 +23,27 @@ struct FetchRead {
     result: Result<ReadOutcome, i16>,
 }
 
+/// Who a fetch reads for: a consumer (id -1) or a follower, with what the leader needs to know
+/// of it (whether it may join the ISR, and the broker epoch it fetched with).
+#[derive(Clone, Copy)]
+struct Reader {
+    replica_id: i32,
+    isr_eligible: bool,
+    replica_epoch: i64,
+}
+
 async fn read_all(
     t: &PartitionTable,
     targets: &[FetchTarget],
     max_bytes: i32,
     isolation: IsolationLevel,
-    replica_id: i32,
-    isr_eligible: bool,
-    replica_epoch: i64,
+    reader: Reader,
 ) -> Vec<FetchRead> {
+    let Reader {
+        replica_id,
+        isr_eligible,
+        replica_epoch,
+    } = reader;
     // Kafka reads partitions in order against one byte budget; the first partition that returns
     // data may exceed it (so a large batch can't stall a consumer), later ones may not.
     // Reading them one after another cost a mailbox round trip per partition, in series, on
@@ -296,7 +308,11 @@ pub(super) async fn handle_fetch(
     } else {
         -1
     };
-    let isr_eligible = replica_id >= 0 && isr_eligible(&t, replica_id, replica_epoch);
+    let reader = Reader {
+        replica_id,
+        isr_eligible: replica_id >= 0 && isr_eligible(&t, replica_id, replica_epoch),
+        replica_epoch,
+    };
     let isolation = if version >= 4 {
         IsolationLevel::from_wire(req.isolation_level)
     } else {
@@ -384,16 +400,7 @@ pub(super) async fn handle_fetch(
         return error_response(&req, version, code);
     }
 
-    let mut reads = read_all(
-        &t,
-        &targets,
-        max_bytes,
-        isolation,
-        replica_id,
-        isr_eligible,
-        replica_epoch,
-    )
-    .await;
+    let mut reads = read_all(&t, &targets, max_bytes, isolation, reader).await;
     let bytes: usize = reads
         .iter()
         .filter_map(|r| r.result.as_ref().ok())
@@ -441,16 +448,7 @@ pub(super) async fn handle_fetch(
         let _ =
             tokio::time::timeout(Duration::from_millis(req.max_wait_ms as u64 + 1000), rx).await;
         let t = table(a);
-        reads = read_all(
-            &t,
-            &targets,
-            max_bytes,
-            isolation,
-            replica_id,
-            isr_eligible,
-            replica_epoch,
-        )
-        .await;
+        reads = read_all(&t, &targets, max_bytes, isolation, reader).await;
     }
     // In a session the cache remembers what each response said; an incremental response
     // lists only partitions with news (KIP-227), a full one lists all.

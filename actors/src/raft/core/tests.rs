@@ -1047,23 +1047,27 @@ fn add_voter_acked(c: &mut RaftCore, id: i32, now: i64, when_committed: bool) ->
 #[test]
 fn a_voter_without_the_default_listener_is_refused() {
     let mut c = dynamic_leader();
-    let out = c.handle(
-        Input::Request {
-            id: 77,
-            request: Request::AddRaftVoter(AddRaftVoterRequest {
-                cluster_id: None,
-                timeout_ms: 30_000,
-                voter: ReplicaKey::of(4, Some(dir(4))),
-                listeners: vec![Endpoint {
-                    listener: "other".into(),
-                    host: "node4".into(),
-                    port: 9095,
-                }],
-                ack_when_committed: true,
-            }),
-        },
-        5_000,
-    );
+    // Voter 4 asks to join with one listener (name, port).
+    let ask = |c: &mut RaftCore, id, listener: &str, port, now| {
+        c.handle(
+            Input::Request {
+                id,
+                request: Request::AddRaftVoter(AddRaftVoterRequest {
+                    cluster_id: None,
+                    timeout_ms: 30_000,
+                    voter: ReplicaKey::of(4, Some(dir(4))),
+                    listeners: vec![Endpoint {
+                        listener: listener.into(),
+                        host: "node4".into(),
+                        port,
+                    }],
+                    ack_when_committed: true,
+                }),
+            },
+            now,
+        )
+    };
+    let out = ask(&mut c, 77, "other", 9095, 5_000);
     let reply = voter_change_reply(&out).expect("an answer");
     assert_eq!(reply.error, INVALID_REQUEST);
     assert_eq!(
@@ -1079,23 +1083,7 @@ fn a_voter_without_the_default_listener_is_refused() {
         "no ApiVersions to an unreachable voter"
     );
     // Listener names compare as Kafka normalises them (upper case): accepted.
-    let out = c.handle(
-        Input::Request {
-            id: 78,
-            request: Request::AddRaftVoter(AddRaftVoterRequest {
-                cluster_id: None,
-                timeout_ms: 30_000,
-                voter: ReplicaKey::of(4, Some(dir(4))),
-                listeners: vec![Endpoint {
-                    listener: "controller".into(),
-                    host: "node4".into(),
-                    port: 9093,
-                }],
-                ack_when_committed: true,
-            }),
-        },
-        5_001,
-    );
+    let out = ask(&mut c, 78, "controller", 9093, 5_001);
     assert!(voter_change_reply(&out).is_none(), "{out:?}");
     assert!(matches!(
         sends(&out)[..],
