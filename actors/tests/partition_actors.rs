@@ -304,3 +304,38 @@ async fn per_topic_counters_count_appends_and_consumer_reads_only() {
         0
     );
 }
+
+#[actix_rt::test]
+async fn a_replica_taken_offline_answers_storage_errors_to_requests_already_sent() {
+    // The registry drops an offline dir's replicas from the table; a produce that looked the
+    // replica up just before still reaches it and must not read as NOT_LEADER_OR_FOLLOWER
+    // (which a client retries) but as KAFKA_STORAGE_ERROR, as the requests after it do.
+    let registry = memory_registry(None);
+    let mut reader = registry.send(SubscribePartitionTable).await.unwrap();
+    registry
+        .send(ApplyPartitionChanges {
+            changes: vec![change(PartitionChangeKind::BecomeLeader, "dead-dir", 0, 1)],
+        })
+        .await
+        .unwrap();
+    reader.changed().await.unwrap();
+    let p = reader.borrow().get("dead-dir", 0).unwrap().clone();
+    p.addr.send(TakeReplicaOffline).await.unwrap();
+    for _ in 0..2 {
+        let failure = p
+            .addr
+            .send(AppendRecords {
+                records: batch(&[b"late"], 0),
+                required_acks: -1,
+            })
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(failure.error.code(), errors::KAFKA_STORAGE_ERROR);
+    }
+    let read = p.addr.send(read(0)).await.unwrap();
+    assert_eq!(
+        read.err().map(|e| e.code()),
+        Some(errors::KAFKA_STORAGE_ERROR)
+    );
+}

@@ -37,8 +37,12 @@ pub struct PurgatoryLink {
 }
 
 pub struct PartitionActor {
-    /// `None` only after `StopReplica` handed the log away.
+    /// `None` after `StopReplica` handed the log away or the replica went offline.
     core: Option<Partition<Box<dyn PartitionLog>>>,
+    /// Why the replica went offline (its log dir failed), if it did: requests already on
+    /// their way when the registry dropped it from the table get KAFKA_STORAGE_ERROR, as the
+    /// ones after do, not NOT_LEADER_OR_FOLLOWER (a client would retry a dead dir).
+    offline: Option<String>,
     tp: TopicPartition,
     purgatory: Option<PurgatoryLink>,
     flush_in_flight: bool,
@@ -82,6 +86,7 @@ impl PartitionActor {
         PartitionActor {
             tp: core.tp.clone(),
             core: Some(core),
+            offline: None,
             purgatory,
             flush_in_flight: false,
             metrics: ActorMetrics::new("PartitionActor"),
@@ -104,6 +109,9 @@ impl PartitionActor {
     /// so the replica stops serving now and its log dir goes offline (Kafka's
     /// `LogDirFailureChannel`), instead of the error being logged and the next write tried.
     fn log_dir_failed(&mut self, what: &str, error: &str) {
+        if self.offline.is_some() {
+            return; // Already reported: the error is the offline replica's own answer.
+        }
         let Some((to, log_dir)) = &self.registry else {
             tracing::error!(tp = %self.tp, error, "{what} failed");
             return;
@@ -113,10 +121,11 @@ impl PartitionActor {
             log_dir: log_dir.clone(),
             reason: format!("{what} of {}: {error}", self.tp),
         });
-        self.go_offline();
+        self.go_offline(error);
     }
 
-    fn go_offline(&mut self) {
+    fn go_offline(&mut self, reason: &str) {
+        self.offline.get_or_insert_with(|| reason.to_string());
         if let Some(mut core) = self.core.take() {
             core.stop();
             self.leadership_lost(core.leader_epoch(), false);
@@ -145,9 +154,11 @@ impl PartitionActor {
     pub(super) fn core(
         &mut self,
     ) -> Result<&mut Partition<Box<dyn PartitionLog>>, super::core::PartitionError> {
-        self.core
-            .as_mut()
-            .ok_or(super::core::PartitionError::NotLeaderOrFollower)
+        match (&mut self.core, &self.offline) {
+            (Some(core), _) => Ok(core),
+            (None, Some(reason)) => Err(super::core::PartitionError::Storage(reason.clone())),
+            (None, None) => Err(super::core::PartitionError::NotLeaderOrFollower),
+        }
     }
 
     fn hw_advanced(&self, high_watermark: i64, bytes: usize) {
@@ -322,13 +333,13 @@ impl SupervisedActor for PartitionActor {
     /// Kafka takes offline a partition whose log it cannot trust, instead of the process.
     fn escalate(&mut self, reason: String, _: &mut Context<Self>) {
         tracing::error!(tp = %self.tp, "{reason}: taking the partition offline");
+        self.go_offline(&reason);
         if let Some((registry, _)) = &self.registry {
             registry.do_send(ReplicaFailed {
                 tp: self.tp.clone(),
                 reason,
             });
         }
-        self.go_offline();
     }
     const MAILBOX_CAPACITY: usize = 1024;
 }
@@ -761,7 +772,7 @@ impl Handler<TakeReplicaOffline> for PartitionActor {
     fn handle(&mut self, _: TakeReplicaOffline, _: &mut Context<Self>) {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
-        self.go_offline();
+        self.go_offline("its log dir is offline");
     }
 }
 
