@@ -35,6 +35,7 @@ fn change(kind: PartitionChangeKind, topic: &str, partition: i32, epoch: i32) ->
 
 fn read(offset: i64) -> ReadRecords {
     ReadRecords {
+        scope: Default::default(),
         params: ReadParams {
             fetch_offset: offset,
             max_bytes: 1 << 20,

@@ -72,6 +72,7 @@ impl Broker {
             partitions: registry.send(SubscribePartitionTable).await.unwrap(),
             purgatory,
             fetch_sessions: FetchSessions::new(10),
+            rack_aware_reads: false,
         };
         let mut router = RequestRouter::new();
         register(&mut router, apis);

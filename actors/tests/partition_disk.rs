@@ -33,6 +33,7 @@ fn leader(topic: &str, partition: i32, epoch: i32) -> PartitionChange {
 
 fn read_all() -> ReadRecords {
     ReadRecords {
+        scope: Default::default(),
         params: ReadParams {
             fetch_offset: 0,
             max_bytes: 1 << 20,

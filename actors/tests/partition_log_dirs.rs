@@ -31,6 +31,7 @@ fn leader(topic: &str) -> PartitionChange {
 
 fn read() -> ReadRecords {
     ReadRecords {
+        scope: Default::default(),
         params: ReadParams {
             fetch_offset: 0,
             max_bytes: 1 << 20,

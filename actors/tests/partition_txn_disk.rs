@@ -24,6 +24,7 @@ fn txn_batch(pid: i64, epoch: i16, seq: i32) -> bytes::Bytes {
 
 fn read_committed() -> ReadRecords {
     ReadRecords {
+        scope: Default::default(),
         params: ReadParams {
             fetch_offset: 0,
             max_bytes: 1 << 20,

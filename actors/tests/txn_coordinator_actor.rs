@@ -40,6 +40,7 @@ fn leader(topic: &str, partition: i32) -> PartitionChange {
 
 fn read_committed() -> ReadRecords {
     ReadRecords {
+        scope: Default::default(),
         params: ReadParams {
             fetch_offset: 0,
             max_bytes: 1 << 20,

@@ -78,6 +78,7 @@ async fn markers_complete_transactions_on_the_partition_leader() {
     .unwrap();
     let lso = |addr: kactor_actors::runtime::MeteredAddr<_>| async move {
         addr.send(ReadRecords {
+            scope: Default::default(),
             params: ReadParams {
                 fetch_offset: 0,
                 max_bytes: 1 << 20,

@@ -247,7 +247,7 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     def("producer.purgatory.purge.interval.requests", Int, Some("1000"), Any, "Produce purgatory purge period (not used by kactor)."),
     def("replica.socket.timeout.ms", Int, Some("30000"), Any, "Follower fetch socket timeout (not used by kactor)."),
     def("replica.socket.receive.buffer.bytes", Int, Some("65536"), Any, "Follower fetch SO_RCVBUF (not used by kactor)."),
-    def("replica.selector.class", String, None, Any, "Plugin choosing the replica a consumer fetches from (not used by kactor yet: consumers always fetch from the leader, no KIP-392)."),
+    def("replica.selector.class", String, None, OneOf(&["org.apache.kafka.common.replica.RackAwareReplicaSelector"]), "The replica a consumer fetches from (KIP-392). Unset: always the leader. Kafka's RackAwareReplicaSelector, the one accepted value (kactor loads no Java plugins): a leader points a consumer that sends client.rack at an in-sync follower in that rack, which then serves it up to its high watermark."),
     def("num.replica.alter.log.dirs.threads", Int, None, Any, "Threads moving replicas between log dirs; null = one per log dir (not used by kactor)."),
     // --- internal topics ---
     def("offsets.topic.num.partitions", Int, Some("50"), AtLeast(1), "__consumer_offsets partitions."),

@@ -1183,6 +1183,25 @@ mod tests {
         .is_ok());
     }
 
+    /// KIP-392: the rack-aware selector is the one plugin kactor has; another class name is
+    /// refused at startup instead of leaving consumers on the leader silently.
+    #[test]
+    fn only_the_rack_aware_replica_selector_is_accepted() {
+        let err = load(None, &[], &["replica.selector.class=com.example.Nearest"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("replica.selector.class") && err.contains("RackAwareReplicaSelector"),
+            "{err}"
+        );
+        assert!(load(
+            None,
+            &[],
+            &["replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector"]
+        )
+        .is_ok());
+    }
+
     /// Kafka refuses `controller.quorum.auto.join.enable` on a broker-only node.
     #[test]
     fn auto_join_needs_the_controller_role() {

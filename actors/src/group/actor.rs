@@ -230,6 +230,7 @@ impl GroupCoordinatorActor {
                 let read = partition
                     .read
                     .send(ReadRecords {
+                        scope: Default::default(),
                         params: ReadParams {
                             fetch_offset: next,
                             max_bytes: LOAD_READ_BYTES,

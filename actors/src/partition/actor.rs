@@ -514,7 +514,9 @@ impl Handler<ReadRecords> for PartitionActor {
     fn handle(&mut self, msg: ReadRecords, ctx: &mut Context<Self>) -> Self::Result {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
-        let result = self.core().and_then(|c| c.read(&msg.params));
+        let result = self
+            .core()
+            .and_then(|c| c.read_scoped(&msg.params, &msg.scope));
         if let Ok(r) = &result {
             if msg.params.replica_id < 0 && !r.records.is_empty() {
                 let n = r.records.len() as u64;
@@ -540,6 +542,7 @@ impl Handler<ReadRecords> for PartitionActor {
                         now_ms(),
                         msg.isr_eligible,
                         msg.replica_epoch,
+                        msg.scope.follower_log_start_offset,
                     ),
                     c.take_hw_moved_by_fetch(),
                 ),
@@ -587,6 +590,7 @@ impl Handler<AppendAsFollower> for PartitionActor {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         let bytes = msg.records.len() as u64;
+        let hw_before = self.core.as_ref().map(|c| c.high_watermark());
         let result = self.core().and_then(|c| {
             c.append_as_follower(
                 msg.records,
@@ -601,11 +605,16 @@ impl Handler<AppendAsFollower> for PartitionActor {
                 let e = e.clone();
                 self.log_dir_failed("follower append", &e);
             }
-            Ok(_) => {
+            Ok(position) => {
                 if bytes > 0 {
                     super::metrics::partition_metrics()
                         .replication_bytes_in_total
                         .inc_by(bytes);
+                }
+                // Consumers may long-poll a follower (KIP-392): wake them as its high
+                // watermark, which the leader's answers carry, moves.
+                if hw_before.is_some_and(|hw| position.high_watermark > hw) {
+                    self.hw_advanced(position.high_watermark, bytes as usize);
                 }
                 self.update_txn_gauges();
                 self.schedule_flush(ctx, false);

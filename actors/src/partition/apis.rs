@@ -35,7 +35,8 @@ use kactor_protocol::{ApiKey, FileSlice, Records, RequestBody, ResponseBody, Uui
 use tokio::sync::oneshot;
 
 use super::core::{
-    IsolationLevel, LogSlice, PartitionError, ReadOutcome, ReadParams, TopicPartition,
+    ClientRack, IsolationLevel, LogSlice, PartitionError, ReadOutcome, ReadParams, ReadScope,
+    TopicPartition,
 };
 use super::fetch_session::{
     snapshot_of, FetchSessions, SessionOutcome, SessionPartition, INITIAL_EPOCH,
@@ -58,6 +59,9 @@ pub struct PartitionApis {
     pub partitions: PartitionTableReader,
     pub purgatory: MeteredAddr<PurgatoryActor>,
     pub fetch_sessions: FetchSessions,
+    /// `replica.selector.class` names the rack-aware selector: leaders point consumers at a
+    /// replica in their rack (KIP-392).
+    pub rack_aware_reads: bool,
 }
 
 /// Registers Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch and

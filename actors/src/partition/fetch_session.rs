@@ -307,6 +307,7 @@ mod tests {
             partition_max_bytes: 1000,
             current_leader_epoch: -1,
             last_fetched_epoch: -1,
+            log_start_offset: -1,
         }
     }
 

@@ -8,8 +8,8 @@ use bytes::Bytes;
 
 use super::core::{
     AppendOutcome, EpochEndOffset, FollowerPosition, IsolationLevel, IsrChange, IsrChangeOutcome,
-    PartitionAssignment, PartitionConfig, PartitionError, ReadOutcome, ReadParams, TimestampOffset,
-    TopicPartition,
+    PartitionAssignment, PartitionConfig, PartitionError, ReadOutcome, ReadParams, ReadScope,
+    TimestampOffset, TopicPartition,
 };
 use kactor_protocol::Uuid;
 
@@ -97,10 +97,13 @@ pub struct ConfirmTxnVerification {
 }
 
 /// Fetch handler → partition: read from an offset. Lost: the fetch times out.
-#[derive(Message, Debug, Clone, Copy)]
+#[derive(Message, Debug, Clone)]
 #[rtype(result = "Result<ReadOutcome, PartitionError>")]
 pub struct ReadRecords {
     pub params: ReadParams,
+    /// Whether a follower may serve it and what the leader may answer instead (KIP-392);
+    /// the default reads on the leader only.
+    pub scope: ReadScope,
     /// For a follower's read: whether the metadata says its broker may join the ISR (Kafka's
     /// `isReplicaIsrEligible`: registered, unfenced, not in controlled shutdown, and the
     /// broker epoch it fetched with is current). A leader proposes no expansion otherwise.

@@ -30,6 +30,7 @@ pub async fn read_log_records(
     loop {
         let read = log
             .send(ReadRecords {
+                scope: Default::default(),
                 params: ReadParams {
                     fetch_offset: offset,
                     max_bytes: READ_BYTES,

@@ -171,6 +171,10 @@ pub fn start_with_factory(
             }
         })
         .collect();
+    let rack_aware_reads = cfg
+        .broker_config
+        .get("replica.selector.class")
+        .is_some_and(|c| c.trim() == super::core::read_replica::RACK_AWARE_SELECTOR);
     Ok(PartitionLayer {
         registry,
         purgatory: purgatory.clone(),
@@ -181,6 +185,7 @@ pub fn start_with_factory(
             partitions: reader,
             purgatory,
             fetch_sessions,
+            rack_aware_reads,
         },
     })
 }

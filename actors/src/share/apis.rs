@@ -631,6 +631,7 @@ async fn read_all(
             },
         };
         let read = |fetch_offset| ReadRecords {
+            scope: Default::default(),
             params: ReadParams {
                 fetch_offset,
                 max_bytes,

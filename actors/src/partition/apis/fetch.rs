@@ -16,6 +16,8 @@ pub struct FetchTarget {
     pub partition_max_bytes: i32,
     pub current_leader_epoch: i32,
     pub last_fetched_epoch: i32,
+    /// The fetcher's own log start offset (Fetch v5+; followers send it), -1 if absent.
+    pub log_start_offset: i64,
 }
 
 struct FetchRead {
@@ -24,12 +26,15 @@ struct FetchRead {
 }
 
 /// Who a fetch reads for: a consumer (id -1) or a follower, with what the leader needs to know
-/// of it (whether it may join the ISR, and the broker epoch it fetched with).
-#[derive(Clone, Copy)]
+/// of it (whether it may join the ISR, and the broker epoch it fetched with), and whether a
+/// follower may serve it or the leader point it elsewhere (KIP-392).
+#[derive(Clone)]
 struct Reader {
     replica_id: i32,
     isr_eligible: bool,
     replica_epoch: i64,
+    followers_may_serve: bool,
+    client_rack: Option<Arc<ClientRack>>,
 }
 
 async fn read_all(
@@ -43,6 +48,8 @@ async fn read_all(
         replica_id,
         isr_eligible,
         replica_epoch,
+        followers_may_serve,
+        client_rack,
     } = reader;
     // Kafka reads partitions in order against one byte budget; the first partition that returns
     // data may exceed it (so a large batch can't stall a consumer), later ones may not.
@@ -63,6 +70,11 @@ async fn read_all(
         replica_id,
     };
     let read = |target: &FetchTarget, p: ReadParams| {
+        let scope = ReadScope {
+            followers_may_serve,
+            client_rack: client_rack.clone(),
+            follower_log_start_offset: target.log_start_offset,
+        };
         let replica = target
             .topic
             .as_ref()
@@ -76,6 +88,7 @@ async fn read_all(
                         .addr
                         .send(ReadRecords {
                             params: p,
+                            scope,
                             isr_eligible,
                             replica_epoch,
                         })
@@ -277,6 +290,33 @@ fn error_response(req: &FetchRequest, version: i16, code: i16) -> FetchResponse 
     }
 }
 
+/// KIP-392: the consumer's rack and the rack of every unfenced broker it can reach on the
+/// listener it came through (Kafka's `getPartitionReplicaEndpoints`), when
+/// `replica.selector.class` is rack-aware and the consumer named a rack (Fetch v11+).
+fn client_rack(
+    a: &PartitionApis,
+    t: &PartitionTable,
+    ctx: &RequestContext,
+    req: &FetchRequest,
+    replica_id: i32,
+) -> Option<Arc<ClientRack>> {
+    if !a.rack_aware_reads || replica_id >= 0 || ctx.api_version < 11 || req.rack_id.is_empty() {
+        return None;
+    }
+    let image = t.image.as_ref()?;
+    let listener = &*ctx.connection.listener_name;
+    let broker_racks = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced && b.listeners.iter().any(|l| l.name == listener))
+        .map(|b| (b.id, b.rack.clone()))
+        .collect();
+    Some(Arc::new(ClientRack {
+        rack: req.rack_id.clone(),
+        broker_racks,
+    }))
+}
+
 /// Kafka's `Partition.isReplicaIsrEligible`: a follower joins an ISR only while the metadata
 /// shows its broker registered, unfenced and not in controlled shutdown, with the broker epoch
 /// it fetched with (KIP-903; -1: the follower did not say). Without this check a leader would
@@ -312,6 +352,10 @@ pub(super) async fn handle_fetch(
         replica_id,
         isr_eligible: replica_id >= 0 && isr_eligible(&t, replica_id, replica_epoch),
         replica_epoch,
+        // Kafka's `FetchParams.fetchOnlyLeader`: a consumer's v11+ fetch carries client
+        // metadata, and a follower serves it up to its high watermark.
+        followers_may_serve: replica_id < 0 && version >= 11,
+        client_rack: client_rack(a, &t, ctx, &req, replica_id),
     };
     let isolation = if version >= 4 {
         IsolationLevel::from_wire(req.isolation_level)
@@ -346,6 +390,7 @@ pub(super) async fn handle_fetch(
             } else {
                 -1
             },
+            log_start_offset: if version >= 5 { p.log_start_offset } else { -1 },
         })
     }));
 
@@ -400,7 +445,7 @@ pub(super) async fn handle_fetch(
         return error_response(&req, version, code);
     }
 
-    let mut reads = read_all(&t, &targets, max_bytes, isolation, reader).await;
+    let mut reads = read_all(&t, &targets, max_bytes, isolation, reader.clone()).await;
     let bytes: usize = reads
         .iter()
         .filter_map(|r| r.result.as_ref().ok())
@@ -409,9 +454,12 @@ pub(super) async fn handle_fetch(
     let any_error = reads.iter().any(|r| r.result.is_err());
     // A follower told to truncate hears it at once (Kafka answers a diverging epoch without
     // waiting): each wait would delay its catch-up by replica.fetch.wait.max.ms.
-    let any_diverging = reads
-        .iter()
-        .any(|r| r.result.as_ref().is_ok_and(|o| o.diverging_epoch.is_some()));
+    // Nor is a consumer kept waiting when it is told to read elsewhere (KIP-392).
+    let any_diverging = reads.iter().any(|r| {
+        r.result
+            .as_ref()
+            .is_ok_and(|o| o.diverging_epoch.is_some() || o.preferred_read_replica >= 0)
+    });
     let min_bytes = req.min_bytes.max(0) as usize;
     if req.max_wait_ms > 0
         && !targets.is_empty()
@@ -448,7 +496,7 @@ pub(super) async fn handle_fetch(
         let _ =
             tokio::time::timeout(Duration::from_millis(req.max_wait_ms as u64 + 1000), rx).await;
         let t = table(a);
-        reads = read_all(&t, &targets, max_bytes, isolation, reader).await;
+        reads = read_all(&t, &targets, max_bytes, isolation, reader.clone()).await;
     }
     // In a session the cache remembers what each response said; an incremental response
     // lists only partitions with news (KIP-227), a full one lists all.

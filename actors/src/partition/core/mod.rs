@@ -6,6 +6,7 @@
 pub mod config;
 pub mod error;
 pub mod log;
+pub mod read_replica;
 pub mod replica;
 pub mod validate;
 
@@ -19,6 +20,7 @@ pub use self::error::{PartitionError, RecordErrorDetail};
 pub use self::log::{
     AppendedBatches, FlushWork, LogRead, LogSlice, MemoryLog, PartitionLog, TimestampOffset,
 };
+pub use self::read_replica::{ClientRack, ReadScope};
 pub use self::replica::{FollowerPosition, IsrChange, IsrChangeOutcome, RemoteReplica};
 use self::validate::{validate_and_assign, AppendPayload};
 
@@ -678,9 +680,24 @@ impl<L: PartitionLog> Partition<L> {
         })
     }
 
-    /// Reads for a consumer or follower (Kafka's `Partition.fetchRecords` + `UnifiedLog.read`).
+    /// Reads for a consumer or follower on the leader (Kafka's `Partition.fetchRecords` +
+    /// `UnifiedLog.read`).
     pub fn read(&mut self, p: &ReadParams) -> Result<ReadOutcome, PartitionError> {
-        self.check_leader()?;
+        self.read_scoped(p, &ReadScope::default())
+    }
+
+    /// `read`, where `scope` may let a follower serve a consumer (KIP-392) and may ask the
+    /// leader to point the consumer at a replica in its rack instead of reading.
+    pub fn read_scoped(
+        &mut self,
+        p: &ReadParams,
+        scope: &ReadScope,
+    ) -> Result<ReadOutcome, PartitionError> {
+        if !scope.followers_may_serve {
+            self.check_leader()?;
+        } else if self.role == Role::Offline {
+            return Err(PartitionError::NotLeaderOrFollower);
+        }
         self.check_current_leader_epoch(p.current_leader_epoch)?;
         let log_start = self.log.log_start_offset();
         let leo = self.log.log_end_offset();
@@ -694,6 +711,15 @@ impl<L: PartitionLog> Partition<L> {
             preferred_read_replica: -1,
             aborted_transactions: Vec::new(),
         };
+        // Kafka skips the read when it names another replica: the consumer fetches there next.
+        if let Some(client) = scope.client_rack.as_deref() {
+            if let Some(replica) = self.preferred_read_replica(p, client) {
+                let mut out = base(LogSlice::Memory(Bytes::new()), None, self.high_watermark);
+                out.last_stable_offset = self.last_stable_offset();
+                out.preferred_read_replica = replica;
+                return Ok(out);
+            }
+        }
         // Kafka's `Partition.readRecords`: the fetcher's last epoch must be one the log knows
         // the end of, and the fetch offset not below the log start, before any divergence.
         if p.last_fetched_epoch >= 0 {
@@ -756,7 +782,7 @@ impl<L: PartitionLog> Partition<L> {
     /// Bytes a consumer at `fetch_offset` could read now, below the high watermark (DelayedFetch's
     /// accumulated-bytes estimate), capped at `max_bytes`.
     pub fn readable_bytes(&self, fetch_offset: i64, max_bytes: usize) -> usize {
-        if self.role != Role::Leader || fetch_offset >= self.high_watermark {
+        if self.role == Role::Offline || fetch_offset >= self.high_watermark {
             return 0;
         }
         self.log

@@ -16,6 +16,8 @@ use crate::producer::state::ProducerBatch;
 pub struct RemoteReplica {
     /// The offset the follower fetched from last: it holds everything below. -1: unknown.
     pub log_end_offset: i64,
+    /// The follower's log start offset as its last fetch said (Fetch v5+); -1: unknown.
+    pub log_start_offset: i64,
     /// When the follower was last at the leader's log end (ISR shrink reads this).
     pub last_caught_up_time_ms: i64,
     /// The leader's log end offset and the time at the follower's previous fetch.
@@ -30,6 +32,7 @@ impl RemoteReplica {
     fn reset(in_sync: bool, now_ms: i64) -> Self {
         RemoteReplica {
             log_end_offset: -1,
+            log_start_offset: -1,
             // Kafka gives ISR members a fresh caught-up time on a new leadership, so that a
             // new leader does not drop them before they could fetch.
             last_caught_up_time_ms: if in_sync { now_ms } else { 0 },
@@ -121,7 +124,9 @@ impl<L: PartitionLog> Partition<L> {
     /// `leader_end_offset` (Kafka's `updateFollowerFetchState`). Returns an ISR expansion to
     /// send when the follower has caught up, is not in the ISR and `isr_eligible` (its broker
     /// is unfenced and not shutting down, as the caller read the metadata). `broker_epoch` is
-    /// the one the follower fetched with (-1 if it did not say).
+    /// the one the follower fetched with (-1 if it did not say), `log_start_offset` its own
+    /// log start (-1 likewise).
+    #[allow(clippy::too_many_arguments)] // One follower fetch's facts, each a plain number.
     pub fn record_follower_fetch(
         &mut self,
         replica_id: i32,
@@ -130,6 +135,7 @@ impl<L: PartitionLog> Partition<L> {
         now_ms: i64,
         isr_eligible: bool,
         broker_epoch: i64,
+        log_start_offset: i64,
     ) -> Option<IsrChange> {
         if self.role != Role::Leader {
             return None;
@@ -142,6 +148,7 @@ impl<L: PartitionLog> Partition<L> {
                 state.last_caught_up_time_ms.max(state.last_fetch_time_ms);
         }
         state.log_end_offset = fetch_offset;
+        state.log_start_offset = log_start_offset;
         state.last_fetch_leader_log_end_offset = leader_end_offset;
         state.last_fetch_time_ms = now_ms;
         state.broker_epoch = broker_epoch;
@@ -152,6 +159,34 @@ impl<L: PartitionLog> Partition<L> {
             return None;
         }
         self.maybe_expand_isr(replica_id)
+    }
+
+    /// KIP-392: the follower a consumer should fetch from instead of this leader, if
+    /// `client`'s rack has one (Kafka's `ReplicaManager.findPreferredReadReplica`). Only
+    /// in-sync followers whose log holds the fetch offset are offered: a lagging one could
+    /// keep the consumer behind indefinitely.
+    pub(super) fn preferred_read_replica(
+        &self,
+        p: &super::ReadParams,
+        client: &super::read_replica::ClientRack,
+    ) -> Option<i32> {
+        if self.role != Role::Leader || p.replica_id >= 0 {
+            return None;
+        }
+        let candidates = self
+            .remote
+            .iter()
+            .filter(|(id, s)| {
+                self.isr.contains(id)
+                    && s.log_end_offset >= p.fetch_offset
+                    && s.log_start_offset <= p.fetch_offset
+            })
+            .map(|(&broker, s)| super::read_replica::Candidate {
+                broker,
+                log_end_offset: s.log_end_offset,
+                last_caught_up_time_ms: s.last_caught_up_time_ms,
+            });
+        super::read_replica::select_rack_aware(client, self.local_broker_id, candidates)
     }
 
     /// Whether the last follower fetch moved the high watermark (taken by the actor, which tells

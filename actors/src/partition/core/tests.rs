@@ -259,7 +259,7 @@ fn consumer_reads_stop_at_the_high_watermark() {
     };
     let r = p.read(&follower).unwrap();
     assert_eq!(p.high_watermark(), 0, "a read alone does not move it");
-    p.record_follower_fetch(2, 1, r.log_end_offset, NOW, true, -1);
+    p.record_follower_fetch(2, 1, r.log_end_offset, NOW, true, -1, 0);
     assert_eq!(p.high_watermark(), 1);
     assert!(p.take_hw_moved_by_fetch());
     assert_eq!(
@@ -764,11 +764,11 @@ fn high_watermark_is_the_minimum_of_the_isr_and_acks_all_waits_for_it() {
         .append_as_leader(&batch(&[b"a", b"b"], NOW), -1, NOW)
         .unwrap();
     assert_eq!((a.last_offset, a.high_watermark), (1, 0));
-    p.record_follower_fetch(2, 2, 2, NOW, true, -1);
+    p.record_follower_fetch(2, 2, 2, NOW, true, -1, 0);
     assert_eq!(p.high_watermark(), 0, "follower 3 has not fetched");
-    p.record_follower_fetch(3, 1, 2, NOW, true, -1);
+    p.record_follower_fetch(3, 1, 2, NOW, true, -1, 0);
     assert_eq!(p.high_watermark(), 1);
-    p.record_follower_fetch(3, 2, 2, NOW, true, -1);
+    p.record_follower_fetch(3, 2, 2, NOW, true, -1, 0);
     assert_eq!(p.high_watermark(), 2);
     assert!(p.take_hw_moved_by_fetch());
 }
@@ -779,9 +779,9 @@ fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
     p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
     assert_eq!(p.high_watermark(), 1, "ISR {{1}} commits alone");
     // Behind the high watermark: not yet.
-    assert_eq!(p.record_follower_fetch(2, 0, 1, NOW, true, 41), None);
+    assert_eq!(p.record_follower_fetch(2, 0, 1, NOW, true, 41, 0), None);
     let change = p
-        .record_follower_fetch(2, 1, 1, NOW, true, 42)
+        .record_follower_fetch(2, 1, 1, NOW, true, 42, 0)
         .expect("expansion");
     // Each member with the broker epoch it last fetched with (KIP-903); the leader's own is
     // filled in from the metadata when the request is built.
@@ -795,7 +795,7 @@ fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
         }
     );
     // While it is pending nothing else is proposed.
-    assert_eq!(p.record_follower_fetch(3, 1, 1, NOW, true, -1), None);
+    assert_eq!(p.record_follower_fetch(3, 1, 1, NOW, true, -1, 0), None);
     assert_eq!(p.pending_isr(), Some(&change));
     // Committed: adopted with the controller's partition epoch.
     p.complete_isr_change(
@@ -810,7 +810,7 @@ fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
     assert_eq!(p.pending_isr(), None);
     // A failed proposal clears too, so the next fetch proposes again.
     let next = p
-        .record_follower_fetch(3, 1, 1, NOW, true, -1)
+        .record_follower_fetch(3, 1, 1, NOW, true, -1, 0)
         .expect("expansion of 3");
     assert_eq!(next.new_isr, vec![1, 2, 3]);
     assert_eq!(next.partition_epoch, 8);
@@ -819,7 +819,7 @@ fn a_caught_up_follower_joins_the_isr_one_change_at_a_time() {
         IsrChangeOutcome::Failed(errors::NOT_LEADER_OR_FOLLOWER),
     );
     assert_eq!(p.isr(), &[1, 2]);
-    assert!(p.record_follower_fetch(3, 1, 1, NOW, true, -1).is_some());
+    assert!(p.record_follower_fetch(3, 1, 1, NOW, true, -1, 0).is_some());
 }
 
 #[test]
@@ -827,14 +827,14 @@ fn an_ineligible_follower_is_not_proposed_but_still_moves_the_high_watermark() {
     let mut p = replicated_leader(&[1, 2]);
     p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
     // 3 is caught up but fenced or shutting down: no AlterPartition for it...
-    assert_eq!(p.record_follower_fetch(3, 1, 1, NOW, false, -1), None);
+    assert_eq!(p.record_follower_fetch(3, 1, 1, NOW, false, -1, 0), None);
     assert_eq!(p.pending_isr(), None);
     // ...while an ISR member's fetch still commits.
-    assert_eq!(p.record_follower_fetch(2, 1, 1, NOW, false, -1), None);
+    assert_eq!(p.record_follower_fetch(2, 1, 1, NOW, false, -1, 0), None);
     assert_eq!(p.high_watermark(), 1);
     // Once eligible again, the next fetch proposes it.
     let change = p
-        .record_follower_fetch(3, 1, 1, NOW, true, -1)
+        .record_follower_fetch(3, 1, 1, NOW, true, -1, 0)
         .expect("expansion");
     assert_eq!(change.new_isr, vec![1, 2, 3]);
 }
@@ -844,12 +844,12 @@ fn a_lagging_follower_leaves_the_isr_after_the_max_lag() {
     let mut p = replicated_leader(&[1, 2, 3]);
     p.append_as_leader(&batch(&[b"a"], NOW), 1, NOW).unwrap();
     // 2 keeps up; 3 never fetches after the leadership began.
-    p.record_follower_fetch(2, 1, 1, NOW + 5_000, true, -1);
+    p.record_follower_fetch(2, 1, 1, NOW + 5_000, true, -1, 0);
     assert_eq!(p.maybe_shrink_isr(NOW + 10_000, 30_000), None);
     let change = p.maybe_shrink_isr(NOW + 30_001, 30_000).expect("shrink");
     assert_eq!(change.new_isr, vec![1, 2]);
     // While the shrink is pending the high watermark still waits for 3 (maximal ISR).
-    p.record_follower_fetch(2, 1, 1, NOW + 30_002, true, -1);
+    p.record_follower_fetch(2, 1, 1, NOW + 30_002, true, -1, 0);
     assert_eq!(p.high_watermark(), 0);
     let moved = p.complete_isr_change(
         &change,
@@ -1031,7 +1031,7 @@ fn the_high_watermark_stays_while_the_isr_is_under_the_minimum() {
     assert_eq!(p.high_watermark(), 0);
     // 2 catches up and joins: the ISR is back at the minimum and the high watermark moves.
     let change = p
-        .record_follower_fetch(2, 1, 1, NOW, true, -1)
+        .record_follower_fetch(2, 1, 1, NOW, true, -1, 0)
         .expect("expansion");
     assert_eq!(
         p.high_watermark(),
@@ -1062,4 +1062,141 @@ fn a_transaction_marker_under_min_isr_is_refused_before_it_is_written() {
     let e = p.append_txn_marker(&marker, NOW).unwrap_err();
     assert_eq!(e.code(), errors::NOT_ENOUGH_REPLICAS);
     assert_eq!(p.log_end_offset(), 0);
+}
+
+fn scope(followers_may_serve: bool, client_rack: Option<(&str, &[(i32, &str)])>) -> ReadScope {
+    ReadScope {
+        followers_may_serve,
+        client_rack: client_rack.map(|(rack, racks)| {
+            std::sync::Arc::new(ClientRack {
+                rack: rack.into(),
+                broker_racks: racks
+                    .iter()
+                    .map(|(id, r)| (*id, Some(r.to_string())))
+                    .collect(),
+            })
+        }),
+        follower_log_start_offset: -1,
+    }
+}
+
+#[test]
+fn a_follower_serves_consumers_with_client_metadata_up_to_its_high_watermark() {
+    let mut leader = replicated_leader(&[1, 2, 3]);
+    for v in [b"a", b"b", b"c"] {
+        leader.append_as_leader(&batch(&[v], NOW), -1, NOW).unwrap();
+    }
+    let mut f = follower_of(1, 3);
+    // The follower has all three records but has heard of a high watermark of 2 only.
+    follow(&mut f, leader_bytes(&mut leader, 0), 2, 0).unwrap();
+    assert_eq!((f.log_end_offset(), f.high_watermark()), (3, 2));
+
+    // Without client metadata (Fetch < v11) only the leader serves.
+    assert!(matches!(
+        f.read(&consumer_read(0, 1 << 20)),
+        Err(PartitionError::NotLeaderOrFollower)
+    ));
+    let r = f
+        .read_scoped(&consumer_read(0, 1 << 20), &scope(true, None))
+        .unwrap();
+    let offsets: Vec<i64> = headers(&r.records).iter().map(|h| h.base_offset).collect();
+    assert_eq!(
+        (offsets, r.high_watermark, r.log_end_offset),
+        (vec![0, 1], 2, 3)
+    );
+    // Past its high watermark but within its log: nothing yet, no error (Kafka's
+    // `LocalLog.read` above the max offset); past its log end: out of range.
+    let r = f
+        .read_scoped(&consumer_read(2, 1 << 20), &scope(true, None))
+        .unwrap();
+    assert!(r.records.is_empty());
+    assert!(matches!(
+        f.read_scoped(&consumer_read(4, 1 << 20), &scope(true, None)),
+        Err(PartitionError::OffsetOutOfRange { .. })
+    ));
+    // Epoch checks still apply: a consumer on an older epoch is fenced.
+    let stale = ReadParams {
+        current_leader_epoch: 2,
+        ..consumer_read(0, 1 << 20)
+    };
+    assert!(matches!(
+        f.read_scoped(&stale, &scope(true, None)),
+        Err(PartitionError::FencedLeaderEpoch { .. })
+    ));
+    // A follower never points consumers elsewhere.
+    let racks: &[(i32, &str)] = &[(1, "a"), (2, "b"), (3, "b")];
+    let r = f
+        .read_scoped(&consumer_read(0, 1 << 20), &scope(true, Some(("a", racks))))
+        .unwrap();
+    assert_eq!(r.preferred_read_replica, -1);
+}
+
+#[test]
+fn the_leader_points_a_consumer_at_an_in_sync_follower_of_its_rack() {
+    let mut p = replicated_leader(&[1, 2, 3]);
+    p.append_as_leader(&batch(&[b"a", b"b"], NOW), -1, NOW)
+        .unwrap();
+    let racks: &[(i32, &str)] = &[(1, "a"), (2, "b"), (3, "c")];
+    let in_rack = |rack| scope(true, Some((rack, racks)));
+    // Neither follower has fetched: no candidate holds offset 1, the leader serves.
+    let r = p
+        .read_scoped(&consumer_read(1, 1 << 20), &in_rack("b"))
+        .unwrap();
+    assert_eq!(r.preferred_read_replica, -1);
+    assert_eq!(r.high_watermark, 0);
+
+    p.record_follower_fetch(2, 2, 2, NOW, true, -1, 0);
+    p.record_follower_fetch(3, 1, 2, NOW, true, -1, 0);
+    // Rack b: follower 2 holds offset 1; the read is skipped, the leader's offsets given.
+    let r = p
+        .read_scoped(&consumer_read(1, 1 << 20), &in_rack("b"))
+        .unwrap();
+    assert_eq!(r.preferred_read_replica, 2);
+    assert!(r.records.is_empty());
+    assert_eq!((r.high_watermark, r.last_stable_offset), (1, 1));
+    // Rack c: follower 3 fetched from 1, so its log ends at 1: it is offered for offsets up
+    // to 1 (there the consumer waits on it as it would on the leader), not for 2.
+    let r = p
+        .read_scoped(&consumer_read(1, 1 << 20), &in_rack("c"))
+        .unwrap();
+    assert_eq!(r.preferred_read_replica, 3);
+    let r = p
+        .read_scoped(&consumer_read(2, 1 << 20), &in_rack("c"))
+        .unwrap();
+    assert_eq!(r.preferred_read_replica, -1);
+    // The leader's own rack, an unknown rack, or a follower fetch: the leader serves.
+    for rack in ["a", "z"] {
+        let r = p
+            .read_scoped(&consumer_read(0, 1 << 20), &in_rack(rack))
+            .unwrap();
+        assert_eq!(r.preferred_read_replica, -1, "{rack}");
+    }
+    let follower_fetch = ReadParams {
+        replica_id: 3,
+        ..consumer_read(1, 1 << 20)
+    };
+    let r = p.read_scoped(&follower_fetch, &in_rack("c")).unwrap();
+    assert_eq!(r.preferred_read_replica, -1);
+
+    // A follower out of the ISR is not offered, however far it got.
+    let mut p = replicated_leader(&[1, 3]);
+    p.append_as_leader(&batch(&[b"a"], NOW), -1, NOW).unwrap();
+    p.record_follower_fetch(2, 1, 1, NOW, false, -1, 0);
+    let r = p
+        .read_scoped(&consumer_read(0, 1 << 20), &in_rack("b"))
+        .unwrap();
+    assert_eq!(r.preferred_read_replica, -1);
+    // Nor one whose log starts after the fetch offset.
+    let mut p = replicated_leader(&[1, 2, 3]);
+    p.append_as_leader(&batch(&[b"a", b"b"], NOW), -1, NOW)
+        .unwrap();
+    p.record_follower_fetch(2, 2, 2, NOW, true, -1, 1);
+    let r = p
+        .read_scoped(&consumer_read(0, 1 << 20), &in_rack("b"))
+        .unwrap();
+    assert_eq!(r.preferred_read_replica, -1);
+    let r = p
+        .read_scoped(&consumer_read(1, 1 << 20), &in_rack("b"))
+        .unwrap();
+    assert_eq!(r.preferred_read_replica, 2);
 }
