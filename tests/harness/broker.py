@@ -243,7 +243,8 @@ class Broker:
                 raise BrokerError(f"{self.name} exited with {self.proc.returncode} during start-up;"
                                   f" log tail:\n{self.log_tail()}")
             try:
-                _, err, apis, _ = wire.api_versions(self.ready_port, 0, timeout=2)
+                _, err, apis, _ = wire.api_versions(self.ready_port, 0, timeout=2,
+                                                    host=self.host)
                 if err == 0 and apis:
                     return
                 last = f"ApiVersions error {err}"

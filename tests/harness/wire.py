@@ -328,9 +328,9 @@ def connect(port, host="127.0.0.1", timeout=5.0):
     return s
 
 
-def api_versions(port, version=0, timeout=5.0):
+def api_versions(port, version=0, timeout=5.0, host="127.0.0.1"):
     """One ApiVersions round trip on a fresh connection."""
-    with connect(port, timeout=timeout) as s:
+    with connect(port, host=host, timeout=timeout) as s:
         s.sendall(api_versions_request(version, correlation_id=42))
         return parse_api_versions_response(recv_frame(s), version)
 
