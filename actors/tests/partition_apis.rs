@@ -73,6 +73,12 @@ impl Broker {
             purgatory,
             fetch_sessions: FetchSessions::new(10),
             rack_aware_reads: false,
+            replication_quotas: std::sync::Arc::new(
+                kactor_actors::partition::replication_quota::ReplicationQuotas::from_broker_config(
+                    1,
+                    &Default::default(),
+                ),
+            ),
         };
         let mut router = RequestRouter::new();
         register(&mut router, apis);

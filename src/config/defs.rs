@@ -384,6 +384,8 @@ pub const BROKER_CONFIG_DEFS: &[ConfigDef] = &[
     dynamic("follower.fetch.last.tiered.offset.enable", Boolean, Some("false"), Any, "Let an empty follower start replicating after the last tiered offset (not used by kactor: no tiered storage)."),
     // --- quotas ---
     def("client.quota.callback.class", Class, None, Any, "Plugin computing client quotas (not used by kactor: Kafka's default user / client-id rules apply)."),
+    def("replication.quota.window.num", Int, Some("11"), AtLeast(1), "Samples kept for the replication throttles (leader/follower.replication.throttled.rate)."),
+    def("replication.quota.window.size.seconds", Int, Some("1"), AtLeast(1), "Length of each replication throttle sample."),
     def("quota.window.num", Int, Some("11"), AtLeast(1), "The number of samples to retain in memory for client quotas"),
     def("quota.window.size.seconds", Int, Some("1"), AtLeast(1), "The time span of each sample for client quotas"),
     def("replication.quota.window.num", Int, Some("11"), AtLeast(1), "Samples kept for replication quotas (not used by kactor: no quotas)."),

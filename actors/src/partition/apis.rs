@@ -62,6 +62,8 @@ pub struct PartitionApis {
     /// `replica.selector.class` names the rack-aware selector: leaders point consumers at a
     /// replica in their rack (KIP-392).
     pub rack_aware_reads: bool,
+    /// This broker's replication throttles (the leader side applies here).
+    pub replication_quotas: Arc<super::replication_quota::ReplicationQuotas>,
 }
 
 /// Registers Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch and

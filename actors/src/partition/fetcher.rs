@@ -52,6 +52,8 @@ pub struct FetcherConfig {
     pub backoff: Duration,
     /// `replica.socket.timeout.ms`
     pub socket_timeout: Duration,
+    /// This broker's replication throttles (the follower side applies here).
+    pub quotas: std::sync::Arc<super::replication_quota::ReplicationQuotas>,
 }
 
 impl FetcherConfig {
@@ -75,6 +77,9 @@ impl FetcherConfig {
             backoff: Duration::from_millis(num("replica.fetch.backoff.ms", 1000).max(0) as u64),
             socket_timeout: Duration::from_millis(
                 num("replica.socket.timeout.ms", 30_000).max(1) as u64
+            ),
+            quotas: std::sync::Arc::new(
+                super::replication_quota::ReplicationQuotas::from_broker_config(broker_id, config),
             ),
         }
     }
@@ -110,7 +115,14 @@ struct Slot {
     retry_at: Option<Instant>,
     /// Bumped when the slot is replaced, so a round's result for an older slot is dropped.
     generation: u64,
+    /// Records behind the leader's high watermark at the last answer (Kafka's fetch state
+    /// lag): 0 is in sync, which a replication throttle never holds back.
+    lag: Option<i64>,
 }
+
+/// A partition ready for this round: its slot's partition, position, generation and whether
+/// it was in sync at the last answer.
+type Ready = (FollowedPartition, Option<FollowerPosition>, u64, bool);
 
 /// What one round did to one partition.
 struct SlotResult {
@@ -169,11 +181,14 @@ impl ReplicaFetcherActor {
             ctx.run_later(at - now, |act, ctx| act.maybe_fetch(ctx));
             return;
         }
-        let ready: Vec<(FollowedPartition, Option<FollowerPosition>, u64)> = self
+        let ready: Vec<Ready> = self
             .slots
             .values()
             .filter(|s| s.retry_at.is_none_or(|at| at <= now))
-            .map(|s| (s.partition.clone(), s.position, s.generation))
+            .map(|s| {
+                let in_sync = s.lag == Some(0);
+                (s.partition.clone(), s.position, s.generation, in_sync)
+            })
             .collect();
         if ready.is_empty() {
             let next = self
@@ -210,6 +225,9 @@ impl ReplicaFetcherActor {
                 }
                 slot.position = r.position;
                 slot.retry_at = r.back_off.then(|| now + act.cfg.backoff);
+                if r.lag.is_some() {
+                    slot.lag = r.lag;
+                }
             }
             if let Some(why) = failed {
                 warn!(leader, address = %act.address, error = %why, "replica fetch failed; retrying after the backoff");
@@ -230,10 +248,10 @@ async fn fetch_round(
     conn: Option<KafkaConnection>,
     address: String,
     cfg: FetcherConfig,
-    ready: Vec<(FollowedPartition, Option<FollowerPosition>, u64)>,
+    ready: Vec<Ready>,
 ) -> (Option<KafkaConnection>, Vec<SlotResult>, Option<String>) {
     // Positions first (a new slot, or one reset after an error).
-    let positions = join_all(ready.iter().map(|(p, known, _)| {
+    let positions = join_all(ready.iter().map(|(p, known, _, _)| {
         let replica = p.replica.clone();
         let known = *known;
         async move {
@@ -246,8 +264,23 @@ async fn fetch_round(
     .await;
     let mut results = Vec::new();
     let mut fetching = Vec::new();
-    for ((p, _, generation), pos) in ready.into_iter().zip(positions) {
+    // Kafka's `shouldFollowerThrottle`: while this broker's follower quota is exceeded, a
+    // throttled partition that is not in sync sits this round out (and backs off).
+    let quotas = cfg.quotas.clone();
+    let follower_quota_exceeded = quotas.follower.is_quota_exceeded(super::actor::now_ms());
+    let throttled =
+        |p: &FollowedPartition| quotas.follower.is_throttled(&p.tp.topic, p.tp.partition);
+    for ((p, _, generation, in_sync), pos) in ready.into_iter().zip(positions) {
         match pos {
+            Ok(pos) if follower_quota_exceeded && !in_sync && throttled(&p) => {
+                results.push(SlotResult {
+                    tp: p.tp,
+                    generation,
+                    position: Some(pos),
+                    back_off: true,
+                    lag: None,
+                })
+            }
             Ok(pos) => fetching.push((p, pos, generation)),
             // Not a follower any more (the metadata moved it); the manager removes it.
             Err(_) => results.push(SlotResult {
@@ -323,6 +356,15 @@ async fn fetch_round(
         return (Some(conn), results, None);
     }
     let answers = answers_by_partition(response, version, &fetching);
+    // What throttled partitions brought counts against this broker's follower quota.
+    let throttled_bytes: usize = fetching
+        .iter()
+        .filter(|(p, _, _)| throttled(p))
+        .filter_map(|(p, _, _)| answers.get(&p.tp)?.records.as_ref().map(|r| r.len()))
+        .sum();
+    quotas
+        .follower
+        .record(throttled_bytes as u64, super::actor::now_ms());
     let mut out_of_range = Vec::new();
     let applied = join_all(fetching.into_iter().map(|(p, pos, generation)| {
         let answer = answers.get(&p.tp).cloned();
@@ -638,6 +680,7 @@ impl Handler<AddFollowedPartitions> for ReplicaFetcherActor {
                     position: None,
                     retry_at: None,
                     generation: self.next_generation,
+                    lag: None,
                 },
             );
         }

@@ -80,6 +80,12 @@ impl FetcherManager {
         }
     }
 
+    pub fn replication_quotas(
+        &self,
+    ) -> &std::sync::Arc<super::replication_quota::ReplicationQuotas> {
+        &self.cfg.quotas
+    }
+
     pub fn followed_count(&self) -> usize {
         self.followed.len()
     }

@@ -17,6 +17,7 @@ pub mod messages;
 pub mod metrics;
 pub mod registry;
 pub mod replay;
+pub mod replication_quota;
 pub mod startup;
 pub mod testing;
 

@@ -297,6 +297,27 @@ impl ReplicaManagerActor {
         self.served_image.subscribe()
     }
 
+    /// A topic's config overrides (`None`: the topic left this broker), which also say which
+    /// of its replicas are replication-throttled here.
+    fn set_topic_overrides(&mut self, topic: &str, overrides: Option<BTreeMap<String, String>>) {
+        let quotas = self.fetchers.replication_quotas();
+        match overrides {
+            Some(o) => {
+                quotas.set_topic_config(topic, &o);
+                self.topic_overrides.insert(topic.to_string(), o);
+            }
+            None => {
+                quotas.set_topic_config(topic, &BTreeMap::new());
+                self.topic_overrides.remove(topic);
+            }
+        }
+    }
+
+    /// The throttles this broker's request handlers and fetchers share.
+    pub fn replication_quotas(&self) -> Arc<super::replication_quota::ReplicationQuotas> {
+        self.fetchers.replication_quotas().clone()
+    }
+
     fn config_for(&self, topic: &str) -> PartitionConfig {
         let empty = BTreeMap::new();
         let overrides = self.topic_overrides.get(topic).unwrap_or(&empty);
@@ -435,12 +456,11 @@ impl ReplicaManagerActor {
                         if let Some(id) = table.topic_ids.remove(&tp.topic) {
                             table.topic_names.remove(&id);
                         }
-                        self.topic_overrides.remove(&tp.topic);
+                        self.set_topic_overrides(&tp.topic, None);
                     }
                 }
                 PartitionChangeKind::BecomeLeader | PartitionChangeKind::BecomeFollower => {
-                    self.topic_overrides
-                        .insert(change.topic.clone(), change.config_overrides.clone());
+                    self.set_topic_overrides(&change.topic, Some(change.config_overrides.clone()));
                     table
                         .topic_ids
                         .insert(change.topic.clone(), change.topic_id);
@@ -693,8 +713,7 @@ impl Handler<crate::metadata::PartitionsChanged> for ReplicaManagerActor {
             .collect();
         self.apply_in_order(changes, Some(msg.image), ctx);
         for t in msg.topic_configs {
-            self.topic_overrides
-                .insert(t.topic_name.clone(), t.config_overrides);
+            self.set_topic_overrides(&t.topic_name, Some(t.config_overrides));
             let table = self.table.clone();
             self.push_configs(
                 table
@@ -715,6 +734,7 @@ impl Handler<crate::metadata::BrokerConfigsChanged> for ReplicaManagerActor {
         let mut config = self.static_broker_config.clone();
         config.extend(msg.cluster_default);
         config.extend(msg.this_broker);
+        self.fetchers.replication_quotas().set_rates(&config);
         self.broker_config = config;
         let table = self.table.clone();
         self.push_configs(table.partitions.iter());
@@ -726,8 +746,7 @@ impl Handler<UpdateTopicConfig> for ReplicaManagerActor {
     fn handle(&mut self, msg: UpdateTopicConfig, _: &mut Context<Self>) {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
-        self.topic_overrides
-            .insert(msg.topic.clone(), msg.config_overrides);
+        self.set_topic_overrides(&msg.topic, Some(msg.config_overrides));
         let table = self.table.clone();
         self.push_configs(
             table
@@ -744,6 +763,9 @@ impl Handler<UpdateBrokerLogConfig> for ReplicaManagerActor {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
         self.broker_config = msg.broker_config;
+        self.fetchers
+            .replication_quotas()
+            .set_rates(&self.broker_config);
         let table = self.table.clone();
         self.push_configs(table.partitions.iter());
     }

@@ -129,6 +129,7 @@ pub fn start_with_factory(
     )
     .with_isr_channel(cfg.isr_channel.clone());
     let reader = registry_actor.reader();
+    let replication_quotas = registry_actor.replication_quotas();
     let served_image = registry_actor.served_image();
     let registry_metrics = ActorMetrics::new("ReplicaManagerActor");
     let registry = match pools {
@@ -186,6 +187,7 @@ pub fn start_with_factory(
             purgatory,
             fetch_sessions,
             rack_aware_reads,
+            replication_quotas,
         },
     })
 }

@@ -99,6 +99,16 @@ impl RateSampler {
         elapsed.max(1)
     }
 
+    /// Units per second since the oldest sample began, over at least one window (Kafka's
+    /// `SimpleRate`, which replication quotas use): unlike [`RateSampler::measure`], a burst
+    /// right after a quiet spell counts in full at once.
+    pub fn measure_simple(&mut self, cfg: &WindowConfig, now: i64) -> f64 {
+        self.purge(cfg, now);
+        let total: f64 = self.samples.iter().map(|s| s.value).sum();
+        let oldest = self.samples.iter().map(|s| s.start_ms).min().unwrap_or(now);
+        total / ((now - oldest).max(cfg.window_ms) as f64 / 1000.0)
+    }
+
     /// Units per second over the window.
     pub fn measure(&mut self, cfg: &WindowConfig, now: i64) -> f64 {
         self.purge(cfg, now);

@@ -290,8 +290,9 @@ pub static EXTRA_DYNAMIC_BROKER_CONFIGS: &[&str] = &[
 /// Kafka's broker quota configs (`QuotaConfig.brokerQuotaConfigs`): dynamic only (no static
 /// key, so DescribeConfigs lists them only once set), LONG, at least 0, unlimited by default.
 /// `kafka-reassign-partitions --throttle` sets the two replication rates on the brokers a
-/// reassignment involves and `--verify` removes them. kactor stores and describes them but
-/// does not throttle replication by them.
+/// reassignment involves and `--verify` removes them. Brokers enforce the two replication
+/// rates (`partition/replication_quota.rs`); the log-dir one is unused (no
+/// AlterReplicaLogDirs).
 pub static BROKER_QUOTA_CONFIGS: &[&str] = &[
     "follower.replication.throttled.rate",
     "leader.replication.throttled.rate",

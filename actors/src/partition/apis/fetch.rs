@@ -3,7 +3,9 @@
 //! fetch that has too little data in the purgatory (long polling).
 
 use super::*;
+use crate::partition::actor::now_ms;
 use crate::partition::fetch_session::{FINAL_EPOCH, INVALID_SESSION_ID};
+use crate::partition::replication_quota::ReplicationQuotas;
 use kactor_protocol::errors;
 
 /// One partition a fetch reads, in request (or session) order.
@@ -35,10 +37,14 @@ struct Reader {
     replica_epoch: i64,
     followers_may_serve: bool,
     client_rack: Option<Arc<ClientRack>>,
+    /// A follower's fetch while the leader's replication quota is exceeded: its throttled
+    /// partitions (when it is outside their ISR) get no records.
+    leader_quota_exceeded: bool,
 }
 
 async fn read_all(
     t: &PartitionTable,
+    quotas: &ReplicationQuotas,
     targets: &[FetchTarget],
     max_bytes: i32,
     isolation: IsolationLevel,
@@ -50,6 +56,7 @@ async fn read_all(
         replica_epoch,
         followers_may_serve,
         client_rack,
+        leader_quota_exceeded,
     } = reader;
     // Kafka reads partitions in order against one byte budget; the first partition that returns
     // data may exceed it (so a large batch can't stall a consumer), later ones may not.
@@ -74,6 +81,11 @@ async fn read_all(
             followers_may_serve,
             client_rack: client_rack.clone(),
             follower_log_start_offset: target.log_start_offset,
+            leader_throttled: leader_quota_exceeded
+                && target
+                    .topic
+                    .as_deref()
+                    .is_some_and(|t| quotas.leader.is_throttled(t, target.partition)),
         };
         let replica = target
             .topic
@@ -356,6 +368,8 @@ pub(super) async fn handle_fetch(
         // metadata, and a follower serves it up to its high watermark.
         followers_may_serve: replica_id < 0 && version >= 11,
         client_rack: client_rack(a, &t, ctx, &req, replica_id),
+        leader_quota_exceeded: replica_id >= 0
+            && a.replication_quotas.leader.is_quota_exceeded(now_ms()),
     };
     let isolation = if version >= 4 {
         IsolationLevel::from_wire(req.isolation_level)
@@ -445,7 +459,15 @@ pub(super) async fn handle_fetch(
         return error_response(&req, version, code);
     }
 
-    let mut reads = read_all(&t, &targets, max_bytes, isolation, reader.clone()).await;
+    let mut reads = read_all(
+        &t,
+        &a.replication_quotas,
+        &targets,
+        max_bytes,
+        isolation,
+        reader.clone(),
+    )
+    .await;
     let bytes: usize = reads
         .iter()
         .filter_map(|r| r.result.as_ref().ok())
@@ -496,7 +518,15 @@ pub(super) async fn handle_fetch(
         let _ =
             tokio::time::timeout(Duration::from_millis(req.max_wait_ms as u64 + 1000), rx).await;
         let t = table(a);
-        reads = read_all(&t, &targets, max_bytes, isolation, reader.clone()).await;
+        reads = read_all(
+            &t,
+            &a.replication_quotas,
+            &targets,
+            max_bytes,
+            isolation,
+            reader.clone(),
+        )
+        .await;
     }
     // In a session the cache remembers what each response said; an incremental response
     // lists only partitions with news (KIP-227), a full one lists all.
@@ -523,6 +553,25 @@ pub(super) async fn handle_fetch(
         if let Err(code) = r.result {
             ctx.record_error(code);
         }
+    }
+    // What a follower takes of throttled partitions counts against the leader's quota, in
+    // the ISR or not (Kafka's `sizeOfThrottledPartitions`).
+    if replica_id >= 0 {
+        let throttled: usize = reads
+            .iter()
+            .filter(|r| {
+                r.target.topic.as_deref().is_some_and(|t| {
+                    a.replication_quotas
+                        .leader
+                        .is_throttled(t, r.target.partition)
+                })
+            })
+            .filter_map(|r| r.result.as_ref().ok())
+            .map(|o| o.records.len())
+            .sum();
+        a.replication_quotas
+            .leader
+            .record(throttled as u64, now_ms());
     }
     FetchResponse {
         session_id,

@@ -758,7 +758,9 @@ impl<L: PartitionLog> Partition<L> {
                 IsolationLevel::ReadCommitted => self.last_stable_offset(),
             }
         };
-        let read = if p.fetch_offset >= max_offset {
+        let held_back =
+            scope.leader_throttled && p.replica_id >= 0 && !self.isr.contains(&p.replica_id);
+        let read = if p.fetch_offset >= max_offset || held_back {
             LogSlice::Memory(Bytes::new())
         } else {
             self.log

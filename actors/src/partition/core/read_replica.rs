@@ -39,6 +39,10 @@ pub struct ReadScope {
     pub client_rack: Option<Arc<ClientRack>>,
     /// A follower's fetch: its own log start offset (Fetch v5+), -1 if it did not say.
     pub follower_log_start_offset: i64,
+    /// A follower's fetch of a partition this leader throttles, with the leader's replication
+    /// quota exceeded: a follower outside the ISR gets no records (Kafka's
+    /// `shouldLeaderThrottle`); its fetch offset still counts.
+    pub leader_throttled: bool,
 }
 
 impl Default for ReadScope {
@@ -47,6 +51,7 @@ impl Default for ReadScope {
             followers_may_serve: false,
             client_rack: None,
             follower_log_start_offset: -1,
+            leader_throttled: false,
         }
     }
 }

@@ -1077,6 +1077,7 @@ fn scope(followers_may_serve: bool, client_rack: Option<(&str, &[(i32, &str)])>)
             })
         }),
         follower_log_start_offset: -1,
+        leader_throttled: false,
     }
 }
 
@@ -1199,4 +1200,40 @@ fn the_leader_points_a_consumer_at_an_in_sync_follower_of_its_rack() {
         .read_scoped(&consumer_read(1, 1 << 20), &in_rack("b"))
         .unwrap();
     assert_eq!(r.preferred_read_replica, 2);
+}
+
+#[test]
+fn a_leader_throttle_holds_back_only_followers_outside_the_isr() {
+    // Replicas [1, 2, 3], ISR [1, 2]: 3 is catching up (a reassignment's new replica).
+    let mut p = replicated_leader(&[1, 2]);
+    p.append_as_leader(&batch(&[b"a", b"b"], NOW), -1, NOW)
+        .unwrap();
+    let throttled = ReadScope {
+        leader_throttled: true,
+        ..ReadScope::default()
+    };
+    let fetch = |replica_id| ReadParams {
+        replica_id,
+        ..consumer_read(0, 1 << 20)
+    };
+    let r = p.read_scoped(&fetch(3), &throttled).unwrap();
+    assert!(
+        r.records.is_empty(),
+        "held back while the quota is exceeded"
+    );
+    assert_eq!(
+        r.log_end_offset, 2,
+        "the answer still tells it where the leader is"
+    );
+    assert!(!p
+        .read_scoped(&fetch(3), &ReadScope::default())
+        .unwrap()
+        .records
+        .is_empty());
+    // An ISR member is never held back: a throttle must not shrink the ISR.
+    assert!(!p
+        .read_scoped(&fetch(2), &throttled)
+        .unwrap()
+        .records
+        .is_empty());
 }
