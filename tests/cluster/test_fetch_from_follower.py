@@ -7,15 +7,19 @@ records and the id of the in-sync follower there (PreferredReadReplica), and tha
 serves it up to its own high watermark. A consumer in the leader's rack, in a rack without a
 replica, or without a rack reads from the leader; a fetch without client metadata (v10) is
 refused by a follower. librdkafka, told its rack, then fetches from the follower (its
-statistics name the broker it fetches from) and reads what is produced while it polls there.
+statistics name the broker it fetches from) and reads what is produced while it polls there;
+the Java consumer, which keeps fetch sessions, does too while its preferred replica keeps
+expiring.
 Kafka 4.4 runs the same cluster (KACTOR_TEST_TARGET=kafka)."""
 import json
+import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from differential.client import Client
+from harness.cli import run_tool
 from harness import schema_codec as sc
 from harness.cluster import Cluster, ClusterNode, wait_until
 
@@ -135,5 +139,27 @@ def test_consumers_fetch_from_the_in_sync_replica_of_their_rack(tmp_path, topic_
             assert fetching_from[-1] == 4, fetching_from[-10:]
         finally:
             c.close()
+
+        # The Java consumer (kafka-console-consumer) keeps fetch sessions. With a short
+        # metadata.max.age.ms its preferred replica expires every second and it asks the
+        # leader again inside its session, which names the follower again (in an incremental
+        # answer too, as Kafka's session cache counts a preferred replica as news).
+        out = {}
+
+        def java_consumer():
+            out["run"] = run_tool(
+                "console-consumer", "--bootstrap-server", leader.bootstrap, "--topic", topic,
+                "--partition", "0", "--offset", "earliest", "--max-messages", "20",
+                "--timeout-ms", "30000", "--command-property", "client.rack=rack-b",
+                "--command-property", "metadata.max.age.ms=1000", timeout=90, check=False)
+
+        reader = threading.Thread(target=java_consumer)
+        reader.start()
+        time.sleep(4)
+        produce(leader, topic, [b"java-%d" % i for i in range(5)])
+        reader.join(100)
+        lines = out["run"].stdout.split()
+        assert lines[-5:] == ["java-%d" % i for i in range(5)], out["run"].stderr[-2000:]
+        assert len(lines) == 20, lines
     finally:
         cluster.stop()

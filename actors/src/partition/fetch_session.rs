@@ -235,7 +235,10 @@ pub fn snapshot_of(result: &Result<ReadOutcome, i16>) -> (Option<PartitionSnapsh
                 last_stable_offset: r.last_stable_offset,
                 log_start_offset: r.log_start_offset,
             }),
-            !r.records.is_empty() || r.diverging_epoch.is_some(),
+            // A named preferred replica (KIP-392) is news too, as in Kafka's
+            // `CachedPartition.maybeUpdateResponseData`: without it a Java consumer in a
+            // session would never hear where to fetch from.
+            !r.records.is_empty() || r.diverging_epoch.is_some() || r.preferred_read_replica >= 0,
         ),
         Err(_) => (None, true),
     }
@@ -317,6 +320,24 @@ mod tests {
             last_stable_offset: hw,
             log_start_offset: 0,
         })
+    }
+
+    #[test]
+    fn a_named_preferred_replica_is_news() {
+        let outcome = |preferred_read_replica| {
+            Ok(ReadOutcome {
+                records: crate::partition::core::LogSlice::Memory(bytes::Bytes::new()),
+                high_watermark: 5,
+                last_stable_offset: 5,
+                log_start_offset: 0,
+                log_end_offset: 5,
+                diverging_epoch: None,
+                preferred_read_replica,
+                aborted_transactions: Vec::new(),
+            })
+        };
+        assert_eq!(snapshot_of(&outcome(-1)), (snap(5), false));
+        assert_eq!(snapshot_of(&outcome(3)), (snap(5), true));
     }
 
     #[test]
