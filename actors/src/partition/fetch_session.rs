@@ -276,19 +276,14 @@ impl FetchSessions {
         forgotten: Vec<SessionPartition>,
         uses_topic_ids: bool,
     ) -> SessionOutcome {
-        let mut cache = self.lock();
-        let outcome = cache.new_context(
+        self.lock().new_context(
             session_id,
             epoch,
             requested,
             forgotten,
             uses_topic_ids,
             super::actor::now_ms(),
-        );
-        super::metrics::partition_metrics()
-            .fetch_sessions
-            .set(cache.sessions.len() as i64);
-        outcome
+        )
     }
 
     /// What the response tells the client (see [`FetchSessionCache::record_results`]).

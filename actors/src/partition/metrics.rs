@@ -30,9 +30,6 @@ pub struct PartitionMetrics {
     pub at_min_isr: IntGauge,
     /// `kactor_partitions_offline`: assigned replicas whose log failed to open.
     pub offline: IntGauge,
-    /// `kactor_fetch_sessions`: incremental fetch sessions this broker's cache holds (Kafka's
-    /// `FetchSessionCache` `NumIncrementalFetchSessions`), as of the last sessioned fetch.
-    pub fetch_sessions: IntGauge,
     /// `kactor_replica_fetcher_max_lag{leader,fetcher}`: the largest lag, in records, of the
     /// partitions a fetcher follows after its last round (leader's high watermark minus the
     /// follower's log end; Kafka's `ReplicaFetcherManager` `MaxLag`).
@@ -108,11 +105,6 @@ pub fn partition_metrics() -> &'static PartitionMetrics {
                 "kactor_partitions_offline",
                 "Assigned replicas whose log could not be opened.",
             ),
-            fetch_sessions: gauge(
-                "kactor_fetch_sessions",
-                "Incremental fetch sessions (KIP-227) in this broker's session cache.",
-            ),
-
             fetcher_max_lag: register(
                 IntGaugeVec::new(
                     Opts::new(
