@@ -43,6 +43,9 @@ pub struct PartitionActor {
     /// their way when the registry dropped it from the table get KAFKA_STORAGE_ERROR, as the
     /// ones after do, not NOT_LEADER_OR_FOLLOWER (a client would retry a dead dir).
     offline: Option<String>,
+    /// This replica reported its log dir failed (a later I/O error, e.g. a flush that was in
+    /// flight, reports nothing more).
+    dir_failure_reported: bool,
     tp: TopicPartition,
     purgatory: Option<PurgatoryLink>,
     flush_in_flight: bool,
@@ -87,6 +90,7 @@ impl PartitionActor {
             tp: core.tp.clone(),
             core: Some(core),
             offline: None,
+            dir_failure_reported: false,
             purgatory,
             flush_in_flight: false,
             metrics: ActorMetrics::new("PartitionActor"),
@@ -109,14 +113,15 @@ impl PartitionActor {
     /// so the replica stops serving now and its log dir goes offline (Kafka's
     /// `LogDirFailureChannel`), instead of the error being logged and the next write tried.
     fn log_dir_failed(&mut self, what: &str, error: &str) {
-        if self.offline.is_some() {
-            return; // Already reported: the error is the offline replica's own answer.
+        if self.dir_failure_reported {
+            return; // Its dir is offline already; once is enough.
         }
         let Some((to, log_dir)) = &self.registry else {
             tracing::error!(tp = %self.tp, error, "{what} failed");
             return;
         };
         tracing::error!(tp = %self.tp, log_dir = %log_dir, error, "{what} failed; taking the log dir offline");
+        self.dir_failure_reported = true;
         to.do_send(LogDirFailed {
             log_dir: log_dir.clone(),
             reason: format!("{what} of {}: {error}", self.tp),
@@ -156,7 +161,9 @@ impl PartitionActor {
     ) -> Result<&mut Partition<Box<dyn PartitionLog>>, super::core::PartitionError> {
         match (&mut self.core, &self.offline) {
             (Some(core), _) => Ok(core),
-            (None, Some(reason)) => Err(super::core::PartitionError::Storage(reason.clone())),
+            (None, Some(reason)) => {
+                Err(super::core::PartitionError::ReplicaOffline(reason.clone()))
+            }
             (None, None) => Err(super::core::PartitionError::NotLeaderOrFollower),
         }
     }

@@ -451,6 +451,20 @@ pub(super) async fn handle_fetch(
         (0, requested)
     };
 
+    // A session keeps the partitions it was given; one whose topic id this broker did not
+    // know yet (a topic created a moment ago) is looked up again on every fetch, as Kafka
+    // resolves a session's topic ids per request, instead of answering UNKNOWN_TOPIC_ID until
+    // the client happens to list it again.
+    let targets: Vec<FetchTarget> = targets
+        .into_iter()
+        .map(|mut target| {
+            if target.topic.is_none() && version >= 13 {
+                target.topic = t.topic_name(&target.topic_id);
+            }
+            target
+        })
+        .collect();
+
     // Kafka reads the isolation level only now (after the session), and fails the request on
     // a value it does not know (`IsolationLevel.forId`).
     if version >= 4 && !matches!(req.isolation_level, 0 | 1) {

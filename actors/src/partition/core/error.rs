@@ -58,6 +58,11 @@ pub enum PartitionError {
     PolicyViolation(String),
     #[error("log storage failure: {0}")]
     Storage(String),
+    /// The replica went offline earlier (its log dir failed, or it was given up after
+    /// repeated panics): KAFKA_STORAGE_ERROR like `Storage`, but not a new I/O failure to
+    /// report.
+    #[error("replica offline: {0}")]
+    ReplicaOffline(String),
     #[error("unknown topic or partition")]
     UnknownTopicOrPartition,
     /// Idempotence / transaction rules (`crate::producer`).
@@ -88,7 +93,7 @@ impl PartitionError {
             PartitionError::NotEnoughReplicas { .. } => NOT_ENOUGH_REPLICAS,
             PartitionError::OffsetNotAvailable(_) => OFFSET_NOT_AVAILABLE,
             PartitionError::PolicyViolation(_) => POLICY_VIOLATION,
-            PartitionError::Storage(_) => KAFKA_STORAGE_ERROR,
+            PartitionError::Storage(_) | PartitionError::ReplicaOffline(_) => KAFKA_STORAGE_ERROR,
             PartitionError::UnknownTopicOrPartition => UNKNOWN_TOPIC_OR_PARTITION,
             PartitionError::ProducerState(e) => e.code(),
         }
@@ -123,6 +128,7 @@ impl PartitionError {
                 | PartitionError::MessageTooLarge { .. }
                 | PartitionError::CorruptMessage(_)
                 | PartitionError::Storage(_)
+                | PartitionError::ReplicaOffline(_)
         )
     }
 }
