@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from differential.client import Client
 from harness.cli import run_tool
 from harness import schema_codec as sc
-from harness.cluster import Cluster, ClusterNode, wait_until
+from harness.cluster import Cluster, ClusterNode, leader_and_isr, wait_until
 
 RACKS = {2: "rack-a", 3: "rack-b", 4: "rack-c"}
 OVERRIDES = {
@@ -68,13 +68,6 @@ def fetch(node, topic, offset, rack=None, version=12):
     return (p["ErrorCode"], p.get("PreferredReadReplica", -1), p["HighWatermark"], offsets)
 
 
-def isr(node, topic):
-    t = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10) \
-        .topics.get(topic)
-    p = t.partitions.get(0) if t and t.error is None else None
-    return sorted(p.isrs) if p else None
-
-
 def test_consumers_fetch_from_the_in_sync_replica_of_their_rack(tmp_path, topic_name):
     cluster = Cluster(tmp_path, controllers=1, brokers=3, overrides=OVERRIDES,
                       node_class=RackNode).start(timeout=180)
@@ -84,7 +77,8 @@ def test_consumers_fetch_from_the_in_sync_replica_of_their_rack(tmp_path, topic_
         a = AdminClient({"bootstrap.servers": leader.bootstrap})
         a.create_topics([NewTopic(topic, num_partitions=1,
                                   replica_assignment=[[2, 3, 4]])])[topic].result(30)
-        wait_until(lambda: isr(leader, topic) == [2, 3, 4] or None, 60, "all three in sync")
+        wait_until(lambda: (leader_and_isr(leader, topic) or (None, None))[1] == [2, 3, 4]
+                   or None, 60, "all three in sync")
         produce(leader, topic, [b"v%d" % i for i in range(10)])
         # Each follower has fetched from 10 once the leader's high watermark is there, and its
         # own high watermark follows on its next fetch.

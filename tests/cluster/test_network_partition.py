@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import schema_codec as sc
 from harness.cluster import Cluster, segment_bytes, wait_until
+from harness.cluster import leader_and_isr as state
 from harness.netns import NetnsTopology, netns_node_class
 
 OVERRIDES = {
@@ -45,13 +46,6 @@ for i in range(n):
 p.flush(20)
 print(json.dumps(out))
 """
-
-
-def state(node, topic):
-    t = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=5) \
-        .topics.get(topic)
-    p = t.partitions.get(0) if t and t.error is None else None
-    return (p.leader, sorted(p.isrs)) if p else None
 
 
 def produce(node, topic, values):

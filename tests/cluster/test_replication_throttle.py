@@ -16,19 +16,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.cli import run_tool
-from harness.cluster import Cluster, wait_until
+from harness.cluster import Cluster, leader_and_isr, wait_until
 
 OVERRIDES = {"broker.session.timeout.ms": "6000", "broker.heartbeat.interval.ms": "500"}
 RATE = 100_000
 RECORD = 10_000
 COUNT = 200
-
-
-def isr(node, topic):
-    t = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10) \
-        .topics.get(topic)
-    p = t.partitions.get(0) if t and t.error is None else None
-    return sorted(p.isrs) if p else None
 
 
 def fill(node, topic):
@@ -53,7 +46,8 @@ def reassign(tmp_path, node, topic, throttle=None):
     out = run_tool("reassign-partitions", *args, "--execute",
                    *(["--throttle", str(throttle)] if throttle else []))
     assert "Successfully started partition reassignment" in out.stdout, out.stdout
-    wait_until(lambda: isr(node, topic) == [2, 3] or None, 120, "broker 3 in sync")
+    wait_until(lambda: (leader_and_isr(node, topic) or (None, None))[1] == [2, 3] or None, 120,
+               "broker 3 in sync")
     elapsed = time.monotonic() - started
 
     def completed():

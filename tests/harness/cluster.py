@@ -330,6 +330,12 @@ def partition_states(node, topic):
     return {p: (x.leader, list(x.replicas), sorted(x.isrs)) for p, x in t.partitions.items()}
 
 
+def leader_and_isr(node, topic, partition=0):
+    """(leader, sorted ISR) of one partition as `node` answers Metadata, or None."""
+    state = (partition_states(node, topic) or {}).get(partition)
+    return (state[0], state[2]) if state else None
+
+
 def segment_bytes(node, topic, partition=0):
     """The bytes of every `.log` segment of one replica on `node`, in offset order."""
     d = node.partition_dir(topic, partition)

@@ -61,12 +61,7 @@ impl FetcherConfig {
         broker_id: i32,
         config: &std::collections::BTreeMap<String, String>,
     ) -> Self {
-        let num = |key: &str, default: i64| {
-            config
-                .get(key)
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .unwrap_or(default)
-        };
+        let num = |key: &str, default: i64| super::broker_num(config, key, default);
         FetcherConfig {
             broker_id,
             broker_epoch: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(-1)),
@@ -357,14 +352,13 @@ async fn fetch_round(
     }
     let answers = answers_by_partition(response, version, &fetching);
     // What throttled partitions brought counts against this broker's follower quota.
-    let throttled_bytes: usize = fetching
-        .iter()
-        .filter(|(p, _, _)| throttled(p))
-        .filter_map(|(p, _, _)| answers.get(&p.tp)?.records.as_ref().map(|r| r.len()))
-        .sum();
-    quotas
-        .follower
-        .record(throttled_bytes as u64, super::actor::now_ms());
+    quotas.follower.record_throttled(
+        fetching.iter().filter_map(|(p, _, _)| {
+            let bytes = answers.get(&p.tp)?.records.as_ref()?.len();
+            Some((p.tp.topic.as_str(), p.tp.partition, bytes))
+        }),
+        super::actor::now_ms(),
+    );
     let mut out_of_range = Vec::new();
     let applied = join_all(fetching.into_iter().map(|(p, pos, generation)| {
         let answer = answers.get(&p.tp).cloned();

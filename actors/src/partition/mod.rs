@@ -3,6 +3,19 @@
 //! `registry` the `ReplicaManagerActor` that hosts them, and `apis` the request handlers for
 //! Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch and DescribeLogDirs.
 
+/// A numeric broker setting, or `default` when it is absent or does not parse (the broker's
+/// config was validated at start-up; dynamic values arrive validated by the controller).
+pub fn broker_num(
+    config: &std::collections::BTreeMap<String, String>,
+    key: &str,
+    default: i64,
+) -> i64 {
+    config
+        .get(key)
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .unwrap_or(default)
+}
+
 pub mod actor;
 pub mod apis;
 pub mod core;

@@ -313,6 +313,15 @@ impl ReplicaManagerActor {
         }
     }
 
+    /// The broker's effective config changed: the replication throttle rates and every
+    /// replica's config follow it.
+    fn set_broker_config(&mut self, config: BTreeMap<String, String>) {
+        self.fetchers.replication_quotas().set_rates(&config);
+        self.broker_config = config;
+        let table = self.table.clone();
+        self.push_configs(table.partitions.iter());
+    }
+
     /// The throttles this broker's request handlers and fetchers share.
     pub fn replication_quotas(&self) -> Arc<super::replication_quota::ReplicationQuotas> {
         self.fetchers.replication_quotas().clone()
@@ -635,12 +644,8 @@ impl Actor for ReplicaManagerActor {
         self.own_addr = Some(MeteredAddr::new(ctx.address(), self.metrics.clone()));
         // Kafka's `isr-expiration` task: every half `replica.lag.time.max.ms`, leaders with
         // followers drop the ones that fell behind. Partitions without followers get nothing.
-        let max_lag_ms = self
-            .broker_config
-            .get("replica.lag.time.max.ms")
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            .unwrap_or(30_000)
-            .max(2);
+        let max_lag_ms =
+            super::broker_num(&self.broker_config, "replica.lag.time.max.ms", 30_000).max(2);
         ctx.run_interval(
             std::time::Duration::from_millis((max_lag_ms / 2) as u64),
             move |act, _| {
@@ -734,10 +739,7 @@ impl Handler<crate::metadata::BrokerConfigsChanged> for ReplicaManagerActor {
         let mut config = self.static_broker_config.clone();
         config.extend(msg.cluster_default);
         config.extend(msg.this_broker);
-        self.fetchers.replication_quotas().set_rates(&config);
-        self.broker_config = config;
-        let table = self.table.clone();
-        self.push_configs(table.partitions.iter());
+        self.set_broker_config(config);
     }
 }
 
@@ -762,12 +764,7 @@ impl Handler<UpdateBrokerLogConfig> for ReplicaManagerActor {
     fn handle(&mut self, msg: UpdateBrokerLogConfig, _: &mut Context<Self>) {
         let metrics = self.metrics.clone();
         let _m = metrics.handle();
-        self.broker_config = msg.broker_config;
-        self.fetchers
-            .replication_quotas()
-            .set_rates(&self.broker_config);
-        let table = self.table.clone();
-        self.push_configs(table.partitions.iter());
+        self.set_broker_config(msg.broker_config);
     }
 }
 

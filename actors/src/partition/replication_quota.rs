@@ -55,6 +55,16 @@ struct State {
     throttled: HashMap<String, Throttled>,
 }
 
+impl State {
+    fn is_throttled(&self, topic: &str, partition: i32) -> bool {
+        match self.throttled.get(topic) {
+            Some(Throttled::All) => true,
+            Some(Throttled::Partitions(set)) => set.contains(&partition),
+            None => false,
+        }
+    }
+}
+
 /// One direction's quota (the leader's or the follower's), shared by the request handlers and
 /// the fetchers of this broker. Every call takes the clock from the caller.
 #[derive(Debug)]
@@ -82,11 +92,7 @@ impl ReplicationQuota {
     }
 
     pub fn is_throttled(&self, topic: &str, partition: i32) -> bool {
-        match self.state().throttled.get(topic) {
-            Some(Throttled::All) => true,
-            Some(Throttled::Partitions(set)) => set.contains(&partition),
-            None => false,
-        }
+        self.state().is_throttled(topic, partition)
     }
 
     /// Whether the rate recorded is above the bound (Kafka's `isQuotaExceeded`, measured as
@@ -103,6 +109,27 @@ impl ReplicationQuota {
     pub fn record(&self, bytes: u64, now_ms: i64) {
         if bytes > 0 {
             self.state().rate.record(&self.window, bytes as f64, now_ms);
+        }
+    }
+
+    /// Records the bytes of the throttled ones among `parts` (topic, partition, bytes) under
+    /// one lock; with no throttled topic, as on most fetches, that is all it does.
+    pub fn record_throttled<'a>(
+        &self,
+        parts: impl IntoIterator<Item = (&'a str, i32, usize)>,
+        now_ms: i64,
+    ) {
+        let mut s = self.state();
+        if s.throttled.is_empty() {
+            return;
+        }
+        let bytes: usize = parts
+            .into_iter()
+            .filter(|(topic, partition, _)| s.is_throttled(topic, *partition))
+            .map(|(_, _, bytes)| bytes)
+            .sum();
+        if bytes > 0 {
+            s.rate.record(&self.window, bytes as f64, now_ms);
         }
     }
 
@@ -147,12 +174,9 @@ impl ReplicationQuotas {
         broker_id: i32,
         config: &std::collections::BTreeMap<String, String>,
     ) -> Self {
-        let num = |key: &str, default: i64| {
-            config
-                .get(key)
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .filter(|v| *v > 0)
-                .unwrap_or(default)
+        let num = |key: &str, default: i64| match super::broker_num(config, key, default) {
+            n if n > 0 => n,
+            _ => default,
         };
         let window = WindowConfig {
             samples: num("replication.quota.window.num", 11) as usize,
@@ -252,5 +276,33 @@ mod tests {
         assert!(!q.leader.is_throttled("other", 0));
         q.set_topic_config("t", &BTreeMap::new());
         assert!(!q.leader.is_throttled("t", 0) && !q.follower.is_throttled("t", 7));
+    }
+
+    #[test]
+    fn only_throttled_partitions_count_against_the_quota() {
+        let config = BTreeMap::from([(
+            "leader.replication.throttled.rate".to_string(),
+            "1000".to_string(),
+        )]);
+        let q = ReplicationQuotas::from_broker_config(1, &config);
+        let now = 1_700_000_000_000;
+        q.leader.record_throttled([("t", 0, 50_000)], now);
+        assert!(
+            !q.leader.is_quota_exceeded(now),
+            "no throttled topic: nothing recorded"
+        );
+        let overrides = BTreeMap::from([(
+            "leader.replication.throttled.replicas".to_string(),
+            "0:1".to_string(),
+        )]);
+        q.set_topic_config("t", &overrides);
+        q.leader
+            .record_throttled([("t", 1, 50_000), ("u", 0, 50_000)], now);
+        assert!(
+            !q.leader.is_quota_exceeded(now),
+            "other partitions do not count"
+        );
+        q.leader.record_throttled([("t", 0, 50_000)], now);
+        assert!(q.leader.is_quota_exceeded(now));
     }
 }

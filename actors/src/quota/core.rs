@@ -89,8 +89,7 @@ impl RateSampler {
         if self.samples.is_empty() {
             self.samples.push(Sample::new(now));
         }
-        let oldest = self.samples.iter().map(|s| s.start_ms).min().unwrap_or(now);
-        let mut elapsed = now - oldest;
+        let mut elapsed = now - self.oldest_start(now);
         let full = elapsed / cfg.window_ms;
         let min_full = cfg.samples as i64 - 1;
         if full < min_full {
@@ -104,16 +103,22 @@ impl RateSampler {
     /// right after a quiet spell counts in full at once.
     pub fn measure_simple(&mut self, cfg: &WindowConfig, now: i64) -> f64 {
         self.purge(cfg, now);
-        let total: f64 = self.samples.iter().map(|s| s.value).sum();
-        let oldest = self.samples.iter().map(|s| s.start_ms).min().unwrap_or(now);
-        total / ((now - oldest).max(cfg.window_ms) as f64 / 1000.0)
+        let elapsed = (now - self.oldest_start(now)).max(cfg.window_ms);
+        self.total() / (elapsed as f64 / 1000.0)
     }
 
     /// Units per second over the window.
     pub fn measure(&mut self, cfg: &WindowConfig, now: i64) -> f64 {
         self.purge(cfg, now);
-        let total: f64 = self.samples.iter().map(|s| s.value).sum();
-        total / (self.window_size_ms(cfg, now) as f64 / 1000.0)
+        self.total() / (self.window_size_ms(cfg, now) as f64 / 1000.0)
+    }
+
+    fn total(&self) -> f64 {
+        self.samples.iter().map(|s| s.value).sum()
+    }
+
+    fn oldest_start(&self, now: i64) -> i64 {
+        self.samples.iter().map(|s| s.start_ms).min().unwrap_or(now)
     }
 }
 

@@ -455,15 +455,12 @@ pub(super) async fn handle_fetch(
     // know yet (a topic created a moment ago) is looked up again on every fetch, as Kafka
     // resolves a session's topic ids per request, instead of answering UNKNOWN_TOPIC_ID until
     // the client happens to list it again.
-    let targets: Vec<FetchTarget> = targets
-        .into_iter()
-        .map(|mut target| {
-            if target.topic.is_none() && version >= 13 {
-                target.topic = t.topic_name(&target.topic_id);
-            }
-            target
-        })
-        .collect();
+    let mut targets = targets;
+    if version >= 13 {
+        for target in targets.iter_mut().filter(|t| t.topic.is_none()) {
+            target.topic = t.topic_name(&target.topic_id);
+        }
+    }
 
     // Kafka reads the isolation level only now (after the session), and fails the request on
     // a value it does not know (`IsolationLevel.forId`).
@@ -491,17 +488,13 @@ pub(super) async fn handle_fetch(
     // A follower told to truncate hears it at once (Kafka answers a diverging epoch without
     // waiting): each wait would delay its catch-up by replica.fetch.wait.max.ms.
     // Nor is a consumer kept waiting when it is told to read elsewhere (KIP-392).
-    let any_diverging = reads.iter().any(|r| {
+    let answer_now = reads.iter().any(|r| {
         r.result
             .as_ref()
             .is_ok_and(|o| o.diverging_epoch.is_some() || o.preferred_read_replica >= 0)
     });
     let min_bytes = req.min_bytes.max(0) as usize;
-    if req.max_wait_ms > 0
-        && !targets.is_empty()
-        && !any_error
-        && !any_diverging
-        && bytes < min_bytes
+    if req.max_wait_ms > 0 && !targets.is_empty() && !any_error && !answer_now && bytes < min_bytes
     {
         // Long poll: park until enough bytes arrive, leadership moves, or max wait.
         let watches = reads
@@ -571,21 +564,17 @@ pub(super) async fn handle_fetch(
     // What a follower takes of throttled partitions counts against the leader's quota, in
     // the ISR or not (Kafka's `sizeOfThrottledPartitions`).
     if replica_id >= 0 {
-        let throttled: usize = reads
-            .iter()
-            .filter(|r| {
-                r.target.topic.as_deref().is_some_and(|t| {
-                    a.replication_quotas
-                        .leader
-                        .is_throttled(t, r.target.partition)
-                })
-            })
-            .filter_map(|r| r.result.as_ref().ok())
-            .map(|o| o.records.len())
-            .sum();
-        a.replication_quotas
-            .leader
-            .record(throttled as u64, now_ms());
+        a.replication_quotas.leader.record_throttled(
+            reads.iter().filter_map(|r| {
+                let out = r.result.as_ref().ok()?;
+                Some((
+                    r.target.topic.as_deref()?,
+                    r.target.partition,
+                    out.records.len(),
+                ))
+            }),
+            now_ms(),
+        );
     }
     FetchResponse {
         session_id,
