@@ -446,6 +446,7 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             // A broker answers from what its replicas already reflect.
             image: partitions.served_image.clone(),
             auto_create_topics_enable: cfg.get_bool("auto.create.topics.enable"),
+            controller_channel: kraft.controller_channel.clone(),
             broker_configs: Arc::new(broker_config_entries(cfg)),
             controller_listeners,
             quorum: quorum_view.clone(),

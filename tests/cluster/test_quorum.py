@@ -8,7 +8,8 @@ import time
 import pytest
 
 from harness.cli import run_tool
-from harness.cluster import Cluster, failover_bound_s, metadata_topics, wait_until
+from harness.cluster import (Cluster, failover_bound_s, metadata_topics, produce_and_consume,
+                             wait_until)
 
 ELECTION_TIMEOUT_MS = 1000
 FETCH_TIMEOUT_MS = 2000
@@ -61,6 +62,10 @@ def test_three_voters_elect_replicate_and_survive_the_leaders_death(cluster, top
              "--partitions", "3", timeout=60)
     for n in cluster.nodes:
         wait_until(lambda: topics_on(n).get(before) == 3, 15, f"{before} on {n.name}")
+    # A producer to a topic nobody created, through a follower: the node asks the active
+    # controller in the other process to create it (auto.create.topics.enable).
+    auto = f"{topic_name}-auto"
+    assert produce_and_consume(follower, follower, auto, 1, 50) == list(range(50))
 
     # kill -9 the leader: the two others elect a new one within a few election timeouts.
     old = cluster.node(leader)

@@ -78,6 +78,11 @@ def test_brokers_register_host_partitions_and_serve_clients(cluster, topic_name)
     seen = produce_and_consume(brokers[0], brokers[2], topic_name, 6, 600)
     assert seen == list(range(600))
 
+    # A producer to a topic nobody created: the broker has the active controller create it
+    # (auto.create.topics.enable, num.partitions 1), as Kafka's brokers do.
+    auto = f"{topic_name}-auto"
+    assert produce_and_consume(brokers[1], brokers[0], auto, 1, 50) == list(range(50))
+
 
 def test_kill9_of_the_active_controller_under_admin_load(cluster, topic_name):
     leader, epoch, _ = cluster.wait_for_leader(30)

@@ -29,6 +29,7 @@ use super::core::validate_topic_name;
 use super::messages::{self as cm, ControllerError, ControllerReply};
 use crate::loggers::BrokerLoggers;
 use crate::metadata::actor::{wait_for_offset, MetadataImageWatch};
+use crate::metadata::controller_channel::ControllerChannelActor;
 use crate::metadata::core::{ConfigResource, MetadataImage, TopicImage};
 use crate::network::router::{HandlerOutcome, ListenerKind, RequestContext, RequestRouter};
 use crate::raft::actor::RaftActor;
@@ -78,6 +79,9 @@ pub struct MetadataApis {
     pub image: MetadataImageWatch,
     /// `auto.create.topics.enable`
     pub auto_create_topics_enable: bool,
+    /// A broker's way to the active controller wherever it runs, for the topics a Metadata
+    /// request creates (None on a controller-only node, which serves no such request).
+    pub controller_channel: Option<MeteredAddr<ControllerChannelActor>>,
     pub broker_configs: Arc<Vec<BrokerConfigEntry>>,
     /// This node's controller listeners (name, host, port) for DescribeQuorum v2.
     pub controller_listeners: Vec<(String, String, u16)>,
@@ -669,21 +673,24 @@ fn metadata_topic(
 /// UNKNOWN_TOPIC_OR_PARTITION and the creation goes on in the background.
 pub const AUTO_CREATE_WAIT: Duration = Duration::from_millis(50);
 
-/// Asks the controller to create `names` with the broker defaults and waits (at most `wait`)
-/// until the served image holds the result (on a broker, that is once this broker hosts the
-/// partitions it leads, so the Produce the answer invites finds them); returns that image, or
-/// None if the wait ran out or the creation failed.
+/// Asks the active controller to create `names` with the broker defaults and waits (at most
+/// `bound`) until the served image holds the result (on a broker, that is once this broker
+/// hosts the partitions it leads, so the Produce the answer invites finds them); returns that
+/// image, or None if the wait ran out or the creation failed.
+///
+/// The active controller may be in another process (a broker-only node, or a combined node
+/// that is not the Raft leader), so the request goes through the broker's controller channel,
+/// as Kafka's `AutoTopicCreationManager` sends CreateTopics over its controller channel.
 async fn auto_create(
     apis: &MetadataApis,
     bound: Duration,
     names: Vec<String>,
 ) -> Option<Arc<MetadataImage>> {
-    let controller = apis.controller.clone()?;
     let request = cm::CreateTopics {
         topics: names
-            .into_iter()
+            .iter()
             .map(|name| cr::CreatableTopic {
-                name,
+                name: name.clone(),
                 num_partitions: -1,
                 replication_factor: -1,
                 ..Default::default()
@@ -694,15 +701,32 @@ async fn auto_create(
     let (tx, rx) = tokio::sync::oneshot::channel();
     // Spawned, so the creation completes (and its result is dropped) even when this request
     // stops waiting for it.
-    actix::spawn(async move {
-        let _ = tx.send(controller.send(request).await);
-    });
+    if let Some(channel) = apis.controller_channel.clone() {
+        actix::spawn(async move {
+            let _ = tx.send(channel.send(request).await);
+        });
+    } else {
+        let controller = apis.controller.clone()?;
+        actix::spawn(async move {
+            let _ = tx.send(controller.send(request).await);
+        });
+    }
     let mut image = apis.image.clone();
     let wait = async move {
         let Ok(Ok(Ok(committed))) = rx.await else {
             return None;
         };
-        if committed.offset >= 0 && !wait_for_offset(&mut image, committed.offset).await {
+        let arrived = if committed.offset >= 0 {
+            wait_for_offset(&mut image, committed.offset).await
+        } else {
+            // Committed by a controller elsewhere: no offset comes back, so wait for the
+            // topics themselves to reach this broker's image.
+            image
+                .wait_for(|img| names.iter().all(|n| img.topics.get_by_name(n).is_some()))
+                .await
+                .is_ok()
+        };
+        if !arrived {
             return None;
         }
         let snapshot = image.borrow().clone();

@@ -81,6 +81,7 @@ pub fn metadata_apis(h: &KraftHandles) -> MetadataApis {
         raft: h.raft.clone(),
         image: h.image.clone(),
         auto_create_topics_enable: true,
+        controller_channel: h.controller_channel.clone(),
         broker_configs: Arc::new(vec![]),
         controller_listeners: vec![],
         quorum: None,
