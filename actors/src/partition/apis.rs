@@ -39,7 +39,7 @@ use super::core::{
     TopicPartition,
 };
 use super::fetch_session::{
-    snapshot_of, FetchSessions, SessionOutcome, SessionPartition, INITIAL_EPOCH,
+    summary_of, FetchSessions, SessionOutcome, SessionPartition, INITIAL_EPOCH,
 };
 use super::messages::*;
 use super::registry::{HostedReplica, PartitionTable, PartitionTableReader};

@@ -16,7 +16,9 @@ use actix::prelude::*;
 use futures_util::future::join_all;
 use kactor_protocol::codec::Records;
 use kactor_protocol::errors;
-use kactor_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kactor_protocol::messages::fetch_request::{
+    FetchPartition, FetchTopic, ForgottenTopic, ReplicaState,
+};
 use kactor_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kactor_protocol::messages::{
     ApiKey, FetchRequest, FetchResponse, ListOffsetsRequest, RequestBody, ResponseBody,
@@ -26,6 +28,8 @@ use tracing::{debug, info, warn};
 
 use super::actor::PartitionActor;
 use super::core::{FollowerPosition, PartitionError, TopicPartition};
+use super::fetch_session::{FINAL_EPOCH, INVALID_SESSION_ID};
+use super::fetcher_session::{FollowerSession, SentPartition, SessionAnswer, SessionRequest};
 use super::messages::{
     AppendAsFollower, GetFollowerPosition, ResetToLeaderRange, TruncateToDivergingEpoch,
 };
@@ -137,6 +141,8 @@ pub struct ReplicaFetcherActor {
     slots: HashMap<TopicPartition, Slot>,
     next_generation: u64,
     conn: Option<KafkaConnection>,
+    /// The incremental fetch session with the leader (KIP-227), carried from round to round.
+    session: FollowerSession,
     in_flight: bool,
     /// No connection attempt before this (after a failure).
     reconnect_at: Option<Instant>,
@@ -159,6 +165,7 @@ impl ReplicaFetcherActor {
             slots: HashMap::new(),
             next_generation: 0,
             conn: None,
+            session: FollowerSession::default(),
             in_flight: false,
             reconnect_at: None,
             metrics,
@@ -197,13 +204,16 @@ impl ReplicaFetcherActor {
         }
         self.in_flight = true;
         let conn = self.conn.take();
+        let session = std::mem::take(&mut self.session);
         let address = self.address.clone();
         let cfg = self.cfg.clone();
         let leader = self.leader;
-        let round = fetch_round(conn, address, cfg, ready);
-        ctx.spawn(round.into_actor(self).map(move |(conn, results, failed), act, ctx| {
+        let round = fetch_round(conn, session, address, cfg, ready);
+        ctx.spawn(round.into_actor(self).map(move |(round, session), act, ctx| {
+            let (conn, results, failed) = round;
             act.in_flight = false;
             act.conn = conn;
+            act.session = session;
             let now = Instant::now();
             if let Some(lag) = results.iter().filter_map(|r| r.lag).max() {
                 super::metrics::partition_metrics()
@@ -241,10 +251,25 @@ impl ReplicaFetcherActor {
 /// failure.
 async fn fetch_round(
     conn: Option<KafkaConnection>,
+    mut session: FollowerSession,
     address: String,
     cfg: FetcherConfig,
     ready: Vec<Ready>,
-) -> (Option<KafkaConnection>, Vec<SlotResult>, Option<String>) {
+) -> (RoundOutcome, FollowerSession) {
+    let outcome = fetch_round_in(conn, &mut session, address, cfg, ready).await;
+    (outcome, session)
+}
+
+/// The connection (if still usable), each partition's outcome, and a request-level failure.
+type RoundOutcome = (Option<KafkaConnection>, Vec<SlotResult>, Option<String>);
+
+async fn fetch_round_in(
+    conn: Option<KafkaConnection>,
+    session: &mut FollowerSession,
+    address: String,
+    cfg: FetcherConfig,
+    ready: Vec<Ready>,
+) -> RoundOutcome {
     // Positions first (a new slot, or one reset after an error).
     let positions = join_all(ready.iter().map(|(p, known, _, _)| {
         let replica = p.replica.clone();
@@ -318,7 +343,24 @@ async fn fetch_round(
             Some("the leader serves no Fetch version".into()),
         );
     };
-    let request = build_fetch(&cfg, version, &fetching);
+    // Sessions need Fetch v7+; older leaders get full, sessionless fetches as before.
+    let plan = (version >= 7).then(|| {
+        let next: Vec<(TopicPartition, SentPartition)> = fetching
+            .iter()
+            .map(|(p, pos, _)| (p.tp.clone(), sent_partition(p, pos)))
+            .collect();
+        session.build(&next)
+    });
+    let request = build_fetch(&cfg, version, &fetching, plan.as_ref());
+    let kind = match &plan {
+        None => "sessionless",
+        Some(plan) if plan.is_full() => "full",
+        Some(_) => "incremental",
+    };
+    super::metrics::partition_metrics()
+        .replica_fetch_requests_total
+        .with_label_values(&[kind])
+        .inc();
     let timeout = cfg.socket_timeout + Duration::from_millis(cfg.max_wait_ms.max(0) as u64);
     let response = match conn
         .send_at(RequestBody::Fetch(request), version, timeout)
@@ -329,6 +371,7 @@ async fn fetch_round(
             return (None, results, Some("not a Fetch answer".into()));
         }
         Err(e) => {
+            session.failed();
             results.extend(fetching.into_iter().map(|(p, pos, generation)| SlotResult {
                 tp: p.tp,
                 generation,
@@ -339,13 +382,25 @@ async fn fetch_round(
             return (None, results, Some(e.to_string()));
         }
     };
-    if response.error_code != errors::NONE {
-        warn!(%address, error = response.error_code, "the leader refused the replica fetch");
+    let answer = match &plan {
+        Some(plan) => session.handle_response(plan, response.error_code, response.session_id),
+        None if response.error_code == errors::NONE => SessionAnswer::Use,
+        None => SessionAnswer::Refused,
+    };
+    if answer != SessionAnswer::Use {
+        // A lost session or a wrong epoch: the next round, at once, is a full fetch in a new
+        // session. Any other error: back off, as the leader refused the fetch.
+        let back_off = answer == SessionAnswer::Refused;
+        if back_off {
+            warn!(%address, error = response.error_code, "the leader refused the replica fetch");
+        } else {
+            debug!(%address, error = response.error_code, "fetch session lost; starting a new one");
+        }
         results.extend(fetching.into_iter().map(|(p, pos, generation)| SlotResult {
             tp: p.tp,
             generation,
             position: Some(pos),
-            back_off: true,
+            back_off,
             lag: None,
         }));
         return (Some(conn), results, None);
@@ -380,6 +435,10 @@ async fn fetch_round(
     }))
     .await;
     for (p, pos, generation, applied, leader_hw) in applied {
+        // An answer that was an error or did not apply: list the partition again next time.
+        if !matches!(applied, Applied::Position(Some(_), false)) {
+            session.relist(&p.tp);
+        }
         match applied {
             Applied::Position(position, back_off) => results.push(SlotResult {
                 tp: p.tp,
@@ -499,13 +558,31 @@ fn flatten<T>(
     r.map_err(|_| PartitionError::NotLeaderOrFollower)?
 }
 
+/// What a fetch says about a partition, as the session compares it from round to round.
+fn sent_partition(p: &FollowedPartition, pos: &FollowerPosition) -> SentPartition {
+    SentPartition {
+        topic_id: p.topic_id,
+        fetch_offset: pos.log_end_offset,
+        log_start_offset: pos.log_start_offset,
+        current_leader_epoch: p.leader_epoch,
+        last_fetched_epoch: pos.last_fetched_epoch,
+        high_watermark: pos.high_watermark,
+    }
+}
+
+/// The Fetch for this round: every partition (full, or sessionless when `plan` is `None`) or,
+/// in a session, the ones `plan` lists and the ones it forgets.
 fn build_fetch(
     cfg: &FetcherConfig,
     version: i16,
     fetching: &[(FollowedPartition, FollowerPosition, u64)],
+    plan: Option<&SessionRequest>,
 ) -> FetchRequest {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for (p, pos, _) in fetching {
+        if plan.is_some_and(|plan| !plan.include.contains(&p.tp)) {
+            continue;
+        }
         // A field the version lacks must keep its default to encode.
         let mut partition = FetchPartition {
             partition: p.tp.partition,
@@ -547,11 +624,40 @@ fn build_fetch(
         min_bytes: cfg.min_bytes,
         max_bytes: cfg.response_max_bytes,
         isolation_level: 0,
-        session_id: 0,
-        session_epoch: -1,
+        session_id: plan.map_or(INVALID_SESSION_ID, |plan| plan.session_id),
+        session_epoch: plan.map_or(FINAL_EPOCH, |plan| plan.epoch),
         topics,
         ..Default::default()
     };
+    for (tp, topic_id) in plan
+        .map(|plan| plan.forgotten.as_slice())
+        .unwrap_or_default()
+    {
+        let same_topic = |t: &ForgottenTopic| {
+            if version >= 13 {
+                t.topic_id == *topic_id
+            } else {
+                t.topic == tp.topic
+            }
+        };
+        match request
+            .forgotten_topics_data
+            .iter_mut()
+            .find(|t| same_topic(t))
+        {
+            Some(t) => t.partitions.push(tp.partition),
+            None => request.forgotten_topics_data.push(ForgottenTopic {
+                topic: if version >= 13 {
+                    String::new()
+                } else {
+                    tp.topic.clone()
+                },
+                topic_id: if version >= 13 { *topic_id } else { Uuid::ZERO },
+                partitions: vec![tp.partition],
+                ..Default::default()
+            }),
+        }
+    }
     // Who is fetching: `replica_state` from v15, the old `replica_id` field before.
     if version >= 15 {
         request.replica_state = ReplicaState {
@@ -707,6 +813,7 @@ impl Handler<SetLeaderAddress> for ReplicaFetcherActor {
         if msg.0 != self.address {
             self.address = msg.0;
             self.conn = None;
+            self.session.reset();
         }
     }
 }

@@ -30,6 +30,14 @@ pub struct PartitionMetrics {
     pub at_min_isr: IntGauge,
     /// `kactor_partitions_offline`: assigned replicas whose log failed to open.
     pub offline: IntGauge,
+    /// `kactor_fetch_sessions`: incremental fetch sessions this broker's cache holds (Kafka's
+    /// `FetchSessionCache` `NumIncrementalFetchSessions`), and the partitions they hold
+    /// (`NumIncrementalFetchPartitionsCached`), as of the last sessioned fetch.
+    pub fetch_sessions: IntGauge,
+    pub fetch_session_partitions: IntGauge,
+    /// `kactor_replica_fetch_requests_total{kind}`: Fetch requests this broker's replica
+    /// fetchers sent, `full` (opening a session), `incremental` (in one) or `sessionless`.
+    pub replica_fetch_requests_total: IntCounterVec,
     /// `kactor_replica_fetcher_max_lag{leader,fetcher}`: the largest lag, in records, of the
     /// partitions a fetcher follows after its last round (leader's high watermark minus the
     /// follower's log end; Kafka's `ReplicaFetcherManager` `MaxLag`).
@@ -104,6 +112,25 @@ pub fn partition_metrics() -> &'static PartitionMetrics {
             offline: gauge(
                 "kactor_partitions_offline",
                 "Assigned replicas whose log could not be opened.",
+            ),
+            fetch_sessions: gauge(
+                "kactor_fetch_sessions",
+                "Incremental fetch sessions (KIP-227) in this broker's session cache.",
+            ),
+            fetch_session_partitions: gauge(
+                "kactor_fetch_session_partitions",
+                "Partitions held by the incremental fetch sessions in this broker's cache.",
+            ),
+            replica_fetch_requests_total: register(
+                IntCounterVec::new(
+                    Opts::new(
+                        "kactor_replica_fetch_requests_total",
+                        "Fetch requests sent by this broker's replica fetchers, by kind \
+                         (full, incremental, sessionless).",
+                    ),
+                    &["kind"],
+                )
+                .expect("valid family"),
             ),
             fetcher_max_lag: register(
                 IntGaugeVec::new(

@@ -23,6 +23,7 @@ pub mod disk;
 pub mod fetch_session;
 pub mod fetcher;
 pub mod fetcher_manager;
+pub mod fetcher_session;
 pub mod log_cleaner;
 pub mod log_dirs;
 pub mod log_manager;

@@ -435,6 +435,7 @@ pub(super) async fn handle_fetch(
             requested.clone(),
             forgotten,
             version >= 13,
+            replica_id >= 0,
         );
         match outcome {
             SessionOutcome::Error(code) => {
@@ -541,10 +542,7 @@ pub(super) async fn handle_fetch(
         let full = req.session_epoch == INITIAL_EPOCH;
         let results: Vec<_> = reads
             .iter()
-            .map(|r| {
-                let (snapshot, news) = snapshot_of(&r.result);
-                (r.target.clone(), snapshot, news)
-            })
+            .map(|r| (&r.target, summary_of(&r.result)))
             .collect();
         let include = a.fetch_sessions.record_results(session_id, &results, full);
         reads
