@@ -83,6 +83,13 @@ def test_brokers_register_host_partitions_and_serve_clients(cluster, topic_name)
     auto = f"{topic_name}-auto"
     assert produce_and_consume(brokers[1], brokers[0], auto, 1, 50) == list(range(50))
 
+    # `kafka-cluster unregister` through a broker reaches the active controller (UnregisterBroker
+    # is forwarded like the other admin writes).
+    brokers[2].stop()
+    out = run_tool("cluster", "unregister", "--bootstrap-server", brokers[0].bootstrap,
+                   "--id", "6", timeout=60)
+    assert out.stdout.strip() == "Broker 6 is no longer registered.", out.stdout
+
 
 def test_kill9_of_the_active_controller_under_admin_load(cluster, topic_name):
     leader, epoch, _ = cluster.wait_for_leader(30)

@@ -2377,6 +2377,7 @@ pub const FORWARDED: &[ApiKey] = &[
     ApiKey::DeleteAcls,
     ApiKey::AddRaftVoter,
     ApiKey::RemoveRaftVoter,
+    ApiKey::UnregisterBroker,
 ];
 
 /// Wraps the [`FORWARDED`] routes so that, while the Raft leader is another node, the request
@@ -2465,6 +2466,7 @@ fn says_not_controller(resp: &ResponseBody) -> bool {
             nc(r.error_code) || r.error_code == NOT_LEADER_OR_FOLLOWER
         }
         ResponseBody::AlterPartitionReassignments(r) => nc(r.error_code),
+        ResponseBody::UnregisterBroker(r) => nc(r.error_code),
         ResponseBody::UpdateFeatures(r) => {
             nc(r.error_code) || r.results.iter().any(|t| nc(t.error_code))
         }
