@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.cli import run_tool
 from harness.cluster import Cluster, leader_and_isr, wait_until
+from test_replica_fetch_sessions import SpiedNode
 
 OVERRIDES = {"broker.session.timeout.ms": "6000", "broker.heartbeat.interval.ms": "500"}
 RATE = 100_000
@@ -80,3 +81,54 @@ def test_a_throttled_reassignment_copies_no_faster_than_its_throttle(tmp_path, t
         assert "throttled.rate" not in configs, configs
     finally:
         cluster.stop()
+
+
+def test_a_held_back_follower_waits_out_its_long_poll(tmp_path, topic_name):
+    """Only the leader's throttle (`leader.replication.throttled.rate` on broker 2, the
+    partition's leader replica throttled): while the quota is exceeded the leader answers the
+    catching-up follower's fetch with nothing, and that fetch waits out
+    replica.fetch.wait.max.ms (500 ms) even though a producer appends to the partition every
+    20 ms. A held-back partition gives the long poll nothing to wait for; waking the fetch on
+    each append would answer it empty 50 times a second. Counted on the wire by a proxy in
+    front of the leader."""
+    cluster = Cluster(tmp_path, controllers=1, brokers=2, overrides=OVERRIDES,
+                      node_class=SpiedNode).start(timeout=180)
+    try:
+        two = cluster.node(2)
+        a = AdminClient({"bootstrap.servers": two.bootstrap})  # alive until the result
+        a.create_topics([NewTopic(topic_name, num_partitions=1, replica_assignment=[[2]])])[
+            topic_name].result(30)
+        fill(two, topic_name)
+        run_tool("configs", "--bootstrap-server", two.bootstrap, "--alter", "--entity-type",
+                 "brokers", "--entity-name", "2", "--add-config",
+                 f"leader.replication.throttled.rate={RATE}")
+        run_tool("configs", "--bootstrap-server", two.bootstrap, "--alter", "--entity-type",
+                 "topics", "--entity-name", topic_name, "--add-config",
+                 "leader.replication.throttled.replicas=[0:2]")
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic_name, "partition": 0, "replicas": [2, 3]}]}))
+        run_tool("reassign-partitions", "--bootstrap-server", two.bootstrap,
+                 "--reassignment-json-file", str(plan), "--execute")
+        # The first megabyte or so passes before the rate over the window exceeds the quota.
+        time.sleep(2)
+        p = Producer({"bootstrap.servers": two.bootstrap, "acks": "1", "linger.ms": 0})
+        window = 4.0
+        started = time.monotonic()
+        while time.monotonic() < started + window:
+            p.produce(topic_name, b"x" * 100, partition=0)
+            p.poll(0)
+            time.sleep(0.02)
+        ended = time.monotonic()
+        assert p.flush(30) == 0
+        fetches = [f for f in two.spy.replica_fetches(since=started)
+                   if f["replica"] == 3 and f["at"] <= ended]
+        assert leader_and_isr(two, topic_name)[1] == [2], "the copy ended before the window"
+        print(f"follower fetches in {window} s of appends every 20 ms: {len(fetches)}")
+        assert len(fetches) <= window / 0.5 + 4, \
+            f"{len(fetches)} follower fetches in {window} s: woken by appends it may not read"
+    finally:
+        cluster.stop()
+        for n in cluster.nodes:
+            if n.spy:
+                n.spy.close()

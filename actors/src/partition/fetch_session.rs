@@ -524,6 +524,7 @@ mod tests {
                 diverging_epoch: None,
                 preferred_read_replica,
                 aborted_transactions: Vec::new(),
+                held_back: false,
             })
         };
         let news = |r| summary_of(&outcome(r)).news;

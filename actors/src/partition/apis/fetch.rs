@@ -501,7 +501,7 @@ pub(super) async fn handle_fetch(
         let watches = reads
             .iter()
             .filter_map(|r| {
-                let out = r.result.as_ref().ok()?;
+                let out = r.result.as_ref().ok().filter(|out| !out.held_back)?;
                 Some(FetchWatch {
                     tp: TopicPartition::new(r.target.topic.clone()?, r.target.partition),
                     // A follower reads to the log end, so that is what it waits to move.
@@ -526,13 +526,20 @@ pub(super) async fn handle_fetch(
         let _ =
             tokio::time::timeout(Duration::from_millis(req.max_wait_ms as u64 + 1000), rx).await;
         let t = table(a);
+        // The leader's quota may have freed up (or run out) during the wait: Kafka decides
+        // throttling when the delayed fetch completes, not when it arrived.
+        let reader = Reader {
+            leader_quota_exceeded: replica_id >= 0
+                && a.replication_quotas.leader.is_quota_exceeded(now_ms()),
+            ..reader.clone()
+        };
         reads = read_all(
             &t,
             &a.replication_quotas,
             &targets,
             max_bytes,
             isolation,
-            reader.clone(),
+            reader,
         )
         .await;
     }

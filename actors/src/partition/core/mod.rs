@@ -152,6 +152,10 @@ pub struct ReadOutcome {
     pub preferred_read_replica: i32,
     /// read_committed: the aborted transactions overlapping the returned range.
     pub aborted_transactions: Vec<crate::log::AbortedTxn>,
+    /// A follower's read held back by the leader's replication throttle (KIP-73): no records
+    /// now, and nothing for its long poll to wait on here (Kafka's DelayedFetch counts no bytes
+    /// of a throttled partition either).
+    pub held_back: bool,
 }
 
 /// One partition replica hosted on this broker.
@@ -710,6 +714,7 @@ impl<L: PartitionLog> Partition<L> {
             diverging_epoch: diverging,
             preferred_read_replica: -1,
             aborted_transactions: Vec::new(),
+            held_back: false,
         };
         // Kafka skips the read when it names another replica: the consumer fetches there next.
         if let Some(client) = scope.client_rack.as_deref() {
@@ -770,6 +775,7 @@ impl<L: PartitionLog> Partition<L> {
         };
         let mut out = base(read, None, self.high_watermark);
         out.last_stable_offset = self.last_stable_offset();
+        out.held_back = held_back;
         if p.replica_id < 0
             && p.isolation == IsolationLevel::ReadCommitted
             && !out.records.is_empty()

@@ -1225,15 +1225,10 @@ fn a_leader_throttle_holds_back_only_followers_outside_the_isr() {
         r.log_end_offset, 2,
         "the answer still tells it where the leader is"
     );
-    assert!(!p
-        .read_scoped(&fetch(3), &ReadScope::default())
-        .unwrap()
-        .records
-        .is_empty());
+    assert!(r.held_back, "its long poll must not wait on this partition");
+    let free = p.read_scoped(&fetch(3), &ReadScope::default()).unwrap();
+    assert!(!free.records.is_empty() && !free.held_back);
     // An ISR member is never held back: a throttle must not shrink the ISR.
-    assert!(!p
-        .read_scoped(&fetch(2), &throttled)
-        .unwrap()
-        .records
-        .is_empty());
+    let in_sync = p.read_scoped(&fetch(2), &throttled).unwrap();
+    assert!(!in_sync.records.is_empty() && !in_sync.held_back);
 }
