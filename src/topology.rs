@@ -446,7 +446,8 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
             // A broker answers from what its replicas already reflect.
             image: partitions.served_image.clone(),
             auto_create_topics_enable: cfg.get_bool("auto.create.topics.enable"),
-            controller_channel: kraft.controller_channel.clone(),
+            topic_channel: kraft.topic_channel.clone(),
+            auto_create_in_flight: Default::default(),
             broker_configs: Arc::new(broker_config_entries(cfg)),
             controller_listeners,
             quorum: quorum_view.clone(),
@@ -492,12 +493,13 @@ pub async fn start(cfg: &BrokerConfig, loggers: Arc<BrokerLoggers>) -> anyhow::R
         ActorMetrics::new("GroupCoordinatorManagerActor"),
         move |_| group_manager,
     );
-    // Internal topics are created at the active controller: through the channel on a broker
-    // (it answers from the co-located controller when that one leads), else the local one.
+    // Internal topics are created at the active controller: through the topic channel on a
+    // broker (it answers from the co-located controller when that one leads), else the local
+    // one.
     let topic_creator: Option<
         kactor_actors::runtime::MeteredRecipient<kactor_actors::controller::messages::CreateTopics>,
     > = kraft
-        .controller_channel
+        .topic_channel
         .as_ref()
         .map(|c| c.recipient())
         .or_else(|| kraft.controller.as_ref().map(|c| c.recipient()));

@@ -61,7 +61,8 @@ fn metadata_and_admin_apis() {
                 raft: h.raft.clone(),
                 image: h.image.clone(),
                 auto_create_topics_enable: true,
-                controller_channel: h.controller_channel.clone(),
+                topic_channel: h.topic_channel.clone(),
+                auto_create_in_flight: Default::default(),
                 broker_configs: Arc::new(vec![BrokerConfigEntry {
                     name: "log.retention.hours".into(),
                     value: Some("1".into()),

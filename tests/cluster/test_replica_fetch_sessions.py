@@ -9,9 +9,9 @@ A topic of 6 partitions, RF 3, takes acks=all writes. Then, with nothing written
 - each fetcher connection sends at most one fetch per `replica.fetch.wait.max.ms` (500 ms)
   and a few more: a fetch that the leader answers at once, over and over, is a busy loop.
 
-The topic is then deleted and created again under the same name (new topic id): followers
-forget the old id in their sessions, acks=all writes to the new topic succeed and the quiet
-cluster is quiet again. Last, one broker is killed and restarted: its followers'
+The topic is then deleted and created again under the same name (new topic id): acks=all
+writes to the new topic succeed and the quiet cluster is quiet again (no session keeps the
+deleted partitions, whose errors would end every long poll at once). Last, one broker is killed and restarted: its followers'
 sessions died with it, they open new ones and the cluster is quiet again.
 
 Kafka 4.4 runs the same cluster (KACTOR_TEST_TARGET=kafka)."""
@@ -117,9 +117,9 @@ def test_followers_fetch_in_incremental_sessions(tmp_path, topic_name):
         produce(node, topic_name, 600)
         assert_quiet(quiet_window(cluster))
 
-        # The same name, a new topic id.
-        old_ids = {n.node_id: {f2 for f in n.spy.replica_fetches() for f2, _ in f["forgotten"]}
-                   for n in cluster.brokers}
+        # The same name, a new topic id. A leader whose sessions kept the deleted partitions
+        # would answer their errors to every follower fetch at once: the quiet window after the
+        # re-creation checks that none does.
         a = AdminClient({"bootstrap.servers": node.bootstrap})
         a.delete_topics([topic_name])[topic_name].result(30)
         # Asked for all topics: a Metadata request naming the topic would create it again
@@ -130,12 +130,6 @@ def test_followers_fetch_in_incremental_sessions(tmp_path, topic_name):
         wait_until(lambda: fully_replicated(node, topic_name), 60,
                    "the re-created topic fully replicated")
         produce(node, topic_name, 300)
-        forgotten = {n.node_id: {f2 for f in n.spy.replica_fetches() for f2, _ in f["forgotten"]}
-                     - old_ids[n.node_id] for n in cluster.brokers}
-        # A fetcher left without partitions may instead just stop (Kafka closes idle fetcher
-        # threads; in one run 2 of its 3 leaders heard the old id forgotten, kactor's 3).
-        assert any(forgotten.values()), \
-            f"no follower forgot the deleted topic's partitions in its session: {forgotten}"
         assert_quiet(quiet_window(cluster))
 
         # A leader process dies: its sessions with it.

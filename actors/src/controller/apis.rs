@@ -81,7 +81,11 @@ pub struct MetadataApis {
     pub auto_create_topics_enable: bool,
     /// A broker's way to the active controller wherever it runs, for the topics a Metadata
     /// request creates (None on a controller-only node, which serves no such request).
-    pub controller_channel: Option<MeteredAddr<ControllerChannelActor>>,
+    pub topic_channel: Option<MeteredAddr<ControllerChannelActor>>,
+    /// Topics whose auto-creation is under way: clients ask again every ~100 ms while it
+    /// lasts, and each ask must not send another CreateTopics (Kafka's
+    /// `AutoTopicCreationManager.inflightTopics`).
+    pub auto_create_in_flight: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     pub broker_configs: Arc<Vec<BrokerConfigEntry>>,
     /// This node's controller listeners (name, host, port) for DescribeQuorum v2.
     pub controller_listeners: Vec<(String, String, u16)>,
@@ -686,46 +690,82 @@ async fn auto_create(
     bound: Duration,
     names: Vec<String>,
 ) -> Option<Arc<MetadataImage>> {
-    let request = cm::CreateTopics {
-        topics: names
+    // Only the names no other request is creating right now; the rest are waited for.
+    let to_send: Vec<String> = {
+        let mut in_flight = apis
+            .auto_create_in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        names
             .iter()
-            .map(|name| cr::CreatableTopic {
-                name: name.clone(),
-                num_partitions: -1,
-                replication_factor: -1,
-                ..Default::default()
-            })
-            .collect(),
-        validate_only: false,
+            .filter(|n| in_flight.insert((*n).clone()))
+            .cloned()
+            .collect()
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
-    // Spawned, so the creation completes (and its result is dropped) even when this request
-    // stops waiting for it.
-    if let Some(channel) = apis.controller_channel.clone() {
+    if !to_send.is_empty() {
+        let request = cm::CreateTopics {
+            topics: to_send
+                .iter()
+                .map(|name| cr::CreatableTopic {
+                    name: name.clone(),
+                    num_partitions: -1,
+                    replication_factor: -1,
+                    ..Default::default()
+                })
+                .collect(),
+            validate_only: false,
+        };
+        let in_flight = apis.auto_create_in_flight.clone();
+        let channel = apis.topic_channel.clone();
+        let controller = apis.controller.clone();
+        // Spawned, so the creation completes (and its names leave the in-flight set) even
+        // when this request stops waiting for it.
         actix::spawn(async move {
-            let _ = tx.send(channel.send(request).await);
+            let reply = match (channel, controller) {
+                (Some(channel), _) => channel.send(request).await,
+                (None, Some(controller)) => controller.send(request).await,
+                (None, None) => Ok(Err(ControllerError::NotController)),
+            };
+            let mut set = in_flight
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for name in &to_send {
+                set.remove(name);
+            }
+            drop(set);
+            let _ = tx.send(reply);
         });
     } else {
-        let controller = apis.controller.clone()?;
-        actix::spawn(async move {
-            let _ = tx.send(controller.send(request).await);
-        });
+        drop(tx);
     }
     let mut image = apis.image.clone();
     let wait = async move {
-        let Ok(Ok(Ok(committed))) = rx.await else {
+        // Wait for the names created (or found existing) by this request's CreateTopics, or,
+        // when another request is creating them, for all of them; a name the controller
+        // refused (a replication factor above the broker count, ...) is not waited for.
+        let mut expected = names;
+        if let Ok(Ok(Ok(committed))) = rx.await {
+            let failed: std::collections::HashSet<&str> = committed
+                .response
+                .iter()
+                .filter(|r| !matches!(r.error.code, NONE | TOPIC_ALREADY_EXISTS))
+                .map(|r| r.name.as_str())
+                .collect();
+            expected.retain(|n| !failed.contains(n.as_str()));
+            if committed.offset >= 0 && !wait_for_offset(&mut image, committed.offset).await {
+                return None;
+            }
+        }
+        if expected.is_empty() {
             return None;
-        };
-        let arrived = if committed.offset >= 0 {
-            wait_for_offset(&mut image, committed.offset).await
-        } else {
-            // Committed by a controller elsewhere: no offset comes back, so wait for the
-            // topics themselves to reach this broker's image.
-            image
-                .wait_for(|img| names.iter().all(|n| img.topics.get_by_name(n).is_some()))
-                .await
-                .is_ok()
-        };
+        }
+        // Committed by a controller elsewhere (no offset comes back) or by another request:
+        // wait for the topics themselves to reach this broker's image.
+        let arrived = image
+            .wait_for(|img| expected.iter().all(|n| img.topics.get_by_name(n).is_some()))
+            .await
+            .is_ok();
         if !arrived {
             return None;
         }

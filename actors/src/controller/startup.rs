@@ -148,6 +148,10 @@ pub struct KraftHandles {
     /// Where a broker's partition leaders send ISR changes (batched AlterPartition over a
     /// channel of its own).
     pub alter_partition: Option<MeteredAddr<AlterPartitionManagerActor>>,
+    /// A broker's channel for the topics it creates itself (auto-created and internal ones):
+    /// a burst of creations, each up to a request timeout, must not queue ahead of the
+    /// lifecycle's heartbeats on `controller_channel`.
+    pub topic_channel: Option<MeteredAddr<ControllerChannelActor>>,
 }
 
 /// Opens the metadata log (failing start-up on a broken one) and starts the actors on
@@ -227,6 +231,10 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
         .broker
         .as_ref()
         .map(|_| channel("ControllerChannelActor"));
+    let topic_channel = cfg
+        .broker
+        .as_ref()
+        .map(|_| channel("TopicCreationChannelActor"));
     // ISR changes travel apart from the heartbeats (Kafka's separate `alter-partition`
     // channel): a burst of them must not delay a heartbeat past the session timeout.
     let alter_partition = cfg.broker.as_ref().map(|_| {
@@ -288,5 +296,6 @@ pub fn start_kraft(arbiter: &ArbiterHandle, cfg: KraftConfig) -> Result<KraftHan
         broker_state,
         controller_channel,
         alter_partition,
+        topic_channel,
     })
 }

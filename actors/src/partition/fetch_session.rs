@@ -244,8 +244,9 @@ impl FetchSessionCache {
             return SessionOutcome::Error(errors::FETCH_SESSION_TOPIC_ID_ERROR);
         }
         let before = session.partitions.len();
-        // Forgotten first, then added: a topic re-created under its name is forgotten by its
-        // old id and listed by its new one in the same request.
+        // Forgotten first, then added (Kafka adds first). By topic id, as fetchers of v13+
+        // name partitions, the order changes nothing; by name, it keeps a partition that a
+        // request both forgets and lists.
         session.forget(&forgotten);
         for t in requested {
             session.upsert(t);
@@ -263,7 +264,7 @@ impl FetchSessionCache {
     /// Makes room for a new session of `size` partitions (Kafka's `FetchSessionCache.tryEvict`):
     /// the least recently used session if it has been idle for `eviction_ms`; otherwise the
     /// least valuable one (consumers' before followers', then the fewest partitions) if it is
-    /// worth no more than the new one. A session younger than `eviction_ms` is safe from all
+    /// worth less than the new one. A session younger than `eviction_ms` is safe from all
     /// but a follower's, and a follower's young session from everyone.
     fn evict_one(&mut self, privileged: bool, size: usize, now_ms: i64) -> bool {
         let stale = self

@@ -215,12 +215,7 @@ impl ReplicaFetcherActor {
             act.conn = conn;
             act.session = session;
             let now = Instant::now();
-            if let Some(lag) = results.iter().filter_map(|r| r.lag).max() {
-                super::metrics::partition_metrics()
-                    .fetcher_max_lag
-                    .with_label_values(&[&leader.to_string(), &act.fetcher_id.to_string()])
-                    .set(lag);
-            }
+
             for r in results {
                 let Some(slot) = act.slots.get_mut(&r.tp) else {
                     continue;
@@ -233,6 +228,14 @@ impl ReplicaFetcherActor {
                 if r.lag.is_some() {
                     slot.lag = r.lag;
                 }
+            }
+            // Over every partition's last known lag: an incremental answer leaves out the
+            // partitions with nothing new, whose lag stands (Kafka's `MaxLag` is over all).
+            if let Some(lag) = act.slots.values().filter_map(|s| s.lag).max() {
+                super::metrics::partition_metrics()
+                    .fetcher_max_lag
+                    .with_label_values(&[&leader.to_string(), &act.fetcher_id.to_string()])
+                    .set(lag);
             }
             if let Some(why) = failed {
                 warn!(leader, address = %act.address, error = %why, "replica fetch failed; retrying after the backoff");
@@ -347,7 +350,7 @@ async fn fetch_round_in(
     let plan = (version >= 7).then(|| {
         let next: Vec<(TopicPartition, SentPartition)> = fetching
             .iter()
-            .map(|(p, pos, _)| (p.tp.clone(), sent_partition(p, pos)))
+            .map(|(p, pos, _)| (p.tp.clone(), sent_partition(p, pos, version)))
             .collect();
         session.build(&next)
     });
@@ -368,6 +371,8 @@ async fn fetch_round_in(
     {
         Ok(ResponseBody::Fetch(r)) => r,
         Ok(_) => {
+            // The leader may or may not have taken the request into its session.
+            session.failed();
             return (None, results, Some("not a Fetch answer".into()));
         }
         Err(e) => {
@@ -437,7 +442,7 @@ async fn fetch_round_in(
     for (p, pos, generation, applied, leader_hw) in applied {
         // An answer that was an error or did not apply: list the partition again next time.
         if !matches!(applied, Applied::Position(Some(_), false)) {
-            session.relist(&p.tp);
+            session.relist();
         }
         match applied {
             Applied::Position(position, back_off) => results.push(SlotResult {
@@ -558,15 +563,21 @@ fn flatten<T>(
     r.map_err(|_| PartitionError::NotLeaderOrFollower)?
 }
 
-/// What a fetch says about a partition, as the session compares it from round to round.
-fn sent_partition(p: &FollowedPartition, pos: &FollowerPosition) -> SentPartition {
+/// What a fetch says about a partition, as the session compares it from round to round. The
+/// follower's high watermark is sent from Fetch v18 only; below that a change of it is no
+/// reason to list the partition.
+fn sent_partition(p: &FollowedPartition, pos: &FollowerPosition, version: i16) -> SentPartition {
     SentPartition {
         topic_id: p.topic_id,
         fetch_offset: pos.log_end_offset,
         log_start_offset: pos.log_start_offset,
         current_leader_epoch: p.leader_epoch,
         last_fetched_epoch: pos.last_fetched_epoch,
-        high_watermark: pos.high_watermark,
+        high_watermark: if version >= 18 {
+            pos.high_watermark
+        } else {
+            -1
+        },
     }
 }
 

@@ -66,12 +66,6 @@ pub struct FollowerSession {
     close_existing: bool,
     /// The partitions the leader's session holds, as last sent.
     sent: HashMap<TopicPartition, SentPartition>,
-    /// Partitions in the leader's session whose last answer failed or was not applied: listed
-    /// in the next fetch even if their state is the same, so the leader takes it afresh. They
-    /// stay in `sent`, so one that leaves the round is still forgotten: a partition the
-    /// leader keeps reading and answering with an error would otherwise end every long poll
-    /// at once.
-    resend: HashSet<TopicPartition>,
 }
 
 impl FollowerSession {
@@ -100,7 +94,7 @@ impl FollowerSession {
             let mut include = HashSet::new();
             for (tp, data) in next {
                 match self.sent.get(tp) {
-                    Some(old) if old == data && !self.resend.contains(tp) => {}
+                    Some(old) if old == data => {}
                     Some(old) => {
                         if old.topic_id != data.topic_id {
                             forgotten.push((tp.clone(), old.topic_id));
@@ -120,7 +114,6 @@ impl FollowerSession {
             }
         };
         self.sent = next.iter().cloned().collect();
-        self.resend.clear();
         request
     }
 
@@ -137,6 +130,12 @@ impl FollowerSession {
                 self.id = session_id;
                 self.epoch = 1;
                 self.close_existing = false;
+                SessionAnswer::Use
+            }
+            // The leader closed the session (Kafka's handler reads id 0 so too): the answer
+            // holds, the next fetch is full.
+            errors::NONE if session_id == INVALID_SESSION_ID => {
+                self.reset();
                 SessionAnswer::Use
             }
             errors::NONE => {
@@ -163,15 +162,17 @@ impl FollowerSession {
     pub fn failed(&mut self) {
         self.close_existing = self.id != INVALID_SESSION_ID;
         self.sent.clear();
-        self.resend.clear();
     }
 
-    /// A partition whose answer was an error or could not be applied: it is listed again the
-    /// next time it is fetched, so the leader's session takes its state afresh.
-    pub fn relist(&mut self, tp: &TopicPartition) {
-        if self.sent.contains_key(tp) {
-            self.resend.insert(tp.clone());
-        }
+    /// A partition's answer was an error or could not be applied. The leader's session still
+    /// holds what it last answered for it, so listing it again unchanged would bring no answer
+    /// (a high watermark it told could stay unapplied while the partition is idle), and a
+    /// partition dropped from `sent` without being forgotten would stay in the leader's
+    /// session, answered with its error to every fetch at once. The next fetch is a full one in
+    /// a new session instead: rare (answers fail on leadership moves, full disks, ...), and the
+    /// failed partition usually sits that round out, backing off.
+    pub fn relist(&mut self) {
+        self.failed();
     }
 
     /// Forget the session (a new leader process).
@@ -232,22 +233,24 @@ mod tests {
         let r = s.build(&[(tp(0), at(5)), (tp(1), at(9))]);
         assert_eq!((r.epoch, r.include.clone()), (3, HashSet::from([tp(0)])));
         s.handle_response(&r, errors::NONE, 42);
-        // Its answer was an error: listed again next time though its state is the same.
-        s.relist(&tp(0));
+        // Its answer was an error and it backs off: the next fetch closes session 42 and opens
+        // a new one without it, so the leader neither keeps reading it nor keeps what it
+        // answered for it last.
+        s.relist();
+        let r = s.build(&[(tp(1), at(9))]);
+        assert_eq!((r.session_id, r.epoch), (42, INITIAL_EPOCH));
+        assert_eq!(r.include, HashSet::from([tp(1)]));
+        assert_eq!(s.handle_response(&r, errors::NONE, 43), SessionAnswer::Use);
         let r = s.build(&[(tp(0), at(5)), (tp(1), at(9))]);
-        assert_eq!((r.epoch, r.include.clone()), (4, HashSet::from([tp(0)])));
-        s.handle_response(&r, errors::NONE, 42);
-        // Relisted, then backed off (out of the round): the leader must still forget it, or
-        // it would keep reading it and answering its error to every fetch at once.
-        s.relist(&tp(0));
-        let r = s.build(&[(tp(1), at(9))]);
-        assert!(r.include.is_empty());
-        assert_eq!(r.forgotten, vec![(tp(0), Uuid([1; 16]))]);
-        s.handle_response(&r, errors::NONE, 42);
-        // Relisting a partition the session does not hold changes nothing.
-        s.relist(&tp(0));
-        let r = s.build(&[(tp(1), at(9))]);
-        assert!(r.include.is_empty() && r.forgotten.is_empty());
+        assert_eq!((r.session_id, r.epoch), (43, 1));
+        assert_eq!(r.include, HashSet::from([tp(0)]));
+        // A leader that closes the session in an answer: that answer holds, then a full fetch.
+        assert_eq!(
+            s.handle_response(&r, errors::NONE, INVALID_SESSION_ID),
+            SessionAnswer::Use
+        );
+        let r = s.build(&[(tp(0), at(5)), (tp(1), at(9))]);
+        assert_eq!((r.session_id, r.epoch, r.include.len()), (0, 0, 2));
     }
 
     #[test]

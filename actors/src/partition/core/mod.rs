@@ -153,8 +153,10 @@ pub struct ReadOutcome {
     /// read_committed: the aborted transactions overlapping the returned range.
     pub aborted_transactions: Vec<crate::log::AbortedTxn>,
     /// A follower's read held back by the leader's replication throttle (KIP-73): no records
-    /// now, and nothing for its long poll to wait on here (Kafka's DelayedFetch counts no bytes
-    /// of a throttled partition either).
+    /// now, and its long poll does not watch the partition, so appends to it do not wake the
+    /// fetch only to answer nothing. If the quota frees during the wait, the fetch still waits
+    /// it out (at most `replica.fetch.wait.max.ms`); Kafka's DelayedFetch watches the partition
+    /// and looks at the quota again on each append instead.
     pub held_back: bool,
 }
 
