@@ -80,7 +80,7 @@ pub struct MetadataApis {
     /// `auto.create.topics.enable`
     pub auto_create_topics_enable: bool,
     /// A broker's way to the active controller wherever it runs, for the topics a Metadata
-    /// request creates (None on a controller-only node, which serves no such request).
+    /// request creates (None on a controller-only node, which asks its own controller).
     pub topic_channel: Option<MeteredAddr<ControllerChannelActor>>,
     /// Topics whose auto-creation is under way: clients ask again every ~100 ms while it
     /// lasts, and each ask must not send another CreateTopics (Kafka's
@@ -677,14 +677,36 @@ fn metadata_topic(
 /// UNKNOWN_TOPIC_OR_PARTITION and the creation goes on in the background.
 pub const AUTO_CREATE_WAIT: Duration = Duration::from_millis(50);
 
+/// How long an auto-creation may stay in flight: past it the names may be sent again (the
+/// controller channel bounds a remote request itself; this also bounds a local controller).
+const AUTO_CREATE_GIVE_UP: Duration = Duration::from_secs(60);
+
+/// Names of an auto-creation under way; they leave the in-flight set however it ends.
+struct InFlight {
+    set: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    names: Vec<String>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut set = self
+            .set
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for name in &self.names {
+            set.remove(name);
+        }
+    }
+}
+
 /// Asks the active controller to create `names` with the broker defaults and waits (at most
 /// `bound`) until the served image holds the result (on a broker, that is once this broker
 /// hosts the partitions it leads, so the Produce the answer invites finds them); returns that
 /// image, or None if the wait ran out or the creation failed.
 ///
 /// The active controller may be in another process (a broker-only node, or a combined node
-/// that is not the Raft leader), so the request goes through the broker's controller channel,
-/// as Kafka's `AutoTopicCreationManager` sends CreateTopics over its controller channel.
+/// that is not the Raft leader), so the request goes through the broker's topic-creation
+/// channel, as Kafka's `AutoTopicCreationManager` sends CreateTopics over a controller channel.
 async fn auto_create(
     apis: &MetadataApis,
     bound: Duration,
@@ -703,6 +725,7 @@ async fn auto_create(
             .collect()
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let sent = to_send.clone();
     if !to_send.is_empty() {
         let request = cm::CreateTopics {
             topics: to_send
@@ -716,24 +739,26 @@ async fn auto_create(
                 .collect(),
             validate_only: false,
         };
-        let in_flight = apis.auto_create_in_flight.clone();
+        let guard = InFlight {
+            set: apis.auto_create_in_flight.clone(),
+            names: to_send,
+        };
         let channel = apis.topic_channel.clone();
         let controller = apis.controller.clone();
         // Spawned, so the creation completes (and its names leave the in-flight set) even
         // when this request stops waiting for it.
         actix::spawn(async move {
-            let reply = match (channel, controller) {
-                (Some(channel), _) => channel.send(request).await,
-                (None, Some(controller)) => controller.send(request).await,
-                (None, None) => Ok(Err(ControllerError::NotController)),
+            let _guard = guard;
+            let send = async move {
+                match (channel, controller) {
+                    (Some(channel), _) => channel.send(request).await,
+                    (None, Some(controller)) => controller.send(request).await,
+                    (None, None) => Ok(Err(ControllerError::NotController)),
+                }
             };
-            let mut set = in_flight
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            for name in &to_send {
-                set.remove(name);
-            }
-            drop(set);
+            let reply = tokio::time::timeout(AUTO_CREATE_GIVE_UP, send)
+                .await
+                .unwrap_or(Ok(Err(ControllerError::NotController)));
             let _ = tx.send(reply);
         });
     } else {
@@ -743,19 +768,25 @@ async fn auto_create(
     let wait = async move {
         // Wait for the names created (or found existing) by this request's CreateTopics, or,
         // when another request is creating them, for all of them; a name the controller
-        // refused (a replication factor above the broker count, ...) is not waited for.
+        // refused (a replication factor above the broker count, ...) or a creation that
+        // failed as a whole (no active controller) is not waited for.
         let mut expected = names;
-        if let Ok(Ok(Ok(committed))) = rx.await {
-            let failed: std::collections::HashSet<&str> = committed
-                .response
-                .iter()
-                .filter(|r| !matches!(r.error.code, NONE | TOPIC_ALREADY_EXISTS))
-                .map(|r| r.name.as_str())
-                .collect();
-            expected.retain(|n| !failed.contains(n.as_str()));
-            if committed.offset >= 0 && !wait_for_offset(&mut image, committed.offset).await {
-                return None;
+        match rx.await {
+            Ok(Ok(Ok(committed))) => {
+                let failed: std::collections::HashSet<&str> = committed
+                    .response
+                    .iter()
+                    .filter(|r| !matches!(r.error.code, NONE | TOPIC_ALREADY_EXISTS))
+                    .map(|r| r.name.as_str())
+                    .collect();
+                expected.retain(|n| !failed.contains(n.as_str()));
+                if committed.offset >= 0 && !wait_for_offset(&mut image, committed.offset).await {
+                    return None;
+                }
             }
+            Ok(_) => expected.retain(|n| !sent.contains(n)),
+            // Nothing sent by this request: another one is creating them.
+            Err(_) => {}
         }
         if expected.is_empty() {
             return None;

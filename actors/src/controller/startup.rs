@@ -142,8 +142,7 @@ pub struct KraftHandles {
     pub controller_addresses: watch::Receiver<Arc<BTreeMap<i32, String>>>,
     /// The broker's lifecycle state (`Running` = unfenced, ready to serve).
     pub broker_state: Option<watch::Receiver<BrokerLifecycleState>>,
-    /// A broker's way to the active controller (its lifecycle, producer id blocks, internal
-    /// topics).
+    /// A broker's way to the active controller (its lifecycle, producer id blocks).
     pub controller_channel: Option<MeteredAddr<ControllerChannelActor>>,
     /// Where a broker's partition leaders send ISR changes (batched AlterPartition over a
     /// channel of its own).

@@ -337,7 +337,7 @@ impl Handler<AllocateProducerIds> for ControllerChannelActor {
     }
 }
 
-/// CreateTopics for the active controller's listener (internal topics a broker creates on
+/// CreateTopics for the active controller's listener (auto-created and internal topics a broker creates on
 /// demand: `__consumer_offsets`, `__transaction_state`).
 fn create_topics_to_wire(msg: &CreateTopics, timeout: Duration) -> RequestBody {
     use kactor_protocol::messages::create_topics_request as w;
@@ -408,7 +408,7 @@ impl Handler<CreateTopics> for ControllerChannelActor {
         ControllerReply<Vec<crate::controller::core::requests::CreatableTopicResult>>,
     >;
 
-    /// A topic this broker creates itself (an internal topic on first use), at the active
+    /// A topic this broker creates itself (auto-created, or internal on first use), at the active
     /// controller wherever it is.
     fn handle(&mut self, msg: CreateTopics, _: &mut Context<Self>) -> Self::Result {
         let _m = self.metrics.handle();

@@ -442,7 +442,7 @@ async fn fetch_round_in(
     for (p, pos, generation, applied, leader_hw) in applied {
         // An answer that was an error or did not apply: list the partition again next time.
         if !matches!(applied, Applied::Position(Some(_), false)) {
-            session.relist();
+            session.relist(&p.tp);
         }
         match applied {
             Applied::Position(position, back_off) => results.push(SlotResult {

@@ -66,6 +66,9 @@ pub struct FollowerSession {
     close_existing: bool,
     /// The partitions the leader's session holds, as last sent.
     sent: HashMap<TopicPartition, SentPartition>,
+    /// Partitions of the session whose last answer failed or could not be applied (see
+    /// [`FollowerSession::relist`]).
+    failed: HashSet<TopicPartition>,
 }
 
 impl FollowerSession {
@@ -75,7 +78,9 @@ impl FollowerSession {
 
     /// The session fields for a fetch of `next` (every partition this round fetches).
     pub fn build(&mut self, next: &[(TopicPartition, SentPartition)]) -> SessionRequest {
-        let full = self.id == INVALID_SESSION_ID || self.close_existing;
+        let full = self.id == INVALID_SESSION_ID
+            || self.close_existing
+            || next.iter().any(|(tp, _)| self.failed.contains(tp));
         let request = if full {
             SessionRequest {
                 session_id: self.id,
@@ -114,6 +119,7 @@ impl FollowerSession {
             }
         };
         self.sent = next.iter().cloned().collect();
+        self.failed.clear();
         request
     }
 
@@ -162,17 +168,20 @@ impl FollowerSession {
     pub fn failed(&mut self) {
         self.close_existing = self.id != INVALID_SESSION_ID;
         self.sent.clear();
+        self.failed.clear();
     }
 
-    /// A partition's answer was an error or could not be applied. The leader's session still
-    /// holds what it last answered for it, so listing it again unchanged would bring no answer
-    /// (a high watermark it told could stay unapplied while the partition is idle), and a
-    /// partition dropped from `sent` without being forgotten would stay in the leader's
-    /// session, answered with its error to every fetch at once. The next fetch is a full one in
-    /// a new session instead: rare (answers fail on leadership moves, full disks, ...), and the
-    /// failed partition usually sits that round out, backing off.
-    pub fn relist(&mut self) {
-        self.failed();
+    /// A partition's answer was an error or could not be applied. The leader's session keeps
+    /// what it last answered for it, so listing it again unchanged would bring no answer (a
+    /// high watermark it told could stay unapplied while the partition is idle). It usually
+    /// backs off and so leaves the next round: then it is forgotten, and listed as new (and
+    /// answered in full) when it comes back. If it is in the next round after all (every
+    /// partition backed off together, so no fetch forgot it), that fetch is a full one in a
+    /// new session.
+    pub fn relist(&mut self, tp: &TopicPartition) {
+        if self.sent.contains_key(tp) {
+            self.failed.insert(tp.clone());
+        }
     }
 
     /// Forget the session (a new leader process).
@@ -233,17 +242,29 @@ mod tests {
         let r = s.build(&[(tp(0), at(5)), (tp(1), at(9))]);
         assert_eq!((r.epoch, r.include.clone()), (3, HashSet::from([tp(0)])));
         s.handle_response(&r, errors::NONE, 42);
-        // Its answer was an error and it backs off: the next fetch closes session 42 and opens
-        // a new one without it, so the leader neither keeps reading it nor keeps what it
-        // answered for it last.
-        s.relist();
+        // Its answer was an error and it backs off: forgotten, so the leader neither keeps
+        // reading it nor keeps what it answered for it last; listed as new when it is back.
+        s.relist(&tp(0));
         let r = s.build(&[(tp(1), at(9))]);
-        assert_eq!((r.session_id, r.epoch), (42, INITIAL_EPOCH));
-        assert_eq!(r.include, HashSet::from([tp(1)]));
+        assert_eq!((r.session_id, r.epoch), (42, 4));
+        assert!(r.include.is_empty());
+        assert_eq!(r.forgotten, vec![(tp(0), Uuid([1; 16]))]);
+        s.handle_response(&r, errors::NONE, 42);
+        let r = s.build(&[(tp(0), at(5)), (tp(1), at(9))]);
+        assert_eq!((r.epoch, r.include.clone()), (5, HashSet::from([tp(0)])));
+        s.handle_response(&r, errors::NONE, 42);
+        // Failed, and in the next round after all (no fetch in between forgot it): that fetch
+        // is full, in a new session.
+        s.relist(&tp(0));
+        let r = s.build(&[(tp(0), at(5)), (tp(1), at(9))]);
+        assert_eq!(
+            (r.session_id, r.epoch, r.include.len()),
+            (42, INITIAL_EPOCH, 2)
+        );
         assert_eq!(s.handle_response(&r, errors::NONE, 43), SessionAnswer::Use);
         let r = s.build(&[(tp(0), at(5)), (tp(1), at(9))]);
         assert_eq!((r.session_id, r.epoch), (43, 1));
-        assert_eq!(r.include, HashSet::from([tp(0)]));
+        assert!(r.include.is_empty());
         // A leader that closes the session in an answer: that answer holds, then a full fetch.
         assert_eq!(
             s.handle_response(&r, errors::NONE, INVALID_SESSION_ID),
