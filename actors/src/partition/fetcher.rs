@@ -133,6 +133,34 @@ struct SlotResult {
     lag: Option<i64>,
 }
 
+impl SlotResult {
+    /// A partition the round did not move: its position stands (`back_off`: wait first).
+    fn unmoved(
+        p: FollowedPartition,
+        pos: FollowerPosition,
+        generation: u64,
+        back_off: bool,
+    ) -> Self {
+        SlotResult {
+            tp: p.tp,
+            generation,
+            position: Some(pos),
+            back_off,
+            lag: None,
+        }
+    }
+}
+
+/// Every partition of the round, not moved (the request or its answer failed as a whole).
+fn unmoved_all(
+    fetching: Vec<(FollowedPartition, FollowerPosition, u64)>,
+    back_off: bool,
+) -> impl Iterator<Item = SlotResult> {
+    fetching
+        .into_iter()
+        .map(move |(p, pos, generation)| SlotResult::unmoved(p, pos, generation, back_off))
+}
+
 pub struct ReplicaFetcherActor {
     leader: i32,
     fetcher_id: usize,
@@ -296,13 +324,7 @@ async fn fetch_round_in(
     for ((p, _, generation, in_sync), pos) in ready.into_iter().zip(positions) {
         match pos {
             Ok(pos) if follower_quota_exceeded && !in_sync && throttled(&p) => {
-                results.push(SlotResult {
-                    tp: p.tp,
-                    generation,
-                    position: Some(pos),
-                    back_off: true,
-                    lag: None,
-                })
+                results.push(SlotResult::unmoved(p, pos, generation, true))
             }
             Ok(pos) => fetching.push((p, pos, generation)),
             // Not a follower any more (the metadata moved it); the manager removes it.
@@ -327,13 +349,7 @@ async fn fetch_round_in(
                     c
                 }
                 Err(e) => {
-                    results.extend(fetching.into_iter().map(|(p, pos, generation)| SlotResult {
-                        tp: p.tp,
-                        generation,
-                        position: Some(pos),
-                        back_off: false,
-                        lag: None,
-                    }));
+                    results.extend(unmoved_all(fetching, false));
                     return (None, results, Some(e.to_string()));
                 }
             }
@@ -377,13 +393,7 @@ async fn fetch_round_in(
         }
         Err(e) => {
             session.failed();
-            results.extend(fetching.into_iter().map(|(p, pos, generation)| SlotResult {
-                tp: p.tp,
-                generation,
-                position: Some(pos),
-                back_off: false,
-                lag: None,
-            }));
+            results.extend(unmoved_all(fetching, false));
             return (None, results, Some(e.to_string()));
         }
     };
@@ -401,13 +411,7 @@ async fn fetch_round_in(
         } else {
             debug!(%address, error = response.error_code, "fetch session lost; starting a new one");
         }
-        results.extend(fetching.into_iter().map(|(p, pos, generation)| SlotResult {
-            tp: p.tp,
-            generation,
-            position: Some(pos),
-            back_off,
-            lag: None,
-        }));
+        results.extend(unmoved_all(fetching, back_off));
         return (Some(conn), results, None);
     }
     let answers = answers_by_partition(response, version, &fetching);
@@ -442,7 +446,7 @@ async fn fetch_round_in(
     for (p, pos, generation, applied, leader_hw) in applied {
         // An answer that was an error or did not apply: list the partition again next time.
         if !matches!(applied, Applied::Position(Some(_), false)) {
-            session.relist(&p.tp);
+            session.answer_failed(&p.tp);
         }
         match applied {
             Applied::Position(position, back_off) => results.push(SlotResult {

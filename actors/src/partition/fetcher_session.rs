@@ -67,7 +67,7 @@ pub struct FollowerSession {
     /// The partitions the leader's session holds, as last sent.
     sent: HashMap<TopicPartition, SentPartition>,
     /// Partitions of the session whose last answer failed or could not be applied (see
-    /// [`FollowerSession::relist`]).
+    /// [`FollowerSession::answer_failed`]).
     failed: HashSet<TopicPartition>,
 }
 
@@ -178,7 +178,7 @@ impl FollowerSession {
     /// answered in full) when it comes back. If it is in the next round after all (every
     /// partition backed off together, so no fetch forgot it), that fetch is a full one in a
     /// new session.
-    pub fn relist(&mut self, tp: &TopicPartition) {
+    pub fn answer_failed(&mut self, tp: &TopicPartition) {
         if self.sent.contains_key(tp) {
             self.failed.insert(tp.clone());
         }
@@ -244,7 +244,7 @@ mod tests {
         s.handle_response(&r, errors::NONE, 42);
         // Its answer was an error and it backs off: forgotten, so the leader neither keeps
         // reading it nor keeps what it answered for it last; listed as new when it is back.
-        s.relist(&tp(0));
+        s.answer_failed(&tp(0));
         let r = s.build(&[(tp(1), at(9))]);
         assert_eq!((r.session_id, r.epoch), (42, 4));
         assert!(r.include.is_empty());
@@ -255,7 +255,7 @@ mod tests {
         s.handle_response(&r, errors::NONE, 42);
         // Failed, and in the next round after all (no fetch in between forgot it): that fetch
         // is full, in a new session.
-        s.relist(&tp(0));
+        s.answer_failed(&tp(0));
         let r = s.build(&[(tp(0), at(5)), (tp(1), at(9))]);
         assert_eq!(
             (r.session_id, r.epoch, r.include.len()),

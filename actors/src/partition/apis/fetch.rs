@@ -42,6 +42,12 @@ struct Reader {
     leader_quota_exceeded: bool,
 }
 
+/// A follower's fetch while this leader's replication quota is exceeded (KIP-73): its
+/// throttled partitions outside the ISR are held back.
+fn leader_quota_exceeded(a: &PartitionApis, replica_id: i32) -> bool {
+    replica_id >= 0 && a.replication_quotas.leader.is_quota_exceeded(now_ms())
+}
+
 async fn read_all(
     t: &PartitionTable,
     quotas: &ReplicationQuotas,
@@ -368,8 +374,7 @@ pub(super) async fn handle_fetch(
         // metadata, and a follower serves it up to its high watermark.
         followers_may_serve: replica_id < 0 && version >= 11,
         client_rack: client_rack(a, &t, ctx, &req, replica_id),
-        leader_quota_exceeded: replica_id >= 0
-            && a.replication_quotas.leader.is_quota_exceeded(now_ms()),
+        leader_quota_exceeded: leader_quota_exceeded(a, replica_id),
     };
     let isolation = if version >= 4 {
         IsolationLevel::from_wire(req.isolation_level)
@@ -529,8 +534,7 @@ pub(super) async fn handle_fetch(
         // The leader's quota may have freed up (or run out) during the wait: Kafka decides
         // throttling when the delayed fetch completes, not when it arrived.
         let reader = Reader {
-            leader_quota_exceeded: replica_id >= 0
-                && a.replication_quotas.leader.is_quota_exceeded(now_ms()),
+            leader_quota_exceeded: leader_quota_exceeded(a, replica_id),
             ..reader.clone()
         };
         reads = read_all(
